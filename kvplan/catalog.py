@@ -1,0 +1,209 @@
+"""The offline catalogs: built-in `models.yaml` / `gpus.yaml` plus user catalog files.
+
+User files come from `--catalog FILE` (repeatable) and `KVPLAN_CATALOG` (paths separated by
+the OS path separator); a user entry with the same key replaces the built-in one. A catalog
+file may hold `models:`, `gpus:` or both. Schema: docs/catalogs.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import BadInput
+
+ENV_VAR = "KVPLAN_CATALOG"
+
+
+def builtin_path(name: str) -> Path:
+    """Packaged copy inside the wheel, else the repository root (editable installs)."""
+    packaged = Path(__file__).parent / "data" / name
+    if packaged.exists():
+        return packaged
+    return Path(__file__).resolve().parent.parent / name
+
+
+@cache
+def _load_yaml(path: str, mtime: float) -> dict[str, Any]:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.load(f, Loader=loader)
+    except OSError as e:
+        raise BadInput(f"cannot read catalog {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise BadInput(f"catalog {path}{where} is not valid YAML: "
+                       f"{getattr(e, 'problem', None) or e}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadInput(f"catalog {path} must be a mapping with 'models:' and/or 'gpus:'")
+    return data
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.exists():
+        raise BadInput(f"catalog file {p} does not exist")
+    return _load_yaml(str(p), p.stat().st_mtime)
+
+
+_TOP_RE = re.compile(r"^([A-Za-z_][\w-]*):")
+_ENTRY_RE = re.compile(r"""^  (?:"([^"]+)"|'([^']+)'|([^\s#"'][^:]*?)):\s*(?:#.*)?$""")
+_ALIAS_RE = re.compile(r"^    aliases:\s*(\[.*\])\s*(?:#.*)?$")
+
+
+class _Lazy:
+    """An entry of a catalog file that is parsed only when asked for."""
+
+    __slots__ = ("text", "key", "_value")
+
+    def __init__(self, key: str, text: str):
+        self.key, self.text, self._value = key, text, None
+
+    def value(self) -> dict[str, Any]:
+        if self._value is None:
+            import yaml
+
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            data = yaml.load(self.text, Loader=loader) or {}
+            self._value = data.get(self.key) if isinstance(data, dict) else None
+            if not isinstance(self._value, dict):
+                raise BadInput(f"catalog entry {self.key!r} is not a mapping")
+        return self._value
+
+
+def scan_section(text: str, kind: str) -> list[tuple[str, _Lazy, list[str]]] | None:
+    """Index the entries of one section without parsing YAML (fast start-up).
+
+    Works on files laid out like the built-in catalogs (2-space entry keys, 4-space fields,
+    flow-style alias lists); returns None for any other layout so the caller parses fully.
+    """
+    lines = text.split("\n")
+    heads: list[tuple[int, str, list[str]]] = []
+    inside, stop = False, len(lines)
+    for i, line in enumerate(lines):
+        if not line or line[0] == "#":
+            continue
+        if line[0] != " ":
+            if inside:
+                stop = i
+                break
+            inside = line.startswith(kind + ":")
+            continue
+        if not inside:
+            continue
+        if line[2] != " ":
+            if line[2] == "#":
+                continue
+            m = _ENTRY_RE.match(line)
+            if not m:
+                return None
+            heads.append((i, next(g for g in m.groups() if g is not None).strip(), []))
+        elif line.startswith("    aliases:"):
+            a = _ALIAS_RE.match(line)
+            if not a or not heads:
+                return None
+            heads[-1][2].extend(_flow_list(a.group(1)))
+        elif line.startswith("    name:") and heads:
+            heads[-1][2].append(line[9:].strip().strip("\"'"))
+    out = []
+    for n, (i, key, names) in enumerate(heads):
+        j = heads[n + 1][0] if n + 1 < len(heads) else stop
+        out.append((key, _Lazy(key, "\n".join(x[2:] for x in lines[i:j])), names))
+    return out
+
+
+def _flow_list(text: str) -> list[str]:
+    inner = text.strip()[1:-1]
+    items = re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'|([^,\s][^,]*)', inner)
+    return [next(x for x in item if x).strip() for item in items if any(item)]
+
+
+def _norm(s: str) -> str:
+    """Case-, space-, dash- and underscore-insensitive key."""
+    return re.sub(r"[\s_\-]+", "-", str(s).strip().lower())
+
+
+@dataclass
+class Catalog:
+    """Merged entries of one kind ('models' or 'gpus') with an alias index."""
+
+    kind: str
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)
+    _index: dict[str, str] = field(default_factory=dict)
+
+    def add(self, key: str, entry: dict[str, Any] | _Lazy, origin: str,
+            names: list[str] | None = None) -> None:
+        if isinstance(entry, dict):
+            names = [*(entry.get("aliases") or []), *([entry["name"]] if entry.get("name")
+                                                      else [])]
+        elif not isinstance(entry, _Lazy):
+            raise BadInput(f"{self.kind} entry {key!r} in {origin} must be a mapping")
+        self.entries[key] = entry
+        self.origin[key] = origin
+        for n in [key, *(names or [])]:
+            self._index[_norm(n)] = key
+
+    def entry(self, key: str) -> dict[str, Any]:
+        e = self.entries[key]
+        if isinstance(e, _Lazy):
+            e = self.entries[key] = e.value()
+        return e
+
+    def items(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(k, self.entry(k)) for k in self.entries]
+
+    def get(self, name: str) -> tuple[str, dict[str, Any]] | None:
+        key = self._index.get(_norm(name))
+        if key is None:
+            return None
+        return key, self.entry(key)
+
+    def suggestions(self, name: str, n: int = 3) -> list[str]:
+        pool = {_norm(k): k for k in self.entries}
+        pool.update({a: self._index[a] for a in self._index})
+        hits = difflib.get_close_matches(_norm(name), list(pool), n=n * 2, cutoff=0.5)
+        out: list[str] = []
+        for h in hits:
+            k = pool[h] if h in pool else self._index[h]
+            if k not in out:
+                out.append(k)
+        return out[:n]
+
+
+def user_catalog_paths(extra: list[str] | None = None) -> list[str]:
+    paths = [p for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
+    return paths + list(extra or [])
+
+
+def load(kind: str, extra: list[str] | None = None) -> Catalog:
+    """Built-in entries, then user files in order (later files win)."""
+    cat = Catalog(kind)
+    builtin = builtin_path(f"{kind}.yaml")
+    sources = ([str(builtin)] if builtin.exists() else []) + user_catalog_paths(extra)
+    for src in sources:
+        if src == str(builtin):
+            p = Path(src)
+            scanned = scan_section(p.read_text(encoding="utf-8"), kind)
+            if scanned is not None:
+                for key, lazy, names in scanned:
+                    cat.add(key, lazy, src, names)
+                continue
+        data = load_file(src)
+        section = data.get(kind) or {}
+        if not isinstance(section, dict):
+            raise BadInput(f"'{kind}:' in catalog {src} must be a mapping of id -> entry")
+        for key, entry in section.items():
+            cat.add(str(key), entry, src)
+    return cat

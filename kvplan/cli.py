@@ -1,0 +1,159 @@
+"""The `kvplan` command line (Typer). Thin: parse, call the core, render.
+
+Exit codes (docs/cli.md): 0 ok, 1 does not fit / check failed, 2 bad input, 3 internal error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Optional
+
+import typer
+
+from kvplan.errors import EXIT_BAD_INPUT, KvplanError
+
+EXIT_INTERNAL = 3
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Capacity planning for LLM serving: vLLM KV-cache sizing and more.",
+                  pretty_exceptions_enable=False)
+
+CatalogOpt = typer.Option(None, "--catalog", help="Extra catalog YAML file (repeatable); "
+                          "also KVPLAN_CATALOG.")
+
+
+@app.command("size")
+def size_cmd(
+    model: str = typer.Argument(..., help="Catalog id/alias, HF repo id, config.json or "
+                                "model directory."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU id, alias, nvidia-smi name "
+                                      "or GFD label (see `kvplan gpus`)."),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Total GPU memory "
+                                             "as the CUDA runtime reports it, e.g. 24GiB."),
+    tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp"),
+    pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "-pp"),
+    data_parallel_size: int = typer.Option(1, "--data-parallel-size", "-dp"),
+    enable_expert_parallel: bool = typer.Option(False, "--enable-expert-parallel"),
+    max_model_len: Optional[str] = typer.Option(None, "--max-model-len",
+                                                help="32768, 32K (=32768), 32k (=32000), "
+                                                "-1/auto to auto-fit."),
+    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype"),
+    gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization"),
+    kv_cache_memory_bytes: Optional[str] = typer.Option(None, "--kv-cache-memory-bytes",
+                                                        help="Skip profiling: KV memory per "
+                                                        "GPU (e.g. 60G = 60 GiB, as vLLM)."),
+    block_size: Optional[int] = typer.Option(None, "--block-size"),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs"),
+    max_num_batched_tokens: Optional[str] = typer.Option(None, "--max-num-batched-tokens"),
+    enforce_eager: bool = typer.Option(False, "--enforce-eager"),
+    dtype: str = typer.Option("auto", "--dtype"),
+    quantization: Optional[str] = typer.Option(None, "--quantization", "-q"),
+    enable_prefix_caching: Optional[bool] = typer.Option(
+        None, "--enable-prefix-caching/--no-enable-prefix-caching"),
+    disable_hybrid_kv_cache_manager: bool = typer.Option(False,
+                                                         "--disable-hybrid-kv-cache-manager"),
+    num_gpu_blocks_override: Optional[int] = typer.Option(None, "--num-gpu-blocks-override"),
+    vllm_version: Optional[str] = typer.Option(None, "--vllm-version",
+                                               help="Target vLLM release (default 0.33)."),
+    catalog: Optional[list[str]] = CatalogOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """KV-cache capacity of MODEL on GPU, computed the way vLLM computes it."""
+    from kvplan.core.sizing import EngineArgs, size
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+    from kvplan.units import parse_vllm_int
+
+    mml = None
+    if max_model_len is not None:
+        mml = -1 if max_model_len.strip().lower() in ("-1", "auto") else parse_vllm_int(
+            max_model_len, what="--max-model-len")
+    kvb = None
+    if kv_cache_memory_bytes is not None:
+        kvb = parse_vllm_int(kv_cache_memory_bytes, what="--kv-cache-memory-bytes")
+    args = EngineArgs(
+        tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size,
+        data_parallel_size=data_parallel_size,
+        enable_expert_parallel=enable_expert_parallel,
+        max_model_len=mml, kv_cache_dtype=kv_cache_dtype,
+        gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kvb,
+        block_size=block_size, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=parse_vllm_int(max_num_batched_tokens,
+                                              what="--max-num-batched-tokens")
+        if max_num_batched_tokens else None,
+        enforce_eager=enforce_eager, dtype=dtype, quantization=quantization,
+        enable_prefix_caching=enable_prefix_caching,
+        disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
+        num_gpu_blocks_override=num_gpu_blocks_override,
+    )
+    m = resolve_model(model, catalog)
+    g = resolve_gpu(gpu, gpu_memory, catalog)
+    result = size(m, g, args, vllm_version)
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+    else:
+        from kvplan.render.size import render_size
+
+        render_size(result)
+    if not result.fits:
+        raise typer.Exit(1)
+
+
+@app.command("models")
+def models_cmd(catalog: Optional[list[str]] = CatalogOpt,
+               as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the catalog's models."""
+    from kvplan import catalog as cat_mod
+    from kvplan.render.tables import render_models
+
+    cat = cat_mod.load("models", catalog)
+    render_models(cat, as_json)
+
+
+@app.command("gpus")
+def gpus_cmd(catalog: Optional[list[str]] = CatalogOpt,
+             as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the catalog's GPUs."""
+    from kvplan import catalog as cat_mod
+    from kvplan.render.tables import render_gpus
+
+    cat = cat_mod.load("gpus", catalog)
+    render_gpus(cat, as_json)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: one line on error, never a traceback (unless KVPLAN_DEBUG=1)."""
+    debug = os.environ.get("KVPLAN_DEBUG") == "1"
+    try:
+        app(args=argv, standalone_mode=False)
+        return 0
+    except KvplanError as e:
+        if debug:
+            raise
+        sys.stderr.write(f"kvplan: error: {e.line()}\n")
+        return e.exit_code
+    except typer.Exit as e:
+        return e.exit_code
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # noqa: BLE001 - last line of defence: no tracebacks for users
+        import click
+
+        if isinstance(e, click.exceptions.Abort):
+            return 130
+        if isinstance(e, click.ClickException):
+            sys.stderr.write(f"kvplan: error: {e.format_message()}\n")
+            return EXIT_BAD_INPUT
+        if debug:
+            raise
+        sys.stderr.write(f"kvplan: internal error: {type(e).__name__}: {e} "
+                         "(set KVPLAN_DEBUG=1 for a traceback and report it)\n")
+        return EXIT_INTERNAL
+
+
+def run() -> None:
+    sys.exit(main())

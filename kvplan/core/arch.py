@@ -1,0 +1,505 @@
+"""Normalise a Hugging Face `config.json` into the per-layer facts vLLM sizes KV from.
+
+Follows vLLM 0.33 `transformers_utils/model_arch_config_convertor.py` (head size, KV heads,
+layer types), `config/model.py` (dtype, max length) and each model's own code for which layers
+build an attention or state cache. An unclassifiable config raises `UnsupportedArchitecture`
+naming the fields it lacks -- never a silent guess.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvplan.errors import BadInput, UnsupportedArchitecture
+
+# Layer kinds that own KV/state memory.
+FULL, SLIDING, CHUNKED, MLA, CROSS = "full", "sliding", "chunked", "mla", "cross"
+MAMBA1, MAMBA2, GDN = "mamba1", "mamba2", "gdn"
+ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, MLA, CROSS)
+STATE_KINDS = (MAMBA1, MAMBA2, GDN)
+
+
+@dataclass(frozen=True)
+class AttnLayer:
+    """One attention layer that owns a KV cache (before any parallel split)."""
+
+    kind: str  # full | sliding | chunked | mla | cross
+    num_kv_heads: int  # total KV heads (MLA: 1, never split)
+    head_size: int  # K head size (MLA: kv_lora_rank + qk_rope_head_dim)
+    head_size_v: int  # V head size (MLA: 0 -- one latent vector)
+    window: int = 0  # sliding window or attention chunk size (tokens)
+    indexer_bytes: int = 0  # DeepSeek-V3.2 sparse indexer cache, bytes/token (uint8)
+    encoder_len: int = 0  # cross-attention: encoder tokens per request
+
+
+@dataclass(frozen=True)
+class StateLayer:
+    """One Mamba / linear-attention layer: a fixed recurrent state per request."""
+
+    kind: str  # mamba1 | mamba2 | gdn
+    # mamba1/mamba2: intermediate = expand*hidden (or heads*head_dim); gdn: see fields below
+    intermediate: int = 0
+    d_state: int = 0
+    d_conv: int = 0
+    n_groups: int = 0
+    n_heads: int = 0
+    head_dim: int = 0
+    # gated delta-net
+    k_heads: int = 0
+    k_dim: int = 0
+    v_heads: int = 0
+    v_dim: int = 0
+
+
+Layer = AttnLayer | StateLayer | None  # None: no cache (MLP-only, KV shared, attention-free)
+
+
+@dataclass
+class ModelArch:
+    """What sizing needs to know about a model, independent of GPU and flags."""
+
+    model_type: str
+    architectures: list[str]
+    layers: list[Layer]
+    num_attention_heads: int
+    hidden_size: int
+    intermediate_size: int
+    vocab_size: int
+    config_dtype: str  # as written in the config ('bfloat16', 'float32', ...) or 'auto'
+    max_position: int  # vLLM's derived max_model_len (before user override)
+    max_position_source: str
+    tie_word_embeddings: bool = False
+    num_experts: int = 0
+    experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    ssm_state_dtype: str | None = None  # model-default Mamba SSM state dtype override
+    sliding_all_layers: int = 0  # window copied to cache_config.sliding_window (Mistral-v0.1)
+    is_mla: bool = False
+    is_sparse_mla: bool = False  # DeepSeek-V3.2-style (fp8_ds_mla / indexer)
+    quantization: dict[str, Any] | None = None
+    text_config: dict[str, Any] = field(default_factory=dict)
+    vision_config: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def kinds(self) -> set[str]:
+        return {layer.kind for layer in self.layers if layer is not None}
+
+    @property
+    def is_hybrid_state(self) -> bool:
+        return any(isinstance(x, StateLayer) for x in self.layers)
+
+    @property
+    def family_label(self) -> str:
+        k = self.kinds
+        parts = []
+        if MLA in k:
+            parts.append("MLA" + (" + sparse indexer" if self.is_sparse_mla else ""))
+        if FULL in k:
+            parts.append("full attention")
+        if SLIDING in k:
+            parts.append("sliding window")
+        if CHUNKED in k:
+            parts.append("chunked local attention")
+        if CROSS in k:
+            parts.append("cross attention")
+        for s in STATE_KINDS:
+            if s in k:
+                parts.append({"mamba1": "Mamba1", "mamba2": "Mamba2", "gdn": "Gated DeltaNet"}[s])
+        if not parts:
+            parts.append("attention-free")
+        return " + ".join(parts)
+
+
+# --- config helpers -------------------------------------------------------------------------
+
+# Keys transformers' config classes default when a compact config.json omits them. Only
+# values that change sizing, per model_type (transformers `configuration_*.py` defaults).
+_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma": {"head_dim": 256, "tie_word_embeddings": True},
+    "gemma2": {"head_dim": 256, "tie_word_embeddings": True, "sliding_window": 4096,
+               "max_position_embeddings": 8192, "vocab_size": 256000},
+    "gemma3_text": {"head_dim": 256, "tie_word_embeddings": True, "sliding_window": 4096,
+                    "sliding_window_pattern": 6, "max_position_embeddings": 131072,
+                    "vocab_size": 262208,
+                    "num_key_value_heads": 4, "num_attention_heads": 8},
+    "mistral": {"max_position_embeddings": 32768},
+    "llama": {"max_position_embeddings": 2048},
+}
+
+_MAX_LEN_KEYS = (
+    "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+    "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len",
+)
+# rope types whose factor is NOT applied to the derived length (vLLM config/model.py
+# `_get_and_verify_max_len`).
+_ROPE_NO_SCALE = {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling",
+                  "mrope", "default", "proportional"}
+
+_MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_vl", "glm_moe_dsa",
+              "deepseek_mtp", "glm4_moe_lite", "longcat_flash", "mistral_large_3", "bailing_moe_v2"}
+
+
+def _loads(v: Any) -> Any:
+    """Some exported configs hold JSON strings where objects belong; decode them."""
+    if isinstance(v, str) and v[:1] in "[{":
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
+    """The language-model part: `text_config` / `llm_config` of multimodal wrappers.
+
+    vLLM: `hf_config.get_text_config()` (transformers_utils/config.py `get_hf_text_config`).
+    Keys of the wrapper the text config lacks (dtype, quantization) are inherited.
+    """
+    inner = None
+    for key in ("text_config", "llm_config", "language_config", "text_model_config"):
+        if isinstance(config.get(key), dict):
+            inner = config[key]
+            break
+    if inner is None:
+        t = dict(config)
+    else:
+        t = dict(inner)
+        for k in ("torch_dtype", "dtype", "quantization_config", "tie_word_embeddings",
+                  "max_position_embeddings"):
+            if k not in t and k in config:
+                t[k] = config[k]
+        t.setdefault("architectures", config.get("architectures", []))
+    for k, v in _TYPE_DEFAULTS.get(t.get("model_type", ""), {}).items():
+        t.setdefault(k, v)
+    return {k: _loads(v) for k, v in t.items()}
+
+
+def _req(t: dict[str, Any], *keys: str, what: str | None = None) -> Any:
+    for k in keys:
+        if t.get(k) is not None:
+            return t[k]
+    mt = t.get("model_type", "?")
+    raise UnsupportedArchitecture(
+        f"config of model_type {mt!r} lacks {what or ' / '.join(keys)}",
+        hint="pass a complete config.json or add the field to the catalog entry",
+    )
+
+
+def _int(t: dict[str, Any], *keys: str, default: int | None = None) -> int:
+    for k in keys:
+        v = t.get(k)
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise BadInput(f"config field {k!r} must be a non-negative number, got {v!r}")
+            return int(v)
+    if default is not None:
+        return default
+    return int(_req(t, *keys))
+
+
+def total_kv_heads(t: dict[str, Any]) -> int:
+    """vLLM `get_total_num_kv_heads` incl. Falcon / GPTBigCode multi_query and aliases."""
+    mt = t.get("model_type", "")
+    falcon = mt in ("falcon", "RefinedWeb", "RefinedWebModel")
+    if falcon and not t.get("new_decoder_architecture", False) and t.get("multi_query", False):
+        return 1
+    if mt == "gpt_bigcode" and t.get("multi_query", False):
+        return 1
+    if isinstance(t.get("attn_config"), dict) and "kv_n_heads" in t["attn_config"]:
+        return int(t["attn_config"]["kv_n_heads"])  # DBRX / MPT
+    for k in ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+              "num_attention_groups"):
+        if t.get(k) is not None:
+            return int(t[k])
+    return _int(t, "num_attention_heads", "n_head", "num_heads")
+
+
+def head_size(t: dict[str, Any]) -> int:
+    """vLLM `get_head_size`: head_dim if present and >0, else hidden // heads."""
+    for k in ("head_dim", "hidden_size_per_head", "attention_head_dim"):
+        v = t.get(k)
+        if isinstance(v, int) and v > 0:
+            return v
+    hidden = _int(t, "hidden_size", "n_embd", "d_model")
+    heads = _int(t, "num_attention_heads", "n_head", "num_heads")
+    if heads == 0 or hidden % heads:
+        raise UnsupportedArchitecture(
+            f"cannot derive head size: hidden_size {hidden} is not a multiple of "
+            f"num_attention_heads {heads} and no head_dim is given")
+    return hidden // heads
+
+
+def max_model_len_of(t: dict[str, Any]) -> tuple[int, str]:
+    """vLLM `_get_and_verify_max_len`: min over the length keys, then rope scaling."""
+    found = [(int(t[k]), k) for k in _MAX_LEN_KEYS if isinstance(t.get(k), (int, float))]
+    if not found:
+        return 2048, "no length field in config (vLLM's 2048 default)"
+    length, key = min(found)
+    rs = t.get("rope_scaling") or {}
+    if isinstance(rs, dict) and rs:
+        rtype = rs.get("rope_type", rs.get("type", ""))
+        factor = rs.get("factor")
+        if (factor and rtype not in _ROPE_NO_SCALE and "gemma3" not in t.get("model_type", "")
+                and rtype):
+            if rtype == "dynamic" and "original_max_position_embeddings" in rs:
+                pass  # dynamic with original length: derived length stays
+            else:
+                return int(length * factor), f"{key} x rope_scaling factor {factor} ({rtype})"
+    return length, key
+
+
+# --- layer classification -------------------------------------------------------------------
+
+def _attn(t: dict[str, Any], kind: str = FULL, *, heads: int | None = None,
+          hs: int | None = None, hs_v: int | None = None, window: int = 0) -> AttnLayer:
+    h = head_size(t) if hs is None else hs
+    return AttnLayer(kind=kind, num_kv_heads=total_kv_heads(t) if heads is None else heads,
+                     head_size=h, head_size_v=h if hs_v is None else hs_v, window=window)
+
+
+def _sliding_layers_pattern(t: dict[str, Any], n: int) -> list[bool] | None:
+    """Per-layer sliding flags from layer_types / sliding_window_pattern, or None."""
+    lt = t.get("layer_types")
+    if isinstance(lt, list) and lt:
+        if len(lt) < n:
+            raise BadInput(f"layer_types has {len(lt)} entries for {n} layers")
+        return [x in ("sliding_attention", "sliding", "local") for x in lt[:n]]
+    mt = t.get("model_type", "")
+    pattern = t.get("sliding_window_pattern")
+    if mt == "gemma2":
+        pattern = 2
+    if isinstance(pattern, int) and pattern > 0 and t.get("sliding_window"):
+        return [bool((i + 1) % pattern) for i in range(n)]
+    return None
+
+
+def _mla_layer(t: dict[str, Any]) -> AttnLayer:
+    kv_lora = _int(t, "kv_lora_rank")
+    rope = _int(t, "qk_rope_head_dim")
+    indexer = 0
+    if t.get("index_head_dim"):
+        d = int(t["index_head_dim"])
+        indexer = d + d // 128 * 4  # DeepseekV32IndexerCache: fp8 values + fp32 scale per 128
+    return AttnLayer(kind=MLA, num_kv_heads=1, head_size=kv_lora + rope, head_size_v=0,
+                     indexer_bytes=indexer)
+
+
+def _mamba2_layer(t: dict[str, Any], *, prefix: str = "mamba_") -> StateLayer:
+    if prefix == "mamba_":  # granite-4.0-h / bamba / falcon-h1 names
+        heads = _int(t, "mamba_n_heads", "mamba_num_heads")
+        hd = _int(t, "mamba_d_head", "mamba_head_dim")
+        expand = t.get("mamba_expand")
+        inter = heads * hd if not expand else int(expand * _int(t, "hidden_size"))
+        if t.get("mamba_d_ssm"):
+            inter = int(t["mamba_d_ssm"])
+        return StateLayer(kind=MAMBA2, intermediate=inter, d_state=_int(t, "mamba_d_state"),
+                          d_conv=_int(t, "mamba_d_conv"),
+                          n_groups=_int(t, "mamba_n_groups", default=1),
+                          n_heads=heads, head_dim=hd)
+    heads = _int(t, "mamba_num_heads")
+    hd = _int(t, "mamba_head_dim")
+    return StateLayer(kind=MAMBA2, intermediate=heads * hd, d_state=_int(t, "ssm_state_size"),
+                      d_conv=_int(t, "conv_kernel"), n_groups=_int(t, "n_groups", default=1),
+                      n_heads=heads, head_dim=hd)
+
+
+def _gdn_layer(t: dict[str, Any]) -> StateLayer:
+    return StateLayer(kind=GDN, k_heads=_int(t, "linear_num_key_heads"),
+                      k_dim=_int(t, "linear_key_head_dim"),
+                      v_heads=_int(t, "linear_num_value_heads"),
+                      v_dim=_int(t, "linear_value_head_dim"),
+                      d_conv=_int(t, "linear_conv_kernel_dim"))
+
+
+def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - a dispatch table
+    mt = t.get("model_type", "")
+    n = _int(t, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+    # --- Mamba / linear-attention hybrids ---
+    if mt == "nemotron_h":
+        pattern = _req(t, "hybrid_override_pattern")
+        if len(pattern) != n:
+            raise BadInput(f"hybrid_override_pattern has {len(pattern)} symbols for {n} layers")
+        arch.ssm_state_dtype = t.get("mamba_ssm_cache_dtype") or "float32"
+        out: list[Layer] = []
+        for ch in pattern:
+            if ch == "*":
+                out.append(_attn(t))
+            elif ch == "M":
+                out.append(_mamba2_layer(t, prefix=""))
+            elif ch in "-E":
+                out.append(None)
+            else:
+                raise UnsupportedArchitecture(f"unknown hybrid_override_pattern symbol {ch!r}")
+        return out
+    if mt in ("granitemoehybrid", "bamba"):
+        lt = t.get("layer_types") or t.get("layers_block_type")
+        if lt is None and mt == "bamba":
+            attn_idx = set(t.get("attn_layer_indices") or [])
+            lt = ["attention" if i in attn_idx else "mamba" for i in range(n)]
+        lt = _req({"layer_types": lt, "model_type": mt}, "layer_types")
+        return [_attn(t) if x == "attention" else _mamba2_layer(t) for x in lt[:n]]
+    if mt == "falcon_h1":
+        # parallel hybrid: every layer has attention AND a Mamba2 mixer -> both caches
+        raise UnsupportedArchitecture(
+            "falcon_h1 (parallel attention + Mamba2 in every layer) is not modelled yet")
+    if mt == "jamba":
+        period, offset = _int(t, "attn_layer_period"), _int(t, "attn_layer_offset")
+        m = StateLayer(kind=MAMBA1, intermediate=_int(t, "mamba_expand") * _int(t, "hidden_size"),
+                       d_state=_int(t, "mamba_d_state"), d_conv=_int(t, "mamba_d_conv"))
+        return [_attn(t) if i % period == offset else m for i in range(n)]
+    if mt in ("falcon_mamba", "mamba"):
+        inter = _int(t, "intermediate_size", default=2 * _int(t, "hidden_size"))
+        return [StateLayer(kind=MAMBA1, intermediate=inter, d_state=_int(t, "state_size"),
+                           d_conv=_int(t, "conv_kernel"))] * n
+    if mt in ("mamba2",):
+        inter = int(t.get("expand", 2) * _int(t, "hidden_size"))
+        return [StateLayer(kind=MAMBA2, intermediate=inter, d_state=_int(t, "state_size"),
+                           d_conv=_int(t, "conv_kernel"), n_groups=_int(t, "n_groups", default=1),
+                           n_heads=_int(t, "num_heads"), head_dim=_int(t, "head_dim"))] * n
+    if mt in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe"):
+        lt = t.get("layer_types")
+        if not lt:
+            interval = _int(t, "full_attention_interval")
+            lt = ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
+                  for i in range(n)]
+        if mt.startswith("qwen3_5"):
+            arch.ssm_state_dtype = t.get("mamba_ssm_dtype") or None
+        gdn = _gdn_layer(t)
+        return [_attn(t) if x == "full_attention" else gdn for x in lt[:n]]
+    if mt in ("kimi_linear", "minimax", "minimax_text_01", "lfm2", "deepseek_v4", "mllama_vision"):
+        raise UnsupportedArchitecture(
+            f"model_type {mt!r} ({', '.join(t.get('architectures') or [])}) uses a cache "
+            "layout kvplan does not model yet",
+            hint="open an issue with the config.json; kvplan will not guess")
+
+    # --- MLA ---
+    if t.get("kv_lora_rank") and (mt in _MLA_TYPES or "qk_rope_head_dim" in t):
+        arch.is_mla = True
+        layer = _mla_layer(t)
+        arch.is_sparse_mla = layer.indexer_bytes > 0
+        return [layer] * n
+
+    # --- heterogeneous NAS blocks (Nemotron Super/Ultra, DeciLM) ---
+    if mt in ("nemotron-nas", "deci"):
+        blocks = _req(t, "block_configs")
+        heads = _int(t, "num_attention_heads")
+        out = []
+        for b in blocks[:n]:
+            a = b.get("attention", {})
+            if a.get("no_op") or a.get("replace_with_linear"):
+                out.append(None)
+            else:
+                out.append(_attn(t, heads=heads // int(a["n_heads_in_group"])))
+        return out
+
+    # --- cross-attention (Llama 3.2 Vision) ---
+    if mt in ("mllama_text_model", "mllama"):
+        cross = set(t.get("cross_attention_layers") or [])
+        enc = arch.vision_config or {}
+        tiles = int(enc.get("max_num_tiles", 4))
+        patches = (int(enc.get("image_size", 560)) // int(enc.get("patch_size", 14))) ** 2 + 1
+        kv = total_kv_heads(t)
+        hs = head_size(t)
+        return [AttnLayer(CROSS, kv, hs, hs, encoder_len=tiles * patches) if i in cross
+                else _attn(t) for i in range(n)]
+
+    # --- sliding window / chunked local / full ---
+    window = t.get("sliding_window") if isinstance(t.get("sliding_window"), int) else 0
+    if t.get("use_sliding_window") is False:
+        window = 0  # Qwen2/Qwen3: transformers sets sliding_window=None when switched off
+    kv_shared = int(t.get("num_kv_shared_layers") or 0)
+    global_hs = t.get("global_head_dim")
+    global_kv = t.get("num_global_key_value_heads")
+
+    if mt == "llama4_text" or t.get("attention_chunk_size") and mt.startswith("llama4"):
+        chunk = _int(t, "attention_chunk_size")
+        nope = t.get("no_rope_layers")
+        if not nope:
+            step = int(t.get("no_rope_layer_interval", 4))
+            nope = [int((i + 1) % step != 0) for i in range(n)]  # 1 = uses RoPE -> local
+        return [_attn(t, CHUNKED, window=chunk) if nope[i] else _attn(t) for i in range(n)]
+
+    if mt == "mimo_v2_flash":
+        pat = _req(t, "hybrid_layer_pattern")
+        swa = _attn(t, SLIDING, heads=_int(t, "swa_num_key_value_heads"),
+                    hs=_int(t, "swa_head_dim"), hs_v=_int(t, "swa_v_head_dim"),
+                    window=_int(t, "sliding_window"))
+        full = _attn(t, hs=_int(t, "head_dim"), hs_v=_int(t, "v_head_dim"))
+        return [swa if p else full for p in pat[:n]]
+
+    flags = _sliding_layers_pattern(t, n) if window else None
+    if window and flags is None:
+        arch.sliding_all_layers = window
+        flags = [True] * n  # e.g. Mistral-7B-v0.1, Phi-3-mini, starcoder2: every layer SWA
+    if flags is None:
+        flags = [False] * n
+    if t.get("use_sliding_window") and t.get("max_window_layers") is not None \
+            and not t.get("layer_types"):
+        mwl = int(t["max_window_layers"])  # Qwen2: layers >= max_window_layers use SWA
+        flags = [i >= mwl for i in range(n)]
+        arch.sliding_all_layers = 0
+    hs_v = t.get("v_head_dim") if mt not in _MLA_TYPES else None
+    out = []
+    for i in range(n):
+        if kv_shared and i >= n - kv_shared:
+            out.append(None)  # reuses an earlier layer's KV (Gemma-3n / Gemma-4 edge models)
+        elif flags[i]:
+            out.append(_attn(t, SLIDING, window=window, hs_v=hs_v))
+        else:
+            out.append(_attn(t, heads=global_kv, hs=global_hs,
+                             hs_v=global_hs if global_hs else hs_v))
+    return out
+
+
+def normalize(config: dict[str, Any]) -> ModelArch:
+    """Turn a raw HF config (as loaded from config.json) into a `ModelArch`."""
+    if not isinstance(config, dict):
+        raise BadInput("config is not a JSON object")
+    t = text_config_of(config)
+    if not t.get("model_type") and not t.get("architectures"):
+        raise UnsupportedArchitecture("config has neither model_type nor architectures",
+                                      hint="is this a model's config.json?")
+    mt = t.get("model_type", "")
+    vision = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
+    hidden = _int(t, "hidden_size", "n_embd", "d_model")
+    heads = _int(t, "num_attention_heads", "n_head", "num_heads", default=0)
+    inter = t.get("intermediate_size") or t.get("ffn_hidden_size") or t.get("n_inner") or 0
+    arch = ModelArch(
+        model_type=mt,
+        architectures=list(config.get("architectures") or t.get("architectures") or []),
+        layers=[],
+        num_attention_heads=heads,
+        hidden_size=hidden,
+        intermediate_size=int(inter) if isinstance(inter, (int, float)) else 0,
+        vocab_size=_int(t, "vocab_size", "padded_vocab_size", default=0),
+        config_dtype=str(t.get("dtype") or t.get("torch_dtype") or "auto"),
+        max_position=0,
+        max_position_source="",
+        tie_word_embeddings=bool(t.get("tie_word_embeddings", config.get("tie_word_embeddings",
+                                                                          False))),
+        num_experts=int(t.get("num_local_experts") or t.get("num_experts")
+                        or t.get("n_routed_experts") or t.get("moe_num_experts") or 0),
+        experts_per_tok=int(t.get("num_experts_per_tok") or t.get("experts_per_token")
+                            or t.get("top_k_experts") or t.get("moe_top_k") or 0),
+        moe_intermediate_size=int(t.get("moe_intermediate_size") or 0),
+        shared_expert_intermediate_size=int(t.get("shared_expert_intermediate_size")
+                                            or t.get("moe_shared_expert_intermediate_size")
+                                            or 0),
+        quantization=t.get("quantization_config") or config.get("quantization_config"),
+        text_config=t,
+        vision_config=vision,
+    )
+    arch.layers = _layers(t, arch)
+    if not arch.layers:
+        raise BadInput("config declares zero layers")
+    arch.max_position, arch.max_position_source = max_model_len_of(t)
+    return arch

@@ -1,0 +1,132 @@
+"""KV-cache groups, block counts, per-request blocks, concurrency and the logged token figure.
+
+Follows vLLM 0.33 `v1/core/kv_cache_planning.py` (`get_kv_cache_groups`,
+`_get_kv_cache_groups_uniform_page_size`, `_get_kv_cache_bytes_per_block`,
+`_estimate_max_model_len_from_groups`) and `v1/core/kv_cache_utils.py`
+(`get_max_concurrency_for_kv_cache_config`, the "GPU KV cache size" report), with the
+pre-0.20.2 token formula.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from kvplan.core.kvspec import Spec, unify_pages
+from kvplan.units import cdiv
+
+
+@dataclass(frozen=True)
+class Group:
+    """One KV-cache group: layers sharing a block table (indices into the spec list)."""
+
+    layer_ids: tuple[int, ...]
+    specs: tuple[Spec, ...]
+
+    @property
+    def page_sum(self) -> int:
+        return sum(s.page for s in self.specs)
+
+    @property
+    def spec(self) -> Spec:
+        return self.specs[0]
+
+    def blocks_per_request(self, max_model_len: int, inflight: int) -> int:
+        return self.spec.blocks_per_request(max_model_len, inflight)
+
+    @property
+    def block_size(self) -> int:
+        return self.spec.block_size
+
+
+def make_groups(specs: list[Spec | None]) -> list[Group]:
+    """Group layers the way vLLM's hybrid KV-cache manager does."""
+    present = [(i, s) for i, s in enumerate(specs) if s is not None]
+    if not present:
+        return []  # attention-free model
+    distinct = {s for _, s in present}
+    if len(distinct) == 1 or len({s.type_key for _, s in present}) == 1:
+        # uniform spec, or uniform type with different page sizes (UniformTypeKVCacheSpecs)
+        ids, ss = zip(*present)
+        return [Group(tuple(ids), tuple(ss))]
+    unified = unify_pages([s for _, s in present])
+    present = [(i, u) for (i, _), u in zip(present, unified)]
+    buckets: OrderedDict[Spec, list[int]] = OrderedDict()
+    by_id = dict(present)
+    for i, s in present:
+        buckets.setdefault(s, []).append(i)
+    sizes = [len(v) for v in buckets.values()]
+    group_size = min(sizes)
+    if max(sizes) < group_size * 1.5:
+        group_size = max(sizes)
+    groups = []
+    for ids in buckets.values():
+        n = cdiv(len(ids), group_size)
+        for g in range(n):
+            sub = tuple(ids[g::n])
+            groups.append(Group(sub, tuple(by_id[i] for i in sub)))
+    return groups
+
+
+def bytes_per_block(groups: list[Group], layer_filter: set[int] | None = None) -> int:
+    """Bytes one block ID reserves: the widest group's summed pages (per pipeline stage)."""
+    best = 0
+    for g in groups:
+        total = sum(s.page for i, s in zip(g.layer_ids, g.specs)
+                    if layer_filter is None or i in layer_filter)
+        best = max(best, total)
+    return best
+
+
+def blocks_per_request(groups: list[Group], max_model_len: int, inflight: int) -> int:
+    """Sum over groups of the blocks one request needs (`get_max_concurrency_...`)."""
+    return sum(g.blocks_per_request(max_model_len, inflight) for g in groups)
+
+
+def needed_bytes(groups: list[Group], max_model_len: int, inflight: int, bpb: int,
+                 *, per_layer: bool) -> int:
+    """KV bytes one request of `max_model_len` needs (the startup check).
+
+    0.14+: sum over groups of blocks x bytes_per_block (charges hybrid padding layers);
+    0.11/0.12: sum over layers of each layer's own worst case (`per_layer=True`).
+    """
+    if per_layer:
+        return sum(s.blocks_per_request(max_model_len, inflight) * s.page
+                   for g in groups for s in g.specs)
+    return blocks_per_request(groups, max_model_len, inflight) * bpb
+
+
+def estimate_max_model_len(groups: list[Group], available: int, upper: int, inflight: int,
+                           bpb: int, *, per_layer: bool) -> int:
+    """Largest max_model_len whose single request fits `available` (vLLM's binary search)."""
+    def fits(n: int) -> bool:
+        return needed_bytes(groups, n, inflight, bpb, per_layer=per_layer) <= available
+
+    if not fits(1):
+        return 0
+    lo, hi, best = 1, upper, 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def kv_cache_tokens(groups: list[Group], num_blocks: int, max_model_len: int,
+                    concurrency: float, *, from_concurrency: bool, v1: bool) -> int:
+    """The "GPU KV cache size: N tokens" figure vLLM logs.
+
+    0.20.2+: int(max_concurrency * max_model_len) (same float expression as vLLM);
+    0.11-0.20.0: num_blocks // num_groups * min(group block sizes); V0: blocks x block size.
+    """
+    if not groups:
+        return 0
+    if from_concurrency:
+        return int(concurrency * max_model_len)
+    attn_sizes = [g.block_size for g in groups if not g.spec.is_state]
+    min_bs = min(attn_sizes) if attn_sizes else groups[0].block_size
+    if not v1:
+        return num_blocks * min_bs
+    return num_blocks // len(groups) * min_bs

@@ -1,0 +1,99 @@
+"""Model and KV-cache dtypes, resolved the way vLLM resolves them.
+
+Sources: vLLM 0.33 `config/model.py` `_resolve_auto_dtype` (float32 checkpoints run in the
+platform's preferred half type), `utils/torch_utils.py` `STR_DTYPE_TO_TORCH_DTYPE` and
+`config/cache.py` `resolve_kv_cache_dtype_string` (ModelOpt checkpoints' KV scheme).
+"""
+
+from __future__ import annotations
+
+from kvplan.core.versions import cc_major
+from kvplan.errors import BadInput
+
+DTYPE_BYTES = {
+    "float32": 4, "float": 4, "fp32": 4,
+    "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "fp16": 2,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1, "uint8": 1,
+    "int8": 1,
+}
+_CANON = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16",
+          "bf16": "bfloat16"}
+FP8_DS_MLA_BYTES_PER_TOKEN = 656  # 512 fp8 NoPE + 4 fp32 scales + 64 bf16 RoPE (flashmla_sparse)
+
+
+def canonical(dtype: str) -> str:
+    d = str(dtype).lower().replace("torch.", "")
+    return _CANON.get(d, d)
+
+
+def dtype_bytes(dtype: str) -> int:
+    d = canonical(dtype)
+    if d not in DTYPE_BYTES:
+        raise BadInput(f"unknown dtype {dtype!r}")
+    return DTYPE_BYTES[d]
+
+
+def resolve_model_dtype(config_dtype: str, user_dtype: str | None, compute_capability: str,
+                        *, v1: bool = True, model_type: str = "") -> str:
+    """The dtype vLLM runs the model in (`--dtype auto` unless overridden).
+
+    A float32 checkpoint runs in bfloat16 on sm80+ and float16 on older GPUs; vLLM 0.6
+    (V0) chose float16 except for Gemma-2 (bfloat16). bfloat16 on a pre-sm80 GPU is refused.
+    """
+    major = cc_major(compute_capability or "8.0")
+    if user_dtype and canonical(user_dtype) != "auto":
+        d = canonical(user_dtype)
+        if d not in ("float32", "float16", "bfloat16"):
+            raise BadInput(f"--dtype {user_dtype} is not one of auto, float16, bfloat16, float32")
+        if d == "bfloat16" and major < 8:
+            raise BadInput(f"--dtype bfloat16 needs compute capability 8.0+, this GPU is "
+                           f"{compute_capability}", hint="use --dtype float16")
+        return d
+    d = canonical(config_dtype or "auto")
+    if d in ("auto", "float32", "none"):
+        if not v1 and model_type != "gemma2":
+            return "float16"
+        return "bfloat16" if major >= 8 else "float16"
+    if d == "bfloat16" and major < 8:
+        return "float16"  # vLLM casts bf16 checkpoints to fp16 on Turing/Volta (with a warning)
+    if d not in ("float16", "bfloat16"):
+        raise BadInput(f"config dtype {config_dtype!r} is not a floating-point dtype vLLM runs")
+    return d
+
+
+def modelopt_kv_dtype(quant_config: dict | None, hf_quant: dict | None) -> str | None:
+    """KV scheme a ModelOpt checkpoint declares (hf_quant_config.json or quantization_config)."""
+    for src in (hf_quant or {}, quant_config or {}):
+        q = src.get("quantization", src)
+        algo = q.get("kv_cache_quant_algo") if isinstance(q, dict) else None
+        if algo:
+            a = str(algo).lower()
+            if "fp8" in a:
+                return "fp8"
+    return None
+
+
+def resolve_kv_dtype(kv_cache_dtype: str, model_dtype: str, *, allowed: tuple[str, ...],
+                     modelopt_kv: str | None, sparse_mla: bool, modelopt_auto: bool,
+                     v33: bool) -> str:
+    """Resolve `--kv-cache-dtype` to a concrete storage dtype name.
+
+    - `auto` -> the model dtype, or the ModelOpt checkpoint's KV scheme (vLLM 0.20+).
+    - DeepSeek-V3.2 sparse MLA: fp8 variants become `fp8_ds_mla`; before 0.33 `auto` does too
+      (0.11 `DeepseekV32ForCausalLM.verify_and_update_config`; 0.33
+      `_canonicalize_sparse_mla_kv_cache_dtype` keeps `auto` as bf16).
+    """
+    k = (kv_cache_dtype or "auto").lower()
+    if k not in allowed:
+        raise BadInput(f"--kv-cache-dtype {kv_cache_dtype} is not accepted by this vLLM version",
+                       hint="choose one of " + ", ".join(allowed))
+    if k == "auto":
+        if modelopt_kv and modelopt_auto:
+            k = modelopt_kv
+        elif sparse_mla and not v33:
+            return "fp8_ds_mla"
+        else:
+            return model_dtype
+    if sparse_mla and k.startswith("fp8"):
+        return "fp8_ds_mla"
+    return k

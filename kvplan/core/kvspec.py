@@ -1,0 +1,218 @@
+"""Per-GPU KV-cache specs: what one block of one layer costs on one GPU.
+
+Mirrors vLLM 0.33 `v1/kv_cache_interface.py` (`FullAttentionSpec`, `SlidingWindowSpec`,
+`ChunkedLocalAttentionSpec`, `MLAAttentionSpec`, `CrossAttentionSpec`, `MambaSpec`),
+`model_executor/layers/mamba/mamba_utils.py` (`MambaStateShapeCalculator`) and the hybrid
+block-size alignment in `platforms/interface.py` `_align_hybrid_block_size`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from kvplan.core.arch import (
+    CHUNKED,
+    CROSS,
+    FULL,
+    GDN,
+    MAMBA1,
+    MAMBA2,
+    MLA,
+    SLIDING,
+    AttnLayer,
+    ModelArch,
+    StateLayer,
+)
+from kvplan.core.dtypes import FP8_DS_MLA_BYTES_PER_TOKEN, dtype_bytes
+from kvplan.errors import BadInput
+from kvplan.units import cdiv
+
+INDEXER = "indexer"  # DeepSeek-V3.2 indexer cache: an extra MLA-type layer per attention layer
+
+# Mamba 'align' mode (prefix caching on) keeps 2 states per request, plus one prefill
+# checkpoint for GDN layers on the FlashInfer prefill kernel (`MambaSpec.max_memory_usage_bytes`,
+# `QwenGDNLinearAttention.get_kv_cache_spec`).
+FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One layer's cache spec on one GPU (vLLM `KVCacheSpec`)."""
+
+    kind: str
+    block_size: int  # tokens per block (state layers: the attention block size after alignment)
+    real_page: int  # bytes of one block (attention) or one state (Mamba)
+    page_padded: int = 0  # padded page (Mamba alignment, page unification); 0 = none
+    window: int = 0
+    encoder_len: int = 0
+    state_blocks: int = 0  # Mamba: states held per request
+    per_token: int = 0  # attention: bytes per token in this layer on this GPU
+
+    @property
+    def page(self) -> int:
+        return self.page_padded or self.real_page
+
+    @property
+    def is_state(self) -> bool:
+        return self.kind in (MAMBA1, MAMBA2, GDN)
+
+    @property
+    def type_key(self) -> tuple:
+        """Layers with equal type keys need the same number of blocks per request."""
+        if self.is_state:
+            return ("state", self.state_blocks)
+        if self.kind in (FULL, MLA, INDEXER):
+            return ("full", self.block_size)
+        return (self.kind, self.window, self.encoder_len, self.block_size)
+
+    def blocks_per_request(self, max_model_len: int, inflight: int) -> int:
+        """Blocks one request needs at `max_model_len` (`max_memory_usage_bytes` / page)."""
+        b = self.block_size
+        if self.is_state:
+            return self.state_blocks
+        if self.kind == SLIDING:
+            return cdiv(min(self.window - 1 + inflight, max_model_len), b) + 1
+        if self.kind == CHUNKED:
+            return cdiv(min(self.window + inflight, max_model_len), b)
+        if self.kind == CROSS:
+            return cdiv(self.encoder_len, b)
+        return cdiv(max_model_len, b)
+
+
+@dataclass(frozen=True)
+class KvDtypes:
+    kv: str  # resolved kv cache dtype name ('bfloat16', 'fp8', 'fp8_ds_mla', ...)
+    conv: str  # Mamba conv state dtype
+    ssm: str  # Mamba SSM / recurrent state dtype
+
+
+def kv_heads_per_gpu(total: int, tp: int) -> int:
+    """`ModelConfig.get_num_kv_heads`: max(1, total // tp) -- replicated past the head count."""
+    return max(1, total // tp)
+
+
+def attn_bytes_per_token(layer: AttnLayer, tp: int, kv: str) -> int:
+    """Bytes one token costs in one attention layer on one GPU."""
+    if layer.kind == MLA:
+        if kv == "fp8_ds_mla":
+            return FP8_DS_MLA_BYTES_PER_TOKEN
+        return layer.head_size * dtype_bytes(kv)  # latent replicated on every TP rank
+    heads = kv_heads_per_gpu(layer.num_kv_heads, tp)
+    return heads * (layer.head_size + layer.head_size_v) * dtype_bytes(kv)
+
+
+def state_bytes(layer: StateLayer, tp: int, dt: KvDtypes) -> int:
+    """Bytes of one Mamba/GDN state on one GPU (`MambaStateShapeCalculator`, 0.33)."""
+    conv_b, ssm_b = dtype_bytes(dt.conv), dtype_bytes(dt.ssm)
+    width = layer.d_conv - 1
+    if layer.kind == MAMBA1:
+        inter = layer.intermediate // tp
+        return inter * width * conv_b + inter * layer.d_state * ssm_b
+    if layer.kind == MAMBA2:
+        g = layer.n_groups
+        n_groups = g + (0 if g % tp == 0 else tp - g)  # groups padded up to a multiple of TP
+        conv_dim = (layer.intermediate + 2 * n_groups * layer.d_state) // tp
+        return (conv_dim * width * conv_b
+                + (layer.n_heads // tp) * layer.head_dim * layer.d_state * ssm_b)
+    if layer.kind == GDN:
+        conv_dim = (2 * layer.k_heads * layer.k_dim + layer.v_heads * layer.v_dim) // tp
+        return (conv_dim * width * conv_b
+                + (layer.v_heads // tp) * layer.v_dim * layer.k_dim * ssm_b)
+    raise BadInput(f"unknown state layer kind {layer.kind}")
+
+
+@dataclass(frozen=True)
+class BlockPlan:
+    """The block size vLLM settles on and why."""
+
+    block_size: int
+    reason: str
+    mamba_page_padded: int = 0
+
+
+def choose_block_size(arch: ModelArch, *, user_block_size: int | None, mla_block: int,
+                      tp: int, dt: KvDtypes, align_mode: bool, gdn_flashinfer: bool,
+                      min_kernel_block: int = 16) -> BlockPlan:
+    """Block size after backend preference and hybrid Mamba alignment.
+
+    Phase 1: user `--block-size` wins, else the MLA backend's forced size or 16.
+    Phase 2 (hybrid state models): raise it so one attention page >= one state page
+    (`_align_hybrid_block_size`); the state page is then padded to the attention page.
+    """
+    if user_block_size:
+        bs, why = user_block_size, "--block-size"
+    elif arch.is_mla:
+        bs, why = mla_block, "MLA backend block size"
+    else:
+        bs, why = 16, "vLLM default"
+    states = [x for x in arch.layers if isinstance(x, StateLayer)]
+    attns = [x for x in arch.layers if isinstance(x, AttnLayer)]
+    if not states or not attns:
+        return BlockPlan(bs, why)
+    mamba_page = max(state_bytes(s, tp, dt) for s in states)
+    attn_1tok = attn_bytes_per_token(attns[0], tp, dt.kv)
+    align = max(min_kernel_block, bs)
+    if arch.is_mla:
+        align = max(align, 128)
+    if align_mode and gdn_flashinfer and any(s.kind == GDN for s in states):
+        align = math.lcm(align, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
+    need = align * cdiv(mamba_page, align * attn_1tok)
+    need = min_kernel_block * cdiv(need, min_kernel_block)
+    if bs < need:
+        bs, why = need, "raised so one attention page holds one Mamba state"
+    return BlockPlan(bs, why, mamba_page_padded=bs * attn_1tok)
+
+
+def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
+                inflight_state_blocks: int, disable_hybrid: bool = False) -> list[Spec | None]:
+    """One spec per model layer (None where the layer keeps no cache), in layer order.
+
+    DeepSeek-V3.2's indexer cache is returned as an extra `INDEXER` spec right after its
+    layer's MLA spec, so the list can be longer than the layer count.
+    """
+    out: list[Spec | None] = []
+    bs = block.block_size
+    for layer in arch.layers:
+        if layer is None:
+            out.append(None)
+            continue
+        if isinstance(layer, StateLayer):
+            real = state_bytes(layer, tp, dt)
+            out.append(Spec(layer.kind, bs, real, page_padded=block.mamba_page_padded
+                            if block.mamba_page_padded > real else 0,
+                            state_blocks=inflight_state_blocks))
+            continue
+        per_tok = attn_bytes_per_token(layer, tp, dt.kv)
+        kind = layer.kind
+        if disable_hybrid and kind in (SLIDING, CHUNKED):
+            kind = FULL  # `unify_hybrid_kv_cache_specs`: local layers cost as full attention
+        out.append(Spec(kind, bs, bs * per_tok, window=layer.window,
+                        encoder_len=layer.encoder_len, per_token=per_tok))
+        if layer.indexer_bytes:
+            out.append(Spec(INDEXER, bs, bs * layer.indexer_bytes,
+                            per_token=layer.indexer_bytes))
+    return out
+
+
+def unify_pages(specs: list[Spec]) -> list[Spec]:
+    """`unify_kv_cache_spec_page_size`: scale smaller attention blocks or pad to the max page."""
+    pages = {s.page for s in specs}
+    if len(pages) <= 1:
+        return specs
+    top = max(pages)
+    out = []
+    for s in specs:
+        if s.page == top:
+            out.append(s)
+        elif s.is_state:
+            out.append(replace(s, page_padded=top))
+        elif top % s.page == 0:
+            ratio = top // s.page
+            out.append(replace(s, block_size=s.block_size * ratio, real_page=s.real_page * ratio))
+        elif s.kind != MLA:
+            out.append(replace(s, page_padded=top))
+        else:
+            raise BadInput("MLA layers with page sizes that do not divide each other cannot be "
+                           "unified (vLLM raises NotImplementedError here too)")
+    return out

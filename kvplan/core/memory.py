@@ -1,0 +1,141 @@
+"""vLLM's memory budget: what is left for the KV cache after weights, activations and graphs.
+
+`available_kv = requested - weights - activation_peak - non_torch - cudagraph_estimate`
+with `requested = total_memory * gpu_memory_utilization` (vLLM 0.33 `v1/worker/gpu_worker.py`
+`determine_available_memory`; `utils/mem_utils.py` memory profiler). Weights come from the
+checkpoint; the other three terms depend on kernels, torch.compile, NCCL and the driver and
+cannot be read from a config, so they are empirical models fitted to real vLLM startup logs
+(benchmarks/cases.yaml). Every constant below is named, with its source and the range it was
+fitted on, in `EMPIRICAL`; docs/methodology.md explains the fit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvplan.units import GiB, MiB
+
+# name -> (value, unit, source / fitted range). One place for every empirical constant.
+EMPIRICAL: dict[str, tuple[float, str, str]] = {
+    "act_hidden_copies": (
+        4.0, "x hidden per token",
+        "residual, normed input, attention output and all-reduce buffer live at the MLP peak"),
+    "act_mlp_copies": (
+        3.0, "x local intermediate per token",
+        "gate_up output (2 I/TP) + activation output (I/TP) at the MLP peak"),
+    "act_moe_copies": (
+        3.0, "x top_k x local expert intermediate per token",
+        "fused_moe intermediate caches (gate_up + activation) for every routed copy"),
+    "sampler_fp32_copies": (
+        9.6, "x num_reqs x vocab x 4 B",
+        "the dummy sampler run (gpu_model_runner `_dummy_sampler_run`) dominates the V1 peak: "
+        "fitted on 9 real V1 logs (torch peak 1.40-7.38 GiB, vocab 128k-201k, 256-1024 "
+        "requests, H100/H200/L40S, vLLM 0.10-0.11): 9.5-9.9 fp32 logits-sized buffers"),
+    "act_fixed_mib": (
+        64.0, "MiB",
+        "cuBLAS/attention workspaces and allocator rounding, independent of batch size"),
+    "non_torch_base_mib": (
+        130.0, "MiB",
+        "non-torch increase at TP=1 on data-centre GPUs (real logs: 0.13-0.14 GiB on H100; "
+        "0.02-0.06 GiB on consumer cards)"),
+    "non_torch_nvlink_tp_mib": (
+        420.0, "MiB when TP*PP > 1 over NVLink",
+        "NCCL communicators + custom all-reduce IPC buffers (real logs: 0.54-0.55 GiB at "
+        "TP2 on H100; 1.38 GiB at TP2 on H200 with vLLM 0.10.2)"),
+    "non_torch_pcie_tp_mib": (
+        100.0, "MiB when TP*PP > 1 over PCIe",
+        "NCCL only, custom all-reduce off without NVLink (real logs: 0.21 GiB TP8 L40S, "
+        "0.25 GiB TP2 RTX 4090)"),
+    "cudagraph_base_mib": (
+        400.0, "MiB",
+        "CUDA-graph pool estimate subtracted from 0.20 on (real 0.20+ logs: 0.48-0.69 GiB "
+        "on one GPU for 4B-32B models with the default capture sizes)"),
+    "cudagraph_per_layer_mib": (
+        4.0, "MiB per decoder layer",
+        "the graph pool grows with the number of captured kernels, i.e. with depth"),
+}
+
+
+def const(name: str) -> float:
+    return EMPIRICAL[name][0]
+
+
+@dataclass(frozen=True)
+class ActivationShape:
+    """The model shape terms the activation peak depends on (per GPU)."""
+
+    hidden: int
+    intermediate_local: int  # dense MLP intermediate / TP (largest layer)
+    moe_intermediate_local: int  # expert intermediate / TP (0 for dense)
+    top_k: int
+    vocab: int
+    act_bytes: int  # activation dtype bytes
+
+
+def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num_seqs: int,
+                    *, v1: bool) -> int:
+    """Peak torch memory of the profile run above the weights (empirical model).
+
+    The profile run forwards `max_num_batched_tokens` tokens split over
+    `min(max_num_batched_tokens, max_num_seqs)` dummy requests, then samples one token per
+    request (`gpu_model_runner.profile_run`). V0 profiled `max_num_seqs` sequences the same way.
+    """
+    tokens = max_num_batched_tokens
+    reqs = min(tokens, max_num_seqs)
+    per_token = const("act_hidden_copies") * shape.hidden
+    mlp = const("act_mlp_copies") * shape.intermediate_local
+    if shape.moe_intermediate_local:
+        mlp = max(mlp, const("act_moe_copies") * shape.top_k * shape.moe_intermediate_local)
+    forward = tokens * (per_token + mlp) * shape.act_bytes
+    sampler = reqs * shape.vocab * 4 * const("sampler_fp32_copies")
+    return int(max(forward, sampler) + const("act_fixed_mib") * MiB)
+
+
+def non_torch(tp: int, pp: int, nvlink: bool) -> int:
+    """Memory outside the torch allocator that grows during profiling (empirical)."""
+    extra = 0.0
+    if tp * pp > 1:
+        extra = const("non_torch_nvlink_tp_mib" if nvlink else "non_torch_pcie_tp_mib")
+    return int((const("non_torch_base_mib") + extra) * MiB)
+
+
+def cudagraph_estimate(num_layers_on_gpu: int) -> int:
+    """CUDA-graph memory vLLM 0.20+ subtracts before sizing KV (empirical)."""
+    return int((const("cudagraph_base_mib") + const("cudagraph_per_layer_mib")
+                * num_layers_on_gpu) * MiB)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One GPU's memory waterfall (bytes)."""
+
+    total: int
+    utilization: float
+    requested: int
+    weights: int
+    activation: int
+    non_torch: int
+    cudagraph: int
+    available_kv: int
+    kv_override: bool = False
+
+    @property
+    def headroom(self) -> int:
+        """Memory vLLM leaves unused by design: total - requested."""
+        return self.total - self.requested
+
+
+def budget(total: int, utilization: float, weights: int, activation: int, non_torch_b: int,
+           cudagraph: int, *, ceil_requested: bool, kv_cache_memory_bytes: int | None) -> Budget:
+    requested = math.ceil(total * utilization) if ceil_requested else int(total * utilization)
+    if kv_cache_memory_bytes is not None:
+        return Budget(total, utilization, requested, weights, activation, non_torch_b, cudagraph,
+                      int(kv_cache_memory_bytes), kv_override=True)
+    avail = requested - weights - activation - non_torch_b - cudagraph
+    return Budget(total, utilization, requested, weights, activation, non_torch_b, cudagraph,
+                  avail)
+
+
+def gib(n: int) -> float:
+    return n / GiB

@@ -1,0 +1,178 @@
+"""Parameter counts from a config, split the way vLLM shards weights across GPUs.
+
+Used when no exact checkpoint size is known (the output then says "estimated"), and to split
+an exact checkpoint size across tensor/pipeline/expert-parallel ranks in proportion.
+Module layout: the standard HF modules per family (embeddings, attention incl. MLA
+projections, dense MLP, MoE experts + router + shared experts, Mamba2/GDN mixers, norms,
+LM head unless tied). vLLM shards column/row-parallel linears and vocab embeddings by TP,
+keeps `ReplicatedLinear` (MLA q_a/kv_a, routers) and norms whole, replicates K/V
+projections past the KV-head count, and splits experts by the EP size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvplan.core.arch import AttnLayer, ModelArch, StateLayer
+
+_NON_GATED = {"phi", "starcoder2", "gpt_bigcode", "falcon", "gpt2", "gpt_neox", "opt", "bloom",
+              "mpt", "stablelm"}
+
+
+@dataclass
+class LayerParams:
+    split: int = 0  # sharded by TP
+    replicated: int = 0  # whole on every TP rank
+    expert: int = 0  # routed experts: sharded by TP (or EP)
+    kv_proj: int = 0  # K/V projection params (replicated past the KV-head count)
+    kv_heads: int = 0
+
+
+@dataclass
+class ParamCount:
+    embed: int
+    lm_head: int
+    layers: list[LayerParams] = field(default_factory=list)
+    vision: int = 0
+
+    @property
+    def total(self) -> int:
+        return (self.embed + self.lm_head + self.vision
+                + sum(x.split + x.replicated + x.expert + x.kv_proj for x in self.layers))
+
+    @property
+    def experts(self) -> int:
+        return sum(x.expert for x in self.layers)
+
+
+def _is_moe_layer(t: dict, i: int, n_experts: int) -> bool:
+    if not n_experts:
+        return False
+    if i < int(t.get("first_k_dense_replace") or 0):
+        return False
+    if i in set(t.get("mlp_only_layers") or []):
+        return False
+    freq = t.get("moe_layer_freq")
+    if isinstance(freq, list):
+        return bool(freq[i]) if i < len(freq) else True
+    step = int(t.get("decoder_sparse_step") or t.get("interleave_moe_layer_step") or 1)
+    if isinstance(freq, int) and freq > 1:
+        step = freq
+    return (i + 1) % step == 0
+
+
+def _attn_params(t: dict, arch: ModelArch, layer: AttnLayer) -> tuple[int, int, int]:
+    """(split, replicated, kv_proj) params of one attention block."""
+    h = arch.hidden_size
+    heads = arch.num_attention_heads
+    if layer.kind == "mla":
+        nope = int(t.get("qk_nope_head_dim") or 0)
+        rope = int(t.get("qk_rope_head_dim") or 0)
+        v = int(t.get("v_head_dim") or nope)
+        kv_lora = int(t["kv_lora_rank"])
+        q_lora = int(t.get("q_lora_rank") or 0)
+        repl = h * (kv_lora + rope) + kv_lora
+        split = kv_lora * heads * (nope + v) + heads * v * h
+        if q_lora:
+            repl += h * q_lora + q_lora
+            split += q_lora * heads * (nope + rope)
+        else:
+            split += h * heads * (nope + rope)
+        if layer.indexer_bytes:
+            d = int(t.get("index_head_dim") or 128)
+            repl += h * int(t.get("index_n_heads") or 64) + h * d + q_lora * d * int(
+                t.get("index_n_heads") or 64)
+        return split, repl, 0
+    hd, hv = layer.head_size, layer.head_size_v
+    q_heads = heads
+    split = h * q_heads * hd + q_heads * hv * h
+    kv = h * layer.num_kv_heads * (hd + hv)
+    return split, 0, kv
+
+
+def _state_params(layer: StateLayer, h: int) -> int:
+    if layer.kind == "gdn":
+        kd, vd = layer.k_heads * layer.k_dim, layer.v_heads * layer.v_dim
+        return h * (2 * kd + 2 * vd) + h * 2 * layer.v_heads + vd * h + (2 * kd + vd) * layer.d_conv
+    ng = max(layer.n_groups, 1)
+    inter = layer.intermediate
+    conv_dim = inter + 2 * ng * layer.d_state
+    return h * (inter + conv_dim + layer.n_heads) + conv_dim * layer.d_conv + inter * h
+
+
+def count_params(arch: ModelArch) -> ParamCount:
+    """Estimate parameters from the config (exact for standard Llama/Qwen/Mixtral layouts)."""
+    t = arch.text_config
+    h = arch.hidden_size
+    embed = arch.vocab_size * h
+    pc = ParamCount(embed=embed, lm_head=0 if arch.tie_word_embeddings else embed)
+    gated = arch.model_type not in _NON_GATED
+    n_exp = arch.num_experts
+    moe_i = arch.moe_intermediate_size or arch.intermediate_size
+    n_shared = int(t.get("n_shared_experts") or t.get("num_shared_experts") or 0)
+    shared_i = arch.shared_expert_intermediate_size or (
+        n_shared * moe_i if n_shared else int(t.get("shared_intermediate_size") or 0))
+    pattern = t.get("hybrid_override_pattern") if arch.model_type == "nemotron_h" else None
+    for i, layer in enumerate(arch.layers):
+        lp = LayerParams(replicated=2 * h)  # two norms
+        if isinstance(layer, AttnLayer):
+            s, r, kv = _attn_params(t, arch, layer)
+            lp.split += s
+            lp.replicated += r
+            lp.kv_proj = kv
+            lp.kv_heads = layer.num_kv_heads
+        elif isinstance(layer, StateLayer):
+            lp.split += _state_params(layer, h)
+        if pattern is not None:
+            sym = pattern[i]
+            if sym == "-":
+                lp.split += 2 * h * arch.intermediate_size
+            elif sym == "E":
+                lp.expert += n_exp * 2 * h * moe_i
+                lp.replicated += h * n_exp
+                lp.split += 2 * h * shared_i
+            pc.layers.append(lp)
+            continue
+        if arch.model_type in ("granitemoehybrid",) and not n_exp:
+            inter = int(t.get("shared_intermediate_size") or arch.intermediate_size)
+            lp.split += 3 * h * inter
+        elif _is_moe_layer(t, i, n_exp):
+            lp.expert += n_exp * 3 * h * moe_i
+            lp.replicated += h * n_exp
+            lp.split += 3 * h * shared_i + (h if shared_i and arch.model_type.startswith(
+                "qwen") else 0)
+        else:
+            inter = int(t.get("intermediate_size_mlp") or arch.intermediate_size)
+            lp.split += (3 if gated else 2) * h * inter
+        pc.layers.append(lp)
+    if arch.vision_config:
+        vc = arch.vision_config
+        vh = int(vc.get("hidden_size") or vc.get("embed_dim") or 0)
+        vi = int(vc.get("intermediate_size") or 4 * vh)
+        vl = int(vc.get("num_hidden_layers") or vc.get("depth") or 0)
+        pc.vision = vl * (4 * vh * vh + 2 * vh * vi)
+    return pc
+
+
+def bytes_per_param(arch: ModelArch, model_dtype_bytes: int) -> float:
+    """Average stored bytes per parameter for a quantized checkpoint (estimate)."""
+    q = arch.quantization or {}
+    method = str(q.get("quant_method", "")).lower()
+    bits = q.get("bits") or q.get("w_bit")
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin") and bits:
+        group = int(q.get("group_size") or q.get("q_group_size") or 128)
+        return bits / 8 + (4 / group)  # fp16 scale + packed zero per group
+    if method in ("fp8", "fbgemm_fp8", "modelopt"):
+        return 1.0
+    if method in ("mxfp4", "nvfp4", "modelopt_fp4"):
+        return 0.5 + 1 / 16
+    if method == "bitsandbytes":
+        return 0.5 + 1 / 32 if q.get("load_in_4bit") else 1.0
+    if method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        for g in groups.values():
+            w = (g or {}).get("weights") or {}
+            nb = w.get("num_bits")
+            if nb:
+                return nb / 8 + (2 / int(w.get("group_size") or 128) if nb < 8 else 0)
+    return float(model_dtype_bytes)

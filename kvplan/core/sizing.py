@@ -1,0 +1,506 @@
+"""`size()`: a model, a GPU and vLLM engine arguments in; vLLM's KV-cache figures out.
+
+Pure computation (no I/O). The order follows vLLM's own start-up: resolve dtypes and
+defaults, build per-layer specs, pick the block size, group layers, measure the memory budget
+per pipeline stage, size the block pool (minimum over workers), then check that one request
+of `max_model_len` fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvplan.core import blocks as B
+from kvplan.core import memory as M
+from kvplan.core.arch import GDN, AttnLayer, ModelArch, StateLayer, normalize
+from kvplan.core.dtypes import (
+    canonical,
+    dtype_bytes,
+    modelopt_kv_dtype,
+    resolve_kv_dtype,
+    resolve_model_dtype,
+)
+from kvplan.core.kvspec import (
+    KvDtypes,
+    attn_bytes_per_token,
+    choose_block_size,
+    layer_specs,
+    state_bytes,
+)
+from kvplan.core.params import bytes_per_param, count_params
+from kvplan.core.versions import VllmVersion, cc_major
+from kvplan.errors import BadInput
+from kvplan.units import GiB, cdiv
+
+TYPICAL_LENGTHS = (1024, 4096, 8192, 32768, 131072)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """The accelerator facts sizing needs (a `gpus.yaml` entry or `--gpu-memory`)."""
+
+    id: str
+    name: str
+    memory_bytes: int  # total memory the CUDA runtime reports
+    compute_capability: str = "9.0"
+    vendor: str = "nvidia"
+    bandwidth_gbps: float = 0.0
+    interconnect_gbps: float = 0.0  # NVLink / Infinity Fabric per GPU; 0 = PCIe only
+    tflops: dict[str, float | None] = field(default_factory=dict)
+    price_per_hour: float | None = None
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model to size: its HF config and, where known, exact checkpoint bytes."""
+
+    id: str
+    config: dict[str, Any]
+    weights_bytes: int | None = None
+    weights_source: str = ""
+    hf_quant_config: dict[str, Any] | None = None
+
+
+@dataclass
+class EngineArgs:
+    """vLLM engine arguments that change memory (vLLM's names and defaults)."""
+
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
+    max_model_len: int | None = None  # None: from the config; -1: auto-fit (0.14+)
+    kv_cache_dtype: str = "auto"
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory_bytes: int | None = None
+    block_size: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enforce_eager: bool = False
+    dtype: str = "auto"
+    quantization: str | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    disable_hybrid_kv_cache_manager: bool = False
+    num_gpu_blocks_override: int | None = None
+    usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
+
+
+@dataclass
+class SizeResult:
+    """Everything `kvplan size` reports. JSON keys: see `to_json` and docs/json.md."""
+
+    model: str
+    gpu: str
+    gpu_memory_bytes: int
+    args: EngineArgs
+    version: VllmVersion
+    arch: ModelArch
+    model_dtype: str
+    kv_dtype: str
+    max_model_len: int
+    max_model_len_source: str
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    block_size_reason: str
+    groups: list[B.Group]
+    budget: M.Budget  # the stage that limits the pool
+    weights_estimated: bool
+    weights_total_bytes: int
+    kv_bytes_per_token_per_gpu: int
+    kv_bytes_per_token_replica: int
+    kv_bytes_per_token_model: int
+    state_bytes_per_request_per_gpu: int
+    bytes_per_block: int
+    num_gpu_blocks: int
+    blocks_per_request: int
+    max_concurrency: float
+    kv_cache_tokens: int
+    inflight_tokens: int
+    fits: bool
+    failure: str | None
+    largest_max_model_len: int | None
+    concurrency_at: dict[int, int]
+    stages: list[dict[str, int]]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def usable_blocks(self) -> int:
+        return max(self.num_gpu_blocks - 1, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        a = self.args
+        b = self.budget
+        return {
+            "model": self.model,
+            "gpu": self.gpu,
+            "gpu_memory_bytes": self.gpu_memory_bytes,
+            "vllm_version": self.version.text,
+            "tensor_parallel_size": a.tensor_parallel_size,
+            "pipeline_parallel_size": a.pipeline_parallel_size,
+            "data_parallel_size": a.data_parallel_size,
+            "gpus_per_replica": a.tensor_parallel_size * a.pipeline_parallel_size,
+            "kv_cache_dtype": self.kv_dtype,
+            "kv_cache_dtype_requested": a.kv_cache_dtype,
+            "dtype": self.model_dtype,
+            "architecture": self.arch.family_label,
+            "gpu_memory_utilization": b.utilization,
+            "requested_memory_bytes": b.requested,
+            "weights_bytes_per_gpu": b.weights,
+            "weights_total_bytes": self.weights_total_bytes,
+            "weights_estimated": self.weights_estimated,
+            "activation_bytes": b.activation,
+            "non_torch_bytes": b.non_torch,
+            "cudagraph_bytes": b.cudagraph,
+            "available_kv_bytes": b.available_kv,
+            "kv_bytes_per_token": self.kv_bytes_per_token_replica,
+            "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
+            "kv_bytes_per_token_model": self.kv_bytes_per_token_model,
+            "state_bytes_per_request_per_gpu": self.state_bytes_per_request_per_gpu,
+            "block_size": self.block_size,
+            "bytes_per_block": self.bytes_per_block,
+            "num_kv_cache_groups": len(self.groups),
+            "num_gpu_blocks": self.num_gpu_blocks,
+            "usable_blocks": self.usable_blocks,
+            "blocks_per_request": self.blocks_per_request,
+            "kv_cache_tokens": self.kv_cache_tokens,
+            "kv_cache_tokens_per_cluster": self.kv_cache_tokens * a.data_parallel_size,
+            "max_model_len": self.max_model_len,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_concurrency": round(self.max_concurrency, 2),
+            "concurrency_at": {str(k): v for k, v in self.concurrency_at.items()},
+            "fits": self.fits,
+            "failure": self.failure,
+            "largest_max_model_len": self.largest_max_model_len,
+            "notes": self.notes,
+        }
+
+
+# --- defaults --------------------------------------------------------------------------------
+
+def batch_defaults(gpu: Gpu, version: VllmVersion, usage: str, world_size: int) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither.
+
+    `EngineArgs.get_batch_defaults` (0.12+; `_set_default_args` in 0.10/0.11): by device
+    memory and name; A100s stay on the small tier (PR #17885).
+    """
+    if not version.v1:
+        return 2048, 256
+    mem = gpu.memory_bytes
+    serve = usage != "llm"
+    if version.largest_batch_tier and mem >= 160 * GiB:
+        return 16384, 1024
+    if mem >= 70 * GiB and "a100" not in gpu.name.lower():
+        return (8192 if serve else 16384), 1024
+    return (2048 if serve else 8192), 256
+
+
+def pp_partition(num_layers: int, pp: int) -> list[range]:
+    """`distributed/utils.py get_pp_indices`: the remainder goes to stages -2, -3, ..."""
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    out, start = [], 0
+    for p in parts:
+        out.append(range(start, start + p))
+        start += p
+    return out
+
+
+def _validate_parallel(arch: ModelArch, a: EngineArgs) -> None:
+    for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        if getattr(a, name) < 1:
+            raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
+    tp = a.tensor_parallel_size
+    heads = arch.num_attention_heads
+    if heads and heads % tp:
+        ok = [d for d in range(1, min(heads, 64) + 1) if heads % d == 0 and d <= 16]
+        raise BadInput(
+            f"vLLM rejects --tensor-parallel-size {tp}: {heads} attention heads are not "
+            f"divisible by {tp}", hint=f"use one of {', '.join(map(str, ok))}")
+    if a.pipeline_parallel_size > arch.num_layers:
+        raise BadInput(f"--pipeline-parallel-size {a.pipeline_parallel_size} exceeds the "
+                       f"model's {arch.num_layers} layers")
+    if a.gpu_memory_utilization is not None and not 0 < a.gpu_memory_utilization <= 1:
+        raise BadInput("--gpu-memory-utilization must be in (0, 1]",
+                       hint="it is a fraction of the GPU's total memory, e.g. 0.9")
+    if a.block_size is not None and a.block_size < 1:
+        raise BadInput("--block-size must be a positive integer")
+    for name in ("max_num_seqs", "max_num_batched_tokens"):
+        v = getattr(a, name)
+        if v is not None and v < 1:
+            raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
+
+
+# --- weights ---------------------------------------------------------------------------------
+
+def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
+                       stages: list[range]) -> tuple[list[int], int, bool]:
+    """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?"""
+    pc = count_params(arch)
+    tp, dp = a.tensor_parallel_size, a.data_parallel_size
+    ep = tp * dp if a.enable_expert_parallel else tp
+    bpp = bytes_per_param(arch, dtype_bytes(model_dtype))
+    if a.quantization and a.quantization.lower() in ("fp8", "fbgemm_fp8"):
+        bpp = min(bpp, 1.0)  # online FP8 weight quantization
+    per_stage = []
+    for si, rng in enumerate(stages):
+        params = 0.0
+        for i in rng:
+            lp = pc.layers[i]
+            kv_local = lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads else 0
+            params += lp.split / tp + lp.replicated + lp.expert / ep + kv_local
+        if si == 0:
+            params += pc.embed / tp + pc.vision
+        if si == len(stages) - 1:
+            params += pc.lm_head / tp if pc.lm_head else (pc.embed / tp if si else 0)
+        per_stage.append(params * bpp)
+    est_total = pc.total * bpp
+    if model.weights_bytes:
+        exact = model.weights_bytes
+        ckpt = canonical(arch.config_dtype)
+        if ckpt == "float32" and not arch.quantization:
+            exact = exact * dtype_bytes(model_dtype) // 4  # fp32 checkpoint loaded as 16-bit
+        scale = exact / est_total if est_total else 1.0
+        return [int(x * scale) for x in per_stage], int(exact), False
+    return [int(x) for x in per_stage], int(est_total), True
+
+
+# --- main ------------------------------------------------------------------------------------
+
+def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
+         vllm_version: str | None = None) -> SizeResult:
+    """Size vLLM's KV cache for `model` on `gpu` with `args`."""
+    a = args or EngineArgs()
+    version = VllmVersion.of(vllm_version)
+    arch = normalize(model.config)
+    _validate_parallel(arch, a)
+    notes: list[str] = list(arch.notes)
+    tp, pp = a.tensor_parallel_size, a.pipeline_parallel_size
+    cc = gpu.compute_capability
+
+    # dtypes
+    model_dtype = resolve_model_dtype(arch.config_dtype, a.dtype, cc, v1=version.v1,
+                                      model_type=arch.model_type)
+    mo_kv = modelopt_kv_dtype(arch.quantization, model.hf_quant_config)
+    kv = resolve_kv_dtype(a.kv_cache_dtype, model_dtype, allowed=version.kv_cache_dtypes,
+                          modelopt_kv=mo_kv, sparse_mla=arch.is_sparse_mla,
+                          modelopt_auto=version.at_least(0, 20), v33=version.at_least(0, 33))
+    if kv.startswith("fp8") and kv != "fp8_ds_mla" and cc_major(cc) < 8 and gpu.vendor == "nvidia":
+        raise BadInput(f"--kv-cache-dtype {kv} needs compute capability 8.0+ "
+                       f"({gpu.name} is {cc})", hint="use --kv-cache-dtype auto")
+    ssm = arch.ssm_state_dtype or model_dtype
+    dts = KvDtypes(kv=kv if kv != "fp8_ds_mla" else "fp8_ds_mla", conv=model_dtype,
+                   ssm=canonical(ssm) if ssm != "auto" else model_dtype)
+
+    # lengths and batch defaults
+    derived = arch.max_position
+    mml_src = f"config {arch.max_position_source}"
+    if a.max_model_len is None:
+        mml = derived
+    elif a.max_model_len == -1:
+        if not version.auto_max_model_len:
+            raise BadInput("--max-model-len -1/auto needs vLLM 0.14 or newer")
+        mml, mml_src = derived, "auto-fit"
+    else:
+        mml = a.max_model_len
+        mml_src = "--max-model-len"
+        if mml > derived:
+            raise BadInput(
+                f"--max-model-len {mml} exceeds the model's maximum of {derived} "
+                f"({arch.max_position_source})",
+                hint=f"use --max-model-len {derived} or less "
+                     "(vLLM only allows more with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")
+        if mml < 1:
+            raise BadInput("--max-model-len must be >= 1")
+    d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
+    seqs = a.max_num_seqs or d_seqs
+    chunked = a.enable_chunked_prefill
+    if chunked is None:
+        chunked = version.v1 or mml > 32768
+    if a.max_num_batched_tokens:
+        mnbt = a.max_num_batched_tokens
+    elif not chunked:
+        mnbt = max(mml, d_mnbt)
+    else:
+        mnbt = d_mnbt
+        if version.at_least(0, 33):
+            mnbt = min(seqs * mml, mnbt)
+    if a.max_num_seqs is None:
+        seqs = min(seqs, mnbt)
+    if not chunked and mnbt < mml and a.max_num_batched_tokens:
+        raise BadInput(f"--max-num-batched-tokens {mnbt} is smaller than --max-model-len {mml} "
+                       "with chunked prefill off; vLLM refuses this",
+                       hint="raise it or enable chunked prefill")
+
+    # Mamba prefix-caching mode and block size
+    prefix = a.enable_prefix_caching
+    if prefix is None:
+        prefix = version.mamba_prefix_caching_default if arch.is_hybrid_state else version.v1
+    align_mode = arch.is_hybrid_state and prefix and version.at_least(0, 33)
+    gdn_fi = cc_major(cc) >= 9 and gpu.vendor == "nvidia"
+    state_blocks = (2 + (1 if gdn_fi and any(isinstance(x, StateLayer) and x.kind == GDN
+                                              for x in arch.layers) else 0)) if align_mode else 1
+    mla_block = version.mla_block_size(cc, arch.is_sparse_mla)
+    plan = choose_block_size(arch, user_block_size=a.block_size, mla_block=mla_block, tp=tp,
+                             dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi)
+    disable_hybrid = a.disable_hybrid_kv_cache_manager or (
+        version.at_least(0, 33) and any(
+            isinstance(x, AttnLayer) and x.kind == "chunked" for x in arch.layers))
+    if disable_hybrid and any(isinstance(x, AttnLayer) and x.kind in ("sliding", "chunked")
+                              for x in arch.layers):
+        notes.append("hybrid KV-cache manager off: local-attention layers are charged as full "
+                     "attention")
+    specs = layer_specs(arch, tp=tp, dt=dts, block=plan, inflight_state_blocks=state_blocks,
+                        disable_hybrid=disable_hybrid)
+    spec_layer = _spec_to_layer(arch)
+    groups = B.make_groups(specs)
+    bs = min((g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
+    inflight = mnbt
+    if version.inflight_batches_scale_window:
+        inflight = mnbt * (pp + 1)  # model-runner V2 + async scheduling (0.33 defaults)
+
+    # memory per pipeline stage
+    stages = pp_partition(arch.num_layers, pp)
+    weights, weights_total, estimated = _weights_per_stage(model, arch, a, model_dtype, stages)
+    if estimated:
+        notes.append("weights estimated from the config's parameter count (no checkpoint size "
+                     "known)")
+    util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
+    shape = _activation_shape(arch, tp, model_dtype)
+    act = M.activation_peak(shape, mnbt, seqs, v1=version.v1)
+    nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0)
+    stage_rows = []
+    best: tuple[int, M.Budget, int] | None = None
+    for si, rng in enumerate(stages):
+        graph = 0
+        if version.subtracts_cudagraph and not a.enforce_eager:
+            graph = M.cudagraph_estimate(len(rng))
+        bud = M.budget(gpu.memory_bytes, util, weights[si], act, nt, graph,
+                       ceil_requested=version.requested_is_ceiled,
+                       kv_cache_memory_bytes=a.kv_cache_memory_bytes)
+        layer_set = {k for k, li in enumerate(spec_layer) if li in rng}
+        bpb = B.bytes_per_block(groups, layer_set)
+        nblocks = max(bud.available_kv, 0) // bpb if bpb else 0
+        stage_rows.append({"stage": si, "layers": len(rng), "weights_bytes": weights[si],
+                           "available_kv_bytes": bud.available_kv, "bytes_per_block": bpb,
+                           "num_gpu_blocks": nblocks})
+        if best is None or nblocks < best[0]:
+            best = (nblocks, bud, bpb)
+    assert best is not None
+    num_blocks, bud, bpb = best
+    if not groups:
+        num_blocks = 1  # attention-free: vLLM keeps one dummy block
+        notes.append("attention-free model: no KV cache, state only")
+    if a.num_gpu_blocks_override:
+        num_blocks = a.num_gpu_blocks_override
+
+    # the start-up check and the auto-fit
+    per_layer_check = version.v1 and not version.at_least(0, 14)
+    avail_for_check = bud.available_kv - (bpb if version.at_least(0, 33) else 0)
+    if a.num_gpu_blocks_override:
+        avail_for_check = num_blocks * bpb
+    largest = (B.estimate_max_model_len(groups, avail_for_check, derived, inflight, bpb,
+                                        per_layer=per_layer_check) if groups else derived)
+    fits, failure = True, None
+    if bud.weights > bud.requested:
+        fits = False
+        failure = (f"weights need {bud.weights / GiB:.2f} GiB per GPU but only "
+                   f"{bud.requested / GiB:.2f} GiB is requested "
+                   f"({util:.2f} x {gpu.memory_bytes / GiB:.2f} GiB)")
+    elif bud.available_kv <= 0:
+        fits = False
+        failure = ("no memory left for the KV cache after weights, activations and graphs "
+                   f"({bud.available_kv / GiB:.2f} GiB)")
+    elif a.max_model_len == -1:
+        if largest <= 0:
+            fits, failure = False, "not even one token of context fits"
+        else:
+            mml = min(largest, derived)
+            mml_src = f"auto-fit (largest that fits, config allows {derived})"
+    elif groups:
+        need = B.needed_bytes(groups, mml, inflight, bpb, per_layer=per_layer_check)
+        if need > avail_for_check:
+            fits = False
+            failure = (f"max_model_len {mml} needs {need / GiB:.2f} GiB of KV cache for one "
+                       f"request but only {avail_for_check / GiB:.2f} GiB is available; "
+                       f"the largest max_model_len that fits is {largest}")
+    if not fits and bud.weights > 0:
+        notes.append(_fit_hint(bud, gpu, tp, weights_total))
+
+    bpr = B.blocks_per_request(groups, mml, inflight) if groups else 1
+    conc = num_blocks / bpr if bpr else 0.0
+    if not version.v1:
+        conc = num_blocks * bs / mml
+    tokens = B.kv_cache_tokens(groups, num_blocks, mml, conc,
+                               from_concurrency=version.kv_tokens_from_concurrency,
+                               v1=version.v1)
+    usable = max(num_blocks - 1, 0)
+    conc_at = {}
+    for n in sorted(set(TYPICAL_LENGTHS) | {mml}):
+        if n <= mml:
+            r = B.blocks_per_request(groups, n, inflight) if groups else 1
+            conc_at[n] = usable // r if r else 0
+
+    # per-token figures
+    top_stage = max(range(pp), key=lambda s: sum(
+        attn_bytes_per_token(arch.layers[i], tp, kv) for i in stages[s]
+        if isinstance(arch.layers[i], AttnLayer)))
+    per_gpu = sum(_tok_bytes(arch.layers[i], tp, kv) for i in stages[top_stage])
+    replica = sum(_tok_bytes(x, tp, kv) for x in arch.layers) * tp
+    logical = sum(_tok_bytes(x, 1, kv) for x in arch.layers)
+    state = sum(state_bytes(x, tp, dts) for i, x in enumerate(arch.layers)
+                if isinstance(x, StateLayer) and i in stages[top_stage])
+    return SizeResult(
+        model=model.id, gpu=gpu.id, gpu_memory_bytes=gpu.memory_bytes, args=a, version=version,
+        arch=arch, model_dtype=model_dtype, kv_dtype=kv, max_model_len=mml,
+        max_model_len_source=mml_src, max_num_seqs=seqs, max_num_batched_tokens=mnbt,
+        block_size=bs, block_size_reason=plan.reason, groups=groups, budget=bud,
+        weights_estimated=estimated, weights_total_bytes=weights_total,
+        kv_bytes_per_token_per_gpu=per_gpu, kv_bytes_per_token_replica=replica,
+        kv_bytes_per_token_model=logical, state_bytes_per_request_per_gpu=state,
+        bytes_per_block=bpb, num_gpu_blocks=num_blocks, blocks_per_request=bpr,
+        max_concurrency=conc, kv_cache_tokens=tokens, inflight_tokens=inflight, fits=fits,
+        failure=failure, largest_max_model_len=largest if groups else None,
+        concurrency_at=conc_at, stages=stage_rows, notes=notes)
+
+
+def _tok_bytes(layer: Any, tp: int, kv: str) -> int:
+    if not isinstance(layer, AttnLayer):
+        return 0
+    extra = layer.indexer_bytes
+    return attn_bytes_per_token(layer, tp, kv) + extra
+
+
+def _spec_to_layer(arch: ModelArch) -> list[int]:
+    """Layer index of each entry `layer_specs` returns (indexer specs follow their layer)."""
+    out = []
+    for i, layer in enumerate(arch.layers):
+        out.append(i)
+        if isinstance(layer, AttnLayer) and layer.indexer_bytes:
+            out.append(i)
+    return out
+
+
+def _activation_shape(arch: ModelArch, tp: int, model_dtype: str) -> M.ActivationShape:
+    t = arch.text_config
+    dense_i = max(int(t.get("intermediate_size_mlp") or 0), arch.intermediate_size)
+    moe_i = arch.moe_intermediate_size if arch.num_experts else 0
+    if arch.num_experts and not moe_i:
+        moe_i, dense_i = arch.intermediate_size, int(t.get("intermediate_size_mlp") or 0)
+    return M.ActivationShape(hidden=arch.hidden_size, intermediate_local=cdiv(dense_i, tp),
+                             moe_intermediate_local=cdiv(moe_i, tp) if moe_i else 0,
+                             top_k=arch.experts_per_tok or 1, vocab=arch.vocab_size,
+                             act_bytes=dtype_bytes(model_dtype))
+
+
+def _fit_hint(bud: M.Budget, gpu: Gpu, tp: int, weights_total: int) -> str:
+    """Which tensor-parallel size would leave room for the KV cache."""
+    for cand in (2, 4, 8, 16):
+        if cand > tp and weights_total / cand < 0.8 * bud.requested:
+            return (f"try --tensor-parallel-size {cand} (weights {weights_total / cand / GiB:.1f} "
+                    f"GiB per GPU) or a quantized checkpoint / --kv-cache-dtype fp8")
+    return "try a larger GPU, more GPUs per replica or a quantized checkpoint"

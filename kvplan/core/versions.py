@@ -1,0 +1,135 @@
+"""What changes kvplan's numbers between vLLM releases.
+
+Each switch cites the release where it was observed in vLLM's own source (wheels read:
+0.6.6, 0.10.2, 0.11.0, 0.12.0, 0.14.1, 0.16.0, 0.17.1, 0.18.1, 0.19.1, 0.20.0, 0.20.2, 0.33.0;
+see docs/methodology.md). Releases between two read wheels take the older behaviour unless
+noted; that boundary is stated in docs/methodology.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kvplan.errors import BadInput
+
+LATEST = "0.33"
+SUPPORTED_RANGE = ("0.6", "0.33")
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """'0.20.2' -> (0, 20, 2); '0.33' -> (0, 33, 0); tolerates '0.11.0rc1', 'v0.8.5.post1'."""
+    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", str(text).strip())
+    if not m:
+        raise BadInput(f"cannot read vLLM version {text!r}", hint="use e.g. 0.33 or 0.20.2")
+    v = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    lo, hi = parse_version_bounds()
+    if not lo <= v[:2] <= hi:
+        raise BadInput(f"vLLM version {text} is outside the modelled range "
+                       f"{SUPPORTED_RANGE[0]}-{SUPPORTED_RANGE[1]}")
+    return v
+
+
+def parse_version_bounds() -> tuple[tuple[int, int], tuple[int, int]]:
+    lo = tuple(int(x) for x in SUPPORTED_RANGE[0].split("."))
+    hi = tuple(int(x) for x in SUPPORTED_RANGE[1].split("."))
+    return lo, hi  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class VllmVersion:
+    """Feature switches of one vLLM release."""
+
+    text: str
+    v: tuple[int, int, int]
+
+    @classmethod
+    def of(cls, text: str | None) -> VllmVersion:
+        text = text or LATEST
+        return cls(text=text, v=parse_version(text))
+
+    def at_least(self, major: int, minor: int, patch: int = 0) -> bool:
+        return self.v >= (major, minor, patch)
+
+    # --- engine generation ---
+    @property
+    def v1(self) -> bool:
+        """V1 engine is the default from 0.8.0 (V0 removed in 0.11.0)."""
+        return self.at_least(0, 8)
+
+    # --- memory budget ---
+    @property
+    def default_gpu_memory_utilization(self) -> float:
+        """`CacheConfig.gpu_memory_utilization`: 0.90, 0.92 from 0.20.0."""
+        return 0.92 if self.at_least(0, 20) else 0.90
+
+    @property
+    def subtracts_cudagraph(self) -> bool:
+        """`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to 1 from 0.20.0."""
+        return self.at_least(0, 20)
+
+    @property
+    def requested_is_ceiled(self) -> bool:
+        """0.33 `requested_memory = math.ceil(total * util)`; earlier a float product."""
+        return self.at_least(0, 33)
+
+    # --- KV accounting ---
+    @property
+    def kv_tokens_from_concurrency(self) -> bool:
+        """'GPU KV cache size' = int(max_concurrency * max_model_len) from 0.20.2."""
+        return self.at_least(0, 20, 2)
+
+    @property
+    def inflight_batches_scale_window(self) -> bool:
+        """SWA worst case uses max_concurrent_batches x max_num_batched_tokens (0.33)."""
+        return self.at_least(0, 33)
+
+    @property
+    def mamba_prefix_caching_default(self) -> bool:
+        """Hybrid models: prefix caching (Mamba 'align' mode) on by default in 0.33."""
+        return self.at_least(0, 33)
+
+    @property
+    def largest_batch_tier(self) -> bool:
+        """>=160 GiB devices get mnbt 16384 for `vllm serve` (0.33 `get_batch_defaults`)."""
+        return self.at_least(0, 33)
+
+    @property
+    def auto_max_model_len(self) -> bool:
+        """`--max-model-len -1` (and 'auto' in 0.33) auto-fit, from 0.14."""
+        return self.at_least(0, 14)
+
+    @property
+    def kv_cache_dtypes(self) -> tuple[str, ...]:
+        """Accepted `--kv-cache-dtype` values (`config/cache.py CacheDType`)."""
+        base = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+        if self.at_least(0, 20):
+            return base + ("bfloat16", "float16", "fp8_ds_mla")
+        if self.at_least(0, 11):
+            return base + ("bfloat16",)
+        return base
+
+    def mla_block_size(self, compute_capability: str, sparse: bool) -> int:
+        """Block size the default MLA backend forces (`platforms/cuda.py`).
+
+        <=0.20: FlashMLA (Hopper) 64, CUTLASS-MLA (Blackwell) 128, sparse FlashMLA 64.
+        0.33: FLASH_ATTN_MLA (Hopper, MultipleOf 16) 16, FlashInfer-MLA (Blackwell) 32,
+        Triton-MLA elsewhere 16; sparse backends 64.
+        """
+        major = cc_major(compute_capability)
+        if sparse:
+            return 64
+        if self.at_least(0, 33):
+            return {9: 16, 10: 32}.get(major, 16)
+        return {9: 64, 10: 128}.get(major, 16)
+
+
+def cc_major(cc: str | None) -> int:
+    """Major compute capability; AMD gfx9xx (CDNA, bf16 + fp8 capable) counts as 9."""
+    text = str(cc or "")
+    if text.startswith("gfx"):
+        return 9
+    try:
+        return int(text.split(".")[0])
+    except ValueError:
+        return 0

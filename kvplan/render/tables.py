@@ -1,0 +1,67 @@
+"""`kvplan models` and `kvplan gpus` listings."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from kvplan.catalog import Catalog
+from kvplan.units import GiB
+
+
+def render_models(cat: Catalog, as_json: bool) -> None:
+    rows = []
+    for key, e in sorted(cat.items()):
+        cfg = e.get("config") or {}
+        t = cfg.get("text_config") or cfg.get("llm_config") or cfg
+        rows.append({
+            "id": key,
+            "aliases": list(e.get("aliases") or []),
+            "family": e.get("family", ""),
+            "model_type": t.get("model_type", cfg.get("model_type", "")),
+            "weights_bytes": e.get("weights_bytes"),
+            "source": cat.origin[key],
+        })
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{len(rows)} models", title_justify="left")
+    for col in ("id", "aliases", "family", "model_type", "weights"):
+        t.add_column(col)
+    for r in rows:
+        w = f"{r['weights_bytes'] / GiB:.1f} GiB" if r["weights_bytes"] else "estimated"
+        t.add_row(r["id"], ", ".join(r["aliases"][:3]), r["family"], r["model_type"], w)
+    Console().print(t)
+
+
+def render_gpus(cat: Catalog, as_json: bool) -> None:
+    rows = []
+    for key, e in sorted(cat.items()):
+        rows.append({
+            "id": key,
+            "name": e.get("name", key),
+            "aliases": list(e.get("aliases") or []),
+            "memory_bytes": e.get("memory_bytes"),
+            "bandwidth_gbps": e.get("bandwidth_gbps"),
+            "tflops_bf16": (e.get("tflops") or {}).get("bf16"),
+            "price_per_hour": e.get("price_per_hour"),
+            "source": cat.origin[key],
+        })
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{len(rows)} GPUs", title_justify="left")
+    for col in ("id", "name", "memory (CUDA)", "GB/s", "bf16 TFLOP/s", "$/h"):
+        t.add_column(col)
+    for r in rows:
+        mem = f"{r['memory_bytes'] / GiB:.2f} GiB" if r["memory_bytes"] else "-"
+        t.add_row(r["id"], r["name"], mem, str(r["bandwidth_gbps"] or "-"),
+                  str(r["tflops_bf16"] or "-"),
+                  f"{r['price_per_hour']:.2f}" if r["price_per_hour"] else "-")
+    Console().print(t)

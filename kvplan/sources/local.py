@@ -1,0 +1,107 @@
+"""Local checkpoints: `config.json` plus the header bytes of each `*.safetensors` file.
+
+A safetensors file starts with an 8-byte little-endian header length and a JSON header that
+lists every tensor's dtype, shape and `data_offsets`; the tensor bytes follow. Reading only the
+header gives the exact weight bytes without touching the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from kvplan.errors import BadInput
+
+MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on header size
+
+
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise BadInput(f"cannot read {what} {path}: {e.strerror}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise BadInput(f"{what} {path} is not valid JSON: {e}",
+                       hint="fix the file or pass another path") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{what} {path} must hold a JSON object")
+    return data
+
+
+def parse_safetensors_header(f: BinaryIO, name: str, file_size: int | None = None) -> dict:
+    """Read and validate one safetensors header; returns the header dict."""
+    raw = f.read(8)
+    if len(raw) < 8:
+        raise BadInput(f"safetensors file {name} is truncated (no header length)")
+    (n,) = struct.unpack("<Q", raw)
+    if n > MAX_HEADER or (file_size is not None and 8 + n > file_size):
+        raise BadInput(f"safetensors file {name} declares a {n}-byte header, larger than the file",
+                       hint="the file is corrupt or still downloading")
+    body = f.read(n)
+    if len(body) < n:
+        raise BadInput(f"safetensors file {name} is truncated inside its header")
+    try:
+        header = json.loads(body)
+    except ValueError:
+        raise BadInput(f"safetensors file {name} has a header that is not valid JSON") from None
+    if not isinstance(header, dict):
+        raise BadInput(f"safetensors file {name} has a malformed header")
+    return header
+
+
+def tensor_bytes(header: dict, name: str) -> dict[str, int]:
+    """Bytes per dtype of the tensors one header lists."""
+    out: dict[str, int] = {}
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        try:
+            start, end = info["data_offsets"]
+            dtype = str(info["dtype"])
+        except (KeyError, TypeError, ValueError):
+            raise BadInput(f"safetensors file {name}: tensor {key!r} lacks dtype/data_offsets") \
+                from None
+        if end < start:
+            raise BadInput(f"safetensors file {name}: tensor {key!r} has negative size")
+        out[dtype] = out.get(dtype, 0) + int(end) - int(start)
+    return out
+
+
+def safetensors_bytes(directory: Path) -> tuple[int, dict[str, int]] | None:
+    """Exact tensor bytes (total, per dtype) over all `*.safetensors` files, or None."""
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        return None
+    per_dtype: dict[str, int] = {}
+    for p in files:
+        with p.open("rb") as f:
+            header = parse_safetensors_header(f, p.name, p.stat().st_size)
+        for k, v in tensor_bytes(header, p.name).items():
+            per_dtype[k] = per_dtype.get(k, 0) + v
+    return sum(per_dtype.values()), per_dtype
+
+
+def load_local(path: str) -> dict[str, Any] | None:
+    """If `path` is a config.json or a model directory, return its model record."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        return None
+    directory = p if p.is_dir() else p.parent
+    config_path = p if p.is_file() else p / "config.json"
+    if not config_path.exists():
+        raise BadInput(f"{directory} has no config.json", hint="point at a model directory")
+    config = read_json(config_path, "config")
+    rec: dict[str, Any] = {"id": str(p), "config": config}
+    hq = directory / "hf_quant_config.json"
+    if hq.exists():
+        rec["quant_config"] = read_json(hq, "hf_quant_config")
+    if p.is_dir():
+        st = safetensors_bytes(directory)
+        if st:
+            rec["weights_bytes"], rec["weights_by_dtype"] = st
+            rec["weights_source"] = "sum of local safetensors headers"
+    return rec

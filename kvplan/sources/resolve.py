@@ -1,0 +1,79 @@
+"""Turn what the user typed (MODEL, --gpu) into core `Model` / `Gpu` objects.
+
+MODEL resolution order: a local path (config.json or model directory) -> the catalogs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan import catalog
+from kvplan.core.sizing import Gpu, Model
+from kvplan.errors import BadInput
+from kvplan.sources.local import load_local
+from kvplan.units import parse_bytes
+
+
+def _unknown(kind: str, name: str, cat: catalog.Catalog, listing: str) -> BadInput:
+    close = cat.suggestions(name)
+    hint = f"did you mean {', '.join(close)}?" if close else f"see `kvplan {listing}`"
+    return BadInput(f"unknown {kind} {name!r}", hint=hint)
+
+
+def model_from_entry(key: str, entry: dict[str, Any]) -> Model:
+    config = entry.get("config")
+    if not isinstance(config, dict):
+        raise BadInput(f"catalog model {key!r} has no 'config' mapping")
+    return Model(id=key, config=config, weights_bytes=entry.get("weights_bytes"),
+                 weights_source=entry.get("weights_source", "catalog"),
+                 hf_quant_config=entry.get("quant_config"))
+
+
+def resolve_model(name: str, catalogs: list[str] | None = None) -> Model:
+    rec = load_local(name) if ("/" in name or name.endswith(".json") or name.startswith(".")) \
+        else None
+    if rec is None and not name.startswith((".", "/", "~")):
+        cat = catalog.load("models", catalogs)
+        hit = cat.get(name)
+        if hit:
+            return model_from_entry(*hit)
+        raise _unknown("model", name, cat, "models")
+    if rec is None:
+        raise BadInput(f"no model at path {name}", hint="check the path")
+    return Model(id=rec["id"], config=rec["config"], weights_bytes=rec.get("weights_bytes"),
+                 weights_source=rec.get("weights_source", ""),
+                 hf_quant_config=rec.get("quant_config"))
+
+
+def gpu_from_entry(key: str, e: dict[str, Any]) -> Gpu:
+    mem = e.get("memory_bytes")
+    if not isinstance(mem, int) or mem <= 0:
+        raise BadInput(f"catalog GPU {key!r} needs a positive integer memory_bytes")
+    return Gpu(id=key, name=str(e.get("name", key)), memory_bytes=mem,
+               compute_capability=str(e.get("compute_capability", "9.0")),
+               vendor=str(e.get("vendor", "nvidia")),
+               bandwidth_gbps=float(e.get("bandwidth_gbps") or 0),
+               interconnect_gbps=float(e.get("interconnect_gbps") or 0),
+               tflops=dict(e.get("tflops") or {}),
+               price_per_hour=e.get("price_per_hour"))
+
+
+def resolve_gpu(name: str | None, memory: str | None = None,
+                catalogs: list[str] | None = None) -> Gpu:
+    """--gpu NAME (id, alias, nvidia-smi or GFD label) and/or --gpu-memory SIZE."""
+    if name:
+        cat = catalog.load("gpus", catalogs)
+        hit = cat.get(name)
+        if not hit:
+            raise _unknown("GPU", name, cat, "gpus")
+        gpu = gpu_from_entry(*hit)
+        if memory:
+            gpu = Gpu(**{**gpu.__dict__, "memory_bytes": parse_bytes(memory, what="--gpu-memory"),
+                         "id": f"{gpu.id} ({memory})"})
+        return gpu
+    if memory:
+        mem = parse_bytes(memory, what="--gpu-memory")
+        if mem <= 0:
+            raise BadInput("--gpu-memory must be positive")
+        return Gpu(id=f"custom-{memory}", name=f"custom GPU ({memory})", memory_bytes=mem)
+    raise BadInput("no GPU given", hint="pass --gpu NAME (see `kvplan gpus`) or --gpu-memory 24GiB")

@@ -1,0 +1,102 @@
+"""Parsing and formatting of sizes and token counts."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from kvplan.errors import BadInput
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def parse_bytes(text: str | int | float, *, what: str = "size") -> int:
+    """Parse '24GiB', '80GB', '1.5e9', '60G' into bytes.
+
+    Binary units need the 'i' (GiB, MiB); 'G'/'GB' are decimal. vLLM's own suffix rule for
+    `--kv-cache-memory-bytes` (upper-case single letter = binary) is applied by
+    `parse_vllm_int`.
+    """
+    if isinstance(text, (int, float)):
+        return int(text)
+    m = _SIZE_RE.match(str(text))
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _BYTE_UNITS:
+        raise BadInput(f"cannot read {what} {text!r}", hint="use e.g. 24GiB, 80GB or a byte count")
+    return int(float(m.group(1)) * _BYTE_UNITS[unit])
+
+
+_VLLM_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+                "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_vllm_int(text: str | int, *, what: str) -> int:
+    """Parse an integer the way vLLM's argument parser does.
+
+    Lower-case suffixes are decimal (32k = 32,000), upper-case binary (32K = 32,768), decimals
+    only with decimal suffixes (25.6k); vllm/utils/argparse_utils.py `human_readable_int`.
+    """
+    if isinstance(text, int):
+        return text
+    s = str(text).strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)", s)
+    if not m or (m.group(2) in ("", "K", "M", "G", "T") and "." in m.group(1)):
+        raise BadInput(
+            f"cannot read {what} {text!r}",
+            hint="use an integer such as 32768, 32K (=32768) or 32k (=32000)",
+        )
+    return int(float(m.group(1)) * _VLLM_SUFFIX.get(m.group(2), 1))
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division for non-negative ints."""
+    return -(-a // b)
+
+
+def gib(n: float) -> float:
+    return n / GiB
+
+
+def fmt_bytes(n: float) -> str:
+    """Human size in binary units, 2 decimals (as vLLM prints GiB)."""
+    if n is None:
+        return "-"
+    a = abs(n)
+    for unit, size in (("TiB", 1 << 40), ("GiB", GiB), ("MiB", MiB), ("KiB", 1 << 10)):
+        if a >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def fmt_int(n: int | float) -> str:
+    return f"{int(n):,}"
+
+
+def fmt_tokens(n: int) -> str:
+    """Compact token count for tables: 131072 -> '128k', 4000 -> '4,000'."""
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n // 1024}k"
+    return f"{n:,}"
+
+
+def ceil_int(x: float) -> int:
+    return int(math.ceil(x))

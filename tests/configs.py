@@ -1,0 +1,101 @@
+"""Model config fields as published in the models' HF config.json files, trimmed to what
+sizing reads, so the core tests need no catalog or network. NEMOTRON_H_8B keeps
+Nemotron-H-8B's layer shapes but only 8 layers, to keep the hand computation short."""
+
+LLAMA31_8B = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+    "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "max_position_embeddings": 131072, "vocab_size": 128256,
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+QWEN25_7B_INSTRUCT = {
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
+    "intermediate_size": 18944, "num_attention_heads": 28, "num_hidden_layers": 28,
+    "num_key_value_heads": 4, "max_position_embeddings": 32768, "vocab_size": 152064,
+    "sliding_window": 131072, "use_sliding_window": False, "max_window_layers": 28,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+DEEPSEEK_V3 = {
+    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
+    "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_attention_heads": 128,
+    "num_key_value_heads": 128, "num_hidden_layers": 61, "kv_lora_rank": 512,
+    "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3, "moe_layer_freq": 1, "max_position_embeddings": 163840,
+    "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
+                     "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
+                     "type": "yarn"},
+    "vocab_size": 129280, "torch_dtype": "bfloat16",
+}
+DEEPSEEK_V32 = {**DEEPSEEK_V3, "architectures": ["DeepseekV32ForCausalLM"],
+                "model_type": "deepseek_v32", "index_head_dim": 128, "index_n_heads": 64,
+                "index_topk": 2048}
+GEMMA2_9B = {
+    "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "head_dim": 256,
+    "hidden_size": 3584, "intermediate_size": 14336, "max_position_embeddings": 8192,
+    "num_attention_heads": 16, "num_hidden_layers": 42, "num_key_value_heads": 8,
+    "sliding_window": 4096, "torch_dtype": "float32", "vocab_size": 256000,
+}
+GEMMA3_12B = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+    "text_config": {"hidden_size": 3840, "intermediate_size": 15360, "model_type": "gemma3_text",
+                    "num_attention_heads": 16, "num_hidden_layers": 48,
+                    "num_key_value_heads": 8, "rope_scaling": {"factor": 8.0,
+                                                               "rope_type": "linear"},
+                    "sliding_window": 1024},
+    "torch_dtype": "bfloat16",
+    "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                      "num_hidden_layers": 27, "patch_size": 14},
+}
+MISTRAL_7B_V01 = {
+    "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
+    "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "max_position_embeddings": 32768, "sliding_window": 4096,
+    "rope_theta": 10000.0, "vocab_size": 32000, "torch_dtype": "bfloat16",
+}
+QWEN3_NEXT_80B = {
+    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": 2048,
+    "head_dim": 256, "intermediate_size": 5120, "moe_intermediate_size": 512,
+    "num_attention_heads": 16, "num_key_value_heads": 2, "num_hidden_layers": 48,
+    "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+    "num_experts": 512, "num_experts_per_tok": 10, "shared_expert_intermediate_size": 512,
+    "max_position_embeddings": 262144, "vocab_size": 151936, "torch_dtype": "bfloat16",
+}
+JAMBA_15_MINI = {
+    "architectures": ["JambaForCausalLM"], "model_type": "jamba", "hidden_size": 4096,
+    "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "num_hidden_layers": 32, "attn_layer_period": 8, "attn_layer_offset": 4,
+    "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 256,
+    "num_experts": 16, "num_experts_per_tok": 2, "expert_layer_period": 2,
+    "expert_layer_offset": 1, "max_position_embeddings": 262144, "vocab_size": 65536,
+    "torch_dtype": "bfloat16",
+}
+GEMMA4_E2B = {
+    "architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
+    "text_config": {
+        "model_type": "gemma4_text", "head_dim": 256, "global_head_dim": 512,
+        "hidden_size": 1536, "intermediate_size": 6144, "num_attention_heads": 8,
+        "num_hidden_layers": 35, "num_key_value_heads": 1, "num_kv_shared_layers": 20,
+        "sliding_window": 512, "max_position_embeddings": 131072, "vocab_size": 262144,
+        "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
+    },
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+}
+FALCON_7B = {
+    "architectures": ["FalconForCausalLM"], "model_type": "falcon", "hidden_size": 4544,
+    "num_attention_heads": 71, "num_hidden_layers": 32, "multi_query": True,
+    "new_decoder_architecture": False, "parallel_attn": True, "vocab_size": 65024,
+    "torch_dtype": "bfloat16",
+}
+NEMOTRON_H_8B = {
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 4096,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+    "num_hidden_layers": 8, "hybrid_override_pattern": "M-M*M-M-",
+    "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8,
+    "conv_kernel": 4, "intermediate_size": 21504, "max_position_embeddings": 8192,
+    "vocab_size": 131072, "torch_dtype": "bfloat16",
+}

@@ -1,0 +1,227 @@
+"""Hand-computed KV figures for each architecture family (docs/methodology.md shows the work)."""
+
+import pytest
+from configs import (
+    DEEPSEEK_V3,
+    DEEPSEEK_V32,
+    FALCON_7B,
+    GEMMA2_9B,
+    GEMMA3_12B,
+    GEMMA4_E2B,
+    JAMBA_15_MINI,
+    LLAMA31_8B,
+    MISTRAL_7B_V01,
+    NEMOTRON_H_8B,
+    QWEN3_NEXT_80B,
+    QWEN25_7B_INSTRUCT,
+)
+
+from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+from kvplan.errors import BadInput
+
+GiB = 1 << 30
+H100 = Gpu("h100-sxm", "NVIDIA H100 80GB HBM3", 81089 * (1 << 20), "9.0")
+L4 = Gpu("l4", "NVIDIA L4", 22518 * (1 << 20), "8.9")
+T4 = Gpu("t4", "Tesla T4", 15095 * (1 << 20), "7.5")
+
+
+def run(cfg, gpu=H100, version="0.33", **kw):
+    return size(Model("m", cfg), gpu, EngineArgs(**kw), version)
+
+
+# --- full attention -----------------------------------------------------------------------
+
+def test_llama31_8b_per_token_and_blocks_v011():
+    # 2 (K,V) x 8 heads x 128 x 2 B = 4,096 B/layer; x 32 layers = 131,072 B/token
+    r = run(LLAMA31_8B, version="0.11", max_model_len=8192,
+            kv_cache_memory_bytes=27996 * 2 * 1024 * 1024)
+    assert r.kv_bytes_per_token_per_gpu == 131072
+    assert r.bytes_per_block == 2 * 1024 * 1024  # 32 layers x 16 tokens x 4 KiB
+    assert r.num_gpu_blocks == 27996
+    assert r.kv_cache_tokens == 447936  # 27,996 x 16
+    assert round(r.max_concurrency, 2) == 54.68  # 27,996 / 512
+    assert r.concurrency_at[8192] == 54  # (27,996 - 1 null block) // 512
+
+
+@pytest.mark.parametrize("tp,per_gpu,replica", [(1, 131072, 131072), (2, 65536, 131072),
+                                                (8, 16384, 131072), (16, 16384, 262144)])
+def test_llama_tp_replicates_kv_heads_past_head_count(tp, per_gpu, replica):
+    cfg = {**LLAMA31_8B, "num_attention_heads": 32}
+    r = run(cfg, tensor_parallel_size=tp, max_model_len=8192, kv_cache_memory_bytes=10 * GiB)
+    assert r.kv_bytes_per_token_per_gpu == per_gpu
+    assert r.kv_bytes_per_token_replica == replica
+
+
+def test_fp8_kv_halves_bytes():
+    r = run(LLAMA31_8B, kv_cache_dtype="fp8", max_model_len=8192, kv_cache_memory_bytes=GiB)
+    assert r.kv_bytes_per_token_per_gpu == 65536
+    assert r.num_gpu_blocks == GiB // (16 * 65536)
+
+
+def test_qwen25_7b_gqa_and_disabled_sliding_window():
+    r = run(QWEN25_7B_INSTRUCT, kv_cache_memory_bytes=GiB)
+    assert r.kv_bytes_per_token_per_gpu == 57344  # 2 x 4 x 128 x 2 x 28
+    assert r.arch.family_label == "full attention"  # use_sliding_window=false
+    assert r.max_model_len == 32768
+
+
+def test_falcon_multi_query_has_one_kv_head():
+    r = run(FALCON_7B, kv_cache_memory_bytes=GiB)
+    assert r.kv_bytes_per_token_per_gpu == 2 * 1 * 64 * 2 * 32  # head 4544/71 = 64
+
+
+def test_tokens_formula_truncates_like_vllm_for_non_power_of_two_lengths():
+    # 0.20.2+: int(num_blocks / cdiv(M, 16) * M); M = 20000 -> 1250 blocks per request
+    r = run(LLAMA31_8B, max_model_len=20000, kv_cache_memory_bytes=1952 * 2 * 1024 * 1024)
+    assert r.blocks_per_request == 1250
+    assert r.kv_cache_tokens == int(1952 / 1250 * 20000)
+
+
+# --- MLA ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tp", [1, 8, 16])
+def test_deepseek_v3_mla_latent_is_replicated(tp):
+    r = run(DEEPSEEK_V3, tensor_parallel_size=tp, kv_cache_memory_bytes=40 * GiB)
+    assert r.kv_bytes_per_token_per_gpu == 70272  # (512 + 64) x 2 B x 61 layers
+    assert r.max_model_len == 163840  # yarn factor 40 not applied
+
+
+def test_deepseek_v3_mla_block_size_by_version():
+    assert run(DEEPSEEK_V3, version="0.20.2", kv_cache_memory_bytes=GiB).block_size == 64
+    assert run(DEEPSEEK_V3, version="0.33", kv_cache_memory_bytes=GiB).block_size == 16
+    assert run(DEEPSEEK_V3, kv_cache_dtype="fp8", kv_cache_memory_bytes=GiB
+               ).kv_bytes_per_token_per_gpu == 35136
+
+
+def test_deepseek_v32_sparse_mla_with_indexer():
+    # 0.20: auto -> fp8_ds_mla 656 B + indexer 132 B per layer
+    r = run(DEEPSEEK_V32, version="0.20.2", kv_cache_memory_bytes=GiB)
+    assert r.kv_dtype == "fp8_ds_mla"
+    assert r.kv_bytes_per_token_per_gpu == 788 * 61 == 48068
+    assert r.block_size == 64
+    assert len(r.groups) == 1  # MLA + indexer: one uniform-type group
+    # 0.33: auto stays bf16 on FlashMLA-sparse: 1,152 + 132
+    assert run(DEEPSEEK_V32, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == 78324
+
+
+# --- sliding window -----------------------------------------------------------------------
+
+def test_gemma2_two_groups_and_token_figures():
+    avail = 50 * GiB
+    old = run(GEMMA2_9B, version="0.11", kv_cache_memory_bytes=avail)
+    assert old.model_dtype == "bfloat16"  # float32 checkpoint on sm90
+    assert len(old.groups) == 2 and old.bytes_per_block == 21 * 131072 == 2752512
+    assert old.num_gpu_blocks == 19504
+    assert old.blocks_per_request == 512 + 513  # full + SWA cdiv(min(4095+8192, 8192), 16)+1
+    assert old.kv_cache_tokens == 19504 // 2 * 16 == 156032
+    new = run(GEMMA2_9B, version="0.33", kv_cache_memory_bytes=avail)
+    assert new.kv_cache_tokens == int(19504 / 1025 * 8192) == 155879
+
+
+def test_gemma3_12b_five_sliding_groups():
+    r = run(GEMMA3_12B, kv_cache_memory_bytes=GiB)
+    assert r.max_model_len == 131072  # gemma3 linear factor 8 not re-applied
+    assert len(r.groups) == 6 and r.bytes_per_block == 8 * 131072
+    # 0.33 in-flight tokens = 2 x 8192: 8,192 + 5 x (cdiv(1023 + 16384, 16) + 1)
+    assert r.blocks_per_request == 13637
+
+
+def test_mistral_v01_all_layers_sliding():
+    blocks = 27996
+    kw = dict(max_model_len=32768, kv_cache_memory_bytes=blocks * 2 * 1024 * 1024)
+    old = run(MISTRAL_7B_V01, version="0.11", **kw)
+    assert old.blocks_per_request == 769 and old.kv_cache_tokens == 447936
+    assert round(old.max_concurrency, 2) == 36.41
+    mid = run(MISTRAL_7B_V01, version="0.20.2", **kw)
+    assert mid.kv_cache_tokens == int(blocks / 769 * 32768) == 1192942
+    new = run(MISTRAL_7B_V01, version="0.33", **kw)
+    assert new.blocks_per_request == 1281 and round(new.max_concurrency, 2) == 21.85
+    assert new.kv_cache_tokens == 716138
+
+
+def test_gemma4_e2b_kv_sharing_and_real_log():
+    # vLLM 0.21 on an L4, --enforce-eager, max_model_len 8192: logged 129.66x, 9.92 GiB
+    r = run(GEMMA4_E2B, gpu=L4, version="0.21", max_model_len=8192, enforce_eager=True,
+            kv_cache_memory_bytes=int(9.92 * GiB))
+    assert sum(x is not None for x in r.arch.layers) == 15  # 20 layers reuse earlier KV
+    assert r.bytes_per_block == 3 * 32768 and r.blocks_per_request == 836
+    assert abs(r.max_concurrency / 129.66 - 1) < 0.005
+    assert abs(r.kv_cache_tokens / 1062157 - 1) < 0.005
+
+
+# --- Mamba / linear attention hybrids -----------------------------------------------------
+
+@pytest.mark.parametrize("tp,block,pad_page", [(1, 544, 1114112), (2, 544, 557056),
+                                               (4, 272, 278528), (8, 144, 147456)])
+def test_qwen3_next_block_alignment_v020(tp, block, pad_page):
+    r = run(QWEN3_NEXT_80B, version="0.20.2", tensor_parallel_size=tp, kv_cache_memory_bytes=GiB)
+    assert r.block_size == block
+    assert r.bytes_per_block == 12 * pad_page  # 1 attention + 3 GDN groups of 12 layers
+    assert len(r.groups) == 4
+    assert r.blocks_per_request == -(-262144 // block) + 3  # one state per GDN group
+
+
+def test_qwen3_next_v033_align_mode_on_hopper():
+    r = run(QWEN3_NEXT_80B, kv_cache_memory_bytes=GiB)
+    assert r.block_size == 576  # lcm(16, 64) x cdiv(1,097,728, 64 x 2,048)
+    assert r.blocks_per_request == 262144 // 576 + 1 + 3 * 3  # 2 states + 1 checkpoint
+
+
+@pytest.mark.parametrize("tp,state", [(1, 311296), (2, 155648)])
+def test_jamba_mamba1_state_and_block_80(tp, state):
+    r = run(JAMBA_15_MINI, version="0.20.2", tensor_parallel_size=tp, kv_cache_memory_bytes=GiB)
+    assert r.block_size == 80
+    assert r.state_bytes_per_request_per_gpu == 28 * (80 * 4096 // tp) // 1 * 0 + 28 * state
+    assert len(r.groups) == 8  # 1 attention + 7 Mamba groups of 4
+
+
+def test_nemotron_h_mamba2_fp32_ssm_state():
+    r = run(NEMOTRON_H_8B, version="0.20.2", kv_cache_memory_bytes=GiB, max_model_len=8192)
+    # conv (8192 + 2*8*128) x 3 x 2 B + ssm 128 x 64 x 128 x 4 B (float32)
+    assert r.state_bytes_per_request_per_gpu == 4 * (61440 + 4194304)
+    assert r.block_size == 1040  # 16 x cdiv(4,255,744, 16 x 4,096)
+    assert r.bytes_per_block == 1040 * 4096
+    assert len(r.groups) == 5
+    assert r.blocks_per_request == 8 + 4
+
+
+# --- memory budget, start-up check, errors ------------------------------------------------
+
+def test_max_model_len_that_does_not_fit_reports_largest():
+    r = run(LLAMA31_8B, kv_cache_memory_bytes=2 * GiB)  # 16,384 tokens of KV
+    assert not r.fits
+    # 0.33 keeps one block back for the check: 1,023 blocks x 16 tokens
+    assert r.largest_max_model_len == 1023 * 16
+    assert "largest max_model_len that fits is 16368" in r.failure
+
+
+def test_auto_fit_max_model_len():
+    r = run(LLAMA31_8B, max_model_len=-1, kv_cache_memory_bytes=2 * GiB)
+    assert r.fits and r.max_model_len == 16368
+
+
+def test_requested_memory_uses_total_times_utilization():
+    r = run(LLAMA31_8B, gpu_memory_utilization=0.9, max_model_len=8192)
+    assert r.budget.requested == -(-H100.memory_bytes * 9 // 10)
+    assert r.budget.utilization == 0.9
+
+
+def test_weights_that_do_not_fit_fail():
+    r = run(DEEPSEEK_V3, max_model_len=8192)
+    assert not r.fits and "weights need" in r.failure
+
+
+def test_tp_must_divide_heads():
+    with pytest.raises(BadInput, match="not divisible by 3"):
+        run(LLAMA31_8B, tensor_parallel_size=3)
+
+
+def test_max_model_len_above_model_limit():
+    with pytest.raises(BadInput, match="exceeds the model's maximum of 131072"):
+        run(LLAMA31_8B, max_model_len=200000)
+
+
+def test_bf16_refused_on_turing_and_fp32_checkpoint_runs_fp16():
+    with pytest.raises(BadInput, match="compute capability 8.0"):
+        run(LLAMA31_8B, gpu=T4, dtype="bfloat16")
+    assert run(GEMMA2_9B, gpu=T4, kv_cache_memory_bytes=GiB).model_dtype == "float16"
