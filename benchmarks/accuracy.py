@@ -66,12 +66,16 @@ def args_of(case: dict) -> EngineArgs:
         pipeline_parallel_size=int(case.get("pipeline_parallel_size") or 1),
         max_model_len=case.get("max_model_len"),
         kv_cache_dtype=str(case.get("kv_cache_dtype") or "auto"),
-        gpu_memory_utilization=case.get("gpu_memory_utilization"),
+        gpu_memory_utilization=None if "gpu_memory_utilization" in (case.get("inferred") or [])
+        else case.get("gpu_memory_utilization"),
         max_num_seqs=case.get("max_num_seqs"),
         max_num_batched_tokens=case.get("max_num_batched_tokens"),
         enforce_eager=bool(case.get("enforce_eager")),
         block_size=case.get("block_size"),
     )
+    q = str(case.get("quantization") or "")
+    if q in ("fp8",) and "fp8" not in case["model"].lower():
+        a.quantization = "fp8"  # online FP8 quantization of a 16-bit checkpoint
     if case.get("enable_prefix_caching") is False:
         a.enable_prefix_caching = False
     if "--enable-expert-parallel" in str(case.get("other_flags") or ""):

@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line on error, never a traceback (unless KVPLAN_DEBUG=1)."""
     debug = os.environ.get("KVPLAN_DEBUG") == "1"
     try:
-        app(args=argv, standalone_mode=False)
-        return 0
+        rv = app(args=argv, standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
     except KvplanError as e:
         if debug:
             raise

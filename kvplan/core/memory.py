@@ -28,10 +28,14 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         3.0, "x top_k x local expert intermediate per token",
         "fused_moe intermediate caches (gate_up + activation) for every routed copy"),
     "sampler_fp32_copies": (
-        9.6, "x num_reqs x vocab x 4 B",
+        9.6, "x num_reqs x vocab x 4 B (vLLM 0.8-0.19)",
         "the dummy sampler run (gpu_model_runner `_dummy_sampler_run`) dominates the V1 peak: "
         "fitted on 9 real V1 logs (torch peak 1.40-7.38 GiB, vocab 128k-201k, 256-1024 "
         "requests, H100/H200/L40S, vLLM 0.10-0.11): 9.5-9.9 fp32 logits-sized buffers"),
+    "sampler_fp32_copies_v020": (
+        7.2, "x num_reqs x vocab x 4 B (vLLM 0.20+)",
+        "same term in the 0.2x releases: real logs of 0.26 (RTX 4080, 1.04 GiB peak) and "
+        "0.28 (L40S, 1.78 GiB non-KV incl. graphs) give 7.0-7.5 buffers"),
     "act_fixed_mib": (
         64.0, "MiB",
         "cuBLAS/attention workspaces and allocator rounding, independent of batch size"),
@@ -74,7 +78,7 @@ class ActivationShape:
 
 
 def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num_seqs: int,
-                    *, v1: bool) -> int:
+                    *, v1: bool, sampler_copies: float | None = None) -> int:
     """Peak torch memory of the profile run above the weights (empirical model).
 
     The profile run forwards `max_num_batched_tokens` tokens split over
@@ -88,7 +92,8 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     if shape.moe_intermediate_local:
         mlp = max(mlp, const("act_moe_copies") * shape.top_k * shape.moe_intermediate_local)
     forward = tokens * (per_token + mlp) * shape.act_bytes
-    sampler = reqs * shape.vocab * 4 * const("sampler_fp32_copies")
+    copies = const("sampler_fp32_copies") if sampler_copies is None else sampler_copies
+    sampler = reqs * shape.vocab * 4 * copies
     return int(max(forward, sampler) + const("act_fixed_mib") * MiB)
 
 

@@ -143,8 +143,14 @@ def count_params(arch: ModelArch) -> ParamCount:
                 "qwen") else 0)
         else:
             inter = int(t.get("intermediate_size_mlp") or arch.intermediate_size)
+            if t.get("use_double_wide_mlp") and layer is None:
+                inter *= 2  # Gemma-3n/4: KV-sharing layers carry a double-width MLP
             lp.split += (3 if gated else 2) * h * inter
         pc.layers.append(lp)
+    ple = int(t.get("hidden_size_per_layer_input") or 0)
+    if ple:  # Gemma-3n/4 per-layer embeddings: one vocab x ple table per layer + projection
+        vocab_ple = int(t.get("vocab_size_per_layer_input") or arch.vocab_size)
+        pc.embed += vocab_ple * ple * arch.num_layers + h * ple * arch.num_layers
     if arch.vision_config:
         vc = arch.vision_config
         vh = int(vc.get("hidden_size") or vc.get("embed_dim") or 0)
@@ -154,25 +160,58 @@ def count_params(arch: ModelArch) -> ParamCount:
     return pc
 
 
-def bytes_per_param(arch: ModelArch, model_dtype_bytes: int) -> float:
-    """Average stored bytes per parameter for a quantized checkpoint (estimate)."""
+@dataclass(frozen=True)
+class WeightBytes:
+    """Stored bytes per parameter for each part of a (possibly quantized) checkpoint."""
+
+    linear: float  # attention / dense-MLP projections
+    expert: float  # routed-expert projections
+    other: float  # embeddings, LM head, norms: kept in the model dtype by every scheme here
+
+
+def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
+                 quantization: str | None = None) -> WeightBytes:
+    """Bytes per parameter by part, from `quantization_config` (or `--quantization`).
+
+    AWQ/GPTQ: bits/8 plus an fp16 scale and packed zero per group; FP8: 1 byte (+ block
+    scales, negligible); NVFP4/MXFP4: 4 bits + one scale per 16/32 values; MXFP4 checkpoints
+    (gpt-oss) quantize only the routed experts; bitsandbytes 4/8-bit.
+    """
     q = arch.quantization or {}
-    method = str(q.get("quant_method", "")).lower()
+    method = str(quantization or q.get("quant_method", "")).lower()
+    d = float(model_dtype_bytes)
     bits = q.get("bits") or q.get("w_bit")
+    lin: float = d
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin") and bits:
         group = int(q.get("group_size") or q.get("q_group_size") or 128)
-        return bits / 8 + (4 / group)  # fp16 scale + packed zero per group
-    if method in ("fp8", "fbgemm_fp8", "modelopt"):
-        return 1.0
-    if method in ("mxfp4", "nvfp4", "modelopt_fp4"):
-        return 0.5 + 1 / 16
-    if method == "bitsandbytes":
-        return 0.5 + 1 / 32 if q.get("load_in_4bit") else 1.0
-    if method == "compressed-tensors":
-        groups = q.get("config_groups") or {}
-        for g in groups.values():
+        lin = bits / 8 + 4 / group
+    elif method in ("fp8", "fbgemm_fp8", "modelopt", "ptpc_fp8"):
+        lin = 1.0
+    elif method in ("nvfp4", "modelopt_fp4"):
+        lin = 0.5 + 1 / 16
+    elif method == "mxfp4":
+        return WeightBytes(linear=d, expert=0.5 + 1 / 32, other=d)
+    elif method == "bitsandbytes":
+        lin = 0.5 + 1 / 32 if q.get("load_in_4bit") else 1.0
+    elif method == "compressed-tensors":
+        for g in (q.get("config_groups") or {}).values():
             w = (g or {}).get("weights") or {}
             nb = w.get("num_bits")
             if nb:
-                return nb / 8 + (2 / int(w.get("group_size") or 128) if nb < 8 else 0)
-    return float(model_dtype_bytes)
+                lin = nb / 8 + (2 / int(w.get("group_size") or 128) if nb < 8 else 0)
+                break
+    return WeightBytes(linear=lin, expert=lin, other=d)
+
+
+def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None) -> float:
+    """vLLM's MXFP4 MoE kernels pad expert weights: hidden to a multiple of 256, the
+    per-rank intermediate to 128 (`mxfp4_round_up_hidden_size_and_intermediate_size`,
+    Marlin / TRT-LLM backends). Returns the byte multiplier for routed experts."""
+    method = str(quantization or (arch.quantization or {}).get("quant_method", "")).lower()
+    if method != "mxfp4" or not arch.num_experts:
+        return 1.0
+    h = arch.hidden_size
+    inter = (arch.moe_intermediate_size or arch.intermediate_size) // tp
+    if not h or not inter:
+        return 1.0
+    return (-(-h // 256) * 256 / h) * (-(-inter // 128) * 128 / inter)

@@ -28,7 +28,7 @@ from kvplan.core.kvspec import (
     layer_specs,
     state_bytes,
 )
-from kvplan.core.params import bytes_per_param, count_params
+from kvplan.core.params import count_params, expert_padding, weight_bytes
 from kvplan.core.versions import VllmVersion, cc_major
 from kvplan.errors import BadInput
 from kvplan.units import GiB, cdiv
@@ -239,40 +239,48 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs) -> None:
 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
                        stages: list[range]) -> tuple[list[int], int, bool]:
-    """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?"""
+    """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
+
+    Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
+    K/V replicated past the head count); an exact checkpoint size rescales the estimate so
+    the parts keep their proportions and the total matches the checkpoint.
+    """
     pc = count_params(arch)
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
-    bpp = bytes_per_param(arch, dtype_bytes(model_dtype))
-    if a.quantization and a.quantization.lower() in ("fp8", "fbgemm_fp8"):
-        bpp = min(bpp, 1.0)  # online FP8 weight quantization
+    wb = weight_bytes(arch, dtype_bytes(model_dtype), a.quantization)
+    pad = expert_padding(arch, tp, a.quantization)
     per_stage = []
     for si, rng in enumerate(stages):
-        params = 0.0
+        dense = expert = other = 0.0
         for i in rng:
             lp = pc.layers[i]
             kv_local = lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads else 0
-            params += lp.split / tp + lp.replicated + lp.expert / ep + kv_local
+            dense += lp.split / tp + kv_local
+            other += lp.replicated
+            expert += lp.expert / ep
         if si == 0:
-            params += pc.embed / tp + pc.vision
-        if si == len(stages) - 1:
-            params += pc.lm_head / tp if pc.lm_head else (pc.embed / tp if si else 0)
-        per_stage.append(params * bpp)
-    est_total = pc.total * bpp
+            other += pc.embed / tp + pc.vision
+        if si == len(stages) - 1 and (pc.lm_head or si):
+            other += (pc.lm_head or pc.embed) / tp
+        per_stage.append((dense * wb.linear, expert * wb.expert, other * wb.other))
+    est_total = (sum(x.split + x.kv_proj for x in pc.layers) * wb.linear
+                 + pc.experts * wb.expert
+                 + (pc.embed + pc.lm_head + pc.vision + sum(x.replicated for x in pc.layers))
+                 * wb.other)
+    scale, total, estimated = 1.0, est_total, True
     if model.weights_bytes:
         exact = model.weights_bytes
-        ckpt = canonical(arch.config_dtype)
-        if ckpt == "float32" and not arch.quantization:
+        if canonical(arch.config_dtype) == "float32" and not arch.quantization:
             exact = exact * dtype_bytes(model_dtype) // 4  # fp32 checkpoint loaded as 16-bit
-        scale = exact / est_total if est_total else 1.0
-        return [int(x * scale) for x in per_stage], int(exact), False
-    return [int(x) for x in per_stage], int(est_total), True
+        scale, total, estimated = (exact / est_total if est_total else 1.0), exact, False
+    return ([int(scale * (d + e * pad + o)) for d, e, o in per_stage], int(total), estimated)
 
 
 # --- main ------------------------------------------------------------------------------------
 
 def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
-         vllm_version: str | None = None) -> SizeResult:
+         vllm_version: str | None = None, *, _probing: bool = False) -> SizeResult:
     """Size vLLM's KV cache for `model` on `gpu` with `args`."""
     a = args or EngineArgs()
     version = VllmVersion.of(vllm_version)
@@ -371,7 +379,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "known)")
     util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
     shape = _activation_shape(arch, tp, model_dtype)
-    act = M.activation_peak(shape, mnbt, seqs, v1=version.v1)
+    act = M.activation_peak(shape, mnbt, seqs, v1=version.v1, sampler_copies=M.const(
+        "sampler_fp32_copies_v020" if version.at_least(0, 20) else "sampler_fp32_copies"))
     nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0)
     stage_rows = []
     best: tuple[int, M.Budget, int] | None = None
@@ -428,8 +437,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             failure = (f"max_model_len {mml} needs {need / GiB:.2f} GiB of KV cache for one "
                        f"request but only {avail_for_check / GiB:.2f} GiB is available; "
                        f"the largest max_model_len that fits is {largest}")
-    if not fits and bud.weights > 0:
-        notes.append(_fit_hint(bud, gpu, tp, weights_total))
+    if not fits and not _probing:
+        notes.append(_fit_hint(model, gpu, a, vllm_version, arch))
 
     bpr = B.blocks_per_request(groups, mml, inflight) if groups else 1
     conc = num_blocks / bpr if bpr else 0.0
@@ -497,10 +506,24 @@ def _activation_shape(arch: ModelArch, tp: int, model_dtype: str) -> M.Activatio
                              act_bytes=dtype_bytes(model_dtype))
 
 
-def _fit_hint(bud: M.Budget, gpu: Gpu, tp: int, weights_total: int) -> str:
-    """Which tensor-parallel size would leave room for the KV cache."""
-    for cand in (2, 4, 8, 16):
-        if cand > tp and weights_total / cand < 0.8 * bud.requested:
-            return (f"try --tensor-parallel-size {cand} (weights {weights_total / cand / GiB:.1f} "
-                    f"GiB per GPU) or a quantized checkpoint / --kv-cache-dtype fp8")
-    return "try a larger GPU, more GPUs per replica or a quantized checkpoint"
+def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
+              arch: ModelArch) -> str:
+    """The smallest change that makes vLLM start: more TP, then an FP8 KV cache."""
+    from dataclasses import replace
+
+    heads = arch.num_attention_heads or 1
+    for tp in (2, 4, 8, 16):
+        if tp <= a.tensor_parallel_size or heads % tp:
+            continue
+        r = size(model, gpu, replace(a, tensor_parallel_size=tp), version, _probing=True)
+        if r.fits:
+            return (f"fits with --tensor-parallel-size {tp} ({r.budget.weights / GiB:.1f} GiB of "
+                    f"weights and {r.budget.available_kv / GiB:.1f} GiB of KV per GPU)")
+    if a.kv_cache_dtype == "auto":
+        try:
+            r = size(model, gpu, replace(a, kv_cache_dtype="fp8"), version, _probing=True)
+        except BadInput:
+            r = None
+        if r is not None and r.fits:
+            return "fits with --kv-cache-dtype fp8"
+    return "does not fit at TP up to 16: use a quantized checkpoint, a larger GPU or PP"

@@ -1,0 +1,215 @@
+"""The CLI end to end: real catalogs, real files, exit codes and one-line errors."""
+
+import json
+import struct
+
+import pytest
+
+from kvplan.cli import main
+
+JSON_KEYS = {
+    "kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "weights_bytes_per_gpu",
+    "activation_bytes", "non_torch_bytes", "cudagraph_bytes", "available_kv_bytes",
+    "block_size", "num_gpu_blocks", "kv_cache_tokens", "max_model_len", "max_concurrency",
+    "fits", "model", "gpu", "gpu_memory_bytes", "tensor_parallel_size",
+    "pipeline_parallel_size", "data_parallel_size", "kv_cache_dtype", "vllm_version",
+}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_size_json_contract_and_catalog_values(capsys):
+    code, out, err = run(capsys, "size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                         "--max-model-len", "32768", "--kv-cache-memory-bytes", "40G", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d.keys() >= JSON_KEYS
+    assert d["kv_bytes_per_token"] == 131072
+    assert d["available_kv_bytes"] == 40 * 2**30  # vLLM: upper-case G is binary
+    assert d["num_gpu_blocks"] == 40 * 2**30 // (2 * 2**20) == 20480
+    assert d["kv_cache_tokens"] == 20480 * 16
+    assert d["max_concurrency"] == 10.0
+    assert d["weights_bytes_per_gpu"] == 16060522496  # exact safetensors total
+    assert d["gpu"] == "h100-sxm" and d["vllm_version"] == "0.33"
+    assert d["tensor_parallel_size"] == 1 and d["kv_cache_dtype"] == "bfloat16"
+
+
+@pytest.mark.parametrize("name", ["h100", "NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3",
+                                  "h100-sxm"])
+def test_gpu_names_resolve(capsys, name):
+    code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", name, "--json")
+    assert code == 0 and json.loads(out)["gpu"] == "h100-sxm"
+
+
+@pytest.mark.parametrize("name,gid", [("Tesla T4", "t4"), ("NVIDIA-L4", "l4"),
+                                      ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"),
+                                      ("NVIDIA GeForce RTX 3090", "rtx-3090"),
+                                      ("NVIDIA L40S", "l40s"), ("a100-80gb", "a100-sxm4-80gb"),
+                                      ("rtx4090", "rtx-4090")])
+def test_nvidia_smi_and_gfd_names(capsys, name, gid):
+    code, out, err = run(capsys, "size", "qwen2.5-1.5b-instruct", "--gpu", name, "--json",
+                         "--max-model-len", "4096")
+    assert code == 0, err
+    assert json.loads(out)["gpu"] == gid
+
+
+def test_gpu_memory_override(capsys):
+    code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu-memory", "24GiB",
+                       "--max-model-len", "8192", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["gpu_memory_bytes"] == 24 * 2**30
+
+
+def test_unknown_model_suggests(capsys):
+    code, out, err = run(capsys, "size", "llama-3.1-8b-instruc", "--gpu", "h100")
+    assert code == 2 and out == ""
+    assert err.startswith("kvplan: error: unknown model 'llama-3.1-8b-instruc'")
+    assert "did you mean" in err and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+def test_unknown_gpu_suggests(capsys):
+    code, _, err = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h1000")
+    assert code == 2 and "unknown GPU 'h1000'" in err and "h100" in err
+
+
+def test_does_not_fit_exits_1_and_names_largest_len(capsys):
+    code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "l4",
+                       "--max-model-len", "131072", "--json")
+    d = json.loads(out)
+    assert code == 1 and d["fits"] is False
+    assert 0 < d["largest_max_model_len"] < 131072
+    assert str(d["largest_max_model_len"]) in d["failure"]
+
+
+def test_weights_do_not_fit_suggests_tp(capsys):
+    code, out, _ = run(capsys, "size", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "h100",
+                       "--max-model-len", "8192")
+    assert code == 1
+    assert "fits with --tensor-parallel-size 2" in out.replace("\n", " ")
+
+
+def test_bad_tp_exit_2(capsys):
+    code, _, err = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100", "-tp", "3")
+    assert code == 2 and "not divisible by 3" in err
+
+
+def test_max_model_len_suffixes_follow_vllm(capsys):
+    _, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
+                    "--max-model-len", "32k", "--json")
+    assert json.loads(out)["max_model_len"] == 32000
+    code, _, err = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
+                       "--max-model-len", "lots")
+    assert code == 2 and "cannot read --max-model-len" in err
+
+
+def test_max_model_len_over_limit(capsys):
+    code, _, err = run(capsys, "size", "qwen2.5-7b-instruct", "--gpu", "h100",
+                       "--max-model-len", "65536")
+    assert code == 2 and "exceeds the model's maximum of 32768" in err
+
+
+def test_bad_kv_dtype_for_version(capsys):
+    code, _, err = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
+                       "--kv-cache-dtype", "bfloat16", "--vllm-version", "0.10.2")
+    assert code == 2 and "not accepted by this vLLM version" in err
+
+
+def test_unknown_flag_is_one_line(capsys):
+    code, _, err = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100", "--bogus")
+    assert code == 2 and "Traceback" not in err
+
+
+def _write_safetensors(path, tensors):
+    header = {}
+    off = 0
+    for name, (dtype, shape, nbytes) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + nbytes]}
+        off += nbytes
+    raw = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + b"\0" * off)
+    return off
+
+
+def test_local_directory_reads_safetensors_headers(tmp_path, capsys):
+    from configs import LLAMA31_8B
+
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA31_8B))
+    a = _write_safetensors(tmp_path / "model-00001-of-00002.safetensors",
+                           {"a": ("BF16", [1024, 512], 1024 * 512 * 2)})
+    b = _write_safetensors(tmp_path / "model-00002-of-00002.safetensors",
+                           {"b": ("BF16", [512], 1024), "c": ("F32", [4], 16)})
+    code, out, err = run(capsys, "size", str(tmp_path), "--gpu", "h100", "--json",
+                         "--max-model-len", "8192")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["weights_total_bytes"] == a + b and d["weights_estimated"] is False
+
+
+def test_truncated_safetensors_header(tmp_path, capsys):
+    from configs import LLAMA31_8B
+
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA31_8B))
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", 10**6) + b"{}")
+    code, _, err = run(capsys, "size", str(tmp_path), "--gpu", "h100")
+    assert code == 2 and "larger than the file" in err
+
+
+def test_malformed_config(tmp_path, capsys):
+    (tmp_path / "config.json").write_text("{not json")
+    code, _, err = run(capsys, "size", str(tmp_path), "--gpu", "h100")
+    assert code == 2 and "is not valid JSON" in err
+
+
+def test_incomplete_config_names_field(tmp_path, capsys):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama",
+                                                      "num_attention_heads": 8}))
+    code, _, err = run(capsys, "size", str(tmp_path / "config.json"), "--gpu", "h100")
+    assert code == 2 and "hidden_size" in err
+
+
+def test_unclassifiable_architecture(tmp_path, capsys):
+    cfg = {"model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"],
+           "hidden_size": 7168, "num_attention_heads": 96, "num_hidden_layers": 93}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, _, err = run(capsys, "size", str(tmp_path), "--gpu", "h100")
+    assert code == 2 and "kimi_linear" in err and "does not model" in err
+
+
+def test_user_catalog_overrides_builtin(tmp_path, capsys):
+    cat = tmp_path / "site.yaml"
+    cat.write_text("gpus:\n  h100-sxm:\n    name: Site H100\n    aliases: [h100]\n"
+                   "    memory_bytes: 42949672960\n    compute_capability: '9.0'\n")
+    code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
+                       "--catalog", str(cat), "--json", "--max-model-len", "8192")
+    assert code == 0 and json.loads(out)["gpu_memory_bytes"] == 40 * 2**30
+
+
+def test_malformed_user_catalog(tmp_path, capsys):
+    cat = tmp_path / "bad.yaml"
+    cat.write_text("gpus: [unclosed\n")
+    code, _, err = run(capsys, "gpus", "--catalog", str(cat))
+    assert code == 2 and "not valid YAML" in err
+
+
+def test_human_output_has_waterfall(capsys):
+    code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
+                       "--max-model-len", "8192")
+    assert code == 0
+    for word in ("weights", "activation peak", "KV cache pool", "headroom", "GPU KV cache size",
+                 "max concurrency"):
+        assert word in out
+
+
+def test_models_and_gpus_listings(capsys):
+    code, out, _ = run(capsys, "models", "--json")
+    rows = json.loads(out)
+    assert code == 0 and len(rows) >= 60
+    code, out, _ = run(capsys, "gpus", "--json")
+    rows = json.loads(out)
+    assert code == 0 and len(rows) >= 25
