@@ -2,96 +2,88 @@
 
 from __future__ import annotations
 
+import sys
+
 from kvplan.core.sizing import SizeResult
+from kvplan.render.term import Painter, table, use_color
 from kvplan.units import GiB, fmt_bytes, fmt_int, fmt_tokens
 
-BAR = 36
+BAR = 32
 
 
-def _bar(n: int, total: int, style: str) -> str:
-    w = 0 if total <= 0 or n <= 0 else max(1, round(BAR * n / total))
-    return f"[{style}]{'█' * w}[/]"
-
-
-def render_size(r: SizeResult) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    con = Console(highlight=False)
+def render_size(r: SizeResult, stream=None) -> None:
+    out = stream or sys.stdout
+    p = Painter(use_color(out))
     a, b = r.args, r.budget
     par = f"TP{a.tensor_parallel_size} PP{a.pipeline_parallel_size}"
     if a.data_parallel_size > 1:
         par += f" DP{a.data_parallel_size}"
-    con.print(f"[bold]{r.model}[/] on [bold]{r.gpu}[/] · vLLM {r.version.text} · {par}")
     layers = sum(1 for x in r.arch.layers if x is not None)
-    con.print(f"[dim]{r.arch.family_label} · {layers}/{r.arch.num_layers} layers keep a cache · "
-              f"{r.model_dtype} weights · {r.kv_dtype} KV · block {r.block_size} "
-              f"({r.block_size_reason})[/]")
-    con.print()
-
-    t = Table(title=f"Memory per GPU ({b.total / GiB:.2f} GiB total, "
-                    f"gpu_memory_utilization {b.utilization:.2f})",
-              title_justify="left", show_header=False, box=None, pad_edge=False)
-    t.add_column(style="bold", no_wrap=True)
-    t.add_column(justify="right", no_wrap=True)
-    t.add_column(no_wrap=True)
+    lines = [
+        f"{p(r.model, 'bold')} on {p(r.gpu, 'bold')} · vLLM {r.version.text} · {par}",
+        p(f"{r.arch.family_label} · {layers}/{r.arch.num_layers} layers keep a cache · "
+          f"{r.model_dtype} weights · {r.kv_dtype} KV · block {r.block_size} "
+          f"({r.block_size_reason})", "dim"),
+        "",
+        p(f"Memory per GPU: {b.total / GiB:.2f} GiB total, gpu_memory_utilization "
+          f"{b.utilization:.2f}", "bold"),
+    ]
     kv = max(b.available_kv, 0)
     rows = [
-        ("weights", b.weights, "blue", "estimated" if r.weights_estimated else "checkpoint"),
-        ("activation peak", b.activation, "magenta", "profile run, empirical"),
-        ("non-torch", b.non_torch, "magenta", "NCCL/cuBLAS, empirical"),
+        ("weights", b.weights, "blue", "estimated from the config" if r.weights_estimated
+         else "checkpoint size"),
+        ("activation peak", b.activation, "magenta", "profile run (empirical)"),
+        ("non-torch", b.non_torch, "magenta", "NCCL, cuBLAS (empirical)"),
         ("CUDA graphs", b.cudagraph, "magenta",
-         "empirical" if b.cudagraph else "not subtracted in this version / eager"),
+         "estimate subtracted (empirical)" if b.cudagraph else "not subtracted"),
         ("KV cache pool", kv, "green", "--kv-cache-memory-bytes" if b.kv_override else ""),
-        ("headroom", b.headroom, "dim", f"1 - {b.utilization:.2f} left unused by vLLM"),
+        ("headroom", b.headroom, "dim", f"the {1 - b.utilization:.2f} vLLM leaves unused"),
     ]
-    for label, n, style, note in rows:
-        t.add_row(label, fmt_bytes(n), f"{_bar(n, b.total, style)} [dim]{note}[/]")
-    con.print(t)
+    styled, raw = [], []
+    for label, n, colour, note in rows:
+        w = 0 if b.total <= 0 or n <= 0 else max(1, round(BAR * n / b.total))
+        bar = "█" * w
+        styled.append([label, fmt_bytes(n), p(bar, colour) + " " * (BAR - w), p(note, "dim")])
+        raw.append([label, fmt_bytes(n), " " * BAR, note])
+    lines.append(table(styled, raw, align="lr"))
     if b.available_kv < 0:
-        con.print(f"[red]over budget by {fmt_bytes(-b.available_kv)}[/]")
-    con.print()
-
-    k = Table(title="KV cache", title_justify="left", show_header=False, box=None,
-              pad_edge=False)
-    k.add_column(style="bold", no_wrap=True)
-    k.add_column()
-    k.add_row("bytes per token", f"{fmt_bytes(r.kv_bytes_per_token_per_gpu)} per GPU · "
-              f"{fmt_bytes(r.kv_bytes_per_token_replica)} per replica")
+        lines.append(p(f"  over budget by {fmt_bytes(-b.available_kv)}", "red"))
+    lines += ["", p("KV cache", "bold")]
+    kv_rows = [
+        ["bytes per token", f"{fmt_bytes(r.kv_bytes_per_token_per_gpu)} per GPU · "
+                            f"{fmt_bytes(r.kv_bytes_per_token_replica)} per replica"],
+    ]
     if r.state_bytes_per_request_per_gpu:
-        k.add_row("state per request", f"{fmt_bytes(r.state_bytes_per_request_per_gpu)} per GPU "
-                  "(Mamba/linear-attention layers, fixed)")
-    k.add_row("blocks", f"{fmt_int(r.num_gpu_blocks)} × {fmt_bytes(r.bytes_per_block)} "
-              f"({r.block_size} tokens, {len(r.groups)} group{'s' if len(r.groups) != 1 else ''})"
-              " · 1 null block")
-    k.add_row("GPU KV cache size", f"{fmt_int(r.kv_cache_tokens)} tokens [dim](as vLLM logs it)[/]")
-    k.add_row("max concurrency", f"{r.max_concurrency:.2f}x at {fmt_int(r.max_model_len)} tokens "
-              f"[dim]({r.blocks_per_request} blocks/request)[/]")
-    k.add_row("max_model_len", f"{fmt_int(r.max_model_len)} [dim]({r.max_model_len_source})[/]")
-    k.add_row("scheduler", f"max_num_seqs {r.max_num_seqs} · max_num_batched_tokens "
-              f"{fmt_int(r.max_num_batched_tokens)}")
+        kv_rows.append(["state per request", f"{fmt_bytes(r.state_bytes_per_request_per_gpu)} "
+                        "per GPU (Mamba / linear attention, fixed)"])
+    groups = f"{len(r.groups)} group{'s' if len(r.groups) != 1 else ''}"
+    kv_rows += [
+        ["blocks", f"{fmt_int(r.num_gpu_blocks)} × {fmt_bytes(r.bytes_per_block)} "
+                   f"({r.block_size} tokens, {groups}; 1 null block)"],
+        ["GPU KV cache size", f"{fmt_int(r.kv_cache_tokens)} tokens (as vLLM logs it)"],
+        ["max concurrency", f"{r.max_concurrency:.2f}x at {fmt_int(r.max_model_len)} tokens "
+                            f"({r.blocks_per_request} blocks per request)"],
+        ["max_model_len", f"{fmt_int(r.max_model_len)} ({r.max_model_len_source})"],
+        ["scheduler", f"max_num_seqs {r.max_num_seqs} · max_num_batched_tokens "
+                      f"{fmt_int(r.max_num_batched_tokens)}"],
+    ]
     if a.data_parallel_size > 1:
-        k.add_row("cluster", f"{a.data_parallel_size} engines × {fmt_int(r.kv_cache_tokens)} "
-                  "tokens (each DP rank has its own pool)")
-    con.print(k)
-    con.print()
-
+        kv_rows.append(["cluster", f"{a.data_parallel_size} engines × "
+                        f"{fmt_int(r.kv_cache_tokens)} tokens (one pool per DP rank)"])
+    lines.append(table(kv_rows))
     if r.concurrency_at:
-        c = Table(title="Full-length sequences that fit at once",
-                  title_justify="left", box=None, pad_edge=False)
-        c.add_column("context", style="bold")
-        for n in r.concurrency_at:
-            c.add_column(fmt_tokens(n), justify="right")
-        c.add_row("sequences", *[fmt_int(v) for v in r.concurrency_at.values()])
-        con.print(c)
-        con.print()
-
+        lines += ["", p("Full-length sequences that fit at once", "bold")]
+        lines.append(table([["context", *[fmt_tokens(n) for n in r.concurrency_at]],
+                            ["sequences", *[fmt_int(v) for v in r.concurrency_at.values()]]],
+                           align="l" + "r" * len(r.concurrency_at)))
+    lines.append("")
     if r.fits:
         full = r.concurrency_at.get(r.max_model_len, 0)
-        con.print(f"[green]fits[/]: vLLM would start; {fmt_int(full)} sequences of "
-                  f"{fmt_int(r.max_model_len)} tokens fit, max_num_seqs is "
-                  f"{fmt_int(r.max_num_seqs)}")
+        lines.append(f"{p('fits', 'green', 'bold')}: vLLM would start; {fmt_int(full)} sequences "
+                     f"of {fmt_int(r.max_model_len)} tokens fit, max_num_seqs is "
+                     f"{fmt_int(r.max_num_seqs)}")
     else:
-        con.print(f"[red bold]does not fit[/]: {r.failure}")
+        lines.append(f"{p('does not fit', 'red', 'bold')}: {r.failure}")
     for note in r.notes:
-        con.print(f"[yellow]note[/]: {note}")
+        lines.append(f"{p('note', 'yellow')}: {note}")
+    out.write("\n".join(lines) + "\n")

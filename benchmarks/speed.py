@@ -1,0 +1,59 @@
+"""Wall time of `kvplan size` on catalog models (target: <= 150 ms on a 2-core machine).
+
+Runs the installed console script (falls back to `python -m kvplan`) N times per model and
+prints the median and worst wall time, plus the in-process time of the core alone.
+
+    python benchmarks/speed.py [N]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CASES = [
+    ["meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100"],
+    ["deepseek-ai/DeepSeek-R1", "--gpu", "h200", "-tp", "8"],
+    ["Qwen/Qwen3-Next-80B-A3B-Thinking", "--gpu", "h100", "-tp", "4"],
+    ["google/gemma-3-27b-it", "--gpu", "l40s", "--json"],
+]
+
+
+def main() -> int:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    exe = shutil.which("kvplan")
+    base = [exe] if exe else [sys.executable, "-m", "kvplan"]
+    # Installed packages carry compiled bytecode; measure that, not a compile on every run.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([*base, "size", *CASES[0]], env=env, capture_output=True, check=False)
+    print(f"command: {' '.join(base)} size ...   runs per case: {n}")
+    print("| case | median ms | max ms |\n|---|---|---|")
+    for case in CASES:
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            subprocess.run([*base, "size", *case], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=False, env=env)
+            times.append((time.perf_counter() - t) * 1000)
+        print(f"| {' '.join(case)} | {statistics.median(times):.0f} | {max(times):.0f} |")
+
+    from kvplan.core.sizing import size
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, g = resolve_model("meta-llama/Llama-3.1-8B-Instruct"), resolve_gpu("h100")
+    t = time.perf_counter()
+    for _ in range(200):
+        size(m, g)
+    print(f"\ncore size() in process: {(time.perf_counter() - t) / 200 * 1000:.2f} ms per call")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""Property tests of the math core (hypothesis)."""
+
+from configs import GEMMA2_9B, LLAMA31_8B, QWEN3_NEXT_80B
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvplan.core import blocks as B
+from kvplan.core.sizing import EngineArgs, Gpu, Model, pp_partition, size
+
+GiB = 1 << 30
+H100 = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 << 20, "9.0")
+
+
+def sized(cfg, **kw):
+    return size(Model("m", cfg), H100, EngineArgs(**kw), kw.pop("version", None))
+
+
+@settings(max_examples=60, deadline=None)
+@given(avail=st.integers(1 << 24, 200 * GiB), mml=st.integers(16, 131072))
+def test_blocks_fill_but_never_exceed_the_pool(avail, mml):
+    r = sized(LLAMA31_8B, kv_cache_memory_bytes=avail, max_model_len=mml)
+    assert r.num_gpu_blocks * r.bytes_per_block <= avail < (r.num_gpu_blocks + 1) * r.bytes_per_block
+    # a full-attention request needs cdiv(M, 16) blocks; the logged concurrency is their ratio
+    assert r.blocks_per_request == -(-mml // 16)
+    assert abs(r.max_concurrency - r.num_gpu_blocks / r.blocks_per_request) < 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(avail=st.integers(1 << 26, 100 * GiB))
+def test_largest_max_model_len_is_tight(avail):
+    r = sized(GEMMA2_9B, kv_cache_memory_bytes=avail, max_model_len=8192)
+    n = r.largest_max_model_len
+    bpb, g = r.bytes_per_block, r.groups
+    budget = avail - bpb  # 0.33 keeps one block back
+    if n == 0:
+        assert B.needed_bytes(g, 1, r.inflight_tokens, bpb, per_layer=False) > budget
+        return
+    assert B.needed_bytes(g, n, r.inflight_tokens, bpb, per_layer=False) <= budget
+    if n < 8192:
+        assert B.needed_bytes(g, n + 1, r.inflight_tokens, bpb, per_layer=False) > budget
+    assert r.fits == (n >= 8192)
+
+
+@settings(max_examples=40, deadline=None)
+@given(m1=st.integers(1, 262144), m2=st.integers(1, 262144))
+def test_blocks_per_request_monotonic_in_length(m1, m2):
+    r = sized(QWEN3_NEXT_80B, kv_cache_memory_bytes=GiB)
+    lo, hi = sorted((m1, m2))
+    assert (B.blocks_per_request(r.groups, lo, r.inflight_tokens)
+            <= B.blocks_per_request(r.groups, hi, r.inflight_tokens))
+
+
+@given(layers=st.integers(1, 200), pp=st.integers(1, 16))
+def test_pp_partition_covers_every_layer_once(layers, pp):
+    if pp > layers:
+        return
+    parts = pp_partition(layers, pp)
+    assert [i for p in parts for i in p] == list(range(layers))
+    sizes = [len(p) for p in parts]
+    assert max(sizes) - min(sizes) <= 1
+    assert sizes[-1] == layers // pp  # the last stage never takes a remainder layer
+
+
+@given(tp=st.sampled_from([1, 2, 4, 8, 16, 32]))
+def test_kv_per_gpu_shrinks_with_tp_until_heads_then_replicates(tp):
+    cfg = {**LLAMA31_8B, "num_attention_heads": 32}
+    r = sized(cfg, tensor_parallel_size=tp, kv_cache_memory_bytes=GiB, max_model_len=4096)
+    assert r.kv_bytes_per_token_per_gpu == 131072 // min(tp, 8)
+    assert r.kv_bytes_per_token_replica == r.kv_bytes_per_token_per_gpu * tp
