@@ -19,7 +19,8 @@ def sized(cfg, **kw):
 @given(avail=st.integers(1 << 24, 200 * GiB), mml=st.integers(16, 131072))
 def test_blocks_fill_but_never_exceed_the_pool(avail, mml):
     r = sized(LLAMA31_8B, kv_cache_memory_bytes=avail, max_model_len=mml)
-    assert r.num_gpu_blocks * r.bytes_per_block <= avail < (r.num_gpu_blocks + 1) * r.bytes_per_block
+    bpb = r.bytes_per_block
+    assert r.num_gpu_blocks * bpb <= avail < (r.num_gpu_blocks + 1) * bpb
     # a full-attention request needs cdiv(M, 16) blocks; the logged concurrency is their ratio
     assert r.blocks_per_request == -(-mml // 16)
     assert abs(r.max_concurrency - r.num_gpu_blocks / r.blocks_per_request) < 1e-9
