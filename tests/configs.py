@@ -99,3 +99,11 @@ NEMOTRON_H_8B = {
     "conv_kernel": 4, "intermediate_size": 21504, "max_position_embeddings": 8192,
     "vocab_size": 131072, "torch_dtype": "bfloat16",
 }
+FALCON_H1_7B = {
+    "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "hidden_size": 3072,
+    "intermediate_size": 12288, "num_attention_heads": 12, "num_key_value_heads": 2,
+    "head_dim": 256, "num_hidden_layers": 44, "mamba_d_ssm": 3072, "mamba_n_heads": 24,
+    "mamba_d_head": 128, "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
+    "mamba_expand": 2, "max_position_embeddings": 262144, "vocab_size": 130049,
+    "torch_dtype": "bfloat16",
+}

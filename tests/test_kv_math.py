@@ -5,6 +5,7 @@ from configs import (
     DEEPSEEK_V3,
     DEEPSEEK_V32,
     FALCON_7B,
+    FALCON_H1_7B,
     GEMMA2_9B,
     GEMMA3_12B,
     GEMMA4_E2B,
@@ -183,6 +184,16 @@ def test_nemotron_h_mamba2_fp32_ssm_state():
     assert r.bytes_per_block == 1040 * 4096
     assert len(r.groups) == 5
     assert r.blocks_per_request == 8 + 4
+
+
+def test_falcon_h1_parallel_hybrid_has_attention_and_state_in_every_layer():
+    r = run(FALCON_H1_7B, version="0.20.2", kv_cache_memory_bytes=GiB)
+    # Mamba2 state: conv (3072 + 2*1*256) x 3 x 2 B + ssm 24 x 128 x 256 x 2 B = 1,594,368 B
+    assert r.state_bytes_per_request_per_gpu == 44 * 1594368
+    assert r.block_size == 784  # 16 x cdiv(1,594,368, 16 x 2,048)
+    assert len(r.groups) == 2 and r.bytes_per_block == 44 * 784 * 2048
+    assert r.blocks_per_request == -(-262144 // 784) + 1
+    assert r.kv_bytes_per_token_per_gpu == 44 * 2048
 
 
 # --- memory budget, start-up check, errors ------------------------------------------------

@@ -9,7 +9,7 @@ naming the fields it lacks -- never a silent guess.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvplan.errors import BadInput, UnsupportedArchitecture
@@ -32,6 +32,7 @@ class AttnLayer:
     window: int = 0  # sliding window or attention chunk size (tokens)
     indexer_bytes: int = 0  # DeepSeek-V3.2 sparse indexer cache, bytes/token (uint8)
     encoder_len: int = 0  # cross-attention: encoder tokens per request
+    parallel_state: StateLayer | None = None  # Falcon-H1: a Mamba2 mixer beside attention
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,9 @@ class ModelArch:
 
     @property
     def is_hybrid_state(self) -> bool:
-        return any(isinstance(x, StateLayer) for x in self.layers)
+        return any(isinstance(x, StateLayer)
+                   or (isinstance(x, AttnLayer) and x.parallel_state is not None)
+                   for x in self.layers)
 
     @property
     def family_label(self) -> str:
@@ -110,6 +113,8 @@ class ModelArch:
             parts.append("chunked local attention")
         if CROSS in k:
             parts.append("cross attention")
+        k |= {x.parallel_state.kind for x in self.layers
+              if isinstance(x, AttnLayer) and x.parallel_state is not None}
         for s in STATE_KINDS:
             if s in k:
                 parts.append({"mamba1": "Mamba1", "mamba2": "Mamba2", "gdn": "Gated DeltaNet"}[s])
@@ -130,7 +135,9 @@ _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
                     "sliding_window_pattern": 6, "max_position_embeddings": 131072,
                     "vocab_size": 262208,
                     "num_key_value_heads": 4, "num_attention_heads": 8},
-    "mistral": {"max_position_embeddings": 32768},
+    "mistral": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+                "max_position_embeddings": 4096 * 32, "sliding_window": 4096},
     "llama": {"max_position_embeddings": 2048},
 }
 
@@ -348,9 +355,9 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         lt = _req({"layer_types": lt, "model_type": mt}, "layer_types")
         return [_attn(t) if x == "attention" else _mamba2_layer(t) for x in lt[:n]]
     if mt == "falcon_h1":
-        # parallel hybrid: every layer has attention AND a Mamba2 mixer -> both caches
-        raise UnsupportedArchitecture(
-            "falcon_h1 (parallel attention + Mamba2 in every layer) is not modelled yet")
+        # parallel hybrid: every layer runs attention AND a Mamba2 mixer -> both caches
+        # (vLLM models/falcon_h1.py: FalconH1ParallelHybrid)
+        return [replace(_attn(t), parallel_state=_mamba2_layer(t)) for _ in range(n)]
     if mt == "jamba":
         period, offset = _int(t, "attn_layer_period"), _int(t, "attn_layer_offset")
         m = StateLayer(kind=MAMBA1, intermediate=_int(t, "mamba_expand") * _int(t, "hidden_size"),

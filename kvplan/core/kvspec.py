@@ -146,8 +146,9 @@ def choose_block_size(arch: ModelArch, *, user_block_size: int | None, mla_block
         bs, why = mla_block, "MLA backend block size"
     else:
         bs, why = 16, "vLLM default"
-    states = [x for x in arch.layers if isinstance(x, StateLayer)]
     attns = [x for x in arch.layers if isinstance(x, AttnLayer)]
+    states = [x for x in arch.layers if isinstance(x, StateLayer)] + [
+        x.parallel_state for x in attns if x.parallel_state is not None]
     if not states or not attns:
         return BlockPlan(bs, why)
     mamba_page = max(state_bytes(s, tp, dt) for s in states)
@@ -192,6 +193,12 @@ def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
         if layer.indexer_bytes:
             out.append(Spec(INDEXER, bs, bs * layer.indexer_bytes,
                             per_token=layer.indexer_bytes))
+        if layer.parallel_state is not None:
+            st = layer.parallel_state
+            real = state_bytes(st, tp, dt)
+            out.append(Spec(st.kind, bs, real, page_padded=block.mamba_page_padded
+                            if block.mamba_page_padded > real else 0,
+                            state_blocks=inflight_state_blocks))
     return out
 
 

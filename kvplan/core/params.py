@@ -116,6 +116,8 @@ def count_params(arch: ModelArch) -> ParamCount:
     for i, layer in enumerate(arch.layers):
         lp = LayerParams(replicated=2 * h)  # two norms
         if isinstance(layer, AttnLayer):
+            if layer.parallel_state is not None:
+                lp.split += _state_params(layer.parallel_state, h)
             s, r, kv = _attn_params(t, arch, layer)
             lp.split += s
             lp.replicated += r
@@ -203,10 +205,12 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
     return WeightBytes(linear=lin, expert=lin, other=d)
 
 
-def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None) -> float:
-    """vLLM's MXFP4 MoE kernels pad expert weights: hidden to a multiple of 256, the
-    per-rank intermediate to 128 (`mxfp4_round_up_hidden_size_and_intermediate_size`,
-    Marlin / TRT-LLM backends). Returns the byte multiplier for routed experts."""
+def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,
+                   cc_major: int = 9) -> float:
+    """vLLM's MXFP4 MoE kernels pad expert weights (`mxfp4_round_up_hidden_size_and_
+    intermediate_size`): hidden to a multiple of 256; the per-rank intermediate to 128 on
+    Ampere (Marlin) and Blackwell (TRT-LLM), 64 on Hopper (fitted: real Hopper logs of
+    gpt-oss-20b/120b load 13.47/64.38 GiB). Returns the byte multiplier for routed experts."""
     method = str(quantization or (arch.quantization or {}).get("quant_method", "")).lower()
     if method != "mxfp4" or not arch.num_experts:
         return 1.0
@@ -214,4 +218,5 @@ def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None) ->
     inter = (arch.moe_intermediate_size or arch.intermediate_size) // tp
     if not h or not inter:
         return 1.0
-    return (-(-h // 256) * 256 / h) * (-(-inter // 128) * 128 / inter)
+    ia = 64 if cc_major == 9 else 128
+    return (-(-h // 256) * 256 / h) * (-(-inter // ia) * ia / inter)

@@ -238,7 +238,7 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs) -> None:
 # --- weights ---------------------------------------------------------------------------------
 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
-                       stages: list[range]) -> tuple[list[int], int, bool]:
+                       stages: list[range], cc: str) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -249,7 +249,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
     wb = weight_bytes(arch, dtype_bytes(model_dtype), a.quantization)
-    pad = expert_padding(arch, tp, a.quantization)
+    pad = expert_padding(arch, tp, a.quantization, cc_major(cc))
     per_stage = []
     for si, rng in enumerate(stages):
         dense = expert = other = 0.0
@@ -373,7 +373,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # memory per pipeline stage
     stages = pp_partition(arch.num_layers, pp)
-    weights, weights_total, estimated = _weights_per_stage(model, arch, a, model_dtype, stages)
+    weights, weights_total, estimated = _weights_per_stage(model, arch, a, model_dtype, stages,
+                                                          cc)
     if estimated:
         notes.append("weights estimated from the config's parameter count (no checkpoint size "
                      "known)")
@@ -463,6 +464,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     logical = sum(_tok_bytes(x, 1, kv) for x in arch.layers)
     state = sum(state_bytes(x, tp, dts) for i, x in enumerate(arch.layers)
                 if isinstance(x, StateLayer) and i in stages[top_stage])
+    state += sum(state_bytes(x.parallel_state, tp, dts) for i, x in enumerate(arch.layers)
+                 if isinstance(x, AttnLayer) and x.parallel_state and i in stages[top_stage])
     return SizeResult(
         model=model.id, gpu=gpu.id, gpu_memory_bytes=gpu.memory_bytes, args=a, version=version,
         arch=arch, model_dtype=model_dtype, kv_dtype=kv, max_model_len=mml,
@@ -489,8 +492,8 @@ def _spec_to_layer(arch: ModelArch) -> list[int]:
     out = []
     for i, layer in enumerate(arch.layers):
         out.append(i)
-        if isinstance(layer, AttnLayer) and layer.indexer_bytes:
-            out.append(i)
+        if isinstance(layer, AttnLayer):
+            out.extend([i] * (bool(layer.indexer_bytes) + (layer.parallel_state is not None)))
     return out
 
 
