@@ -183,8 +183,11 @@ class Catalog:
 
 
 def user_catalog_paths(extra: list[str] | None = None) -> list[str]:
+    """The default user file (if it exists), then KVPLAN_CATALOG, then --catalog files."""
     paths = [p for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
-    return paths + list(extra or [])
+    home = default_user_catalog()
+    first = [str(home)] if home.exists() and str(home) not in paths else []
+    return first + paths + list(extra or [])
 
 
 def load(kind: str, extra: list[str] | None = None) -> Catalog:
@@ -207,3 +210,67 @@ def load(kind: str, extra: list[str] | None = None) -> Catalog:
         for key, entry in section.items():
             cat.add(str(key), entry, src)
     return cat
+
+
+# Config keys that never change sizing; dropped when kvplan writes a catalog entry.
+DROP_CONFIG_KEYS = {
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "initializer_range", "transformers_version", "_name_or_path", "auto_map", "id2label",
+    "label2id", "use_cache", "attention_dropout", "hidden_dropout", "embd_pdrop", "resid_pdrop",
+    "output_attentions", "output_hidden_states", "return_dict", "chat_template",
+    "tokenizer_class", "torchscript", "problem_type", "task_specific_params",
+}
+
+
+def trim_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The config without keys that never change sizing (recursively into sub-configs)."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        if k in DROP_CONFIG_KEYS:
+            continue
+        out[k] = trim_config(v) if isinstance(v, dict) and k.endswith("_config") else v
+    return out
+
+
+def entry_from_record(rec: dict[str, Any], aliases: list[str] | None = None) -> dict[str, Any]:
+    """A `models.yaml` entry for a fetched model record (docs/catalogs.md)."""
+    cfg = rec["config"]
+    t = cfg.get("text_config") or cfg.get("llm_config") or cfg
+    entry: dict[str, Any] = {"aliases": list(aliases or []),
+                             "family": str(t.get("model_type") or cfg.get("model_type", ""))}
+    if rec.get("weights_bytes"):
+        entry["weights_bytes"] = int(rec["weights_bytes"])
+        entry["weights_source"] = rec.get("weights_source", "")
+    entry["config"] = trim_config(cfg)
+    if rec.get("quant_config"):
+        entry["quant_config"] = rec["quant_config"]
+    return entry
+
+
+def write_models(path: str | Path, entries: dict[str, dict[str, Any]]) -> int:
+    """Merge `entries` into the `models:` section of a user catalog file (created if needed)."""
+    import yaml
+
+    p = Path(path).expanduser()
+    data: dict[str, Any] = dict(load_file(p)) if p.exists() else {}
+    models = dict(data.get("models") or {})
+    models.update(entries)
+    data["schema_version"] = data.get("schema_version", 1)
+    data["models"] = models
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(yaml.safe_dump(data, sort_keys=False, width=100), encoding="utf-8")
+    except OSError as e:
+        raise BadInput(f"cannot write catalog {p}: {e.strerror}") from None
+    _load_yaml.cache_clear()
+    return len(entries)
+
+
+def default_user_catalog() -> Path:
+    """Where `kvplan models add` writes without --catalog: the first KVPLAN_CATALOG file, else
+    ~/.config/kvplan/models.yaml (picked up automatically by `load`)."""
+    env = [x for x in os.environ.get(ENV_VAR, "").split(os.pathsep) if x]
+    if env:
+        return Path(env[0])
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return Path(base) / "kvplan" / "models.yaml"

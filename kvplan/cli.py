@@ -58,6 +58,11 @@ def size_cmd(
     vllm_version: Optional[str] = typer.Option(None, "--vllm-version",
                                                help="Target vLLM release (default 0.33)."),
     catalog: Optional[list[str]] = CatalogOpt,
+    revision: Optional[str] = typer.Option(None, "--revision", help="Hub branch, tag or commit."),
+    token: Optional[str] = typer.Option(None, "--token", help="Hub token (default: HF_TOKEN or "
+                                        "the `hf auth login` token). Never printed."),
+    offline: bool = typer.Option(False, "--offline", help="Never touch the network (also "
+                                 "HF_HUB_OFFLINE=1)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """KV-cache capacity of MODEL on GPU, computed the way vLLM computes it."""
@@ -88,7 +93,8 @@ def size_cmd(
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         num_gpu_blocks_override=num_gpu_blocks_override,
     )
-    m = resolve_model(model, catalog)
+    m = resolve_model(model, catalog, revision=revision, token=token,
+                      offline=True if offline else None)
     g = resolve_gpu(gpu, gpu_memory, catalog)
     result = size(m, g, args, vllm_version)
     if as_json:
@@ -101,15 +107,80 @@ def size_cmd(
         raise typer.Exit(1)
 
 
-@app.command("models")
-def models_cmd(catalog: Optional[list[str]] = CatalogOpt,
+models_app = typer.Typer(add_completion=False, rich_markup_mode=None,
+                         help="The model catalog: list, add from the Hub, export for offline use.")
+app.add_typer(models_app, name="models")
+
+
+@models_app.callback(invoke_without_command=True)
+def models_cmd(ctx: typer.Context, catalog: Optional[list[str]] = CatalogOpt,
                as_json: bool = typer.Option(False, "--json")) -> None:
     """List the catalog's models."""
+    if ctx.invoked_subcommand is not None:
+        return
     from kvplan import catalog as cat_mod
     from kvplan.render.tables import render_models
 
     cat = cat_mod.load("models", catalog)
     render_models(cat, as_json)
+
+
+@models_app.command("add")
+def models_add(
+    repo_ids: list[str] = typer.Argument(..., help="Hub repo ids to add."),
+    catalog: Optional[str] = typer.Option(None, "--catalog", help="Catalog file to write "
+                                          "(default: ~/.config/kvplan/models.yaml)."),
+    alias: Optional[list[str]] = typer.Option(None, "--alias", help="Alias for the (single) "
+                                              "model; repeatable."),
+    revision: Optional[str] = typer.Option(None, "--revision"),
+    token: Optional[str] = typer.Option(None, "--token"),
+) -> None:
+    """Fetch config and exact weight bytes from the Hub into a user catalog file."""
+    from kvplan import catalog as cat_mod
+    from kvplan.sources.hub import load_hub
+
+    if alias and len(repo_ids) > 1:
+        raise typer.BadParameter("--alias needs exactly one repo id")
+    entries = {}
+    for rid in repo_ids:
+        rec = load_hub(rid, revision=revision, token=token, offline=False)
+        entries[rid] = cat_mod.entry_from_record(rec, alias)
+    path = catalog or str(cat_mod.default_user_catalog())
+    cat_mod.write_models(path, entries)
+    for rid, e in entries.items():
+        w = e.get("weights_bytes")
+        sys.stdout.write(f"added {rid} to {path}"
+                         + (f" ({w:,} weight bytes)" if w else " (weights will be estimated)")
+                         + "\n")
+
+
+@models_app.command("export")
+def models_export(
+    ids: list[str] = typer.Argument(..., help="Catalog ids/aliases or Hub repo ids."),
+    output: str = typer.Option(..., "--output", "-o", help="Catalog file to write."),
+    catalog: Optional[list[str]] = CatalogOpt,
+    token: Optional[str] = typer.Option(None, "--token"),
+) -> None:
+    """Write catalog entries to a file to carry into a site without network."""
+    from kvplan import catalog as cat_mod
+    from kvplan.sources.hub import load_hub, looks_like_repo_id
+
+    cat = cat_mod.load("models", catalog)
+    entries = {}
+    for name in ids:
+        hit = cat.get(name)
+        if hit:
+            entries[hit[0]] = hit[1]
+        elif looks_like_repo_id(name):
+            entries[name] = cat_mod.entry_from_record(load_hub(name, token=token, offline=False))
+        else:
+            close = cat.suggestions(name)
+            from kvplan.errors import BadInput
+
+            raise BadInput(f"unknown model {name!r}",
+                           hint=f"did you mean {', '.join(close)}?" if close else None)
+    cat_mod.write_models(output, entries)
+    sys.stdout.write(f"wrote {len(entries)} model(s) to {output}\n")
 
 
 @app.command("gpus")

@@ -1,6 +1,7 @@
 """Turn what the user typed (MODEL, --gpu) into core `Model` / `Gpu` objects.
 
-MODEL resolution order: a local path (config.json or model directory) -> the catalogs.
+MODEL resolution order: a local path (config.json or model directory) -> the catalogs (user
+files first) -> the local Hugging Face cache -> the Hub (`kvplan/sources/hub.py`).
 """
 
 from __future__ import annotations
@@ -29,20 +30,29 @@ def model_from_entry(key: str, entry: dict[str, Any]) -> Model:
                  hf_quant_config=entry.get("quant_config"))
 
 
-def resolve_model(name: str, catalogs: list[str] | None = None) -> Model:
-    rec = load_local(name) if ("/" in name or name.endswith(".json") or name.startswith(".")) \
-        else None
-    if rec is None and not name.startswith((".", "/", "~")):
-        cat = catalog.load("models", catalogs)
-        hit = cat.get(name)
-        if hit:
-            return model_from_entry(*hit)
-        raise _unknown("model", name, cat, "models")
-    if rec is None:
-        raise BadInput(f"no model at path {name}", hint="check the path")
+def model_from_record(rec: dict[str, Any]) -> Model:
     return Model(id=rec["id"], config=rec["config"], weights_bytes=rec.get("weights_bytes"),
                  weights_source=rec.get("weights_source", ""),
                  hf_quant_config=rec.get("quant_config"))
+
+
+def resolve_model(name: str, catalogs: list[str] | None = None, *, revision: str | None = None,
+                  token: str | None = None, offline: bool | None = None) -> Model:
+    rec = load_local(name)
+    if rec is not None:
+        return model_from_record(rec)
+    if name.startswith((".", "/", "~")) or name.endswith(".json"):
+        raise BadInput(f"no model at path {name}", hint="check the path")
+    cat = catalog.load("models", catalogs)
+    hit = cat.get(name) if revision is None else None
+    if hit:
+        return model_from_entry(*hit)
+    from kvplan.sources import hub
+
+    if not hub.looks_like_repo_id(name):
+        raise _unknown("model", name, cat, "models")
+    return model_from_record(hub.load_hub(name, revision=revision, token=token,
+                                          offline=offline, suggestions=cat.suggestions(name)))
 
 
 def gpu_from_entry(key: str, e: dict[str, Any]) -> Gpu:

@@ -1,0 +1,263 @@
+"""Models from the Hugging Face Hub (or a mirror / on-prem hub via HF_ENDPOINT).
+
+Everything goes through `huggingface_hub`: `hf_hub_download` for `config.json` and
+`hf_quant_config.json`, and `get_safetensors_metadata` for the exact tensor bytes, which it
+reads from the safetensors headers with HTTP range requests (no weights are downloaded). The
+token comes from `--token`, `HF_TOKEN` or what `hf auth login` stored; kvplan never prints it.
+No remote code is ever executed: only config fields are read.
+
+Offline (`--offline` or `HF_HUB_OFFLINE=1`): the config comes from the local HF cache, and
+the weight bytes from safetensors files in the cached snapshot or from the record kvplan
+saved the last time it reached the Hub (`~/.cache/kvplan/hub/`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import BadInput
+from kvplan.sources.local import read_json, safetensors_bytes
+
+REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+DEFAULT_TIMEOUT = 10.0
+
+
+def looks_like_repo_id(name: str) -> bool:
+    return bool(REPO_ID_RE.match(name)) and ".." not in name
+
+
+def endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def timeout() -> float:
+    try:
+        return float(os.environ.get("KVPLAN_HUB_TIMEOUT", DEFAULT_TIMEOUT))
+    except ValueError:
+        raise BadInput("KVPLAN_HUB_TIMEOUT must be a number of seconds") from None
+
+
+def offline_env() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("KVPLAN_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kvplan")
+    return Path(base) / "hub"
+
+
+def _record_path(repo_id: str, commit: str) -> Path:
+    return cache_dir() / repo_id.replace("/", "--") / f"{commit}.json"
+
+
+def _save_record(repo_id: str, commit: str, rec: dict[str, Any]) -> None:
+    try:
+        p = _record_path(repo_id, commit)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(rec))
+    except OSError:
+        pass  # a read-only cache only costs the next offline run its exact weight bytes
+
+
+def _load_record(repo_id: str, commit: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(_record_path(repo_id, commit).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _errors() -> dict[str, type]:
+    """huggingface_hub's exception classes, tolerant of renames across releases."""
+    import huggingface_hub.errors as e
+    import huggingface_hub.utils as u
+
+    def cls(*names: str) -> type:
+        for n in names:
+            for mod in (e, u):
+                c = getattr(mod, n, None)
+                if isinstance(c, type):
+                    return c
+        return type(f"_Missing{names[0]}", (Exception,), {})
+
+    return {
+        "gated": cls("GatedRepoError"),
+        "repo": cls("RepositoryNotFoundError"),
+        "revision": cls("RevisionNotFoundError"),
+        "entry": cls("RemoteEntryNotFoundError", "EntryNotFoundError"),
+        "local": cls("LocalEntryNotFoundError"),
+        "offline": cls("OfflineModeIsEnabled"),
+        "http": cls("HfHubHTTPError"),
+        "not_st": cls("NotASafetensorsRepoError"),
+        "st_parse": cls("SafetensorsParsingError"),
+        "validation": cls("HFValidationError"),
+    }
+
+
+def _translate(exc: Exception, repo_id: str, revision: str | None, offline: bool,
+               suggestions: list[str]) -> BadInput:
+    """One line that says what is wrong and how to fix it."""
+    E = _errors()
+    rev = f" at revision {revision!r}" if revision else ""
+    url = f"{endpoint()}/{repo_id}"
+    if isinstance(exc, E["gated"]):
+        return BadInput(f"{repo_id} is a gated repo and this token has no access",
+                        hint=f"accept the licence on {url}, then set HF_TOKEN (or run "
+                             "`hf auth login`, or pass --token)")
+    if isinstance(exc, E["revision"]):
+        return BadInput(f"revision {revision!r} does not exist in {repo_id}",
+                        hint="check the branch, tag or commit")
+    if isinstance(exc, E["repo"]):
+        hint = "check the id; a private repo needs HF_TOKEN or --token"
+        if suggestions:
+            hint = f"did you mean {', '.join(suggestions)}? ({hint})"
+        return BadInput(f"no model {repo_id} on {endpoint()}", hint=hint)
+    if not offline and _is_network_error(exc) and not isinstance(exc, E["http"]):
+        name = type(exc).__name__
+        if "Timeout" in name or isinstance(exc, TimeoutError):
+            return BadInput(f"{endpoint()} did not answer within {timeout():g} s",
+                            hint="check the network or HF_ENDPOINT, raise KVPLAN_HUB_TIMEOUT, "
+                                 "or use --offline with the catalog")
+        return BadInput(f"cannot reach {endpoint()} to fetch {repo_id} ({name})",
+                        hint="check the network, proxy or HF_ENDPOINT, or use --offline with "
+                             "the catalog and the local HF cache")
+    if isinstance(exc, (E["offline"], E["local"])) or offline:
+        return BadInput(f"{repo_id}{rev} is not in the catalog or the local Hugging Face cache, "
+                        "and offline mode is on",
+                        hint=f"run `kvplan models add {repo_id}` on a connected machine and "
+                             "carry the catalog over, or pass a config.json")
+    if isinstance(exc, E["entry"]):
+        return BadInput(f"{repo_id}{rev} has no config.json", hint="is it a model repo?")
+    if isinstance(exc, E["validation"]):
+        return BadInput(f"{repo_id!r} is not a valid Hugging Face repo id")
+    if isinstance(exc, E["http"]):
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        return BadInput(f"{endpoint()} answered HTTP {status} for {repo_id}{rev}",
+                        hint="retry later, or use --offline with the catalog")
+    name = type(exc).__name__
+    if "Timeout" in name or isinstance(exc, TimeoutError):
+        return BadInput(f"{endpoint()} did not answer within {timeout():g} s",
+                        hint="check the network or HF_ENDPOINT, raise KVPLAN_HUB_TIMEOUT, "
+                             "or use --offline with the catalog")
+    return BadInput(f"cannot reach {endpoint()} ({name})",
+                    hint="check the network, proxy or HF_ENDPOINT, or use --offline with "
+                         "the catalog")
+
+
+def _quiet(hh: Any) -> None:
+    """No progress bars or retry warnings from huggingface_hub on our stderr."""
+    try:
+        hh.utils.logging.set_verbosity_error()
+        hh.utils.disable_progress_bars()
+    except AttributeError:
+        pass
+
+
+def _download(hh: Any, repo_id: str, filename: str, revision: str | None, token: str | None,
+              offline: bool) -> str:
+    """`hf_hub_download`, preceded by one HEAD without retries so that a dead network or a
+    missing repo fails within the timeout instead of after huggingface_hub's backoff; with
+    the network down, a cached copy is used."""
+    if not offline:
+        url = hh.hf_hub_url(repo_id, filename, revision=revision, endpoint=endpoint())
+        try:
+            hh.get_hf_file_metadata(url, token=token, timeout=timeout())
+        except Exception as exc:
+            if not _is_network_error(exc):
+                raise
+            cached = hh.try_to_load_from_cache(repo_id, filename, revision=revision)
+            if isinstance(cached, str):
+                return cached
+            raise
+    return hh.hf_hub_download(repo_id, filename, revision=revision, token=token,
+                              local_files_only=offline, etag_timeout=timeout(),
+                              endpoint=endpoint())
+
+
+def _is_network_error(exc: BaseException) -> bool:
+    """Connection refused / DNS / timeout, as opposed to an answer from the server."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, (ConnectionError, TimeoutError, OSError)) and not hasattr(
+                exc, "response"):
+            return True
+        name = type(exc).__name__
+        if any(k in name for k in ("Connect", "Timeout", "Network", "Protocol")):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _weights(hh: Any, repo_id: str, revision: str | None, token: str | None,
+             offline: bool, snapshot: Path, commit: str) -> dict[str, Any] | None:
+    """Exact tensor bytes: cached snapshot files, a saved record, or the Hub's headers."""
+    local = safetensors_bytes(snapshot) if any(snapshot.glob("*.safetensors")) else None
+    if local:
+        return {"weights_bytes": local[0], "weights_by_dtype": local[1],
+                "weights_source": "sum of safetensors headers in the local HF cache"}
+    rec = _load_record(repo_id, commit)
+    if rec or offline:
+        return rec
+    E = _errors()
+    try:
+        meta = hh.HfApi(endpoint=endpoint()).get_safetensors_metadata(
+            repo_id, revision=revision, token=token, timeout=timeout())
+    except E["not_st"]:
+        return None
+    except E["st_parse"] as exc:
+        raise BadInput(f"a safetensors header in {repo_id} is malformed or truncated: {exc}",
+                       hint="the upload may be incomplete; pass --revision of a good commit") \
+            from None
+    by_dtype: dict[str, int] = {}
+    for fm in meta.files_metadata.values():
+        for t in fm.tensors.values():
+            start, end = t.data_offsets
+            by_dtype[t.dtype] = by_dtype.get(t.dtype, 0) + int(end) - int(start)
+    rec = {"weights_bytes": sum(by_dtype.values()), "weights_by_dtype": by_dtype,
+           "weights_source": f"sum of safetensors headers on {endpoint()} ({commit[:12]})"}
+    _save_record(repo_id, commit, rec)
+    return rec
+
+
+def load_hub(repo_id: str, *, revision: str | None = None, token: str | None = None,
+             offline: bool | None = None, suggestions: list[str] | None = None
+             ) -> dict[str, Any]:
+    """Fetch a model record (config, quant config, exact weight bytes) for `repo_id`."""
+    offline = offline_env() if offline is None else offline
+    import huggingface_hub as hh
+
+    _quiet(hh)
+    E = _errors()
+    try:
+        cfg_path = Path(_download(hh, repo_id, "config.json", revision, token, offline))
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one clear line
+        if isinstance(exc, BadInput):
+            raise
+        raise _translate(exc, repo_id, revision, offline, suggestions or []) from None
+    config = read_json(cfg_path, f"config of {repo_id}")
+    rec: dict[str, Any] = {"id": repo_id, "config": config}
+    try:
+        q = _download(hh, repo_id, "hf_quant_config.json", revision, token, offline)
+        rec["quant_config"] = read_json(Path(q), f"hf_quant_config of {repo_id}")
+    except (E["entry"], E["local"], E["offline"], E["repo"]):
+        pass
+    except Exception:  # noqa: BLE001 - optional file: the network may drop between calls
+        pass
+    commit = cfg_path.parent.name
+    try:
+        w = _weights(hh, repo_id, revision, token, offline, cfg_path.parent, commit)
+    except BadInput:
+        raise
+    except Exception as exc:  # noqa: BLE001 - config is enough; weights fall back to estimate
+        if os.environ.get("KVPLAN_DEBUG") == "1":
+            raise
+        w = None
+        rec["weights_error"] = f"{type(exc).__name__}: {exc}"
+    if w:
+        rec.update(w)
+    return rec

@@ -1,0 +1,227 @@
+"""Models from the Hub through huggingface_hub, against a real local HTTP server."""
+
+import json
+import time
+
+import pytest
+import yaml
+from hubserver import FakeHub, Repo, safetensors_bytes, tensor_total
+
+from kvplan import catalog
+from kvplan.cli import main
+
+CATALOG_ID = "meta-llama/Llama-3.1-8B-Instruct"
+SHARD1 = {"model.embed_tokens.weight": ("BF16", [64, 32]),
+          "model.layers.0.mlp.up_proj.weight": ("BF16", [32, 48])}
+SHARD2 = {"lm_head.weight": ("BF16", [64, 32]), "model.norm.weight": ("F32", [32])}
+SINGLE = {"w": ("BF16", [128, 64]), "scale": ("F32", [16])}
+
+
+def catalog_config():
+    return catalog.load("models", []).get(CATALOG_ID)[1]["config"]
+
+
+def sharded_repo(**kw):
+    index = {"metadata": {"total_size": tensor_total(SHARD1) + tensor_total(SHARD2)},
+             "weight_map": {**{k: "model-00001-of-00002.safetensors" for k in SHARD1},
+                            **{k: "model-00002-of-00002.safetensors" for k in SHARD2}}}
+    return Repo(files={
+        "config.json": json.dumps(catalog_config()).encode(),
+        "model.safetensors.index.json": json.dumps(index).encode(),
+        "model-00001-of-00002.safetensors": safetensors_bytes(SHARD1),
+        "model-00002-of-00002.safetensors": safetensors_bytes(SHARD2),
+    }, **kw)
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    h = FakeHub().start()
+    monkeypatch.setenv("HF_ENDPOINT", h.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setenv("KVPLAN_CACHE", str(tmp_path / "kvplan"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    import huggingface_hub.constants as c
+
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setattr(c, "HF_HUB_OFFLINE", False)
+    yield h
+    h.stop()
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+ARGS = ("--gpu", "h100", "--max-model-len", "8192", "--kv-cache-memory-bytes", "40G", "--json")
+
+
+def test_sharded_hub_model_matches_catalog_and_sums_headers(hub, capsys):
+    hub.repos["acme/llama-copy"] = sharded_repo()
+    code, out, err = run(capsys, "size", "acme/llama-copy", *ARGS)
+    assert code == 0, err
+    d = json.loads(out)
+    code, out2, _ = run(capsys, "size", CATALOG_ID, *ARGS)
+    c = json.loads(out2)
+    for key in ("kv_bytes_per_token", "num_gpu_blocks", "kv_cache_tokens", "max_concurrency",
+                "block_size", "max_model_len"):
+        assert d[key] == c[key], key
+    assert d["weights_total_bytes"] == tensor_total(SHARD1) + tensor_total(SHARD2)
+    assert d["weights_estimated"] is False
+    # no weights were downloaded: every safetensors GET was a ranged header read
+    gets = [r for r in hub.repos["acme/llama-copy"].requests
+            if r.startswith("GET model-0000")]
+    assert len(gets) >= 2 and all("bytes=" in r for r in gets)
+
+
+def test_single_file_checkpoint(hub, capsys):
+    hub.repos["acme/single"] = Repo(files={"config.json": json.dumps(catalog_config()).encode(),
+                                           "model.safetensors": safetensors_bytes(SINGLE)})
+    code, out, err = run(capsys, "size", "acme/single", *ARGS)
+    assert code == 0, err
+    assert json.loads(out)["weights_total_bytes"] == tensor_total(SINGLE)
+
+
+def test_no_safetensors_falls_back_to_estimate(hub, capsys):
+    hub.repos["acme/bin-only"] = Repo(files={"config.json": json.dumps(catalog_config()).encode()})
+    code, out, err = run(capsys, "size", "acme/bin-only", *ARGS)
+    d = json.loads(out)
+    assert code == 0, err
+    assert d["weights_estimated"] is True
+    assert any("estimated" in n for n in d["notes"])
+
+
+def test_second_run_works_with_network_gone(hub, capsys, monkeypatch):
+    hub.repos["acme/llama-copy"] = sharded_repo()
+    code, first, err = run(capsys, "size", "acme/llama-copy", *ARGS)
+    assert code == 0, err
+    hub.stop()
+    code, second, err = run(capsys, "size", "acme/llama-copy", *ARGS)
+    assert code == 0, err
+    assert json.loads(second) == json.loads(first)
+    code, third, err = run(capsys, "size", "acme/llama-copy", "--offline", *ARGS)
+    assert code == 0, err
+    assert json.loads(third)["weights_total_bytes"] == json.loads(first)["weights_total_bytes"]
+
+
+def test_offline_without_cache_says_what_to_do(hub, capsys):
+    code, out, err = run(capsys, "size", "acme/never-seen", "--offline", *ARGS)
+    assert code == 2 and out == ""
+    assert "offline mode is on" in err and "kvplan models add acme/never-seen" in err
+
+
+def test_gated_repo_without_and_with_token(hub, capsys, monkeypatch):
+    secret = "hf_SeCrEtToKeN123"
+    hub.repos["acme/gated"] = sharded_repo(gated_token=secret)
+    code, _, err = run(capsys, "size", "acme/gated", *ARGS)
+    assert code == 2
+    assert "gated repo" in err and "accept the licence" in err and "HF_TOKEN" in err
+    monkeypatch.setenv("HF_TOKEN", secret)
+    code, out, err = run(capsys, "size", "acme/gated", *ARGS)
+    assert code == 0, err
+    assert secret not in out + err
+
+
+def test_token_flag_is_used_and_never_printed(hub, capsys):
+    secret = "hf_FlagToken456"
+    hub.repos["acme/gated"] = sharded_repo(gated_token=secret)
+    code, out, err = run(capsys, "size", "acme/gated", "--token", secret, *ARGS)
+    assert code == 0, err
+    assert secret not in out + err
+    code, out, err = run(capsys, "size", "acme/gated", "--token", "hf_wrong", *ARGS)
+    assert code == 2 and "hf_wrong" not in out + err
+
+
+def test_missing_repo_and_revision(hub, capsys):
+    hub.repos["acme/llama-copy"] = sharded_repo()
+    code, _, err = run(capsys, "size", "meta-llama/Llama-3.1-8B-Instruc", *ARGS)
+    assert code == 2 and "no model meta-llama/Llama-3.1-8B-Instruc" in err
+    assert "did you mean meta-llama/Llama-3.1-8B-Instruct" in err
+    code, _, err = run(capsys, "size", "acme/llama-copy", "--revision", "v9", *ARGS)
+    assert code == 2 and "revision 'v9' does not exist in acme/llama-copy" in err
+
+
+def test_revision_by_branch(hub, capsys):
+    hub.repos["acme/llama-copy"] = sharded_repo(branches=("main", "v1"))
+    code, out, err = run(capsys, "size", "acme/llama-copy", "--revision", "v1", *ARGS)
+    assert code == 0, err
+
+
+def test_slow_hub_times_out_within_bound(hub, capsys, monkeypatch):
+    monkeypatch.setenv("KVPLAN_HUB_TIMEOUT", "1")
+    hub.repos["acme/slow"] = sharded_repo(delay=4)
+    t = time.monotonic()
+    code, _, err = run(capsys, "size", "acme/slow", *ARGS)
+    assert code == 2 and "did not answer within 1 s" in err
+    assert time.monotonic() - t < 3.5
+
+
+def test_network_down(monkeypatch, capsys, tmp_path):
+    import huggingface_hub.constants as c
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path))
+    code, _, err = run(capsys, "size", "acme/anything", *ARGS)
+    assert code == 2 and "cannot reach http://127.0.0.1:9" in err and "--offline" in err
+
+
+def test_truncated_and_lying_safetensors_headers(hub, capsys):
+    cfg = json.dumps(catalog_config()).encode()
+    hub.repos["acme/lying"] = Repo(files={"config.json": cfg,
+                                          "model.safetensors": safetensors_bytes(SINGLE,
+                                                                                 lie=10**9)})
+    code, _, err = run(capsys, "size", "acme/lying", *ARGS)
+    assert code == 2 and "safetensors header in acme/lying is malformed or truncated" in err
+    good = safetensors_bytes(SINGLE)
+    hub.repos["acme/truncated"] = Repo(files={"config.json": cfg, "model.safetensors": good[:40]})
+    code, _, err = run(capsys, "size", "acme/truncated", *ARGS)
+    assert code == 2 and "malformed or truncated" in err
+
+
+def test_malformed_config_on_hub(hub, capsys):
+    hub.repos["acme/broken"] = Repo(files={"config.json": b"{\"model_type\": "})
+    code, _, err = run(capsys, "size", "acme/broken", *ARGS)
+    assert code == 2 and "is not valid JSON" in err
+
+
+def test_remote_code_architecture_is_read_not_run(hub, capsys):
+    cfg = {"architectures": ["MyOwnForCausalLM"], "model_type": "my_own",
+           "auto_map": {"AutoModelForCausalLM": "modeling_my_own.MyOwnForCausalLM"},
+           "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "num_hidden_layers": 4, "vocab_size": 1000, "intermediate_size": 2048,
+           "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+    hub.repos["acme/custom"] = Repo(files={"config.json": json.dumps(cfg).encode(),
+                                           "modeling_my_own.py": b"raise SystemExit(99)"})
+    code, out, err = run(capsys, "size", "acme/custom", *ARGS)
+    assert code == 0, err
+    assert json.loads(out)["kv_bytes_per_token"] == 4 * 2 * 2 * 128 * 2
+    assert not any("modeling" in r for r in hub.repos["acme/custom"].requests)
+
+
+def test_models_add_then_offline_use(hub, capsys, tmp_path, monkeypatch):
+    hub.repos["acme/llama-copy"] = sharded_repo()
+    site = tmp_path / "site.yaml"
+    code, out, err = run(capsys, "models", "add", "acme/llama-copy", "--catalog", str(site),
+                         "--alias", "my-llama")
+    assert code == 0, err
+    entry = yaml.safe_load(site.read_text())["models"]["acme/llama-copy"]
+    assert entry["weights_bytes"] == tensor_total(SHARD1) + tensor_total(SHARD2)
+    assert "bos_token_id" not in entry["config"]
+    hub.stop()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, out, err = run(capsys, "size", "my-llama", "--catalog", str(site), *ARGS)
+    assert code == 0, err
+    assert json.loads(out)["weights_total_bytes"] == entry["weights_bytes"]
+
+
+def test_models_export_for_air_gapped_site(capsys, tmp_path):
+    out_file = tmp_path / "carry.yaml"
+    code, out, err = run(capsys, "models", "export", "llama-3.1-8b-instruct", "qwen3-8b",
+                         "-o", str(out_file))
+    assert code == 0, err
+    models = yaml.safe_load(out_file.read_text())["models"]
+    assert set(models) == {CATALOG_ID, "Qwen/Qwen3-8B"}
+    code, out, err = run(capsys, "size", CATALOG_ID, "--catalog", str(out_file), *ARGS)
+    assert code == 0, err
