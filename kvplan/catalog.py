@@ -241,6 +241,8 @@ def entry_from_record(rec: dict[str, Any], aliases: list[str] | None = None) -> 
     if rec.get("weights_bytes"):
         entry["weights_bytes"] = int(rec["weights_bytes"])
         entry["weights_source"] = rec.get("weights_source", "")
+    if rec.get("weights_layout"):
+        entry["weights_layout"] = rec["weights_layout"]
     entry["config"] = trim_config(cfg)
     if rec.get("quant_config"):
         entry["quant_config"] = rec["quant_config"]

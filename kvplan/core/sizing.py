@@ -29,6 +29,7 @@ from kvplan.core.kvspec import (
     state_bytes,
 )
 from kvplan.core.params import count_params, expert_padding, weight_bytes
+from kvplan.core.tensors import TensorSummary
 from kvplan.core.versions import VllmVersion, cc_major
 from kvplan.errors import BadInput
 from kvplan.units import GiB, cdiv
@@ -60,6 +61,7 @@ class Model:
     weights_bytes: int | None = None
     weights_source: str = ""
     hf_quant_config: dict[str, Any] | None = None
+    weights_layout: dict[str, Any] | None = None  # exact bytes by role (core/tensors.py)
 
 
 @dataclass
@@ -245,11 +247,28 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     K/V replicated past the head count); an exact checkpoint size rescales the estimate so
     the parts keep their proportions and the total matches the checkpoint.
     """
-    pc = count_params(arch)
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
-    wb = weight_bytes(arch, dtype_bytes(model_dtype), a.quantization)
     pad = expert_padding(arch, tp, a.quantization, cc_major(cc))
+    fp32 = canonical(arch.config_dtype) == "float32" and not arch.quantization
+    shrink = dtype_bytes(model_dtype) / 4 if fp32 else 1.0  # fp32 checkpoint loaded as 16-bit
+    if model.weights_layout and len(model.weights_layout.get("layers", [])) == arch.num_layers:
+        ts = TensorSummary.from_json(model.weights_layout)
+        out = []
+        for si, rng in enumerate(stages):
+            b = 0.0
+            for i in rng:
+                lb, kvh = ts.layers[i], _kv_heads(arch.layers[i])
+                b += lb.split / tp + lb.replicated + lb.expert * pad / ep
+                b += lb.kv * max(1, kvh // tp) / kvh if kvh else lb.kv / tp
+            if si == 0:
+                b += ts.embed / tp + ts.vision
+            if si == len(stages) - 1:
+                b += (ts.lm_head or (ts.embed if si else 0)) / tp + ts.other_split
+            out.append(int(b * shrink))
+        return out, int(ts.loaded * shrink), False
+    pc = count_params(arch)
+    wb = weight_bytes(arch, dtype_bytes(model_dtype), a.quantization)
     per_stage = []
     for si, rng in enumerate(stages):
         dense = expert = other = 0.0
@@ -270,9 +289,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                  * wb.other)
     scale, total, estimated = 1.0, est_total, True
     if model.weights_bytes:
-        exact = model.weights_bytes
-        if canonical(arch.config_dtype) == "float32" and not arch.quantization:
-            exact = exact * dtype_bytes(model_dtype) // 4  # fp32 checkpoint loaded as 16-bit
+        exact = int(model.weights_bytes * shrink)
         scale, total, estimated = (exact / est_total if est_total else 1.0), exact, False
     return ([int(scale * (d + e * pad + o)) for d, e, o in per_stage], int(total), estimated)
 
@@ -478,6 +495,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         max_concurrency=conc, kv_cache_tokens=tokens, inflight_tokens=inflight, fits=fits,
         failure=failure, largest_max_model_len=largest if groups else None,
         concurrency_at=conc_at, stages=stage_rows, notes=notes)
+
+
+def _kv_heads(layer: Any) -> int:
+    return layer.num_kv_heads if isinstance(layer, AttnLayer) and layer.kind != "mla" else 0
 
 
 def _tok_bytes(layer: Any, tp: int, kv: str) -> int:

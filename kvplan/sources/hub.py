@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import BadInput
-from kvplan.sources.local import read_json, safetensors_bytes
+from kvplan.sources.local import read_json, safetensors_tensors, weights_record
 
 REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 DEFAULT_TIMEOUT = 10.0
@@ -194,12 +194,13 @@ def _is_network_error(exc: BaseException) -> bool:
 
 
 def _weights(hh: Any, repo_id: str, revision: str | None, token: str | None,
-             offline: bool, snapshot: Path, commit: str) -> dict[str, Any] | None:
+             offline: bool, snapshot: Path, commit: str,
+             config: dict[str, Any]) -> dict[str, Any] | None:
     """Exact tensor bytes: cached snapshot files, a saved record, or the Hub's headers."""
-    local = safetensors_bytes(snapshot) if any(snapshot.glob("*.safetensors")) else None
+    local = safetensors_tensors(snapshot) if any(snapshot.glob("*.safetensors")) else None
     if local:
-        return {"weights_bytes": local[0], "weights_by_dtype": local[1],
-                "weights_source": "sum of safetensors headers in the local HF cache"}
+        return weights_record(local, "sum of safetensors headers in the local HF cache",
+                              config)
     rec = _load_record(repo_id, commit)
     if rec or offline:
         return rec
@@ -213,13 +214,13 @@ def _weights(hh: Any, repo_id: str, revision: str | None, token: str | None,
         raise BadInput(f"a safetensors header in {repo_id} is malformed or truncated: {exc}",
                        hint="the upload may be incomplete; pass --revision of a good commit") \
             from None
-    by_dtype: dict[str, int] = {}
+    tensors: dict[str, tuple[str, int]] = {}
     for fm in meta.files_metadata.values():
-        for t in fm.tensors.values():
+        for name, t in fm.tensors.items():
             start, end = t.data_offsets
-            by_dtype[t.dtype] = by_dtype.get(t.dtype, 0) + int(end) - int(start)
-    rec = {"weights_bytes": sum(by_dtype.values()), "weights_by_dtype": by_dtype,
-           "weights_source": f"sum of safetensors headers on {endpoint()} ({commit[:12]})"}
+            tensors[name] = (t.dtype, int(end) - int(start))
+    rec = weights_record(tensors, f"sum of safetensors headers on {endpoint()} ({commit[:12]})",
+                         config)
     _save_record(repo_id, commit, rec)
     return rec
 
@@ -250,7 +251,7 @@ def load_hub(repo_id: str, *, revision: str | None = None, token: str | None = N
         pass
     commit = cfg_path.parent.name
     try:
-        w = _weights(hh, repo_id, revision, token, offline, cfg_path.parent, commit)
+        w = _weights(hh, repo_id, revision, token, offline, cfg_path.parent, commit, config)
     except BadInput:
         raise
     except Exception as exc:  # noqa: BLE001 - config is enough; weights fall back to estimate

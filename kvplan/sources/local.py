@@ -53,9 +53,9 @@ def parse_safetensors_header(f: BinaryIO, name: str, file_size: int | None = Non
     return header
 
 
-def tensor_bytes(header: dict, name: str) -> dict[str, int]:
-    """Bytes per dtype of the tensors one header lists."""
-    out: dict[str, int] = {}
+def tensor_bytes(header: dict, name: str) -> dict[str, tuple[str, int]]:
+    """`{tensor: (dtype, bytes)}` of the tensors one header lists."""
+    out: dict[str, tuple[str, int]] = {}
     for key, info in header.items():
         if key == "__metadata__":
             continue
@@ -67,22 +67,41 @@ def tensor_bytes(header: dict, name: str) -> dict[str, int]:
                 from None
         if end < start:
             raise BadInput(f"safetensors file {name}: tensor {key!r} has negative size")
-        out[dtype] = out.get(dtype, 0) + int(end) - int(start)
+        out[key] = (dtype, int(end) - int(start))
     return out
 
 
-def safetensors_bytes(directory: Path) -> tuple[int, dict[str, int]] | None:
-    """Exact tensor bytes (total, per dtype) over all `*.safetensors` files, or None."""
+def weights_record(tensors: dict[str, tuple[str, int]], source: str,
+                   config: dict[str, Any]) -> dict[str, Any]:
+    """Model-record fields for a set of tensors: total, per dtype, and the per-role layout
+    (`kvplan/core/tensors.py`) that places the bytes on each GPU."""
+    from kvplan.core.arch import text_config_of
+    from kvplan.core.tensors import summarize
+
+    by_dtype: dict[str, int] = {}
+    for dtype, n in tensors.values():
+        by_dtype[dtype] = by_dtype.get(dtype, 0) + n
+    t = text_config_of(config)
+    layers = t.get("num_hidden_layers") or t.get("n_layer") or t.get("num_layers") or 0
+    rec: dict[str, Any] = {"weights_bytes": sum(by_dtype.values()), "weights_by_dtype": by_dtype,
+                           "weights_source": source}
+    if isinstance(layers, int) and layers > 0:
+        rec["weights_layout"] = summarize({k: n for k, (_, n) in tensors.items()},
+                                          layers).to_json()
+    return rec
+
+
+def safetensors_tensors(directory: Path) -> dict[str, tuple[str, int]] | None:
+    """Every tensor's dtype and bytes over all `*.safetensors` files, or None."""
     files = sorted(directory.glob("*.safetensors"))
     if not files:
         return None
-    per_dtype: dict[str, int] = {}
+    out: dict[str, tuple[str, int]] = {}
     for p in files:
         with p.open("rb") as f:
             header = parse_safetensors_header(f, p.name, p.stat().st_size)
-        for k, v in tensor_bytes(header, p.name).items():
-            per_dtype[k] = per_dtype.get(k, 0) + v
-    return sum(per_dtype.values()), per_dtype
+        out.update(tensor_bytes(header, p.name))
+    return out
 
 
 def load_local(path: str) -> dict[str, Any] | None:
@@ -100,8 +119,7 @@ def load_local(path: str) -> dict[str, Any] | None:
     if hq.exists():
         rec["quant_config"] = read_json(hq, "hf_quant_config")
     if p.is_dir():
-        st = safetensors_bytes(directory)
+        st = safetensors_tensors(directory)
         if st:
-            rec["weights_bytes"], rec["weights_by_dtype"] = st
-            rec["weights_source"] = "sum of local safetensors headers"
+            rec.update(weights_record(st, "sum of local safetensors headers", config))
     return rec

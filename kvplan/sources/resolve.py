@@ -27,13 +27,15 @@ def model_from_entry(key: str, entry: dict[str, Any]) -> Model:
         raise BadInput(f"catalog model {key!r} has no 'config' mapping")
     return Model(id=key, config=config, weights_bytes=entry.get("weights_bytes"),
                  weights_source=entry.get("weights_source", "catalog"),
-                 hf_quant_config=entry.get("quant_config"))
+                 hf_quant_config=entry.get("quant_config"),
+                 weights_layout=entry.get("weights_layout"))
 
 
 def model_from_record(rec: dict[str, Any]) -> Model:
     return Model(id=rec["id"], config=rec["config"], weights_bytes=rec.get("weights_bytes"),
                  weights_source=rec.get("weights_source", ""),
-                 hf_quant_config=rec.get("quant_config"))
+                 hf_quant_config=rec.get("quant_config"),
+                 weights_layout=rec.get("weights_layout"))
 
 
 def resolve_model(name: str, catalogs: list[str] | None = None, *, revision: str | None = None,

@@ -1,0 +1,67 @@
+"""Exact weight placement from tensor names, and the config-based estimate."""
+
+from configs import DEEPSEEK_V3, LLAMA31_8B, QWEN25_7B_INSTRUCT
+
+from kvplan.core.arch import normalize
+from kvplan.core.params import count_params, weight_bytes
+from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+from kvplan.core.tensors import summarize
+
+H100 = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 << 20, "9.0")
+TINY = {**LLAMA31_8B, "num_hidden_layers": 2}
+TENSORS = {
+    "model.embed_tokens.weight": 1000,
+    "lm_head.weight": 1000,
+    "model.norm.weight": 8,
+    **{f"model.layers.{i}.{n}": b for i in range(2) for n, b in (
+        ("self_attn.q_proj.weight", 400), ("self_attn.k_proj.weight", 100),
+        ("self_attn.v_proj.weight", 100), ("self_attn.o_proj.weight", 400),
+        ("mlp.gate_proj.weight", 600), ("mlp.up_proj.weight", 600),
+        ("mlp.down_proj.weight", 600), ("input_layernorm.weight", 8),
+        ("post_attention_layernorm.weight", 8))},
+    "model.layers.2.self_attn.q_proj.weight": 999,  # an MTP layer past num_hidden_layers
+}
+
+
+def test_summarize_roles():
+    s = summarize(TENSORS, 2)
+    assert (s.embed, s.lm_head, s.other_split, s.skipped) == (1000, 1000, 8, 999)
+    assert [(x.split, x.replicated, x.kv) for x in s.layers] == [(2600, 16, 200)] * 2
+    assert s.loaded == sum(TENSORS.values()) - 999
+
+
+def weights(tp=1, pp=1):
+    m = Model("tiny", TINY, weights_bytes=sum(TENSORS.values()),
+              weights_layout=summarize(TENSORS, 2).to_json())
+    r = size(m, H100, EngineArgs(tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                                 kv_cache_memory_bytes=1 << 30, max_model_len=4096))
+    return r
+
+
+def test_placement_tp_and_pp():
+    assert weights().budget.weights == sum(TENSORS.values()) - 999
+    # TP2: everything split but norms; 8 KV heads / 2 -> K/V split too
+    assert weights(tp=2).budget.weights == (2 * (2600 + 200) + 1000 + 1000) // 2 + 2 * 16 + 8
+    # TP16: 8 KV heads -> each rank keeps a whole head: K/V bytes x (1 head / 8)
+    r = weights(tp=16)
+    assert r.budget.weights == int(2 * 2600 / 16 + 2 * 16 + 2 * 200 / 8 + 2000 / 16 + 8)
+    # PP2: stage 0 = layer 0 + embeddings, stage 1 = layer 1 + LM head + final norm
+    r = weights(pp=2)
+    assert [s["weights_bytes"] for s in r.stages] == [2816 + 1000, 2816 + 1000 + 8]
+
+
+def test_estimate_counts_exact_llama_and_qwen_parameters():
+    # published exact counts: Llama-3.1-8B 8,030,261,248; Qwen2.5-7B 7,615,616,512
+    assert abs(count_params(normalize(LLAMA31_8B)).total / 8030261248 - 1) < 1e-5
+    assert abs(count_params(normalize(QWEN25_7B_INSTRUCT)).total / 7615616512 - 1) < 1e-4
+    assert abs(count_params(normalize(DEEPSEEK_V3)).total / 671026419200 - 1) < 1e-5
+
+
+def test_quantized_bytes_per_parameter():
+    awq = normalize({**LLAMA31_8B, "quantization_config": {"quant_method": "awq", "bits": 4,
+                                                           "group_size": 128}})
+    assert weight_bytes(awq, 2).linear == 0.5 + 4 / 128
+    assert weight_bytes(awq, 2).other == 2
+    mx = normalize({**LLAMA31_8B, "quantization_config": {"quant_method": "mxfp4"}})
+    assert (weight_bytes(mx, 2).linear, weight_bytes(mx, 2).expert) == (2, 0.5 + 1 / 32)
+    assert weight_bytes(normalize(LLAMA31_8B), 2, "fp8").linear == 1.0
