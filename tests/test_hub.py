@@ -127,11 +127,16 @@ def test_gated_repo_without_and_with_token(hub, capsys, monkeypatch):
 def test_token_flag_is_used_and_never_printed(hub, capsys):
     secret = "hf_FlagToken456"
     hub.repos["acme/gated"] = sharded_repo(gated_token=secret)
+    code, out, err = run(capsys, "size", "acme/gated", "--token", "hf_wrong", *ARGS)
+    assert code == 2 and "hf_wrong" not in out + err
     code, out, err = run(capsys, "size", "acme/gated", "--token", secret, *ARGS)
     assert code == 0, err
     assert secret not in out + err
-    code, out, err = run(capsys, "size", "acme/gated", "--token", "hf_wrong", *ARGS)
-    assert code == 2 and "hf_wrong" not in out + err
+    # once cached, the local HF cache answers before the Hub (no token needed, no request)
+    n = len(hub.repos["acme/gated"].requests)
+    code, _, err = run(capsys, "size", "acme/gated", *ARGS)
+    assert code == 0, err
+    assert len(hub.repos["acme/gated"].requests) == n
 
 
 def test_missing_repo_and_revision(hub, capsys):

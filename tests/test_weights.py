@@ -65,3 +65,46 @@ def test_quantized_bytes_per_parameter():
     mx = normalize({**LLAMA31_8B, "quantization_config": {"quant_method": "mxfp4"}})
     assert (weight_bytes(mx, 2).linear, weight_bytes(mx, 2).expert) == (2, 0.5 + 1 / 32)
     assert weight_bytes(normalize(LLAMA31_8B), 2, "fp8").linear == 1.0
+
+
+def _size_json(capsys, *argv):
+    import json
+
+    from kvplan.cli import main
+
+    code = main(["size", *argv, "--json"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    return json.loads(out)
+
+
+def test_modelopt_checkpoint_kv_auto_is_fp8_from_020(capsys):
+    # hf_quant_config.json: kv_cache_quant_algo FP8 -> `auto` resolves to fp8 (0.20+)
+    d = _size_json(capsys, "nvidia/Llama-3.1-70B-Instruct-FP8", "--gpu", "h100", "-tp", "2",
+                   "--max-model-len", "8192")
+    assert d["kv_cache_dtype"] == "fp8"
+    assert d["kv_bytes_per_token_per_gpu"] == 80 * 4 * 128 * 2 * 1
+    old = _size_json(capsys, "nvidia/Llama-3.1-70B-Instruct-FP8", "--gpu", "h100", "-tp", "2",
+                     "--max-model-len", "8192", "--vllm-version", "0.19")
+    assert old["kv_cache_dtype"] == "bfloat16"
+
+
+def test_online_fp8_quantization_shrinks_linear_layers_only(capsys):
+    base = _size_json(capsys, "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                      "--max-model-len", "8192")
+    fp8 = _size_json(capsys, "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                     "--max-model-len", "8192", "-q", "fp8")
+    embed_and_head = 2 * 128256 * 4096 * 2  # stay bf16
+    linear = base["weights_bytes_per_gpu"] - embed_and_head
+    assert abs(fp8["weights_bytes_per_gpu"] - (embed_and_head + linear / 2)) < 2e6
+
+
+def test_awq_checkpoint_estimate_without_exact_size():
+    awq = normalize({**LLAMA31_8B, "quantization_config": {"quant_method": "awq", "bits": 4,
+                                                           "group_size": 128}})
+    r = size(Model("awq", awq.text_config), H100, EngineArgs(max_model_len=8192))
+    # 4-bit linears (+ fp16 scale/zero per 128) and bf16 embeddings + LM head
+    pc = count_params(awq)
+    linear = pc.total - pc.embed - pc.lm_head - sum(x.replicated for x in pc.layers)
+    expect = linear * (0.5 + 4 / 128) + (pc.embed + pc.lm_head) * 2
+    assert r.weights_estimated and abs(r.budget.weights / expect - 1) < 0.01

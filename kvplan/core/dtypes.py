@@ -62,14 +62,23 @@ def resolve_model_dtype(config_dtype: str, user_dtype: str | None, compute_capab
 
 
 def modelopt_kv_dtype(quant_config: dict | None, hf_quant: dict | None) -> str | None:
-    """KV scheme a ModelOpt checkpoint declares (hf_quant_config.json or quantization_config)."""
-    for src in (hf_quant or {}, quant_config or {}):
-        q = src.get("quantization", src)
-        algo = q.get("kv_cache_quant_algo") if isinstance(q, dict) else None
-        if algo:
-            a = str(algo).lower()
-            if "fp8" in a:
+    """KV scheme a ModelOpt checkpoint declares (`utils/torch_utils.py
+    get_kv_cache_quant_algo_string`): hf_quant_config.json, or a `quantization_config` whose
+    quant_method starts with 'modelopt'. Only fp8 is a KV dtype kvplan sizes exactly."""
+    cands = [hf_quant] if hf_quant else []
+    if quant_config and str(quant_config.get("quant_method", "")).startswith("modelopt"):
+        cands.append(quant_config)
+    for q in cands:
+        inner = q.get("quantization", q) if isinstance(q.get("quantization"), dict) else q
+        algo = (inner.get("kv_cache_scheme") or q.get("kv_cache_scheme")
+                or inner.get("kv_cache_quant_algo") or q.get("kv_cache_quant_algo"))
+        if isinstance(algo, dict):
+            if (algo.get("dynamic") is False and algo.get("num_bits") == 8
+                    and algo.get("type") == "float"):
                 return "fp8"
+            continue
+        if isinstance(algo, str) and "fp8" in algo.lower():
+            return "fp8"
     return None
 
 

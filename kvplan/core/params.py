@@ -172,14 +172,19 @@ class WeightBytes:
 
 
 def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
-                 quantization: str | None = None) -> WeightBytes:
-    """Bytes per parameter by part, from `quantization_config` (or `--quantization`).
+                 quantization: str | None = None,
+                 hf_quant: dict | None = None) -> WeightBytes:
+    """Bytes per parameter by part, from `quantization_config`, ModelOpt's
+    `hf_quant_config.json`, or `--quantization` (online quantization of a 16-bit checkpoint).
 
-    AWQ/GPTQ: bits/8 plus an fp16 scale and packed zero per group; FP8: 1 byte (+ block
-    scales, negligible); NVFP4/MXFP4: 4 bits + one scale per 16/32 values; MXFP4 checkpoints
-    (gpt-oss) quantize only the routed experts; bitsandbytes 4/8-bit.
+    AWQ/GPTQ: bits/8 plus an fp16 scale (and packed zero) per group; FP8: 1 byte (block or
+    channel scales are negligible); NVFP4: 4 bits + an fp8 scale per 16; MXFP4: 4 bits + a
+    scale per 32, routed experts only (gpt-oss); bitsandbytes: 4-bit NF4 (+ absmax per 64)
+    unless 8-bit. Embeddings, LM head and norms stay in the model dtype.
     """
-    q = arch.quantization or {}
+    q = dict(arch.quantization or {})
+    if hf_quant and not q:
+        q = {"quant_method": "modelopt", **(hf_quant.get("quantization") or hf_quant)}
     method = str(quantization or q.get("quant_method", "")).lower()
     d = float(model_dtype_bytes)
     bits = q.get("bits") or q.get("w_bit")
@@ -187,20 +192,30 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin") and bits:
         group = int(q.get("group_size") or q.get("q_group_size") or 128)
         lin = bits / 8 + 4 / group
-    elif method in ("fp8", "fbgemm_fp8", "modelopt", "ptpc_fp8"):
+    elif method in ("fp8", "fbgemm_fp8", "ptpc_fp8"):
         lin = 1.0
-    elif method in ("nvfp4", "modelopt_fp4"):
+    elif method.startswith("modelopt"):
+        algo = str(q.get("quant_algo", "FP8")).upper()
+        lin = 0.5 + 1 / 16 if "FP4" in algo else (0.5 + 2 / 128 if "W4" in algo else 1.0)
+    elif method in ("nvfp4",):
         lin = 0.5 + 1 / 16
     elif method == "mxfp4":
         return WeightBytes(linear=d, expert=0.5 + 1 / 32, other=d)
     elif method == "bitsandbytes":
-        lin = 0.5 + 1 / 32 if q.get("load_in_4bit") else 1.0
+        lin = 1.0 if q.get("load_in_8bit") else 0.5 + 4 / 64
     elif method == "compressed-tensors":
         for g in (q.get("config_groups") or {}).values():
             w = (g or {}).get("weights") or {}
             nb = w.get("num_bits")
             if nb:
-                lin = nb / 8 + (2 / int(w.get("group_size") or 128) if nb < 8 else 0)
+                gs = int(w.get("group_size") or 0)
+                if nb == 4 and w.get("type") == "float":
+                    lin = 0.5 + 1 / (gs or 16)  # NVFP4: one fp8 scale per group
+                elif nb < 8:
+                    lin = nb / 8 + (2 / gs if gs else 0) + (nb / 8 / gs if gs and not
+                                                            w.get("symmetric", True) else 0)
+                else:
+                    lin = nb / 8
                 break
     return WeightBytes(linear=lin, expert=lin, other=d)
 

@@ -250,8 +250,15 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
     pad = expert_padding(arch, tp, a.quantization, cc_major(cc))
-    fp32 = canonical(arch.config_dtype) == "float32" and not arch.quantization
+    quantized_ckpt = bool(arch.quantization or model.hf_quant_config)
+    fp32 = canonical(arch.config_dtype) == "float32" and not quantized_ckpt
     shrink = dtype_bytes(model_dtype) / 4 if fp32 else 1.0  # fp32 checkpoint loaded as 16-bit
+    # online quantization (`-q fp8` / `-q bitsandbytes` on a 16-bit checkpoint) shrinks the
+    # linear layers as they load; embeddings, LM head and norms keep the model dtype
+    online = 1.0
+    if a.quantization and not quantized_ckpt:
+        online = (weight_bytes(arch, dtype_bytes(model_dtype), a.quantization).linear
+                  / dtype_bytes(model_dtype))
     if model.weights_layout and len(model.weights_layout.get("layers", [])) == arch.num_layers:
         ts = TensorSummary.from_json(model.weights_layout)
         out = []
@@ -259,8 +266,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             b = 0.0
             for i in rng:
                 lb, kvh = ts.layers[i], _kv_heads(arch.layers[i])
-                b += lb.split / tp + lb.replicated + lb.expert * pad / ep
-                b += lb.kv * max(1, kvh // tp) / kvh if kvh else lb.kv / tp
+                b += (lb.split / tp + lb.expert * pad / ep) * online + lb.replicated
+                b += (lb.kv * max(1, kvh // tp) / kvh if kvh else lb.kv / tp) * online
             if si == 0:
                 b += ts.embed / tp + ts.vision
             if si == len(stages) - 1:
@@ -268,7 +275,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             out.append(int(b * shrink))
         return out, int(ts.loaded * shrink), False
     pc = count_params(arch)
-    wb = weight_bytes(arch, dtype_bytes(model_dtype), a.quantization)
+    # the checkpoint as stored (for scaling to its exact size), then online quantization
+    wb = weight_bytes(arch, dtype_bytes(model_dtype), None, model.hf_quant_config)
     per_stage = []
     for si, rng in enumerate(stages):
         dense = expert = other = 0.0
@@ -282,12 +290,17 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             other += pc.embed / tp + pc.vision
         if si == len(stages) - 1 and (pc.lm_head or si):
             other += (pc.lm_head or pc.embed) / tp
-        per_stage.append((dense * wb.linear, expert * wb.expert, other * wb.other))
+        per_stage.append((dense * wb.linear * online, expert * wb.expert * online,
+                          other * wb.other))
     est_total = (sum(x.split + x.kv_proj for x in pc.layers) * wb.linear
                  + pc.experts * wb.expert
                  + (pc.embed + pc.lm_head + pc.vision + sum(x.replicated for x in pc.layers))
                  * wb.other)
     scale, total, estimated = 1.0, est_total, True
+    if not model.weights_bytes and online != 1.0:
+        total = sum(x.split + x.kv_proj for x in pc.layers) * wb.linear * online + (
+            pc.experts * wb.expert * online) + (est_total - sum(
+                x.split + x.kv_proj for x in pc.layers) * wb.linear - pc.experts * wb.expert)
     if model.weights_bytes:
         exact = int(model.weights_bytes * shrink)
         scale, total, estimated = (exact / est_total if est_total else 1.0), exact, False

@@ -225,6 +225,29 @@ def _weights(hh: Any, repo_id: str, revision: str | None, token: str | None,
     return rec
 
 
+def _from_cache(hh: Any, repo_id: str, revision: str | None) -> dict[str, Any] | None:
+    """A complete record from the local HF cache alone (config + exact weights), or None."""
+    try:
+        cfg = hh.try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    except Exception:  # noqa: BLE001 - a malformed cache is the same as no cache
+        return None
+    if not isinstance(cfg, str):
+        return None
+    cfg_path = Path(cfg)
+    config = read_json(cfg_path, f"config of {repo_id}")
+    snapshot, commit = cfg_path.parent, cfg_path.parent.name
+    local = safetensors_tensors(snapshot) if any(snapshot.glob("*.safetensors")) else None
+    w = (weights_record(local, "sum of safetensors headers in the local HF cache", config)
+         if local else _load_record(repo_id, commit))
+    if not w:
+        return None
+    rec: dict[str, Any] = {"id": repo_id, "config": config, **w}
+    q = hh.try_to_load_from_cache(repo_id, "hf_quant_config.json", revision=revision)
+    if isinstance(q, str):
+        rec["quant_config"] = read_json(Path(q), f"hf_quant_config of {repo_id}")
+    return rec
+
+
 def load_hub(repo_id: str, *, revision: str | None = None, token: str | None = None,
              offline: bool | None = None, suggestions: list[str] | None = None
              ) -> dict[str, Any]:
@@ -234,6 +257,9 @@ def load_hub(repo_id: str, *, revision: str | None = None, token: str | None = N
 
     _quiet(hh)
     E = _errors()
+    cached = _from_cache(hh, repo_id, revision)
+    if cached is not None:
+        return cached
     try:
         cfg_path = Path(_download(hh, repo_id, "config.json", revision, token, offline))
     except Exception as exc:  # noqa: BLE001 - every failure becomes one clear line
