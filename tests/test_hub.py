@@ -230,3 +230,17 @@ def test_models_export_for_air_gapped_site(capsys, tmp_path):
     assert set(models) == {CATALOG_ID, "Qwen/Qwen3-8B"}
     code, out, err = run(capsys, "size", CATALOG_ID, "--catalog", str(out_file), *ARGS)
     assert code == 0, err
+
+
+def test_token_stored_by_hf_auth_login(hub, capsys, monkeypatch, tmp_path):
+    import huggingface_hub.constants as c
+
+    secret = "hf_StoredLogin789"
+    hub.repos["acme/gated2"] = sharded_repo(gated_token=secret)
+    token_file = tmp_path / "stored_token"
+    token_file.write_text(secret)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(c, "HF_TOKEN_PATH", str(token_file))
+    code, out, err = run(capsys, "size", "acme/gated2", *ARGS)
+    assert code == 0, err
+    assert secret not in out + err
