@@ -194,6 +194,11 @@ def gpus_cmd(catalog: Optional[list[str]] = CatalogOpt,
     render_gpus(cat, as_json)
 
 
+from kvplan.cli_plan import register as _register_plan  # noqa: E402
+
+_register_plan(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line on error, never a traceback (unless KVPLAN_DEBUG=1)."""
     debug = os.environ.get("KVPLAN_DEBUG") == "1"

@@ -1,0 +1,194 @@
+"""`kvplan throughput` and `kvplan recommend` (registered on the main Typer app)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from kvplan.errors import BadInput
+
+# --- shared options ------------------------------------------------------------------------
+WORKLOAD = typer.Option(None, "--workload", "-w", help="Preset: chat, rag, code, "
+                        "summarization, reasoning, agent.")
+PROMPT = typer.Option(None, "--prompt-tokens", help="Mean (800), percentiles "
+                      "(p50=800,p99=6000), fixed:N, lognormal:MEDIAN:SIGMA, uniform:LO:HI.")
+OUTPUT = typer.Option(None, "--output-tokens", help="As --prompt-tokens.")
+TRACE = typer.Option(None, "--trace", help="JSONL/CSV with prompt/output token columns.")
+RATE = typer.Option(None, "--rate", help="Sustained arrivals, requests/s.")
+PEAK = typer.Option(None, "--peak-rate", help="Peak arrivals, requests/s.")
+BURST = typer.Option(1.0, "--burstiness", help="Gamma shape of inter-arrival gaps (1 = "
+                     "Poisson; < 1 burstier).")
+USERS = typer.Option(None, "--users", help="Concurrent users (closed loop) instead of --rate.")
+THINK = typer.Option(5.0, "--think-time", help="Seconds a user waits between requests.")
+PREFIX = typer.Option(0.0, "--prefix-hit", help="Share of prompt tokens served from the "
+                      "prefix cache (0-1).")
+GPU = typer.Option(None, "--gpu", "-g", help="GPU id/alias/name; recommend takes several "
+                   "(comma-separated) or 'any'.")
+VERSION = typer.Option(None, "--vllm-version")
+MML = typer.Option(None, "--max-model-len")
+KVD = typer.Option("auto", "--kv-cache-dtype", help="recommend: 'auto|fp8' tries both.")
+UTIL = typer.Option(None, "--gpu-memory-utilization")
+MNBT = typer.Option(None, "--max-num-batched-tokens")
+CATALOG = typer.Option(None, "--catalog")
+JSON_OPT = typer.Option(False, "--json")
+
+
+def build_workload(workload, prompt, output, trace, rate, peak, burst, users, think, prefix):
+    from kvplan.core.workload import LengthDist, Workload, parse_lengths, preset
+
+    if workload is None and prompt is None and output is None and trace is None:
+        workload = "chat"
+    if trace:
+        from kvplan.sources.trace import read_trace
+
+        tr = read_trace(trace)
+        wl = Workload(name=f"trace {trace}", prompt=LengthDist.empirical(tr.prompts, "trace"),
+                      output=LengthDist.empirical(tr.outputs, "trace"))
+        if rate is None and tr.arrivals and len(tr.arrivals) > 1 and tr.arrivals[-1] > 0:
+            rate = (len(tr.arrivals) - 1) / tr.arrivals[-1]
+    else:
+        wl = preset(workload) if workload else preset("chat")
+        if prompt:
+            wl.prompt = parse_lengths(prompt, "--prompt-tokens")
+        if output:
+            wl.output = parse_lengths(output, "--output-tokens")
+        if prompt or output:
+            wl.name = workload or "custom"
+    for name, v in (("--rate", rate), ("--peak-rate", peak)):
+        if v is not None and v <= 0:
+            raise BadInput(f"{name} must be positive")
+    if not 0 <= prefix < 1:
+        raise BadInput("--prefix-hit must be in [0, 1)")
+    if burst <= 0:
+        raise BadInput("--burstiness must be positive")
+    if users is not None and users < 1:
+        raise BadInput("--users must be >= 1")
+    if think < 0:
+        raise BadInput("--think-time must be >= 0")
+    wl.rate, wl.peak_rate, wl.burstiness = rate, peak, burst
+    wl.users, wl.think_time_s, wl.prefix_hit = users, think, prefix
+    return wl
+
+
+def _args(mml, kvd, util, mnbt, tp=1):
+    from kvplan.core.sizing import EngineArgs
+    from kvplan.units import parse_vllm_int
+
+    m = None
+    if mml is not None:
+        auto = str(mml).lower() in ("-1", "auto")
+        m = -1 if auto else parse_vllm_int(mml, what="--max-model-len")
+    return EngineArgs(tensor_parallel_size=tp, max_model_len=m, kv_cache_dtype=kvd,
+                      gpu_memory_utilization=util,
+                      max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens")
+                      if mnbt else None)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("throughput")
+    def throughput_cmd(
+        model: str = typer.Argument(...), gpu: Optional[str] = GPU,
+        tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp"),
+        max_model_len: Optional[str] = MML, kv_cache_dtype: str = KVD,
+        gpu_memory_utilization: Optional[float] = UTIL,
+        max_num_batched_tokens: Optional[str] = MNBT,
+        batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes",
+                                                  help="e.g. 1,8,64 (default: 1 .. past "
+                                                  "the KV ceiling)"),
+        workload: Optional[str] = WORKLOAD, prompt_tokens: Optional[str] = PROMPT,
+        output_tokens: Optional[str] = OUTPUT, trace: Optional[str] = TRACE,
+        prefix_hit: float = PREFIX, vllm_version: Optional[str] = VERSION,
+        catalog: Optional[list[str]] = CATALOG, as_json: bool = JSON_OPT,
+    ) -> None:
+        """Output tokens/s, TPOT and TTFT against batch depth; the knee and the KV ceiling."""
+        from kvplan.core.throughput import curve
+        from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+        wl = build_workload(workload, prompt_tokens, output_tokens, trace, None, None, 1.0,
+                            None, 0.0, prefix_hit)
+        sizes = None
+        if batch_sizes:
+            try:
+                sizes = sorted({int(x) for x in batch_sizes.split(",") if x.strip()})
+            except ValueError:
+                raise BadInput(f"cannot read --batch-sizes {batch_sizes!r}",
+                               hint="use e.g. 1,8,64") from None
+            if not sizes or sizes[0] < 1:
+                raise BadInput("--batch-sizes must be positive integers")
+        m = resolve_model(model, catalog)
+        g = resolve_gpu(gpu, None, catalog)
+        c = curve(m, g, _args(max_model_len, kv_cache_dtype, gpu_memory_utilization,
+                              max_num_batched_tokens, tensor_parallel_size),
+                  vllm_version, wl, sizes)
+        if as_json:
+            sys.stdout.write(json.dumps(c.to_json(), indent=2) + "\n")
+        else:
+            from kvplan.render.plan import render_curve
+
+            render_curve(c)
+
+    @app.command("recommend")
+    def recommend_cmd(
+        model: str = typer.Argument(...), gpu: Optional[str] = GPU,
+        tensor_parallel_size: str = typer.Option("1", "--tensor-parallel-size", "-tp",
+                                                 help="N or auto"),
+        max_model_len: Optional[str] = MML, kv_cache_dtype: str = KVD,
+        gpu_memory_utilization: Optional[float] = UTIL,
+        max_num_batched_tokens: Optional[str] = MNBT,
+        workload: Optional[str] = WORKLOAD, prompt_tokens: Optional[str] = PROMPT,
+        output_tokens: Optional[str] = OUTPUT, trace: Optional[str] = TRACE,
+        rate: Optional[float] = RATE, peak_rate: Optional[float] = PEAK,
+        burstiness: float = BURST, users: Optional[int] = USERS, think_time: float = THINK,
+        prefix_hit: float = PREFIX,
+        ttft: Optional[float] = typer.Option(None, "--ttft", help="p95 TTFT SLO, seconds."),
+        tpot: Optional[float] = typer.Option(None, "--tpot", help="TPOT SLO, ms."),
+        preempt_risk: float = typer.Option(0.01, "--preempt-risk"),
+        policy: str = typer.Option("risk", "--policy", help="risk | guaranteed"),
+        target_utilization: float = typer.Option(0.8, "--target-utilization"),
+        n_plus_one: bool = typer.Option(False, "--n-plus-one", help="One spare replica."),
+        engine: str = typer.Option("vllm", "--engine", help="vllm | sglang | tgi"),
+        emit_flags: bool = typer.Option(False, "--emit-flags", help="Print only the engine "
+                                        "flags, shell-quoted, on one line."),
+        top: int = typer.Option(3, "--top", help="Deployments shown side by side."),
+        vllm_version: Optional[str] = VERSION,
+        catalog: Optional[list[str]] = CATALOG, as_json: bool = JSON_OPT,
+    ) -> None:
+        """A deployment plan: safe max-num-seqs, replicas, admission limits, cost, command."""
+        from kvplan.core.plan import Targets
+        from kvplan.recommend import recommend
+        from kvplan.sources.resolve import resolve_model
+
+        if policy not in ("risk", "guaranteed"):
+            raise BadInput(f"--policy {policy!r} is not risk or guaranteed")
+        if engine not in ("vllm", "sglang", "tgi"):
+            raise BadInput(f"--engine {engine!r} is not vllm, sglang or tgi")
+        if not 0 < preempt_risk < 1:
+            raise BadInput("--preempt-risk must be between 0 and 1, e.g. 0.01")
+        if not 0 < target_utilization <= 1:
+            raise BadInput("--target-utilization must be in (0, 1]")
+        for name, v in (("--ttft", ttft), ("--tpot", tpot)):
+            if v is not None and v <= 0:
+                raise BadInput(f"{name} must be positive")
+        wl = build_workload(workload, prompt_tokens, output_tokens, trace, rate, peak_rate,
+                            burstiness, users, think_time, prefix_hit)
+        t = Targets(rate=wl.rate, peak_rate=wl.peak_rate, ttft_p95_s=ttft, tpot_ms=tpot,
+                    preempt_risk=preempt_risk, policy=policy,
+                    target_utilization=target_utilization, redundancy=1 if n_plus_one else 0)
+        m = resolve_model(model, catalog)
+        rec = recommend(m, gpu, tensor_parallel_size, kv_cache_dtype,
+                        _args(max_model_len, "auto", gpu_memory_utilization,
+                              max_num_batched_tokens),
+                        vllm_version, wl, t, engine, catalog, top)
+        if emit_flags:
+            import shlex
+
+            sys.stdout.write(shlex.join(rec.flags) + "\n")
+        elif as_json:
+            sys.stdout.write(json.dumps(rec.to_json(), indent=2) + "\n")
+        else:
+            from kvplan.render.plan import render_recommendation
+
+            render_recommendation(rec)

@@ -1,0 +1,205 @@
+"""Deployment plans: safe max-num-seqs, replicas, admission limits and cost.
+
+For one candidate (GPU, tensor parallelism, KV dtype) the planner sizes the KV pool
+(`sizing.size`), samples the running batch's KV demand (`capacity`), takes the largest
+max-num-seqs whose overflow (preemption) risk stays below the target and whose TPOT meets
+the SLO, predicts throughput at that depth (`perf`), and sizes replicas and the admission
+queue for the arrival rate with an M/M/c model (`queueing`). Candidates that meet every SLO
+are ranked by cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from kvplan.core import capacity, perf, queueing
+from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, size
+from kvplan.core.workload import Workload
+from kvplan.errors import BadInput
+
+
+@dataclass
+class Targets:
+    """What the operator asks for."""
+
+    rate: float | None = None  # sustained req/s
+    peak_rate: float | None = None
+    ttft_p95_s: float | None = None
+    tpot_ms: float | None = None
+    preempt_risk: float = 0.01
+    policy: str = "risk"  # 'risk' | 'guaranteed'
+    target_utilization: float = 0.8
+    redundancy: int = 0  # extra replicas (N+1 = 1)
+
+
+@dataclass
+class Plan:
+    result: SizeResult
+    gpu: Gpu
+    max_num_seqs: int
+    max_model_len: int
+    replicas: int
+    per_replica_tokens_per_s: float
+    tpot_p50_ms: float
+    ttft_p95_s: float
+    queue_depth_limit: int
+    cost_per_hour: float | None
+    cost_per_million: float | None
+    point: perf.Point
+    safe_seqs: int
+    kv_ceiling: int
+    guaranteed_seqs: int
+    users_per_gpu: float | None = None
+    daily_output_tokens: float = 0.0
+    utilization: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    feasible: bool = True
+    why_not: str = ""
+
+    @property
+    def gpus_per_replica(self) -> int:
+        a = self.result.args
+        return a.tensor_parallel_size * a.pipeline_parallel_size
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_replica * self.replicas
+
+
+def _moments(wl: Workload) -> tuple[float, float, float]:
+    o = wl.output.points
+    return wl.prompt.mean, sum(o) / len(o), sum(x * x for x in o) / len(o)
+
+
+def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
+             t: Targets) -> Plan:
+    """The best plan for one candidate deployment."""
+    r = size(model, gpu, args, version)
+    if not r.fits:
+        raise BadInput(f"{gpu.id} TP{args.tensor_parallel_size}: {r.failure}")
+    wl = wl.clip(r.max_model_len)
+    d = capacity.demand(r.groups, wl, r.max_model_len)
+    usable = r.usable_blocks
+    guaranteed = capacity.guaranteed_max_num_seqs(d, usable)
+    safe = capacity.safe_max_num_seqs(d, usable, t.preempt_risk)
+    ceiling = capacity.mean_ceiling(d, usable)
+    n = guaranteed if t.policy == "guaranteed" else safe
+    notes: list[str] = []
+    pm = perf.build(r, gpu)
+    p_mean, o_mean, o_sq = _moments(wl)
+    mnbt = r.max_num_batched_tokens
+
+    def point(b: int) -> perf.Point:
+        return perf.operating_point(pm, b, p_mean, o_mean, o_sq, mnbt, wl.prefix_hit)
+
+    feasible, why = True, ""
+    if n < 1:
+        feasible, why = False, ("not one sequence fits with the required safety"
+                                f" ({t.policy} policy)")
+        n = 1
+    if t.tpot_ms is not None:
+        if point(1).tpot_ms > t.tpot_ms:
+            feasible = False
+            why = (f"TPOT {t.tpot_ms:g} ms is below the {point(1).tpot_ms:.1f} ms a single "
+                   f"sequence gets on {gpu.id} TP{args.tensor_parallel_size}")
+        else:
+            lo, hi = 1, n
+            while lo < hi:  # largest batch whose TPOT meets the SLO
+                mid = (lo + hi + 1) // 2
+                if point(mid).tpot_ms <= t.tpot_ms:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            if lo < n:
+                notes.append(f"max_num_seqs {lo} (not {n}) keeps TPOT within "
+                             f"{t.tpot_ms:g} ms")
+            n = lo
+    pt = point(n)
+    service_s = pt.ttft_ms / 1000 + o_mean * pt.tpot_ms / 1000
+    per_replica_rps = n / service_s
+    replicas = 1
+    wait95 = 0.0
+    rate = t.rate
+    if wl.users:
+        # closed population: each user alternates think time and one request
+        rate = wl.users / (wl.think_time_s + service_s)
+    if rate:
+        replicas = max(1, math.ceil(rate / (per_replica_rps * t.target_utilization)))
+        if t.peak_rate:
+            replicas = max(replicas, math.ceil(t.peak_rate / per_replica_rps))
+        for _ in range(10000):
+            wait95 = queueing.wait_quantile(replicas * n, rate, service_s, 0.95, wl.burstiness)
+            if t.ttft_p95_s is None or pt.ttft_ms / 1000 + wait95 <= t.ttft_p95_s:
+                break
+            replicas += 1
+        replicas += t.redundancy
+    ttft95 = pt.ttft_ms / 1000 + wait95
+    if t.ttft_p95_s is not None and pt.ttft_ms / 1000 > t.ttft_p95_s:
+        feasible = False
+        why = why or (f"TTFT p95 {t.ttft_p95_s:g} s is below the {pt.ttft_ms / 1000:.2f} s "
+                      f"prefill of a mean prompt on {gpu.id} TP{args.tensor_parallel_size}")
+    budget = (t.ttft_p95_s - pt.ttft_ms / 1000) if t.ttft_p95_s else 2 * service_s
+    queue_limit = max(1, int(budget * per_replica_rps))
+    gpus_per_replica = args.tensor_parallel_size * args.pipeline_parallel_size
+    price = gpu.price_per_hour
+    cost = price * gpus_per_replica * replicas if price else None
+    served_tps = (rate * o_mean) if rate else (pt.output_tokens_per_s * t.target_utilization)
+    per_m = cost / (served_tps * 3600 / 1e6) if cost and served_tps else None
+    util = (rate / (replicas * per_replica_rps)) if rate else t.target_utilization
+    users_gpu = None
+    if wl.users:
+        users_gpu = wl.users / (replicas * gpus_per_replica)
+    return Plan(result=r, gpu=gpu, max_num_seqs=n, max_model_len=r.max_model_len,
+                replicas=replicas, per_replica_tokens_per_s=pt.output_tokens_per_s,
+                tpot_p50_ms=pt.tpot_ms, ttft_p95_s=ttft95, queue_depth_limit=queue_limit,
+                cost_per_hour=cost, cost_per_million=per_m, point=pt, safe_seqs=safe,
+                kv_ceiling=ceiling, guaranteed_seqs=guaranteed, users_per_gpu=users_gpu,
+                daily_output_tokens=pt.output_tokens_per_s * replicas * 86400 * min(util, 1),
+                utilization=util, notes=notes, feasible=feasible, why_not=why)
+
+
+def length_advice(r: SizeResult, wl: Workload) -> list[str]:
+    """When a few long requests dominate KV: a max_model_len, an output cap, a long pool."""
+    notes = []
+    p999 = wl.prompt.quantile(0.999) + wl.output.quantile(0.999)
+    cap = min(r.max_model_len, 1024 * math.ceil(p999 / 1024))
+    if cap < r.max_model_len / 2:
+        notes.append(f"99.9 % of requests fit in {cap:,} tokens: --max-model-len {cap} "
+                     f"(instead of {r.max_model_len:,}) bounds the worst case per sequence; "
+                     "longer requests get a clear 400 instead of starving the pool")
+    o = wl.output
+    tail = sum(x for x in o.points if x > o.quantile(0.99)) / sum(o.points)
+    if tail > 0.05:
+        notes.append(f"the longest 1 % of outputs hold {tail:.0%} of generated KV: cap "
+                     f"max_tokens at about {o.quantile(0.99):,} at the gateway")
+    pr = wl.prompt
+    long_share = sum(x for x in pr.points if x > pr.quantile(0.95)) / sum(pr.points)
+    if long_share > 0.3:
+        notes.append(f"the longest 5 % of prompts carry {long_share:.0%} of prompt tokens: a "
+                     f"separate long-context pool (prompts over {pr.quantile(0.95):,} tokens) "
+                     "lets the main pool run more sequences")
+    return notes
+
+
+def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
+           wl: Workload, t: Targets, tps: list[int], kv_dtypes: list[str],
+           limit: int = 5) -> tuple[list[Plan], list[str]]:
+    """Every (GPU, TP, KV dtype) candidate; feasible ones ranked by cost, then GPUs."""
+    plans, rejected = [], []
+    for gpu in gpus:
+        for tp in tps:
+            for kv in kv_dtypes:
+                a = replace(base, tensor_parallel_size=tp, kv_cache_dtype=kv)
+                try:
+                    p = plan_one(model, gpu, a, version, wl, t)
+                except BadInput as e:
+                    rejected.append(f"{gpu.id} TP{tp} {kv}: {e.message}")
+                    continue
+                if p.feasible:
+                    plans.append(p)
+                else:
+                    rejected.append(f"{gpu.id} TP{tp} {kv}: {p.why_not}")
+    plans.sort(key=lambda p: (p.cost_per_hour if p.cost_per_hour is not None else math.inf,
+                              p.total_gpus, -p.per_replica_tokens_per_s))
+    return plans[:limit], rejected

@@ -1,0 +1,1 @@
+"""Engine flags in and out: vLLM (reference), SGLang and TGI equivalents."""

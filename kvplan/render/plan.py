@@ -1,0 +1,105 @@
+"""Human output of `kvplan throughput` and `kvplan recommend`."""
+
+from __future__ import annotations
+
+import sys
+
+from kvplan.render.term import Painter, table, use_color
+from kvplan.units import fmt_int
+
+WIDTH = 40
+
+
+def bar_chart(rows: list[tuple[str, float, str]], p: Painter, width: int = WIDTH) -> str:
+    """Horizontal bars: (label, value, marker) -> text."""
+    top = max((v for _, v, _ in rows), default=0) or 1
+    lw = max(len(r[0]) for r in rows)
+    out = []
+    for label, v, mark in rows:
+        w = max(1, round(width * v / top)) if v > 0 else 0
+        colour = "red" if "preempt" in mark else ("green" if "knee" in mark else "cyan")
+        out.append(f"  {label.rjust(lw)} {p('█' * w, colour)}{' ' * (width - w)} "
+                   f"{fmt_int(v):>8}  {p(mark, 'yellow') if mark else ''}".rstrip())
+    return "\n".join(out)
+
+
+def render_curve(c, stream=None) -> None:
+    out = stream or sys.stdout
+    p = Painter(use_color(out))
+    r = c.result
+    lines = [f"{p(r.model, 'bold')} on {p(r.gpu, 'bold')} TP{r.args.tensor_parallel_size} · "
+             f"vLLM {r.version.text} · workload {c.workload.name} "
+             f"(prompt mean {c.workload.prompt.mean:,.0f}, output mean "
+             f"{sum(c.workload.output.points) / len(c.workload.output.points):,.0f})", ""]
+    rows, chart = [["batch", "output tok/s", "TPOT ms", "TTFT ms", ""]], []
+    for pt in c.points:
+        mark = []
+        if pt.batch_size == c.knee:
+            mark.append("← knee")
+        if pt.batch_size > c.kv_ceiling:
+            mark.append("preempting")
+        rows.append([str(pt.batch_size), fmt_int(pt.output_tokens_per_s), f"{pt.tpot_ms:.1f}",
+                     f"{pt.ttft_ms:.0f}", " ".join(mark)])
+        chart.append((str(pt.batch_size), pt.output_tokens_per_s, " ".join(mark)))
+    lines.append(table(rows, align="rrrrl"))
+    lines += ["", p("output tokens/s by batch depth", "bold"), bar_chart(chart, p), ""]
+    lines.append(f"knee at batch {p(str(c.knee), 'green')}: beyond it more batch costs "
+                 "relatively more latency than it adds throughput")
+    lines.append(f"KV ceiling at batch {p(str(c.kv_ceiling), 'red')}: the running batch fills "
+                 f"the pool on average; past it vLLM preempts and recomputes (throughput "
+                 f"falls -- see `kvplan simulate`)")
+    lines.append(f"safe --max-num-seqs {c.safe} (1 % preemption risk; `kvplan recommend` for "
+                 "replicas and SLOs)")
+    out.write("\n".join(lines) + "\n")
+
+
+def render_recommendation(rec, stream=None) -> None:
+    out = stream or sys.stdout
+    p = Painter(use_color(out))
+    b = rec.best
+    r = b.result
+    t = rec.targets
+    lines = [f"{p(rec.model.id, 'bold')} · workload {rec.workload.name} · vLLM "
+             f"{r.version.text}", ""]
+    load = (f"{t.rate:g} req/s" if t.rate else
+            f"{rec.workload.users} users" if rec.workload.users else "no rate given")
+    lines.append(p(f"Recommended: {b.replicas} × {b.gpu.id} TP{r.args.tensor_parallel_size} "
+                   f"({b.total_gpus} GPU{'s' if b.total_gpus != 1 else ''}) for {load}",
+                   "bold", "green"))
+    rows = [
+        ["--max-num-seqs", f"{b.max_num_seqs}", f"{t.policy} policy; safe at "
+         f"{t.preempt_risk:.0%} preemption risk: {b.safe_seqs}, guaranteed (every request at "
+         f"max_model_len): {b.guaranteed_seqs}, pool full on average at {b.kv_ceiling}"],
+        ["--max-model-len", fmt_int(b.max_model_len), ""],
+        ["KV cache", f"{r.budget.available_kv / 2**30:.1f} GiB", f"{r.kv_dtype}, "
+         f"{fmt_int(r.num_gpu_blocks)} blocks of {r.block_size} tokens per replica"],
+        ["throughput", f"{fmt_int(b.per_replica_tokens_per_s)} tok/s",
+         f"per replica at batch {b.max_num_seqs}; {b.utilization:.0%} utilised"],
+        ["TPOT p50", f"{b.tpot_p50_ms:.1f} ms", f"SLO {t.tpot_ms:g} ms" if t.tpot_ms else ""],
+        ["TTFT p95", f"{b.ttft_p95_s:.2f} s", (f"SLO {t.ttft_p95_s:g} s; " if t.ttft_p95_s
+                                                else "") + "prefill + M/M/c queueing"],
+        ["admission", f"queue ≤ {b.queue_depth_limit}", "per replica; reject with 429 "
+         "beyond (keeps queueing inside the TTFT SLO)"],
+        ["cost", f"${b.cost_per_hour:,.2f}/h" if b.cost_per_hour else "-",
+         f"${b.cost_per_million:.3f} per 1M output tokens" if b.cost_per_million else
+         "no GPU price in the catalog"],
+        ["capacity", f"{b.daily_output_tokens / 1e9:.2f} B tok/day", ""],
+    ]
+    if b.users_per_gpu:
+        rows.append(["users per GPU", f"{b.users_per_gpu:.0f}", ""])
+    lines.append(table(rows))
+    lines += ["", p("Command", "bold"), "  " + rec.command, ""]
+    if len(rec.plans) > 1:
+        lines.append(p("Alternatives (ranked by cost)", "bold"))
+        alt = [["gpu", "TP", "KV", "seqs", "replicas", "GPUs", "tok/s/replica", "$/h",
+                "$/1M tok"]]
+        for q in rec.plans:
+            alt.append([q.gpu.id, str(q.result.args.tensor_parallel_size), q.result.kv_dtype,
+                        str(q.max_num_seqs), str(q.replicas), str(q.total_gpus),
+                        fmt_int(q.per_replica_tokens_per_s),
+                        f"{q.cost_per_hour:,.2f}" if q.cost_per_hour else "-",
+                        f"{q.cost_per_million:.3f}" if q.cost_per_million else "-"])
+        lines += [table(alt, align="lrlrrrrrr"), ""]
+    for note in rec.advice + b.notes:
+        lines.append(f"{p('advice', 'yellow')}: {note}")
+    out.write("\n".join(lines) + "\n")

@@ -1,0 +1,86 @@
+"""Request traces: JSONL or CSV with prompt/output token counts (and optional arrival time),
+as exported by benchmark tools (vLLM `bench serve`, genai-perf, guidellm) and gateways."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvplan.errors import BadInput
+
+PROMPT_KEYS = ("prompt_tokens", "input_tokens", "prompt_len", "input_len", "num_prompt_tokens",
+               "input_length", "prompt_length", "isl")
+OUTPUT_KEYS = ("output_tokens", "completion_tokens", "output_len", "num_output_tokens",
+               "output_length", "generated_tokens", "osl", "max_tokens")
+TIME_KEYS = ("arrival_time", "timestamp", "time", "t", "start_time")
+
+
+@dataclass(frozen=True)
+class Trace:
+    prompts: list[int]
+    outputs: list[int]
+    arrivals: list[float] | None  # seconds from the first request, sorted
+
+
+def _pick(row: dict, keys: tuple[str, ...]) -> object | None:
+    low = {str(k).strip().lower(): v for k, v in row.items()}
+    for k in keys:
+        if k in low and low[k] not in (None, ""):
+            return low[k]
+    return None
+
+
+def read_trace(path: str) -> Trace:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise BadInput(f"cannot read trace {path}: {e.strerror}") from None
+    if not text.strip():
+        raise BadInput(f"trace {path} is empty", hint="it needs one request per line or row")
+    rows: list[dict]
+    if p.suffix.lower() in (".jsonl", ".json", ".ndjson") or text.lstrip().startswith("{"):
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                raise BadInput(f"trace {path} line {n} is not valid JSON") from None
+            if not isinstance(obj, dict):
+                raise BadInput(f"trace {path} line {n} is not a JSON object")
+            rows.append(obj)
+    else:
+        rows = list(csv.DictReader(io.StringIO(text)))
+    prompts, outputs, times = [], [], []
+    for n, row in enumerate(rows, 1):
+        pv, ov, tv = _pick(row, PROMPT_KEYS), _pick(row, OUTPUT_KEYS), _pick(row, TIME_KEYS)
+        if pv is None or ov is None:
+            raise BadInput(f"trace {path} row {n} has no prompt/output token columns",
+                           hint="name them prompt_tokens and output_tokens (or input_len / "
+                                "output_len, completion_tokens)")
+        try:
+            pi, oi = int(float(pv)), int(float(ov))
+        except (TypeError, ValueError):
+            raise BadInput(f"trace {path} row {n}: token counts must be numbers") from None
+        if pi <= 0 or oi <= 0:
+            raise BadInput(f"trace {path} row {n}: token counts must be positive "
+                           f"(got prompt {pi}, output {oi})")
+        prompts.append(pi)
+        outputs.append(oi)
+        if tv is not None:
+            try:
+                times.append(float(tv))
+            except (TypeError, ValueError):
+                raise BadInput(f"trace {path} row {n}: arrival time must be a number") from None
+    if not prompts:
+        raise BadInput(f"trace {path} has no requests")
+    arrivals = None
+    if len(times) == len(prompts):
+        t0 = min(times)
+        arrivals = sorted(t - t0 for t in times)
+    return Trace(prompts, outputs, arrivals)

@@ -1,0 +1,220 @@
+"""Throughput curve, safe max-num-seqs (checked by an independent Monte Carlo), replicas,
+admission limits, emitted flags."""
+
+import json
+import math
+import random
+
+import pytest
+from configs import GEMMA2_9B, LLAMA31_8B
+
+from kvplan.cli import main
+from kvplan.core import capacity, queueing
+from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+from kvplan.core.workload import LengthDist, parse_lengths, preset
+from kvplan.errors import BadInput
+
+H100 = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 << 20, "9.0", bandwidth_gbps=3350,
+           tflops={"bf16": 989})
+L4 = Gpu("l4", "NVIDIA L4", 22518 << 20, "8.9", bandwidth_gbps=300, tflops={"bf16": 121})
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def independent_overflow(groups, wl, mml, n, usable, trials, rng):
+    """Simulate n running sequences straight from the workload (not from kvplan's sample):
+    a running request is caught in proportion to its output length, at a uniform age."""
+    outs = wl.output.points
+    total = sum(outs)
+    over = 0
+    for _ in range(trials):
+        s = 0
+        for _ in range(n):
+            x = rng.random() * total
+            acc = 0
+            for o in outs:
+                acc += o
+                if acc >= x:
+                    break
+            p = min(wl.prompt.points[rng.randrange(len(wl.prompt.points))], mml - 1)
+            tokens = min(mml, p + int(rng.random() * o))
+            s += sum(g.blocks_per_request(tokens, 0) for g in groups)
+        if s > usable:
+            over += 1
+    return over / trials
+
+
+@pytest.mark.parametrize("cfg,gpu,mml,wl,avail", [
+    (LLAMA31_8B, L4, 16384, "chat", None),
+    (LLAMA31_8B, H100, 32768, "reasoning", 6 << 30),
+    (GEMMA2_9B, H100, 8192, "rag", 8 << 30),
+])
+def test_safe_max_num_seqs_keeps_overflow_under_risk(cfg, gpu, mml, wl, avail):
+    r = size(Model("m", cfg), gpu, EngineArgs(max_model_len=mml, kv_cache_memory_bytes=avail))
+    w = preset(wl).clip(mml)
+    d = capacity.demand(r.groups, w, mml)
+    n = capacity.safe_max_num_seqs(d, r.usable_blocks, 0.01)
+    assert n >= 2
+    rng = random.Random(7)
+    trials = 4000
+    p_at = independent_overflow(r.groups, w, mml, n, r.usable_blocks, trials, rng)
+    assert p_at <= 0.01 + 3 * (0.01 * 0.99 / trials) ** 0.5  # within MC noise of the risk
+    # and it is not needlessly conservative: 30 % more sequences overflow far more often
+    p_more = independent_overflow(r.groups, w, mml, int(n * 1.3) + 1, r.usable_blocks, 1500,
+                                  rng)
+    assert p_more > 0.01
+
+
+def test_guaranteed_policy_is_worst_case():
+    r = size(Model("m", LLAMA31_8B), H100, EngineArgs(max_model_len=8192,
+                                                      kv_cache_memory_bytes=10 << 30))
+    d = capacity.demand(r.groups, preset("chat").clip(8192), 8192)
+    assert capacity.guaranteed_max_num_seqs(d, r.usable_blocks) == (5120 - 1) // 512
+
+
+def test_erlang_c_known_values():
+    assert queueing.erlang_c(2, 1.0) == pytest.approx(1 / 3)
+    assert queueing.erlang_c(1, 0.5) == pytest.approx(0.5)  # M/M/1: P(wait) = rho
+    # M/M/1 wait quantile: P(W > t) = rho e^{-(mu - lam) t}
+    t = queueing.wait_quantile(1, 0.5, 1.0, 0.95)
+    assert t == pytest.approx(2 * math.log(10))  # 0.5 e^{-0.5 t} = 0.05
+    assert queueing.wait_quantile(4, 5.0, 1.0) == float("inf")
+
+
+def test_length_parsing():
+    d = parse_lengths("p50=800,p99=6000", "x")
+    # 512-point quantile grid: the 0.99 point sits at q = 0.9893
+    assert abs(d.quantile(0.5) - 800) <= 8 and abs(d.quantile(0.99) / 6000 - 1) < 0.03
+    assert parse_lengths("fixed:512", "x").mean == 512
+    assert abs(parse_lengths("800", "x").mean / 800 - 1) < 0.02
+    for bad in ("-5", "0", "p99=10", "p50=800,p99=100", "lots", "fixed:0"):
+        with pytest.raises(BadInput):
+            parse_lengths(bad, "--prompt-tokens")
+    assert LengthDist.empirical([1, 2, 3], "t").max == 3
+
+
+def test_throughput_json_contract(capsys):
+    code, out, err = run(capsys, "throughput", "llama-3.1-8b-instruct", "--gpu", "h100",
+                         "--max-model-len", "16384", "--workload", "chat",
+                         "--batch-sizes", "1,8,64", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert [p["batch_size"] for p in d["points"]] == [1, 8, 64]
+    for p in d["points"]:
+        assert {"batch_size", "output_tokens_per_s", "tpot_ms", "ttft_ms"} <= p.keys()
+    tps = [p["output_tokens_per_s"] for p in d["points"]]
+    assert tps == sorted(tps)  # more batch, more throughput below the ceiling
+    assert d["kv_ceiling_batch_size"] > d["safe_max_num_seqs"] > 0
+    assert 1 <= d["knee_batch_size"] <= d["kv_ceiling_batch_size"]
+
+
+def test_recommend_json_contract_and_flags(capsys):
+    code, out, err = run(capsys, "recommend", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                         "h100", "--workload", "chat", "--rate", "20", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    for k in ("max_num_seqs", "max_model_len", "replicas", "gpus_per_replica",
+              "per_replica_output_tokens_per_s", "ttft_p95_s", "tpot_p50_ms",
+              "queue_depth_limit", "cost_per_hour", "cost_per_million_output_tokens",
+              "flags", "command"):
+        assert k in d, k
+    assert d["flags"][d["flags"].index("--max-num-seqs") + 1] == str(d["max_num_seqs"])
+    assert d["command"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct ")
+    # capacity covers the rate at <= 80 % utilisation
+    assert d["utilization"] <= 0.8 and d["replicas"] >= 1
+    code, out2, _ = run(capsys, "recommend", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                        "h100", "--workload", "chat", "--rate", "20", "--emit-flags")
+    assert out2.strip() == " ".join(d["flags"])
+
+
+def test_recommend_more_rate_more_replicas(capsys):
+    res = []
+    for rate in ("5", "50", "200"):
+        _, out, _ = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
+                        "--rate", rate, "--json")
+        res.append(json.loads(out)["replicas"])
+    assert res[0] <= res[1] < res[2]
+
+
+def test_recommend_sglang_and_tgi(capsys):
+    _, out, _ = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100", "--rate",
+                    "10", "--engine", "sglang", "--emit-flags")
+    assert "--mem-fraction-static" in out and "--max-running-requests" in out
+    assert "--context-length" in out and "--chunked-prefill-size" in out
+    _, out, _ = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100", "--rate",
+                    "10", "--engine", "tgi", "--emit-flags")
+    for f in ("--max-concurrent-requests", "--max-total-tokens", "--max-batch-total-tokens",
+              "--max-batch-prefill-tokens"):
+        assert f in out
+
+
+def test_impossible_tpot_says_what_is_achievable(capsys):
+    code, _, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "l4",
+                       "--max-model-len", "8192", "--tpot", "1")
+    assert code == 1
+    assert "TPOT 1 ms is below the" in err and "a single sequence gets on l4" in err
+
+
+def test_search_ranks_by_cost(capsys):
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu",
+                         "h100,l40s,a100", "-tp", "auto", "--kv-cache-dtype", "auto|fp8",
+                         "--rate", "20", "--max-model-len", "16384", "--json", "--top", "4")
+    assert code == 0, err
+    d = json.loads(out)
+    costs = [d["cost_per_hour"]] + [a["cost_per_hour"] for a in d["alternatives"]]
+    assert costs == sorted(costs)
+
+
+def test_users_per_gpu(capsys):
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
+                         "--users", "2000", "--think-time", "20", "--max-model-len", "16384",
+                         "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["users_per_gpu"] == pytest.approx(2000 / (d["replicas"] * d["gpus_per_replica"]),
+                                              rel=0.01)
+
+
+def test_trace_input(tmp_path, capsys):
+    t = tmp_path / "t.jsonl"
+    t.write_text("\n".join(json.dumps({"prompt_tokens": 500 + i, "output_tokens": 200,
+                                       "timestamp": i * 0.1}) for i in range(50)))
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
+                         "--trace", str(t), "--json", "--max-model-len", "8192")
+    assert code == 0, err
+    assert json.loads(out)["rate"] == pytest.approx(10.0)
+    c = tmp_path / "t.csv"
+    c.write_text("input_len,output_len\n100,20\n300,40\n")
+    code, _, err = run(capsys, "throughput", "llama-3.1-8b-instruct", "--gpu", "h100",
+                       "--trace", str(c), "--json", "--max-model-len", "8192")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("content,msg", [
+    ("", "is empty"),
+    ("{\"prompt_tokens\": 5}\n", "no prompt/output token columns"),
+    ("{bad json\n", "is not valid JSON"),
+    ("prompt_tokens,output_tokens\n-1,5\n", "must be positive"),
+])
+def test_bad_traces(tmp_path, capsys, content, msg):
+    t = tmp_path / ("t.jsonl" if content.startswith("{") else "t.csv")
+    t.write_text(content)
+    code, _, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
+                       "--trace", str(t))
+    assert code == 2 and msg in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("args,msg", [
+    (("--rate", "-3"), "--rate must be positive"),
+    (("--prompt-tokens", "0"), "cannot read --prompt-tokens"),
+    (("--workload", "chatt"), "did you mean chat"),
+    (("--preempt-risk", "2"), "--preempt-risk must be between 0 and 1"),
+    (("--policy", "yolo"), "is not risk or guaranteed"),
+])
+def test_bad_plan_input(capsys, args, msg):
+    code, _, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100", *args)
+    assert code == 2 and msg in err
