@@ -467,8 +467,23 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
     return out
 
 
+_MEMO: dict[int, tuple[dict[str, Any], ModelArch]] = {}
+
+
 def normalize(config: dict[str, Any]) -> ModelArch:
-    """Turn a raw HF config (as loaded from config.json) into a `ModelArch`."""
+    """Turn a raw HF config (as loaded from config.json) into a `ModelArch` (memoised per
+    config object; a `ModelArch` is never mutated after this returns)."""
+    hit = _MEMO.get(id(config))
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    arch = _normalize(config)
+    if len(_MEMO) > 64:
+        _MEMO.clear()
+    _MEMO[id(config)] = (config, arch)
+    return arch
+
+
+def _normalize(config: dict[str, Any]) -> ModelArch:
     if not isinstance(config, dict):
         raise BadInput("config is not a JSON object")
     t = text_config_of(config)

@@ -22,7 +22,8 @@ from kvplan.core.blocks import Group
 from kvplan.core.workload import Workload
 
 SAMPLES = 4096
-THETAS = 80
+THETAS = 160
+BIN_SPAN = 0.02
 # The saddlepoint estimate is accurate to a few percent of the probability; the cap keeps a
 # 25 % margin under the requested risk for that approximation error (docs/recommend.md).
 APPROX_MARGIN = 1.25
@@ -50,37 +51,44 @@ class Demand:
     worst: int  # blocks of a request at max_model_len (the guaranteed policy)
     log_mgf: tuple[tuple[float, float], ...]  # (theta, log E[exp(theta d)])
     hist: tuple[tuple[int, float], ...] = ()  # (value, probability)
+    grid: tuple[tuple[float, float], ...] = ()  # (theta, tilted mean), increasing
 
     def _tilted(self, theta: float) -> tuple[float, float, float]:
-        """log M(theta), tilted mean and tilted variance, from the exact histogram."""
+        """log M(theta), tilted mean and tilted variance, from the histogram."""
         top = self.hist[-1][0]
+        exp = math.exp
         m0 = m1 = m2 = 0.0
         for v, p in self.hist:
-            e = p * math.exp(theta * (v - top))
+            e = p * exp(theta * (v - top))
+            ev = e * v
             m0 += e
-            m1 += e * v
-            m2 += e * v * v
+            m1 += ev
+            m2 += ev * v
         mean = m1 / m0
         return theta * top + math.log(m0), mean, max(m2 / m0 - mean * mean, 1e-12)
 
+    def _solve(self, a: float) -> float:
+        """theta with tilted mean a, interpolated on the precomputed (dense) grid."""
+        means = [m for _, m in self.grid]
+        i = bisect.bisect_left(means, a)
+        if i == 0:
+            theta = self.grid[0][0]
+        elif i >= len(self.grid):
+            theta = self.grid[-1][0]
+        else:
+            (t0, m0), (t1, m1) = self.grid[i - 1], self.grid[i]
+            theta = t0 + (t1 - t0) * (a - m0) / ((m1 - m0) or 1.0)
+        return theta
+
     def overflow_prob(self, n: int, usable: int) -> float:
         """P(sum of n demands > usable), lattice saddlepoint approximation."""
-        if n <= 0 or n * self.samples[-1] <= usable:
+        if n <= 0 or n * self.hist[-1][0] <= usable:
             return 0.0
         k = usable + 1  # overflow: S >= usable + 1
         a = k / n
         if a <= self.mean:
             return max(0.5, self.overflow_bound(n, usable) if a > self.mean else 1.0)
-        lo, hi = 0.0, 1.0
-        while self._tilted(hi)[1] < a and hi < 1e6:
-            lo, hi = hi, hi * 2
-        for _ in range(60):  # bisection on the monotone tilted mean
-            mid = (lo + hi) / 2
-            if self._tilted(mid)[1] < a:
-                lo = mid
-            else:
-                hi = mid
-        theta = (lo + hi) / 2
+        theta = self._solve(a)
         lm, _, var = self._tilted(theta)
         big_k = n * lm
         w2 = 2 * (theta * k - big_k)
@@ -112,10 +120,26 @@ class Demand:
         return over / trials
 
 
+_CACHE: dict[tuple, Demand] = {}
+
+
 def demand(groups: list[Group], workload: Workload, max_model_len: int,
            seed: int = 0) -> Demand:
-    """Sample the steady-state block demand of one running sequence."""
+    """Sample the steady-state block demand of one running sequence (memoised: block counts
+    depend only on each group's kind, block size and window, not on page bytes)."""
     wl = workload.clip(max_model_len)
+    key = (tuple((g.spec.kind, g.spec.block_size, g.spec.window, g.spec.encoder_len,
+                  g.spec.state_blocks) for g in groups),
+           wl.prompt.points, wl.output.points, wl.prefix_hit, max_model_len, seed)
+    hit = _CACHE.get(key)
+    if hit is None:
+        if len(_CACHE) > 256:
+            _CACHE.clear()
+        hit = _CACHE[key] = _demand(groups, wl, max_model_len, seed)
+    return hit
+
+
+def _demand(groups: list[Group], wl: Workload, max_model_len: int, seed: int) -> Demand:
     rng = random.Random(seed)
     outs = wl.output.points
     cum, acc = [], 0
@@ -134,17 +158,31 @@ def demand(groups: list[Group], workload: Workload, max_model_len: int,
     samples.sort()
     top = samples[-1]
     mean = sum(samples) / len(samples)
+    # the tail computations use a histogram with geometric bins (each at most BIN_SPAN wider
+    # than its lower edge); every demand is rounded UP to its bin's largest member, so a
+    # sequence's blocks are never under-counted (conservative by at most BIN_SPAN)
     counts: dict[int, int] = {}
-    for v in samples:
-        counts[v] = counts.get(v, 0) + 1
+    start = i = 0
+    while i < len(samples):
+        limit = samples[start] * (1 + BIN_SPAN) + 1
+        while i < len(samples) and samples[i] <= limit:
+            i += 1
+        counts[samples[i - 1]] = i - start
+        start = i
     hist = tuple((v, c / len(samples)) for v, c in sorted(counts.items()))
-    lmgf = []
+    top = hist[-1][0]
+    lmgf, grid = [], []
     for k in range(1, THETAS + 1):
         theta = (k / THETAS) ** 2 * 40.0 / max(top, 1)
-        lse = theta * top + math.log(sum(p * math.exp(theta * (v - top)) for v, p in hist))
-        lmgf.append((theta, lse))
+        m0 = m1 = 0.0
+        for v, p in hist:
+            e = p * math.exp(theta * (v - top))
+            m0 += e
+            m1 += e * v
+        lmgf.append((theta, theta * top + math.log(m0)))
+        grid.append((theta, m1 / m0))
     worst = _group_blocks(groups, max_model_len) if groups else 1
-    return Demand(tuple(samples), mean, worst, tuple(lmgf), hist)
+    return Demand(tuple(samples), mean, worst, tuple(lmgf), hist, tuple(grid))
 
 
 def safe_max_num_seqs(d: Demand, usable: int, risk: float, cap: int = 4096,
@@ -153,10 +191,42 @@ def safe_max_num_seqs(d: Demand, usable: int, risk: float, cap: int = 4096,
     `strict` uses the Chernoff upper bound instead)."""
     prob = d.overflow_bound if strict else d.overflow_prob
     limit = risk if strict else risk / APPROX_MARGIN
-    lo, hi = 0, cap
+    memo: dict[int, bool] = {}
+
+    def ok(n: int) -> bool:
+        if n not in memo:
+            memo[n] = prob(n, usable) <= limit
+        return memo[n]
+
+    # start near the normal-approximation answer, bracket it, then bisect the bracket
+    var = sum(p * (v - d.mean) ** 2 for v, p in d.hist)
+    z = 2.326 if risk <= 0.01 else 1.645
+    b = z * math.sqrt(var)
+    guess = int(((-b + math.sqrt(b * b + 4 * d.mean * usable)) / (2 * d.mean)) ** 2) \
+        if d.mean else cap
+    guess = max(1, min(cap, guess))
+    step = max(1, guess // 16)
+    if ok(guess):  # walk up until it fails: the answer is in [lo, hi]
+        lo, hi = guess, cap
+        while lo + step <= cap:
+            if not ok(lo + step):
+                hi = lo + step - 1
+                break
+            lo += step
+            step *= 2
+    else:  # walk down until it holds
+        lo, hi = 0, guess - 1
+        probe = guess - step
+        while probe >= 1:
+            if ok(probe):
+                lo = probe
+                break
+            hi = probe - 1
+            step *= 2
+            probe = guess - step
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if prob(mid, usable) <= limit:
+        if ok(mid):
             lo = mid
         else:
             hi = mid - 1

@@ -7,6 +7,8 @@ platform's preferred half type), `utils/torch_utils.py` `STR_DTYPE_TO_TORCH_DTYP
 
 from __future__ import annotations
 
+from functools import cache
+
 from kvplan.core.versions import cc_major
 from kvplan.errors import BadInput
 
@@ -21,11 +23,13 @@ _CANON = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "flo
 FP8_DS_MLA_BYTES_PER_TOKEN = 656  # 512 fp8 NoPE + 4 fp32 scales + 64 bf16 RoPE (flashmla_sparse)
 
 
+@cache
 def canonical(dtype: str) -> str:
     d = str(dtype).lower().replace("torch.", "")
     return _CANON.get(d, d)
 
 
+@cache
 def dtype_bytes(dtype: str) -> int:
     d = canonical(dtype)
     if d not in DTYPE_BYTES:

@@ -100,8 +100,23 @@ def _state_params(layer: StateLayer, h: int) -> int:
     return h * (inter + conv_dim + layer.n_heads) + conv_dim * layer.d_conv + inter * h
 
 
+_PARAMS: dict[int, tuple[ModelArch, ParamCount]] = {}
+
+
 def count_params(arch: ModelArch) -> ParamCount:
-    """Estimate parameters from the config (exact for standard Llama/Qwen/Mixtral layouts)."""
+    """Estimate parameters from the config (exact for standard Llama/Qwen/Mixtral layouts);
+    memoised per `ModelArch`."""
+    hit = _PARAMS.get(id(arch))
+    if hit is not None and hit[0] is arch:
+        return hit[1]
+    pc = _count_params(arch)
+    if len(_PARAMS) > 64:
+        _PARAMS.clear()
+    _PARAMS[id(arch)] = (arch, pc)
+    return pc
+
+
+def _count_params(arch: ModelArch) -> ParamCount:
     t = arch.text_config
     h = arch.hidden_size
     embed = arch.vocab_size * h

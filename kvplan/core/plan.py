@@ -75,7 +75,7 @@ def _moments(wl: Workload) -> tuple[float, float, float]:
 def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
              t: Targets) -> Plan:
     """The best plan for one candidate deployment."""
-    r = size(model, gpu, args, version)
+    r = size(model, gpu, args, version, hints=False)
     if not r.fits:
         raise BadInput(f"{gpu.id} TP{args.tensor_parallel_size}: {r.failure}")
     wl = wl.clip(r.max_model_len)

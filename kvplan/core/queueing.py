@@ -24,6 +24,8 @@ def erlang_c(c: int, a: float) -> float:
     b = 1.0
     for k in range(1, c + 1):
         b = a * b / (k + a * b)
+        if b < 1e-15 and k > a:  # B only falls from here on: P(wait) is 0 to double precision
+            return 0.0
     rho = a / c
     return b / (1 - rho * (1 - b))
 

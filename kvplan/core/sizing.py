@@ -310,8 +310,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
 # --- main ------------------------------------------------------------------------------------
 
 def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
-         vllm_version: str | None = None, *, _probing: bool = False) -> SizeResult:
-    """Size vLLM's KV cache for `model` on `gpu` with `args`."""
+         vllm_version: str | None = None, *, hints: bool = True) -> SizeResult:
+    """Size vLLM's KV cache for `model` on `gpu` with `args` (`hints`: when it does not fit,
+    re-size with more TP / an FP8 KV cache to say what would)."""
     a = args or EngineArgs()
     version = VllmVersion.of(vllm_version)
     arch = normalize(model.config)
@@ -468,7 +469,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             failure = (f"max_model_len {mml} needs {need / GiB:.2f} GiB of KV cache for one "
                        f"request but only {avail_for_check / GiB:.2f} GiB is available; "
                        f"the largest max_model_len that fits is {largest}")
-    if not fits and not _probing:
+    if not fits and hints:
         notes.append(_fit_hint(model, gpu, a, vllm_version, arch))
 
     bpr = B.blocks_per_request(groups, mml, inflight) if groups else 1
@@ -486,12 +487,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             conc_at[n] = usable // r if r else 0
 
     # per-token figures
-    top_stage = max(range(pp), key=lambda s: sum(
-        attn_bytes_per_token(arch.layers[i], tp, kv) for i in stages[s]
-        if isinstance(arch.layers[i], AttnLayer)))
-    per_gpu = sum(_tok_bytes(arch.layers[i], tp, kv) for i in stages[top_stage])
-    replica = sum(_tok_bytes(x, tp, kv) for x in arch.layers) * tp
-    logical = sum(_tok_bytes(x, 1, kv) for x in arch.layers)
+    tok = [_tok_bytes(x, tp, kv) for x in arch.layers]
+    top_stage = max(range(pp), key=lambda s: sum(tok[i] for i in stages[s]))
+    per_gpu = sum(tok[i] for i in stages[top_stage])
+    replica = sum(tok) * tp
+    logical = sum(_tok_bytes(x, 1, kv) for x in arch.layers) if tp > 1 else sum(tok)
     state = sum(state_bytes(x, tp, dts) for i, x in enumerate(arch.layers)
                 if isinstance(x, StateLayer) and i in stages[top_stage])
     state += sum(state_bytes(x.parallel_state, tp, dts) for i, x in enumerate(arch.layers)
@@ -552,13 +552,13 @@ def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
     for tp in (2, 4, 8, 16):
         if tp <= a.tensor_parallel_size or heads % tp:
             continue
-        r = size(model, gpu, replace(a, tensor_parallel_size=tp), version, _probing=True)
+        r = size(model, gpu, replace(a, tensor_parallel_size=tp), version, hints=False)
         if r.fits:
             return (f"fits with --tensor-parallel-size {tp} ({r.budget.weights / GiB:.1f} GiB of "
                     f"weights and {r.budget.available_kv / GiB:.1f} GiB of KV per GPU)")
     if a.kv_cache_dtype == "auto":
         try:
-            r = size(model, gpu, replace(a, kv_cache_dtype="fp8"), version, _probing=True)
+            r = size(model, gpu, replace(a, kv_cache_dtype="fp8"), version, hints=False)
         except BadInput:
             r = None
         if r is not None and r.fits:

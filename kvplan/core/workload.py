@@ -62,6 +62,8 @@ class LengthDist:
         return self.points[-1]
 
     def clipped(self, lo: int, hi: int) -> LengthDist:
+        if self.points[0] >= lo and self.points[-1] <= hi:
+            return self
         return LengthDist(tuple(min(hi, max(lo, x)) for x in self.points), self.label)
 
     def sample(self, rng: random.Random) -> int:
@@ -164,6 +166,8 @@ class Workload:
         """Lengths as the server sees them: prompt + output <= max_model_len."""
         p = self.prompt.clipped(1, max_model_len - 1)
         o = self.output.clipped(1, max_model_len - 1)
+        if p is self.prompt and o is self.output:
+            return self
         return Workload(**{**self.__dict__, "prompt": p, "output": o})
 
 
