@@ -95,6 +95,12 @@ def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
                               "or --kv-cache-dtype auto|fp8")
     best = plans[0]
     flags = flags_for(best, engine)
+    if engine == "vllm":
+        from kvplan.engines.vllm_registry import Registry
+
+        bad = Registry(version).unknown(flags)
+        if bad:  # a bug in kvplan, not in the user's input: never emit a flag vLLM rejects
+            raise RuntimeError(f"emitted flags unknown to vLLM {version}: {bad}")
     cmd = command_for(best, engine, model.id)
     advice = length_advice(best.result, wl.clip(best.max_model_len))
     return Recommendation(model, wl, t, engine, plans, rejected, flags, cmd, advice)

@@ -218,3 +218,33 @@ def test_bad_traces(tmp_path, capsys, content, msg):
 def test_bad_plan_input(capsys, args, msg):
     code, _, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100", *args)
     assert code == 2 and msg in err
+
+
+@pytest.mark.parametrize("version", ["0.6", "0.8.5", "0.10.2", "0.11", "0.14", "0.18", "0.20.2",
+                                     "0.33"])
+def test_emitted_flags_exist_in_every_version(capsys, version):
+    from kvplan.engines.vllm_registry import Registry
+
+    code, out, err = run(capsys, "recommend", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                         "h100", "-tp", "2", "--kv-cache-dtype", "fp8", "--rate", "20",
+                         "--vllm-version", version, "--json")
+    assert code == 0, err
+    flags = json.loads(out)["flags"]
+    reg = Registry(version)
+    assert reg.unknown(flags) == []
+    assert reg.lookup("--tensor-parallel-size").name == "--tensor-parallel-size"
+
+
+def test_registry_spelling_rules():
+    from kvplan.engines.vllm_registry import Registry
+
+    r = Registry("0.33")
+    assert r.lookup("-tp").name == "--tensor-parallel-size"
+    assert r.lookup("--max_num_seqs").name == "--max-num-seqs"
+    assert r.lookup("--no-enable-prefix-caching").negated
+    assert r.lookup("--max-num-seq") is None or r.lookup("--max-num-seq").name
+    assert r.lookup("--max-num-seqz") is None
+    assert r.suggest("--max-num-seqz") == "--max-num-seqs"
+    assert Registry("0.20").lookup("--watermark") is None  # 0.33 only
+    assert Registry("0.14").lookup("--swap-space") is not None
+    assert Registry("0.18").lookup("--swap-space") is None  # removed in 0.18

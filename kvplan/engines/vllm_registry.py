@@ -1,0 +1,99 @@
+"""Which `vllm serve` flags exist in which vLLM release (`vllm_flags.json`, read off each
+release's own argparse parser; docs/vllm-flags.md), and how vLLM spells and parses them:
+underscores may replace dashes, a unique prefix of a long option is accepted where the
+release's parser allows abbreviations, `--no-x`/`--disable-x` negate boolean flags."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from kvplan.core.versions import VllmVersion
+
+DATA = Path(__file__).with_name("vllm_flags.json")
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict:
+    return json.loads(DATA.read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str  # canonical spelling
+    takes_value: bool
+    spelled: str  # how the user wrote it
+    negated: bool = False
+    deprecated: bool = False
+    choices: tuple[str, ...] = ()
+
+
+class Registry:
+    """The flags of one release (the newest recorded release not newer than the target)."""
+
+    def __init__(self, version: str | None):
+        v = VllmVersion.of(version)
+        versions = _data()["versions"]
+        keys = sorted(versions, key=lambda k: tuple(int(x) for x in k.split(".")))
+        best = keys[0]
+        for k in keys:
+            if tuple(int(x) for x in k.split(".")) <= v.v[:2]:
+                best = k
+        self.key = best
+        self.release = versions[best]["release"]
+        self.parser = versions[best].get("parser", {})
+        self.flags: dict[str, dict] = versions[best]["flags"]
+        self._spell: dict[str, tuple[str, bool]] = {}
+        for name, info in self.flags.items():
+            self._spell[name] = (name, False)
+            for a in info.get("aliases", []):
+                self._spell[a] = (name, False)
+            for n in info.get("negations", []):
+                self._spell[n] = (name, True)
+
+    def lookup(self, spelled: str) -> Flag | None:
+        """Resolve a flag as vLLM's parser would, or None if the parser rejects it."""
+        s = spelled.split("=", 1)[0]
+        if s.startswith("--") and "." in s and self.parser.get("dotted_json_args"):
+            s = s.split(".", 1)[0]  # --compilation-config.level 3
+        cands = [s]
+        if s.startswith("--"):
+            cands.append("--" + s[2:].replace("_", "-"))
+        for c in cands:
+            hit = self._spell.get(c)
+            if hit:
+                return self._flag(hit[0], spelled, hit[1])
+        if s.startswith("--") and self.parser.get("prefix_abbreviations_ok", True):
+            norm = "--" + s[2:].replace("_", "-")
+            matches = {self._spell[k][0] for k in self._spell if k.startswith(norm)}
+            if len(matches) == 1:
+                name = matches.pop()
+                return self._flag(name, spelled, False)
+        return None
+
+    def _flag(self, name: str, spelled: str, negated: bool) -> Flag:
+        info = self.flags[name]
+        return Flag(name, bool(info.get("takes_value")) and not negated, spelled, negated,
+                    bool(info.get("deprecated")),
+                    tuple(str(x) for x in info.get("choices") or info.get("known_values") or ()))
+
+    def suggest(self, spelled: str) -> str | None:
+        s = "--" + spelled.split("=", 1)[0].lstrip("-").replace("_", "-")
+        close = difflib.get_close_matches(s, list(self._spell), n=1, cutoff=0.6)
+        return close[0] if close else None
+
+    def unknown(self, flags: list[str]) -> list[str]:
+        """Flags (tokens starting with '-') this release's parser would reject."""
+        return [f for f in flags if f.startswith("-") and not _is_number(f)
+                and self.lookup(f) is None]
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+        return True
+    except ValueError:
+        return False
