@@ -194,9 +194,10 @@ def gpus_cmd(catalog: Optional[list[str]] = CatalogOpt,
     render_gpus(cat, as_json)
 
 
-from kvplan.cli_plan import register as _register_plan  # noqa: E402
+from kvplan import cli_check, cli_diagnose, cli_plan, cli_simulate  # noqa: E402
 
-_register_plan(app)
+for _mod in (cli_plan, cli_check, cli_simulate, cli_diagnose):
+    _mod.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
