@@ -27,9 +27,20 @@ PERF: dict[str, tuple[float, str, str]] = {
                "single-stream decode; benchmarks/throughput_cases.yaml)"),
     "flops_eff": (0.55, "x dense peak FLOP/s",
                   "large-batch prefill / decode GEMMs reach 50-65 % of dense peak"),
-    "step_overhead_s": (0.0025, "s per step",
-                        "scheduler + sampler + launch overhead with CUDA graphs "
-                        "(1.5-4 ms per step in published ITL at batch 1)"),
+    "step_overhead_s": (0.0008, "s per step",
+                        "scheduler, sampler and host<->device sync outside the layers"),
+    "layer_overhead_s": (40e-6, "s per dense decoder layer per step",
+                         "kernel launch/latency floor of ~10 kernels a layer under CUDA graphs; "
+                         "fitted on single-stream TPOT of Qwen2-7B, Qwen3-1.7B (A100), Qwen3-8B "
+                         "(H100), Qwen3-4B (RTX 4090): 1.2-3 ms above the bandwidth time"),
+    "moe_layer_overhead_s": (110e-6, "s per MoE decoder layer per step",
+                             "router, top-k, permute and grouped GEMMs: fitted on single-stream "
+                             "TPOT of gpt-oss-20b (H100/H200/B200: 4.5-6.7 ms) and "
+                             "Qwen3-30B-A3B (A100: 9.6 ms); 110-150 us a layer"),
+    "seq_overhead_s": (15e-6, "s per running sequence per step",
+                       "per-request scheduling, input preparation and output processing; "
+                       "fitted on high-concurrency ITL (gpt-oss-20b at ~1,000 running: 45 ms; "
+                       "range 10-30 us)"),
     "allreduce_latency_s": (12e-6, "s per all-reduce over NVLink (x3 over PCIe)",
                             "NCCL / custom all-reduce small-message latency"),
 }
@@ -84,7 +95,11 @@ class PerfModel:
         if self.tp > 1:
             lat = perf("allreduce_latency_s") * (1 if self.nvlink else 3)
             comm = 2 * self.layers / self.pp * lat
-        return max(mem, comp) + comm + perf("step_overhead_s")
+        dense_layers = (self.layers - self.moe_layers) / self.pp
+        floor = (perf("step_overhead_s") + dense_layers * perf("layer_overhead_s")
+                 + self.moe_layers / self.pp * perf("moe_layer_overhead_s")
+                 + decodes * perf("seq_overhead_s"))
+        return max(mem, comp) + comm + floor
 
 
 def build(result: SizeResult, gpu: Gpu) -> PerfModel:
