@@ -1,0 +1,682 @@
+"""`kvplan diagnose` end to end: real /metrics text (shared samples and our own fixtures), a real
+local HTTP server serving a sequence of scrapes per scenario, exit codes and the JSON contract.
+
+Scrapes carry Prometheus sample timestamps 5 s apart, so rates are exact whatever the wall
+clock does; every expected number below is worked out by hand in its comment.
+"""
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from metricsserver import MetricsServer, State, vllm_scrape
+
+from kvplan.cli import main
+from kvplan.diagnose import metrics as M
+from kvplan.diagnose.window import increase, tail_share
+
+FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "vllm-metrics"
+T0 = 1_750_000_000.0
+DIAG_KEYS = {"verdict", "findings", "recommended_max_num_seqs", "recommendation", "observed",
+             "engines", "scrapes", "server", "model_names", "metric_names", "cross_check",
+             "notes", "vllm_version"}
+OBSERVED_KEYS = {"preemptions_per_s", "kv_cache_usage", "running", "waiting", "max_num_seqs",
+                 "num_gpu_blocks", "block_size", "requests_per_s", "arrivals_per_s",
+                 "prompt_tokens_per_s", "generation_tokens_per_s", "window_s"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv):
+    code, out, err = run(capsys, *argv, "--json")
+    return code, (json.loads(out) if out else None), err
+
+
+def series(states: list[dict], era: str = "v1", stamps: bool = True) -> list[str]:
+    """One scrape per dict of engine -> State, 5 s apart."""
+    return [vllm_scrape(s, era=era, timestamp=T0 + 5 * i if stamps else None)
+            for i, s in enumerate(states)]
+
+
+def finished(n: float) -> dict[str, float]:
+    return {"stop": n, "length": 0, "abort": 0}
+
+
+# --- scenarios -------------------------------------------------------------------------------
+
+def healthy():
+    # KV 45/50/55 %, 40-44 running, nothing waiting, 1,000 -> 1,100 requests in 10 s.
+    return [{None: State(running=r, kv=kv, preemptions=7, finished=finished(f),
+                         generation_tokens=g, prompt_tokens=p)}
+            for r, kv, f, g, p in ((40, 0.45, 1000, 500_000, 1_000_000),
+                                   (42, 0.50, 1050, 520_000, 1_050_000),
+                                   (44, 0.55, 1100, 540_000, 1_100_000))]
+
+
+def spiral(era_blocks: int | None = 5120):
+    # KV pinned at 98 %, 256 running, preemptions 120 -> 300 -> 480, 2,000 -> 2,200 finished.
+    return [{None: State(running=256, waiting=w, kv=0.98, preemptions=p,
+                         finished=finished(f), blocks=era_blocks)}
+            for w, p, f in ((40, 120, 2000), (50, 300, 2100), (61, 480, 2200))]
+
+
+def queue_explosion():
+    # 128 running (a cap), KV at 40 %, waiting 10 -> 40 -> 70, 10 completions/s.
+    return [{None: State(running=128, waiting=w, kv=0.40, finished=finished(f))}
+            for w, f in ((10, 1000), (40, 1050), (70, 1100))]
+
+
+def hogging():
+    # 100 running, KV 84-86 %; over the window 950 prompts in (500, 1000] and 50 in
+    # (10000, 20000] (1,462,000 prompt tokens); outputs all in (100, 200].
+    out = []
+    for i, (kv, n_short, n_long, psum, n_gen, gsum) in enumerate((
+            (0.84, 1900, 100, 2_924_000, 2000, 300_000),
+            (0.85, 2375, 125, 3_655_000, 2500, 375_000),
+            (0.86, 2850, 150, 4_386_000, 3000, 450_000))):
+        out.append({None: State(running=100, kv=kv, finished=finished(1000 + 50 * i),
+                                prompt_lens={1000: n_short, 20000: n_long}, prompt_sum=psum,
+                                gen_lens={200: n_gen}, gen_sum=gsum)})
+    return out
+
+
+def underfed():
+    # 6-8 running, KV 5-7 %, nothing waiting, no new preemptions.
+    return [{None: State(running=r, kv=kv, preemptions=3, finished=finished(f))}
+            for r, kv, f in ((6, 0.05, 100), (7, 0.06, 110), (8, 0.07, 120))]
+
+
+def data_parallel():
+    # engine 0: 60 running at 35 % KV; engine 1: 150 running at 97 % KV, preempting 10/s.
+    return [{"0": State(running=60, kv=0.35, finished=finished(500 + 10 * i)),
+             "1": State(running=150, kv=0.97, preemptions=10 + 50 * i,
+                        finished=finished(400 + 10 * i))}
+            for i in range(3)]
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(scrapes: list[str], **kw) -> str:
+        s = MetricsServer({"/metrics": scrapes}, **kw).__enter__()
+        servers.append(s)
+        return s.url()
+
+    yield start
+    for s in servers:
+        s.__exit__(None, None, None)
+
+
+# --- the issue's Done-when ---------------------------------------------------------------------
+
+def test_done_when_preemption_spiral_named_with_evidence_and_cap(serve, capsys):
+    url = serve(series(spiral()))
+    code, out, err = run(capsys, "diagnose", url, "--interval", "0.01", "--max-num-seqs", "256")
+    assert code == 1, err
+    assert "UNHEALTHY" in out and "Preemption spiral" in out
+    # 360 preemptions in 10 s = 36/s; 200 requests finished = 1.80 per request
+    assert "preemptions rose 120 → 480 in 10.0 s (36.00/s, 1.80 per finished request)" in out
+    assert "KV cache usage 98.0%" in out
+    # floor(0.85 × 768 running / 2.94 summed usage) = floor(222.04) = 222; one sequence holds
+    # 0.98 / 256 × 5,120 blocks × 16 = 313.6 tokens
+    assert "lower --max-num-seqs to 222 (now 256, given)" in out
+    assert "a running sequence holds 314 tokens of KV" in out
+    assert "Recommended --max-num-seqs: 222" in out
+
+
+def test_done_when_spiral_json(serve, capsys):
+    url = serve(series(spiral()))
+    code, d, _ = run_json(capsys, "diagnose", url, "--interval", "0.01")
+    assert code == 1 and d.keys() >= DIAG_KEYS and d["observed"].keys() >= OBSERVED_KEYS
+    assert d["verdict"] == "unhealthy"
+    f = d["findings"][0]
+    assert f["id"] == "preemption_spiral" and f["severity"] == "critical"
+    assert f.keys() >= {"id", "severity", "title", "evidence", "fix"}
+    assert f["data"]["0"] == {"preemptions": 360.0, "preemptions_per_s": 36.0,
+                              "kv_cache_usage": 0.98}
+    assert d["recommended_max_num_seqs"] == 222
+    o = d["observed"]
+    assert o["preemptions_per_s"] == 36.0 and o["kv_cache_usage"] == 0.98
+    assert o["running"] == 256 and o["waiting_last"] == 61
+    assert o["num_gpu_blocks"] == 5120 and o["block_size"] == 16 and o["kv_pool_tokens"] == 81920
+    assert o["requests_per_s"] == 20.0 and o["window_s"] == 10.0
+    assert o["kv_tokens_per_running_seq"] == 313.6
+    assert [s["t_s"] for s in d["scrapes"]] == [0.0, 5.0, 10.0]
+    # waiting 40, 50, 61 at 0, 5, 10 s: least-squares slope 2.1/s, growth 21 >= 5
+    q = next(x for x in d["findings"] if x["id"] == "queue_explosion")
+    assert q["data"]["0"]["limit"] == "kv" and q["data"]["0"]["waiting_growth_per_s"] == 2.1
+
+
+def test_done_when_healthy_says_so_and_exits_0(serve, capsys):
+    url = serve(series(healthy()))
+    code, out, err = run(capsys, "diagnose", url, "--interval", "0.01")
+    assert code == 0, err
+    assert "HEALTHY" in out and "UNHEALTHY" not in out
+    assert "KV cache usage 45.0%–55.0% (mean 50.0%)" in out
+    assert "running 40–44, waiting 0" in out and "0 preemptions in 10.0 s" in out
+    # 100 requests and 40,000 output tokens in 10 s
+    assert "10.00 requests/s, 4,000 output tokens/s" in out
+    # floor(0.85 × 126 / 1.50) = floor(71.4) = 71
+    assert "Recommended --max-num-seqs: 71" in out
+
+
+def test_healthy_json(serve, capsys):
+    code, d, _ = run_json(capsys, "diagnose", serve(series(healthy())), "--interval", "0.01")
+    assert code == 0 and d["verdict"] == "healthy"
+    assert [f["id"] for f in d["findings"]] == ["healthy"]
+    assert d["findings"][0]["severity"] == "ok"
+    assert d["recommended_max_num_seqs"] == 71
+    assert d["observed"]["generation_tokens_per_s"] == 4000.0
+    assert d["observed"]["prompt_tokens_per_s"] == 10000.0
+    assert d["engines"][0]["findings"] == ["healthy"]
+
+
+# --- the other findings ------------------------------------------------------------------------
+
+def test_queue_explosion_cap_inferred(serve, capsys):
+    code, d, _ = run_json(capsys, "diagnose", serve(series(queue_explosion())),
+                          "--interval", "0.01")
+    assert code == 1
+    f = d["findings"][0]
+    assert f["id"] == "queue_explosion" and f["severity"] == "critical"
+    ev = " | ".join(f["evidence"])
+    # waiting 10, 40, 70 at 0, 5, 10 s: slope 6/s; completions 100 in 10 s = 10/s
+    assert "waiting grew 10 → 70 in 10.0 s (+6.00/s fitted)" in ev
+    assert "running pinned at 128 = --max-num-seqs 128 (inferred" in ev
+    assert "the server completes 10.00 requests/s; arrivals ≈ 16.00/s" in ev
+    fixes = " | ".join(f["fix"])
+    # floor(0.85 × 384 / 1.20) = 272 sequences fit at 85 % of the pool
+    assert "raise --max-num-seqs from 128 to 272" in fixes
+    # ceil(16 / (0.8 × 10)) = 2 replicas; queue bound 10/s × 10 s = 100
+    assert "add replicas: 2 servers" in fixes and "answer 429 past ~100 waiting" in fixes
+    assert f["data"]["0"]["replicas_needed"] == 2 and f["data"]["0"]["queue_limit"] == 100
+    assert d["recommended_max_num_seqs"] == 272
+    assert d["observed"]["max_num_seqs"] == 128
+    assert d["observed"]["arrivals_per_s"] == 16.0
+
+
+def test_queue_explosion_with_given_cap(serve, capsys):
+    code, d, _ = run_json(capsys, "diagnose", serve(series(queue_explosion())),
+                          "--interval", "0.01", "--max-num-seqs", "128")
+    assert code == 1
+    assert "running pinned at 128 = --max-num-seqs 128 (given)" in d["findings"][0]["evidence"]
+    assert d["recommendation"]["current_max_num_seqs"] == 128
+
+
+def test_long_requests_hogging_kv(serve, capsys):
+    code, d, _ = run_json(capsys, "diagnose", serve(series(hogging())), "--interval", "0.01")
+    assert code == 1
+    assert [f["id"] for f in d["findings"]] == ["long_requests_hogging_kv"]
+    f = d["findings"][0]
+    # window: 1,000 prompts; the longest 5 % are the 50 in (10000, 20000], midpoint 15,000:
+    # 750,000 of 1,462,000 prompt tokens = 51.3 %; outputs: 50 of 1,000 in (100, 200] at
+    # 197.5 each = 6.6 % of 150,000, below 30 %
+    assert f["evidence"][0] == ("the longest 5% of prompts (over ~10,000 tokens) carry 51% of "
+                                "prompt tokens; the mean prompt is 1,462 tokens (1,000 "
+                                "requests, window)")
+    assert f["data"]["0"]["prompt"]["tail_share"] == round(750_000 / 1_462_000, 4)
+    assert "output" not in f["data"]["0"]
+    assert "KV cache usage mean 85.0%" in f["evidence"]
+    assert "route prompts over ~10,240 tokens to a separate long-context pool" in f["fix"][0]
+    # floor(0.85 × 300 / 2.55) = 100 exactly (no float round-down)
+    assert d["recommended_max_num_seqs"] == 100
+
+
+def test_underfed_against_given_cap(serve, capsys):
+    code, d, _ = run_json(capsys, "diagnose", serve(series(underfed())), "--interval", "0.01",
+                          "--max-num-seqs", "64")
+    assert code == 1
+    f = d["findings"][0]
+    assert f["id"] == "under_fed" and f["severity"] == "warning"
+    # mean 7 running of 64 = 10.9 % (the cap is below the 99 the pool holds)
+    assert f["evidence"][0] == "running 6–8 (mean 7.0): 10.9% of --max-num-seqs 64 (given)"
+    assert f["evidence"][1] == "KV cache usage at most 7.0%"
+    assert "room for ~64 running sequences" in f["fix"][0]
+    assert f["data"]["0"] == {"running": 7.0, "room": 64, "kv_cache_usage_max": 0.07}
+
+
+@pytest.mark.parametrize("cap", [[], ["--max-num-seqs", "256"]])
+def test_underfed_against_kv_room(serve, capsys, cap):
+    code, d, _ = run_json(capsys, "diagnose", serve(series(underfed())), "--interval", "0.01",
+                          *cap)
+    assert code == 1
+    # floor(0.85 × 21 / 0.18) = 99, below any larger cap; 7 / 99 = 7.1 %
+    assert d["recommended_max_num_seqs"] == 99
+    assert d["findings"][0]["evidence"][0] == ("running 6–8 (mean 7.0): 7.1% of the ~99 "
+                                               "sequences the KV pool holds at 85%")
+
+
+def test_data_parallel_engines(serve, capsys):
+    code, d, _ = run_json(capsys, "diagnose", serve(series(data_parallel())),
+                          "--interval", "0.01")
+    assert code == 1
+    f = d["findings"][0]
+    assert f["id"] == "preemption_spiral" and f["engines"] == ["1"]
+    assert f["evidence"][0] == "engine 1: preemptions rose 10 → 110 in 10.0 s (10.00/s, " \
+                               "5.00 per finished request)"
+    e0, e1 = d["engines"]
+    assert (e0["engine"], e1["engine"]) == ("0", "1")
+    assert e0["findings"] == ["healthy"] and e1["findings"] == ["preemption_spiral"]
+    # engine 0: floor(0.85 × 180 / 1.05) = 145; engine 1: floor(0.85 × 450 / 2.91) = 131
+    assert (e0["recommended_max_num_seqs"], e1["recommended_max_num_seqs"]) == (145, 131)
+    assert d["recommended_max_num_seqs"] == 131 and d["recommendation"]["engine"] == "1"
+    assert e1["preemptions_per_s"] == 10.0 and e0["preemptions_per_s"] == 0.0
+    o = d["observed"]
+    assert o["running"] == 210 and o["kv_cache_usage"] == 0.66 and o["requests_per_s"] == 4.0
+
+
+def test_data_parallel_human_table(serve, capsys):
+    code, out, _ = run(capsys, "diagnose", serve(series(data_parallel())), "--interval", "0.01")
+    assert code == 1 and "Engines" in out
+    assert "engine 1: KV cache usage 97.0%" in out
+
+
+@pytest.mark.parametrize("era,name", [("v0", "vllm:gpu_cache_usage_perc"),
+                                      ("v1", "vllm:kv_cache_usage_perc"),
+                                      ("v1-0.10", "vllm:kv_cache_usage_perc")])
+def test_spiral_under_each_name_era(serve, capsys, era, name):
+    code, d, _ = run_json(capsys, "diagnose", serve(series(spiral(), era=era)),
+                          "--interval", "0.01")
+    assert code == 1 and d["findings"][0]["id"] == "preemption_spiral"
+    assert d["metric_names"]["kv_cache_usage"] == name
+    assert d["recommended_max_num_seqs"] == 222
+
+
+def test_intermittent_preemption_below_full(serve, capsys):
+    states = [{None: State(running=100, kv=0.70, preemptions=p, finished=finished(f))}
+              for p, f in ((0, 100), (5, 150), (10, 200))]
+    code, d, _ = run_json(capsys, "diagnose", serve(series(states)), "--interval", "0.01")
+    assert code == 1
+    f = d["findings"][0]
+    assert f["id"] == "intermittent_preemption" and f["severity"] == "warning"
+    # 10 in 10 s = 1/s, 0.10 per finished request; floor(0.85 × 300 / 2.1) = 121
+    assert f["evidence"][0] == ("preemptions rose 0 → 10 in 10.0 s (1.00/s, 0.10 per finished "
+                                "request)")
+    assert d["recommended_max_num_seqs"] == 121
+
+
+def test_standing_queue(serve, capsys):
+    states = [{None: State(running=64, waiting=20, kv=0.5, finished=finished(f))}
+              for f in (100, 150, 200)]
+    code, d, _ = run_json(capsys, "diagnose", serve(series(states)), "--interval", "0.01",
+                          "--max-num-seqs", "64")
+    assert code == 1
+    f = d["findings"][0]
+    assert f["id"] == "standing_queue" and f["severity"] == "warning"
+    assert f["evidence"][0] == "20 requests waiting in every scrape"
+
+
+def test_counter_reset_between_scrapes(serve, capsys):
+    # the server restarted between scrapes 2 and 3: 480 -> 30 counts 30 new preemptions
+    states = spiral()
+    states[2][None].preemptions = 30
+    code, d, _ = run_json(capsys, "diagnose", serve(series(states)), "--interval", "0.01")
+    assert d["observed"]["preemptions"] == 180 + 30
+
+
+# --- inputs: files, stdin, --watch -------------------------------------------------------------
+
+def test_files_without_timestamps_use_interval(tmp_path, capsys):
+    paths = []
+    for i, text in enumerate(series(spiral(), stamps=False)):
+        p = tmp_path / f"scrape{i}.prom"
+        p.write_text(text)
+        paths.append(str(p))
+    code, d, _ = run_json(capsys, "diagnose", *paths, "--interval", "5")
+    assert code == 1 and d["findings"][0]["id"] == "preemption_spiral"
+    assert d["observed"]["preemptions_per_s"] == 36.0
+    assert any("carry no timestamps" in n for n in d["notes"])
+    code, d, _ = run_json(capsys, "diagnose", *paths, "--interval", "10")
+    assert d["observed"]["preemptions_per_s"] == 18.0
+
+
+def test_stdin_concatenated_scrapes(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(series(spiral()))))
+    code, d, _ = run_json(capsys, "diagnose", "-")
+    assert code == 1 and len(d["scrapes"]) == 3
+    assert d["scrapes"][0]["source"] == "<stdin>" and d["scrapes"][2]["unix_time"] == T0 + 10
+    assert d["observed"]["preemptions_per_s"] == 36.0
+
+
+def test_watch_bounded_by_scrapes(serve, capsys):
+    code, out, _ = run(capsys, "diagnose", serve(series(spiral())), "--watch", "--scrapes", "4",
+                       "--interval", "0.01", "--json")
+    lines = [json.loads(x) for x in out.splitlines()]
+    # verdicts after scrapes 2, 3 and 4 (the server repeats its last scrape)
+    assert len(lines) == 3 and code == 1
+    assert [len(x["scrapes"]) for x in lines] == [2, 3, 4]
+    assert all(x["findings"][0]["id"] == "preemption_spiral" for x in lines)
+
+
+def test_watch_stops_on_ctrl_c(serve):
+    url = serve(series(spiral()))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "kvplan", "diagnose", url, "--watch",
+                          "--interval", "0.2", "--json"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = json.loads(p.stdout.readline())
+        assert first["verdict"] == "unhealthy"
+        p.send_signal(signal.SIGINT)
+        t = time.monotonic()
+        code = p.wait(timeout=10)
+        assert time.monotonic() - t < 5
+    finally:
+        p.kill()
+    assert code == 1  # the last verdict
+    assert "Traceback" not in p.stderr.read()
+
+
+# --- errors: exit 2, one line ------------------------------------------------------------------
+
+def _closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_unreachable_url_exits_2_quickly(capsys):
+    t = time.monotonic()
+    code, out, err = run(capsys, "diagnose", f"http://127.0.0.1:{_closed_port()}/metrics",
+                         "--timeout", "2")
+    assert code == 2 and out == "" and time.monotonic() - t < 2
+    assert err.startswith("kvplan: error: cannot reach http://127.0.0.1:")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_silent_server_times_out(capsys):
+    # a socket that accepts connections (backlog) but never answers
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    try:
+        t = time.monotonic()
+        code, _, err = run(capsys, "diagnose", f"http://127.0.0.1:{s.getsockname()[1]}",
+                           "--timeout", "0.5")
+        elapsed = time.monotonic() - t
+    finally:
+        s.close()
+    assert code == 2 and 0.4 < elapsed < 2.0
+    assert "no answer from http://127.0.0.1:" in err and "/metrics within 0.5 s" in err
+
+
+def test_slow_server_times_out(serve, capsys):
+    url = serve(series(healthy()), delay=3.0)
+    t = time.monotonic()
+    code, _, err = run(capsys, "diagnose", url, "--timeout", "0.5")
+    assert code == 2 and time.monotonic() - t < 2.0 and "within 0.5 s" in err
+
+
+def test_http_error_exits_2(serve, capsys):
+    url = serve(series(healthy()))
+    code, _, err = run(capsys, "diagnose", url.replace("/metrics", "/nope"))
+    assert code == 2 and err.startswith("kvplan: error: HTTP 404")
+
+
+@pytest.mark.parametrize("body,message", [
+    ("<html><body>gateway</body></html>\n", "not Prometheus text format"),
+    ('vllm:num_requests_running{model_name="m" 1\n', "not Prometheus text format"),
+    ("vllm:num_requests_running abc\n", "not Prometheus text format"),
+    ("process_open_fds 45.0\n", "no vLLM or SGLang metrics"),
+    ("", "no vLLM or SGLang metrics"),
+])
+def test_malformed_or_foreign_text_exits_2(serve, capsys, body, message):
+    code, out, err = run(capsys, "diagnose", serve([body]))
+    assert code == 2 and out == "" and message in err and err.count("\n") == 1
+
+
+def test_bad_files_and_options_exit_2(tmp_path, capsys):
+    assert run(capsys, "diagnose", str(FIXTURES / "not-metrics.html"))[0] == 2
+    code, _, err = run(capsys, "diagnose", str(tmp_path / "missing.prom"))
+    assert code == 2 and "no such file" in err
+    good = str(FIXTURES / "v0-0.6-busy.prom")
+    for argv, msg in (([], "nothing to diagnose"),
+                      ([good, "--watch"], "--watch needs a URL"),
+                      ([good, "--scrapes", "2"], "--scrapes applies to a URL"),
+                      ([good, "--model", "llama-3.1-8b-instruct"], "--model and --gpu"),
+                      (["http://a", "http://b"], "give one URL"),
+                      ([good, "--interval", "0"], "--interval must be a positive number"),
+                      ([good, "--max-num-seqs", "0"], "--max-num-seqs must be >= 1")):
+        code, _, err = run(capsys, "diagnose", *argv)
+        assert code == 2 and msg in err, (argv, err)
+
+
+def test_url_without_path_gets_metrics(serve, capsys):
+    url = serve(series(healthy()))
+    code, d, _ = run_json(capsys, "diagnose", url.removesuffix("/metrics"), "--interval", "0.01")
+    assert code == 0 and d["scrapes"][0]["source"].endswith("/metrics")
+
+
+# --- cross-check with kvplan size --------------------------------------------------------------
+
+def test_cross_check_with_kvplan_size(serve, capsys):
+    _, size, _ = run_json(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
+                          "--max-model-len", "32768", "--gpu-memory-utilization", "0.9")
+    code, d, _ = run_json(capsys, "diagnose", serve(series(spiral())), "--interval", "0.01",
+                          "--model", "llama-3.1-8b-instruct", "--gpu", "h100",
+                          "--max-model-len", "32768")
+    c = d["cross_check"]
+    assert code == 1
+    assert c["predicted_num_gpu_blocks"] == size["num_gpu_blocks"]
+    assert c["observed_num_gpu_blocks"] == 5120
+    assert c["blocks_ratio"] == round(5120 / size["num_gpu_blocks"], 4)
+    assert c["gpu_memory_utilization"] == 0.9  # taken from cache_config_info
+    # (5,120 − 1 null block) // 2,048 blocks per 32K request = 2
+    assert c["blocks_per_request"] == 2048 and c["guaranteed_max_num_seqs"] == 2
+    assert any("differs from kvplan size's prediction" in n for n in d["notes"])
+    # without --max-num-seqs, the cap is vLLM's default on an H100 (1024)
+    assert d["observed"]["max_num_seqs"] == size["max_num_seqs"] == 1024
+    assert "lower --max-num-seqs to 222 (now 1024, vLLM default" in d["findings"][0]["fix"][0]
+
+
+def test_cross_check_supplies_missing_pool(serve, capsys):
+    _, size, _ = run_json(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
+                          "--max-model-len", "32768")
+    code, d, _ = run_json(capsys, "diagnose", serve(series(spiral(era_blocks=None))),
+                          "--interval", "0.01", "--model", "llama-3.1-8b-instruct",
+                          "--gpu", "h100", "--max-model-len", "32768")
+    assert d["recommendation"]["pool_source"] == "kvplan size"
+    assert d["observed"]["kv_pool_tokens"] == size["num_gpu_blocks"] * size["block_size"]
+    assert d["recommended_max_num_seqs"] == 222
+
+
+def test_no_pool_is_a_note(serve, capsys):
+    code, d, _ = run_json(capsys, "diagnose", serve(series(spiral(era_blocks=None))),
+                          "--interval", "0.01")
+    assert d["recommended_max_num_seqs"] == 222
+    assert d["recommendation"]["kv_tokens_per_sequence"] is None
+    assert any("no vllm:cache_config_info" in n for n in d["notes"])
+
+
+# --- our fixtures in each server's format ------------------------------------------------------
+
+def parse_file(name: str) -> M.Scrape:
+    (s,) = M.parse((FIXTURES / name).read_text(), name)
+    return s
+
+
+def test_v0_fixture_names_and_unlabelled_cache_config(capsys):
+    s = parse_file("v0-0.6-busy.prom")
+    e = s.engines["0"]
+    assert list(s.engines) == ["0"] and s.model_names == ["acme/chat-7b"]
+    assert e.gauges == {"running": 24, "waiting": 0, "swapped": 2, "kv_cache_usage": 0.75}
+    assert e.names["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"
+    assert e.names["itl"] == "vllm:time_per_output_token_seconds"
+    assert e.counters["requests_finished"] == 2000  # summed over finished_reason
+    assert e.hists["ttft"].count == 2000 and e.hists["ttft"].mean == 0.125
+    assert e.config_int("num_gpu_blocks") == 2048 and e.config_int("block_size") == 16
+    code, d, _ = run_json(capsys, "diagnose", str(FIXTURES / "v0-0.6-busy.prom"))
+    # one scrape: levels only; floor(0.85 × 24 / 0.75) = 27
+    assert code == 0 and d["recommended_max_num_seqs"] == 27
+    assert d["observed"]["kv_tokens_per_running_seq"] == 1024.0  # 0.75 × 32,768 / 24
+    assert any("one scrape" in n for n in d["notes"])
+    assert any("swapped to CPU" in n for n in d["notes"])
+
+
+def test_v1_fixture_prefers_new_names_and_ignores_created():
+    e = parse_file("v1-0.10-renamed.prom").engines["0"]
+    assert e.names["kv_cache_usage"] == "vllm:kv_cache_usage_perc"
+    assert e.names["prefix_cache_queries"] == "vllm:prefix_cache_queries_total"
+    assert e.counters == {"prefix_cache_queries": 1000, "prefix_cache_hits": 250,
+                          "preemptions": 0}
+    assert e.config_int("block_size") == 64 and e.config_int("num_gpu_blocks") == 4000
+    assert "engine" not in e.cache_config
+
+
+def test_dp_fixture_engines_and_itl_rename():
+    s = parse_file("v1-0.11-dp2.prom")
+    assert list(s.engines) == ["0", "1"]
+    e0, e1 = s.engines["0"], s.engines["1"]
+    assert e0.names["itl"] == "vllm:inter_token_latency_seconds"
+    assert e0.hists["itl"].sum == 13.223765562288463 and e1.hists["itl"].count == 243
+    assert (e0.gauges["running"], e1.gauges["running"]) == (12, 3)
+    assert e1.config_int("num_gpu_blocks") == 30000
+
+
+def test_sglang_fixture(capsys):
+    s = parse_file("sglang.prom")
+    e = s.engines["0"]
+    assert s.server == "sglang"
+    assert e.gauges["running"] == 64  # the tp_rank="1" duplicate (999) is ignored
+    assert e.gauges["kv_cache_usage"] == 0.4 and e.gauges["kv_pool_tokens"] == 160000
+    assert e.names["preemptions"] == "sglang:num_retracted_requests_total"
+    code, d, _ = run_json(capsys, "diagnose", str(FIXTURES / "sglang.prom"))
+    # floor(0.85 × 64 / 0.4) = 136; 0.4 × 160,000 / 64 = 1,000 tokens per sequence
+    assert code == 0 and d["server"] == "sglang" and d["recommended_max_num_seqs"] == 136
+    assert d["recommendation"]["flag"] == "--max-running-requests"
+    assert d["recommendation"]["kv_tokens_per_sequence"] == 1000.0
+
+
+def test_server_with_no_requests_yet_is_healthy(capsys):
+    code, d, _ = run_json(capsys, "diagnose", str(FIXTURES / "v0-0.5-no-requests.prom"))
+    assert code == 0 and d["verdict"] == "healthy" and d["recommended_max_num_seqs"] is None
+    assert "served no requests" in d["findings"][0]["evidence"][0]
+
+
+# --- the real samples in ../shared/vllm-metrics (skipped in a clone without them) -------------
+
+def _clean(text: str) -> str:
+    """Undo what the copies note they added: shell prompts, '...' elisions, markdown."""
+    keep = [ln.replace("**_", "").replace("_**", "").replace(",...}", "}")
+            for ln in text.splitlines() if not ln.startswith("$ ") and ln.strip() != "..."]
+    return "\n".join(keep) + "\n"
+
+
+SAMPLE_FACTS = {
+    "v0-2024-08-qwen2vl-cache-config-info.txt": lambda s: (
+        s.model_names == ["qwenvl"]
+        and s.engines["0"].config_int("num_gpu_blocks") == 2048
+        and s.engines["0"].config_int("block_size") == 16
+        and s.engines["0"].names["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"),
+    "v0-2024-09-v0.6-opt125m-ttft-tpot-histograms.txt": lambda s: (
+        s.engines["0"].hists["ttft"].count == 1
+        and s.engines["0"].hists["ttft"].sum == 9.322166442871094e-05
+        and s.engines["0"].names["itl"] == "vllm:time_per_output_token_seconds"),
+    "v0-2024-04-ibm-fork-bloom560m.txt": lambda s: (
+        s.engines["0"].counters == {"prompt_tokens": 1196, "generation_tokens": 218152}),
+    "v1-2025-03-v0.8-qwen25coder32b-router.txt": lambda s: (
+        s.engines["0"].gauges == {"running": 0, "waiting": 0, "kv_cache_usage": 0}),
+    "v1-2025-07-v0.10.0-glm45-deprecated-gpu-prefix.txt": lambda s: (
+        list(s.engines) == ["0"]
+        and s.engines["0"].gauges["kv_cache_usage"] == 9.75010481363281e-06
+        and s.engines["0"].names["kv_cache_usage"] == "vllm:kv_cache_usage_perc"
+        and s.engines["0"].counters["prefix_cache_queries"] == 32),
+    "v1-2025-09-dp2-qwen3-8b-tpot-and-itl.txt": lambda s: (
+        list(s.engines) == ["0", "1"]
+        and s.engines["0"].hists["itl"].sum == 13.223765562288463
+        and s.engines["1"].hists["itl"].sum == 3.8492672259453684
+        and s.engines["1"].names["itl"] == "vllm:inter_token_latency_seconds"),
+    "v1-docs-design-metrics-llama31-8b.txt": lambda s: (
+        s.engines["0"].gauges["running"] == 8
+        and s.engines["0"].counters["requests_finished"] == 132
+        and s.engines["0"].config_int("block_size") == 16),
+    "v1-docs-usage-metrics-iteration-tokens.txt": lambda s: (
+        s.engines["0"].hists["iteration_tokens"].count == 3),
+    "v0-2024-10-v0.5.4-help-type-only.txt": lambda s: s.declared and not s.engines,
+    "v0-2023-12-pr1890-aioprometheus.txt": lambda s: not M.has_engine_metrics(s),
+    "v1-2025-09-dp2-qwen3-8b-decode-time.txt": lambda s: not M.has_engine_metrics(s),
+}
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/vllm-metrics not present")
+def test_every_shared_sample_parses():
+    names = sorted(p.name for p in SHARED.glob("*.txt"))
+    assert names, "no samples"
+    for name in names:
+        scrapes = M.parse(_clean((SHARED / name).read_text()), name)
+        assert len(scrapes) == 1, name
+        check = SAMPLE_FACTS.get(name)
+        assert check is None or check(scrapes[0]), name
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/vllm-metrics not present")
+def test_shared_samples_diagnose(tmp_path, capsys):
+    for name in ("v0-2024-08-qwen2vl-cache-config-info.txt",
+                 "v1-2025-07-v0.10.0-glm45-deprecated-gpu-prefix.txt",
+                 "v1-docs-design-metrics-llama31-8b.txt"):
+        p = tmp_path / name
+        p.write_text(_clean((SHARED / name).read_text()))
+        code, d, err = run_json(capsys, "diagnose", str(p))
+        assert code == 0 and d["verdict"] == "healthy", (name, err)
+
+
+# --- pure pieces -------------------------------------------------------------------------------
+
+def test_tail_share_by_hand():
+    h = M.Hist({1000.0: 950, 10000.0: 950, 20000.0: 1000, float("inf"): 1000}, sum=1_462_000,
+               count=1000)
+    share, start = tail_share(h, 0.05)
+    assert share == pytest.approx(750_000 / 1_462_000) and start == 10000
+    # a tail inside one bucket: 50 of 1,000 in (100, 200] -> the top 5 % sit in (195, 200]
+    h = M.Hist({100.0: 0, 200.0: 1000, float("inf"): 1000}, sum=150_000, count=1000)
+    share, start = tail_share(h, 0.05)
+    assert share == pytest.approx(50 * 197.5 / 150_000) and start == pytest.approx(195)
+    # the open top bucket takes what _sum leaves: 10 requests with 100,000 tokens over 1,000
+    h = M.Hist({1000.0: 190, float("inf"): 200}, sum=190 * 500 + 100_000, count=200)
+    share, start = tail_share(h, 0.05)
+    assert share == pytest.approx(100_000 / 195_000) and start == 1000
+
+
+def test_counter_increase_handles_resets():
+    assert increase([10, 20, 5, 15]) == 10 + 5 + 10
+    assert increase([3]) is None
+
+
+def test_hist_delta_and_reset():
+    old = M.Hist({1.0: 5, float("inf"): 10}, sum=20, count=10)
+    new = M.Hist({1.0: 7, float("inf"): 15}, sum=31, count=15)
+    d = new.minus(old)
+    assert d.buckets == {1.0: 2, float("inf"): 5} and d.sum == 11 and d.count == 5
+    restarted = M.Hist({1.0: 1, float("inf"): 2}, sum=3, count=2)
+    assert restarted.minus(old) is restarted
+
+
+def test_concatenated_scrapes_split_on_repeated_series():
+    text = "".join(series(healthy()))
+    scrapes = M.parse(text)
+    assert len(scrapes) == 3
+    assert [s.timestamp for s in scrapes] == [T0, T0 + 5, T0 + 10]
+    assert [s.engines["0"].gauges["running"] for s in scrapes] == [40, 42, 44]
+
+
+def test_cli_import_stays_light():
+    code = ("import sys, kvplan.cli; print(any(m.startswith(('kvplan.diagnose', "
+            "'prometheus_client', 'urllib.request')) for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
