@@ -1,0 +1,140 @@
+"""Human output of `kvplan simulate` (and the optional PNG plot)."""
+
+from __future__ import annotations
+
+import sys
+
+from kvplan.render.plan import bar_chart
+from kvplan.render.term import Painter, table, use_color
+from kvplan.units import fmt_int
+
+
+def _fmt(x, n=2) -> str:
+    return "-" if x is None else f"{x:,.{n}f}"
+
+
+def _head(d: dict, p: Painter) -> list[str]:
+    return [f"{p(d['model'], 'bold')} on {p(d['gpu'], 'bold')} TP{d['tensor_parallel_size']} · "
+            f"workload {d['workload']} · max_model_len {fmt_int(d['max_model_len'])} · "
+            f"{fmt_int(d['usable_blocks'])} blocks of {d['block_size']} · max_num_seqs "
+            f"{d['max_num_seqs']}"] + [p(f"note: {n}", "yellow") for n in d.get("notes", [])]
+
+
+def render_single(d: dict, stream=None) -> None:
+    out = stream or sys.stdout
+    p = Painter(use_color(out))
+    lines = _head(d, p) + [""]
+    rows = [
+        ["output tokens/s", _fmt(d["output_tokens_per_s"], 1)],
+        ["requests", f"{d['requests_completed']:,} completed, {d['requests_rejected']:,} "
+                     "rejected"],
+        ["goodput", f"{_fmt(d['goodput_requests_per_s'], 3)} req/s within the SLOs"],
+        ["TTFT", f"p50 {_fmt(d['ttft_p50_s'])} s · p99 {_fmt(d['ttft_p99_s'])} s"],
+        ["TPOT", f"p50 {_fmt(d['tpot_p50_ms'], 1)} ms · p99 {_fmt(d['tpot_p99_ms'], 1)} ms"],
+        ["end to end", f"p50 {_fmt(d['e2e_p50_s'])} s · p99 {_fmt(d['e2e_p99_s'])} s"],
+        ["preemptions", f"{d['preemptions']:,} ({fmt_int(d['recomputed_tokens'])} tokens "
+                        "recomputed)"],
+        ["KV usage", f"mean {_fmt(d['kv_usage_mean'], 2)} · max {_fmt(d['kv_usage_max'], 2)}"],
+        ["queue", f"up to {d['waiting_max']:,} waiting"],
+        ["simulated", f"{_fmt(d['simulated_seconds'], 1)} s in {d['events']:,} events"],
+    ]
+    lines.append(table(rows))
+    series = d.get("series") or []
+    if series:
+        step = max(1, len(series) // 24)
+        chart = [(f"{t:,.0f}s", u * 100, f"{w} waiting" if w else "")
+                 for t, u, _, w in series[::step]]
+        lines += ["", p("KV usage (%) over time", "bold"), bar_chart(chart, p, 30)]
+    if d["preemptions"]:
+        lines.append(p(f"\nthe engine preempted {d['preemptions']:,} times: cap max_num_seqs at "
+                       f"{d['recommended_max_num_seqs']} (kvplan recommend) and bound the queue",
+                       "red"))
+    out.write("\n".join(lines) + "\n")
+
+
+def render_sweep(d: dict, stream=None) -> None:
+    out = stream or sys.stdout
+    p = Painter(use_color(out))
+    axis = d["axis"]
+    lines = _head(d, p) + [""]
+    capped = d.get("with_recommended_cap")
+    head = [axis, "tok/s", "TTFT p50 s", "TPOT p50 ms", "preempt", "recomputed"]
+    if capped:
+        head += ["| capped tok/s", "TTFT p50 s", "preempt"]
+    rows = [head]
+    for i, pt in enumerate(d["points"]):
+        row = [str(pt[axis]), _fmt(pt["output_tokens_per_s"], 1), _fmt(pt["ttft_p50_s"]),
+               _fmt(pt["tpot_p50_ms"], 1), fmt_int(pt["preemptions"]),
+               fmt_int(pt["recomputed_tokens"])]
+        if capped:
+            c = capped[i]
+            row += ["| " + _fmt(c["output_tokens_per_s"], 1), _fmt(c["ttft_p50_s"]),
+                    fmt_int(c["preemptions"])]
+        rows.append(row)
+    lines.append(table(rows, align="rrrrrrrrr"))
+    chart = []
+    for pt in d["points"]:
+        mark = []
+        if pt[axis] == d["knee"]:
+            mark.append("← knee")
+        if pt[axis] == d["collapse"]:
+            mark.append("← collapse")
+        if pt[axis] == d.get("latency_collapse"):
+            mark.append("← latency collapse")
+        if pt["preemptions"] and not mark:
+            mark.append("preempting")
+        chart.append((str(pt[axis]), pt["output_tokens_per_s"], " ".join(mark)))
+    lines += ["", p(f"output tokens/s by {axis}", "bold"), bar_chart(chart, p)]
+    lines.append("")
+    lines.append(f"knee at {axis} {p(str(d['knee']), 'green')}: past it more load adds "
+                 "relatively less throughput than latency")
+    if d["collapse"] is not None:
+        lines.append(p(f"collapse at {axis} {d['collapse']}: throughput falls more than 10 % "
+                       "below its peak while the engine preempts and recomputes", "red"))
+    if d.get("latency_collapse") is not None:
+        lines.append(p(f"latency collapse at {axis} {d['latency_collapse']}: median TTFT over "
+                       "10x the knee's while the engine preempts", "red"))
+    if d["collapse"] is None and d.get("latency_collapse") is None:
+        lines.append("no collapse in this range")
+    if capped:
+        top, ctop = d["points"][-1], capped[-1]
+        lines.append(p(f"with --max-num-seqs {d['recommended_max_num_seqs']} (kvplan recommend), "
+                       f"at {axis} {top[axis]}: {ctop['output_tokens_per_s']:,.1f} tok/s and "
+                       f"{ctop['preemptions']:,} preemptions, against "
+                       f"{top['output_tokens_per_s']:,.1f} tok/s and {top['preemptions']:,} "
+                       "preemptions uncapped", "green"))
+    out.write("\n".join(lines) + "\n")
+
+
+def write_plot(d: dict, path: str) -> None:
+    """PNG of the run (KV usage / queue) or the sweep (throughput, with and without cap)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        from kvplan.errors import BadInput
+
+        raise BadInput("--plot needs matplotlib", hint="pip install 'kvplan[plot]'") from None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if "points" in d:
+        axis = d["axis"]
+        xs = [pt[axis] for pt in d["points"]]
+        ax.plot(xs, [pt["output_tokens_per_s"] for pt in d["points"]], "o-", label="vLLM default")
+        if d.get("with_recommended_cap"):
+            ax.plot(xs, [pt["output_tokens_per_s"] for pt in d["with_recommended_cap"]], "s--",
+                    label=f"max_num_seqs {d['recommended_max_num_seqs']}")
+        ax.set_xscale("log" if axis == "concurrency" else "linear")
+        ax.set_xlabel(axis)
+        ax.set_ylabel("output tokens/s")
+        ax.legend()
+    else:
+        t = [s[0] for s in d["series"]]
+        ax.plot(t, [s[1] * 100 for s in d["series"]], label="KV usage %")
+        ax.plot(t, [s[3] for s in d["series"]], label="waiting")
+        ax.set_xlabel("simulated seconds")
+        ax.legend()
+    ax.set_title(f"{d['model']} on {d['gpu']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)

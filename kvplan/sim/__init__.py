@@ -1,0 +1,1 @@
+"""`kvplan simulate`: a continuous-batching engine simulation with preemption."""

@@ -1,0 +1,122 @@
+"""From a resolved model and GPU to simulation runs: size the engine, build its config,
+run, summarise. The recommended cap is the safe max-num-seqs of `kvplan recommend`."""
+
+from __future__ import annotations
+
+from kvplan.core import capacity, perf
+from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, size
+from kvplan.core.workload import Workload
+from kvplan.errors import DoesNotFit
+from kvplan.sim.engine import Config
+from kvplan.sim.report import SweepResult, knee_and_collapse, summary
+from kvplan.sim.run import Load, simulate
+from kvplan.units import parse_vllm_int
+
+
+def sized(model: Model, gpu: Gpu, tp: int, mml: str | None, kv: str, util: float | None,
+          mnbt: str | None, seqs: int | None, version: str | None
+          ) -> tuple[SizeResult, list[str]]:
+    notes: list[str] = []
+    args = EngineArgs(tensor_parallel_size=tp, kv_cache_dtype=kv, gpu_memory_utilization=util,
+                      max_num_seqs=seqs,
+                      max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens")
+                      if mnbt else None)
+    if mml is not None:
+        args.max_model_len = -1 if str(mml).lower() in ("-1", "auto") else parse_vllm_int(
+            mml, what="--max-model-len")
+    r = size(model, gpu, args, version)
+    if not r.fits and mml is None and r.largest_max_model_len:
+        args.max_model_len = -1  # what `vllm serve --max-model-len auto` would start with
+        r = size(model, gpu, args, version)
+        notes.append(f"max_model_len auto-fit to {r.max_model_len:,} (the model's full length "
+                     "does not fit; vLLM --max-model-len auto does the same)")
+    if not r.fits:
+        raise DoesNotFit(f"{r.model} on {r.gpu}: {r.failure}")
+    return r, notes
+
+
+def engine_config(r: SizeResult, seqs: int | None = None, admission_cap: int | None = None,
+                  queue_limit: int | None = None) -> Config:
+    attn = [g for g in r.groups if not g.spec.is_state]
+    states = sum(g.spec.state_blocks for g in r.groups if g.spec.is_state)
+    return Config(num_blocks=r.usable_blocks, block_size=r.block_size,
+                  groups_per_token_block=max(1, len(attn)), state_blocks=states,
+                  max_num_seqs=seqs or r.max_num_seqs,
+                  max_num_batched_tokens=r.max_num_batched_tokens,
+                  max_model_len=r.max_model_len, admission_cap=admission_cap,
+                  queue_limit=queue_limit, reserve_full_prompt=r.version.at_least(0, 19))
+
+
+def recommended_cap(r: SizeResult, wl: Workload) -> int:
+    d = capacity.demand(r.groups, wl, r.max_model_len)
+    return max(1, capacity.safe_max_num_seqs(d, r.usable_blocks, 0.01))
+
+
+def _context(r: SizeResult, wl: Workload, notes: list[str]) -> dict:
+    return {"model": r.model, "gpu": r.gpu, "tensor_parallel_size": r.args.tensor_parallel_size,
+            "max_model_len": r.max_model_len, "max_num_seqs": r.max_num_seqs,
+            "max_num_batched_tokens": r.max_num_batched_tokens,
+            "usable_blocks": r.usable_blocks, "block_size": r.block_size,
+            "workload": wl.name, "notes": notes}
+
+
+def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
+               queue_limit, ttft, tpot, rate, burstiness, concurrency, duration, requests,
+               trace) -> dict:
+    r, notes = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version)
+    cfg = engine_config(r, seqs, admission_cap, queue_limit)
+    pm = perf.build(r, gpu)
+    tr = None
+    if trace:
+        from kvplan.sources.trace import read_trace
+
+        t = read_trace(trace)
+        if t.arrivals is None:
+            raise DoesNotFit(f"trace {trace} has no arrival times",
+                             hint="add a timestamp column, or use --rate / --concurrency")
+        tr = list(zip(t.arrivals, t.prompts, t.outputs))
+    if not (rate or concurrency or tr):
+        concurrency = max(1, recommended_cap(r, wl))
+        notes.append(f"no load given: closed loop with {concurrency} clients (the recommended "
+                     "cap)")
+    load = Load(rate=rate, burstiness=burstiness, concurrency=concurrency, duration=duration,
+                requests=requests, trace=tr)
+    if duration is None and requests is None and not tr:
+        if rate:
+            load.duration = 300.0
+        else:
+            load.requests = max(200, 4 * (concurrency or 1))
+    st = simulate(cfg, pm, wl.clip(r.max_model_len), load, seed)
+    out = summary(st, ttft, tpot)
+    out.update(_context(r, wl, notes))
+    out["recommended_max_num_seqs"] = recommended_cap(r, wl)
+    out["series"] = st.series
+    return out
+
+
+def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, requests,
+              model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
+              queue_limit, ttft, tpot) -> SweepResult:
+    r, notes = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version)
+    pm = perf.build(r, gpu)
+    wlc = wl.clip(r.max_model_len)
+    cap = recommended_cap(r, wlc)
+
+    def one(v: float, engine_seqs: int | None) -> dict:
+        cfg = engine_config(r, engine_seqs, admission_cap, queue_limit)
+        if axis == "concurrency":
+            n = int(v)
+            load = Load(concurrency=n, requests=requests or max(200, 3 * n),
+                        duration=duration)
+        else:
+            load = Load(rate=v, duration=duration or 120.0, requests=requests)
+        st = simulate(cfg, pm, wlc, load, seed)
+        s = summary(st, ttft, tpot)
+        s[axis] = int(v) if axis == "concurrency" else round(v, 3)
+        return s
+
+    points = [one(v, seqs) for v in values]
+    knee, collapse, latency = knee_and_collapse(points, axis)
+    capped = [one(v, cap) for v in values] if compare_cap else None
+    return SweepResult(axis, points, capped, cap if compare_cap else None, knee, collapse,
+                       latency, _context(r, wlc, notes))
