@@ -335,6 +335,11 @@ class Engine:
         if k < 2:
             return False
         dt_mid = self.perf.step_time(self.dec_n, ctx + k / 2)
+        while k >= 2 and self.now + k * dt_mid > until:  # contexts grow: steps get longer
+            k = int((until - self.now) / dt_mid)
+            dt_mid = self.perf.step_time(self.dec_n, ctx + k / 2)
+        if k < 2:
+            return False
         self.free -= self.crossings(k)
         t = self.now + k * dt_mid
         self._tick(t)

@@ -69,26 +69,32 @@ def simulate(cfg: Config, perf: PerfModel, wl: Workload, load: Load, seed: int =
     done_seen = 0
     last_sample = -1.0
     horizon = (limit_t if limit_t < math.inf else 0.0)
+    open_loop = bool(load.rate) and load.trace is None
+    if not open_loop:
+        next_open = math.inf
     while True:
-        # issue open-loop arrivals lazily
-        if load.rate and not load.trace and issued < limit_n and next_open < limit_t and (
-                not pending or pending[-1].arrival > next_open):
-            pending.append(new_req(next_open))
-            issued += 1
-            next_open += _gap(rng, load.rate, load.burstiness)
-            continue
+        # open-loop arrivals come from a generator, everything else from `pending`
+        while open_loop and next_open <= eng.now:
+            if issued < limit_n and next_open < limit_t:
+                eng.arrive(new_req(next_open))
+                eng.stats.events += 1
+                issued += 1
+                next_open += _gap(rng, load.rate, load.burstiness)
+            else:
+                next_open = math.inf
+        if open_loop and (issued >= limit_n or next_open >= limit_t):
+            next_open = math.inf
         while pending and pending[-1].arrival <= eng.now:
             eng.arrive(pending.pop())
             eng.stats.events += 1
-        busy = eng.running or eng.waiting
-        if not busy:
-            if not pending:
+        nxt = min(pending[-1].arrival if pending else math.inf, next_open)
+        if not (eng.running or eng.waiting):
+            if nxt == math.inf:
                 break
             eng._tick(eng.now)
-            eng.now = pending[-1].arrival
+            eng.now = nxt
             eng._last_t = eng.now
             continue
-        nxt = pending[-1].arrival if pending else math.inf
         if not (eng.can_jump() and eng.jump(nxt)):
             eng.step()
         eng.stats.events += 1
