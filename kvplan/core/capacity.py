@@ -52,6 +52,7 @@ class Demand:
     log_mgf: tuple[tuple[float, float], ...]  # (theta, log E[exp(theta d)])
     hist: tuple[tuple[int, float], ...] = ()  # (value, probability)
     grid: tuple[tuple[float, float], ...] = ()  # (theta, tilted mean), increasing
+    grid_means: tuple[float, ...] = ()
 
     def _tilted(self, theta: float) -> tuple[float, float, float]:
         """log M(theta), tilted mean and tilted variance, from the histogram."""
@@ -69,8 +70,7 @@ class Demand:
 
     def _solve(self, a: float) -> float:
         """theta with tilted mean a, interpolated on the precomputed (dense) grid."""
-        means = [m for _, m in self.grid]
-        i = bisect.bisect_left(means, a)
+        i = bisect.bisect_left(self.grid_means, a)
         if i == 0:
             theta = self.grid[0][0]
         elif i >= len(self.grid):
@@ -182,7 +182,8 @@ def _demand(groups: list[Group], wl: Workload, max_model_len: int, seed: int) ->
         lmgf.append((theta, theta * top + math.log(m0)))
         grid.append((theta, m1 / m0))
     worst = _group_blocks(groups, max_model_len) if groups else 1
-    return Demand(tuple(samples), mean, worst, tuple(lmgf), hist, tuple(grid))
+    return Demand(tuple(samples), mean, worst, tuple(lmgf), hist, tuple(grid),
+                  tuple(m for _, m in grid))
 
 
 def safe_max_num_seqs(d: Demand, usable: int, risk: float, cap: int = 4096,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from kvplan.core.arch import (
     CHUNKED,
@@ -92,6 +93,7 @@ def kv_heads_per_gpu(total: int, tp: int) -> int:
     return max(1, total // tp)
 
 
+@lru_cache(maxsize=4096)
 def attn_bytes_per_token(layer: AttnLayer, tp: int, kv: str) -> int:
     """Bytes one token costs in one attention layer on one GPU."""
     if layer.kind == MLA:

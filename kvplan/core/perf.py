@@ -189,17 +189,27 @@ def operating_point(pm: PerfModel, batch: int, prompt_mean: float, out_mean: flo
                     out_sq_mean: float, mnbt: int, prefix_hit: float = 0.0) -> Point:
     """Throughput and latency with `batch` sequences running (closed loop, steady state).
 
-    Each request prefills once, in chunks of up to `max_num_batched_tokens - batch` tokens
-    riding on decode steps; a fraction `f` of steps carries a chunk. TPOT is the mean step,
-    TTFT the chunked prefill of a mean prompt (queueing is added by the capacity planner).
+    Sustaining `batch` sequences needs `p = batch x prompt / output` prefill tokens per step
+    (each request prefills once). While p fits in one chunk, a fraction of steps carries a
+    chunk and the rest are pure decode; beyond that every step carries p tokens; past the
+    token budget (max_num_batched_tokens - batch) the batch cannot be refilled as fast as it
+    drains, and output falls to what the budget can prefill. TPOT is the mean step; TTFT the
+    chunked prefill of a mean prompt (queueing is added by the capacity planner).
     """
     ctx = mean_context(prompt_mean, out_mean, out_sq_mean)
     fresh = max(prompt_mean * (1 - prefix_hit), 1.0)
-    chunk = max(mnbt - batch, min(mnbt, 256))
-    n_chunks = max(1, math.ceil(fresh / chunk))
-    per_chunk = min(fresh, chunk)
-    f = min(1.0, batch * n_chunks / max(out_mean, 1.0))
+    budget = max(mnbt - batch, min(mnbt, 256))
+    per_chunk = min(fresh, budget)
+    n_chunks = max(1, math.ceil(fresh / budget))
+    need = batch * fresh / max(out_mean, 1.0)  # prefill tokens per step
     t_dec = pm.step_time(batch, ctx)
     t_mix = pm.step_time(batch, ctx, per_chunk, prompt_mean / 2)
-    step = (1 - f) * t_dec + f * t_mix
-    return Point(batch, batch / step, step * 1000, n_chunks * t_mix * 1000, step)
+    starved = 1.0
+    if need <= per_chunk:
+        f = need / per_chunk
+        step = (1 - f) * t_dec + f * t_mix
+    else:
+        step = pm.step_time(batch, ctx, min(need, budget), prompt_mean / 2)
+        if need > budget:
+            starved = budget / need  # requests are prefilled slower than they finish
+    return Point(batch, batch / step * starved, step * 1000, n_chunks * t_mix * 1000, step)
