@@ -141,7 +141,7 @@ _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {"max_position_embeddings": 2048},
 }
 
-_MAX_LEN_KEYS = (
+MAX_LEN_KEYS = (
     "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
     "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len",
 )
@@ -246,7 +246,7 @@ def head_size(t: dict[str, Any]) -> int:
 
 def max_model_len_of(t: dict[str, Any]) -> tuple[int, str]:
     """vLLM `_get_and_verify_max_len`: min over the length keys, then rope scaling."""
-    found = [(int(t[k]), k) for k in _MAX_LEN_KEYS if isinstance(t.get(k), (int, float))]
+    found = [(int(t[k]), k) for k in MAX_LEN_KEYS if isinstance(t.get(k), (int, float))]
     if not found:
         return 2048, "no length field in config (vLLM's 2048 default)"
     length, key = min(found)

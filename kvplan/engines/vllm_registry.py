@@ -31,6 +31,11 @@ class Flag:
     choices: tuple[str, ...] = ()
 
 
+def recorded_versions() -> list[str]:
+    """The releases with recorded flags, oldest first ('0.6', ..., '0.33')."""
+    return sorted(_data()["versions"], key=lambda k: tuple(int(x) for x in k.split(".")))
+
+
 class Registry:
     """The flags of one release (the newest recorded release not newer than the target)."""
 

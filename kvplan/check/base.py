@@ -1,0 +1,112 @@
+"""Shared types of `kvplan check`: locations, tokens, findings and input errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvplan.errors import BadInput
+
+PASS, FAIL, WARN, SKIP = "pass", "fail", "warn", "skip"
+
+
+class InputError(BadInput):
+    """Unreadable, malformed or ambiguous input (exit 2), with the file and line."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 hint: str | None = None):
+        where = f"{file}:{line}: " if file and line else (f"{file}: " if file else "")
+        super().__init__(where + message, hint=hint)
+        self.file, self.line_no, self.bare = file, line, message
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where something was written: file (None for --cmd), 1-based line and column."""
+
+    file: str | None = None
+    line: int | None = None
+    col: int | None = None
+
+    def __str__(self) -> str:
+        if not self.file:
+            return "--cmd"
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass(frozen=True)
+class Token:
+    """One word of a command line and where it was written."""
+
+    text: str
+    loc: Loc = Loc()
+    raw: str | None = None  # the YAML scalar's source text, to locate words inside it
+
+
+@dataclass
+class Finding:
+    """The outcome of one check on one deployment."""
+
+    id: str
+    status: str  # pass | fail | warn | skip
+    message: str
+    loc: Loc
+    fix: str | None = None
+    current: Any = None
+    suggested: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "status": self.status, "message": self.message,
+                "fix": self.fix, "file": self.loc.file, "line": self.loc.line,
+                "column": self.loc.col, "current": self.current, "suggested": self.suggested}
+
+
+@dataclass
+class Declared:
+    """Workload and SLOs declared for a deployment (annotations or the plan file)."""
+
+    workload: Any = None  # planfile.WorkloadSpec or None
+    slo: Any = None  # planfile.SloSpec
+    loc: Loc = Loc()
+
+
+@dataclass
+class Target:
+    """One engine deployment to check, as read from a file or --cmd."""
+
+    name: str  # e.g. Deployment/llama (container vllm)
+    kind: str
+    loc: Loc
+    command: Any  # command.EngineCommand
+    gpu: str | None = None
+    gpu_loc: Loc | None = None
+    gpu_choices: list[str] = field(default_factory=list)  # several allowed node types
+    gpu_count: int | None = None  # GPUs per replica (all pods of a group)
+    gpu_count_loc: Loc | None = None
+    replicas: int = 1  # fixed count, or the autoscaler's minimum
+    replicas_max: int | None = None  # the autoscaler's maximum
+    replicas_loc: Loc | None = None
+    replicas_source: str = "default"
+    model: str | None = None  # kvplan.io/model or plan file `model:` override
+    model_loc: Loc | None = None
+    model_hint: str | None = None  # KServe storageUri hf://…: used when the command's model
+    model_hint_loc: Loc | None = None  # is a path inside the container
+    vllm_version: str | None = None
+    version_source: str = ""
+    declared: Declared = field(default_factory=Declared)
+    ignore: set[str] = field(default_factory=set)
+    template: bool = False  # a ServingRuntime: size only when annotated
+
+
+@dataclass
+class FileInfo:
+    file: str
+    kinds: list[str] = field(default_factory=list)
+    targets: int = 0
+
+    @property
+    def note(self) -> str | None:
+        if self.targets:
+            return None
+        seen = f" (found: {', '.join(sorted(set(self.kinds)))})" if self.kinds else ""
+        return f"nothing to check: no vLLM, SGLang or TGI command{seen}"

@@ -1,0 +1,161 @@
+"""max-num-seqs-safe and replicas-cover-rate: the declared workload against the KV pool and
+the fleet, with `kvplan recommend`'s planner (`core.plan.plan_one`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kvplan.check.base import FAIL, PASS, SKIP
+from kvplan.check.mapping import Parsed, spelled
+from kvplan.check.sizing_checks import replicas_fix
+
+
+def build_workload(spec: Any) -> Any:
+    """A `core.workload.Workload` from a `planfile.WorkloadSpec` (validated already)."""
+    from kvplan.core.workload import parse_lengths, preset
+
+    wl = preset(spec.preset or "chat")
+    if spec.prompt_tokens is not None:
+        wl.prompt = parse_lengths(str(spec.prompt_tokens), "prompt_tokens")
+    if spec.output_tokens is not None:
+        wl.output = parse_lengths(str(spec.output_tokens), "output_tokens")
+    if spec.prompt_tokens is not None or spec.output_tokens is not None:
+        wl.name = spec.preset or "custom"
+    wl.rate, wl.peak_rate, wl.burstiness = spec.rate, spec.peak_rate, spec.burstiness
+    wl.users, wl.think_time_s, wl.prefix_hit = spec.users, spec.think_time, spec.prefix_hit
+    return wl
+
+
+def targets_of(slo: Any, wl: Any) -> Any:
+    from kvplan.core.plan import Targets
+
+    return Targets(rate=wl.rate, peak_rate=wl.peak_rate, ttft_p95_s=slo.ttft, tpot_ms=slo.tpot,
+                   preempt_risk=slo.preempt_risk, policy=slo.policy,
+                   target_utilization=slo.target_utilization,
+                   redundancy=1 if slo.n_plus_one else 0)
+
+
+def _point(plan: Any, n: int, wl: Any, gpu: Any) -> Any:
+    from kvplan.core import perf
+
+    if n == plan.max_num_seqs:
+        return plan.point
+    o = wl.output.points
+    o_mean, o_sq = sum(o) / len(o), sum(x * x for x in o) / len(o)
+    return perf.operating_point(perf.build(plan.result, gpu), n, wl.prompt.mean, o_mean, o_sq,
+                                plan.result.max_num_batched_tokens, wl.prefix_hit)
+
+
+def _replicas(pt: Any, n: int, wl: Any, tg: Any) -> tuple[int, float, float]:
+    """(replicas, requests/s one replica serves, rate) as `plan_one` sizes them."""
+    from kvplan.core import queueing
+
+    o = wl.output.points
+    service_s = pt.ttft_ms / 1000 + (sum(o) / len(o)) * pt.tpot_ms / 1000
+    rps = n / service_s
+    rate = tg.rate
+    if wl.users:
+        rate = wl.users / (wl.think_time_s + service_s)
+    replicas = max(1, math.ceil(rate / (rps * tg.target_utilization)))
+    if tg.peak_rate:
+        replicas = max(replicas, math.ceil(tg.peak_rate / rps))
+    for _ in range(10000):
+        wait95 = queueing.wait_quantile(replicas * n, rate, service_s, 0.95, wl.burstiness)
+        if tg.ttft_p95_s is None or pt.ttft_ms / 1000 + wait95 <= tg.ttft_p95_s:
+            break
+        replicas += 1
+    return replicas + tg.redundancy, rps, rate
+
+
+def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version: str) -> None:
+    from kvplan.core.plan import plan_one
+
+    t = out.target
+    decl = t.declared
+    if decl.workload is None:
+        why = ("no workload declared: add the annotations kvplan.io/workload and "
+               "kvplan.io/rate (plan file: workload:; --cmd: --workload/--rate)")
+        out.add("max-num-seqs-safe", SKIP, why)
+        out.add("replicas-cover-rate", SKIP, why)
+        return
+    wl = build_workload(decl.workload)
+    tg = targets_of(decl.slo, wl)
+    plan = plan_one(model, gpu, r.args, version, wl, tg)
+    name = spelled(p.engine, "max_num_seqs")
+    loc = p.loc_of("max_num_seqs")
+    at = ""
+    if out.has("max-model-len-fits", FAIL):
+        at = f" (with {spelled(p.engine, 'max_model_len')} {r.max_model_len})"
+    out.facts.update(workload=wl.name, rate=wl.rate, safe_max_num_seqs=plan.max_num_seqs,
+                     replicas_needed=plan.replicas)
+    safe = plan.max_num_seqs
+    current = r.max_num_seqs
+    given = "max_num_seqs" in p.values
+    if not plan.feasible:
+        out.add("max-num-seqs-safe", FAIL, f"no safe setting{at}: {plan.why_not}", loc,
+                fix="use a larger GPU, more tensor parallelism, --kv-cache-dtype fp8 or relax "
+                    "the SLOs", current=current)
+        out.add("replicas-cover-rate", SKIP, "not planned: no feasible max-num-seqs")
+        return
+    n = min(current, safe)
+    if p.engine == "tgi":
+        out.add("max-num-seqs-safe", SKIP, "TGI reserves each request's tokens when it admits "
+                "it, so it queues instead of preempting", loc)
+        n = current if given else safe
+    elif p.engine == "sglang" and not given:
+        out.add("max-num-seqs-safe", SKIP, f"{name} not set: SGLang admits by its own "
+                f"token estimate (the safe cap would be {safe})", loc, suggested=safe)
+    elif current > safe:
+        src = f"{name} {current}" if given else f"the default max-num-seqs {current}"
+        why = _why(plan, tg, p.engine)
+        out.add("max-num-seqs-safe", FAIL, f"{src} exceeds the safe {safe}{at} for the "
+                f"declared {wl.name} workload: {why}", loc, fix=f"{name} {safe}",
+                current=current, suggested=safe)
+    else:
+        out.add("max-num-seqs-safe", PASS, f"{name} {current} <= the safe {safe}{at} for the "
+                f"declared {wl.name} workload", loc, current=current, suggested=safe)
+    _replicas_check(out, plan, n, wl, tg, gpu, r)
+
+
+def _why(plan: Any, tg: Any, engine: str) -> str:
+    if tg.policy == "guaranteed":
+        return (f"{plan.guaranteed_seqs} sequences of max_model_len fill the KV pool "
+                "(guaranteed policy)")
+    then = {"sglang": "SGLang retracts requests and recomputes them"}.get(
+        engine, "vLLM preempts requests and recomputes them")
+    why = (f"past {plan.safe_seqs} running sequences the batch overflows the KV pool with more "
+           f"than {tg.preempt_risk:.0%} probability, and {then}")
+    if plan.max_num_seqs < plan.safe_seqs and tg.tpot_ms is not None:
+        why = f"past {plan.max_num_seqs} sequences TPOT exceeds the {tg.tpot_ms:g} ms SLO"
+    return why
+
+
+def _replicas_check(out: Any, plan: Any, n: int, wl: Any, tg: Any, gpu: Any, r: Any) -> None:
+    t = out.target
+    cid = "replicas-cover-rate"
+    if not tg.rate and not wl.users:
+        out.add(cid, SKIP, "no rate declared: add the annotation kvplan.io/rate (requests/s)")
+        return
+    pt = _point(plan, n, wl, gpu)
+    needed, rps, rate = _replicas(pt, n, wl, tg)
+    if n == plan.max_num_seqs:
+        needed = plan.replicas
+    dp = r.args.data_parallel_size
+    pods = math.ceil(needed / dp)
+    have = t.replicas_max or t.replicas
+    loc = t.replicas_loc or t.loc
+    slo = f" and TTFT p95 <= {tg.ttft_p95_s:g} s" if tg.ttft_p95_s else ""
+    load = f"{rate:.3g} req/s" + (f" ({wl.users} users)" if wl.users else "")
+    each = (f"one replica serves about {rps * dp:.1f} req/s at {n} sequences"
+            f"{f' x {dp} engines' if dp > 1 else ''}")
+    out.facts["replicas"] = have
+    if have < pods:
+        out.add(cid, FAIL, f"{have} replica{'s' * (have != 1)} for {load}: {each}; "
+                f"utilization <= {tg.target_utilization:.0%}{slo} needs {pods}", loc,
+                fix=replicas_fix(t, pods), current=have, suggested=pods)
+    else:
+        scale = (f" (autoscaled {t.replicas}-{t.replicas_max}: the autoscaler must reach "
+                 f"{pods})" if t.replicas_max else "")
+        out.add(cid, PASS, f"{have} replica{' covers' if have == 1 else 's cover'} {load}; "
+                f"{pods} needed{scale}", loc, current=have, suggested=pods)

@@ -1,0 +1,273 @@
+"""The checks of `kvplan check`: each has a stable id, a rule, and a one-line fix on failure.
+
+`run(target)` reads the engine command as the engine's parser would, checks the flags, then
+sizes the deployment with kvplan's model of vLLM (`sizing_checks`). docs/check.md has the
+table of ids and rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from kvplan.check.base import FAIL, PASS, SKIP, WARN, Finding, InputError, Loc, Target
+from kvplan.check.mapping import Parsed, parse, spelled
+
+CHECKS: dict[str, str] = {
+    "flags-known": "every flag exists in the target vLLM release's `vllm serve` parser "
+                   "(a typo is a failure with the closest flag suggested)",
+    "flag-values": "every value parses as the engine parses it (integers, 32k/32K suffixes, "
+                   "choices)",
+    "sizing-inputs": "kvplan knows the model and the GPU type, so the deployment can be sized",
+    "weights-fit": "the weights fit in gpu_memory_utilization x GPU memory with room for a KV "
+                   "cache",
+    "max-model-len-fits": "one request of max_model_len fits the KV pool (else vLLM refuses to "
+                          "start)",
+    "max-num-seqs-safe": "max-num-seqs is within the safe limit for the declared workload "
+                         "(else the running batch preempts)",
+    "replicas-cover-rate": "the replicas serve the declared request rate within the target "
+                           "utilization and TTFT SLO",
+    "gpu-memory-utilization-range": "gpu_memory_utilization is in [0.5, 0.95] (warning "
+                                    "outside, failure outside (0, 1])",
+    "tensor-parallel-valid": "the tensor parallel size divides the model's attention heads "
+                             "(and pipeline stages do not exceed its layers)",
+    "gpu-count-matches": "the GPUs the container gets equal TP x PP x DP",
+}
+
+
+@dataclass
+class Outcome:
+    """All findings for one target, and the facts the checks resolved."""
+
+    target: Target
+    findings: list[Finding] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, id_: str, status: str, message: str, loc: Loc | None = None,
+            fix: str | None = None, current: Any = None, suggested: Any = None) -> Finding:
+        f = Finding(id_, status, message, loc or self.target.loc, fix, current, suggested)
+        self.findings.append(f)
+        return f
+
+    def has(self, id_: str, status: str) -> bool:
+        return any(f.id == id_ and f.status == status for f in self.findings)
+
+
+@cache
+def _registry(key: str):
+    from kvplan.engines.vllm_registry import Registry
+
+    return Registry(key)
+
+
+def _known_in(key: str) -> list[str]:
+    from kvplan.engines.vllm_registry import recorded_versions
+
+    return [v for v in recorded_versions() if _registry(v).lookup(key) is not None]
+
+
+def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
+    """Every check on one target."""
+    from kvplan.check import sizing_checks
+    from kvplan.core.versions import VllmVersion
+    from kvplan.errors import BadInput
+
+    out = Outcome(t)
+    engine = t.command.engine
+    try:
+        version = VllmVersion.of(t.vllm_version)
+    except BadInput as e:
+        raise InputError(f"{e.message} ({t.version_source or 'vLLM version'})",
+                         file=t.loc.file, line=t.loc.line,
+                         hint="set the annotation kvplan.io/vllm-version or --vllm-version"
+                         ) from None
+    reg = _registry(version.text) if engine == "vllm" else None
+    p = parse(t.command, reg)
+    out.facts.update(engine=engine, form=t.command.form, vllm_version=version.text,
+                     vllm_release=reg.release if reg else None,
+                     version_source=t.version_source or "default")
+    flags_known(out, p, reg)
+    flag_values(out, p, reg)
+    utilization_range(out, p, version.default_gpu_memory_utilization)
+    sizing_checks.run(out, p, version.text, catalogs)
+    gpu_count(out, p)
+    for f in out.findings:
+        if f.id in t.ignore:
+            f.status, f.message = SKIP, f"ignored (kvplan.io/ignore): {f.message}"
+            f.fix = None
+    return out
+
+
+def flags_known(out: Outcome, p: Parsed, reg: Any) -> None:
+    if reg is None:
+        names = {"sglang": "SGLang", "tgi": "TGI"}[p.engine]
+        out.add("flags-known", SKIP, f"{names} flags are not validated (kvplan records vLLM's "
+                "parser only); the flags that map onto vLLM's are read", p.cmd.loc)
+        return
+    before = len(out.findings)
+    for f in p.flags:
+        if f.name is not None:
+            continue
+        hint = reg.suggest(f.key)
+        elsewhere = _known_in(f.key)
+        why = ""
+        if elsewhere:
+            why = (f" (it exists in vLLM {elsewhere[0]}–{elsewhere[-1]})" if len(elsewhere) > 1
+                   else f" (it exists in vLLM {elsewhere[0]})")
+        out.add("flags-known", FAIL, f"unknown flag {f.key} for vLLM {reg.release}: `vllm "
+                f"serve` exits with 'unrecognized arguments'{why}", f.loc,
+                fix=f"use {hint}" if hint else f"remove {f.key}", current=f.key, suggested=hint)
+    for tok in p.extra:
+        out.add("flags-known", FAIL, f"unexpected argument {tok.text!r}: vLLM's parser rejects "
+                "it", tok.loc, fix="remove it, or put it after the flag it belongs to",
+                current=tok.text)
+    model_flag = p.set_by.get("model")
+    rejects = str(reg.parser.get("model_option", "")).startswith("rejected")
+    if model_flag and p.cmd.form == "vllm-serve" and rejects and model_flag.key == "--model":
+        out.add("flags-known", FAIL, f"vllm serve in vLLM {reg.release} rejects --model",
+                model_flag.loc, fix=f"vllm serve {p.model} … (the model is positional)")
+    for f in p.flags:
+        if f.abbreviated:
+            out.add("flags-known", WARN, f"{f.key} is accepted only as an abbreviation of "
+                    f"{f.name}; a new flag with the same prefix in a later release makes it "
+                    "ambiguous and vLLM refuses to start", f.loc, fix=f"use {f.name}",
+                    current=f.key, suggested=f.name)
+        if f.name and reg.flags.get(f.name, {}).get("deprecated"):
+            out.add("flags-known", WARN, f"{f.key} is deprecated in vLLM {reg.release}", f.loc,
+                    fix=f"remove {f.key}")
+    for first, again in p.repeated:
+        out.add("flags-known", WARN, f"{again.key} is given twice (also line "
+                f"{first.loc.line}); vLLM uses the last value", again.loc,
+                fix=f"keep one {again.name}")
+    if p.config_file:
+        out.add("flags-known", WARN, f"options in --config {p.config_file.value} are not read "
+                "by kvplan", p.config_file.loc, fix="put the memory and scheduling flags on "
+                "the command line")
+    for tok in p.cmd.unresolved:
+        out.add("flags-known", WARN, f"{tok.text!r} refers to a variable kvplan cannot resolve "
+                "(a secret, config map or host variable); that value is not checked", tok.loc,
+                fix="give the value literally, or in the container's env")
+    if len(out.findings) == before:
+        n = len(p.flags)
+        out.add("flags-known", PASS, f"{n} flag{'s' * (n != 1)} known to vLLM {reg.release}"
+                if n else "no flags to check", p.cmd.loc)
+
+
+def flag_values(out: Outcome, p: Parsed, reg: Any) -> None:
+    before = len(out.findings)
+    unresolved = {tok.text for tok in p.cmd.unresolved}
+    for f, msg in p.errors:
+        if f.value and (f.value in unresolved or "$" in f.value):
+            continue  # reported by flags-known
+        out.add("flag-values", FAIL, f"{msg}: the engine refuses to start", f.loc,
+                fix=_value_fix(f, reg), current=f.value)
+    if reg is not None:
+        f = p.set_by.get("kv_cache_dtype")
+        known = reg.flags.get("--kv-cache-dtype", {}).get("known_values")
+        if f and known and f.value not in known:
+            out.add("flag-values", WARN, f"--kv-cache-dtype {f.value!r} is not one of vLLM "
+                    f"{reg.release}'s values (a plugin may add it)", f.loc,
+                    fix=f"use one of {', '.join(known[:6])}", current=f.value)
+    if len(out.findings) == before:
+        out.add("flag-values", PASS, "every value parses", p.cmd.loc)
+
+
+def _value_fix(f: Any, reg: Any) -> str:
+    info = reg.flags.get(f.name or "", {}) if reg is not None else {}
+    if info.get("choices"):
+        return f"use one of {', '.join(info['choices'])}"
+    if info.get("type", "").startswith("human_readable_int"):
+        return f"give {f.key} an integer such as 32768, 32K (=32768) or 32k (=32000)"
+    if info.get("type") == "int":
+        return f"give {f.key} a plain integer"
+    if info.get("type") == "float":
+        return f"give {f.key} a number"
+    return f"fix the value of {f.key}"
+
+
+def utilization_range(out: Outcome, p: Parsed, default: float) -> None:
+    fld, cid = "gpu_memory_utilization", "gpu-memory-utilization-range"
+    name = spelled(p.engine, fld)
+    v = p.values.get(fld)
+    loc = p.loc_of(fld)
+    if v is None:
+        what = f"vLLM's default {default:g}" if p.engine == "vllm" else "the engine's default"
+        out.add(cid, PASS, f"{name} not set ({what})", loc)
+        return
+    if not 0 < v <= 1:
+        out.add(cid, FAIL, f"{name} {v:g} is outside (0, 1]: the engine refuses to start", loc,
+                fix=f"{name} 0.9", current=v, suggested=0.9)
+    elif p.engine == "tgi":
+        out.add(cid, PASS, f"{name} {v:g}", loc, current=v)
+    elif v > 0.95:
+        out.add(cid, WARN, f"{name} {v:g} leaves under 5 % of the GPU for the CUDA context, "
+                "NCCL buffers and fragmentation outside the engine's accounting: OOM risk", loc,
+                fix=f"{name} 0.92", current=v, suggested=0.92)
+    elif v < 0.5:
+        out.add(cid, WARN, f"{name} {v:g} leaves {1 - v:.0%} of the GPU unused by the KV "
+                "cache (fine only if another process shares the GPU)", loc,
+                fix=f"{name} 0.9", current=v, suggested=0.9)
+    else:
+        out.add(cid, PASS, f"{name} {v:g} is in [0.5, 0.95]", loc, current=v)
+
+
+def gpus_needed(p: Parsed) -> int:
+    v = p.values
+    tp = v.get("tensor_parallel_size") or 1
+    pp = v.get("pipeline_parallel_size") or 1
+    dp = v.get("data_parallel_size") or 1
+    if p.engine == "sglang" and any(f.name == "--enable-dp-attention" for f in p.flags):
+        dp = 1
+    return tp * pp * dp
+
+
+def _visible_devices(p: Parsed) -> tuple[int | None, Loc | None]:
+    for var in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+        ev = p.cmd.env.get(var)
+        if ev and ev.value and all(x.strip().isdigit() for x in ev.value.split(",")):
+            return len(ev.value.split(",")), ev.loc
+    return None, None
+
+
+def gpu_count(out: Outcome, p: Parsed) -> None:
+    t = out.target
+    cid = "gpu-count-matches"
+    need = gpus_needed(p)
+    have, loc = t.gpu_count, t.gpu_count_loc
+    vis, vloc = _visible_devices(p)
+    if vis is not None and (have is None or vis < have):
+        have, loc = vis, vloc
+    loc = loc or t.loc
+    parallel = f"TP x PP x DP = {need}"
+    out.facts["gpus_needed"] = need
+    out.facts["gpus"] = have
+    if have is None:
+        if t.kind in ("command", "plan deployment", "compose service") or t.template:
+            out.add(cid, SKIP, f"{parallel}; the GPU count is not given", loc)
+        else:
+            out.add(cid, FAIL, f"{parallel} but the container requests no GPU: Kubernetes "
+                    "gives it none and the engine cannot start", loc,
+                    fix=f"resources.limits: nvidia.com/gpu: {need}", suggested=need)
+    elif have < need:
+        out.add(cid, FAIL, f"{parallel} needs {need} GPUs but the "
+                f"{'replica' if t.kind == 'LeaderWorkerSet' else 'container'} gets {have}: "
+                "the engine cannot start", loc, fix=_gpu_fix(t, need, p), current=have,
+                suggested=need)
+    elif have > need:
+        out.add(cid, WARN, f"{have} GPUs allocated but {parallel} uses {need}: "
+                f"{have - need} idle", loc, fix=_gpu_fix(t, need, p), current=have,
+                suggested=need)
+    else:
+        out.add(cid, PASS, f"{parallel} uses the {have} GPU{'s' * (have != 1)} allocated",
+                loc, current=have)
+
+
+def _gpu_fix(t: Target, need: int, p: Parsed) -> str:
+    if t.kind == "compose service":
+        return f"deploy.resources.reservations.devices[].count: {need}"
+    if t.kind == "plan deployment":
+        return f"gpus: {need}"
+    if t.kind == "LeaderWorkerSet":
+        return f"give the group {need} GPUs (size x nvidia.com/gpu per pod)"
+    return f"resources.limits: nvidia.com/gpu: {need}"

@@ -1,0 +1,83 @@
+"""docker-compose services -> check targets: `entrypoint` + `command` (or the image's
+entrypoint), `environment`, `kvplan.io/` labels, GPU reservations and `deploy.replicas`."""
+
+from __future__ import annotations
+
+import re
+
+from kvplan.check import annotations
+from kvplan.check.base import Target, Token
+from kvplan.check.command import EnvVar, find_engine, set_version
+from kvplan.check.yamlsrc import Obj, int_at, text_of
+
+
+def _compose_interp(tokens: list[Token]) -> tuple[list[Token], list[Token]]:
+    """Compose interpolation: `${VAR:-default}` takes the default (the host environment is not
+    known here); `${VAR}`/`$VAR` stay unresolved; `$$` is a literal `$`."""
+    out, bad = [], []
+    pat = re.compile(r"\$\$|\$\{([A-Za-z_]\w*)(?::?-([^}]*))?\}|\$([A-Za-z_]\w*)")
+    for t in tokens:
+        unresolved = False
+
+        def sub(m: re.Match) -> str:
+            nonlocal unresolved
+            if m.group(0) == "$$":
+                return "$"
+            if m.group(2) is not None:
+                return m.group(2)
+            unresolved = True
+            return m.group(0)
+
+        nt = Token(pat.sub(sub, t.text), t.loc, t.raw)
+        out.append(nt)
+        if unresolved:
+            bad.append(nt)
+    return out, bad
+
+
+def targets(o: Obj) -> list[Target]:
+    services = o.get("services")
+    out = []
+    for sname, svc in services.items():
+        if not isinstance(svc, dict):
+            continue
+        s = o.sub("services", sname)
+        env: dict[str, EnvVar] = {}
+        e = svc.get("environment")
+        if isinstance(e, dict):
+            env = {str(k): EnvVar(text_of(v) if v is not None else None,
+                                  s.loc("environment", k)) for k, v in e.items()}
+        elif isinstance(e, list):
+            for i, item in enumerate(e):
+                k, eq, v = str(item).partition("=")
+                env[k] = EnvVar(v if eq else None, s.loc("environment", i))
+        entry, bad1 = _compose_interp(s.tokens("entrypoint", split_strings=True))
+        args, bad2 = _compose_interp(s.tokens("command", split_strings=True))
+        eng = find_engine(entry, args, env, image=s.string("image"), k8s_vars=False)
+        if eng is None:
+            continue
+        eng.unresolved += bad1 + bad2
+        ann = annotations.read(s.mapping("labels"), s.loc())
+        t = Target(name=f"service/{sname}", kind="compose service",
+                   loc=o.key_loc("services", sname), command=eng)
+        ann.apply(t)
+        set_version(t, svc.get("image"))
+        devices = s.typed("deploy", "resources", "reservations", "devices", kind=list)
+        for i, dev in enumerate(devices):
+            caps = dev.get("capabilities") if isinstance(dev, dict) else None
+            if isinstance(dev, dict) and "gpu" in (caps if isinstance(caps, list) else ["gpu"]):
+                if isinstance(dev.get("device_ids"), list) and dev["device_ids"]:
+                    t.gpu_count = len(dev["device_ids"])
+                elif str(dev.get("count", "all")) != "all":
+                    t.gpu_count = int_at(s, "deploy", "resources", "reservations", "devices", i,
+                                       "count", what="count")
+                t.gpu_count_loc = s.loc("deploy", "resources", "reservations", "devices", i)
+        reps = int_at(s, "deploy", "replicas", what="replicas")
+        if reps is None:
+            reps = int_at(s, "scale", what="scale")
+        t.replicas = 1 if reps is None else reps
+        t.replicas_loc = s.key_loc("deploy", "replicas") if s.get("deploy", "replicas") \
+            is not None else s.loc()
+        t.replicas_source = "deploy.replicas"
+        out.append(t)
+    return out

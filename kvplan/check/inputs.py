@@ -1,0 +1,101 @@
+"""Deployment files -> `Target`s: Kubernetes manifests (multi-document YAML; `kubernetes`),
+docker-compose files (`compose`), kvplan plan files (`planfile`) and `--cmd` command lines.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvplan.check import compose, kubernetes
+from kvplan.check.base import Declared, FileInfo, InputError, Loc, Target, Token
+from kvplan.check.command import find_engine
+from kvplan.check.planfile import SloSpec, WorkloadSpec, plan_targets
+from kvplan.check.yamlsrc import Doc, Obj, load_docs
+
+
+@dataclass
+class Defaults:
+    """Command-line values for what a file does not say."""
+
+    gpu: str | None = None
+    vllm_version: str | None = None
+    workload: str | None = None
+    rate: float | None = None
+
+
+def read_text(path: str) -> tuple[str, str]:
+    """(display name, text) of a file, or of stdin for '-'."""
+    if path == "-":
+        return "<stdin>", sys.stdin.read()
+    p = Path(path)
+    try:
+        return path, p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such file", file=path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory", file=path,
+                         hint="pass the YAML files, e.g. deploy/*.yaml") from None
+    except UnicodeDecodeError:
+        raise InputError("is not UTF-8 text", file=path) from None
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", file=path) from None
+
+
+def load(paths: list[str], cmd: str | None, defaults: Defaults) -> tuple[list[Target],
+                                                                          list[FileInfo]]:
+    """All targets in `paths` (and `--cmd`), with a note per file that had none."""
+    docs: list[tuple[FileInfo, Doc]] = []
+    infos = []
+    for path in paths:
+        name, text = read_text(path)
+        info = FileInfo(name)
+        infos.append(info)
+        docs += [(info, d) for d in load_docs(name, text)]
+    targets: list[Target] = []
+    for info, d in docs:
+        if not isinstance(d.data, dict):
+            continue
+        if isinstance(d.data.get("services"), dict) and "kind" not in d.data:
+            info.kinds.append("compose")
+            new = compose.targets(Obj(d, d.node, d.data))
+        elif "kvplan" in d.data and "kind" not in d.data:
+            info.kinds.append("plan")
+            new = plan_targets(d)
+        else:
+            continue
+        info.targets += len(new)
+        targets += new
+    targets += kubernetes.targets([(i, Obj(d, n, x)) for i, d in docs
+                                   for n, x in kubernetes.objects(d)])
+    order = {i.file: n for n, i in enumerate(infos)}
+    targets.sort(key=lambda t: (order.get(t.loc.file, 0), t.loc.line or 0))
+    if cmd is not None:
+        targets.append(_cmd_target(cmd))
+    for t in targets:
+        _apply_defaults(t, defaults)
+    return targets, infos
+
+
+# --- --cmd and defaults ----------------------------------------------------------------------
+
+def _cmd_target(cmd: str) -> Target:
+    eng = find_engine([Token("sh"), Token("-c")], [Token(cmd)], {})
+    if eng is None:
+        raise InputError(f"--cmd: no vllm serve, SGLang or TGI command in {cmd!r}",
+                         hint="e.g. --cmd 'vllm serve meta-llama/Llama-3.1-8B-Instruct "
+                              "--max-model-len 32768'")
+    return Target(name="--cmd", kind="command", loc=Loc(), command=eng,
+                  replicas_source="--cmd (one replica)", declared=Declared())
+
+
+def _apply_defaults(t: Target, d: Defaults) -> None:
+    if not t.gpu and not t.gpu_choices and d.gpu:
+        t.gpu, t.gpu_loc = d.gpu, None
+    if not t.vllm_version and d.vllm_version:
+        t.vllm_version, t.version_source = d.vllm_version, "--vllm-version"
+    if t.declared.workload is None and (d.workload or d.rate):
+        t.declared.workload = WorkloadSpec(preset=d.workload, rate=d.rate)
+    if t.declared.slo is None:
+        t.declared.slo = SloSpec()

@@ -1,0 +1,346 @@
+"""Kubernetes objects -> check targets: Pod, Deployment, StatefulSet, ReplicaSet, DaemonSet,
+Job, CronJob, Argo Rollout, LeaderWorkerSet, KServe InferenceService and (Cluster)ServingRuntime.
+
+A HorizontalPodAutoscaler in the inputs sets the replica range of its target; other kinds are
+skipped. docs/check.md describes what is read from where.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from kvplan.check import annotations
+from kvplan.check.base import FileInfo, InputError, Loc, Target, Token
+from kvplan.check.command import EnvVar, find_engine, set_version
+from kvplan.check.yamlsrc import Doc, Obj, int_at, text_of
+
+GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
+              "karpenter.k8s.aws/instance-gpu-name")
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+POD_PATHS = {
+    "Pod": ("spec",),
+    "Deployment": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "Rollout": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+SCALED = {"Deployment", "StatefulSet", "ReplicaSet", "Rollout"}
+RUNTIMES = {"ServingRuntime", "ClusterServingRuntime"}
+
+
+def objects(d: Doc) -> list[tuple[yaml.Node, dict]]:
+    """The Kubernetes objects of a document (the items of a `kind: List`)."""
+    data = d.data
+    if not isinstance(data, dict) or "kind" not in data or "apiVersion" not in data:
+        return []
+    out = [(d.node, data)]
+    if str(data["kind"]).endswith("List"):
+        items = data.get("items") or []
+        out = [(d.node_at("items", i), x) for i, x in enumerate(items if isinstance(items, list)
+                                                               else []) if isinstance(x, dict)]
+    for node, x in out:
+        if not isinstance(x.get("kind"), str):
+            loc = d.loc("kind", base=node)
+            raise InputError("kind must be a string", file=loc.file, line=loc.line)
+    return out
+
+
+def autoscalers(objs: list[Obj]) -> dict[tuple[str, str], tuple[int, int | None, Loc]]:
+    """(kind, name) -> (minReplicas, maxReplicas, where) of each HorizontalPodAutoscaler."""
+    out = {}
+    for o in objs:
+        if o.get("kind") != "HorizontalPodAutoscaler":
+            continue
+        ref = o.typed("spec", "scaleTargetRef")
+        lo = int_at(o, "spec", "minReplicas", what="minReplicas") or 1
+        hi = int_at(o, "spec", "maxReplicas", what="maxReplicas")
+        out[(str(ref.get("kind")), str(ref.get("name")))] = (lo, hi, o.loc("spec", "maxReplicas"))
+    return out
+
+
+def targets(objs: list[tuple[FileInfo, Obj]]) -> list[Target]:
+    """Targets of the Kubernetes objects of all inputs (a runtime or autoscaler in one file
+    applies to objects in another)."""
+    runtimes = {str(o.get("metadata", "name")): o for _, o in objs if o.get("kind") in RUNTIMES}
+    scalers = autoscalers([o for _, o in objs])
+    used: set[str] = set()
+    out: list[Target] = []
+    for info, o in objs:
+        kind = o.get("kind")
+        info.kinds.append(kind)
+        if kind == "InferenceService":
+            new = _isvc(o, runtimes, used)
+        elif kind in POD_PATHS:
+            new = _pod_kind(o, scalers)
+        elif kind == "LeaderWorkerSet":
+            new = _lws(o)
+        else:
+            continue
+        info.targets += len(new)
+        out += new
+    for info, o in objs:  # runtimes no InferenceService in the inputs uses: check as templates
+        if o.get("kind") in RUNTIMES and str(o.get("metadata", "name")) not in used:
+            new = _runtime_alone(o)
+            info.targets += len(new)
+            out += new
+    return out
+
+
+def _env(c: Obj) -> dict[str, EnvVar]:
+    env: dict[str, EnvVar] = {}
+    for i, e in enumerate(c.typed("env", kind=list)):
+        if isinstance(e, dict) and e.get("name"):
+            v = e.get("value")
+            env[str(e["name"])] = EnvVar(None if v is None and "valueFrom" in e else
+                                         text_of(v) if v is not None else "", c.loc("env", i))
+    return env
+
+
+def _gpu_count(c: Obj) -> tuple[int | None, Loc | None]:
+    for section in ("limits", "requests"):
+        for key in GPU_RESOURCES:
+            if c.get("resources", section, key) is not None:
+                n = int_at(c, "resources", section, key, what=key)
+                return n, c.loc("resources", section, key)
+    return None, None
+
+
+def _gpu_type(pod: Obj) -> tuple[list[str], Loc | None]:
+    """GPU node types the pod may land on: nodeSelector or required node affinity."""
+    ns = pod.typed("nodeSelector")
+    for key in GPU_LABELS:
+        if key in ns:
+            return [str(ns[key])], pod.loc("nodeSelector", key)
+    names, loc = [], None
+    path = ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+            "nodeSelectorTerms")
+    for ti in range(len(pod.typed(*path, kind=list))):
+        for ei, ex in enumerate(pod.typed(*path, ti, "matchExpressions", kind=list)):
+            if isinstance(ex, dict) and ex.get("key") in GPU_LABELS and \
+                    ex.get("operator") == "In":
+                names += [str(v) for v in pod.typed(*path, ti, "matchExpressions", ei,
+                                                     "values", kind=list)]
+                loc = loc or pod.loc("affinity", "nodeAffinity",
+                                     "requiredDuringSchedulingIgnoredDuringExecution",
+                                     "nodeSelectorTerms", ti, "matchExpressions", ei, "values")
+    return names, loc
+
+
+def _annotated(o: Obj, *extra: tuple[Any, ...]) -> annotations.Annotated:
+    vals: dict[str, tuple[str, Loc]] = {}
+    for path in extra:  # pod template annotations first; the object's own win
+        vals.update(o.mapping(*path, "metadata", "annotations"))
+    vals.update(o.mapping("metadata", "annotations"))
+    return annotations.read(vals, o.loc("metadata"))
+
+
+def _base_target(o: Obj, name: str, eng: Any, ann: annotations.Annotated) -> Target:
+    t = Target(name=name, kind=str(o.get("kind")), loc=o.loc("metadata", "name"), command=eng)
+    ann.apply(t)
+    return t
+
+
+def _set_gpu(t: Target, pod: Obj) -> None:
+    if t.gpu:
+        return
+    names, loc = _gpu_type(pod)
+    if len(names) == 1:
+        t.gpu, t.gpu_loc = names[0], loc
+    elif names:
+        t.gpu_choices, t.gpu_loc = names, loc
+
+
+def _containers(pod: Obj) -> list[tuple[int, Obj]]:
+    cs = pod.sub("containers")
+    if cs is None or not isinstance(cs.data, list):
+        return []
+    return [(i, Obj(pod.doc, cs.doc.node_at(i, base=cs.node), c))
+            for i, c in enumerate(cs.data) if isinstance(c, dict)]
+
+
+def _engine(c: Obj) -> Any:
+    return find_engine(c.tokens("command"), c.tokens("args"), _env(c), image=c.string("image"))
+
+
+def _pod_kind(o: Obj, scalers: dict) -> list[Target]:
+    kind = str(o.get("kind"))
+    path = POD_PATHS[kind]
+    pod = o.sub(*path)
+    if pod is None:
+        return []
+    name = str(o.get("metadata", "name") or "?")
+    ann = _annotated(o, path[:-1]) if len(path) > 1 else _annotated(o)
+    cs = _containers(pod)
+    out = []
+    for _, c in cs:
+        eng = _engine(c)
+        if eng is None:
+            continue
+        label = f"{kind}/{name}" + (f"[{c.get('name')}]" if len(cs) > 1 else "")
+        t = _base_target(o, label, eng, ann)
+        t.gpu_count, t.gpu_count_loc = _gpu_count(c)
+        _set_gpu(t, pod)
+        set_version(t, c.get("image"))
+        if kind in SCALED:
+            hpa = scalers.get((kind, name))
+            if hpa:
+                t.replicas, t.replicas_max, t.replicas_loc = hpa
+                t.replicas_source = "HorizontalPodAutoscaler"
+            else:
+                t.replicas = int_at(o, "spec", "replicas", what="replicas")
+                t.replicas = 1 if t.replicas is None else t.replicas
+                t.replicas_loc = o.key_loc("spec", "replicas") if o.get("spec", "replicas") \
+                    is not None else o.loc("spec")
+                t.replicas_source = "spec.replicas"
+        out.append(t)
+    return out
+
+
+def _lws(o: Obj) -> list[Target]:
+    """LeaderWorkerSet: one replica is a group of `size` pods; the leader runs the engine."""
+    base = ("spec", "leaderWorkerTemplate")
+    worker = o.sub(*base, "workerTemplate", "spec")
+    leader = o.sub(*base, "leaderTemplate", "spec") or worker
+    if leader is None:
+        return []
+    size = int_at(o, *base, "size", what="size") or 1
+    name = str(o.get("metadata", "name") or "?")
+    ann = _annotated(o, (*base, "leaderTemplate"), (*base, "workerTemplate"))
+    wgpus = 0
+    if worker is not None:
+        for _, wc in _containers(worker):
+            wgpus += _gpu_count(wc)[0] or 0
+    out = []
+    for _, c in _containers(leader):
+        eng = _engine(c)
+        if eng is None:
+            continue
+        t = _base_target(o, f"LeaderWorkerSet/{name}", eng, ann)
+        lg, t.gpu_count_loc = _gpu_count(c)
+        if lg is not None or wgpus:
+            t.gpu_count = (lg or 0) + (size - 1) * wgpus
+        _set_gpu(t, leader)
+        set_version(t, c.get("image"))
+        t.replicas = int_at(o, "spec", "replicas", what="replicas") or 1
+        t.replicas_loc = o.key_loc("spec", "replicas")
+        t.replicas_source = "spec.replicas (groups)"
+        out.append(t)
+    return out
+
+
+def _storage_model(uri: Any) -> str | None:
+    if isinstance(uri, str) and uri.startswith("hf://"):
+        return uri[5:].split(":", 1)[0].strip("/") or None
+    return None
+
+
+def _isvc(o: Obj, runtimes: dict[str, Obj], used: set[str]) -> list[Target]:
+    """KServe InferenceService: a custom predictor container, a ServingRuntime from the
+    inputs (its container with the InferenceService's args, env and resources), or the
+    built-in Hugging Face server (vLLM backend) for `modelFormat: huggingface`."""
+    pred = o.sub("spec", "predictor")
+    if pred is None:
+        return []
+    name = str(o.get("metadata", "name") or "?")
+    ann = _annotated(o)
+    model = pred.sub("model")
+    out = []
+    if model is None:
+        for _, c in _containers(pred):
+            eng = _engine(c)
+            if eng is not None:
+                t = _base_target(o, f"InferenceService/{name}", eng, ann)
+                t.gpu_count, t.gpu_count_loc = _gpu_count(c)
+                set_version(t, c.get("image"))
+                out.append(t)
+    else:
+        fmt = str(model.get("modelFormat", "name") or "").lower()
+        rname = model.get("runtime")
+        rt = runtimes.get(str(rname)) if rname else next(
+            (r for r in runtimes.values() if any(
+                str(f.get("name", "")).lower() == fmt and f.get("autoSelect")
+                for f in r.typed("spec", "supportedModelFormats", kind=list)
+                if isinstance(f, dict))),
+            None)
+        env = _env(model)
+        eng, image, rcs = None, model.get("image"), []
+        if rt is not None:
+            used.add(str(rt.get("metadata", "name")))
+            rcs = _containers(rt.sub("spec") or rt)
+            if rcs:
+                rc = rcs[0][1]
+                image = image or rc.get("image")
+                image = image if isinstance(image, str) else rc.string("image")
+                eng = find_engine(rc.tokens("command"), rc.tokens("args") + model.tokens("args"),
+                                  {**_env(rc), **env}, image=image)
+        elif fmt == "huggingface":
+            eng = find_engine([Token("huggingfaceserver", model.loc("modelFormat"))],
+                              model.tokens("args"), env)
+            if eng is not None and _backend(eng) not in ("vllm", None):
+                eng = None  # the transformers backend: no KV cache to plan
+        if eng is not None:
+            t = _base_target(o, f"InferenceService/{name}", eng, ann)
+            t.gpu_count, t.gpu_count_loc = _gpu_count(model)
+            if t.gpu_count is None and rt is not None and rcs:
+                t.gpu_count, t.gpu_count_loc = _gpu_count(rcs[0][1])
+            set_version(t, image)
+            sm = _storage_model(model.get("storageUri"))
+            if sm:
+                t.model_hint, t.model_hint_loc = sm, model.loc("storageUri")
+            _worker_spec(t, pred)
+            out.append(t)
+    for t in out:
+        _set_gpu(t, pred)
+        lo = int_at(pred, "minReplicas", what="minReplicas")
+        hi = int_at(pred, "maxReplicas", what="maxReplicas")
+        t.replicas = max(1, lo if lo is not None else 1)
+        t.replicas_max = hi if hi and hi > t.replicas else None
+        t.replicas_loc = pred.key_loc("maxReplicas" if t.replicas_max else "minReplicas")
+        t.replicas_source = "predictor.minReplicas/maxReplicas"
+    return out
+
+
+def _backend(eng: Any) -> str | None:
+    for i, a in enumerate(eng.args):
+        if a.text.startswith("--backend"):
+            v = a.text.split("=", 1)[1] if "=" in a.text else (
+                eng.args[i + 1].text if i + 1 < len(eng.args) else "")
+            return v.lower()
+    return None
+
+
+def _worker_spec(t: Target, pred: Obj) -> None:
+    """KServe multi-node: workerSpec sets TP (GPUs per node) and PP (nodes)."""
+    ws = pred.sub("workerSpec")
+    if ws is None:
+        return
+    for key, flag in (("tensorParallelSize", "--tensor-parallel-size"),
+                      ("pipelineParallelSize", "--pipeline-parallel-size")):
+        v = ws.get(key)
+        if v is not None and not any(a.text.startswith(flag) for a in t.command.args):
+            t.command.args += [Token(flag, ws.loc(key)), Token(str(v), ws.loc(key))]
+    pp = int_at(ws, "pipelineParallelSize", what="pipelineParallelSize") or 1
+    if t.gpu_count is not None:
+        t.gpu_count *= pp
+
+
+def _runtime_alone(o: Obj) -> list[Target]:
+    spec = o.sub("spec")
+    if spec is None:
+        return []
+    ann = _annotated(o)
+    out = []
+    for _, c in _containers(spec):
+        eng = _engine(c)
+        if eng is not None:
+            t = _base_target(o, f"{o.get('kind')}/{o.get('metadata', 'name')}", eng, ann)
+            t.gpu_count, t.gpu_count_loc = _gpu_count(c)
+            t.template = True
+            set_version(t, c.get("image"))
+            out.append(t)
+    return out

@@ -1,0 +1,386 @@
+"""Engine arguments as the engine's parser reads them, mapped onto kvplan's `EngineArgs`.
+
+vLLM flags are resolved with the target release's parser data (`Registry`: aliases,
+negations, underscores, unique prefixes); SGLang and TGI flags that change memory or
+scheduling map onto the same fields (docs/check.md lists them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvplan.check.base import Loc, Token
+from kvplan.check.command import EngineCommand
+from kvplan.errors import BadInput
+from kvplan.units import parse_vllm_int
+
+# vLLM canonical flag -> EngineArgs field
+VLLM_FIELDS = {
+    "--tensor-parallel-size": "tensor_parallel_size",
+    "--pipeline-parallel-size": "pipeline_parallel_size",
+    "--data-parallel-size": "data_parallel_size",
+    "--enable-expert-parallel": "enable_expert_parallel",
+    "--max-model-len": "max_model_len",
+    "--kv-cache-dtype": "kv_cache_dtype",
+    "--gpu-memory-utilization": "gpu_memory_utilization",
+    "--kv-cache-memory-bytes": "kv_cache_memory_bytes",
+    "--block-size": "block_size",
+    "--max-num-seqs": "max_num_seqs",
+    "--max-num-batched-tokens": "max_num_batched_tokens",
+    "--enforce-eager": "enforce_eager",
+    "--dtype": "dtype",
+    "--quantization": "quantization",
+    "--enable-prefix-caching": "enable_prefix_caching",
+    "--enable-chunked-prefill": "enable_chunked_prefill",
+    "--disable-hybrid-kv-cache-manager": "disable_hybrid_kv_cache_manager",
+    "--num-gpu-blocks-override": "num_gpu_blocks_override",
+}
+# SGLang (`python -m sglang.launch_server`, server_args.py) flag -> field
+SGLANG_FIELDS = {
+    "--model-path": "model", "--model": "model",
+    "--tp-size": "tensor_parallel_size", "--tp": "tensor_parallel_size",
+    "--tensor-parallel-size": "tensor_parallel_size",
+    "--dp-size": "data_parallel_size", "--dp": "data_parallel_size",
+    "--data-parallel-size": "data_parallel_size",
+    "--pp-size": "pipeline_parallel_size", "--pipeline-parallel-size": "pipeline_parallel_size",
+    "--context-length": "max_model_len",
+    "--max-running-requests": "max_num_seqs",
+    "--mem-fraction-static": "gpu_memory_utilization",
+    "--chunked-prefill-size": "max_num_batched_tokens",
+    "--kv-cache-dtype": "kv_cache_dtype",
+    "--quantization": "quantization",
+    "--dtype": "dtype",
+    "--page-size": "block_size",
+    "--disable-radix-cache": "enable_prefix_caching",
+    "--disable-cuda-graph": "enforce_eager",
+    "--max-total-tokens": "max_total_tokens",
+}
+SGLANG_BOOL = {"--disable-radix-cache", "--disable-cuda-graph", "--trust-remote-code",
+               "--enable-torch-compile", "--enable-dp-attention", "--skip-tokenizer-init",
+               "--enable-metrics", "--log-requests", "--enable-mixed-chunk",
+               "--disable-overlap-schedule", "--enable-ep-moe", "--is-embedding",
+               "--disable-custom-all-reduce", "--enable-p2p-check", "--enable-cache-report",
+               "--show-time-cost", "--enable-deepep-moe", "--enable-two-batch-overlap"}
+# TGI (`text-generation-launcher`, clap; every flag also reads the upper-case env var)
+TGI_FIELDS = {
+    "--model-id": "model",
+    "--num-shard": "tensor_parallel_size",
+    "--max-total-tokens": "max_model_len",
+    "--max-batch-size": "max_num_seqs",
+    "--cuda-memory-fraction": "gpu_memory_utilization",
+    "--max-batch-prefill-tokens": "max_num_batched_tokens",
+    "--kv-cache-dtype": "kv_cache_dtype",
+    "--quantize": "quantization",
+    "--dtype": "dtype",
+}
+TGI_BOOL = {"--trust-remote-code", "--disable-custom-kernels", "--json-output",
+            "--disable-grammar-support", "--enable-prefill-logprobs", "--disable-usage-stats",
+            "--disable-crash-reports"}
+# KServe huggingfaceserver's own options (its parser also carries vLLM's)
+KSERVE_OWN = {"--model_id", "--model_dir", "--model_name", "--backend", "--task", "--max_length",
+              "--disable_lower_case", "--disable_special_tokens", "--trust_remote_code",
+              "--tensor_input_names", "--return_token_type_ids", "--return_probabilities",
+              "--disable_log_requests", "--model_revision", "--tokenizer_revision",
+              "--http_port", "--grpc_port", "--workers", "--max_threads", "--enable_grpc",
+              "--predictor_host", "--configure_logging", "--log_config_file",
+              "--access_log_format", "--enable_latency_logging", "--enable_docs_url",
+              "--max_asyncio_workers", "--return_raw_logits", "--pooling_task",
+              "--predictor_protocol", "--predictor_use_ssl", "--predictor_request_timeout_seconds",
+              "--predictor_request_retries", "--predictor_health_check"}
+# how each field is spelled in each engine (for messages and fixes)
+SPELLING = {
+    "vllm": {v: k for k, v in VLLM_FIELDS.items()},
+    "sglang": {"tensor_parallel_size": "--tp-size", "data_parallel_size": "--dp-size",
+               "pipeline_parallel_size": "--pp-size", "max_model_len": "--context-length",
+               "max_num_seqs": "--max-running-requests",
+               "gpu_memory_utilization": "--mem-fraction-static",
+               "max_num_batched_tokens": "--chunked-prefill-size",
+               "kv_cache_dtype": "--kv-cache-dtype"},
+    "tgi": {"tensor_parallel_size": "--num-shard", "max_model_len": "--max-total-tokens",
+            "max_num_seqs": "--max-batch-size", "gpu_memory_utilization": "--cuda-memory-fraction",
+            "max_num_batched_tokens": "--max-batch-prefill-tokens",
+            "kv_cache_dtype": "--kv-cache-dtype"},
+}
+_KV_DTYPES = {"fp8_e4m3fn": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
+              "fp8": "fp8", "bf16": "bfloat16", "bfloat16": "bfloat16", "auto": "auto",
+              "float16": "float16", "fp16": "float16"}
+
+
+def spelled(engine: str, fld: str) -> str:
+    return SPELLING.get(engine, {}).get(fld) or "--" + fld.replace("_", "-")
+
+
+@dataclass
+class FlagUse:
+    """One option as written, and what the engine's parser makes of it."""
+
+    tok: Token
+    key: str  # the option as written, without '=value'
+    value: str | None = None
+    value_tok: Token | None = None
+    name: str | None = None  # canonical option (None: unknown to the parser)
+    negated: bool = False
+    abbreviated: bool = False  # accepted only as a unique prefix of `name`
+
+    @property
+    def loc(self) -> Loc:
+        return self.tok.loc
+
+
+@dataclass
+class Parsed:
+    """An engine command read as its parser reads it, mapped to sizing inputs."""
+
+    cmd: EngineCommand
+    flags: list[FlagUse] = field(default_factory=list)
+    extra: list[Token] = field(default_factory=list)  # positionals the parser rejects
+    model: str | None = None
+    model_loc: Loc | None = None
+    values: dict[str, Any] = field(default_factory=dict)  # EngineArgs field -> value
+    set_by: dict[str, FlagUse] = field(default_factory=dict)
+    errors: list[tuple[FlagUse, str]] = field(default_factory=list)  # values the parser rejects
+    repeated: list[tuple[FlagUse, FlagUse]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    config_file: FlagUse | None = None
+
+    @property
+    def engine(self) -> str:
+        return self.cmd.engine
+
+    def loc_of(self, fld: str) -> Loc:
+        """Where the flag that set `fld` is written (the command when it is not set)."""
+        f = self.set_by.get(fld)
+        return f.loc if f else self.cmd.loc
+
+
+def _spelling(key: str) -> str:
+    return "--" + key[2:].replace("_", "-") if key.startswith("--") else key
+
+
+_EXACT: dict[str, set[str]] = {}
+
+
+def _exact(reg: Any) -> set[str]:
+    """Every full spelling the release's parser registers (names, aliases, negations)."""
+    if reg.key not in _EXACT:
+        _EXACT[reg.key] = {x for name, info in reg.flags.items()
+                           for x in (name, *info.get("aliases", []), *info.get("negations", []))}
+    return _EXACT[reg.key]
+
+
+def _is_number(s: str) -> bool:
+    return bool(re.fullmatch(r"-?\d+(\.\d+)?([eE][-+]?\d+)?", s))
+
+
+def _is_flag(s: str) -> bool:
+    return s.startswith("-") and len(s) > 1 and not _is_number(s)
+
+
+def _bool(text: str | None) -> bool | None:
+    if text is None:
+        return True
+    t = text.strip().lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    return None
+
+
+def split_flags(cmd: EngineCommand, reg: Any) -> tuple[list[FlagUse], list[Token]]:
+    """Options and positionals, consuming values as the parser would (`reg`: a vLLM
+    `Registry`, or None for SGLang/TGI, where a following non-option word is the value)."""
+    toks = cmd.args
+    flags: list[FlagUse] = []
+    pos: list[Token] = []
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        s = t.text
+        i += 1
+        if s == "--":
+            pos.extend(toks[i:])
+            break
+        if not _is_flag(s):
+            pos.append(t)
+            continue
+        key, eq, val = s.partition("=")
+        f = FlagUse(t, key, val if eq else None)
+        nxt = toks[i] if i < len(toks) else None
+        takes, multiple, optional = True, False, False
+        if reg is not None and cmd.form == "kserve" and key in KSERVE_OWN:
+            f.name = key
+        elif reg is not None:
+            o = re.fullmatch(r"-O=?(\d*)", s)
+            if o:  # -O3 / -O=3 / -O 3 (docs/vllm-flags.md)
+                modern = "--optimization-level" in reg.flags
+                f.name = "--optimization-level" if modern else "--compilation-config"
+                f.value = o.group(1) or None
+                takes = not f.value and nxt is not None and nxt.text.isdigit()
+            else:
+                hit = reg.lookup(key)
+                if hit is not None:
+                    f.name, f.negated = hit.name, hit.negated
+                    f.abbreviated = _spelling(key) not in _exact(reg) and "." not in key
+                    info = reg.flags[hit.name]
+                    takes = bool(info.get("takes_value")) and not hit.negated
+                    multiple = bool(info.get("multiple"))
+                    optional = bool(info.get("optional_value"))
+                else:
+                    takes = nxt is not None and not _is_flag(nxt.text)
+        else:
+            norm = "--" + key.lstrip("-").replace("_", "-") if key.startswith("--") else key
+            f.name = norm
+            bools = SGLANG_BOOL if cmd.engine == "sglang" else TGI_BOOL
+            takes = norm not in bools and nxt is not None and not _is_flag(nxt.text)
+        if f.value is None and (takes or optional) and nxt is not None:
+            if multiple:
+                vals = []
+                while i < len(toks) and not _is_flag(toks[i].text):
+                    vals.append(toks[i])
+                    i += 1
+                if vals:
+                    f.value, f.value_tok = " ".join(v.text for v in vals), vals[0]
+            elif not _is_flag(nxt.text) or (takes and _is_number(nxt.text)):
+                f.value, f.value_tok = nxt.text, nxt
+                i += 1
+        flags.append(f)
+    return flags, pos
+
+
+def _convert(fld: str, text: str, typ: str | None, what: str) -> Any:
+    """A value as the parser converts it (BadInput when the parser would refuse it)."""
+    auto = text.strip().lower() in ("-1", "auto")
+    if typ == "human_readable_int_or_auto" and auto:
+        return -1
+    if fld == "max_model_len" and auto and typ == "human_readable_int":
+        raise BadInput(f"{what} {text} needs vLLM 0.14 or newer")
+    if typ in ("human_readable_int", "human_readable_int_or_auto"):
+        return parse_vllm_int(text, what=what)
+    if typ == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise BadInput(f"{what} {text!r} is not an integer") from None
+    if typ == "float":
+        try:
+            return float(text)
+        except ValueError:
+            raise BadInput(f"{what} {text!r} is not a number") from None
+    return text
+
+
+INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+              "block_size", "max_num_seqs", "num_gpu_blocks_override", "max_total_tokens"}
+HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
+BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",
+               "enable_chunked_prefill", "disable_hybrid_kv_cache_manager"}
+
+
+def parse(cmd: EngineCommand, reg: Any) -> Parsed:
+    """Read `cmd` as its engine would: flags, model, sizing values, rejected values."""
+    p = Parsed(cmd)
+    p.flags, pos = split_flags(cmd, reg)
+    seen: dict[str, FlagUse] = {}
+    for f in p.flags:
+        if f.name is None:
+            continue
+        info = reg.flags.get(f.name, {}) if reg is not None else {}
+        if f.name in seen and not (info.get("multiple") or info.get("repeatable")):
+            p.repeated.append((seen[f.name], f))
+        seen[f.name] = f
+        if reg is not None and f.name == "--config":
+            p.config_file = f
+        errors = len(p.errors)
+        _validate_value(p, f, info)
+        if len(p.errors) == errors:  # a value the parser rejects does not reach the engine
+            _map(p, f, info, reg)
+    _model(p, pos)
+    if cmd.engine == "tgi":
+        _tgi_env(p)
+    return p
+
+
+def _validate_value(p: Parsed, f: FlagUse, info: dict) -> None:
+    typ, what = info.get("type"), f.key
+    if f.value is None:
+        if info.get("takes_value") and not f.negated:
+            p.errors.append((f, f"{f.key} expects a value"))
+        return
+    choices = info.get("choices")
+    if choices and f.value not in choices:
+        p.errors.append((f, f"{f.key} {f.value!r} is not one of: {', '.join(choices)}"))
+        return
+    try:
+        if typ in ("int", "float", "human_readable_int", "human_readable_int_or_auto"):
+            _convert("", f.value, typ, what)
+        elif typ == "bool_string" and _bool(f.value) is None:
+            raise BadInput(f"{what} {f.value!r} is not true or false")
+    except BadInput as e:
+        p.errors.append((f, e.message))
+
+
+def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
+    engine = p.engine
+    table = VLLM_FIELDS if engine == "vllm" else SGLANG_FIELDS if engine == "sglang" \
+        else TGI_FIELDS
+    fld = table.get(f.name or "")
+    if engine == "vllm" and f.name in ("--model", "--model_id"):
+        fld = "model"
+    if fld is None:
+        return
+    if fld == "model":
+        if f.value is not None:
+            p.model, p.model_loc = f.value, (f.value_tok or f.tok).loc
+        return
+    try:
+        if fld in BOOL_FIELDS:
+            v = _bool(f.value)
+            if v is None:
+                raise BadInput(f"{f.key} {f.value!r} is not true or false")
+            v = v != f.negated
+            if f.name in ("--disable-radix-cache",):
+                v = not v  # SGLang: disable-radix-cache = prefix caching off
+            value: Any = v
+        elif f.value is None:
+            return
+        elif fld == "kv_cache_dtype" and engine != "vllm":
+            value = _KV_DTYPES.get(f.value.lower(), f.value)
+        elif fld == "quantization" and engine == "tgi":
+            q = f.value.lower()
+            value = q if q in ("fp8", "bitsandbytes") else None
+            if value is None:
+                return  # awq/gptq/marlin...: the checkpoint carries its quantization
+        else:
+            typ = info.get("type") if engine == "vllm" else (
+                "int" if fld in INT_FIELDS | HR_FIELDS else
+                "float" if fld == "gpu_memory_utilization" else None)
+            value = _convert(fld, f.value, typ, f.key)
+    except BadInput as e:
+        if not any(x is f for x, _ in p.errors):
+            p.errors.append((f, e.message))
+        return
+    p.values[fld] = value
+    p.set_by[fld] = f
+
+
+def _model(p: Parsed, pos: list[Token]) -> None:
+    """`vllm serve MODEL`: the first positional is the model (it wins over `--model`); any
+    other positional is rejected by vLLM's parser."""
+    if p.cmd.form in ("vllm-serve", "image") and pos:
+        p.model, p.model_loc = pos[0].text, pos[0].loc
+        pos = pos[1:]
+    p.extra = list(pos) if p.engine == "vllm" else []
+
+
+def _tgi_env(p: Parsed) -> None:
+    """TGI reads every option from its upper-case environment variable too."""
+    for flag, fld in TGI_FIELDS.items():
+        var = flag[2:].upper().replace("-", "_")
+        ev = p.cmd.env.get(var)
+        if ev is None or ev.value is None or fld in p.set_by or (fld == "model" and p.model):
+            continue
+        f = FlagUse(Token(ev.value, ev.loc), flag, ev.value, Token(ev.value, ev.loc), flag)
+        _map(p, f, {}, None)

@@ -1,0 +1,338 @@
+"""Checks that size the deployment with kvplan's model of vLLM: sizing-inputs,
+tensor-parallel-valid, weights-fit, max-model-len-fits, max-num-seqs-safe,
+replicas-cover-rate. The safe max-num-seqs and the replica count are those
+`kvplan recommend` computes (`core.plan.plan_one`) for the declared workload and SLOs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields, replace
+from typing import Any
+
+from kvplan.check.base import FAIL, PASS, SKIP, Loc
+from kvplan.check.mapping import Parsed, spelled
+from kvplan.errors import BadInput
+from kvplan.units import GiB
+
+# the variable that lets each engine run past the model's configured length
+ALLOW_LONG = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+              "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"}
+SIZED = ("tensor-parallel-valid", "weights-fit", "max-model-len-fits", "max-num-seqs-safe",
+         "replicas-cover-rate")
+# GKE accelerator labels that differ from kvplan's catalog names
+GKE = {"nvidia-tesla-a100": "a100-sxm4-40gb", "nvidia-a100-80gb": "a100-sxm4-80gb",
+       "nvidia-h100-mega-80gb": "h100-sxm", "nvidia-h200-141gb": "h200-sxm",
+       "nvidia-tesla-v100": "v100-sxm2-16gb"}
+
+
+def _path_like(name: str) -> bool:
+    return name.startswith(("/", "./", "../", "~")) or "{{" in name or "$" in name
+
+
+def _model_name(t: Any, p: Parsed) -> tuple[str | None, Loc]:
+    """The model to size: kvplan.io/model (or the plan's `model:`), else the command's, else
+    a KServe `storageUri: hf://…` when the command names a path inside the container."""
+    if t.model:
+        return t.model, t.model_loc or t.loc
+    if p.model and not _path_like(p.model):
+        return p.model, p.model_loc or p.cmd.loc
+    if t.model_hint:
+        return t.model_hint, t.model_hint_loc or t.loc
+    return p.model, p.model_loc or p.cmd.loc
+
+
+def _skip_sized(out: Any, why: str) -> None:
+    for cid in SIZED:
+        out.add(cid, SKIP, why)
+
+
+def _resolve_gpu(t: Any, catalogs: list[str] | None) -> Any:
+    from kvplan.sources.resolve import resolve_gpu
+
+    def one(name: str) -> Any:
+        key = name.strip()
+        low = key.lower()
+        try:
+            return resolve_gpu(GKE.get(low, key), None, catalogs)
+        except BadInput:
+            if low.startswith("nvidia-"):
+                return resolve_gpu(low[len("nvidia-"):].removeprefix("tesla-"), None, catalogs)
+            raise
+
+    if t.gpu:
+        return one(t.gpu)
+    gpus = [one(n) for n in t.gpu_choices]
+    return min(gpus, key=lambda g: g.memory_bytes)
+
+
+def _inputs(out: Any, p: Parsed, catalogs: list[str] | None) -> tuple[Any, Any] | None:
+    """Model and GPU, or None after a sizing-inputs finding."""
+    from kvplan.sources.resolve import resolve_model
+
+    t = out.target
+    name, mloc = _model_name(t, p)
+    out.facts["model"] = name
+    fix_model = {"plan deployment": "set model: <Hub id or catalog id>",
+                 "command": "name the model by its Hub id"}.get(
+        t.kind, "add the annotation kvplan.io/model: <Hub id or catalog id>")
+    if not name or _path_like(name):
+        what = f"the model {name!r} is a path inside the container" if name else \
+            "the command names no model"
+        status = SKIP if t.template else FAIL
+        out.add("sizing-inputs", status, f"cannot size: {what}", mloc,
+                fix=None if t.template else fix_model)
+        _skip_sized(out, "not sized: " + ("a runtime template (sized on the "
+                                          "InferenceServices that use it)" if t.template
+                                          else "the model is not known"))
+        return None
+    if not t.gpu and not t.gpu_choices:
+        status = SKIP if t.template else FAIL
+        out.add("sizing-inputs", status, "cannot size: no GPU type", t.loc,
+                fix=None if t.template else
+                "add nodeSelector nvidia.com/gpu.product (e.g. NVIDIA-H100-80GB-HBM3), the "
+                "annotation kvplan.io/gpu, or pass --gpu")
+        _skip_sized(out, "not sized: no GPU type")
+        return None
+    try:
+        model = resolve_model(name, catalogs)
+    except BadInput as e:
+        out.add("sizing-inputs", FAIL, f"cannot size: {e.message}", mloc,
+                fix=e.hint or "add the model to a catalog (kvplan models add / --catalog)")
+        _skip_sized(out, "not sized: the model is not known")
+        return None
+    try:
+        gpu = _resolve_gpu(t, catalogs)
+    except BadInput as e:
+        out.add("sizing-inputs", FAIL, f"cannot size: {e.message}", t.gpu_loc or t.loc,
+                fix=e.hint or "see `kvplan gpus`")
+        _skip_sized(out, "not sized: the GPU type is not known")
+        return None
+    where = f" (may land on {', '.join(t.gpu_choices)}: checked on the smallest)" \
+        if t.gpu_choices else ""
+    out.add("sizing-inputs", PASS, f"{model.id} on {gpu.id}{where}", mloc)
+    out.facts.update(model=model.id, gpu=gpu.id)
+    return model, gpu
+
+
+def _engine_args(p: Parsed) -> Any:
+    from kvplan.core.sizing import EngineArgs
+
+    names = {f.name for f in fields(EngineArgs)}
+    return EngineArgs(**{k: v for k, v in p.values.items() if k in names})
+
+
+def _env_flag(p: Parsed, name: str) -> str | None:
+    ev = p.cmd.env.get(name)
+    return ev.value if ev and ev.value is not None else None
+
+
+def _long_model(model: Any, mml: int) -> Any:
+    """VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: the length keys raised to the requested length."""
+    from kvplan.core.arch import MAX_LEN_KEYS
+
+    def lift(c: dict) -> dict:
+        c = dict(c)
+        for k in MAX_LEN_KEYS:
+            if isinstance(c.get(k), (int, float)) and c[k] < mml:
+                c[k] = mml
+        for sub in ("text_config", "llm_config", "language_config", "text_model_config"):
+            if isinstance(c.get(sub), dict):
+                c[sub] = lift(c[sub])
+        return c
+
+    return replace(model, config=lift(model.config))
+
+
+def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
+    from kvplan.core.arch import normalize
+    from kvplan.core.sizing import size
+
+    got = _inputs(out, p, catalogs)
+    if got is None:
+        return
+    model, gpu = got
+    a = _engine_args(p)
+    try:
+        arch = normalize(model.config)
+    except BadInput as e:
+        out.findings[-1].status, out.findings[-1].message = FAIL, f"cannot size: {e.message}"
+        out.findings[-1].fix = "add kvplan.io/ignore: sizing-inputs to skip sizing"
+        _skip_sized(out, "not sized: the architecture is not modelled")
+        return
+    if not _tensor_parallel(out, p, arch, a):
+        for cid in SIZED[1:]:
+            out.add(cid, SKIP, "not sized: the parallel layout is invalid")
+        return
+    if _env_flag(p, "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS") == "0":
+        a.enforce_eager = True  # 0.20+: no CUDA-graph estimate subtracted (as --enforce-eager)
+    mml = a.max_model_len
+    if mml and mml > 0 and mml > arch.max_position:
+        allow = ALLOW_LONG.get(p.engine)
+        if allow and (_env_flag(p, allow) or "").lower() in ("1", "true"):
+            model = _long_model(model, mml)
+        else:
+            name = spelled(p.engine, "max_model_len")
+            out.add("max-model-len-fits", FAIL, f"{name} {mml} exceeds the model's maximum of "
+                    f"{arch.max_position} ({arch.max_position_source}): the engine refuses to "
+                    "start", p.loc_of("max_model_len"), fix=f"{name} {arch.max_position}"
+                    + (f" (or set {allow}=1 if the model really handles more)" if allow else ""),
+                    current=mml, suggested=arch.max_position)
+            a.max_model_len = arch.max_position
+    gmu = a.gpu_memory_utilization
+    if gmu is not None and not 0 < gmu <= 1:
+        for cid in SIZED[1:]:
+            out.add(cid, SKIP, "not sized: gpu_memory_utilization is outside (0, 1]")
+        return
+    try:
+        a = _sglang_pool(p, model, gpu, a, version)
+        r = size(model, gpu, a, version)
+    except BadInput as e:
+        passed = next(f for f in out.findings if f.id == "sizing-inputs")
+        if "dtype" in e.message and _engine_accepts_kv_dtype(p, version):
+            passed.status, passed.fix = FAIL, "add kvplan.io/ignore: sizing-inputs to skip sizing"
+            passed.message = (f"cannot size: kvplan does not model --kv-cache-dtype "
+                              f"{p.values['kv_cache_dtype']} (vLLM accepts it)")
+        elif "dtype" in e.message:
+            out.add("flag-values", FAIL, f"{e.message}: the engine refuses to start",
+                    p.loc_of("kv_cache_dtype"), fix=e.hint or "fix the flag")
+        else:
+            passed.status, passed.message = FAIL, f"cannot size: {e.message}"
+            passed.fix = e.hint or "fix the flags"
+        for c in SIZED[1:]:
+            out.add(c, SKIP, "not sized")
+        return
+    out.facts.update(max_model_len=r.max_model_len, max_num_seqs=r.max_num_seqs,
+                     kv_cache_tokens=r.kv_cache_tokens, num_gpu_blocks=r.num_gpu_blocks,
+                     tensor_parallel_size=a.tensor_parallel_size)
+    if not _weights(out, p, r):
+        for cid in SIZED[2:]:
+            out.add(cid, SKIP, "not sized: the weights do not fit")
+        return
+    r = _max_model_len(out, p, r, model, gpu, a, version)
+    if r is None:
+        for cid in SIZED[3:]:
+            out.add(cid, SKIP, "not sized: not one request fits")
+        return
+    from kvplan.check.capacity_checks import seqs_and_replicas
+
+    seqs_and_replicas(out, p, r, model, gpu, version)
+
+
+def _engine_accepts_kv_dtype(p: Parsed, version: str) -> bool:
+    """A --kv-cache-dtype the release knows but kvplan does not model (then sizing-inputs)."""
+    from kvplan.check.checks import _registry
+
+    v = p.values.get("kv_cache_dtype")
+    if p.engine != "vllm" or v is None:
+        return False
+    info = _registry(version).flags.get("--kv-cache-dtype", {})
+    return v in (info.get("choices") or info.get("known_values") or ())
+
+
+def _tensor_parallel(out: Any, p: Parsed, arch: Any, a: Any) -> bool:
+    tp, pp = a.tensor_parallel_size, a.pipeline_parallel_size
+    name = spelled(p.engine, "tensor_parallel_size")
+    heads = arch.num_attention_heads
+    loc = p.loc_of("tensor_parallel_size")
+    for fld in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        if getattr(a, fld) < 1:
+            out.add("tensor-parallel-valid", FAIL, f"{spelled(p.engine, fld)} "
+                    f"{getattr(a, fld)} must be >= 1", p.loc_of(fld),
+                    fix=f"{spelled(p.engine, fld)} 1")
+            return False
+    if heads and heads % tp:
+        ok = [d for d in range(1, min(heads, 64) + 1) if heads % d == 0 and d <= 16]
+        out.add("tensor-parallel-valid", FAIL, f"{name} {tp} does not divide the model's "
+                f"{heads} attention heads: the engine refuses to start", loc,
+                fix=f"{name} {max(d for d in ok if d <= tp)} (valid: {', '.join(map(str, ok))})",
+                current=tp, suggested=max(d for d in ok if d <= tp))
+        return False
+    if pp > arch.num_layers:
+        out.add("tensor-parallel-valid", FAIL, f"{spelled(p.engine, 'pipeline_parallel_size')} "
+                f"{pp} exceeds the model's {arch.num_layers} layers",
+                p.loc_of("pipeline_parallel_size"),
+                fix=f"{spelled(p.engine, 'pipeline_parallel_size')} {arch.num_layers} or less")
+        return False
+    out.add("tensor-parallel-valid", PASS, f"TP {tp} divides {heads} attention heads"
+            + (f"; PP {pp} <= {arch.num_layers} layers" if pp > 1 else ""), loc)
+    return True
+
+
+def _sglang_pool(p: Parsed, model: Any, gpu: Any, a: Any, version: str) -> Any:
+    """SGLang: KV pool = mem-fraction-static x total - weights (the inverse of what
+    `kvplan recommend --engine sglang` emits)."""
+    from kvplan.core.sizing import size
+
+    if p.engine != "sglang" or a.gpu_memory_utilization is None:
+        return a
+    mfs = a.gpu_memory_utilization
+    base = replace(a, gpu_memory_utilization=None)
+    r = size(model, gpu, base, version, hints=False)
+    kv = int(mfs * gpu.memory_bytes) - r.budget.weights
+    if kv <= 0:
+        return replace(base, gpu_memory_utilization=mfs)  # weights-fit reports it
+    return replace(base, kv_cache_memory_bytes=kv)
+
+
+def _weights(out: Any, p: Parsed, r: Any) -> bool:
+    b = r.budget
+    loc = p.loc_of("tensor_parallel_size")
+    hint = next((n for n in r.notes if n.startswith(("fits with", "does not fit"))), None)
+    if hint:
+        m = re.match(r"fits with --tensor-parallel-size (\d+) (.*)", hint)
+        if m:
+            hint = (f"{spelled(p.engine, 'tensor_parallel_size')} {m.group(1)} on "
+                    f"{m.group(1)} GPUs {m.group(2)}")
+        elif hint.startswith("fits with "):
+            hint = hint.replace("fits with ", "use ", 1)
+    if b.weights > b.requested:
+        out.add("weights-fit", FAIL, f"{r.failure}: the engine cannot load the model", loc,
+                fix=hint or "use a larger GPU, more tensor parallelism or a quantized "
+                "checkpoint", current=round(b.weights / GiB, 2))
+        return False
+    if b.available_kv <= 0:
+        out.add("weights-fit", FAIL, f"{r.failure}: the engine refuses to start", loc,
+                fix=hint or "raise --gpu-memory-utilization or use more tensor parallelism")
+        return False
+    out.add("weights-fit", PASS, f"weights {b.weights / GiB:.2f} GiB per GPU; "
+            f"{b.available_kv / GiB:.2f} GiB left for the KV cache", loc,
+            current=round(b.weights / GiB, 2))
+    return True
+
+
+def _max_model_len(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, a: Any,
+                   version: str) -> Any:
+    """The result to plan with: as given if it fits, else at the largest length that fits."""
+    from kvplan.core.sizing import size
+
+    name = spelled(p.engine, "max_model_len")
+    loc = p.loc_of("max_model_len")
+    if out.has("max-model-len-fits", FAIL):  # above the model's maximum: planned at it
+        return r if r.fits else None
+    given = p.values.get("max_model_len")
+    src = f"{name} {given}" if given not in (None, -1) else (
+        f"max_model_len {r.max_model_len} (the model's default)" if given is None else
+        f"{name} auto")
+    if r.fits:
+        out.add("max-model-len-fits", PASS, f"{src} fits: the pool holds "
+                f"{r.kv_cache_tokens:,} tokens ({r.max_concurrency:.2f} full-length requests)",
+                loc, current=r.max_model_len)
+        return r
+    largest = r.largest_max_model_len or 0
+    fix = f"{name} {largest}" if largest > 0 else "use a larger GPU or more tensor parallelism"
+    out.add("max-model-len-fits", FAIL, f"{src} does not fit: {r.failure}; the engine "
+            "refuses to start", loc, fix=fix, current=r.max_model_len,
+            suggested=largest or None)
+    if largest <= 0:
+        return None
+    return size(model, gpu, replace(a, max_model_len=largest), version, hints=False)
+
+
+def replicas_fix(t: Any, n: int) -> str:
+    if t.replicas_max is not None or t.replicas_source == "HorizontalPodAutoscaler":
+        return f"maxReplicas: {n}"
+    return {"spec.replicas": f"spec.replicas: {n}", "deploy.replicas": f"deploy.replicas: {n}",
+            "replicas": f"replicas: {n}", "spec.replicas (groups)": f"spec.replicas: {n}",
+            "predictor.minReplicas/maxReplicas": f"minReplicas: {n} (and maxReplicas >= {n})"
+            }.get(
+        t.replicas_source, f"run {n} replicas")

@@ -1,0 +1,627 @@
+"""`kvplan check` end to end on manifests written the way users write them
+(tests/fixtures/check/): every check failing and passing, line numbers, output formats,
+bad input and files with nothing to check."""
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from kvplan.cli import main
+
+FIX = Path(__file__).parent / "fixtures" / "check"
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def check_json(capsys, *argv):
+    code, out, err = run(capsys, "check", *argv, "--format", "json")
+    assert out, err
+    return code, json.loads(out)
+
+
+def by_id(dep):
+    out = {}
+    for c in dep["checks"]:
+        out.setdefault(c["id"], []).append(c)
+    return out
+
+
+def one(dep, cid):
+    got = by_id(dep)[cid]
+    assert len(got) == 1, got
+    return got[0]
+
+
+def line_of(path, text, start=1):
+    """1-based line of the first line at or after `start` containing `text`."""
+    lines = Path(path).read_text().splitlines()
+    for i in range(start - 1, len(lines)):
+        if text in lines[i]:
+            return i + 1
+    raise AssertionError(f"{text!r} not in {path}")
+
+
+def recommend(capsys, *argv):
+    code, out, err = run(capsys, "recommend", *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+# --- the issue's "Done when" -----------------------------------------------------------------
+
+def test_done_when_llama_8b_on_one_h100(capsys, tmp_path):
+    src = FIX / "deployment-llama-chat.yaml"
+    code, rep = check_json(capsys, src)
+    assert code == 1 and rep["exit_code"] == 1
+    (dep,) = rep["deployments"]
+    assert dep["model"] == "meta-llama/Llama-3.1-8B-Instruct" and dep["gpu"] == "h100-sxm"
+    assert dep["gpus"] == 1 and dep["workload"] == "chat" and dep["rate"] == 40
+    failed = {c["id"] for c in dep["checks"] if c["status"] == "fail"}
+    assert failed == {"max-num-seqs-safe", "replicas-cover-rate"}
+
+    rec = recommend(capsys, "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                    "--workload", "chat", "--rate", "40")
+    seqs = one(dep, "max-num-seqs-safe")
+    assert seqs["current"] == 1024 and seqs["suggested"] == rec["max_num_seqs"]
+    assert seqs["fix"] == f"--max-num-seqs {rec['max_num_seqs']}"
+    assert seqs["line"] == line_of(src, "- --max-num-seqs")
+    reps = one(dep, "replicas-cover-rate")
+    assert reps["current"] == 1 and reps["suggested"] == rec["replicas"]
+    assert reps["fix"] == f"spec.replicas: {rec['replicas']}"
+    assert reps["line"] == line_of(src, "replicas: 1")
+    mml = one(dep, "max-model-len-fits")
+    assert mml["status"] == "pass" and mml["current"] == 131072
+
+    # the same file with the values `kvplan recommend` gives passes
+    text = src.read_text()
+    text = text.replace('- "131072"', f'- "{rec["max_model_len"]}"')
+    text = text.replace('- "1024"', f'- "{rec["max_num_seqs"]}"')
+    text = text.replace("replicas: 1", f"replicas: {rec['replicas']}")
+    fixed = tmp_path / "deployment.yaml"
+    fixed.write_text(text)
+    code, rep = check_json(capsys, fixed)
+    assert code == 0, rep
+    assert {c["status"] for c in rep["deployments"][0]["checks"]} == {"pass"}
+
+    # malformed input: exit 2, one line, no traceback
+    code, out, err = run(capsys, "check", FIX / "malformed.yaml")
+    assert code == 2 and out == ""
+    assert err == (f"kvplan: error: {FIX / 'malformed.yaml'}:12: not valid YAML: expected ',' "
+                   "or ']', but got '<scalar>' (while parsing a flow sequence on line 11)\n")
+
+
+# --- line numbers ----------------------------------------------------------------------------
+
+def _annotations(out):
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"::(error|warning|notice) (.*?)::(.*)$", line)
+        if m:
+            props = dict(p.split("=", 1) for p in m.group(2).split(","))
+            rows.append((m.group(1), props, m.group(3)))
+    return rows
+
+
+def test_github_annotations_point_at_the_offending_flag(capsys):
+    src = FIX / "deployment-llama-chat.yaml"
+    code, out, _ = run(capsys, "check", src, "--format", "github")
+    assert code == 1
+    rows = _annotations(out)
+    assert [(lvl, p["line"], p["title"]) for lvl, p, _ in rows] == [
+        ("error", str(line_of(src, "- --max-num-seqs")), "kvplan max-num-seqs-safe"),
+        ("error", str(line_of(src, "replicas: 1")), "kvplan replicas-cover-rate"),
+    ]
+    assert all(p["file"] == str(src) for _, p, _ in rows)
+    assert rows[0][1]["col"] == "15"  # the '-' of "- --max-num-seqs" is at column 13
+    assert "1%25 probability" in rows[0][2]  # '%' escaped as GitHub requires
+    assert out.splitlines()[-1].startswith("kvplan check: 2 failed")
+
+
+def test_line_numbers_inside_a_shell_block_scalar(capsys, tmp_path):
+    src = FIX / "deployment-shell-script.yaml"
+    text = src.read_text().replace("--max-num-seqs 32", "--max-num-seqs 4096")
+    f = tmp_path / "shell.yaml"
+    f.write_text(text)
+    code, out, _ = run(capsys, "check", f, "--format", "github")
+    assert code == 1
+    (row,) = _annotations(out)
+    assert row[1]["line"] == str(line_of(f, "--max-num-seqs 4096"))
+    assert row[1]["title"] == "kvplan max-num-seqs-safe"
+
+
+def test_line_numbers_in_a_folded_compose_command(capsys):
+    src = FIX / "compose.yaml"
+    code, rep = check_json(capsys, src)
+    vllm = next(d for d in rep["deployments"] if d["name"] == "service/vllm")
+    assert one(vllm, "max-model-len-fits")["line"] == line_of(src, "--max-model-len 40960")
+    assert one(vllm, "max-num-seqs-safe")["line"] == line_of(src, "--max-num-seqs 64")
+    # the GPU reservation comes from the x-gpu anchor
+    assert one(vllm, "gpu-count-matches")["line"] == line_of(src, "- driver: nvidia")
+
+
+def test_unknown_flags_suggest_the_closest(capsys):
+    src = FIX / "pod-typos.yaml"
+    code, rep = check_json(capsys, src)
+    assert code == 1
+    flags = by_id(rep["deployments"][0])["flags-known"]
+    fails = [(c["current"], c["suggested"], c["line"]) for c in flags if c["status"] == "fail"]
+    assert fails == [("--max-model-length", "--max-model-len", line_of(src, "--max-model-len")),
+                     ("--gpu-memory-utilisation", "--gpu-memory-utilization",
+                      line_of(src, "--gpu-memory-utilisation"))]
+    assert [c["fix"] for c in flags if c["status"] == "fail"] == [
+        "use --max-model-len", "use --gpu-memory-utilization"]
+    # argparse accepts a unique prefix: a warning, not a failure
+    (warn,) = [c for c in flags if c["status"] == "warn"]
+    assert warn["current"] == "--max-num-seq" and warn["suggested"] == "--max-num-seqs"
+
+
+def test_flag_removed_in_the_target_release(capsys):
+    code, rep = check_json(capsys, FIX / "deployment-model-path.yaml")
+    dep = rep["deployments"][0]
+    assert dep["vllm_version"] == "0.18.1"  # from the image tag
+    f = one(dep, "flags-known")
+    assert f["status"] == "fail" and f["current"] == "--swap-space"
+    assert "(it exists in vLLM 0.6–0.14)" in f["message"] and f["fix"] == "remove --swap-space"
+    code, rep = check_json(capsys, FIX / "deployment-model-path.yaml", "--vllm-version", "0.14")
+    assert rep["deployments"][0]["vllm_version"] == "0.18.1"  # the image wins over the default
+
+
+# --- files with nothing to check and bad input ----------------------------------------------
+
+def test_nothing_to_check_exits_2(capsys):
+    code, out, err = run(capsys, "check", FIX / "no-engine.yaml")
+    assert code == 2 and out == ""
+    assert "nothing to check: no vLLM, SGLang or TGI command in" in err
+    assert "(found: ConfigMap, Deployment)" in err and err.count("\n") == 1
+
+
+def test_nothing_to_check_beside_a_real_deployment_is_a_note(capsys):
+    code, rep = check_json(capsys, FIX / "no-engine.yaml", FIX / "deployment-l4-long-context.yaml")
+    assert code == 1
+    notes = {Path(f["file"]).name: f["note"] for f in rep["files"]}
+    assert notes["no-engine.yaml"].startswith("nothing to check")
+    assert notes["deployment-l4-long-context.yaml"] is None
+    code, out, _ = run(capsys, "check", FIX / "no-engine.yaml", "--allow-empty")
+    assert code == 0 and "nothing to check" in out
+
+
+@pytest.mark.parametrize("name,message", [
+    ("duplicate-args.yaml", "duplicate-args.yaml:13: duplicate key 'args' (also on line 9)"),
+    ("annotation-typo.yaml", "annotation-typo.yaml:7: unknown annotation 'kvplan.io/rat' "
+                             "(did you mean kvplan.io/rate?)"),
+    ("missing.yaml", "missing.yaml: no such file"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, name, message):
+    code, out, err = run(capsys, "check", FIX / name)
+    assert code == 2 and out == "" and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bad_input_in_github_format_is_an_annotation(capsys):
+    code, out, err = run(capsys, "check", FIX / "malformed.yaml", "--format", "github")
+    assert code == 2 and "not valid YAML" in err
+    ((lvl, props, msg),) = _annotations(out)
+    assert lvl == "error" and props["line"] == "12" and msg.startswith("not valid YAML")
+
+
+def test_bad_annotation_value(capsys, tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text((FIX / "deployment-llama-chat.yaml").read_text().replace(
+        'kvplan.io/rate: "40"', 'kvplan.io/rate: "fast"'))
+    code, _, err = run(capsys, "check", f)
+    assert code == 2 and f"{f}:11: kvplan.io/rate: Input should be a valid number" in err
+
+
+def test_not_a_list_command_is_bad_input(capsys, tmp_path):
+    f = tmp_path / "pod.yaml"
+    f.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+                 "    - name: c\n      image: vllm/vllm-openai\n"
+                 "      command: vllm serve Qwen/Qwen3-8B\n")
+    code, _, err = run(capsys, "check", f)
+    assert code == 2 and f"{f}:8: command must be a list of strings" in err
+
+
+def test_no_files_and_no_cmd(capsys):
+    code, _, err = run(capsys, "check")
+    assert code == 2 and "nothing to check: give deployment files or --cmd" in err
+
+
+# --- each check failing and passing ----------------------------------------------------------
+
+def test_flag_values(capsys):
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --max-num-seqs lots "
+                           "--max-model-len 32k --kv-cache-dtype bfloat16",
+                           "--gpu", "h100", "--vllm-version", "0.10.2")
+    f = by_id(rep["deployments"][0])["flag-values"]
+    assert [(c["status"], c["current"]) for c in f] == [("fail", "lots"), ("fail", "bfloat16")]
+    assert f[0]["fix"] == "give --max-num-seqs a plain integer"
+    assert f[1]["fix"] == "use one of auto, fp8, fp8_e4m3, fp8_e5m2, fp8_inc"
+    # 32k is a human-readable int from 0.8; in 0.6 --max-model-len takes a plain integer
+    assert rep["deployments"][0]["max_model_len"] == 32000
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --max-model-len 32k",
+                           "--gpu", "h100", "--vllm-version", "0.6")
+    f = one(rep["deployments"][0], "flag-values")
+    assert f["status"] == "fail" and "'32k' is not an integer" in f["message"]
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --max-model-len 32K",
+                           "--gpu", "h100")
+    assert one(rep["deployments"][0], "flag-values")["status"] == "pass"
+    assert rep["deployments"][0]["max_model_len"] == 32768
+
+
+def test_sizing_inputs(capsys):
+    code, rep = check_json(capsys, "--cmd", "vllm serve /models/llama", "--gpu", "l4")
+    f = one(rep["deployments"][0], "sizing-inputs")
+    assert f["status"] == "fail" and "'/models/llama' is a path inside the container" in \
+        f["message"]
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B")
+    f = one(rep["deployments"][0], "sizing-inputs")
+    assert f["status"] == "fail" and f["message"] == "cannot size: no GPU type"
+    assert code == 1
+    # a KV cache dtype vLLM 0.33 accepts but kvplan does not model: fail closed, say why
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --kv-cache-dtype nvfp4",
+                           "--gpu", "b200")
+    dep = rep["deployments"][0]
+    f = one(dep, "sizing-inputs")
+    assert f["status"] == "fail" and "kvplan does not model --kv-cache-dtype nvfp4" in \
+        f["message"]
+    assert one(dep, "flag-values")["status"] == "pass"
+    # the annotation names the model the path holds
+    code, rep = check_json(capsys, FIX / "deployment-model-path.yaml")
+    dep = rep["deployments"][0]
+    assert one(dep, "sizing-inputs")["status"] == "pass"
+    assert dep["model"] == "google/gemma-2-9b-it" and dep["gpu"] == "a10g"
+    r = one(dep, "replicas-cover-rate")
+    assert r["status"] == "skip" and r["message"].startswith("ignored (kvplan.io/ignore)")
+
+
+def test_weights_fit(capsys, tmp_path):
+    src = FIX / "deployment-70b-one-gpu.yaml"
+    code, rep = check_json(capsys, src)
+    dep = rep["deployments"][0]
+    w = one(dep, "weights-fit")
+    assert w["status"] == "fail" and w["current"] == 131.42  # 70.6 B params x 2 bytes, GiB
+    assert w["fix"].startswith("--tensor-parallel-size 4 on 4 GPUs")
+    assert one(dep, "max-model-len-fits")["status"] == "skip"
+    # the fix agrees with `kvplan size`: TP 2 still does not fit, TP 4 does
+    for tp, want in (("2", 1), ("4", 0)):
+        c, _, _ = run(capsys, "size", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "h100",
+                      "-tp", tp, "--max-model-len", "32768", "--json")
+        assert c == want
+    f = src.read_text().replace("- --max-model-len=32768",
+                                "- --max-model-len=32768\n            - -tp=4").replace(
+        "nvidia.com/gpu: 1", "nvidia.com/gpu: 4")
+    p = tmp_path / "tp4.yaml"
+    p.write_text(f)
+    code, rep = check_json(capsys, p)
+    assert code == 0 and one(rep["deployments"][0], "weights-fit")["status"] == "pass"
+
+
+def test_max_model_len_fits_and_the_largest_that_fits(capsys, tmp_path):
+    src = FIX / "deployment-l4-long-context.yaml"
+    code, rep = check_json(capsys, src)
+    dep = rep["deployments"][0]
+    m = one(dep, "max-model-len-fits")
+    _, out, _ = run(capsys, "size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "l4",
+                    "--max-model-len", "131072", "--max-num-seqs", "8",
+                    "--gpu-memory-utilization", "0.9", "--json")
+    largest = json.loads(out)["largest_max_model_len"]
+    assert m["status"] == "fail" and m["current"] == 131072  # 128K = 131,072 as vLLM reads it
+    assert m["suggested"] == largest and m["fix"] == f"--max-model-len {largest}"
+    assert m["line"] == line_of(src, "--max-model-len=128K")
+    # the other checks are planned at the length that fits
+    assert "(with --max-model-len" in one(dep, "max-num-seqs-safe")["message"]
+    f = tmp_path / "fixed.yaml"
+    f.write_text(src.read_text().replace("128K", str(largest)))
+    _, rep = check_json(capsys, f)
+    assert one(rep["deployments"][0], "max-model-len-fits")["status"] == "pass"
+
+
+def test_max_model_len_above_the_models_maximum(capsys, tmp_path):
+    # Qwen2.5-7B allows 32,768; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets 64k through
+    src = FIX / "deployment-shell-script.yaml"
+    code, rep = check_json(capsys, src)
+    assert code == 0
+    dep = rep["deployments"][0]
+    assert dep["max_model_len"] == 64000 and dep["vllm_version"] == "0.10.2"
+    f = tmp_path / "no-env.yaml"
+    f.write_text(src.read_text().replace("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_LOGGING_LEVEL"))
+    code, rep = check_json(capsys, f)
+    m = one(rep["deployments"][0], "max-model-len-fits")
+    assert code == 1 and m["status"] == "fail" and m["suggested"] == 32768
+    assert m["fix"] == ("--max-model-len 32768 (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 if the "
+                        "model really handles more)")
+    assert m["line"] == line_of(f, "--max-model-len 64k")
+
+
+def test_max_num_seqs_needs_a_declared_workload(capsys):
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --max-num-seqs 1024",
+                           "--gpu", "h100")
+    s = one(rep["deployments"][0], "max-num-seqs-safe")
+    assert code == 0 and s["status"] == "skip" and "no workload declared" in s["message"]
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --max-num-seqs 1024",
+                           "--gpu", "h100", "--workload", "reasoning")
+    s = one(rep["deployments"][0], "max-num-seqs-safe")
+    rec = recommend(capsys, "Qwen/Qwen3-8B", "--gpu", "h100", "--workload", "reasoning")
+    assert code == 1 and s["status"] == "fail" and s["suggested"] == rec["max_num_seqs"]
+
+
+def test_vllm_default_max_num_seqs_is_checked(capsys):
+    src = FIX / "lws-405b.yaml"
+    code, rep = check_json(capsys, src)
+    dep = rep["deployments"][0]
+    s = one(dep, "max-num-seqs-safe")
+    assert s["status"] == "fail" and s["current"] == 1024  # vLLM's default on an H100
+    assert s["message"].startswith("the default max-num-seqs 1024 exceeds the safe")
+    assert s["line"] == line_of(src, "python3 -m vllm.entrypoints")
+
+
+def test_replicas_cover_rate_with_an_autoscaler(capsys, tmp_path):
+    src = FIX / "deployment-hpa.yaml"
+    code, rep = check_json(capsys, src)
+    dep = rep["deployments"][0]
+    assert dep["replicas"] == 1 and dep["max_replicas"] == 2
+    r = one(dep, "replicas-cover-rate")
+    assert r["status"] == "fail" and r["current"] == 2 and r["suggested"] == 3
+    assert r["fix"] == "maxReplicas: 3" and r["line"] == line_of(src, "maxReplicas: 2")
+    f = tmp_path / "hpa.yaml"
+    f.write_text(src.read_text().replace("maxReplicas: 2", "maxReplicas: 4"))
+    code, rep = check_json(capsys, f)
+    r = one(rep["deployments"][0], "replicas-cover-rate")
+    assert code == 0 and r["status"] == "pass"
+    assert "the autoscaler must reach 3" in r["message"]
+
+
+def test_gpu_memory_utilization_range(capsys):
+    base = "vllm serve Qwen/Qwen2.5-0.5B --max-model-len 8192"
+    cases = [("0.99", "warn", 0), ("1.5", "fail", 1), ("0.3", "warn", 0), ("0.9", "pass", 0)]
+    for v, status, want in cases:
+        code, rep = check_json(capsys, "--cmd", f"{base} --gpu-memory-utilization {v}",
+                               "--gpu", "l4")
+        f = one(rep["deployments"][0], "gpu-memory-utilization-range")
+        assert (f["status"], code) == (status, want), v
+    code, _, _ = run(capsys, "check", "--cmd", f"{base} --gpu-memory-utilization 0.99",
+                     "--gpu", "l4", "--strict")
+    assert code == 1
+
+
+def test_tensor_parallel_valid_and_gpu_count(capsys):
+    src = FIX / "deployment-tp3.yaml"
+    code, rep = check_json(capsys, src)
+    dep = rep["deployments"][0]
+    assert dep["gpu"] == "l4"  # GKE accelerator label
+    tp = one(dep, "tensor-parallel-valid")
+    assert tp["status"] == "fail" and tp["current"] == 3 and tp["suggested"] == 2
+    assert tp["fix"] == "--tensor-parallel-size 2 (valid: 1, 2, 4, 8, 16)"
+    assert tp["line"] == line_of(src, '"--tensor-parallel-size", "3"')
+    g = one(dep, "gpu-count-matches")
+    assert g["status"] == "warn" and g["current"] == 4 and g["suggested"] == 3
+    code, rep = check_json(capsys, FIX / "deployment-no-gpu-limit.yaml")
+    g = one(rep["deployments"][0], "gpu-count-matches")
+    assert code == 1 and g["status"] == "fail"
+    assert g["fix"] == "resources.limits: nvidia.com/gpu: 1"
+    code, rep = check_json(capsys, FIX / "lws-405b.yaml")
+    dep = rep["deployments"][0]
+    assert dep["gpus"] == 16 and dep["gpus_needed"] == 16  # 2 pods x 8, TP 8 x PP 2
+    assert one(dep, "gpu-count-matches")["status"] == "pass"
+    assert one(dep, "tensor-parallel-valid")["status"] == "pass"
+
+
+# --- inputs ----------------------------------------------------------------------------------
+
+def test_shell_script_with_k8s_variables(capsys):
+    code, rep = check_json(capsys, FIX / "deployment-shell-script.yaml")
+    dep = rep["deployments"][0]
+    assert dep["name"] == "Deployment/qwen-long" and dep["model"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert dep["gpus"] == 2 and dep["gpus_needed"] == 2 and dep["replicas"] == 2
+    assert dep["gpu"] == "l40s" and dep["workload"] == "rag" and dep["rate"] == 2
+
+
+def test_api_server_form_with_underscores_and_two_gpu_types(capsys):
+    src = FIX / "statefulset-api-server.yaml"
+    code, rep = check_json(capsys, src)
+    dep = rep["deployments"][0]
+    assert code == 0 and dep["model"] == "mistralai/Mistral-7B-v0.3"
+    assert dep["max_model_len"] == 32768 and dep["max_num_seqs"] == 64
+    assert dep["vllm_version"] == "0.8.5"
+    assert dep["gpu"] == "h100-sxm"  # of A100-80GB and H100 the one with less memory
+    assert "checked on the smallest" in one(dep, "sizing-inputs")["message"]
+    g = one(dep, "gpu-memory-utilization-range")
+    assert g["current"] == 0.92 and g["line"] == line_of(src, "--gpu_memory_utilization=0.92")
+
+
+def test_kserve_runtime_and_builtin_server(capsys):
+    src = FIX / "kserve.yaml"
+    code, rep = check_json(capsys, src)
+    names = [d["name"] for d in rep["deployments"]]
+    assert names == ["InferenceService/granite", "InferenceService/qwen-hf"]
+    granite, qwen = rep["deployments"]
+    assert granite["model"] == "ibm-granite/granite-3.1-8b-instruct"  # from storageUri hf://
+    assert granite["vllm_version"] == "0.20" and granite["gpu"] == "a10g"
+    # flags of the runtime are located in the runtime, those of the service in the service
+    assert one(granite, "flags-known")["line"] == line_of(src, '"python", "-m"')
+    assert one(granite, "max-num-seqs-safe")["line"] == line_of(src, "--max-num-seqs=512")
+    assert one(granite, "replicas-cover-rate")["fix"].startswith("minReplicas: ")
+    assert qwen["model"] == "Qwen/Qwen2.5-3B-Instruct" and qwen["gpu"] == "l4"
+    assert one(qwen, "flags-known")["status"] == "pass"  # --model_name/--model_id are KServe's
+    assert one(qwen, "gpu-memory-utilization-range")["status"] == "warn"
+
+
+def test_serving_runtime_alone_is_a_template(capsys, tmp_path):
+    text = (FIX / "kserve.yaml").read_text().split("---")[0]
+    f = tmp_path / "runtime.yaml"
+    f.write_text(text)
+    code, rep = check_json(capsys, f)
+    dep = rep["deployments"][0]
+    assert code == 0 and dep["name"] == "ServingRuntime/vllm-runtime"
+    assert one(dep, "sizing-inputs")["status"] == "skip"
+    assert one(dep, "flags-known")["status"] == "pass"
+
+
+def test_compose_services(capsys):
+    code, rep = check_json(capsys, FIX / "compose.yaml")
+    deps = {d["name"]: d for d in rep["deployments"]}
+    assert list(deps) == ["service/vllm", "service/sglang", "service/tgi"]  # not redis
+    vllm, sgl, tgi = deps.values()
+    assert vllm["model"] == "Qwen/Qwen3-8B" and vllm["vllm_version"] == "0.14.1"
+    assert vllm["gpu"] == "l40s" and vllm["gpus"] == 1
+    assert sgl["engine"] == "sglang" and one(sgl, "flags-known")["status"] == "skip"
+    m = one(sgl, "max-model-len-fits")
+    assert m["status"] == "fail" and m["suggested"] == 40960
+    assert m["fix"].startswith("--context-length 40960 (or set "
+                               "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    assert tgi["engine"] == "tgi" and tgi["model"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert tgi["max_model_len"] == 8192  # MAX_TOTAL_TOKENS from the environment
+    g = one(tgi, "gpu-count-matches")
+    assert g["status"] == "fail" and g["fix"] == \
+        "deploy.resources.reservations.devices[].count: 2"
+
+
+def test_sglang_pool_matches_recommend_engine_sglang(capsys):
+    rec = recommend(capsys, "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100", "--engine",
+                    "sglang", "--workload", "chat", "--rate", "20")
+    cmd = rec["command"]
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--workload", "chat",
+                           "--rate", "20")
+    dep = rep["deployments"][0]
+    assert dep["engine"] == "sglang"
+    s = one(dep, "max-num-seqs-safe")
+    assert s["current"] == rec["max_num_seqs"] and s["status"] == "pass"
+    assert one(dep, "max-model-len-fits")["current"] == rec["max_model_len"]
+    # one --cmd is one replica; the plan needs rec["replicas"]
+    r = one(dep, "replicas-cover-rate")
+    assert code == 1 and r["status"] == "fail" and r["suggested"] == rec["replicas"] == 2
+
+
+def test_plan_file(capsys):
+    src = FIX / "plan.yaml"
+    code, rep = check_json(capsys, src)
+    chat, summ = rep["deployments"]
+    assert chat["name"] == "plan/chat" and {c["status"] for c in chat["checks"]} == {"pass"}
+    s = one(summ, "max-num-seqs-safe")
+    assert code == 1 and s["status"] == "fail" and s["line"] == line_of(src, "command: vllm")
+    assert one(summ, "replicas-cover-rate")["status"] == "skip"  # no rate declared
+
+
+def test_plan_file_errors_name_the_line(capsys, tmp_path):
+    f = tmp_path / "plan.yaml"
+    f.write_text((FIX / "plan.yaml").read_text().replace("replicas: 3", "replicas: 0"))
+    code, _, err = run(capsys, "check", f)
+    assert code == 2 and f"{f}:9: deployments.0.replicas: Input should be greater than or " \
+        "equal to 1 (see `kvplan schema`)" in err
+    f.write_text((FIX / "plan.yaml").read_text().replace("preset: chat", "preset: chatty"))
+    code, _, err = run(capsys, "check", f)
+    assert code == 2 and "unknown workload 'chatty'; did you mean chat?" in err
+
+
+def test_schema(capsys):
+    code, out, _ = run(capsys, "schema")
+    s = json.loads(out)
+    assert code == 0 and s["title"] == "kvplan plan file"
+    assert s["required"] == ["kvplan", "deployments"]
+    dep = s["$defs"]["DeploymentSpec"]
+    assert {"name", "model", "command", "flags", "gpu", "replicas", "workload", "slo"} <= \
+        set(dep["properties"])
+    assert dep["additionalProperties"] is False
+
+
+# --- output formats --------------------------------------------------------------------------
+
+def test_json_contract(capsys):
+    code, rep = check_json(capsys, FIX / "deployment-llama-chat.yaml")
+    assert set(rep) == {"version", "exit_code", "strict", "summary", "files", "deployments"}
+    assert rep["summary"] == {"deployments": 1, "failed": 2, "warnings": 0, "passed": 8,
+                              "skipped": 0}
+    dep = rep["deployments"][0]
+    assert {"name", "kind", "file", "line", "status", "engine", "model", "gpu", "gpus",
+            "replicas", "vllm_version", "workload", "rate", "checks"} <= set(dep)
+    assert set(dep["checks"][0]) == {"id", "status", "message", "fix", "file", "line",
+                                     "column", "current", "suggested"}
+    assert [c["status"] for c in dep["checks"]][:2] == ["fail", "fail"]  # failures first
+
+
+def test_junit(capsys):
+    code, out, _ = run(capsys, "check", FIX / "deployment-llama-chat.yaml",
+                       FIX / "pod-typos.yaml", "--format", "junit")
+    assert code == 1
+    root = ET.fromstring(out)
+    assert root.tag == "testsuites" and root.get("failures") == "3"
+    suites = {s.get("name"): s for s in root}
+    chat = suites["Deployment/llama-8b-chat"]
+    assert chat.get("tests") == "10" and chat.get("failures") == "2"
+    case = next(c for c in chat if c.get("name") == "max-num-seqs-safe")
+    assert case.find("failure") is not None and "fix: --max-num-seqs" in case.find("failure").text
+    typos = suites["Pod/vllm-scratch"]
+    assert typos.get("skipped") == "2"  # no workload declared
+
+
+def test_human_output(capsys):
+    code, out, _ = run(capsys, "check", FIX / "deployment-llama-chat.yaml")
+    assert code == 1
+    assert "Deployment/llama-8b-chat" in out and "FAIL max-num-seqs-safe" in out
+    assert "fix: --max-num-seqs" in out and "fix: spec.replicas:" in out
+    assert out.rstrip().endswith("2 failed, 0 warnings, 8 passed, 0 skipped in 1 deployment")
+
+
+def test_list_cronjob_daemonset_json_and_tgi_env(capsys):
+    code, rep = check_json(capsys, FIX / "list-cronjob-tgi.json", "--gpu", "l4")
+    cron, tgi = rep["deployments"]
+    assert cron["name"] == "CronJob/nightly-eval" and cron["gpu"] == "a100-sxm4-80gb"
+    assert cron["vllm_version"] == "0.11.0" and cron["model"] == "Qwen/Qwen3-14B"
+    assert one(cron, "flags-known")["status"] == "pass"  # -O3 is vLLM's shorthand
+    assert tgi["name"] == "DaemonSet/tgi" and tgi["gpu"] == "l4"  # --gpu fills in
+    assert tgi["model"] == "mistralai/Mistral-7B-v0.3"  # MODEL_ID
+    m = one(tgi, "max-model-len-fits")
+    assert m["status"] == "fail" and m["fix"] == "--max-total-tokens 32768"
+
+
+def test_two_engines_in_one_container_is_ambiguous(capsys):
+    code, _, err = run(capsys, "check", "--cmd", "vllm serve a & vllm serve b", "--gpu", "l4")
+    assert code == 2 and "two engine commands in one container" in err
+
+
+@pytest.mark.parametrize("name,facts,failed", [
+    ("statefulset-qwen-32b.yaml",  # pod-template annotations, a folded `sh -c` script
+     {"model": "Qwen/Qwen2.5-32B", "gpu": "a100-sxm4-80gb", "gpus": 2, "gpus_needed": 2,
+      "vllm_version": "0.20.2", "workload": "rag", "rate": 1.5, "max_num_seqs": 128},
+     {"max-num-seqs-safe", "replicas-cover-rate"}),
+    ("lws-70b-l40s.yaml",  # worker template only: 2 pods x 4 GPUs = TP 4 x PP 2
+     {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "l40s", "gpus": 8,
+      "gpus_needed": 8, "replicas": 2, "max_model_len": 8192}, set()),
+    ("compose-api-server.yaml",  # entrypoint override; CUDA_VISIBLE_DEVICES=0,1 of `count: all`
+     {"model": "Qwen/Qwen2.5-14B", "gpu": "l4", "gpus": 2, "gpus_needed": 2,
+      "vllm_version": "0.10.2", "max_model_len": 8000, "workload": "code"},
+     {"max-num-seqs-safe", "replicas-cover-rate"}),
+    ("kserve-custom-container.yaml",
+     {"model": "microsoft/phi-4", "gpu": "h100-sxm", "replicas": 1, "max_replicas": 4,
+      "max_model_len": 16384}, set()),
+    ("pod-inline-env.yaml",  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 before `exec vllm serve`
+     {"model": "Qwen/Qwen2.5-7B-Instruct", "gpu": "h200-sxm", "max_model_len": 65536}, set()),
+])
+def test_more_manifests(capsys, name, facts, failed):
+    code, rep = check_json(capsys, FIX / name)
+    (dep,) = rep["deployments"]
+    assert {k: dep[k] for k in facts} == facts
+    assert {c["id"] for c in dep["checks"] if c["status"] == "fail"} == failed
+    assert code == (1 if failed else 0)
+
+
+def test_plan_file_with_sglang_and_tgi(capsys):
+    src = FIX / "plan-sglang-tgi.yaml"
+    code, rep = check_json(capsys, src)
+    sgl, tgi = rep["deployments"]
+    assert code == 0 and sgl["engine"] == "sglang" and tgi["engine"] == "tgi"
+    s = one(sgl, "max-num-seqs-safe")
+    assert s["status"] == "pass" and s["current"] == 64
+    assert s["line"] == line_of(src, "--max-running-requests 64")
+    assert one(sgl, "replicas-cover-rate")["status"] == "pass"
+    assert tgi["max_model_len"] == 16384
+    g = one(tgi, "gpu-memory-utilization-range")
+    assert g["status"] == "pass" and g["current"] == 0.95 and g["line"] == line_of(
+        src, "cuda-memory-fraction")
