@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from kvplan.errors import BadInput, UnsupportedArchitecture
@@ -89,11 +90,11 @@ class ModelArch:
     def num_layers(self) -> int:
         return len(self.layers)
 
-    @property
+    @cached_property
     def kinds(self) -> set[str]:
         return {layer.kind for layer in self.layers if layer is not None}
 
-    @property
+    @cached_property
     def is_hybrid_state(self) -> bool:
         return any(isinstance(x, StateLayer)
                    or (isinstance(x, AttnLayer) and x.parallel_state is not None)

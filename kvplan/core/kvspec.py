@@ -176,15 +176,22 @@ def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
     """
     out: list[Spec | None] = []
     bs = block.block_size
+    memo: dict[int, list[Spec]] = {}  # identical layer objects give identical specs
     for layer in arch.layers:
         if layer is None:
             out.append(None)
             continue
+        hit = memo.get(id(layer))
+        if hit is not None:
+            out.extend(hit)
+            continue
+        start = len(out)
         if isinstance(layer, StateLayer):
             real = state_bytes(layer, tp, dt)
             out.append(Spec(layer.kind, bs, real, page_padded=block.mamba_page_padded
                             if block.mamba_page_padded > real else 0,
                             state_blocks=inflight_state_blocks))
+            memo[id(layer)] = out[start:]
             continue
         per_tok = attn_bytes_per_token(layer, tp, dt.kv)
         kind = layer.kind
@@ -201,6 +208,7 @@ def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
             out.append(Spec(st.kind, bs, real, page_padded=block.mamba_page_padded
                             if block.mamba_page_padded > real else 0,
                             state_blocks=inflight_state_blocks))
+        memo[id(layer)] = out[start:]
     return out
 
 

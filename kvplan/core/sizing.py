@@ -487,7 +487,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             conc_at[n] = usable // r if r else 0
 
     # per-token figures
-    tok = [_tok_bytes(x, tp, kv) for x in arch.layers]
+    tok_memo: dict[int, int] = {}  # identical layer objects cost the same
+    tok = []
+    for x in arch.layers:
+        if id(x) not in tok_memo:
+            tok_memo[id(x)] = _tok_bytes(x, tp, kv)
+        tok.append(tok_memo[id(x)])
     top_stage = max(range(pp), key=lambda s: sum(tok[i] for i in stages[s]))
     per_gpu = sum(tok[i] for i in stages[top_stage])
     replica = sum(tok) * tp
