@@ -22,6 +22,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from kvplan.core.sizing import EngineArgs, size  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
@@ -181,12 +182,9 @@ def main() -> int:
                        "|---|---|---|---|---|", *summary, "", *lines])
     print(table)
     if "--write" in sys.argv:
-        doc = ROOT / "docs" / "accuracy.md"
-        text = doc.read_text()
-        start, end = "<!-- accuracy-table:start -->", "<!-- accuracy-table:end -->"
-        head, _, rest = text.partition(start)
-        _, _, tail = rest.partition(end)
-        doc.write_text(f"{head}{start}\n{table}\n{end}{tail}")
+        from docs_table import write_section
+
+        write_section(ROOT / "docs" / "accuracy.md", "accuracy-table", table)
     return 0
 
 

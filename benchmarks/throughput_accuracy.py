@@ -149,18 +149,14 @@ def main() -> int:
     table = "\n".join(summary + ["", *lines])
     print(table)
     if "--write" in sys.argv:
-        doc = ROOT / "docs" / "accuracy.md"
-        text = doc.read_text()
-        start, end = "<!-- throughput-table:start -->", "<!-- throughput-table:end -->"
-        if start not in text:
-            text += ("\n## Throughput model against published measurements\n\n"
-                     "`benchmarks/throughput_accuracy.py` compares the step-time model "
-                     "(docs/recommend.md) with published vLLM results "
-                     "(`benchmarks/throughput_cases.yaml`). Target: median error <= 20 % on "
-                     "tokens/s.\n\n" + start + "\n" + end + "\n")
-        head, _, rest = text.partition(start)
-        _, _, tail = rest.partition(end)
-        doc.write_text(f"{head}{start}\n{table}\n{end}{tail}")
+        from docs_table import write_section
+
+        write_section(ROOT / "docs" / "accuracy.md", "throughput-table", table,
+                      "\n## Throughput model against published measurements\n\n"
+                      "`benchmarks/throughput_accuracy.py` compares the step-time model "
+                      "(docs/recommend.md) with published vLLM results "
+                      "(`benchmarks/throughput_cases.yaml`). Target: median error <= 20 % on "
+                      "tokens/s.\n\n")
     return 0
 
 

@@ -48,24 +48,12 @@ def _point(plan: Any, n: int, wl: Any, gpu: Any) -> Any:
 
 
 def _replicas(pt: Any, n: int, wl: Any, tg: Any) -> tuple[int, float, float]:
-    """(replicas, requests/s one replica serves, rate) as `plan_one` sizes them."""
-    from kvplan.core import queueing
+    """(replicas, requests/s one replica serves, rate) exactly as `plan_one` sizes them."""
+    from kvplan.core.plan import size_fleet
 
     o = wl.output.points
-    service_s = pt.ttft_ms / 1000 + (sum(o) / len(o)) * pt.tpot_ms / 1000
-    rps = n / service_s
-    rate = tg.rate
-    if wl.users:
-        rate = wl.users / (wl.think_time_s + service_s)
-    replicas = max(1, math.ceil(rate / (rps * tg.target_utilization)))
-    if tg.peak_rate:
-        replicas = max(replicas, math.ceil(tg.peak_rate / rps))
-    for _ in range(10000):
-        wait95 = queueing.wait_quantile(replicas * n, rate, service_s, 0.95, wl.burstiness)
-        if tg.ttft_p95_s is None or pt.ttft_ms / 1000 + wait95 <= tg.ttft_p95_s:
-            break
-        replicas += 1
-    return replicas + tg.redundancy, rps, rate
+    f = size_fleet(pt, n, sum(o) / len(o), wl, tg)
+    return f.replicas, f.per_replica_rps, f.rate
 
 
 def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version: str) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from kvplan.core.memo import by_identity
 from kvplan.errors import BadInput, UnsupportedArchitecture
 
 # Layer kinds that own KV/state memory.
@@ -468,20 +469,11 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
     return out
 
 
-_MEMO: dict[int, tuple[dict[str, Any], ModelArch]] = {}
-
-
+@by_identity()
 def normalize(config: dict[str, Any]) -> ModelArch:
     """Turn a raw HF config (as loaded from config.json) into a `ModelArch` (memoised per
     config object; a `ModelArch` is never mutated after this returns)."""
-    hit = _MEMO.get(id(config))
-    if hit is not None and hit[0] is config:
-        return hit[1]
-    arch = _normalize(config)
-    if len(_MEMO) > 64:
-        _MEMO.clear()
-    _MEMO[id(config)] = (config, arch)
-    return arch
+    return _normalize(config)
 
 
 def _normalize(config: dict[str, Any]) -> ModelArch:

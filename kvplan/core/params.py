@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvplan.core.arch import AttnLayer, ModelArch, StateLayer
+from kvplan.core.memo import by_identity
 
 _NON_GATED = {"phi", "starcoder2", "gpt_bigcode", "falcon", "gpt2", "gpt_neox", "opt", "bloom",
               "mpt", "stablelm"}
@@ -100,20 +101,11 @@ def _state_params(layer: StateLayer, h: int) -> int:
     return h * (inter + conv_dim + layer.n_heads) + conv_dim * layer.d_conv + inter * h
 
 
-_PARAMS: dict[int, tuple[ModelArch, ParamCount]] = {}
-
-
+@by_identity()
 def count_params(arch: ModelArch) -> ParamCount:
     """Estimate parameters from the config (exact for standard Llama/Qwen/Mixtral layouts);
     memoised per `ModelArch`."""
-    hit = _PARAMS.get(id(arch))
-    if hit is not None and hit[0] is arch:
-        return hit[1]
-    pc = _count_params(arch)
-    if len(_PARAMS) > 64:
-        _PARAMS.clear()
-    _PARAMS[id(arch)] = (arch, pc)
-    return pc
+    return _count_params(arch)
 
 
 def _count_params(arch: ModelArch) -> ParamCount:

@@ -81,6 +81,40 @@ def _moments(wl: Workload) -> tuple[float, float, float]:
     return hit
 
 
+@dataclass(frozen=True)
+class Fleet:
+    """Replicas for a rate, and what one replica serves."""
+
+    replicas: int
+    per_replica_rps: float
+    rate: float | None
+    wait95_s: float
+    service_s: float
+
+
+def size_fleet(pt: perf.Point, n: int, out_mean: float, wl: Workload, t: Targets) -> Fleet:
+    """Smallest replica count that keeps utilisation under the target at the rate, is stable
+    at the peak rate and keeps TTFT p95 (prefill + M/M/c wait) within the SLO; + redundancy.
+    With `users`, the rate is users / (think time + service time)."""
+    service_s = pt.ttft_ms / 1000 + out_mean * pt.tpot_ms / 1000
+    rps = n / service_s
+    rate = t.rate
+    if wl.users:
+        rate = wl.users / (wl.think_time_s + service_s)
+    replicas, wait95 = 1, 0.0
+    if rate:
+        replicas = max(1, math.ceil(rate / (rps * t.target_utilization)))
+        if t.peak_rate:
+            replicas = max(replicas, math.ceil(t.peak_rate / rps))
+        for _ in range(10000):
+            wait95 = queueing.wait_quantile(replicas * n, rate, service_s, 0.95, wl.burstiness)
+            if t.ttft_p95_s is None or pt.ttft_ms / 1000 + wait95 <= t.ttft_p95_s:
+                break
+            replicas += 1
+        replicas += t.redundancy
+    return Fleet(replicas, rps, rate, wait95, service_s)
+
+
 def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
              t: Targets) -> Plan:
     """The best plan for one candidate deployment."""
@@ -125,24 +159,9 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
                              f"{t.tpot_ms:g} ms")
             n = lo
     pt = point(n)
-    service_s = pt.ttft_ms / 1000 + o_mean * pt.tpot_ms / 1000
-    per_replica_rps = n / service_s
-    replicas = 1
-    wait95 = 0.0
-    rate = t.rate
-    if wl.users:
-        # closed population: each user alternates think time and one request
-        rate = wl.users / (wl.think_time_s + service_s)
-    if rate:
-        replicas = max(1, math.ceil(rate / (per_replica_rps * t.target_utilization)))
-        if t.peak_rate:
-            replicas = max(replicas, math.ceil(t.peak_rate / per_replica_rps))
-        for _ in range(10000):
-            wait95 = queueing.wait_quantile(replicas * n, rate, service_s, 0.95, wl.burstiness)
-            if t.ttft_p95_s is None or pt.ttft_ms / 1000 + wait95 <= t.ttft_p95_s:
-                break
-            replicas += 1
-        replicas += t.redundancy
+    fleet = size_fleet(pt, n, o_mean, wl, t)
+    replicas, per_replica_rps, rate = fleet.replicas, fleet.per_replica_rps, fleet.rate
+    wait95, service_s = fleet.wait95_s, fleet.service_s
     ttft95 = pt.ttft_ms / 1000 + wait95
     if t.ttft_p95_s is not None and pt.ttft_ms / 1000 > t.ttft_p95_s:
         feasible = False

@@ -117,14 +117,7 @@ def _translate(exc: Exception, repo_id: str, revision: str | None, offline: bool
             hint = f"did you mean {', '.join(suggestions)}? ({hint})"
         return BadInput(f"no model {repo_id} on {endpoint()}", hint=hint)
     if not offline and _is_network_error(exc) and not isinstance(exc, E["http"]):
-        name = type(exc).__name__
-        if "Timeout" in name or isinstance(exc, TimeoutError):
-            return BadInput(f"{endpoint()} did not answer within {timeout():g} s",
-                            hint="check the network or HF_ENDPOINT, raise KVPLAN_HUB_TIMEOUT, "
-                                 "or use --offline with the catalog")
-        return BadInput(f"cannot reach {endpoint()} to fetch {repo_id} ({name})",
-                        hint="check the network, proxy or HF_ENDPOINT, or use --offline with "
-                             "the catalog and the local HF cache")
+        return _unreachable(exc, repo_id)
     if isinstance(exc, (E["offline"], E["local"])) or offline:
         return BadInput(f"{repo_id}{rev} is not in the catalog or the local Hugging Face cache, "
                         "and offline mode is on",
@@ -138,14 +131,18 @@ def _translate(exc: Exception, repo_id: str, revision: str | None, offline: bool
         status = getattr(getattr(exc, "response", None), "status_code", None)
         return BadInput(f"{endpoint()} answered HTTP {status} for {repo_id}{rev}",
                         hint="retry later, or use --offline with the catalog")
+    return _unreachable(exc, repo_id)
+
+
+def _unreachable(exc: Exception, repo_id: str) -> BadInput:
     name = type(exc).__name__
     if "Timeout" in name or isinstance(exc, TimeoutError):
         return BadInput(f"{endpoint()} did not answer within {timeout():g} s",
                         hint="check the network or HF_ENDPOINT, raise KVPLAN_HUB_TIMEOUT, "
                              "or use --offline with the catalog")
-    return BadInput(f"cannot reach {endpoint()} ({name})",
+    return BadInput(f"cannot reach {endpoint()} to fetch {repo_id} ({name})",
                     hint="check the network, proxy or HF_ENDPOINT, or use --offline with "
-                         "the catalog")
+                         "the catalog and the local HF cache")
 
 
 def _quiet(hh: Any) -> None:
