@@ -60,7 +60,7 @@ def render_sweep(d: dict, stream=None) -> None:
     capped = d.get("with_recommended_cap")
     head = [axis, "tok/s", "TTFT p50 s", "TPOT p50 ms", "preempt", "recomputed"]
     if capped:
-        head += ["| capped tok/s", "TTFT p50 s", "preempt"]
+        head += ["| capped tok/s", "TTFT p50 s", "preempt", "429s"]
     rows = [head]
     for i, pt in enumerate(d["points"]):
         row = [str(pt[axis]), _fmt(pt["output_tokens_per_s"], 1), _fmt(pt["ttft_p50_s"]),
@@ -69,9 +69,9 @@ def render_sweep(d: dict, stream=None) -> None:
         if capped:
             c = capped[i]
             row += ["| " + _fmt(c["output_tokens_per_s"], 1), _fmt(c["ttft_p50_s"]),
-                    fmt_int(c["preemptions"])]
+                    fmt_int(c["preemptions"]), fmt_int(c["requests_rejected"])]
         rows.append(row)
-    lines.append(table(rows, align="rrrrrrrrr"))
+    lines.append(table(rows, align="rrrrrrrrrr"))
     chart = []
     for pt in d["points"]:
         mark = []
@@ -98,11 +98,13 @@ def render_sweep(d: dict, stream=None) -> None:
         lines.append("no collapse in this range")
     if capped:
         top, ctop = d["points"][-1], capped[-1]
-        lines.append(p(f"with --max-num-seqs {d['recommended_max_num_seqs']} (kvplan recommend), "
-                       f"at {axis} {top[axis]}: {ctop['output_tokens_per_s']:,.1f} tok/s and "
-                       f"{ctop['preemptions']:,} preemptions, against "
-                       f"{top['output_tokens_per_s']:,.1f} tok/s and {top['preemptions']:,} "
-                       "preemptions uncapped", "green"))
+        lines.append(p(f"the fix -- --max-num-seqs {d['recommended_max_num_seqs']} (kvplan "
+                       f"recommend) and at most {d.get('fix_queue_limit')} waiting (429 beyond): "
+                       f"at {axis} {top[axis]}, {ctop['output_tokens_per_s']:,.1f} tok/s, "
+                       f"median TTFT {_fmt(ctop['ttft_p50_s'])} s, {ctop['preemptions']:,} "
+                       f"preemptions; uncapped: {top['output_tokens_per_s']:,.1f} tok/s, median "
+                       f"TTFT {_fmt(top['ttft_p50_s'])} s, {top['preemptions']:,} preemptions",
+                       "green"))
     out.write("\n".join(lines) + "\n")
 
 

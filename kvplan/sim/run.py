@@ -85,7 +85,7 @@ def simulate(cfg: Config, perf: PerfModel, wl: Workload, load: Load, seed: int =
         if open_loop and (issued >= limit_n or next_open >= limit_t):
             next_open = math.inf
         while pending and pending[-1].arrival <= eng.now:
-            eng.arrive(pending.pop())
+            eng.arrive(pending.pop())  # a rejected (429) closed-loop client goes away
             eng.stats.events += 1
         nxt = min(pending[-1].arrival if pending else math.inf, next_open)
         if not (eng.running or eng.waiting):

@@ -102,8 +102,8 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
     wlc = wl.clip(r.max_model_len)
     cap = recommended_cap(r, wlc)
 
-    def one(v: float, engine_seqs: int | None) -> dict:
-        cfg = engine_config(r, engine_seqs, admission_cap, queue_limit)
+    def one(v: float, engine_seqs: int | None, queue: int | None) -> dict:
+        cfg = engine_config(r, engine_seqs, admission_cap, queue)
         if axis == "concurrency":
             n = int(v)
             load = Load(concurrency=n, requests=requests or max(200, 3 * n),
@@ -115,8 +115,14 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
         s[axis] = int(v) if axis == "concurrency" else round(v, 3)
         return s
 
-    points = [one(v, seqs) for v in values]
+    points = [one(v, seqs, queue_limit) for v in values]
     knee, collapse, latency = knee_and_collapse(points, axis)
-    capped = [one(v, cap) for v in values] if compare_cap else None
-    return SweepResult(axis, points, capped, cap if compare_cap else None, knee, collapse,
-                       latency, _context(r, wlc, notes))
+    # the fix: the recommended cap and a bounded queue (429 beyond), as `kvplan recommend`
+    # sets them when no TTFT SLO is given (two service times of waiting)
+    fix_queue = queue_limit if queue_limit is not None else 2 * cap
+    capped = [one(v, cap, fix_queue) for v in values] if compare_cap else None
+    res = SweepResult(axis, points, capped, cap if compare_cap else None, knee, collapse,
+                      latency, _context(r, wlc, notes))
+    if compare_cap:
+        res.context["fix_queue_limit"] = fix_queue  # type: ignore[index]
+    return res
