@@ -117,11 +117,36 @@ def build(result: SizeResult, gpu: Gpu) -> PerfModel:
                                      else 0)) / (tp * pp)
     if not arch.tie_word_embeddings:
         active -= pc.embed / (tp * pp)  # the embedding lookup reads one row, not a GEMM
+    full, window_b, window, state, attn_flops = _layer_terms(result)
+    tflops = gpu.tflops or {}
+    dtype_key = "fp8" if _fp8_compute(result, gpu) else "bf16"
+    peak = (tflops.get(dtype_key) or tflops.get("bf16") or tflops.get("fp16") or 100) * 1e12
+    bw = (gpu.bandwidth_gbps or 1000) * 1e9
+    return PerfModel(
+        dense_weight_bytes=weights - expert_bytes, expert_weight_bytes=expert_bytes,
+        experts=arch.num_experts, top_k=k, moe_layers=moe_layers, active_params=active,
+        kv_full_per_token=full, kv_window_per_token=window_b, window=window,
+        state_per_seq=state, attn_flops_per_token_ctx=attn_flops,
+        bandwidth=bw * perf("bw_eff"), flops=peak * perf("flops_eff"), tp=tp, pp=pp,
+        hidden=arch.hidden_size, layers=arch.num_layers, nvlink=gpu.interconnect_gbps > 0)
+
+
+_TERMS: dict[tuple, tuple[object, tuple[float, float, int, float, float]]] = {}
+
+
+def _layer_terms(result: SizeResult) -> tuple[float, float, int, float, float]:
+    """Per-GPU KV bytes per token (full, windowed), the window, state bytes per sequence and
+    attention FLOPs per token of context; depends only on the model, TP/PP and dtypes."""
+    arch = result.arch
+    tp, pp = result.args.tensor_parallel_size, result.args.pipeline_parallel_size
     kv = result.kv_dtype
-    full = window_b = 0.0
+    key = (id(arch), tp, pp, kv, result.model_dtype)
+    hit = _TERMS.get(key)
+    if hit is not None and hit[0] is arch:  # the arch held here keeps its id unique
+        return hit[1]
+    full = window_b = state = attn_flops = 0.0
     window = 0
-    state = 0.0
-    attn_flops = 0.0
+    dts = _dts(result)
     for layer in arch.layers:
         if isinstance(layer, AttnLayer):
             b = attn_bytes_per_token(layer, tp, kv) / pp
@@ -136,20 +161,14 @@ def build(result: SizeResult, gpu: Gpu) -> PerfModel:
                 + int(arch.text_config.get("qk_rope_head_dim") or 64))
             attn_flops += 4 * q_heads * hd / pp
             if layer.parallel_state is not None:
-                state += state_bytes(layer.parallel_state, tp, _dts(result)) / pp
+                state += state_bytes(layer.parallel_state, tp, dts) / pp
         elif isinstance(layer, StateLayer):
-            state += state_bytes(layer, tp, _dts(result)) / pp
-    tflops = gpu.tflops or {}
-    dtype_key = "fp8" if _fp8_compute(result, gpu) else "bf16"
-    peak = (tflops.get(dtype_key) or tflops.get("bf16") or tflops.get("fp16") or 100) * 1e12
-    bw = (gpu.bandwidth_gbps or 1000) * 1e9
-    return PerfModel(
-        dense_weight_bytes=weights - expert_bytes, expert_weight_bytes=expert_bytes,
-        experts=arch.num_experts, top_k=k, moe_layers=moe_layers, active_params=active,
-        kv_full_per_token=full, kv_window_per_token=window_b, window=window,
-        state_per_seq=state, attn_flops_per_token_ctx=attn_flops,
-        bandwidth=bw * perf("bw_eff"), flops=peak * perf("flops_eff"), tp=tp, pp=pp,
-        hidden=arch.hidden_size, layers=arch.num_layers, nvlink=gpu.interconnect_gbps > 0)
+            state += state_bytes(layer, tp, dts) / pp
+    if len(_TERMS) > 256:
+        _TERMS.clear()
+    terms = (full, window_b, window, state, attn_flops)
+    _TERMS[key] = (arch, terms)
+    return terms
 
 
 def _dts(result: SizeResult):
