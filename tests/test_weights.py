@@ -108,3 +108,14 @@ def test_awq_checkpoint_estimate_without_exact_size():
     linear = pc.total - pc.embed - pc.lm_head - sum(x.replicated for x in pc.layers)
     expect = linear * (0.5 + 4 / 128) + (pc.embed + pc.lm_head) * 2
     assert r.weights_estimated and abs(r.budget.weights / expect - 1) < 0.01
+
+
+def test_nemotron_h_block_list_and_latent_moe():
+    # Nemotron-3-Ultra-550B: `layers_block_type` instead of hybrid_override_pattern, and
+    # experts that work in a 2,048-wide latent space (moe_latent_size)
+    from kvplan import catalog
+
+    cfg = catalog.load("models", []).get("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16")[1]
+    arch = normalize(cfg["config"])
+    assert arch.num_layers == len(cfg["config"]["layers_block_type"])
+    assert abs(count_params(arch).total / 550e9 - 1) < 0.01

@@ -330,6 +330,17 @@ def _gdn_layer(t: dict[str, Any]) -> StateLayer:
 
 def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - a dispatch table
     mt = t.get("model_type", "")
+    if mt == "nemotron_h" and not t.get("hybrid_override_pattern") and isinstance(
+            t.get("layers_block_type"), list):
+        # newer Nemotron-H configs spell the pattern as a list of block names
+        sym = {"mamba": "M", "attention": "*", "moe": "E", "mlp": "-"}
+        try:
+            t["hybrid_override_pattern"] = "".join(sym[x] for x in t["layers_block_type"])
+        except KeyError as e:
+            raise UnsupportedArchitecture(f"nemotron_h layers_block_type has unknown block {e}") \
+                from None
+    if t.get("num_hidden_layers") is None and isinstance(t.get("hybrid_override_pattern"), str):
+        t["num_hidden_layers"] = len(t["hybrid_override_pattern"])  # Nemotron-H: one per layer
     n = _int(t, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
 
     # --- Mamba / linear-attention hybrids ---

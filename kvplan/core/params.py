@@ -137,9 +137,10 @@ def _count_params(arch: ModelArch) -> ParamCount:
             if sym == "-":
                 lp.split += 2 * h * arch.intermediate_size
             elif sym == "E":
-                lp.expert += n_exp * 2 * h * moe_i
+                latent = int(t.get("moe_latent_size") or h)  # experts work in a latent space
+                lp.expert += n_exp * 2 * latent * moe_i
                 lp.replicated += h * n_exp
-                lp.split += 2 * h * shared_i
+                lp.split += 2 * h * shared_i + (2 * h * latent if latent != h else 0)
             pc.layers.append(lp)
             continue
         if arch.model_type in ("granitemoehybrid",) and not n_exp:
