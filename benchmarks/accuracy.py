@@ -81,6 +81,8 @@ def args_of(case: dict) -> EngineArgs:
         a.enable_prefix_caching = False
     if "--enable-expert-parallel" in str(case.get("other_flags") or ""):
         a.enable_expert_parallel = True
+    a.flashinfer_sampler = case.get("sampler") == "flashinfer"
+    a.disable_custom_all_reduce = bool(case.get("custom_all_reduce_disabled"))
     return a
 
 

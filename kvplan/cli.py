@@ -55,6 +55,13 @@ def size_cmd(
     disable_hybrid_kv_cache_manager: bool = typer.Option(False,
                                                          "--disable-hybrid-kv-cache-manager"),
     num_gpu_blocks_override: Optional[int] = typer.Option(None, "--num-gpu-blocks-override"),
+    disable_custom_all_reduce: bool = typer.Option(False, "--disable-custom-all-reduce",
+                                                   help="Also what vLLM does when TP spans "
+                                                   "nodes."),
+    flashinfer_sampler: bool = typer.Option(False, "--flashinfer-sampler",
+                                            help="vLLM <= 0.10 ran the profile sampler through "
+                                            "FlashInfer (log: 'Using FlashInfer for top-p & "
+                                            "top-k sampling'): a smaller activation peak."),
     vllm_version: Optional[str] = typer.Option(None, "--vllm-version",
                                                help="Target vLLM release (default 0.33)."),
     catalog: Optional[list[str]] = CatalogOpt,
@@ -92,6 +99,8 @@ def size_cmd(
         enable_prefix_caching=enable_prefix_caching,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         num_gpu_blocks_override=num_gpu_blocks_override,
+        disable_custom_all_reduce=disable_custom_all_reduce,
+        flashinfer_sampler=flashinfer_sampler,
     )
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)

@@ -236,3 +236,22 @@ def test_bf16_refused_on_turing_and_fp32_checkpoint_runs_fp16():
     with pytest.raises(BadInput, match="compute capability 8.0"):
         run(LLAMA31_8B, gpu=T4, dtype="bfloat16")
     assert run(GEMMA2_9B, gpu=T4, kv_cache_memory_bytes=GiB).model_dtype == "float16"
+
+
+def test_flashinfer_sampler_and_custom_all_reduce_terms():
+    from kvplan.core import memory as M
+
+    a = run(LLAMA31_8B, version="0.10.2", max_model_len=8192)
+    b = run(LLAMA31_8B, version="0.10.2", max_model_len=8192, flashinfer_sampler=True)
+    reqs, vocab = 1024, 128256  # H100 serve defaults: min(8192, 1024) dummy requests
+    # the sampler dominates the profile peak: logits-sized fp32 buffers + fixed workspace
+    assert a.budget.activation == int(reqs * vocab * 4 * 9.6 + 64 * 2**20)
+    assert b.budget.activation == int(reqs * vocab * 4 * 2.5 + 64 * 2**20)
+    # 0.33 warms the PyTorch path as well: the flag changes nothing there
+    c = run(LLAMA31_8B, max_model_len=8192, flashinfer_sampler=True)
+    assert c.budget.activation == run(LLAMA31_8B, max_model_len=8192).budget.activation
+    tp2 = dict(tensor_parallel_size=2, max_model_len=8192)
+    nv = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 << 20, "9.0", interconnect_gbps=900)
+    assert run(LLAMA31_8B, gpu=nv, **tp2).budget.non_torch == (130 + 420) * 2**20
+    assert run(LLAMA31_8B, gpu=nv, disable_custom_all_reduce=True, **tp2
+               ).budget.non_torch == M.non_torch(2, 1, False) == (130 + 100) * 2**20

@@ -32,6 +32,12 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "the dummy sampler run (gpu_model_runner `_dummy_sampler_run`) dominates the V1 peak: "
         "fitted on 9 real V1 logs (torch peak 1.40-7.38 GiB, vocab 128k-201k, 256-1024 "
         "requests, H100/H200/L40S, vLLM 0.10-0.11): 9.5-9.9 fp32 logits-sized buffers"),
+    "sampler_fp32_copies_flashinfer": (
+        2.5, "x num_reqs x vocab x 4 B (vLLM <= 0.10 with the FlashInfer sampler)",
+        "vLLM 0.10's profile run samples once, through FlashInfer's top-k/top-p kernel when "
+        "flashinfer is installed (TopKTopPSampler; log 'Using FlashInfer for top-p & top-k "
+        "sampling'); fitted on five 0.10.1 A100 logs that print that line: 1.7-2.5 buffers. "
+        "0.33 also warms the PyTorch path, so the flag has no effect there"),
     "sampler_fp32_copies_v020": (
         7.2, "x num_reqs x vocab x 4 B (vLLM 0.20+)",
         "same term in the 0.2x releases: real logs of 0.26 (RTX 4080, 1.04 GiB peak) and "
@@ -97,11 +103,15 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     return int(max(forward, sampler) + const("act_fixed_mib") * MiB)
 
 
-def non_torch(tp: int, pp: int, nvlink: bool) -> int:
-    """Memory outside the torch allocator that grows during profiling (empirical)."""
+def non_torch(tp: int, pp: int, custom_all_reduce: bool) -> int:
+    """Memory outside the torch allocator that grows during profiling (empirical). vLLM's
+    custom all-reduce (IPC buffers) runs only over NVLink within a node and not with
+    --disable-custom-all-reduce (`custom_all_reduce.py`: disabled when the group spans
+    nodes or the GPUs are not fully connected)."""
     extra = 0.0
     if tp * pp > 1:
-        extra = const("non_torch_nvlink_tp_mib" if nvlink else "non_torch_pcie_tp_mib")
+        extra = const("non_torch_nvlink_tp_mib" if custom_all_reduce
+                      else "non_torch_pcie_tp_mib")
     return int((const("non_torch_base_mib") + extra) * MiB)
 
 

@@ -86,6 +86,8 @@ class EngineArgs:
     enable_chunked_prefill: bool | None = None
     disable_hybrid_kv_cache_manager: bool = False
     num_gpu_blocks_override: int | None = None
+    disable_custom_all_reduce: bool = False  # also what vLLM does when TP spans nodes
+    flashinfer_sampler: bool = False  # VLLM_USE_FLASHINFER_SAMPLER with flashinfer installed
     usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
 
 
@@ -411,9 +413,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "known)")
     util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
     shape = _activation_shape(arch, tp, model_dtype)
-    act = M.activation_peak(shape, mnbt, seqs, v1=version.v1, sampler_copies=M.const(
-        "sampler_fp32_copies_v020" if version.at_least(0, 20) else "sampler_fp32_copies"))
-    nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0)
+    copies = "sampler_fp32_copies_v020" if version.at_least(0, 20) else "sampler_fp32_copies"
+    if a.flashinfer_sampler and version.v1 and not version.at_least(0, 11):
+        copies = "sampler_fp32_copies_flashinfer"  # 0.10 profiles the selected sampler only
+    act = M.activation_peak(shape, mnbt, seqs, v1=version.v1, sampler_copies=M.const(copies))
+    nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce)
     stage_rows = []
     best: tuple[int, M.Budget, int] | None = None
     for si, rng in enumerate(stages):
