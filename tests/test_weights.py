@@ -67,6 +67,25 @@ def test_quantized_bytes_per_parameter():
     assert weight_bytes(normalize(LLAMA31_8B), 2, "fp8").linear == 1.0
 
 
+def test_modelopt_mixed_precision_means_over_listed_modules():
+    # nvidia/*-NVFP4 MIXED_PRECISION layout: NVFP4 routed experts, FP8 Mamba projections,
+    # NVFP4 shared experts, an excluded attention block and projection kept in bf16.
+    hq = {"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {
+        "backbone.layers.1.mixer.experts.0.up_proj": {"quant_algo": "W4A16_NVFP4",
+                                                      "group_size": 16},
+        "backbone.layers.1.mixer.experts.1.up_proj": {"quant_algo": "NVFP4", "group_size": 16},
+        "backbone.layers.0.mixer.in_proj": {"quant_algo": "FP8"},
+        "backbone.layers.1.mixer.shared_experts.up_proj": {"quant_algo": "MXFP8"},
+        "lm_head": {"quant_algo": "NVFP4"}},
+        "exclude_modules": ["backbone.embeddings", "backbone.layers.2.self_attn*",
+                            "backbone.layers.3.mixer.o_proj", "backbone.layers.1.mixer.gate"]}}
+    wb = weight_bytes(normalize(LLAMA31_8B), 2, None, hq)
+    assert wb.expert == 0.5 + 1 / 16
+    # FP8 1.0 + MXFP8 (1 + 1/32) + 4 excluded attention projections + 1 excluded o_proj at 2 B
+    assert wb.linear == (1.0 + 1 + 1 / 32 + 5 * 2) / 7
+    assert wb.other == 2
+
+
 def _size_json(capsys, *argv):
     import json
 

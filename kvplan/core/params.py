@@ -11,6 +11,7 @@ projections past the KV-head count, and splits experts by the EP size.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from kvplan.core.arch import AttnLayer, ModelArch, StateLayer
@@ -204,7 +205,9 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
         lin = 1.0
     elif method.startswith("modelopt"):
         algo = str(q.get("quant_algo", "FP8")).upper()
-        lin = 0.5 + 1 / 16 if "FP4" in algo else (0.5 + 2 / 128 if "W4" in algo else 1.0)
+        if algo == "MIXED_PRECISION" and q.get("quantized_layers"):
+            return _modelopt_mixed(q, d)
+        lin = _modelopt_bytes(algo, q.get("group_size"))
     elif method in ("nvfp4",):
         lin = 0.5 + 1 / 16
     elif method == "mxfp4":
@@ -226,6 +229,47 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
                     lin = nb / 8
                 break
     return WeightBytes(linear=lin, expert=lin, other=d)
+
+
+def _modelopt_bytes(algo: str, group_size: int | None = None) -> float:
+    """Stored bytes per weight of one ModelOpt `quant_algo`."""
+    algo = algo.upper()
+    if "FP4" in algo:  # NVFP4, W4A16_NVFP4, W4A8_NVFP4_FP8: e2m1 + an fp8 scale per 16
+        return 0.5 + 1 / int(group_size or 16)
+    if algo.startswith("MXFP8"):  # e4m3 + an e8m0 scale per 32
+        return 1 + 1 / 32
+    if "W4" in algo or "INT4" in algo:  # W4A8_AWQ / W4A16_AWQ: int4 + an fp16 scale per group
+        return 0.5 + 2 / int(group_size or 128)
+    return 1.0  # FP8, FP8_PB_WO, INT8 (W8A8 SmoothQuant): one byte, scales negligible
+
+
+_ROUTED_RE = re.compile(r"\.experts\.")
+_EXCLUDED_ATTN_RE = re.compile(r"(self_attn|attention|mixer)\*?$")
+_EXCLUDED_PROJ_RE = re.compile(r"_proj\*?$")
+
+
+def _modelopt_mixed(q: dict, d: float) -> WeightBytes:
+    """ModelOpt `MIXED_PRECISION`: each listed module names its own `quant_algo`; modules
+    that are not listed and the `exclude_modules` stay in the model dtype. The bytes per
+    weight of routed experts and of the other projections are the mean over their listed
+    modules, with each excluded projection counted once in the model dtype (an excluded
+    attention block as its four projections). Names do not give module sizes, so this is an
+    estimate; a real checkpoint's safetensors headers replace it."""
+    expert: list[float] = []
+    linear: list[float] = []
+    for name, spec in q["quantized_layers"].items():
+        if name == "lm_head" or not isinstance(spec, dict):
+            continue
+        b = _modelopt_bytes(str(spec.get("quant_algo", "")), spec.get("group_size"))
+        (expert if _ROUTED_RE.search(name) else linear).append(b)
+    for pat in q.get("exclude_modules") or []:
+        pat = str(pat)
+        if _EXCLUDED_ATTN_RE.search(pat) and "." in pat:
+            linear.extend([d] * 4)
+        elif _EXCLUDED_PROJ_RE.search(pat):
+            linear.append(d)
+    lin = sum(linear) / len(linear) if linear else d
+    return WeightBytes(linear=lin, expert=sum(expert) / len(expert) if expert else lin, other=d)
 
 
 def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,
