@@ -107,3 +107,15 @@ FALCON_H1_7B = {
     "mamba_expand": 2, "max_position_embeddings": 262144, "vocab_size": 130049,
     "torch_dtype": "bfloat16",
 }
+KIMI_LINEAR_48B = {  # Kimi-Linear-48B-A3B layout: 27 layers, every 4th (and the last) MLA
+    "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear",
+    "hidden_size": 2304, "intermediate_size": 9216, "moe_intermediate_size": 1024,
+    "num_attention_heads": 32, "num_key_value_heads": 32, "num_hidden_layers": 27,
+    "kv_lora_rank": 512, "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+    "v_head_dim": 128, "num_experts": 256, "num_experts_per_token": 8, "num_shared_experts": 1,
+    "first_k_dense_replace": 1, "moe_layer_freq": 1, "vocab_size": 163840,
+    "max_position_embeddings": 1048576, "torch_dtype": "bfloat16",
+    "linear_attn_config": {"full_attn_layers": [4, 8, 12, 16, 20, 24, 27],
+                           "kda_layers": [i for i in range(1, 27) if i % 4],
+                           "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4},
+}

@@ -174,11 +174,20 @@ def test_incomplete_config_names_field(tmp_path, capsys):
 
 
 def test_unclassifiable_architecture(tmp_path, capsys):
-    cfg = {"model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"],
-           "hidden_size": 7168, "num_attention_heads": 96, "num_hidden_layers": 93}
+    cfg = {"model_type": "minimax", "architectures": ["MiniMaxText01ForCausalLM"],
+           "hidden_size": 6144, "num_attention_heads": 64, "num_hidden_layers": 80}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     code, _, err = run(capsys, "size", str(tmp_path), "--gpu", "h100")
-    assert code == 2 and "kimi_linear" in err and "does not model" in err
+    assert code == 2 and "minimax" in err and "does not model" in err
+
+
+def test_kimi_linear_without_its_layer_lists_names_the_field(tmp_path, capsys):
+    cfg = {"model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"],
+           "hidden_size": 7168, "num_attention_heads": 96, "num_hidden_layers": 93,
+           "kv_lora_rank": 512, "qk_rope_head_dim": 64}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, _, err = run(capsys, "size", str(tmp_path), "--gpu", "h100")
+    assert code == 2 and "linear_attn_config" in err and "Traceback" not in err
 
 
 def test_user_catalog_overrides_builtin(tmp_path, capsys):

@@ -10,6 +10,7 @@ from configs import (
     GEMMA3_12B,
     GEMMA4_E2B,
     JAMBA_15_MINI,
+    KIMI_LINEAR_48B,
     LLAMA31_8B,
     MISTRAL_7B_V01,
     NEMOTRON_H_8B,
@@ -194,6 +195,22 @@ def test_falcon_h1_parallel_hybrid_has_attention_and_state_in_every_layer():
     assert len(r.groups) == 2 and r.bytes_per_block == 44 * 784 * 2048
     assert r.blocks_per_request == -(-262144 // 784) + 1
     assert r.kv_bytes_per_token_per_gpu == 44 * 2048
+
+
+@pytest.mark.parametrize("tp,block,state", [(1, 1920, 73728 + 2097152),
+                                            (2, 1024, 36864 + 1048576)])
+def test_kimi_linear_kda_state_and_mla_alignment(tp, block, state):
+    r = run(KIMI_LINEAR_48B, version="0.20.2", tensor_parallel_size=tp,
+            kv_cache_memory_bytes=GiB, max_model_len=131072)
+    # KDA: conv (32x128 + 2x32x128)/tp x 3 x 2 B (bf16) + recurrent 32/tp x 128 x 128 x 4 B
+    # (always float32); 20 KDA layers, 7 MLA layers (latent 576 x 2 B, replicated)
+    assert r.state_bytes_per_request_per_gpu == 20 * state
+    assert r.kv_bytes_per_token_per_gpu == 7 * 1152
+    assert r.block_size == block  # 128 x cdiv(state, 128 x 1,152): MLA aligns to 128
+    assert len(r.groups) == 4  # 1 MLA group of 7 + 3 KDA groups (7, 7, 6)
+    assert r.bytes_per_block == 7 * block * 1152
+    assert r.blocks_per_request == -(-131072 // block) + 3
+    assert r.arch.family_label == "MLA + Kimi Delta Attention"
 
 
 # --- memory budget, start-up check, errors ------------------------------------------------

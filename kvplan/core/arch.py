@@ -18,9 +18,9 @@ from kvplan.errors import BadInput, UnsupportedArchitecture
 
 # Layer kinds that own KV/state memory.
 FULL, SLIDING, CHUNKED, MLA, CROSS = "full", "sliding", "chunked", "mla", "cross"
-MAMBA1, MAMBA2, GDN = "mamba1", "mamba2", "gdn"
+MAMBA1, MAMBA2, GDN, KDA = "mamba1", "mamba2", "gdn", "kda"
 ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, MLA, CROSS)
-STATE_KINDS = (MAMBA1, MAMBA2, GDN)
+STATE_KINDS = (MAMBA1, MAMBA2, GDN, KDA)
 
 
 @dataclass(frozen=True)
@@ -41,15 +41,15 @@ class AttnLayer:
 class StateLayer:
     """One Mamba / linear-attention layer: a fixed recurrent state per request."""
 
-    kind: str  # mamba1 | mamba2 | gdn
-    # mamba1/mamba2: intermediate = expand*hidden (or heads*head_dim); gdn: see fields below
+    kind: str  # mamba1 | mamba2 | gdn | kda
+    # mamba1/mamba2: intermediate = expand*hidden (or heads*head_dim); gdn/kda: fields below
     intermediate: int = 0
     d_state: int = 0
     d_conv: int = 0
     n_groups: int = 0
     n_heads: int = 0
     head_dim: int = 0
-    # gated delta-net
+    # gated delta-net / Kimi delta attention
     k_heads: int = 0
     k_dim: int = 0
     v_heads: int = 0
@@ -119,7 +119,8 @@ class ModelArch:
               if isinstance(x, AttnLayer) and x.parallel_state is not None}
         for s in STATE_KINDS:
             if s in k:
-                parts.append({"mamba1": "Mamba1", "mamba2": "Mamba2", "gdn": "Gated DeltaNet"}[s])
+                parts.append({"mamba1": "Mamba1", "mamba2": "Mamba2", "gdn": "Gated DeltaNet",
+                              "kda": "Kimi Delta Attention"}[s])
         if not parts:
             parts.append("attention-free")
         return " + ".join(parts)
@@ -328,6 +329,24 @@ def _gdn_layer(t: dict[str, Any]) -> StateLayer:
                       d_conv=_int(t, "linear_conv_kernel_dim"))
 
 
+def _kimi_linear_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
+    """Kimi Linear (Kimi-Linear-48B, Kimi-K3 text model): `linear_attn_config.kda_layers`
+    (1-based) are KDA state layers, the others MLA (vLLM `models/kimi_linear.py`,
+    `KimiLinearConfig.is_kda_layer`; state shape `MambaStateShapeCalculator.kda_state_shape`:
+    q/k/v share head count and head dim)."""
+    lac = _req(t, "linear_attn_config")
+    if not isinstance(lac, dict):
+        raise BadInput("linear_attn_config is not a mapping")
+    kda_idx = set(_req(lac, "kda_layers", what="linear_attn_config.kda_layers"))
+    heads = _int(lac, "num_heads")
+    hd = _int(lac, "head_dim")
+    kda = StateLayer(kind=KDA, k_heads=heads, k_dim=hd, v_heads=heads, v_dim=hd,
+                     d_conv=_int(lac, "short_conv_kernel_size", default=4))
+    arch.is_mla = True
+    mla = _mla_layer(t)
+    return [kda if i + 1 in kda_idx else mla for i in range(n)]
+
+
 def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - a dispatch table
     mt = t.get("model_type", "")
     if mt == "nemotron_h" and not t.get("hybrid_override_pattern") and isinstance(
@@ -395,7 +414,9 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
             arch.ssm_state_dtype = t.get("mamba_ssm_dtype") or None
         gdn = _gdn_layer(t)
         return [_attn(t) if x == "full_attention" else gdn for x in lt[:n]]
-    if mt in ("kimi_linear", "minimax", "minimax_text_01", "lfm2", "deepseek_v4", "mllama_vision"):
+    if mt == "kimi_linear":
+        return _kimi_linear_layers(t, arch, n)
+    if mt in ("minimax", "minimax_text_01", "lfm2", "deepseek_v4", "mllama_vision"):
         raise UnsupportedArchitecture(
             f"model_type {mt!r} ({', '.join(t.get('architectures') or [])}) uses a cache "
             "layout kvplan does not model yet",

@@ -17,6 +17,7 @@ from kvplan.core.arch import (
     CROSS,
     FULL,
     GDN,
+    KDA,
     MAMBA1,
     MAMBA2,
     MLA,
@@ -56,7 +57,7 @@ class Spec:
 
     @property
     def is_state(self) -> bool:
-        return self.kind in (MAMBA1, MAMBA2, GDN)
+        return self.kind in (MAMBA1, MAMBA2, GDN, KDA)
 
     @property
     def type_key(self) -> tuple:
@@ -105,7 +106,7 @@ def attn_bytes_per_token(layer: AttnLayer, tp: int, kv: str) -> int:
 
 
 def state_bytes(layer: StateLayer, tp: int, dt: KvDtypes) -> int:
-    """Bytes of one Mamba/GDN state on one GPU (`MambaStateShapeCalculator`, 0.33)."""
+    """Bytes of one Mamba/GDN/KDA state on one GPU (`MambaStateShapeCalculator`, 0.33)."""
     conv_b, ssm_b = dtype_bytes(dt.conv), dtype_bytes(dt.ssm)
     width = layer.d_conv - 1
     if layer.kind == MAMBA1:
@@ -121,6 +122,9 @@ def state_bytes(layer: StateLayer, tp: int, dt: KvDtypes) -> int:
         conv_dim = (2 * layer.k_heads * layer.k_dim + layer.v_heads * layer.v_dim) // tp
         return (conv_dim * width * conv_b
                 + (layer.v_heads // tp) * layer.v_dim * layer.k_dim * ssm_b)
+    if layer.kind == KDA:  # `kda_state_dtype`: the recurrent state is always float32
+        conv_dim = (layer.v_heads * layer.v_dim + 2 * layer.k_heads * layer.k_dim) // tp
+        return conv_dim * width * conv_b + (layer.v_heads // tp) * layer.v_dim * layer.v_dim * 4
     raise BadInput(f"unknown state layer kind {layer.kind}")
 
 

@@ -92,7 +92,11 @@ def _attn_params(t: dict, arch: ModelArch, layer: AttnLayer) -> tuple[int, int, 
     return split, 0, kv
 
 
-def _state_params(layer: StateLayer, h: int) -> int:
+def _state_params(layer: StateLayer, h: int, full_rank_gate: bool = False) -> int:
+    if layer.kind == "kda":  # q/k/v/o, forget and output gates (low-rank unless full-rank),
+        hd = layer.v_heads * layer.v_dim  # beta projection, three short convolutions
+        gates = 2 * (h * hd if full_rank_gate else h * layer.v_dim + layer.v_dim * hd)
+        return 4 * h * hd + gates + h * layer.v_heads + 3 * hd * layer.d_conv
     if layer.kind == "gdn":
         kd, vd = layer.k_heads * layer.k_dim, layer.v_heads * layer.v_dim
         return h * (2 * kd + 2 * vd) + h * 2 * layer.v_heads + vd * h + (2 * kd + vd) * layer.d_conv
@@ -132,7 +136,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
             lp.kv_proj = kv
             lp.kv_heads = layer.num_kv_heads
         elif isinstance(layer, StateLayer):
-            lp.split += _state_params(layer, h)
+            lp.split += _state_params(layer, h, bool((t.get("linear_attn_config") or {}).get(
+                "use_full_rank_gate")))
         if pattern is not None:
             sym = pattern[i]
             if sym == "-":
@@ -148,10 +153,11 @@ def _count_params(arch: ModelArch) -> ParamCount:
             inter = int(t.get("shared_intermediate_size") or arch.intermediate_size)
             lp.split += 3 * h * inter
         elif _is_moe_layer(t, i, n_exp):
-            lp.expert += n_exp * 3 * h * moe_i
+            latent = int(t.get("routed_expert_hidden_size") or h)  # Kimi-K3 latent experts
+            lp.expert += n_exp * 3 * latent * moe_i
             lp.replicated += h * n_exp
             lp.split += 3 * h * shared_i + (h if shared_i and arch.model_type.startswith(
-                "qwen") else 0)
+                "qwen") else 0) + (2 * h * latent if latent != h else 0)
         else:
             inter = int(t.get("intermediate_size_mlp") or arch.intermediate_size)
             if t.get("use_double_wide_mlp") and layer is None:
@@ -164,9 +170,10 @@ def _count_params(arch: ModelArch) -> ParamCount:
         pc.embed += vocab_ple * ple * arch.num_layers + h * ple * arch.num_layers
     if arch.vision_config:
         vc = arch.vision_config
-        vh = int(vc.get("hidden_size") or vc.get("embed_dim") or 0)
-        vi = int(vc.get("intermediate_size") or 4 * vh)
-        vl = int(vc.get("num_hidden_layers") or vc.get("depth") or 0)
+        vh = int(vc.get("hidden_size") or vc.get("embed_dim") or vc.get("vt_hidden_size") or 0)
+        vi = int(vc.get("intermediate_size") or vc.get("vt_intermediate_size") or 4 * vh)
+        vl = int(vc.get("num_hidden_layers") or vc.get("depth")
+                 or vc.get("vt_num_hidden_layers") or 0)
         pc.vision = vl * (4 * vh * vh + 2 * vh * vi)
     return pc
 
@@ -228,6 +235,9 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
                 else:
                     lin = nb / 8
                 break
+        ignore = " ".join(str(x) for x in q.get("ignore") or [])
+        if "self_attn" in ignore and ("mlp" in ignore or "shared_expert" in ignore):
+            return WeightBytes(linear=d, expert=lin, other=d)  # only routed experts quantized
     return WeightBytes(linear=lin, expert=lin, other=d)
 
 
