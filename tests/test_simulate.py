@@ -146,3 +146,18 @@ def test_config_dataclass_defaults():
     c = Config(num_blocks=10, block_size=16, groups_per_token_block=1, state_blocks=0,
                max_num_seqs=4, max_num_batched_tokens=2048, max_model_len=4096)
     assert c.reserve_full_prompt and c.queue_limit is None
+
+
+def test_sweep_says_what_the_cap_costs_in_throughput(capsys):
+    args = ["simulate", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "l4", "--workload",
+            "reasoning", "--sweep", "concurrency=1:48", "--requests", "150"]
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    peak = max(p["output_tokens_per_s"] for p in d["points"])
+    capped = d["with_recommended_cap"][-1]["output_tokens_per_s"]
+    assert capped < 0.9 * peak  # the safe cap on an L4 is far below the preempting peak
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    assert f"the cap gives up {1 - capped / peak:.0%} of the uncapped peak ({peak:,.1f}" in out
+    assert "more replicas" in out

@@ -105,6 +105,12 @@ def render_sweep(d: dict, stream=None) -> None:
                        f"preemptions; uncapped: {top['output_tokens_per_s']:,.1f} tok/s, median "
                        f"TTFT {_fmt(top['ttft_p50_s'])} s, {top['preemptions']:,} preemptions",
                        "green"))
+        peak = max(pt["output_tokens_per_s"] for pt in d["points"])
+        if ctop["output_tokens_per_s"] < 0.9 * peak:
+            lines.append(f"the cap gives up {1 - ctop['output_tokens_per_s'] / peak:.0%} of the "
+                         f"uncapped peak ({peak:,.1f} tok/s) to keep every admitted request "
+                         "out of the preemption spiral; serve more load with more replicas "
+                         "(kvplan recommend --rate), not a higher cap")
     out.write("\n".join(lines) + "\n")
 
 
