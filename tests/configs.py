@@ -119,3 +119,11 @@ KIMI_LINEAR_48B = {  # Kimi-Linear-48B-A3B layout: 27 layers, every 4th (and the
                            "kda_layers": [i for i in range(1, 27) if i % 4],
                            "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4},
 }
+LFM2_12B = {  # LiquidAI/LFM2-1.2B layout: 10 short-convolution + 6 attention layers
+    "architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "hidden_size": 2048,
+    "block_ff_dim": 12288, "block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.0,
+    "block_multiple_of": 256, "conv_L_cache": 3, "full_attn_idxs": [2, 5, 8, 10, 12, 14],
+    "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 16,
+    "max_position_embeddings": 128000, "vocab_size": 65536, "tie_embedding": True,
+    "torch_dtype": "bfloat16",
+}

@@ -11,6 +11,7 @@ from configs import (
     GEMMA4_E2B,
     JAMBA_15_MINI,
     KIMI_LINEAR_48B,
+    LFM2_12B,
     LLAMA31_8B,
     MISTRAL_7B_V01,
     NEMOTRON_H_8B,
@@ -211,6 +212,20 @@ def test_kimi_linear_kda_state_and_mla_alignment(tp, block, state):
     assert r.bytes_per_block == 7 * block * 1152
     assert r.blocks_per_request == -(-131072 // block) + 3
     assert r.arch.family_label == "MLA + Kimi Delta Attention"
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_lfm2_short_convolution_state(tp):
+    r = run(LFM2_12B, version="0.20.2", tensor_parallel_size=tp, kv_cache_memory_bytes=GiB,
+            max_model_len=32768)
+    # conv state (conv_L_cache - 1 = 2, 2048/tp) x 2 B in 10 layers; 6 attention layers of
+    # 8/tp KV heads x (64 + 64) x 2 B per token
+    assert r.state_bytes_per_request_per_gpu == 10 * 2 * 2048 // tp * 2
+    assert r.kv_bytes_per_token_per_gpu == 6 * 8 // tp * 128 * 2
+    assert r.block_size == 16  # one 16-token attention page already holds a conv state
+    assert len(r.groups) == 3 and r.bytes_per_block == 6 * 16 * 2048 // tp
+    assert r.blocks_per_request == 32768 // 16 + 2
+    assert r.arch.family_label == "full attention + short convolution"
 
 
 # --- memory budget, start-up check, errors ------------------------------------------------

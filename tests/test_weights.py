@@ -1,6 +1,6 @@
 """Exact weight placement from tensor names, and the config-based estimate."""
 
-from configs import DEEPSEEK_V3, LLAMA31_8B, QWEN25_7B_INSTRUCT
+from configs import DEEPSEEK_V3, LFM2_12B, LLAMA31_8B, QWEN25_7B_INSTRUCT
 
 from kvplan.core.arch import normalize
 from kvplan.core.params import count_params, weight_bytes
@@ -55,6 +55,18 @@ def test_estimate_counts_exact_llama_and_qwen_parameters():
     assert abs(count_params(normalize(LLAMA31_8B)).total / 8030261248 - 1) < 1e-5
     assert abs(count_params(normalize(QWEN25_7B_INSTRUCT)).total / 7615616512 - 1) < 1e-4
     assert abs(count_params(normalize(DEEPSEEK_V3)).total / 671026419200 - 1) < 1e-5
+
+
+def test_lfm2_parameters_from_block_ff_dim():
+    a = normalize(LFM2_12B)
+    assert a.intermediate_size == 8192  # 2/3 x 12,288, rounded up to a multiple of 256
+    assert a.tie_word_embeddings
+    # embeddings 65,536 x 2,048 (tied) + 10 conv blocks (4 h^2 + 3 h) + 6 GQA blocks
+    # (2 h^2 + 2 h x 512) + 16 SwiGLU MLPs (3 h x 8,192) + 2 norms per layer
+    h = 2048
+    expect = (65536 * h + 10 * (4 * h * h + 3 * h) + 6 * (2 * h * h + 2 * h * 512)
+              + 16 * 3 * h * 8192 + 16 * 2 * h)
+    assert count_params(a).total == expect
 
 
 def test_quantized_bytes_per_parameter():

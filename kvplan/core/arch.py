@@ -18,9 +18,9 @@ from kvplan.errors import BadInput, UnsupportedArchitecture
 
 # Layer kinds that own KV/state memory.
 FULL, SLIDING, CHUNKED, MLA, CROSS = "full", "sliding", "chunked", "mla", "cross"
-MAMBA1, MAMBA2, GDN, KDA = "mamba1", "mamba2", "gdn", "kda"
+MAMBA1, MAMBA2, GDN, KDA, SHORTCONV = "mamba1", "mamba2", "gdn", "kda", "shortconv"
 ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, MLA, CROSS)
-STATE_KINDS = (MAMBA1, MAMBA2, GDN, KDA)
+STATE_KINDS = (MAMBA1, MAMBA2, GDN, KDA, SHORTCONV)
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,9 @@ class AttnLayer:
 class StateLayer:
     """One Mamba / linear-attention layer: a fixed recurrent state per request."""
 
-    kind: str  # mamba1 | mamba2 | gdn | kda
-    # mamba1/mamba2: intermediate = expand*hidden (or heads*head_dim); gdn/kda: fields below
+    kind: str  # mamba1 | mamba2 | gdn | kda | shortconv
+    # mamba1/mamba2: intermediate = expand*hidden (or heads*head_dim); shortconv: the conv
+    # width (hidden); gdn/kda: the fields below
     intermediate: int = 0
     d_state: int = 0
     d_conv: int = 0
@@ -120,7 +121,8 @@ class ModelArch:
         for s in STATE_KINDS:
             if s in k:
                 parts.append({"mamba1": "Mamba1", "mamba2": "Mamba2", "gdn": "Gated DeltaNet",
-                              "kda": "Kimi Delta Attention"}[s])
+                              "kda": "Kimi Delta Attention",
+                              "shortconv": "short convolution"}[s])
         if not parts:
             parts.append("attention-free")
         return " + ".join(parts)
@@ -416,7 +418,17 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         return [_attn(t) if x == "full_attention" else gdn for x in lt[:n]]
     if mt == "kimi_linear":
         return _kimi_linear_layers(t, arch, n)
-    if mt in ("minimax", "minimax_text_01", "lfm2", "deepseek_v4", "mllama_vision"):
+    if mt in ("lfm2", "lfm2_moe"):
+        # LFM2: gated short-convolution layers keep a (conv_L_cache - 1, hidden/TP) state
+        # (`Lfm2ForCausalLM.get_mamba_state_shape_from_config`, `short_conv_state_shape`)
+        lt = t.get("layer_types")
+        if not lt:
+            full = set(_req(t, "full_attn_idxs", "layer_types"))
+            lt = ["full_attention" if i in full else "conv" for i in range(n)]
+        conv = StateLayer(kind=SHORTCONV, intermediate=_int(t, "hidden_size"),
+                          d_conv=_int(t, "conv_L_cache"))
+        return [_attn(t) if x == "full_attention" else conv for x in lt[:n]]
+    if mt in ("minimax", "minimax_text_01", "deepseek_v4", "mllama_vision"):
         raise UnsupportedArchitecture(
             f"model_type {mt!r} ({', '.join(t.get('architectures') or [])}) uses a cache "
             "layout kvplan does not model yet",
@@ -501,6 +513,20 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
     return out
 
 
+def _lfm2_ff(t: dict[str, Any]) -> int:
+    """LFM2's feed-forward width (`Lfm2MLP`: 2/3 of `block_ff_dim`, times the multiplier,
+    rounded up to `block_multiple_of`, when `block_auto_adjust_ff_dim`)."""
+    ff = t.get("block_ff_dim")
+    if not isinstance(ff, int):
+        return 0
+    if t.get("block_auto_adjust_ff_dim"):
+        ff = int(2 * ff / 3)
+        ff = int(float(t.get("block_ffn_dim_multiplier") or 1.0) * ff)
+        m = int(t.get("block_multiple_of") or 256)
+        ff = m * -(-ff // m)
+    return ff
+
+
 @by_identity()
 def normalize(config: dict[str, Any]) -> ModelArch:
     """Turn a raw HF config (as loaded from config.json) into a `ModelArch` (memoised per
@@ -519,7 +545,8 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
     vision = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
     hidden = _int(t, "hidden_size", "n_embd", "d_model")
     heads = _int(t, "num_attention_heads", "n_head", "num_heads", default=0)
-    inter = t.get("intermediate_size") or t.get("ffn_hidden_size") or t.get("n_inner") or 0
+    inter = (t.get("intermediate_size") or t.get("ffn_hidden_size") or t.get("n_inner")
+             or _lfm2_ff(t))
     arch = ModelArch(
         model_type=mt,
         architectures=list(config.get("architectures") or t.get("architectures") or []),
@@ -531,8 +558,8 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
         config_dtype=str(t.get("dtype") or t.get("torch_dtype") or "auto"),
         max_position=0,
         max_position_source="",
-        tie_word_embeddings=bool(t.get("tie_word_embeddings", config.get("tie_word_embeddings",
-                                                                          False))),
+        tie_word_embeddings=bool(t.get("tie_word_embeddings", config.get(
+            "tie_word_embeddings", t.get("tie_embedding", False)))),  # LFM2: tie_embedding
         num_experts=int(t.get("num_local_experts") or t.get("num_experts")
                         or t.get("n_routed_experts") or t.get("moe_num_experts") or 0),
         experts_per_tok=int(t.get("num_experts_per_tok") or t.get("experts_per_token")

@@ -21,6 +21,7 @@ from kvplan.core.arch import (
     MAMBA1,
     MAMBA2,
     MLA,
+    SHORTCONV,
     SLIDING,
     AttnLayer,
     ModelArch,
@@ -57,7 +58,7 @@ class Spec:
 
     @property
     def is_state(self) -> bool:
-        return self.kind in (MAMBA1, MAMBA2, GDN, KDA)
+        return self.kind in (MAMBA1, MAMBA2, GDN, KDA, SHORTCONV)
 
     @property
     def type_key(self) -> tuple:
@@ -122,6 +123,8 @@ def state_bytes(layer: StateLayer, tp: int, dt: KvDtypes) -> int:
         conv_dim = (2 * layer.k_heads * layer.k_dim + layer.v_heads * layer.v_dim) // tp
         return (conv_dim * width * conv_b
                 + (layer.v_heads // tp) * layer.v_dim * layer.k_dim * ssm_b)
+    if layer.kind == SHORTCONV:  # `short_conv_state_shape`: the conv state only
+        return layer.intermediate // tp * width * conv_b
     if layer.kind == KDA:  # `kda_state_dtype`: the recurrent state is always float32
         conv_dim = (layer.v_heads * layer.v_dim + 2 * layer.k_heads * layer.k_dim) // tp
         return conv_dim * width * conv_b + (layer.v_heads // tp) * layer.v_dim * layer.v_dim * 4

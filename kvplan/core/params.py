@@ -93,6 +93,8 @@ def _attn_params(t: dict, arch: ModelArch, layer: AttnLayer) -> tuple[int, int, 
 
 
 def _state_params(layer: StateLayer, h: int, full_rank_gate: bool = False) -> int:
+    if layer.kind == "shortconv":  # LFM2: in_proj (3 x hidden), out_proj, depthwise conv
+        return 4 * h * h + h * layer.d_conv
     if layer.kind == "kda":  # q/k/v/o, forget and output gates (low-rank unless full-rank),
         hd = layer.v_heads * layer.v_dim  # beta projection, three short convolutions
         gates = 2 * (h * hd if full_rank_gate else h * layer.v_dim + layer.v_dim * hd)
