@@ -625,3 +625,47 @@ def test_plan_file_with_sglang_and_tgi(capsys):
     g = one(tgi, "gpu-memory-utilization-range")
     assert g["status"] == "pass" and g["current"] == 0.95 and g["line"] == line_of(
         src, "cuda-memory-fraction")
+
+
+# --- start-up scripts and Dockerfiles --------------------------------------------------------
+
+def test_shell_script_with_its_own_variables(capsys):
+    src = FIX / "start-vllm.sh"
+    code, rep = check_json(capsys, src, "--gpu", "h100", "--workload", "chat", "--rate", "40")
+    assert code == 1
+    (dep,) = rep["deployments"]
+    assert dep["model"] == "meta-llama/Llama-3.1-8B-Instruct" and dep["vllm_version"] == "0.33"
+    rec = recommend(capsys, "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                    "--workload", "chat", "--rate", "40", "--gpu-memory-utilization", "0.95")
+    seqs = one(dep, "max-num-seqs-safe")
+    assert seqs["current"] == 1024 and seqs["suggested"] == rec["max_num_seqs"]
+    assert seqs["line"] == line_of(src, "--max-num-seqs")
+    assert one(dep, "max-model-len-fits")["current"] == 131072  # ${MAX_LEN} expanded
+    assert one(dep, "max-model-len-fits")["line"] == line_of(src, "--max-model-len")
+    assert one(dep, "gpu-count-matches")["status"] == "skip"  # a script requests no GPUs
+
+
+def test_dockerfile_final_stage_image_entrypoint_and_cmd(capsys):
+    src = FIX / "Dockerfile.vllm"
+    code, rep = check_json(capsys, src, "--gpu", "h100", "--workload", "chat", "--rate", "40")
+    assert code == 1
+    (dep,) = rep["deployments"]
+    assert dep["vllm_version"] == "0.11.0"  # from the image tag of the final stage
+    rec = recommend(capsys, "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100", "--workload",
+                    "chat", "--rate", "40", "--vllm-version", "0.11.0")
+    seqs = one(dep, "max-num-seqs-safe")
+    assert seqs["current"] == 1024 and seqs["suggested"] == rec["max_num_seqs"]
+    assert seqs["line"] == line_of(src, "CMD [")
+
+
+def test_dockerfile_shell_form_entrypoint_sglang(capsys):
+    code, rep = check_json(capsys, FIX / "Dockerfile.sglang", "--gpu", "h100")
+    (dep,) = rep["deployments"]
+    assert dep["model"] == "Qwen/Qwen3-8B" and dep["engine"] == "sglang"
+
+
+def test_dockerfile_with_a_broken_exec_form_exits_2(capsys, tmp_path):
+    bad = tmp_path / "Dockerfile"
+    bad.write_text('FROM vllm/vllm-openai:v0.11.0\nCMD ["--model", "x",\n')
+    code, out, err = run(capsys, "check", bad, "--gpu", "h100")
+    assert code == 2 and "cannot read the exec-form list" in err and ":2:" in err

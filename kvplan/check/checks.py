@@ -243,7 +243,8 @@ def gpu_count(out: Outcome, p: Parsed) -> None:
     out.facts["gpus_needed"] = need
     out.facts["gpus"] = have
     if have is None:
-        if t.kind in ("command", "plan deployment", "compose service") or t.template:
+        if t.kind in ("command", "script", "dockerfile", "plan deployment",
+                      "compose service") or t.template:
             out.add(cid, SKIP, f"{parallel}; the GPU count is not given", loc)
         else:
             out.add(cid, FAIL, f"{parallel} but the container requests no GPU: Kubernetes "

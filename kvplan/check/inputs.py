@@ -1,5 +1,6 @@
 """Deployment files -> `Target`s: Kubernetes manifests (multi-document YAML; `kubernetes`),
-docker-compose files (`compose`), kvplan plan files (`planfile`) and `--cmd` command lines.
+docker-compose files (`compose`), kvplan plan files (`planfile`), start-up scripts and
+Dockerfiles (`scripts`) and `--cmd` command lines.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvplan.check import compose, kubernetes
+from kvplan.check import compose, kubernetes, scripts
 from kvplan.check.base import Declared, FileInfo, InputError, Loc, Target, Token
 from kvplan.check.command import find_engine
 from kvplan.check.planfile import SloSpec, WorkloadSpec, plan_targets
@@ -48,12 +49,21 @@ def load(paths: list[str], cmd: str | None, defaults: Defaults) -> tuple[list[Ta
     """All targets in `paths` (and `--cmd`), with a note per file that had none."""
     docs: list[tuple[FileInfo, Doc]] = []
     infos = []
+    targets: list[Target] = []
     for path in paths:
         name, text = read_text(path)
         info = FileInfo(name)
         infos.append(info)
+        if scripts.is_dockerfile(name) or scripts.is_script(name, text):
+            kind = "dockerfile" if scripts.is_dockerfile(name) else "script"
+            t = (scripts.dockerfile_target if kind == "dockerfile" else
+                 scripts.script_target)(name, text)
+            info.kinds.append(kind)
+            if t is not None:
+                info.targets += 1
+                targets.append(t)
+            continue
         docs += [(info, d) for d in load_docs(name, text)]
-    targets: list[Target] = []
     for info, d in docs:
         if not isinstance(d.data, dict):
             continue

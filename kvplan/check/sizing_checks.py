@@ -73,7 +73,9 @@ def _inputs(out: Any, p: Parsed, catalogs: list[str] | None) -> tuple[Any, Any] 
     name, mloc = _model_name(t, p)
     out.facts["model"] = name
     fix_model = {"plan deployment": "set model: <Hub id or catalog id>",
-                 "command": "name the model by its Hub id"}.get(
+                 "command": "name the model by its Hub id",
+                 "script": "name the model by its Hub id",
+                 "dockerfile": "name the model by its Hub id"}.get(
         t.kind, "add the annotation kvplan.io/model: <Hub id or catalog id>")
     if not name or _path_like(name):
         what = f"the model {name!r} is a path inside the container" if name else \

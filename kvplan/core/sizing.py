@@ -319,6 +319,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     version = VllmVersion.of(vllm_version)
     arch = normalize(model.config)
     _validate_parallel(arch, a)
+    choices = version.block_size_choices()
+    if a.block_size and choices and a.block_size not in choices:
+        raise BadInput(f"vLLM {version.text} rejects --block-size {a.block_size}",
+                       hint=f"use one of {', '.join(map(str, choices))}")
     notes: list[str] = list(arch.notes)
     tp, pp = a.tensor_parallel_size, a.pipeline_parallel_size
     cc = gpu.compute_capability

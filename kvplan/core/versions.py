@@ -109,6 +109,18 @@ class VllmVersion:
             return base + ("bfloat16",)
         return base
 
+    def block_size_choices(self) -> tuple[int, ...]:
+        """`--block-size` values argparse accepts (`CacheConfig.BlockSize` Literal): 8-128
+        in 0.6, 1-128 from 0.8, 1-256 in 0.14; from 0.18 any int, checked by the backend.
+        Empty = no fixed list."""
+        if self.at_least(0, 18):
+            return ()
+        if self.at_least(0, 14):
+            return (1, 8, 16, 32, 64, 128, 256)
+        if self.at_least(0, 8):
+            return (1, 8, 16, 32, 64, 128)
+        return (8, 16, 32, 64, 128)
+
     def mla_block_size(self, compute_capability: str, sparse: bool) -> int:
         """Block size the default MLA backend forces (`platforms/cuda.py`).
 
