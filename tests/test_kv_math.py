@@ -287,3 +287,12 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
     assert run(LLAMA31_8B, gpu=nv, **tp2).budget.non_torch == (130 + 420) * 2**20
     assert run(LLAMA31_8B, gpu=nv, disable_custom_all_reduce=True, **tp2
                ).budget.non_torch == M.non_torch(2, 1, False) == (130 + 100) * 2**20
+
+
+def test_block_size_choices_before_018():
+    with pytest.raises(BadInput, match="vLLM 0.11 rejects --block-size 256"):
+        run(LLAMA31_8B, version="0.11", block_size=256, kv_cache_memory_bytes=GiB)
+    assert run(LLAMA31_8B, version="0.14", block_size=256,
+               kv_cache_memory_bytes=GiB).block_size == 256
+    assert run(LLAMA31_8B, version="0.6", block_size=8,
+               kv_cache_memory_bytes=GiB).block_size == 8
