@@ -127,3 +127,13 @@ LFM2_12B = {  # LiquidAI/LFM2-1.2B layout: 10 short-convolution + 6 attention la
     "max_position_embeddings": 128000, "vocab_size": 65536, "tie_embedding": True,
     "torch_dtype": "bfloat16",
 }
+MINIMAX_M3_TEXT = {  # MiniMax-M3 text model: 3 dense + 57 MSA sparse layers (index cache)
+    "architectures": ["MiniMaxM3SparseForCausalLM"], "model_type": "minimax_m3",
+    "hidden_size": 6144, "intermediate_size": 3072, "num_hidden_layers": 60,
+    "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
+    "num_local_experts": 128, "num_experts_per_tok": 4, "vocab_size": 200064,
+    "max_position_embeddings": 1048576, "dtype": "bfloat16",
+    "sparse_attention_config": {"use_sparse_attention": True, "sparse_index_dim": 128,
+                                "sparse_num_index_heads": 4, "sparse_block_size": 128,
+                                "sparse_attention_freq": [0, 0, 0] + [1] * 57},
+}

@@ -296,3 +296,19 @@ def test_block_size_choices_before_018():
                kv_cache_memory_bytes=GiB).block_size == 256
     assert run(LLAMA31_8B, version="0.6", block_size=8,
                kv_cache_memory_bytes=GiB).block_size == 8
+
+
+@pytest.mark.parametrize("tp,kv_heads", [(1, 4), (4, 1), (8, 1)])
+def test_minimax_m3_sparse_index_cache_and_128_blocks(tp, kv_heads):
+    from configs import MINIMAX_M3_TEXT
+
+    r = run(MINIMAX_M3_TEXT, tensor_parallel_size=tp, kv_cache_memory_bytes=GiB,
+            max_model_len=131072)
+    # 60 layers x kv_heads x (128 + 128) x 2 B + 57 sparse layers x 128-dim bf16 index key
+    # (never split by TP)
+    assert r.kv_bytes_per_token_per_gpu == 60 * kv_heads * 256 * 2 + 57 * 256
+    assert r.block_size == 128  # MiniMaxM3SparseBackend supports only 128-token blocks
+    assert r.bytes_per_block == 128 * r.kv_bytes_per_token_per_gpu
+    assert r.arch.family_label == "full attention + sparse index cache"
+    with pytest.raises(BadInput, match="multiple of the 128-token blocks"):
+        run(MINIMAX_M3_TEXT, tensor_parallel_size=tp, kv_cache_memory_bytes=GiB, block_size=16)

@@ -83,6 +83,7 @@ class ModelArch:
     sliding_all_layers: int = 0  # window copied to cache_config.sliding_window (Mistral-v0.1)
     is_mla: bool = False
     is_sparse_mla: bool = False  # DeepSeek-V3.2-style (fp8_ds_mla / indexer)
+    kernel_block_size: int = 0  # the only block size the model's attention backend supports
     quantization: dict[str, Any] | None = None
     text_config: dict[str, Any] = field(default_factory=dict)
     vision_config: dict[str, Any] | None = None
@@ -110,6 +111,9 @@ class ModelArch:
             parts.append("MLA" + (" + sparse indexer" if self.is_sparse_mla else ""))
         if FULL in k:
             parts.append("full attention")
+        if any(isinstance(x, AttnLayer) and x.kind != MLA and x.indexer_bytes
+               for x in self.layers):
+            parts.append("sparse index cache")
         if SLIDING in k:
             parts.append("sliding window")
         if CHUNKED in k:
@@ -510,6 +514,26 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         else:
             out.append(_attn(t, heads=global_kv, hs=global_hs,
                              hs_v=global_hs if global_hs else hs_v))
+    sac = t.get("sparse_attention_config")
+    if isinstance(sac, dict) and sac.get("use_sparse_attention"):
+        out = _msa_layers(sac, out, arch)
+    return out
+
+
+def _msa_layers(sac: dict[str, Any], layers: list[Layer], arch: ModelArch) -> list[Layer]:
+    """MiniMax-M3 sparse attention: each layer with `sparse_attention_freq[i] == 1` keeps a
+    key-only index cache beside its KV (`MiniMaxM3IndexerCache`: one `sparse_index_dim`
+    vector per token, bf16 by default, MLA-style so never split by TP), and the sparse backend
+    supports only `sparse_block_size`-token blocks (`MiniMaxM3SparseBackend`, 128)."""
+    freq = sac.get("sparse_attention_freq") or [1] * len(layers)
+    extra = _int(sac, "sparse_index_dim") * 2
+    arch.kernel_block_size = _int(sac, "sparse_block_size", default=128)
+    sparse: dict[int, AttnLayer] = {}
+    out: list[Layer] = []
+    for i, x in enumerate(layers):
+        if isinstance(x, AttnLayer) and i < len(freq) and freq[i]:
+            x = sparse.setdefault(id(x), replace(x, indexer_bytes=extra))
+        out.append(x)
     return out
 
 

@@ -151,6 +151,12 @@ def choose_block_size(arch: ModelArch, *, user_block_size: int | None, mla_block
     """
     if user_block_size:
         bs, why = user_block_size, "--block-size"
+        if arch.kernel_block_size and bs % arch.kernel_block_size:
+            raise BadInput(f"--block-size {bs} is not a multiple of the {arch.kernel_block_size}"
+                           "-token blocks this model's sparse attention backend requires",
+                           hint=f"use --block-size {arch.kernel_block_size}")
+    elif arch.kernel_block_size:
+        bs, why = arch.kernel_block_size, "the sparse attention backend's block size"
     elif arch.is_mla:
         bs, why = mla_block, "MLA backend block size"
     else:
