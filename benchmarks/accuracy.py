@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from kvplan.core.sizing import EngineArgs, size  # noqa: E402
+from kvplan.core.versions import VllmVersion  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.sources.resolve import resolve_gpu, resolve_model  # noqa: E402
 
@@ -61,7 +62,11 @@ def version_of(case: dict) -> str:
     return "0.11"  # undated V1 logs: the era most public logs come from (documented)
 
 
-def args_of(case: dict) -> EngineArgs:
+def args_of(case: dict, version: str) -> EngineArgs:
+    bs = case.get("block_size")
+    choices = VllmVersion.of(version).block_size_choices()
+    if bs and choices and bs not in choices:
+        bs = None  # a block size the engine chose (hybrid alignment), not a flag it accepts
     a = EngineArgs(
         tensor_parallel_size=int(case.get("tensor_parallel_size") or 1),
         pipeline_parallel_size=int(case.get("pipeline_parallel_size") or 1),
@@ -72,7 +77,7 @@ def args_of(case: dict) -> EngineArgs:
         max_num_seqs=case.get("max_num_seqs"),
         max_num_batched_tokens=case.get("max_num_batched_tokens"),
         enforce_eager=bool(case.get("enforce_eager")),
-        block_size=case.get("block_size"),
+        block_size=bs,
     )
     q = str(case.get("quantization") or "")
     if q in ("fp8",) and "fp8" not in case["model"].lower():
@@ -107,7 +112,7 @@ def evaluate(case: dict) -> dict:
     version = row["version"]
     # A. KV given
     if avail and (obs.get("kv_cache_tokens") or conc or obs.get("gpu_blocks")) and not skip:
-        a = args_of(case)
+        a = args_of(case, version)
         a.kv_cache_memory_bytes = round(avail * GiB)
         gpu = resolve_gpu(gid) if gid else resolve_gpu(None, f"{80}GiB")
         try:
@@ -123,7 +128,7 @@ def evaluate(case: dict) -> dict:
     # B. end to end
     if gid and not skip:
         try:
-            r = size(model, resolve_gpu(gid), args_of(case), version)
+            r = size(model, resolve_gpu(gid), args_of(case, version), version)
             row["weights_gib"] = r.budget.weights / GiB
             if avail is not None:
                 row["B_avail_gib_err"] = r.budget.available_kv / GiB - avail
