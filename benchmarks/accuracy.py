@@ -38,7 +38,8 @@ GPU_PATTERNS = [
     (r"A100.*40", "a100-sxm4-40gb"), (r"A100", "a100-sxm4-80gb"),
     (r"L40S", "l40s"), (r"\bL4\b", "l4"), (r"A10G", "a10g"),
     (r"RTX 3090", "rtx-3090"), (r"RTX 4090", "rtx-4090"), (r"RTX 5090", "rtx-5090"),
-    (r"RTX PRO 6000", "rtx-pro-6000"), (r"T4", "t4"), (r"MI300X", "mi300x"),
+    (r"RTX PRO 6000", "rtx-pro-6000"), (r"RTX A6000", "rtx-a6000"), (r"T4", "t4"),
+    (r"MI300X", "mi300x"),
     (r"B200", "b200"),
 ]
 
