@@ -137,3 +137,16 @@ MINIMAX_M3_TEXT = {  # MiniMax-M3 text model: 3 dense + 57 MSA sparse layers (in
                                 "sparse_num_index_heads": 4, "sparse_block_size": 128,
                                 "sparse_attention_freq": [0, 0, 0] + [1] * 57},
 }
+DEEPSEEK_V4_FLASH = {  # deepseek-ai/DeepSeek-V4-Flash (KV-relevant fields of its config.json)
+    "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4",
+    "hidden_size": 4096, "num_hidden_layers": 43, "num_attention_heads": 64,
+    "num_key_value_heads": 1, "head_dim": 512, "qk_rope_head_dim": 64, "q_lora_rank": 1024,
+    "o_lora_rank": 1024, "o_groups": 8, "index_head_dim": 128, "index_n_heads": 64,
+    "sliding_window": 128, "moe_intermediate_size": 2048, "n_routed_experts": 256,
+    "n_shared_experts": 1, "num_experts_per_tok": 6, "vocab_size": 129280,
+    "max_position_embeddings": 1048576, "torch_dtype": "bfloat16", "expert_dtype": "fp4",
+    "rope_scaling": {"type": "yarn", "factor": 16, "original_max_position_embeddings": 65536},
+    "compress_ratios": [0, 0] + [4, 128] * 20 + [4, 0],  # 43 layers + the MTP entry
+    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
+                            "weight_block_size": [128, 128]},
+}

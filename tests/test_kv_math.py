@@ -312,3 +312,41 @@ def test_minimax_m3_sparse_index_cache_and_128_blocks(tp, kv_heads):
     assert r.arch.family_label == "full attention + sparse index cache"
     with pytest.raises(BadInput, match="multiple of the 128-token blocks"):
         run(MINIMAX_M3_TEXT, tensor_parallel_size=tp, kv_cache_memory_bytes=GiB, block_size=16)
+
+
+# --- DeepSeek-V4: packed (block-outermost) groups ---------------------------------------------
+
+H200 = Gpu("h200-sxm", "NVIDIA H200", 143771 * (1 << 20), "9.0")
+
+
+def test_deepseek_v4_flash_packed_groups_and_concurrency():
+    from configs import DEEPSEEK_V4_FLASH
+
+    r = run(DEEPSEEK_V4_FLASH, gpu=H200, tensor_parallel_size=8, max_model_len=131072,
+            kv_cache_memory_bytes=40 * GiB)
+    assert r.kv_dtype == "fp8_ds_mla" and r.block_size == 256
+    # 5 groups: SWA (64-token blocks) split 22 + 21 layers (repeats = approx-gcd of
+    # [43, 21, 20] >= 21 = 22); compressed KV + indexer K (256); C4 states (4); C128 states (8)
+    assert sorted(g.block_size for g in r.groups) == [4, 8, 64, 64, 256]
+    assert sorted(len(g.specs) for g in r.groups) == [20, 21, 22, 42, 62]
+    # widest group: 21 C4 pages (64 x 584 -> 37,440) + 21 indexer pages (64 x 132 -> 8,640)
+    # + 20 C128 pages (2 x 584 -> 1,728); pages padded to multiples of 576 B
+    assert r.bytes_per_block == 21 * 37440 + 21 * 8640 + 20 * 1728 == 1002240
+    assert r.num_gpu_blocks == 40 * GiB // 1002240 == 42853
+    # per request: cdiv(M, 256) + 2 SWA groups x (cdiv(127 + T, 64) + 1)
+    # + C4 states cdiv(7 + T, 4) + 1 + C128 states cdiv(127 + T, 8) + 1, T = 2 x 8,192
+    assert r.blocks_per_request == 512 + 2 * 259 + 4099 + 2065 == 7194
+    assert f"{r.max_concurrency:.2f}" == "5.96"
+    assert r.kv_cache_tokens == int(42853 / 7194 * 131072) == 780765
+    assert r.kv_bytes_per_token_per_gpu == 3915  # 21 x (146.25 + 33.75) + 20 x 6.75
+
+
+def test_deepseek_v4_refuses_bf16_kv_and_small_blocks():
+    from configs import DEEPSEEK_V4_FLASH
+
+    with pytest.raises(BadInput, match="only fp8_ds_mla"):
+        run(DEEPSEEK_V4_FLASH, gpu=H200, tensor_parallel_size=8, kv_cache_dtype="bfloat16",
+            kv_cache_memory_bytes=40 * GiB)
+    with pytest.raises(BadInput, match="multiple of the 256"):
+        run(DEEPSEEK_V4_FLASH, gpu=H200, tensor_parallel_size=8, block_size=64,
+            kv_cache_memory_bytes=40 * GiB)

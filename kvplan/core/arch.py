@@ -18,8 +18,9 @@ from kvplan.errors import BadInput, UnsupportedArchitecture
 
 # Layer kinds that own KV/state memory.
 FULL, SLIDING, CHUNKED, MLA, CROSS = "full", "sliding", "chunked", "mla", "cross"
+DSV4 = "dsv4"  # DeepSeek-V4: sliding-window MLA + compressed KV (+ indexer, compressor states)
 MAMBA1, MAMBA2, GDN, KDA, SHORTCONV = "mamba1", "mamba2", "gdn", "kda", "shortconv"
-ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, MLA, CROSS)
+ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, MLA, CROSS, DSV4)
 STATE_KINDS = (MAMBA1, MAMBA2, GDN, KDA, SHORTCONV)
 
 
@@ -35,6 +36,7 @@ class AttnLayer:
     indexer_bytes: int = 0  # DeepSeek-V3.2 sparse indexer cache, bytes/token (uint8)
     encoder_len: int = 0  # cross-attention: encoder tokens per request
     parallel_state: StateLayer | None = None  # Falcon-H1: a Mamba2 mixer beside attention
+    compress_ratio: int = 0  # DeepSeek-V4: 1 = sliding window only, 4 = C4 (+ indexer), 128
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class ModelArch:
     is_mla: bool = False
     is_sparse_mla: bool = False  # DeepSeek-V3.2-style (fp8_ds_mla / indexer)
     kernel_block_size: int = 0  # the only block size the model's attention backend supports
+    packed_kv: bool = False  # block-outermost KV layout: `_get_packed_kv_cache_groups`
     quantization: dict[str, Any] | None = None
     text_config: dict[str, Any] = field(default_factory=dict)
     vision_config: dict[str, Any] | None = None
@@ -107,11 +110,13 @@ class ModelArch:
     def family_label(self) -> str:
         k = self.kinds
         parts = []
+        if DSV4 in k:
+            parts.append("DeepSeek-V4 sliding-window + compressed MLA")
         if MLA in k:
             parts.append("MLA" + (" + sparse indexer" if self.is_sparse_mla else ""))
         if FULL in k:
             parts.append("full attention")
-        if any(isinstance(x, AttnLayer) and x.kind != MLA and x.indexer_bytes
+        if any(isinstance(x, AttnLayer) and x.kind not in (MLA, DSV4) and x.indexer_bytes
                for x in self.layers):
             parts.append("sparse index cache")
         if SLIDING in k:
@@ -335,6 +340,39 @@ def _gdn_layer(t: dict[str, Any]) -> StateLayer:
                       d_conv=_int(t, "linear_conv_kernel_dim"))
 
 
+_DSV4_TYPES = {"sliding_attention": 0, "compressed_sparse_attention": 4,
+               "heavily_compressed_attention": 128}
+
+
+def _dsv4_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
+    """DeepSeek-V4 (vLLM 0.33 `models/deepseek_v4/attention.py` `DeepseekV4Attention`): every
+    layer keeps a sliding-window MLA cache; `compress_ratios` 4 / 128 add a compressed KV cache
+    and compressor states, and ratio 4 also an indexer. The MTP entry past
+    `num_hidden_layers` is dropped (transformers `DeepseekV4Config`)."""
+    ratios = t.get("compress_ratios")
+    if ratios is None and isinstance(t.get("layer_types"), list):
+        rates = {**_DSV4_TYPES, **(t.get("compress_rates") or {})}
+        ratios = [rates.get(x, 0) for x in t["layer_types"]]
+    ratios = _req({"compress_ratios": ratios, "model_type": "deepseek_v4"}, "compress_ratios")
+    if len(ratios) < n:
+        raise BadInput(f"compress_ratios has {len(ratios)} entries for {n} layers")
+    hd = _int(t, "head_dim")
+    idx = _int(t, "index_head_dim", default=128)
+    window = _int(t, "sliding_window", default=128)
+    arch.is_mla = arch.is_sparse_mla = arch.packed_kv = True
+    arch.kernel_block_size = 256  # lcm of the V4 backends' block sizes (`update_block_size_...`)
+    made: dict[int, AttnLayer] = {}
+    out: list[Layer] = []
+    for r in ratios[:n]:
+        r = max(1, int(r))
+        if r not in (1, 4, 128):
+            raise UnsupportedArchitecture(f"DeepSeek-V4 compress ratio {r} is not modelled")
+        out.append(made.setdefault(r, AttnLayer(
+            kind=DSV4, num_kv_heads=1, head_size=hd, head_size_v=0, window=window,
+            compress_ratio=r, indexer_bytes=idx + idx // 128 * 4 if r == 4 else 0)))
+    return out
+
+
 def _kimi_linear_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
     """Kimi Linear (Kimi-Linear-48B, Kimi-K3 text model): `linear_attn_config.kda_layers`
     (1-based) are KDA state layers, the others MLA (vLLM `models/kimi_linear.py`,
@@ -432,7 +470,9 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         conv = StateLayer(kind=SHORTCONV, intermediate=_int(t, "hidden_size"),
                           d_conv=_int(t, "conv_L_cache"))
         return [_attn(t) if x == "full_attention" else conv for x in lt[:n]]
-    if mt in ("minimax", "minimax_text_01", "deepseek_v4", "mllama_vision"):
+    if mt == "deepseek_v4" or "DeepseekV4ForCausalLM" in (t.get("architectures") or []):
+        return _dsv4_layers(t, arch, n)  # also SGLang's `deepseek_ref` re-exports
+    if mt in ("minimax", "minimax_text_01", "mllama_vision"):
         raise UnsupportedArchitecture(
             f"model_type {mt!r} ({', '.join(t.get('architectures') or [])}) uses a cache "
             "layout kvplan does not model yet",

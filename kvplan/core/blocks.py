@@ -68,6 +68,69 @@ def make_groups(specs: list[Spec | None]) -> list[Group]:
     return groups
 
 
+def _approximate_gcd(values: list[int], lower_bound: int) -> int:
+    """`_approximate_gcd`: the chunk d in [lower_bound, max] with the least total round-up
+    padding (ties: the larger d)."""
+    lo, hi = max(1, lower_bound), max(values)
+    if lo > hi:
+        return lo
+    best, best_pad = lo, None
+    for d in range(lo, hi + 1):
+        pad = sum((d - x % d) % d for x in values)
+        if best_pad is None or pad <= best_pad:
+            best, best_pad = d, pad
+    return best
+
+
+def packed_groups(specs: list[Spec | None]) -> list[Group]:
+    """Groups for the block-outermost layout (`_get_packed_kv_cache_groups`, 0.33): layers
+    are bucketed by uniform type (kind, block size, window); a bucket whose page sizes have
+    equal layer counts repeats a pattern and is split into groups of the same number of
+    repeats (chosen by `_approximate_gcd`); state buckets are capped to the states one block
+    already holds. Pages are not unified: a block ID reserves the widest group's bytes."""
+    buckets: OrderedDict[tuple, list[tuple[int, Spec]]] = OrderedDict()
+    for i, s in enumerate(specs):
+        if s is not None:
+            buckets.setdefault(s.type_key, []).append((i, s))
+    rows = []
+    for members in buckets.values():
+        pages: OrderedDict[int, list[int]] = OrderedDict()
+        for i, s in members:
+            pages.setdefault(s.page, []).append(i)
+        balanced = len({len(v) for v in pages.values()}) == 1
+        rows.append((members, pages, balanced, max(len(v) for v in pages.values())))
+    min_rep = max((m for _, p, b, m in rows if b and len(p) > 1), default=0)
+    rep = _approximate_gcd([m for _, _, b, m in rows if b], min_rep) if min_rep else None
+
+    def n_groups(balanced: bool, most: int) -> int:
+        return cdiv(most, rep) if balanced and rep else 1
+
+    def is_state(members: list[tuple[int, Spec]]) -> bool:
+        s = members[0][1]
+        return s.is_state or (rep is None and s.kind == "sliding")
+
+    def widest(pages: OrderedDict[int, list[int]], n: int) -> int:
+        return sum(cdiv(len(ids), n) * page for page, ids in pages.items())
+
+    anchor = max(widest(p, len(m) if is_state(m) else n_groups(b, most))
+                 for m, p, b, most in rows)
+    by_id = {i: s for i, s in enumerate(specs) if s is not None}
+    groups = []
+    for members, pages, balanced, most in rows:
+        n = n_groups(balanced, most)
+        if anchor and is_state(members):
+            n = max(n, cdiv(len(members), max(anchor // members[0][1].page, 1)))
+        if n == 1:
+            ids = tuple(i for i, _ in members)
+            groups.append(Group(ids, tuple(by_id[i] for i in ids)))
+            continue
+        repeats = list(zip(*pages.values()))
+        for g in range(n):
+            ids = tuple(i for rp in repeats[g::n] for i in rp)
+            groups.append(Group(ids, tuple(by_id[i] for i in ids)))
+    return groups
+
+
 def bytes_per_block(groups: list[Group], layer_filter: set[int] | None = None) -> int:
     """Bytes one block ID reserves: the widest group's summed pages (per pipeline stage)."""
     best = 0

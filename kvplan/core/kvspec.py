@@ -15,6 +15,7 @@ from functools import lru_cache
 from kvplan.core.arch import (
     CHUNKED,
     CROSS,
+    DSV4,
     FULL,
     GDN,
     KDA,
@@ -32,6 +33,13 @@ from kvplan.errors import BadInput
 from kvplan.units import cdiv
 
 INDEXER = "indexer"  # DeepSeek-V3.2 indexer cache: an extra MLA-type layer per attention layer
+
+# DeepSeek-V4 pages (vLLM 0.33 `models/deepseek_v4`, `v1/attention/backends/mla/sparse_swa.py`,
+# `compressor.py`): fp8_ds_mla rows of 448 fp8 NoPE + 64 bf16 RoPE values + 8 scale bytes, every
+# page rounded up to a multiple of 576 bytes (`_apply_alignment_padding`).
+DSV4_ROW_BYTES = 584
+DSV4_PAGE_ALIGN = 576
+DSV4_SWA_BLOCK = 64  # `DeepseekV4SWACache`: fixed, ignores --block-size
 
 # Mamba 'align' mode (prefix caching on) keeps 2 states per request, plus one prefill
 # checkpoint for GDN layers on the FlashInfer prefill kernel (`MambaSpec.max_memory_usage_bytes`,
@@ -180,6 +188,35 @@ def choose_block_size(arch: ModelArch, *, user_block_size: int | None, mla_block
     return BlockPlan(bs, why, mamba_page_padded=bs * attn_1tok)
 
 
+def _dsv4_pad(n: int) -> int:
+    return cdiv(n, DSV4_PAGE_ALIGN) * DSV4_PAGE_ALIGN
+
+
+def dsv4_specs(layer: AttnLayer, bs: int) -> list[Spec]:
+    """The caches one DeepSeek-V4 layer registers, in registration order: indexer K and the
+    indexer compressor state (C4), the sliding-window cache, the compressed KV, and the main
+    compressor state (`CompressorStateCache`: float32 [kv, score] state of 2*coff*dim per token,
+    coff = 2 for C4; block 4 for C4, 8 for C128; window coff*ratio). Nothing is split by TP."""
+    r, out = layer.compress_ratio, []
+
+    def spec(kind: str, block: int, real: int, window: int = 0) -> Spec:
+        padded = _dsv4_pad(real)
+        return Spec(kind, block, real, page_padded=padded if padded > real else 0,
+                    window=window, per_token=padded // block)
+
+    if r == 4:
+        out.append(spec(INDEXER, bs, bs // 4 * layer.indexer_bytes))
+        out.append(spec(SLIDING, 4, 4 * 2 * 2 * 128 * 4, window=8))
+    out.append(spec(SLIDING, DSV4_SWA_BLOCK, DSV4_SWA_BLOCK * DSV4_ROW_BYTES,
+                    window=layer.window))
+    if r > 1:
+        coff, block = (2, 4) if r == 4 else (1, 8)
+        out.append(spec(MLA, bs, bs // r * DSV4_ROW_BYTES))
+        out.append(spec(SLIDING, block, block * 2 * coff * layer.head_size * 4,
+                        window=coff * r))
+    return out
+
+
 def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
                 inflight_state_blocks: int, disable_hybrid: bool = False) -> list[Spec | None]:
     """One spec per model layer (None where the layer keeps no cache), in layer order.
@@ -199,6 +236,10 @@ def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
             out.extend(hit)
             continue
         start = len(out)
+        if isinstance(layer, AttnLayer) and layer.kind == DSV4:
+            out.extend(dsv4_specs(layer, bs))
+            memo[id(layer)] = out[start:]
+            continue
         if isinstance(layer, StateLayer):
             real = state_bytes(layer, tp, dt)
             out.append(Spec(layer.kind, bs, real, page_padded=block.mamba_page_padded

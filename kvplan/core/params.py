@@ -67,6 +67,18 @@ def _attn_params(t: dict, arch: ModelArch, layer: AttnLayer) -> tuple[int, int, 
     """(split, replicated, kv_proj) params of one attention block."""
     h = arch.hidden_size
     heads = arch.num_attention_heads
+    if layer.kind == "dsv4":  # `DeepseekV4Attention`: fused wq_a+wkv (replicated), wq_b,
+        d, ql = layer.head_size, int(t.get("q_lora_rank") or 0)  # grouped low-rank wo_a/wo_b
+        g, ol = int(t.get("o_groups") or 1), int(t.get("o_lora_rank") or 0)
+        repl = h * (ql + d)
+        split = ql * heads * d + heads * d * ol + g * ol * h
+        r = layer.compress_ratio
+        if r > 1:  # compressor: kv and gate projections of coff x head_dim
+            repl += 2 * h * (2 if r == 4 else 1) * d
+        if r == 4:  # indexer: q projection, k, head weights, its own compressor
+            n_idx, d_idx = int(t.get("index_n_heads") or 64), int(t.get("index_head_dim") or 128)
+            repl += ql * n_idx * d_idx + h * d_idx + h * n_idx + 2 * h * 2 * d_idx
+        return split, repl, 0
     if layer.kind == "mla":
         nope = int(t.get("qk_nope_head_dim") or 0)
         rope = int(t.get("qk_rope_head_dim") or 0)
@@ -240,6 +252,9 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
         ignore = " ".join(str(x) for x in q.get("ignore") or [])
         if "self_attn" in ignore and ("mlp" in ignore or "shared_expert" in ignore):
             return WeightBytes(linear=d, expert=lin, other=d)  # only routed experts quantized
+    if str(arch.text_config.get("expert_dtype", "")).lower() == "fp4":
+        # DeepSeek-V4 (`models/deepseek_v4/quant_config.py`): MXFP4 routed experts
+        return WeightBytes(linear=lin, expert=0.5 + 1 / 32, other=d)
     return WeightBytes(linear=lin, expert=lin, other=d)
 
 

@@ -25,6 +25,7 @@ from kvplan.core.kvspec import (
     KvDtypes,
     attn_bytes_per_token,
     choose_block_size,
+    dsv4_specs,
     layer_specs,
     state_bytes,
 )
@@ -337,6 +338,18 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if kv.startswith("fp8") and kv != "fp8_ds_mla" and cc_major(cc) < 8 and gpu.vendor == "nvidia":
         raise BadInput(f"--kv-cache-dtype {kv} needs compute capability 8.0+ "
                        f"({gpu.name} is {cc})", hint="use --kv-cache-dtype auto")
+    if arch.packed_kv:
+        if (a.kv_cache_dtype or "auto").lower() == "auto":
+            kv = "fp8_ds_mla"  # `_resolve_dsv4_kv_cache_dtype`: auto -> fp8 -> fp8_ds_mla
+        if not version.at_least(0, 20):
+            raise BadInput(f"DeepSeek-V4 is not served by vLLM {version.text}",
+                           hint="kvplan models V4 as vLLM 0.33 lays it out: use "
+                                "--vllm-version 0.20 or later")
+        if kv != "fp8_ds_mla":
+            raise BadInput(f"DeepSeek-V4's FlashMLA path stores only fp8_ds_mla, not {kv}",
+                           hint="use --kv-cache-dtype auto or fp8")
+        notes.append("DeepSeek-V4 cache layout as vLLM 0.33 packs it (block-outermost "
+                     "groups); earlier releases used slightly different pages")
     ssm = arch.ssm_state_dtype or model_dtype
     dts = KvDtypes(kv=kv if kv != "fp8_ds_mla" else "fp8_ds_mla", conv=model_dtype,
                    ssm=canonical(ssm) if ssm != "auto" else model_dtype)
@@ -402,8 +415,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     specs = layer_specs(arch, tp=tp, dt=dts, block=plan, inflight_state_blocks=state_blocks,
                         disable_hybrid=disable_hybrid)
     spec_layer = _spec_to_layer(arch)
-    groups = B.make_groups(specs)
-    bs = min((g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
+    groups = B.packed_groups(specs) if arch.packed_kv else B.make_groups(specs)
+    bs = plan.block_size if arch.packed_kv else min(
+        (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
     inflight = mnbt
     if version.inflight_batches_scale_window:
         inflight = mnbt * (pp + 1)  # model-runner V2 + async scheduling (0.33 defaults)
@@ -503,9 +517,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             tok_memo[id(x)] = _tok_bytes(x, tp, kv)
         tok.append(tok_memo[id(x)])
     top_stage = max(range(pp), key=lambda s: sum(tok[i] for i in stages[s]))
-    per_gpu = sum(tok[i] for i in stages[top_stage])
-    replica = sum(tok) * tp
-    logical = sum(_tok_bytes(x, 1, kv) for x in arch.layers) if tp > 1 else sum(tok)
+    per_gpu = round(sum(tok[i] for i in stages[top_stage]))
+    replica = round(sum(tok) * tp)
+    logical = round(sum(_tok_bytes(x, 1, kv) for x in arch.layers) if tp > 1 else sum(tok))
     state = sum(state_bytes(x, tp, dts) for i, x in enumerate(arch.layers)
                 if isinstance(x, StateLayer) and i in stages[top_stage])
     state += sum(state_bytes(x.parallel_state, tp, dts) for i, x in enumerate(arch.layers)
@@ -528,9 +542,12 @@ def _kv_heads(layer: Any) -> int:
     return layer.num_kv_heads if isinstance(layer, AttnLayer) and layer.kind != "mla" else 0
 
 
-def _tok_bytes(layer: Any, tp: int, kv: str) -> int:
+def _tok_bytes(layer: Any, tp: int, kv: str) -> float:
     if not isinstance(layer, AttnLayer):
         return 0
+    if layer.kind == "dsv4":  # what a token adds: the compressed KV and indexer pages
+        return sum(sp.page / sp.block_size for sp in dsv4_specs(layer, 256)
+                   if sp.kind in ("mla", "indexer"))
     extra = layer.indexer_bytes
     return attn_bytes_per_token(layer, tp, kv) + extra
 
@@ -540,7 +557,10 @@ def _spec_to_layer(arch: ModelArch) -> list[int]:
     out = []
     for i, layer in enumerate(arch.layers):
         out.append(i)
-        if isinstance(layer, AttnLayer):
+        if isinstance(layer, AttnLayer) and layer.kind == "dsv4":
+            r = layer.compress_ratio
+            out.extend([i] * (2 * (r > 1) + 2 * (r == 4)))
+        elif isinstance(layer, AttnLayer):
             out.extend([i] * (bool(layer.indexer_bytes) + (layer.parallel_state is not None)))
     return out
 
