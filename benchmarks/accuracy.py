@@ -83,8 +83,8 @@ def args_of(case: dict, version: str) -> EngineArgs:
     q = str(case.get("quantization") or "")
     if q in ("fp8",) and "fp8" not in case["model"].lower():
         a.quantization = "fp8"  # online FP8 quantization of a 16-bit checkpoint
-    if case.get("enable_prefix_caching") is False:
-        a.enable_prefix_caching = False
+    if case.get("enable_prefix_caching") is not None:
+        a.enable_prefix_caching = bool(case["enable_prefix_caching"])
     if "--enable-expert-parallel" in str(case.get("other_flags") or ""):
         a.enable_expert_parallel = True
     a.flashinfer_sampler = case.get("sampler") == "flashinfer"

@@ -350,3 +350,19 @@ def test_deepseek_v4_refuses_bf16_kv_and_small_blocks():
     with pytest.raises(BadInput, match="multiple of the 256"):
         run(DEEPSEEK_V4_FLASH, gpu=H200, tensor_parallel_size=8, block_size=64,
             kv_cache_memory_bytes=40 * GiB)
+
+
+def test_mamba_cache_mode_with_prefix_caching_by_release():
+    # 0.18-0.32 (`MambaModelConfig.verify_and_update_config`): Gated-DeltaNet -> 'align',
+    # two states per group; Mamba2 families that support it -> 'all', a state per block
+    r = run(QWEN3_NEXT_80B, version="0.20.2", kv_cache_memory_bytes=GiB,
+            enable_prefix_caching=True)
+    assert r.blocks_per_request == -(-262144 // r.block_size) + 3 * 2
+    r = run(NEMOTRON_H_8B, version="0.20.2", kv_cache_memory_bytes=GiB, max_model_len=8192,
+            enable_prefix_caching=True)
+    assert r.block_size == 1040
+    assert r.blocks_per_request == 5 * -(-8192 // 1040)  # attention + 4 Mamba groups
+    # 0.14 turned prefix caching off for models without Mamba prefix caching
+    r = run(QWEN3_NEXT_80B, version="0.14", kv_cache_memory_bytes=GiB,
+            enable_prefix_caching=True)
+    assert r.blocks_per_request == -(-262144 // r.block_size) + 3

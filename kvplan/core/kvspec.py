@@ -34,6 +34,8 @@ from kvplan.units import cdiv
 
 INDEXER = "indexer"  # DeepSeek-V3.2 indexer cache: an extra MLA-type layer per attention layer
 
+ALL_STATES = -1  # Mamba prefix caching that keeps a state per block ('all' mode)
+
 # DeepSeek-V4 pages (vLLM 0.33 `models/deepseek_v4`, `v1/attention/backends/mla/sparse_swa.py`,
 # `compressor.py`): fp8_ds_mla rows of 448 fp8 NoPE + 64 bf16 RoPE values + 8 scale bytes, every
 # page rounded up to a multiple of 576 bytes (`_apply_alignment_padding`).
@@ -57,7 +59,7 @@ class Spec:
     page_padded: int = 0  # padded page (Mamba alignment, page unification); 0 = none
     window: int = 0
     encoder_len: int = 0
-    state_blocks: int = 0  # Mamba: states held per request
+    state_blocks: int = 0  # Mamba: states held per request (ALL_STATES: one per block)
     per_token: int = 0  # attention: bytes per token in this layer on this GPU
 
     @property
@@ -81,6 +83,8 @@ class Spec:
         """Blocks one request needs at `max_model_len` (`max_memory_usage_bytes` / page)."""
         b = self.block_size
         if self.is_state:
+            if self.state_blocks == ALL_STATES:  # `mamba_cache_mode` 'all'
+                return cdiv(max_model_len, b)
             return self.state_blocks
         if self.kind == SLIDING:
             return cdiv(min(self.window - 1 + inflight, max_model_len), b) + 1

@@ -22,6 +22,7 @@ from kvplan.core.dtypes import (
     resolve_model_dtype,
 )
 from kvplan.core.kvspec import (
+    ALL_STATES,
     KvDtypes,
     attn_bytes_per_token,
     choose_block_size,
@@ -398,10 +399,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     prefix = a.enable_prefix_caching
     if prefix is None:
         prefix = version.mamba_prefix_caching_default if arch.is_hybrid_state else version.v1
-    align_mode = arch.is_hybrid_state and prefix and version.at_least(0, 33)
+    mode = _mamba_cache_mode(arch, bool(prefix), version)
+    align_mode = mode == "align" and version.at_least(0, 33)  # FlashInfer GDN checkpoint
     gdn_fi = cc_major(cc) >= 9 and gpu.vendor == "nvidia"
-    state_blocks = (2 + (1 if gdn_fi and any(isinstance(x, StateLayer) and x.kind == GDN
-                                              for x in arch.layers) else 0)) if align_mode else 1
+    state_blocks = {"all": ALL_STATES, "none": 1}.get(mode, 2 + (1 if align_mode and gdn_fi and any(
+        isinstance(x, StateLayer) and x.kind == GDN for x in arch.layers) else 0))
+    if mode == "all":
+        notes.append("prefix caching keeps a Mamba state per block ('all' mode): state "
+                     "layers need as many blocks as attention")
     mla_block = version.mla_block_size(cc, arch.is_sparse_mla)
     plan = choose_block_size(arch, user_block_size=a.block_size, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi)
@@ -536,6 +541,23 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         max_concurrency=conc, kv_cache_tokens=tokens, inflight_tokens=inflight, fits=fits,
         failure=failure, largest_max_model_len=largest if groups else None,
         concurrency_at=conc_at, stages=stage_rows, notes=notes)
+
+
+def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> str:
+    """vLLM's `mamba_cache_mode` (`MambaModelConfig.verify_and_update_config`): 'none'
+    without prefix caching; 0.33 always 'align'; from 0.18 'all' for the Mamba1/2 families
+    that support Mamba prefix caching and 'align' for the rest (GDN, KDA, short conv);
+    before, 'all' for the former and prefix caching off for the rest."""
+    if not arch.is_hybrid_state or not prefix:
+        return "none"
+    if version.at_least(0, 33):
+        return "align"
+    kinds = {x.kind for x in arch.layers if isinstance(x, StateLayer)} | {
+        x.parallel_state.kind for x in arch.layers
+        if isinstance(x, AttnLayer) and x.parallel_state is not None}
+    if kinds <= {"mamba1", "mamba2"}:
+        return "all"
+    return "align" if version.mamba_align_mode else "none"
 
 
 def _kv_heads(layer: Any) -> int:

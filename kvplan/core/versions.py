@@ -85,6 +85,13 @@ class VllmVersion:
         return self.at_least(0, 33)
 
     @property
+    def mamba_align_mode(self) -> bool:
+        """`mamba_cache_mode`: with prefix caching on, Mamba1/2 models that support it keep a
+        state per block ('all'), the others 2 states ('align') -- read in 0.18.1 and 0.20.2.
+        0.14.1 had only the first kind and turned prefix caching off for the rest."""
+        return self.at_least(0, 18)
+
+    @property
     def mamba_prefix_caching_default(self) -> bool:
         """Hybrid models: prefix caching (Mamba 'align' mode) on by default in 0.33."""
         return self.at_least(0, 33)
