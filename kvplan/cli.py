@@ -62,6 +62,9 @@ def size_cmd(
                                             help="vLLM <= 0.10 ran the profile sampler through "
                                             "FlashInfer (log: 'Using FlashInfer for top-p & "
                                             "top-k sampling'): a smaller activation peak."),
+    skip_mm_profiling: bool = typer.Option(False, "--skip-mm-profiling",
+                                           help="Multimodal models: leave the vision encoder "
+                                           "out of the profile run (as vLLM's flag)."),
     vllm_version: Optional[str] = typer.Option(None, "--vllm-version",
                                                help="Target vLLM release (default 0.33)."),
     catalog: Optional[list[str]] = CatalogOpt,
@@ -100,7 +103,7 @@ def size_cmd(
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         num_gpu_blocks_override=num_gpu_blocks_override,
         disable_custom_all_reduce=disable_custom_all_reduce,
-        flashinfer_sampler=flashinfer_sampler,
+        flashinfer_sampler=flashinfer_sampler, skip_mm_profiling=skip_mm_profiling,
     )
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)

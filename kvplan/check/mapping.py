@@ -36,6 +36,8 @@ VLLM_FIELDS = {
     "--enable-chunked-prefill": "enable_chunked_prefill",
     "--disable-hybrid-kv-cache-manager": "disable_hybrid_kv_cache_manager",
     "--num-gpu-blocks-override": "num_gpu_blocks_override",
+    "--disable-custom-all-reduce": "disable_custom_all_reduce",
+    "--skip-mm-profiling": "skip_mm_profiling",
 }
 # SGLang (`python -m sglang.launch_server`, server_args.py) flag -> field
 SGLANG_FIELDS = {
@@ -276,7 +278,8 @@ INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_s
               "block_size", "max_num_seqs", "num_gpu_blocks_override", "max_total_tokens"}
 HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
 BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",
-               "enable_chunked_prefill", "disable_hybrid_kv_cache_manager"}
+               "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
+               "disable_custom_all_reduce", "skip_mm_profiling"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:

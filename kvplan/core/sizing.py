@@ -30,11 +30,12 @@ from kvplan.core.kvspec import (
     layer_specs,
     state_bytes,
 )
+from kvplan.core.mm import encoder_profile
 from kvplan.core.params import count_params, expert_padding, weight_bytes
 from kvplan.core.tensors import TensorSummary
 from kvplan.core.versions import VllmVersion, cc_major
 from kvplan.errors import BadInput
-from kvplan.units import GiB, cdiv
+from kvplan.units import GiB, MiB, cdiv
 
 TYPICAL_LENGTHS = (1024, 4096, 8192, 32768, 131072)
 
@@ -91,6 +92,7 @@ class EngineArgs:
     disable_custom_all_reduce: bool = False  # also what vLLM does when TP spans nodes
     flashinfer_sampler: bool = False  # VLLM_USE_FLASHINFER_SAMPLER with flashinfer installed
     usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
+    skip_mm_profiling: bool = False  # --skip-mm-profiling: no vision encoder in the profile
 
 
 @dataclass
@@ -441,6 +443,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if a.flashinfer_sampler and version.v1 and not version.at_least(0, 11):
         copies = "sampler_fp32_copies_flashinfer"  # 0.10 profiles the selected sampler only
     act = M.activation_peak(shape, mnbt, seqs, v1=version.v1, sampler_copies=M.const(copies))
+    enc = None
+    if version.at_least(0, 20) and not a.skip_mm_profiling:
+        enc = encoder_profile(arch.architectures, arch.vision_config, tp=tp, max_model_len=mml,
+                              max_num_batched_tokens=mnbt, max_num_seqs=seqs)
+    if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
+        act = max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB),
+                  act + enc.held_for_lm)
+        notes.append(f"the profile run also runs the vision encoder on {enc.items} "
+                     f"{enc.modality} item(s) of {enc.tokens_per_item:,} tokens "
+                     f"({enc.encoder_peak / GiB:.2f} GiB peak; --skip-mm-profiling skips it)")
     nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce)
     stage_rows = []
     best: tuple[int, M.Budget, int] | None = None

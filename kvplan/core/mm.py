@@ -1,0 +1,75 @@
+"""The vision encoder's share of vLLM's profile run (Qwen2-VL / Qwen2.5-VL / Qwen3-VL).
+
+vLLM 0.20.2 `GPUModelRunner.profile_run` first runs the encoder on the largest dummy item
+(`MultiModalBudget`, `compute_mm_encoder_budget`), keeps the pixels and encoder outputs while
+the language-model dummy forward runs, and measures the torch peak over both, so
+    peak = max(encoder peak, LM peak + pixels + encoder outputs).
+The encoder peak counts the bf16 activations a ViT block keeps alive at once (FlashAttention
+backend: linear in the patch count), in units U = patches x vision hidden x 2 B: attention
+2 + 8/TP + 1 (+1 for the all-reduce output when TP > 1); MLP 5 + 3r/TP (+1) for Qwen2.5's
+gated MLP, max(3 + 2r/TP, 4 + r/TP (+1)) for Qwen3-VL (r = intermediate / hidden); plus what
+the whole run holds (pixels, Qwen3-VL's position embeddings and deepstack features). These are
+EMPIRICAL coefficients from reading the code, checked on two logs (docs/methodology.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+QWEN2_VL = ("Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration")
+QWEN3_VL = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration")
+_QWEN2_MAX_PIXELS = 12845056  # Qwen2-VL image processor `max_pixels`
+_QWEN3_LONGEST_EDGE = 16777216  # Qwen3-VL image processor `size.longest_edge` (pixels)
+_QWEN2_MAX_VIDEO_PAIRS = 7  # `_MAX_FRAMES_PER_VIDEO` = 14 frames, 2 per temporal patch
+
+
+@dataclass(frozen=True)
+class EncoderProfile:
+    tokens_per_item: int
+    items: int
+    modality: str
+    encoder_peak: int  # bytes, while the encoder runs
+    held_for_lm: int  # bytes still held during the language-model dummy run
+
+
+def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, tp: int,
+                    max_model_len: int, max_num_batched_tokens: int,
+                    max_num_seqs: int) -> EncoderProfile | None:
+    """The encoder profile of a Qwen VL model (None for other models)."""
+    qwen2 = any(a in QWEN2_VL for a in architectures)
+    qwen3 = any(a in QWEN3_VL for a in architectures)
+    if not vision or not (qwen2 or qwen3):
+        return None
+    d = int(vision.get("hidden_size") or vision.get("embed_dim") or 0)
+    inter = int(vision.get("intermediate_size") or 0)
+    patch = int(vision.get("patch_size") or (16 if qwen3 else 14))
+    merge = int(vision.get("spatial_merge_size") or 2)
+    t_patch = int(vision.get("temporal_patch_size") or 2)
+    out = int(vision.get("out_hidden_size") or 0)
+    if not d or not inter:
+        return None
+    if qwen3:  # one 4096 x 4096 image; the 2-frame video is smaller
+        tokens, modality = _QWEN3_LONGEST_EDGE // (patch * merge) ** 2, "image"
+    else:  # the image, or a video of up to 7 frame pairs once max_model_len allows it
+        image = _QWEN2_MAX_PIXELS // (patch * merge) ** 2
+        tokens = image * min(max(max_model_len // image, 1), _QWEN2_MAX_VIDEO_PAIRS)
+        modality = "video"  # ties go to video
+    budget = max(max_num_batched_tokens, tokens)
+    items = max(1, min(budget // tokens, max_num_seqs * max(1, max_model_len // tokens)))
+    patches = items * tokens * merge * merge
+    u = patches * d * 2
+    r, extra = inter / d, (1 if tp > 1 else 0)
+    attn = 2 + 8 / tp + 1 + extra
+    if qwen3:
+        mlp = max(3 + 2 * r / tp, 4 + r / tp + extra)
+        deep = len(vision.get("deepstack_visual_indexes") or [])
+        held = 1 + 3 * t_patch * patch * patch / d + deep * out / (merge * merge * d) + 0.1
+    else:
+        mlp, deep = 5 + 3 * r / tp + extra, 0
+        held = 3 * t_patch * patch * patch / d + 0.1
+    pixels = patches * 3 * t_patch * patch * patch * 2
+    outputs = items * tokens * out * (1 + deep) * 2
+    return EncoderProfile(tokens_per_item=tokens, items=items, modality=modality,
+                          encoder_peak=int(u * (max(attn, mlp) + held)),
+                          held_for_lm=pixels + outputs)

@@ -1,0 +1,54 @@
+"""The vision encoder's share of the profile run (kvplan/core/mm.py)."""
+
+from kvplan import catalog
+from kvplan.core.mm import encoder_profile
+from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+from kvplan.sources.resolve import model_from_entry
+
+GiB = 1 << 30
+A100 = Gpu("a100-sxm4-80gb", "NVIDIA A100-SXM4-80GB", 81050 * (1 << 20), "8.0")
+
+
+def _model(name: str) -> Model:
+    return model_from_entry(*catalog.load("models").get(name))
+
+
+def test_qwen25_vl_profiles_a_video_at_the_default_length():
+    # vLLM 0.23.0 log: "Encoder cache will be initialized with a budget of 114688 tokens,
+    # and profiled with 1 video items" (Qwen2.5-VL-7B, max_model_len 128000)
+    m = _model("Qwen/Qwen2.5-VL-7B-Instruct")
+    p = encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
+                        max_model_len=128000, max_num_batched_tokens=2048, max_num_seqs=256)
+    assert (p.tokens_per_item, p.items, p.modality) == (114688, 1, "video")
+    # 458,752 patches x 1,280 x 2 B = U; peak = U x (5 + 3 x 3420/1280 + 0.919 + 0.1)
+    u = 458752 * 1280 * 2
+    assert abs(p.encoder_peak - u * (5 + 3 * 3420 / 1280 + 3 * 2 * 14 * 14 / 1280 + 0.1)) < 2
+    assert round(p.encoder_peak / GiB, 2) == 15.35
+    # below 32,768 tokens of context the profile is one 16,384-token item
+    p = encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
+                        max_model_len=16384, max_num_batched_tokens=2048, max_num_seqs=256)
+    assert p.tokens_per_item == 16384
+
+
+def test_qwen25_vl_log_that_runs_out_of_kv_memory():
+    # Same log: util 0.22 on an 80 GB card, "Model loading took 15.67 GiB", "Estimated CUDA
+    # graph memory: 0.53 GiB", "Available KV cache memory: -14.28 GiB". With the logged
+    # weights kvplan lands within 0.1 GiB; vLLM refuses to start either way.
+    m = _model("Qwen/Qwen2.5-VL-7B-Instruct")
+    r = size(m, A100, EngineArgs(gpu_memory_utilization=0.22), "0.23.0")
+    assert not r.fits
+    logged_weights = 15.67 * GiB
+    avail = r.budget.available_kv - (logged_weights - r.budget.weights)
+    assert abs(avail / GiB - -14.28) < 0.1
+    r = size(m, A100, EngineArgs(gpu_memory_utilization=0.22, skip_mm_profiling=True), "0.23.0")
+    assert r.budget.available_kv > 0  # --skip-mm-profiling: the LM peak only
+
+
+def test_qwen3_vl_one_image_and_deepstack():
+    m = _model("Qwen/Qwen3-VL-30B-A3B-Instruct")
+    p = encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
+                        max_model_len=32768, max_num_batched_tokens=8192, max_num_seqs=4)
+    assert (p.tokens_per_item, p.items, p.modality) == (16384, 1, "image")
+    assert round(p.encoder_peak / GiB, 2) == 2.08  # 65,536 patches, 14.8 U
+    assert encoder_profile(["LlamaForCausalLM"], None, tp=1, max_model_len=8192,
+                           max_num_batched_tokens=8192, max_num_seqs=256) is None
