@@ -248,3 +248,18 @@ def test_registry_spelling_rules():
     assert Registry("0.20").lookup("--watermark") is None  # 0.33 only
     assert Registry("0.14").lookup("--swap-space") is not None
     assert Registry("0.18").lookup("--swap-space") is None  # removed in 0.18
+
+
+def test_length_advice_counts_the_qwen25_vl_video_profile():
+    from kvplan import catalog
+    from kvplan.core.plan import length_advice
+    from kvplan.sources.resolve import model_from_entry
+
+    m = model_from_entry(*catalog.load("models").get("Qwen/Qwen2.5-VL-7B-Instruct"))
+    l40s = Gpu("l40s", "NVIDIA L40S", 47695611822, "8.9")
+    r = size(m, l40s, EngineArgs(), "0.33")  # default max_model_len 128,000: a 7-pair video
+    (first, *_) = length_advice(r, preset("chat"))
+    assert "--max-model-len 14336" in first
+    assert "vision profile from 114,688 to 16,384 tokens, up to 13.2 GiB" in first
+    r = size(m, l40s, EngineArgs(skip_mm_profiling=True), "0.33")
+    assert "vision profile" not in length_advice(r, preset("chat"))[0]

@@ -14,9 +14,11 @@ import math
 from dataclasses import dataclass, field, replace
 
 from kvplan.core import capacity, perf, queueing
+from kvplan.core.mm import encoder_profile
 from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, size
 from kvplan.core.workload import Workload
 from kvplan.errors import BadInput
+from kvplan.units import GiB
 
 
 @dataclass
@@ -187,6 +189,22 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
                 utilization=util, notes=notes, feasible=feasible, why_not=why)
 
 
+def _vision_gain(r: SizeResult, cap: int) -> str:
+    """Qwen2.5-VL profiles a video that grows with max_model_len: what a cap gives back."""
+    if not r.version.at_least(0, 20) or r.args.skip_mm_profiling:
+        return ""
+    kw = dict(tp=r.args.tensor_parallel_size, max_num_batched_tokens=r.max_num_batched_tokens,
+              max_num_seqs=r.max_num_seqs)
+    now = encoder_profile(r.arch.architectures, r.arch.vision_config,
+                          max_model_len=r.max_model_len, **kw)
+    then = encoder_profile(r.arch.architectures, r.arch.vision_config, max_model_len=cap, **kw)
+    if now is None or then is None or now.encoder_peak - then.encoder_peak < GiB // 4:
+        return ""
+    return (f"; it also shrinks vLLM's vision profile from {now.tokens_per_item:,} to "
+            f"{then.tokens_per_item:,} tokens, up to "
+            f"{(now.encoder_peak - then.encoder_peak) / GiB:.1f} GiB more KV per GPU")
+
+
 def length_advice(r: SizeResult, wl: Workload) -> list[str]:
     """When a few long requests dominate KV: a max_model_len, an output cap, a long pool."""
     notes = []
@@ -195,7 +213,8 @@ def length_advice(r: SizeResult, wl: Workload) -> list[str]:
     if cap < r.max_model_len / 2:
         notes.append(f"99.9 % of requests fit in {cap:,} tokens: --max-model-len {cap} "
                      f"(instead of {r.max_model_len:,}) bounds the worst case per sequence; "
-                     "longer requests get a clear 400 instead of starving the pool")
+                     "longer requests get a clear 400 instead of starving the pool"
+                     + _vision_gain(r, cap))
     o = wl.output
     tail = sum(x for x in o.points if x > o.quantile(0.99)) / sum(o.points)
     if tail > 0.05:
