@@ -38,11 +38,13 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "flashinfer is installed (TopKTopPSampler; log 'Using FlashInfer for top-p & top-k "
         "sampling'); fitted on five 0.10.1 A100 logs that print that line: 1.7-2.5 buffers. "
         "0.33 also warms the PyTorch path, so the flag has no effect there"),
-    "sampler_fp32_copies_v019": (
-        3.9, "x num_reqs x vocab x 4 B (vLLM 0.19)",
-        "fitted on four 0.19.0 logs of one project (Llama-3.1-8B fp16 and W8A8 on A100-40GB, "
-        "RTX A6000 and H100 NVL; 256-1024 requests): 3.3-4.4 buffers. Releases 0.16-0.18 "
-        "have no public logs here and keep the 0.10-0.15 figure (conservative)"),
+    "sampler_fp32_copies_v017": (
+        3.9, "x num_reqs x vocab x 4 B (vLLM 0.17-0.19)",
+        "0.17 samples top-k/top-p with a Triton kernel for batches >= 8 "
+        "(`apply_top_k_top_p_triton`: absent in the 0.16.0 wheel, present in 0.17.1, same "
+        "sampler code in 0.18.1 and 0.19.0) instead of a full sort; fitted on five 0.19.0 logs "
+        "of one project (Llama-3.1-8B fp16 and W8A8 on A100-40GB, RTX A6000, H100 NVL; 256-1024 "
+        "requests): 3.3-4.4 buffers"),
     "sampler_fp32_copies_v020": (
         7.2, "x num_reqs x vocab x 4 B (vLLM 0.20+)",
         "same term in the 0.2x releases: real logs of 0.26 (RTX 4080, 1.04 GiB peak) and "

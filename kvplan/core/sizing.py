@@ -439,7 +439,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
     shape = _activation_shape(arch, tp, model_dtype)
     copies = ("sampler_fp32_copies_v020" if version.at_least(0, 20) else
-              "sampler_fp32_copies_v019" if version.at_least(0, 19) else "sampler_fp32_copies")
+              "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies")
     if a.flashinfer_sampler and version.v1 and not version.at_least(0, 11):
         copies = "sampler_fp32_copies_flashinfer"  # 0.10 profiles the selected sampler only
     act = M.activation_peak(shape, mnbt, seqs, v1=version.v1, sampler_copies=M.const(copies))
