@@ -28,7 +28,7 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         3.0, "x top_k x local expert intermediate per token",
         "fused_moe intermediate caches (gate_up + activation) for every routed copy"),
     "sampler_fp32_copies": (
-        9.6, "x num_reqs x vocab x 4 B (vLLM 0.8-0.19)",
+        9.6, "x num_reqs x vocab x 4 B (vLLM 0.8-0.16)",
         "the dummy sampler run (gpu_model_runner `_dummy_sampler_run`) dominates the V1 peak: "
         "fitted on 9 real V1 logs (torch peak 1.40-7.38 GiB, vocab 128k-201k, 256-1024 "
         "requests, H100/H200/L40S, vLLM 0.10-0.11): 9.5-9.9 fp32 logits-sized buffers"),
