@@ -404,8 +404,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     mode = _mamba_cache_mode(arch, bool(prefix), version)
     align_mode = mode == "align" and version.at_least(0, 33)  # FlashInfer GDN checkpoint
     gdn_fi = cc_major(cc) >= 9 and gpu.vendor == "nvidia"
-    state_blocks = {"all": ALL_STATES, "none": 1}.get(mode, 2 + (1 if align_mode and gdn_fi and any(
-        isinstance(x, StateLayer) and x.kind == GDN for x in arch.layers) else 0))
+    fi_checkpoint = align_mode and gdn_fi and any(
+        isinstance(x, StateLayer) and x.kind == GDN for x in arch.layers)
+    state_blocks = {"all": ALL_STATES, "none": 1}.get(mode, 2 + int(fi_checkpoint))
     if mode == "all":
         notes.append("prefix caching keeps a Mamba state per block ('all' mode): state "
                      "layers need as many blocks as attention")
