@@ -366,3 +366,18 @@ def test_mamba_cache_mode_with_prefix_caching_by_release():
     r = run(QWEN3_NEXT_80B, version="0.14", kv_cache_memory_bytes=GiB,
             enable_prefix_caching=True)
     assert r.blocks_per_request == -(-262144 // r.block_size) + 3
+
+
+def test_deepseek_v4_report_shows_the_fixed_per_request_blocks():
+    import io
+
+    from configs import DEEPSEEK_V4_FLASH
+
+    from kvplan.render.size import render_size
+
+    r = run(DEEPSEEK_V4_FLASH, gpu=H200, tensor_parallel_size=8, max_model_len=131072,
+            kv_cache_memory_bytes=40 * GiB)
+    out = io.StringIO()
+    render_size(r, out)
+    # 2 x 259 SWA + 4,099 C4-state + 2,065 C128-state blocks, 1,002,240 B each
+    assert "fixed per request  6,682 blocks (6.24 GiB)" in out.getvalue()
