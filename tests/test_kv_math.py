@@ -381,3 +381,9 @@ def test_deepseek_v4_report_shows_the_fixed_per_request_blocks():
     render_size(r, out)
     # 2 x 259 SWA + 4,099 C4-state + 2,065 C128-state blocks, 1,002,240 B each
     assert "fixed per request  6,682 blocks (6.24 GiB)" in out.getvalue()
+
+
+def test_mamba_prefix_caching_off_before_014():
+    r = run(NEMOTRON_H_8B, version="0.11", kv_cache_memory_bytes=GiB, max_model_len=8192,
+            enable_prefix_caching=True)
+    assert r.blocks_per_request == -(-8192 // r.block_size) + 4  # one state per Mamba group

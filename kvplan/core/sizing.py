@@ -560,9 +560,10 @@ def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> st
     """vLLM's `mamba_cache_mode` (`MambaModelConfig.verify_and_update_config`): 'none'
     without prefix caching; 0.33 always 'align'; from 0.18 'all' for the Mamba1/2 families
     that support Mamba prefix caching and 'align' for the rest (GDN, KDA, short conv);
-    before, 'all' for the former and prefix caching off for the rest."""
-    if not arch.is_hybrid_state or not prefix:
-        return "none"
+    0.14-0.17 'all' for the former and prefix caching off for the rest; 0.11-0.13 off for
+    every hybrid (wheels read: 0.11.0, 0.14.1, 0.18.1, 0.20.2, 0.33.0)."""
+    if not arch.is_hybrid_state or not prefix or not version.at_least(0, 14):
+        return "none"  # 0.11 turned prefix caching off for every Mamba hybrid
     if version.at_least(0, 33):
         return "align"
     kinds = {x.kind for x in arch.layers if isinstance(x, StateLayer)} | {
