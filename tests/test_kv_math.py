@@ -339,6 +339,7 @@ def test_deepseek_v4_flash_packed_groups_and_concurrency():
     assert f"{r.max_concurrency:.2f}" == "5.96"
     assert r.kv_cache_tokens == int(42853 / 7194 * 131072) == 780765
     assert r.kv_bytes_per_token_per_gpu == 3915  # 21 x (146.25 + 33.75) + 20 x 6.75
+    assert r.fixed_blocks_per_request == 2 * 259 + 4099 + 2065 == 6682
 
 
 def test_deepseek_v4_refuses_bf16_kv_and_small_blocks():

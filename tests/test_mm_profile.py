@@ -52,3 +52,19 @@ def test_qwen3_vl_one_image_and_deepstack():
     assert round(p.encoder_peak / GiB, 2) == 2.08  # 65,536 patches, 14.8 U
     assert encoder_profile(["LlamaForCausalLM"], None, tp=1, max_model_len=8192,
                            max_num_batched_tokens=8192, max_num_seqs=256) is None
+
+
+def test_vision_profile_json(capsys):
+    import json
+
+    from kvplan.cli import main
+
+    # Qwen3-VL-8B: the same ViT as 30B-A3B, 4,096-wide deepstack outputs (3 x 1.333 U more)
+    assert main(["size", "Qwen/Qwen3-VL-8B-Instruct", "--gpu", "h100", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["vision_profile"] == {"modality": "image", "items": 1, "tokens_per_item": 16384,
+                                   "encoder_peak_bytes": d["vision_profile"]["encoder_peak_bytes"]}
+    assert round(d["vision_profile"]["encoder_peak_bytes"] / GiB, 2) == 2.26
+    assert main(["size", "Qwen/Qwen3-VL-8B-Instruct", "--gpu", "h100", "--json",
+                 "--skip-mm-profiling"]) == 0
+    assert json.loads(capsys.readouterr().out)["vision_profile"] is None

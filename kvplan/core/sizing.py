@@ -30,7 +30,7 @@ from kvplan.core.kvspec import (
     layer_specs,
     state_bytes,
 )
-from kvplan.core.mm import encoder_profile
+from kvplan.core.mm import EncoderProfile, encoder_profile
 from kvplan.core.params import count_params, expert_padding, weight_bytes
 from kvplan.core.tensors import TensorSummary
 from kvplan.core.versions import VllmVersion, cc_major
@@ -133,6 +133,7 @@ class SizeResult:
     concurrency_at: dict[int, int]
     stages: list[dict[str, int]]
     notes: list[str] = field(default_factory=list)
+    vision_profile: EncoderProfile | None = None  # the encoder's share of the profile run
 
     @property
     def usable_blocks(self) -> int:
@@ -167,6 +168,7 @@ class SizeResult:
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
             "kv_bytes_per_token_model": self.kv_bytes_per_token_model,
             "state_bytes_per_request_per_gpu": self.state_bytes_per_request_per_gpu,
+            "fixed_blocks_per_request": self.fixed_blocks_per_request,
             "block_size": self.block_size,
             "bytes_per_block": self.bytes_per_block,
             "num_kv_cache_groups": len(self.groups),
@@ -183,8 +185,21 @@ class SizeResult:
             "fits": self.fits,
             "failure": self.failure,
             "largest_max_model_len": self.largest_max_model_len,
+            "vision_profile": None if self.vision_profile is None else {
+                "modality": self.vision_profile.modality,
+                "items": self.vision_profile.items,
+                "tokens_per_item": self.vision_profile.tokens_per_item,
+                "encoder_peak_bytes": self.vision_profile.encoder_peak},
             "notes": self.notes,
         }
+
+    @property
+    def fixed_blocks_per_request(self) -> int:
+        """Blocks a request holds whatever its length: Mamba states, and DeepSeek-V4's
+        sliding-window and compressor-state groups (at admission)."""
+        return sum(g.blocks_per_request(self.max_model_len, self.inflight_tokens)
+                   for g in self.groups if g.spec.is_state or (
+                       self.arch.packed_kv and g.block_size != self.block_size))
 
 
 # --- defaults --------------------------------------------------------------------------------
@@ -553,7 +568,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         bytes_per_block=bpb, num_gpu_blocks=num_blocks, blocks_per_request=bpr,
         max_concurrency=conc, kv_cache_tokens=tokens, inflight_tokens=inflight, fits=fits,
         failure=failure, largest_max_model_len=largest if groups else None,
-        concurrency_at=conc_at, stages=stage_rows, notes=notes)
+        concurrency_at=conc_at, stages=stage_rows, notes=notes, vision_profile=enc)
 
 
 def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> str:

@@ -57,8 +57,7 @@ def render_size(r: SizeResult, stream=None) -> None:
         kv_rows.append(["state per request", f"{fmt_bytes(r.state_bytes_per_request_per_gpu)} "
                         "per GPU (Mamba / linear attention, fixed)"])
     if r.arch.packed_kv:  # DeepSeek-V4: window and compressor-state groups, whatever the length
-        fixed = sum(g.blocks_per_request(r.max_model_len, r.inflight_tokens) for g in r.groups
-                    if g.block_size != r.block_size)
+        fixed = r.fixed_blocks_per_request
         kv_rows.append(["fixed per request", f"{fmt_int(fixed)} blocks "
                         f"({fmt_bytes(fixed * r.bytes_per_block)}) for the sliding-window and "
                         "compressor-state groups at admission"])
