@@ -101,10 +101,15 @@ class ModelArch:
         return {layer.kind for layer in self.layers if layer is not None}
 
     @cached_property
+    def state_kinds(self) -> set[str]:
+        """Kinds of the per-request states, Falcon-H1's parallel Mamba2 mixers included."""
+        return {x.kind for x in self.layers if isinstance(x, StateLayer)} | {
+            x.parallel_state.kind for x in self.layers
+            if isinstance(x, AttnLayer) and x.parallel_state is not None}
+
+    @property
     def is_hybrid_state(self) -> bool:
-        return any(isinstance(x, StateLayer)
-                   or (isinstance(x, AttnLayer) and x.parallel_state is not None)
-                   for x in self.layers)
+        return bool(self.state_kinds)
 
     @property
     def family_label(self) -> str:
@@ -125,10 +130,8 @@ class ModelArch:
             parts.append("chunked local attention")
         if CROSS in k:
             parts.append("cross attention")
-        k |= {x.parallel_state.kind for x in self.layers
-              if isinstance(x, AttnLayer) and x.parallel_state is not None}
         for s in STATE_KINDS:
-            if s in k:
+            if s in self.state_kinds:
                 parts.append({"mamba1": "Mamba1", "mamba2": "Mamba2", "gdn": "Gated DeltaNet",
                               "kda": "Kimi Delta Attention",
                               "shortconv": "short convolution"}[s])

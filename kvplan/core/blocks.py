@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from kvplan.core.arch import SLIDING
 from kvplan.core.kvspec import Spec, unify_pages
 from kvplan.units import cdiv
 
@@ -107,7 +108,7 @@ def packed_groups(specs: list[Spec | None]) -> list[Group]:
 
     def is_state(members: list[tuple[int, Spec]]) -> bool:
         s = members[0][1]
-        return s.is_state or (rep is None and s.kind == "sliding")
+        return s.is_state or (rep is None and s.kind == SLIDING)
 
     def widest(pages: OrderedDict[int, list[int]], n: int) -> int:
         return sum(cdiv(len(ids), n) * page for page, ids in pages.items())

@@ -222,51 +222,53 @@ def dsv4_specs(layer: AttnLayer, bs: int) -> list[Spec]:
 
 
 def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
-                inflight_state_blocks: int, disable_hybrid: bool = False) -> list[Spec | None]:
-    """One spec per model layer (None where the layer keeps no cache), in layer order.
+                inflight_state_blocks: int, disable_hybrid: bool = False
+                ) -> tuple[list[Spec | None], list[int]]:
+    """The cache specs in layer order (None where a layer keeps no cache), and the index of
+    the layer that owns each one.
 
-    DeepSeek-V3.2's indexer cache is returned as an extra `INDEXER` spec right after its
-    layer's MLA spec, so the list can be longer than the layer count.
+    A layer can own several specs: DeepSeek-V3.2's indexer follows its MLA spec, Falcon-H1's
+    Mamba2 state its attention spec, and a DeepSeek-V4 layer registers up to five caches.
     """
     out: list[Spec | None] = []
+    owners: list[int] = []
+    memo: dict[int, list[Spec | None]] = {}  # identical layer objects give identical specs
+    for i, layer in enumerate(arch.layers):
+        specs = memo.get(id(layer))
+        if specs is None:
+            specs = memo[id(layer)] = _specs_of(layer, tp, dt, block, inflight_state_blocks,
+                                                disable_hybrid)
+        out.extend(specs)
+        owners.extend([i] * len(specs))
+    return out, owners
+
+
+def _specs_of(layer: AttnLayer | StateLayer | None, tp: int, dt: KvDtypes, block: BlockPlan,
+              inflight_state_blocks: int, disable_hybrid: bool) -> list[Spec | None]:
+    """The specs one layer registers."""
     bs = block.block_size
-    memo: dict[int, list[Spec]] = {}  # identical layer objects give identical specs
-    for layer in arch.layers:
-        if layer is None:
-            out.append(None)
-            continue
-        hit = memo.get(id(layer))
-        if hit is not None:
-            out.extend(hit)
-            continue
-        start = len(out)
-        if isinstance(layer, AttnLayer) and layer.kind == DSV4:
-            out.extend(dsv4_specs(layer, bs))
-            memo[id(layer)] = out[start:]
-            continue
-        if isinstance(layer, StateLayer):
-            real = state_bytes(layer, tp, dt)
-            out.append(Spec(layer.kind, bs, real, page_padded=block.mamba_page_padded
-                            if block.mamba_page_padded > real else 0,
-                            state_blocks=inflight_state_blocks))
-            memo[id(layer)] = out[start:]
-            continue
-        per_tok = attn_bytes_per_token(layer, tp, dt.kv)
-        kind = layer.kind
-        if disable_hybrid and kind in (SLIDING, CHUNKED):
-            kind = FULL  # `unify_hybrid_kv_cache_specs`: local layers cost as full attention
-        out.append(Spec(kind, bs, bs * per_tok, window=layer.window,
-                        encoder_len=layer.encoder_len, per_token=per_tok))
-        if layer.indexer_bytes:
-            out.append(Spec(INDEXER, bs, bs * layer.indexer_bytes,
-                            per_token=layer.indexer_bytes))
-        if layer.parallel_state is not None:
-            st = layer.parallel_state
-            real = state_bytes(st, tp, dt)
-            out.append(Spec(st.kind, bs, real, page_padded=block.mamba_page_padded
-                            if block.mamba_page_padded > real else 0,
-                            state_blocks=inflight_state_blocks))
-        memo[id(layer)] = out[start:]
+
+    def state(st: StateLayer) -> Spec:
+        real = state_bytes(st, tp, dt)
+        return Spec(st.kind, bs, real, page_padded=block.mamba_page_padded
+                    if block.mamba_page_padded > real else 0, state_blocks=inflight_state_blocks)
+
+    if layer is None:
+        return [None]
+    if isinstance(layer, StateLayer):
+        return [state(layer)]
+    if layer.kind == DSV4:
+        return list(dsv4_specs(layer, bs))
+    per_tok = attn_bytes_per_token(layer, tp, dt.kv)
+    kind = layer.kind
+    if disable_hybrid and kind in (SLIDING, CHUNKED):
+        kind = FULL  # `unify_hybrid_kv_cache_specs`: local layers cost as full attention
+    out: list[Spec | None] = [Spec(kind, bs, bs * per_tok, window=layer.window,
+                                   encoder_len=layer.encoder_len, per_token=per_tok)]
+    if layer.indexer_bytes:
+        out.append(Spec(INDEXER, bs, bs * layer.indexer_bytes, per_token=layer.indexer_bytes))
+    if layer.parallel_state is not None:
+        out.append(state(layer.parallel_state))
     return out
 
 

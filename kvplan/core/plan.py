@@ -191,14 +191,14 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
 
 def _vision_gain(r: SizeResult, cap: int) -> str:
     """Qwen2.5-VL profiles a video that grows with max_model_len: what a cap gives back."""
-    if not r.version.at_least(0, 20) or r.args.skip_mm_profiling:
+    now = r.vision_profile  # None when the profile run has no encoder
+    if now is None:
         return ""
-    kw = dict(tp=r.args.tensor_parallel_size, max_num_batched_tokens=r.max_num_batched_tokens,
-              max_num_seqs=r.max_num_seqs)
-    now = encoder_profile(r.arch.architectures, r.arch.vision_config,
-                          max_model_len=r.max_model_len, **kw)
-    then = encoder_profile(r.arch.architectures, r.arch.vision_config, max_model_len=cap, **kw)
-    if now is None or then is None or now.encoder_peak - then.encoder_peak < GiB // 4:
+    then = encoder_profile(r.arch.architectures, r.arch.vision_config,
+                           tp=r.args.tensor_parallel_size, max_model_len=cap,
+                           max_num_batched_tokens=r.max_num_batched_tokens,
+                           max_num_seqs=r.max_num_seqs)
+    if then is None or now.encoder_peak - then.encoder_peak < GiB // 4:
         return ""
     return (f"; it also shrinks vLLM's vision profile from {now.tokens_per_item:,} to "
             f"{then.tokens_per_item:,} tokens, up to "

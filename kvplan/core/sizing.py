@@ -13,7 +13,7 @@ from typing import Any
 
 from kvplan.core import blocks as B
 from kvplan.core import memory as M
-from kvplan.core.arch import GDN, AttnLayer, ModelArch, StateLayer, normalize
+from kvplan.core.arch import DSV4, GDN, MLA, AttnLayer, ModelArch, StateLayer, normalize
 from kvplan.core.dtypes import (
     canonical,
     dtype_bytes,
@@ -23,6 +23,7 @@ from kvplan.core.dtypes import (
 )
 from kvplan.core.kvspec import (
     ALL_STATES,
+    INDEXER,
     KvDtypes,
     attn_bytes_per_token,
     choose_block_size,
@@ -356,7 +357,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if kv.startswith("fp8") and kv != "fp8_ds_mla" and cc_major(cc) < 8 and gpu.vendor == "nvidia":
         raise BadInput(f"--kv-cache-dtype {kv} needs compute capability 8.0+ "
                        f"({gpu.name} is {cc})", hint="use --kv-cache-dtype auto")
-    if arch.packed_kv:
+    if DSV4 in arch.kinds:
         if (a.kv_cache_dtype or "auto").lower() == "auto":
             kv = "fp8_ds_mla"  # `_resolve_dsv4_kv_cache_dtype`: auto -> fp8 -> fp8_ds_mla
         if not version.at_least(0, 20):
@@ -369,7 +370,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("DeepSeek-V4 cache layout as vLLM 0.33 packs it (block-outermost "
                      "groups); earlier releases used slightly different pages")
     ssm = arch.ssm_state_dtype or model_dtype
-    dts = KvDtypes(kv=kv if kv != "fp8_ds_mla" else "fp8_ds_mla", conv=model_dtype,
+    dts = KvDtypes(kv=kv, conv=model_dtype,
                    ssm=canonical(ssm) if ssm != "auto" else model_dtype)
 
     # lengths and batch defaults
@@ -419,8 +420,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     mode = _mamba_cache_mode(arch, bool(prefix), version)
     align_mode = mode == "align" and version.at_least(0, 33)  # FlashInfer GDN checkpoint
     gdn_fi = cc_major(cc) >= 9 and gpu.vendor == "nvidia"
-    fi_checkpoint = align_mode and gdn_fi and any(
-        isinstance(x, StateLayer) and x.kind == GDN for x in arch.layers)
+    fi_checkpoint = align_mode and gdn_fi and GDN in arch.state_kinds
     state_blocks = {"all": ALL_STATES, "none": 1}.get(mode, 2 + int(fi_checkpoint))
     if mode == "all":
         notes.append("prefix caching keeps a Mamba state per block ('all' mode): state "
@@ -435,9 +435,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                               for x in arch.layers):
         notes.append("hybrid KV-cache manager off: local-attention layers are charged as full "
                      "attention")
-    specs = layer_specs(arch, tp=tp, dt=dts, block=plan, inflight_state_blocks=state_blocks,
-                        disable_hybrid=disable_hybrid)
-    spec_layer = _spec_to_layer(arch)
+    specs, spec_layer = layer_specs(arch, tp=tp, dt=dts, block=plan,
+                                    inflight_state_blocks=state_blocks,
+                                    disable_hybrid=disable_hybrid)
     groups = B.packed_groups(specs) if arch.packed_kv else B.make_groups(specs)
     bs = plan.block_size if arch.packed_kv else min(
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
@@ -581,10 +581,7 @@ def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> st
         return "none"  # 0.11 turned prefix caching off for every Mamba hybrid
     if version.at_least(0, 33):
         return "align"
-    kinds = {x.kind for x in arch.layers if isinstance(x, StateLayer)} | {
-        x.parallel_state.kind for x in arch.layers
-        if isinstance(x, AttnLayer) and x.parallel_state is not None}
-    if kinds <= {"mamba1", "mamba2"}:
+    if arch.state_kinds <= {"mamba1", "mamba2"}:
         return "all"
     return "align" if version.mamba_align_mode else "none"
 
@@ -596,24 +593,11 @@ def _kv_heads(layer: Any) -> int:
 def _tok_bytes(layer: Any, tp: int, kv: str) -> float:
     if not isinstance(layer, AttnLayer):
         return 0
-    if layer.kind == "dsv4":  # what a token adds: the compressed KV and indexer pages
+    if layer.kind == DSV4:  # what a token adds: the compressed KV and indexer pages
         return sum(sp.page / sp.block_size for sp in dsv4_specs(layer, 256)
-                   if sp.kind in ("mla", "indexer"))
+                   if sp.kind in (MLA, INDEXER))
     extra = layer.indexer_bytes
     return attn_bytes_per_token(layer, tp, kv) + extra
-
-
-def _spec_to_layer(arch: ModelArch) -> list[int]:
-    """Layer index of each entry `layer_specs` returns (indexer specs follow their layer)."""
-    out = []
-    for i, layer in enumerate(arch.layers):
-        out.append(i)
-        if isinstance(layer, AttnLayer) and layer.kind == "dsv4":
-            r = layer.compress_ratio
-            out.extend([i] * (2 * (r > 1) + 2 * (r == 4)))
-        elif isinstance(layer, AttnLayer):
-            out.extend([i] * (bool(layer.indexer_bytes) + (layer.parallel_state is not None)))
-    return out
 
 
 def _activation_shape(arch: ModelArch, tp: int, model_dtype: str) -> M.ActivationShape:
