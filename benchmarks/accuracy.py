@@ -85,9 +85,11 @@ def args_of(case: dict, version: str) -> EngineArgs:
         a.quantization = "fp8"  # online FP8 quantization of a 16-bit checkpoint
     if case.get("enable_prefix_caching") is not None:
         a.enable_prefix_caching = bool(case["enable_prefix_caching"])
-    if "--enable-expert-parallel" in str(case.get("other_flags") or ""):
+    flags = str(case.get("other_flags") or "")
+    if "--enable-expert-parallel" in flags:
         a.enable_expert_parallel = True
     a.flashinfer_sampler = case.get("sampler") == "flashinfer"
+    a.language_model_only = bool(re.search(r"language[_-]model[_-]only", flags, re.I))
     a.disable_custom_all_reduce = bool(case.get("custom_all_reduce_disabled"))
     return a
 

@@ -65,6 +65,11 @@ def size_cmd(
     skip_mm_profiling: bool = typer.Option(False, "--skip-mm-profiling",
                                            help="Multimodal models: leave the vision encoder "
                                            "out of the profile run (as vLLM's flag)."),
+    language_model_only: bool = typer.Option(False, "--language-model-only",
+                                             help="Multimodal models: text only, as vLLM's flag "
+                                             "(or --limit-mm-per-prompt 0 for every "
+                                             "modality): the vision tower is neither loaded nor "
+                                             "profiled."),
     vllm_version: Optional[str] = typer.Option(None, "--vllm-version",
                                                help="Target vLLM release (default 0.33)."),
     catalog: Optional[list[str]] = CatalogOpt,
@@ -104,6 +109,7 @@ def size_cmd(
         num_gpu_blocks_override=num_gpu_blocks_override,
         disable_custom_all_reduce=disable_custom_all_reduce,
         flashinfer_sampler=flashinfer_sampler, skip_mm_profiling=skip_mm_profiling,
+        language_model_only=language_model_only,
     )
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)

@@ -669,3 +669,18 @@ def test_dockerfile_with_a_broken_exec_form_exits_2(capsys, tmp_path):
     bad.write_text('FROM vllm/vllm-openai:v0.11.0\nCMD ["--model", "x",\n')
     code, out, err = run(capsys, "check", bad, "--gpu", "h100")
     assert code == 2 and "cannot read the exec-form list" in err and ":2:" in err
+
+
+def test_limit_mm_per_prompt_zero_is_language_model_only(capsys):
+    # all modality limits 0 = --language-model-only: no vision tower, no encoder profile
+    # (Qwen2.5-VL-7B on an L4 at 0.33: the 128k-token video profile alone exhausts the KV)
+    cmd = "vllm serve Qwen/Qwen2.5-VL-7B-Instruct"
+    _, rep = check_json(capsys, "--cmd", cmd, "--gpu", "l4")
+    assert rep["deployments"][0]["kv_cache_tokens"] == 0
+    for flags in ("--limit-mm-per-prompt '{\"image\":0,\"video\":0}'", "--language-model-only",
+                  "--limit-mm-per-prompt '{\"image\":{\"count\":0},\"video\":0}'"):
+        _, rep = check_json(capsys, "--cmd", f"{cmd} {flags}", "--gpu", "l4")
+        assert rep["deployments"][0]["kv_cache_tokens"] == 80752, flags
+    _, rep = check_json(capsys, "--cmd", f"{cmd} --limit-mm-per-prompt '{{\"image\":1}}'",
+                        "--gpu", "l4")
+    assert rep["deployments"][0]["kv_cache_tokens"] == 0

@@ -68,3 +68,23 @@ def test_vision_profile_json(capsys):
     assert main(["size", "Qwen/Qwen3-VL-8B-Instruct", "--gpu", "h100", "--json",
                  "--skip-mm-profiling"]) == 0
     assert json.loads(capsys.readouterr().out)["vision_profile"] is None
+
+
+def test_qwen36_uses_the_qwen3_vl_encoder_and_language_model_only_drops_it():
+    # Qwen3.5/3.6 reuse Qwen3-VL's vision transformer and dummy inputs (vLLM models/qwen3_5.py)
+    m = _model("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    p = encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
+                        max_model_len=131072, max_num_batched_tokens=8192, max_num_seqs=1)
+    assert (p.tokens_per_item, p.items, p.modality) == (16384, 1, "image")
+    # 65,536 patches x 1,152 x 2 B = U; attention 2 + 8 + 1 = 11 U beats the MLP
+    # (3 + 2 x 4304/1152 = 10.47 U); held: pixels 3 x 2 x 16 x 16 / 1152 + pos. emb. 1 + 0.1
+    u = 65536 * 1152 * 2
+    assert abs(p.encoder_peak - u * (11 + 1 + 1536 / 1152 + 0.1)) < 2
+    # --language-model-only: the tower is neither loaded nor profiled
+    a = EngineArgs(max_model_len=131072, max_num_seqs=1, max_num_batched_tokens=8192)
+    full = size(m, A100, a, "0.24.0")
+    text = size(m, A100, EngineArgs(**{**a.__dict__, "language_model_only": True}), "0.24.0")
+    vc = m.config["vision_config"]
+    tower = vc["depth"] * (4 * 1152 * 1152 + 2 * 1152 * vc["intermediate_size"]) * 2
+    assert full.budget.weights - text.budget.weights == tower
+    assert full.vision_profile is not None and text.vision_profile is None

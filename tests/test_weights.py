@@ -93,9 +93,34 @@ def test_modelopt_mixed_precision_means_over_listed_modules():
                             "backbone.layers.3.mixer.o_proj", "backbone.layers.1.mixer.gate"]}}
     wb = weight_bytes(normalize(LLAMA31_8B), 2, None, hq)
     assert wb.expert == 0.5 + 1 / 16
-    # FP8 1.0 + MXFP8 (1 + 1/32) + 4 excluded attention projections + 1 excluded o_proj at 2 B
-    assert wb.linear == (1.0 + 1 + 1 / 32 + 5 * 2) / 7
-    assert wb.other == 2
+    # FP8 in_proj 1.0 + 4 excluded attention projections + 1 excluded o_proj at 2 B
+    assert wb.linear == (1.0 + 5 * 2) / 6
+    assert wb.mlp == 1 + 1 / 32  # the shared expert's MXFP8, apart from the attention
+    assert (wb.lm_head, wb.other) == (0.5 + 1 / 16, 2)
+
+
+def test_modelopt_mixed_fused_expert_names():
+    # nvidia/Qwen3.6-35B-A3B-NVFP4 lists fused `mlp.experts` (no per-expert index), NVFP4
+    # shared experts and LM head, FP8 attention and Gated-DeltaNet projections
+    from kvplan import catalog
+    from kvplan.sources.resolve import model_from_entry
+
+    m = model_from_entry(*catalog.load("models").get("nvidia/Qwen3.6-35B-A3B-NVFP4"))
+    arch = normalize(m.config)
+    wb = weight_bytes(arch, 2, None, m.hf_quant_config)
+    nvfp4 = 0.5 + 1 / 16
+    assert (wb.expert, wb.mlp, wb.lm_head, wb.linear, wb.other) == (nvfp4, nvfp4, nvfp4, 1, 2)
+    # the estimate, part by part: 40 x 256 experts x 3 x 2048 x 512 at 4.5 bits ...
+    pc = count_params(arch)
+    assert pc.experts == 40 * 256 * 3 * 2048 * 512
+    mlp = sum(x.mlp for x in pc.layers)
+    assert mlp == 40 * (3 * 2048 * 512 + 2048)  # shared expert + its gate
+    attn = sum(x.split - x.mlp + x.kv_proj for x in pc.layers)
+    rest = pc.embed + pc.vision + sum(x.replicated for x in pc.layers)
+    expect = (pc.experts + mlp + pc.lm_head) * nvfp4 + attn + rest * 2
+    r = size(m, H100, EngineArgs(max_model_len=8192, kv_cache_memory_bytes=1 << 30))
+    assert abs(r.budget.weights - expect) < 1e3
+    assert round(r.budget.weights / (1 << 30), 2) == 20.08  # was 26.40 with experts at 0.75 B
 
 
 def _size_json(capsys, *argv):

@@ -38,6 +38,8 @@ VLLM_FIELDS = {
     "--num-gpu-blocks-override": "num_gpu_blocks_override",
     "--disable-custom-all-reduce": "disable_custom_all_reduce",
     "--skip-mm-profiling": "skip_mm_profiling",
+    "--language-model-only": "language_model_only",
+    "--limit-mm-per-prompt": "limit_mm_per_prompt",  # all zero = --language-model-only
 }
 # SGLang (`python -m sglang.launch_server`, server_args.py) flag -> field
 SGLANG_FIELDS = {
@@ -279,7 +281,7 @@ INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_s
 HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
 BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",
                "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
-               "disable_custom_all_reduce", "skip_mm_profiling"}
+               "disable_custom_all_reduce", "skip_mm_profiling", "language_model_only"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:
@@ -349,6 +351,10 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
             value: Any = v
         elif f.value is None:
             return
+        elif fld == "limit_mm_per_prompt":
+            if _all_zero_limits(f.value):
+                p.values["language_model_only"], p.set_by["language_model_only"] = True, f
+            return
         elif fld == "kv_cache_dtype" and engine != "vllm":
             value = _KV_DTYPES.get(f.value.lower(), f.value)
         elif fld == "quantization" and engine == "tgi":
@@ -367,6 +373,21 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
         return
     p.values[fld] = value
     p.set_by[fld] = f
+
+
+def _all_zero_limits(text: str) -> bool:
+    """`--limit-mm-per-prompt` that allows no item of any modality: JSON (`{"image": 0}`,
+    `{"image": {"count": 0}}`) or 0.6's `image=0,video=0`."""
+    import json
+
+    try:
+        limits = json.loads(text)
+    except ValueError:
+        limits = dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
+    if not isinstance(limits, dict) or not limits:
+        return False
+    counts = [v.get("count") if isinstance(v, dict) else v for v in limits.values()]
+    return all(str(c).strip() == "0" for c in counts)
 
 
 def _model(p: Parsed, pos: list[Token]) -> None:

@@ -1,4 +1,4 @@
-"""The vision encoder's share of vLLM's profile run (Qwen2-VL / Qwen2.5-VL / Qwen3-VL).
+"""The vision encoder's share of vLLM's profile run (Qwen2-VL / 2.5-VL / 3-VL / 3.5 / 3.6).
 
 vLLM 0.20.2 `GPUModelRunner.profile_run` first runs the encoder on the largest dummy item
 (`MultiModalBudget`, `compute_mm_encoder_budget`), keeps the pixels and encoder outputs while
@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 QWEN2_VL = ("Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration")
-QWEN3_VL = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration")
+QWEN3_VL = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+            # Qwen3.5 / 3.6: Qwen3-VL's vision transformer, processing info and dummy inputs
+            # (0.33 `models/qwen3_5.py`)
+            "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
 _QWEN2_MAX_PIXELS = 12845056  # Qwen2-VL image processor `max_pixels`
 _QWEN3_LONGEST_EDGE = 16777216  # Qwen3-VL image processor `size.longest_edge` (pixels)
 _QWEN2_MAX_VIDEO_PAIRS = 7  # `_MAX_FRAMES_PER_VIDEO` = 14 frames, 2 per temporal patch

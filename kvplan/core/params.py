@@ -28,6 +28,7 @@ class LayerParams:
     expert: int = 0  # routed experts: sharded by TP (or EP)
     kv_proj: int = 0  # K/V projection params (replicated past the KV-head count)
     kv_heads: int = 0
+    mlp: int = 0  # of `split`: dense-MLP / shared-expert params (quantized apart in mixed ckpts)
 
 
 @dataclass
@@ -155,28 +156,30 @@ def _count_params(arch: ModelArch) -> ParamCount:
         if pattern is not None:
             sym = pattern[i]
             if sym == "-":
-                lp.split += 2 * h * arch.intermediate_size
+                lp.mlp = 2 * h * arch.intermediate_size
             elif sym == "E":
                 latent = int(t.get("moe_latent_size") or h)  # experts work in a latent space
                 lp.expert += n_exp * 2 * latent * moe_i
                 lp.replicated += h * n_exp
-                lp.split += 2 * h * shared_i + (2 * h * latent if latent != h else 0)
+                lp.mlp = 2 * h * shared_i + (2 * h * latent if latent != h else 0)
+            lp.split += lp.mlp
             pc.layers.append(lp)
             continue
         if arch.model_type in ("granitemoehybrid",) and not n_exp:
             inter = int(t.get("shared_intermediate_size") or arch.intermediate_size)
-            lp.split += 3 * h * inter
+            lp.mlp = 3 * h * inter
         elif _is_moe_layer(t, i, n_exp):
             latent = int(t.get("routed_expert_hidden_size") or h)  # Kimi-K3 latent experts
             lp.expert += n_exp * 3 * latent * moe_i
             lp.replicated += h * n_exp
-            lp.split += 3 * h * shared_i + (h if shared_i and arch.model_type.startswith(
+            lp.mlp = 3 * h * shared_i + (h if shared_i and arch.model_type.startswith(
                 "qwen") else 0) + (2 * h * latent if latent != h else 0)
         else:
             inter = int(t.get("intermediate_size_mlp") or arch.intermediate_size)
             if t.get("use_double_wide_mlp") and layer is None:
                 inter *= 2  # Gemma-3n/4: KV-sharing layers carry a double-width MLP
-            lp.split += (3 if gated else 2) * h * inter
+            lp.mlp = (3 if gated else 2) * h * inter
+        lp.split += lp.mlp
         pc.layers.append(lp)
     ple = int(t.get("hidden_size_per_layer_input") or 0)
     if ple:  # Gemma-3n/4 per-layer embeddings: one vocab x ple table per layer + projection
@@ -196,9 +199,19 @@ def _count_params(arch: ModelArch) -> ParamCount:
 class WeightBytes:
     """Stored bytes per parameter for each part of a (possibly quantized) checkpoint."""
 
-    linear: float  # attention / dense-MLP projections
+    linear: float  # attention / mixer projections (and the MLPs unless `mlp` is set)
     expert: float  # routed-expert projections
-    other: float  # embeddings, LM head, norms: kept in the model dtype by every scheme here
+    other: float  # embeddings, norms, vision tower (and the LM head unless `lm_head` is set)
+    mlp: float | None = None  # dense-MLP / shared-expert projections, where they differ
+    lm_head: float | None = None  # a quantized LM head
+
+    @property
+    def mlp_bytes(self) -> float:
+        return self.linear if self.mlp is None else self.mlp
+
+    @property
+    def lm_head_bytes(self) -> float:
+        return self.other if self.lm_head is None else self.lm_head
 
 
 def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
@@ -270,33 +283,51 @@ def _modelopt_bytes(algo: str, group_size: int | None = None) -> float:
     return 1.0  # FP8, FP8_PB_WO, INT8 (W8A8 SmoothQuant): one byte, scales negligible
 
 
-_ROUTED_RE = re.compile(r"\.experts\.")
-_EXCLUDED_ATTN_RE = re.compile(r"(self_attn|attention|mixer)\*?$")
+_ROUTED_RE = re.compile(r"\.experts(\.|$)")  # `mlp.experts` (fused) or `experts.7.w1`
+_MLP_RE = re.compile(r"(shared_experts?|(^|\.)(gate_up_proj|gate_proj|up_proj|down_proj|w[123]|"
+                     r"fc[12]|c_fc|dense_h_to_4h|dense_4h_to_h))(\.|\*|$)")
+_EXCLUDED_ATTN_RE = re.compile(r"(self_attn|attention|linear_attn|mixer|\battn)(\*|\.\*)?$")
 _EXCLUDED_PROJ_RE = re.compile(r"_proj\*?$")
 
 
 def _modelopt_mixed(q: dict, d: float) -> WeightBytes:
     """ModelOpt `MIXED_PRECISION`: each listed module names its own `quant_algo`; modules
-    that are not listed and the `exclude_modules` stay in the model dtype. The bytes per
-    weight of routed experts and of the other projections are the mean over their listed
-    modules, with each excluded projection counted once in the model dtype (an excluded
-    attention block as its four projections). Names do not give module sizes, so this is an
+    that are not listed and the `exclude_modules` stay in the model dtype. Bytes per weight
+    are the mean over the listed modules of each part -- routed experts, MLP / shared-expert
+    projections, attention / mixer projections, LM head -- with each excluded projection
+    counted once in the model dtype (an excluded attention block as its four projections, an
+    excluded MLP as its three). Names do not give module sizes, so within a part this is an
     estimate; a real checkpoint's safetensors headers replace it."""
-    expert: list[float] = []
-    linear: list[float] = []
+    parts: dict[str, list[float]] = {"expert": [], "mlp": [], "linear": [], "lm_head": []}
+
+    def part(name: str) -> str:
+        if name.rsplit(".", 1)[-1] in ("lm_head", "head") and "layers" not in name:
+            return "lm_head"
+        if _ROUTED_RE.search(name):
+            return "expert"
+        return "mlp" if _MLP_RE.search(name) else "linear"
+
     for name, spec in q["quantized_layers"].items():
-        if name == "lm_head" or not isinstance(spec, dict):
-            continue
-        b = _modelopt_bytes(str(spec.get("quant_algo", "")), spec.get("group_size"))
-        (expert if _ROUTED_RE.search(name) else linear).append(b)
+        if isinstance(spec, dict):
+            parts[part(name)].append(
+                _modelopt_bytes(str(spec.get("quant_algo", "")), spec.get("group_size")))
     for pat in q.get("exclude_modules") or []:
-        pat = str(pat)
-        if _EXCLUDED_ATTN_RE.search(pat) and "." in pat:
-            linear.extend([d] * 4)
+        pat = str(pat).rstrip("*").rstrip(".")
+        if part(pat) == "lm_head":
+            parts["lm_head"].append(d)
+        elif _MLP_RE.search(pat + "."):
+            parts["mlp"].extend([d] * (1 if _EXCLUDED_PROJ_RE.search(pat) else 3))
+        elif "." in pat and _EXCLUDED_ATTN_RE.search(pat):
+            parts["linear"].extend([d] * 4)
         elif _EXCLUDED_PROJ_RE.search(pat):
-            linear.append(d)
-    lin = sum(linear) / len(linear) if linear else d
-    return WeightBytes(linear=lin, expert=sum(expert) / len(expert) if expert else lin, other=d)
+            parts["linear"].append(d)
+
+    def mean(xs: list[float]) -> float | None:
+        return sum(xs) / len(xs) if xs else None
+
+    lin = mean(parts["linear"]) or d
+    return WeightBytes(linear=lin, expert=mean(parts["expert"]) or lin, other=d,
+                       mlp=mean(parts["mlp"]), lm_head=mean(parts["lm_head"]))
 
 
 def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,

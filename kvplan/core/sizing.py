@@ -94,6 +94,10 @@ class EngineArgs:
     flashinfer_sampler: bool = False  # VLLM_USE_FLASHINFER_SAMPLER with flashinfer installed
     usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
     skip_mm_profiling: bool = False  # --skip-mm-profiling: no vision encoder in the profile
+    # --language-model-only (= --limit-mm-per-prompt 0 for every modality): the vision tower
+    # is neither loaded nor profiled (0.33 `interfaces._mark_tower_model`; Qwen VL models
+    # already skipped it in 0.10, `qwen2_5_vl.py`)
+    language_model_only: bool = False
 
 
 @dataclass
@@ -291,41 +295,43 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                 b += (lb.split / tp + lb.expert * pad / ep) * online + lb.replicated
                 b += (lb.kv * max(1, kvh // tp) / kvh if kvh else lb.kv / tp) * online
             if si == 0:
-                b += ts.embed / tp + ts.vision
+                b += ts.embed / tp + (0 if a.language_model_only else ts.vision)
             if si == len(stages) - 1:
                 b += (ts.lm_head or (ts.embed if si else 0)) / tp + ts.other_split
             out.append(int(b * shrink))
-        return out, int(ts.loaded * shrink), False
+        loaded = ts.loaded - (ts.vision if a.language_model_only else 0)
+        return out, int(loaded * shrink), False
     pc = count_params(arch)
     # the checkpoint as stored (for scaling to its exact size), then online quantization
     wb = weight_bytes(arch, dtype_bytes(model_dtype), None, model.hf_quant_config)
+    vision = 0 if a.language_model_only else pc.vision  # the tower as loaded
     per_stage = []
     for si, rng in enumerate(stages):
-        dense = expert = other = 0.0
+        attn = mlp = expert = other = head = 0.0
         for i in rng:
             lp = pc.layers[i]
             kv_local = lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads else 0
-            dense += lp.split / tp + kv_local
+            attn += (lp.split - lp.mlp) / tp + kv_local
+            mlp += lp.mlp / tp
             other += lp.replicated
             expert += lp.expert / ep
         if si == 0:
-            other += pc.embed / tp + pc.vision
+            other += pc.embed / tp + vision
         if si == len(stages) - 1 and (pc.lm_head or si):
-            other += (pc.lm_head or pc.embed) / tp
-        per_stage.append((dense * wb.linear * online, expert * wb.expert * online,
-                          other * wb.other))
-    est_total = (sum(x.split + x.kv_proj for x in pc.layers) * wb.linear
-                 + pc.experts * wb.expert
-                 + (pc.embed + pc.lm_head + pc.vision + sum(x.replicated for x in pc.layers))
-                 * wb.other)
-    scale, total, estimated = 1.0, est_total, True
-    if not model.weights_bytes and online != 1.0:
-        total = sum(x.split + x.kv_proj for x in pc.layers) * wb.linear * online + (
-            pc.experts * wb.expert * online) + (est_total - sum(
-                x.split + x.kv_proj for x in pc.layers) * wb.linear - pc.experts * wb.expert)
+            head = (pc.lm_head or pc.embed) / tp
+        per_stage.append(((attn * wb.linear + mlp * wb.mlp_bytes) * online,
+                          expert * wb.expert * online, other * wb.other + head * wb.lm_head_bytes))
+    quantizable = (sum(x.split - x.mlp + x.kv_proj for x in pc.layers) * wb.linear
+                   + sum(x.mlp for x in pc.layers) * wb.mlp_bytes + pc.experts * wb.expert)
+    rest = ((pc.embed + pc.vision + sum(x.replicated for x in pc.layers)) * wb.other
+            + pc.lm_head * wb.lm_head_bytes)
+    est_total = quantizable + rest
+    skipped = (pc.vision - vision) * wb.other
+    scale, total, estimated = 1.0, quantizable * online + rest - skipped, True
     if model.weights_bytes:
         exact = int(model.weights_bytes * shrink)
-        scale, total, estimated = (exact / est_total if est_total else 1.0), exact, False
+        scale = exact / est_total if est_total else 1.0
+        total, estimated = int(exact - skipped * scale), False
     return ([int(scale * (d + e * pad + o)) for d, e, o in per_stage], int(total), estimated)
 
 
@@ -460,7 +466,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         copies = "sampler_fp32_copies_flashinfer"  # 0.10 profiles the selected sampler only
     act = M.activation_peak(shape, mnbt, seqs, v1=version.v1, sampler_copies=M.const(copies))
     enc = None
-    if version.at_least(0, 20) and not a.skip_mm_profiling:
+    if version.at_least(0, 20) and not (a.skip_mm_profiling or a.language_model_only):
         enc = encoder_profile(arch.architectures, arch.vision_config, tp=tp, max_model_len=mml,
                               max_num_batched_tokens=mnbt, max_num_seqs=seqs)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
