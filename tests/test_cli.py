@@ -57,6 +57,16 @@ def test_nvidia_smi_and_gfd_names(capsys, name, gid):
     assert json.loads(out)["gpu"] == gid
 
 
+def test_unified_memory_gpu_says_the_pool_moves_with_host_use(capsys):
+    # GB10: vLLM measures free memory from the host's available RAM (integrated GPU)
+    code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "dgx-spark", "--json")
+    assert code == 0
+    assert any(n.startswith("unified memory: vLLM counts the host's RAM use")
+               for n in json.loads(out)["notes"])
+    code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100", "--json")
+    assert not any(n.startswith("unified memory") for n in json.loads(out)["notes"])
+
+
 def test_gpu_memory_override(capsys):
     code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu-memory", "24GiB",
                        "--max-model-len", "8192", "--json")

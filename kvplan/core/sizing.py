@@ -52,6 +52,7 @@ class Gpu:
     vendor: str = "nvidia"
     bandwidth_gbps: float = 0.0
     interconnect_gbps: float = 0.0  # NVLink / Infinity Fabric per GPU; 0 = PCIe only
+    unified_memory: bool = False  # integrated GPU sharing the host's RAM (DGX Spark GB10)
     tflops: dict[str, float | None] = field(default_factory=dict)
     price_per_hour: float | None = None
 
@@ -476,6 +477,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"{enc.modality} item(s) of {enc.tokens_per_item:,} tokens "
                      f"({enc.encoder_peak / GiB:.2f} GiB peak; --skip-mm-profiling skips it)")
     nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce)
+    if gpu.unified_memory and a.kv_cache_memory_bytes is None:
+        # vLLM reads free memory as the host's available RAM on an integrated GPU
+        # (`MemorySnapshot.measure`, `is_integrated_gpu`): host use moves the KV pool
+        notes.append("unified memory: vLLM counts the host's RAM use during profiling as "
+                     "non-torch memory, so the KV pool moves with what else runs (public GB10 "
+                     "logs: -2.3 to +1.6 GiB from this estimate); --kv-cache-memory-bytes "
+                     "fixes it")
     stage_rows = []
     best: tuple[int, M.Budget, int] | None = None
     for si, rng in enumerate(stages):

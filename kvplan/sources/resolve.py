@@ -66,6 +66,7 @@ def gpu_from_entry(key: str, e: dict[str, Any]) -> Gpu:
                vendor=str(e.get("vendor", "nvidia")),
                bandwidth_gbps=float(e.get("bandwidth_gbps") or 0),
                interconnect_gbps=float(e.get("interconnect_gbps") or 0),
+               unified_memory=bool(e.get("unified_memory")),
                tflops=dict(e.get("tflops") or {}),
                price_per_hour=e.get("price_per_hour"))
 
