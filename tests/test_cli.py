@@ -232,3 +232,17 @@ def test_models_and_gpus_listings(capsys):
     code, out, _ = run(capsys, "gpus", "--json")
     rows = json.loads(out)
     assert code == 0 and len(rows) >= 25
+
+
+def test_cudagraph_estimate_by_release_and_vendor(capsys):
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults on from 0.20; the worker profiles
+    # graphs on CUDA only until 0.25 and on ROCm from 0.26 (`is_cuda_alike`)
+    def graphs(gpu, version):
+        code, out, _ = run(capsys, "size", "gemma-3-4b-it", "--gpu", gpu, "--json",
+                           "--vllm-version", version, "--max-model-len", "8192")
+        assert code == 0
+        return json.loads(out)["cudagraph_bytes"]
+
+    assert graphs("h100", "0.19") == 0
+    assert graphs("h100", "0.23") == graphs("mi300x", "0.26") == (400 + 4 * 34) << 20
+    assert graphs("mi300x", "0.25") == 0

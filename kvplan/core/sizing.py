@@ -488,7 +488,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     best: tuple[int, M.Budget, int] | None = None
     for si, rng in enumerate(stages):
         graph = 0
-        if version.subtracts_cudagraph and not a.enforce_eager:
+        if version.subtracts_cudagraph(gpu.vendor) and not a.enforce_eager:
             graph = M.cudagraph_estimate(len(rng))
         bud = M.budget(gpu.memory_bytes, util, weights[si], act, nt, graph,
                        ceil_requested=version.requested_is_ceiled,

@@ -63,10 +63,11 @@ class VllmVersion:
         """`CacheConfig.gpu_memory_utilization`: 0.90, 0.92 from 0.20.0."""
         return 0.92 if self.at_least(0, 20) else 0.90
 
-    @property
-    def subtracts_cudagraph(self) -> bool:
-        """`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to 1 from 0.20.0."""
-        return self.at_least(0, 20)
+    def subtracts_cudagraph(self, vendor: str = "nvidia") -> bool:
+        """`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to 1 from 0.20.0; the worker
+        profiles graphs on CUDA only (`not is_rocm()` in 0.20.2, `is_cuda()` in 0.24/0.25)
+        and on ROCm too from 0.26 (`is_cuda_alike()`)."""
+        return self.at_least(0, 26) if vendor == "amd" else self.at_least(0, 20)
 
     @property
     def requested_is_ceiled(self) -> bool:
