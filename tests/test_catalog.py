@@ -50,3 +50,27 @@ def test_every_catalog_model_normalises_or_fails_cleanly():
         except KvplanError:
             pass
     assert ok >= 60
+
+
+def test_added_entries_hand_computed():
+    """deepseek-coder-6.7b-instruct (verbatim Hub config, safetensors total_size) and
+    Qwen3-8B-FP8 (Qwen3-8B + Qwen's fp8 block): KV per token and weights by hand."""
+    from kvplan.core.sizing import EngineArgs, Gpu, size
+    from kvplan.sources.resolve import model_from_entry
+
+    h100 = Gpu("h100-sxm", "NVIDIA H100 80GB HBM3", 81089 * (1 << 20), "9.0")
+    args = EngineArgs(max_model_len=8192, kv_cache_memory_bytes=1 << 30)
+    cat = catalog.load("models", [])
+
+    coder = size(model_from_entry(*cat.get("deepseek-coder-6.7b")), h100, args)
+    # 32 layers x 32 KV heads x 128 head dim x 2 (K, V) x 2 B (bf16)
+    assert coder.kv_bytes_per_token_per_gpu == 32 * 32 * 128 * 2 * 2 == 524288
+    assert coder.budget.weights == 13481025536  # model.safetensors.index.json total_size
+
+    fp8 = size(model_from_entry(*cat.get("qwen3-8b-fp8")), h100, args)
+    # FP8 weights, KV still bf16: 36 layers x 8 KV heads x 128 x 2 x 2 B
+    assert fp8.kv_bytes_per_token_per_gpu == 36 * 8 * 128 * 2 * 2 == 147456
+    # estimate: q/k/v/o + gate/up/down at 1 B; embeddings, LM head (untied), layer norms at 2 B
+    linear = 36 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 12288)
+    rest = 2 * 151936 * 4096 + 36 * 2 * 4096
+    assert fp8.budget.weights == linear + 2 * rest == 9435676672
