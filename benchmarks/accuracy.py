@@ -57,6 +57,8 @@ def version_of(case: dict) -> str:
         m = re.match(r"v?(\d+\.\d+(?:\.\d+)?)", str(v))
         if m and not str(v).startswith("0.1.dev"):
             return m.group(1)
+    if case.get("vllm_version_assumed"):
+        return str(case["vllm_version_assumed"])  # inferred by the case (see its comment)
     obs = case.get("observed") or {}
     if "cpu_blocks" in obs or "gpu_blocks" in obs:
         return "0.6"
@@ -86,6 +88,9 @@ def args_of(case: dict, version: str) -> EngineArgs:
     if case.get("enable_prefix_caching") is not None:
         a.enable_prefix_caching = bool(case["enable_prefix_caching"])
     flags = str(case.get("other_flags") or "")
+    m = re.search(r"(?:--decode-context-parallel-size|-dcp)[ =](\d+)", flags)
+    if m:
+        a.decode_context_parallel_size = int(m.group(1))
     if "--enable-expert-parallel" in flags:
         a.enable_expert_parallel = True
     a.flashinfer_sampler = case.get("sampler") == "flashinfer"

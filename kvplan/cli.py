@@ -35,6 +35,9 @@ def size_cmd(
     tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp"),
     pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "-pp"),
     data_parallel_size: int = typer.Option(1, "--data-parallel-size", "-dp"),
+    decode_context_parallel_size: int = typer.Option(
+        1, "--decode-context-parallel-size", "-dcp",
+        help="Shard each request's KV cache over this many TP ranks (vLLM 0.10.2+)."),
     enable_expert_parallel: bool = typer.Option(False, "--enable-expert-parallel"),
     max_model_len: Optional[str] = typer.Option(None, "--max-model-len",
                                                 help="32768, 32K (=32768), 32k (=32000), "
@@ -96,6 +99,7 @@ def size_cmd(
         tensor_parallel_size=tensor_parallel_size,
         pipeline_parallel_size=pipeline_parallel_size,
         data_parallel_size=data_parallel_size,
+        decode_context_parallel_size=decode_context_parallel_size,
         enable_expert_parallel=enable_expert_parallel,
         max_model_len=mml, kv_cache_dtype=kv_cache_dtype,
         gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kvb,

@@ -279,9 +279,13 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
     # the sampler dominates the profile peak: logits-sized fp32 buffers + fixed workspace
     assert a.budget.activation == int(reqs * vocab * 4 * 9.6 + 64 * 2**20)
     assert b.budget.activation == int(reqs * vocab * 4 * 2.5 + 64 * 2**20)
-    # 0.33 warms the PyTorch path as well: the flag changes nothing there
+    # 0.33 warms the PyTorch path as well: the flag changes nothing there. From 0.17 the
+    # Triton top-k/top-p path: 3.9 buffers, plus what 0.20+ keeps after the profile (450 MiB)
     c = run(LLAMA31_8B, max_model_len=8192, flashinfer_sampler=True)
     assert c.budget.activation == run(LLAMA31_8B, max_model_len=8192).budget.activation
+    assert c.budget.activation == int(reqs * vocab * 4 * 3.9 + (64 + 450) * 2**20)
+    assert run(LLAMA31_8B, version="0.19", max_model_len=8192).budget.activation == int(
+        reqs * vocab * 4 * 3.9 + 64 * 2**20)
     tp2 = dict(tensor_parallel_size=2, max_model_len=8192)
     nv = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 << 20, "9.0", interconnect_gbps=900)
     assert run(LLAMA31_8B, gpu=nv, **tp2).budget.non_torch == (130 + 420) * 2**20
@@ -388,3 +392,47 @@ def test_mamba_prefix_caching_off_before_014():
     r = run(NEMOTRON_H_8B, version="0.11", kv_cache_memory_bytes=GiB, max_model_len=8192,
             enable_prefix_caching=True)
     assert r.blocks_per_request == -(-8192 // r.block_size) + 4  # one state per Mamba group
+
+
+def test_moe_workspace_stays_allocated_while_the_sampler_runs():
+    # Qwen3-Next-80B-A3B (512 experts, top-10, expert intermediate 512, hidden 2048), TP1 on
+    # an H100 at 0.20 with the serve defaults: 8,192 tokens, 1,024 dummy requests.
+    # Fused-MoE workspace per token: top_k x (max(2 x 512, 2048) + 512) = 10 x 2,560 elements.
+    ws = 8192 * 10 * 2560 * 2
+    sampler = 1024 * 151936 * 4 * 3.9
+    r = run(QWEN3_NEXT_80B, version="0.20", max_model_len=8192, kv_cache_memory_bytes=GiB)
+    assert r.budget.activation == int(ws + sampler + (64 + 450) * 2**20)
+    # 0.11 allocated the workspace per call: the peak is the larger of forward and sampler
+    old = run(QWEN3_NEXT_80B, version="0.11", max_model_len=8192, kv_cache_memory_bytes=GiB)
+    assert old.budget.activation == int(1024 * 151936 * 4 * 9.6 + 64 * 2**20)
+    # expert parallelism keeps experts whole: the intermediate is not split by TP
+    ep = run(QWEN3_NEXT_80B, version="0.20", max_model_len=8192, kv_cache_memory_bytes=GiB,
+             tensor_parallel_size=4, enable_expert_parallel=True)
+    tp = run(QWEN3_NEXT_80B, version="0.20", max_model_len=8192, kv_cache_memory_bytes=GiB,
+             tensor_parallel_size=4)
+    assert ep.budget.activation - tp.budget.activation == 8192 * 10 * (512 - 128) * 2
+
+
+def test_decode_context_parallel_shards_tokens_not_memory():
+    # vLLM 0.11 Kimi-K2-Thinking recipe on 8x H200 (TP8): 46.80 GiB of KV per GPU gives
+    # 715,072 tokens, and with -dcp 8 "Multiplying the GPU KV cache size by the
+    # dcp_world_size 8": 5,721,088 tokens (one 64-token block more in that run)
+    kv = round(46.80 * GiB)
+    base = run(DEEPSEEK_V3, version="0.11", tensor_parallel_size=8, max_model_len=163840,
+               kv_cache_memory_bytes=kv)
+    dcp = run(DEEPSEEK_V3, version="0.11", tensor_parallel_size=8, max_model_len=163840,
+              kv_cache_memory_bytes=kv, decode_context_parallel_size=8)
+    per_token = 61 * 576 * 2  # MLA latent, replicated on every TP rank: 70,272 B
+    assert base.kv_bytes_per_token_per_gpu == dcp.kv_bytes_per_token_per_gpu == per_token
+    assert base.num_gpu_blocks == dcp.num_gpu_blocks == kv // (64 * per_token) == 11173
+    assert base.kv_cache_tokens == 11173 * 64 == 715072
+    assert dcp.kv_cache_tokens == 8 * 715072
+    # a request of 163,840 tokens needs 2,560 blocks, 320 with each rank holding 1/8
+    assert (base.blocks_per_request, dcp.blocks_per_request) == (2560, 320)
+    assert dcp.kv_bytes_per_token_replica == per_token  # each token stored once per replica
+    with pytest.raises(BadInput, match="not divisible"):
+        run(DEEPSEEK_V3, tensor_parallel_size=8, decode_context_parallel_size=3,
+            kv_cache_memory_bytes=kv)
+    with pytest.raises(BadInput, match="full-attention and MLA layers only"):
+        run(GEMMA2_9B, tensor_parallel_size=2, decode_context_parallel_size=2,
+            kv_cache_memory_bytes=GiB)

@@ -21,6 +21,7 @@ VLLM_FIELDS = {
     "--tensor-parallel-size": "tensor_parallel_size",
     "--pipeline-parallel-size": "pipeline_parallel_size",
     "--data-parallel-size": "data_parallel_size",
+    "--decode-context-parallel-size": "decode_context_parallel_size",
     "--enable-expert-parallel": "enable_expert_parallel",
     "--max-model-len": "max_model_len",
     "--kv-cache-dtype": "kv_cache_dtype",
@@ -277,6 +278,7 @@ def _convert(fld: str, text: str, typ: str | None, what: str) -> Any:
 
 
 INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+              "decode_context_parallel_size",
               "block_size", "max_num_seqs", "num_gpu_blocks_override", "max_total_tokens"}
 HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
 BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",

@@ -183,7 +183,9 @@ def kv_cache_tokens(groups: list[Group], num_blocks: int, max_model_len: int,
     """The "GPU KV cache size: N tokens" figure vLLM logs.
 
     0.20.2+: int(max_concurrency * max_model_len) (same float expression as vLLM);
-    0.11-0.20.0: num_blocks // num_groups * min(group block sizes); V0: blocks x block size.
+    0.11-0.20.0: num_blocks // num_groups * min(group block sizes), times the decode context
+    parallel size ("Multiplying the GPU KV cache size by the dcp_world_size");
+    V0: blocks x block size.
     """
     if not groups:
         return 0
@@ -193,4 +195,4 @@ def kv_cache_tokens(groups: list[Group], num_blocks: int, max_model_len: int,
     min_bs = min(attn_sizes) if attn_sizes else groups[0].block_size
     if not v1:
         return num_blocks * min_bs
-    return num_blocks // len(groups) * min_bs
+    return num_blocks // len(groups) * min_bs * groups[0].spec.dcp

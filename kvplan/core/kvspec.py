@@ -61,6 +61,7 @@ class Spec:
     encoder_len: int = 0
     state_blocks: int = 0  # Mamba: states held per request (ALL_STATES: one per block)
     per_token: int = 0  # attention: bytes per token in this layer on this GPU
+    dcp: int = 1  # decode context parallelism: a block's tokens are spread over this many ranks
 
     @property
     def page(self) -> int:
@@ -92,7 +93,7 @@ class Spec:
             return cdiv(min(self.window + inflight, max_model_len), b)
         if self.kind == CROSS:
             return cdiv(self.encoder_len, b)
-        return cdiv(max_model_len, b)
+        return cdiv(max_model_len, b * self.dcp)  # `AttentionSpec.max_num_blocks_per_req`
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,6 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
     "act_mlp_copies": (
         3.0, "x local intermediate per token",
         "gate_up output (2 I/TP) + activation output (I/TP) at the MLP peak"),
-    "act_moe_copies": (
-        3.0, "x top_k x local expert intermediate per token",
-        "fused_moe intermediate caches (gate_up + activation) for every routed copy"),
     "sampler_fp32_copies": (
         9.6, "x num_reqs x vocab x 4 B (vLLM 0.8-0.16)",
         "the dummy sampler run (gpu_model_runner `_dummy_sampler_run`) dominates the V1 peak: "
@@ -39,16 +36,23 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "sampling'); fitted on five 0.10.1 A100 logs that print that line: 1.7-2.5 buffers. "
         "0.33 also warms the PyTorch path, so the flag has no effect there"),
     "sampler_fp32_copies_v017": (
-        3.9, "x num_reqs x vocab x 4 B (vLLM 0.17-0.19)",
+        3.9, "x num_reqs x vocab x 4 B (vLLM 0.17+)",
         "0.17 samples top-k/top-p with a Triton kernel for batches >= 8 "
-        "(`apply_top_k_top_p_triton`: absent in the 0.16.0 wheel, present in 0.17.1, same "
-        "sampler code in 0.18.1 and 0.19.0) instead of a full sort; fitted on five 0.19.0 logs "
-        "of one project (Llama-3.1-8B fp16 and W8A8 on A100-40GB, RTX A6000, H100 NVL; 256-1024 "
-        "requests): 3.3-4.4 buffers"),
-    "sampler_fp32_copies_v020": (
-        7.2, "x num_reqs x vocab x 4 B (vLLM 0.20+)",
-        "same term in the 0.2x releases: real logs of 0.26 (RTX 4080, 1.04 GiB peak) and "
-        "0.28 (L40S, 1.78 GiB non-KV incl. graphs) give 7.0-7.5 buffers"),
+        "(`apply_top_k_top_p_triton`: absent in the 0.16.0 wheel, present in 0.17.1 through "
+        "0.26; 0.24+ samples through FlashInfer first and warms this path second, same peak) "
+        "instead of a full sort: bf16 logits + fp32 copy + probs + exponential noise = 3.5 "
+        "buffers by the code; fitted on five 0.19.0 logs of one project (Llama-3.1-8B fp16 and "
+        "W8A8 on A100-40GB, RTX A6000, H100 NVL; 256-1024 requests): 3.3-4.4 buffers; eager "
+        "0.20.0 and 0.28.0 logs: 3.2-4.2"),
+    "act_v020_mib": (
+        450.0, "MiB from vLLM 0.20",
+        "what the 0.20+ language-model profile keeps allocated beyond the forward, MoE-workspace "
+        "and sampler terms (kernel and attention-backend workspaces kept after first use; 0.27+ "
+        "prints them inside 'consumed memory (weights + non-torch)'): residuals of 0.24-0.67 "
+        "GiB on seven 0.20-0.31 logs (Qwen3.5-35B eager on RTX PRO 6000, Gemma-4-E2B L4, "
+        "Qwen3-Coder-30B 4xL40S, Qwen3-14B L40S, Qwen3-235B TP4 and TP4+EP on RTX PRO 6000, "
+        "Llama-3.1-8B A100) once the sampler is counted as the code allocates it. Inside the "
+        "language-model phase, so a larger vision-encoder peak hides it"),
     "act_fixed_mib": (
         64.0, "MiB",
         "cuBLAS/attention workspaces and allocator rounding, independent of batch size"),
@@ -89,25 +93,43 @@ class ActivationShape:
     vocab: int
     act_bytes: int  # activation dtype bytes
 
+    @property
+    def moe_workspace_per_token(self) -> int:
+        """Elements the fused-MoE kernel keeps per token: `workspace13` (M x top_k x
+        max(N, K), the gate_up output, reused for the per-expert down output) and
+        `workspace2` (M x top_k x N/2, the activation output), with N = 2 x local expert
+        intermediate and K = hidden (`TritonExperts.workspace_shapes`; `fused_experts_impl`
+        allocates the same two caches per call)."""
+        if not self.moe_intermediate_local:
+            return 0
+        i = self.moe_intermediate_local
+        return self.top_k * (max(2 * i, self.hidden) + i)
+
 
 def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num_seqs: int,
-                    *, v1: bool, sampler_copies: float | None = None) -> int:
+                    *, v1: bool, sampler_copies: float | None = None,
+                    moe_chunk: int | None = None, persistent_moe: bool = False,
+                    v020: bool = False) -> int:
     """Peak torch memory of the profile run above the weights (empirical model).
 
     The profile run forwards `max_num_batched_tokens` tokens split over
     `min(max_num_batched_tokens, max_num_seqs)` dummy requests, then samples one token per
     request (`gpu_model_runner.profile_run`). V0 profiled `max_num_seqs` sequences the same way.
+    The fused-MoE workspace covers `moe_chunk` tokens at a time (`VLLM_FUSED_MOE_CHUNK_SIZE`
+    up to 0.1x); with `persistent_moe` (the workspace manager's buffers, 0.14+) it is still
+    allocated while the sampler runs. `v020` adds what 0.20+ keeps after the profile.
     """
     tokens = max_num_batched_tokens
     reqs = min(tokens, max_num_seqs)
     per_token = const("act_hidden_copies") * shape.hidden
-    mlp = const("act_mlp_copies") * shape.intermediate_local
-    if shape.moe_intermediate_local:
-        mlp = max(mlp, const("act_moe_copies") * shape.top_k * shape.moe_intermediate_local)
-    forward = tokens * (per_token + mlp) * shape.act_bytes
+    dense = const("act_mlp_copies") * shape.intermediate_local * tokens
+    moe = shape.moe_workspace_per_token * min(tokens, moe_chunk or tokens)
+    forward = (tokens * per_token + max(dense, moe)) * shape.act_bytes
     copies = const("sampler_fp32_copies") if sampler_copies is None else sampler_copies
     sampler = reqs * shape.vocab * 4 * copies
-    return int(max(forward, sampler) + const("act_fixed_mib") * MiB)
+    held = moe * shape.act_bytes if persistent_moe else 0
+    fixed = const("act_fixed_mib") + (const("act_v020_mib") if v020 else 0.0)
+    return int(max(forward, held + sampler) + fixed * MiB)
 
 
 def non_torch(tp: int, pp: int, custom_all_reduce: bool) -> int:

@@ -8,7 +8,7 @@ of `max_model_len` fits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvplan.core import blocks as B
@@ -25,6 +25,7 @@ from kvplan.core.kvspec import (
     ALL_STATES,
     INDEXER,
     KvDtypes,
+    Spec,
     attn_bytes_per_token,
     choose_block_size,
     dsv4_specs,
@@ -76,6 +77,7 @@ class EngineArgs:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
+    decode_context_parallel_size: int = 1  # -dcp: shards each request's KV over TP ranks
     enable_expert_parallel: bool = False
     max_model_len: int | None = None  # None: from the config; -1: auto-fit (0.14+)
     kv_cache_dtype: str = "auto"
@@ -156,6 +158,7 @@ class SizeResult:
             "tensor_parallel_size": a.tensor_parallel_size,
             "pipeline_parallel_size": a.pipeline_parallel_size,
             "data_parallel_size": a.data_parallel_size,
+            "decode_context_parallel_size": a.decode_context_parallel_size,
             "gpus_per_replica": a.tensor_parallel_size * a.pipeline_parallel_size,
             "kv_cache_dtype": self.kv_dtype,
             "kv_cache_dtype_requested": a.kv_cache_dtype,
@@ -239,11 +242,31 @@ def pp_partition(num_layers: int, pp: int) -> list[range]:
     return out
 
 
-def _validate_parallel(arch: ModelArch, a: EngineArgs) -> None:
-    for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+def _dcp_specs(specs: list[Spec | None], dcp: int) -> list[Spec | None]:
+    """Decode context parallelism: each rank keeps every `dcp`-th token of a request, so a
+    block spans `block_size x dcp` tokens (`resolve_dcp_kv_block_size`); full attention and
+    MLA only (vLLM 0.11 asserts it off for sliding windows)."""
+    kinds = {s.kind for s in specs if s is not None}
+    if kinds - {"full", "mla", "indexer"}:
+        raise BadInput(f"kvplan models --decode-context-parallel-size {dcp} for full-attention "
+                       f"and MLA layers only; this model also has {', '.join(sorted(kinds))}")
+    return [None if s is None else replace(s, dcp=dcp) for s in specs]
+
+
+def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> None:
+    for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                 "decode_context_parallel_size"):
         if getattr(a, name) < 1:
             raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
     tp = a.tensor_parallel_size
+    dcp = a.decode_context_parallel_size
+    if dcp > 1 and not version.at_least(0, 10, 2):
+        raise BadInput(f"vLLM {version.text} has no --decode-context-parallel-size",
+                       hint="it arrived in 0.10.2")
+    if tp % dcp:
+        raise BadInput(f"vLLM rejects --decode-context-parallel-size {dcp}: "
+                       f"--tensor-parallel-size {tp} is not divisible by it",
+                       hint="DCP splits the TP group; use a divisor of the TP size")
     heads = arch.num_attention_heads
     if heads and heads % tp:
         ok = [d for d in range(1, min(heads, 64) + 1) if heads % d == 0 and d <= 16]
@@ -345,7 +368,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     a = args or EngineArgs()
     version = VllmVersion.of(vllm_version)
     arch = normalize(model.config)
-    _validate_parallel(arch, a)
+    _validate_parallel(arch, a, version)
     choices = version.block_size_choices()
     if a.block_size and choices and a.block_size not in choices:
         raise BadInput(f"vLLM {version.text} rejects --block-size {a.block_size}",
@@ -445,6 +468,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     specs, spec_layer = layer_specs(arch, tp=tp, dt=dts, block=plan,
                                     inflight_state_blocks=state_blocks,
                                     disable_hybrid=disable_hybrid)
+    if a.decode_context_parallel_size > 1:
+        specs = _dcp_specs(specs, a.decode_context_parallel_size)
     groups = B.packed_groups(specs) if arch.packed_kv else B.make_groups(specs)
     bs = plan.block_size if arch.packed_kv else min(
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
@@ -460,12 +485,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("weights estimated from the config's parameter count (no checkpoint size "
                      "known)")
     util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
-    shape = _activation_shape(arch, tp, model_dtype)
-    copies = ("sampler_fp32_copies_v020" if version.at_least(0, 20) else
-              "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies")
+    shape = _activation_shape(arch, 1 if a.enable_expert_parallel else tp, tp, model_dtype)
+    copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
     if a.flashinfer_sampler and version.v1 and not version.at_least(0, 11):
         copies = "sampler_fp32_copies_flashinfer"  # 0.10 profiles the selected sampler only
-    act = M.activation_peak(shape, mnbt, seqs, v1=version.v1, sampler_copies=M.const(copies))
+    act = M.activation_peak(shape, mnbt, seqs, v1=version.v1, sampler_copies=M.const(copies),
+                            moe_chunk=None if version.at_least(0, 20) else 32768,
+                            persistent_moe=version.moe_workspace_persists,
+                            v020=version.at_least(0, 20))
     enc = None
     if version.at_least(0, 20) and not (a.skip_mm_profiling or a.language_model_only):
         enc = encoder_profile(arch.architectures, arch.vision_config, tp=tp, max_model_len=mml,
@@ -565,7 +592,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         tok.append(tok_memo[id(x)])
     top_stage = max(range(pp), key=lambda s: sum(tok[i] for i in stages[s]))
     per_gpu = round(sum(tok[i] for i in stages[top_stage]))
-    replica = round(sum(tok) * tp)
+    replica = round(sum(tok) * tp / a.decode_context_parallel_size)  # DCP: each token once
     logical = round(sum(_tok_bytes(x, 1, kv) for x in arch.layers) if tp > 1 else sum(tok))
     state = sum(state_bytes(x, tp, dts) for i, x in enumerate(arch.layers)
                 if isinstance(x, StateLayer) and i in stages[top_stage])
@@ -614,14 +641,17 @@ def _tok_bytes(layer: Any, tp: int, kv: str) -> float:
     return attn_bytes_per_token(layer, tp, kv) + extra
 
 
-def _activation_shape(arch: ModelArch, tp: int, model_dtype: str) -> M.ActivationShape:
+def _activation_shape(arch: ModelArch, expert_tp: int, tp: int,
+                      model_dtype: str) -> M.ActivationShape:
+    """`expert_tp`: how the experts' intermediate is split (1 with expert parallelism,
+    which keeps experts whole)."""
     t = arch.text_config
     dense_i = max(int(t.get("intermediate_size_mlp") or 0), arch.intermediate_size)
     moe_i = arch.moe_intermediate_size if arch.num_experts else 0
     if arch.num_experts and not moe_i:
         moe_i, dense_i = arch.intermediate_size, int(t.get("intermediate_size_mlp") or 0)
     return M.ActivationShape(hidden=arch.hidden_size, intermediate_local=cdiv(dense_i, tp),
-                             moe_intermediate_local=cdiv(moe_i, tp) if moe_i else 0,
+                             moe_intermediate_local=cdiv(moe_i, expert_tp) if moe_i else 0,
                              top_k=arch.experts_per_tok or 1, vocab=arch.vocab_size,
                              act_bytes=dtype_bytes(model_dtype))
 
@@ -629,8 +659,6 @@ def _activation_shape(arch: ModelArch, tp: int, model_dtype: str) -> M.Activatio
 def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
               arch: ModelArch) -> str:
     """The smallest change that makes vLLM start: more TP, then an FP8 KV cache."""
-    from dataclasses import replace
-
     heads = arch.num_attention_heads or 1
     for tp in (2, 4, 8, 16):
         if tp <= a.tensor_parallel_size or heads % tp:

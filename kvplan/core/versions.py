@@ -63,6 +63,14 @@ class VllmVersion:
         """`CacheConfig.gpu_memory_utilization`: 0.90, 0.92 from 0.20.0."""
         return 0.92 if self.at_least(0, 20) else 0.90
 
+    @property
+    def moe_workspace_persists(self) -> bool:
+        """Fused-MoE kernels take their scratch space from the worker's `WorkspaceManager`
+        (`v1/worker/workspace.py`; unquantized MoE via `FusedMoEModularKernel` in the 0.14.1
+        wheel, every MoE method via the kernel oracle in 0.17.1+), which keeps it allocated;
+        0.11 allocated it per call (`fused_experts_impl`)."""
+        return self.at_least(0, 14)
+
     def subtracts_cudagraph(self, vendor: str = "nvidia") -> bool:
         """`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to 1 from 0.20.0; the worker
         profiles graphs on CUDA only (`not is_rocm()` in 0.20.2, `is_cuda()` in 0.24/0.25)
