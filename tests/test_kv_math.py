@@ -436,3 +436,16 @@ def test_decode_context_parallel_shards_tokens_not_memory():
     with pytest.raises(BadInput, match="full-attention and MLA layers only"):
         run(GEMMA2_9B, tensor_parallel_size=2, decode_context_parallel_size=2,
             kv_cache_memory_bytes=GiB)
+
+
+def test_only_the_last_pipeline_stage_profiles_the_sampler():
+    # V1 `profile_run` samples on the last PP rank only: Llama-3.1-8B PP2 on an H100 at 0.11
+    # (1,024 dummy requests x 128,256 vocab x 9.6 buffers on stage 1; the 8,192-token forward
+    # of 4 x 4096 + 3 x 14336 activations on stage 0)
+    r = run(LLAMA31_8B, version="0.11", pipeline_parallel_size=2, max_model_len=8192)
+    s0, s1 = r.stages
+    sampler = int(1024 * 128256 * 4 * 9.6 + 64 * 2**20)
+    forward = int(8192 * (4 * 4096 + 3 * 14336) * 2 + 64 * 2**20)
+    assert (s0["available_kv_bytes"] - s1["available_kv_bytes"]
+            == s1["weights_bytes"] - s0["weights_bytes"] + sampler - forward)
+    assert r.budget.activation == sampler  # the last stage holds fewer blocks: it is reported

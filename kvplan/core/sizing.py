@@ -489,17 +489,24 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
     if a.flashinfer_sampler and version.v1 and not version.at_least(0, 11):
         copies = "sampler_fp32_copies_flashinfer"  # 0.10 profiles the selected sampler only
-    act = M.activation_peak(shape, mnbt, seqs, v1=version.v1, sampler_copies=M.const(copies),
-                            moe_chunk=None if version.at_least(0, 20) else 32768,
-                            persistent_moe=version.moe_workspace_persists,
-                            v020=version.at_least(0, 20))
+    def lm_peak(sampler_reqs: int) -> int:
+        return M.activation_peak(shape, mnbt, sampler_reqs, v1=version.v1,
+                                 sampler_copies=M.const(copies),
+                                 moe_chunk=None if version.at_least(0, 20) else 32768,
+                                 persistent_moe=version.moe_workspace_persists,
+                                 v020=version.at_least(0, 20))
+
+    act = lm_peak(seqs)
+    # V1 runs the dummy sampler on the last pipeline stage only (`profile_run`:
+    # `get_pp_group().is_last_rank`)
+    act_inner = lm_peak(0) if version.v1 and pp > 1 else act
     enc = None
     if version.at_least(0, 20) and not (a.skip_mm_profiling or a.language_model_only):
         enc = encoder_profile(arch.architectures, arch.vision_config, tp=tp, max_model_len=mml,
                               max_num_batched_tokens=mnbt, max_num_seqs=seqs)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
-        act = max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB),
-                  act + enc.held_for_lm)
+        act, act_inner = (max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB),
+                              x + enc.held_for_lm) for x in (act, act_inner))
         notes.append(f"the profile run also runs the vision encoder on {enc.items} "
                      f"{enc.modality} item(s) of {enc.tokens_per_item:,} tokens "
                      f"({enc.encoder_peak / GiB:.2f} GiB peak; --skip-mm-profiling skips it)")
@@ -517,7 +524,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         graph = 0
         if version.subtracts_cudagraph(gpu.vendor) and not a.enforce_eager:
             graph = M.cudagraph_estimate(len(rng))
-        bud = M.budget(gpu.memory_bytes, util, weights[si], act, nt, graph,
+        bud = M.budget(gpu.memory_bytes, util, weights[si],
+                       act if si == len(stages) - 1 else act_inner, nt, graph,
                        ceil_requested=version.requested_is_ceiled,
                        kv_cache_memory_bytes=a.kv_cache_memory_bytes)
         layer_set = {k for k, li in enumerate(spec_layer) if li in rng}
