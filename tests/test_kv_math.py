@@ -449,3 +449,18 @@ def test_only_the_last_pipeline_stage_profiles_the_sampler():
     assert (s0["available_kv_bytes"] - s1["available_kv_bytes"]
             == s1["weights_bytes"] - s0["weights_bytes"] + sampler - forward)
     assert r.budget.activation == sampler  # the last stage holds fewer blocks: it is reported
+
+
+def test_sliding_window_in_flight_batches_by_release_and_runner():
+    # `max_in_flight_tokens` = max_concurrent_batches x max_num_batched_tokens from 0.26
+    # (async scheduling on): pp + 1 batches with model runner V2 (dense models from 0.26,
+    # every model in 0.33), 2 (pp = 1) or pp with V1 (MoE and hybrid models in 0.26-0.32)
+    def inflight(cfg, version, pp=1):
+        return run(cfg, version=version, max_model_len=8192, max_num_batched_tokens=2048,
+                   pipeline_parallel_size=pp, kv_cache_memory_bytes=8 * GiB).inflight_tokens
+
+    assert inflight(GEMMA3_12B, "0.25") == 2048
+    assert inflight(GEMMA3_12B, "0.28") == inflight(QWEN3_NEXT_80B, "0.28") == 2 * 2048
+    assert inflight(GEMMA3_12B, "0.28", pp=2) == 3 * 2048  # dense: V2 runner
+    assert inflight(QWEN3_NEXT_80B, "0.28", pp=2) == 2 * 2048  # hybrid MoE: V1 runner
+    assert inflight(QWEN3_NEXT_80B, "0.33", pp=2) == 3 * 2048

@@ -473,9 +473,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     groups = B.packed_groups(specs) if arch.packed_kv else B.make_groups(specs)
     bs = plan.block_size if arch.packed_kv else min(
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
-    inflight = mnbt
-    if version.inflight_batches_scale_window:
-        inflight = mnbt * (pp + 1)  # model-runner V2 + async scheduling (0.33 defaults)
+    v2 = version.v2_model_runner(arch.architectures, bool(arch.num_experts),
+                                 arch.is_hybrid_state)
+    inflight = mnbt * version.inflight_batches(pp, v2)
 
     # memory per pipeline stage
     stages = pp_partition(arch.num_layers, pp)

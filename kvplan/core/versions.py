@@ -36,6 +36,16 @@ def parse_version_bounds() -> tuple[tuple[int, int], tuple[int, int]]:
     return lo, hi  # type: ignore[return-value]
 
 
+# `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES` (config/vllm.py) in the 0.24 and 0.26/0.27.1 wheels
+V2_RUNNER_ARCHS_024 = frozenset({
+    "Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
+    "LlamaForCausalLM", "MistralForCausalLM"})
+V2_RUNNER_ARCHS_026 = frozenset({
+    "DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
+    "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration",
+    "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"})
+
+
 @dataclass(frozen=True)
 class VllmVersion:
     """Feature switches of one vLLM release."""
@@ -88,10 +98,28 @@ class VllmVersion:
         """'GPU KV cache size' = int(max_concurrency * max_model_len) from 0.20.2."""
         return self.at_least(0, 20, 2)
 
-    @property
-    def inflight_batches_scale_window(self) -> bool:
-        """SWA worst case uses max_concurrent_batches x max_num_batched_tokens (0.33)."""
-        return self.at_least(0, 33)
+    def inflight_batches(self, pp: int, v2_runner: bool) -> int:
+        """Batches of `max_num_batched_tokens` a sliding-window or chunked layer must keep
+        blocks for (`VllmConfig.max_in_flight_tokens` = `max_concurrent_batches` x the token
+        budget, from 0.26; async scheduling is on by default): pp + 1 with model runner V2,
+        2 (pp = 1) or pp with V1. 0.33 runs V2 for every model; up to 0.25 one batch."""
+        if self.at_least(0, 33):
+            return pp + 1
+        if self.at_least(0, 26):
+            return pp + 1 if v2_runner else (2 if pp == 1 else pp)
+        return 1
+
+    def v2_model_runner(self, architectures: list[str], moe: bool, hybrid: bool) -> bool:
+        """Model runner V2 by default (`VllmConfig.use_v2_model_runner`): every model from
+        0.33; from 0.26 generate models that are neither MoE nor hybrid, and the listed MoE
+        architectures; in 0.24/0.25 the listed architectures only; V1 before."""
+        if self.at_least(0, 33):
+            return True
+        if self.at_least(0, 26):
+            return any(a in V2_RUNNER_ARCHS_026 for a in architectures) or not (moe or hybrid)
+        if self.at_least(0, 24):
+            return any(a in V2_RUNNER_ARCHS_024 for a in architectures)
+        return False
 
     @property
     def mamba_align_mode(self) -> bool:
