@@ -13,20 +13,25 @@ def _model(name: str) -> Model:
     return model_from_entry(*catalog.load("models").get(name))
 
 
+def _profile(m: Model, max_model_len: int, max_num_batched_tokens: int, max_num_seqs: int):
+    return encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
+                           max_model_len=max_model_len,
+                           max_num_batched_tokens=max_num_batched_tokens,
+                           max_num_seqs=max_num_seqs)
+
+
 def test_qwen25_vl_profiles_a_video_at_the_default_length():
     # vLLM 0.23.0 log: "Encoder cache will be initialized with a budget of 114688 tokens,
     # and profiled with 1 video items" (Qwen2.5-VL-7B, max_model_len 128000)
     m = _model("Qwen/Qwen2.5-VL-7B-Instruct")
-    p = encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
-                        max_model_len=128000, max_num_batched_tokens=2048, max_num_seqs=256)
+    p = _profile(m, 128000, 2048, 256)
     assert (p.tokens_per_item, p.items, p.modality) == (114688, 1, "video")
     # 458,752 patches x 1,280 x 2 B = U; peak = U x (5 + 3 x 3420/1280 + 0.919 + 0.1)
     u = 458752 * 1280 * 2
     assert abs(p.encoder_peak - u * (5 + 3 * 3420 / 1280 + 3 * 2 * 14 * 14 / 1280 + 0.1)) < 2
     assert round(p.encoder_peak / GiB, 2) == 15.35
     # below 32,768 tokens of context the profile is one 16,384-token item
-    p = encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
-                        max_model_len=16384, max_num_batched_tokens=2048, max_num_seqs=256)
+    p = _profile(m, 16384, 2048, 256)
     assert p.tokens_per_item == 16384
 
 
@@ -46,8 +51,7 @@ def test_qwen25_vl_log_that_runs_out_of_kv_memory():
 
 def test_qwen3_vl_one_image_and_deepstack():
     m = _model("Qwen/Qwen3-VL-30B-A3B-Instruct")
-    p = encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
-                        max_model_len=32768, max_num_batched_tokens=8192, max_num_seqs=4)
+    p = _profile(m, 32768, 8192, 4)
     assert (p.tokens_per_item, p.items, p.modality) == (16384, 1, "image")
     assert round(p.encoder_peak / GiB, 2) == 2.08  # 65,536 patches, 14.8 U
     assert encoder_profile(["LlamaForCausalLM"], None, tp=1, max_model_len=8192,
@@ -73,8 +77,7 @@ def test_vision_profile_json(capsys):
 def test_qwen36_uses_the_qwen3_vl_encoder_and_language_model_only_drops_it():
     # Qwen3.5/3.6 reuse Qwen3-VL's vision transformer and dummy inputs (vLLM models/qwen3_5.py)
     m = _model("nvidia/Qwen3.6-35B-A3B-NVFP4")
-    p = encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
-                        max_model_len=131072, max_num_batched_tokens=8192, max_num_seqs=1)
+    p = _profile(m, 131072, 8192, 1)
     assert (p.tokens_per_item, p.items, p.modality) == (16384, 1, "image")
     # 65,536 patches x 1,152 x 2 B = U; attention 2 + 8 + 1 = 11 U beats the MLP
     # (3 + 2 x 4304/1152 = 10.47 U); held: pixels 3 x 2 x 16 x 16 / 1152 + pos. emb. 1 + 0.1
