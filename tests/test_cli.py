@@ -246,3 +246,20 @@ def test_cudagraph_estimate_by_release_and_vendor(capsys):
     assert graphs("h100", "0.19") == 0
     assert graphs("h100", "0.23") == graphs("mi300x", "0.26") == (400 + 4 * 34) << 20
     assert graphs("mi300x", "0.25") == 0
+
+
+def test_decode_context_parallel_flag(capsys):
+    code, out, _ = run(capsys, "size", "kimi-k2-thinking", "--gpu", "h200", "-tp", "8",
+                       "-dcp", "8", "--vllm-version", "0.11", "--kv-cache-memory-bytes", "40G",
+                       "--json")
+    d = json.loads(out)
+    assert code == 0 and d["decode_context_parallel_size"] == 8
+    # 40 GiB / (64 tokens x 70,272 B) = 9,549 blocks; 0.11 logs blocks x 64 x dcp tokens
+    assert d["num_gpu_blocks"] == 40 * 2**30 // (64 * 70272) == 9549
+    assert d["kv_cache_tokens"] == 9549 * 64 * 8
+    code, out, _ = run(capsys, "size", "kimi-k2-thinking", "--gpu", "h200", "-tp", "8",
+                       "-dcp", "8", "--vllm-version", "0.11", "--kv-cache-memory-bytes", "40G")
+    assert "a block covers 512 tokens of a request" in out  # 64-token MLA blocks x 8
+    code, _, err = run(capsys, "size", "kimi-k2-thinking", "--gpu", "h200", "-tp", "8",
+                       "-dcp", "3")
+    assert code == 2 and "not divisible" in err

@@ -72,6 +72,11 @@ def render_size(r: SizeResult, stream=None) -> None:
         ["scheduler", f"max_num_seqs {r.max_num_seqs} · max_num_batched_tokens "
                       f"{fmt_int(r.max_num_batched_tokens)}"],
     ]
+    dcp = a.decode_context_parallel_size
+    if dcp > 1:
+        kv_rows.append(["decode context", f"-dcp {dcp}: each of {dcp} ranks keeps every "
+                        f"{dcp}th token, so a block covers {fmt_int(r.block_size * dcp)} tokens "
+                        "of a request"])
     if a.data_parallel_size > 1:
         kv_rows.append(["cluster", f"{a.data_parallel_size} engines × "
                         f"{fmt_int(r.kv_cache_tokens)} tokens (one pool per DP rank)"])
