@@ -684,3 +684,12 @@ def test_limit_mm_per_prompt_zero_is_language_model_only(capsys):
     _, rep = check_json(capsys, "--cmd", f"{cmd} --limit-mm-per-prompt '{{\"image\":1}}'",
                         "--gpu", "l4")
     assert rep["deployments"][0]["kv_cache_tokens"] == 0
+
+
+def test_decode_context_parallel_in_a_command(capsys):
+    # -dcp 8 on TP8: the same KV memory per GPU holds 8x the tokens
+    base = "vllm serve moonshotai/Kimi-K2-Thinking -tp 8 --max-model-len 131072"
+    _, one = check_json(capsys, "--cmd", base, "--gpu", "h200")
+    _, eight = check_json(capsys, "--cmd", f"{base} -dcp 8", "--gpu", "h200")
+    t1, t8 = (r["deployments"][0]["kv_cache_tokens"] for r in (one, eight))
+    assert abs(t8 - 8 * t1) <= 8 * 16  # 0.33 logs int(concurrency x max_model_len)
