@@ -17,7 +17,8 @@ def _profile(m: Model, max_model_len: int, max_num_batched_tokens: int, max_num_
     return encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
                            max_model_len=max_model_len,
                            max_num_batched_tokens=max_num_batched_tokens,
-                           max_num_seqs=max_num_seqs)
+                           max_num_seqs=max_num_seqs,
+                           text_hidden=m.config.get("text_config", {}).get("hidden_size", 0))
 
 
 def test_qwen25_vl_profiles_a_video_at_the_default_length():
@@ -91,3 +92,18 @@ def test_qwen36_uses_the_qwen3_vl_encoder_and_language_model_only_drops_it():
     tower = vc["depth"] * (4 * 1152 * 1152 + 2 * 1152 * vc["intermediate_size"]) * 2
     assert full.budget.weights - text.budget.weights == tower
     assert full.vision_profile is not None and text.vision_profile is None
+
+
+def test_gemma3_siglip_profile():
+    # vLLM 0.23.0 MI300X log: "Encoder cache will be initialized with a budget of 8192
+    # tokens, and profiled with 32 image items" (gemma-3-4b-it, max_model_len 8192)
+    m = _model("google/gemma-3-4b-it")
+    p = _profile(m, 8192, 8192, 1024)
+    assert (p.tokens_per_item, p.items, p.modality) == (256, 32, "image")
+    # 32 x 64 x 64 patches x 1,152 x 2 B = U; the MLP (3 + 2 x 4304/1152 = 10.47 U) beats
+    # attention (3 + 4 = 7 U); held: patch embeddings 1 U + bf16 pixels 3 x 14 x 14 / 1152
+    u = 32 * 4096 * 1152 * 2
+    assert abs(p.encoder_peak - u * (3 + 2 * 4304 / 1152 + 1 + 588 / 1152)) < 2
+    assert round(p.encoder_peak / GiB, 2) == 3.37
+    # held while the language model runs: pixels + 32 x 256 pooled tokens x 2,560 x 2 B
+    assert p.held_for_lm == 32 * 4096 * 588 * 2 + 32 * 256 * 2560 * 2

@@ -1,4 +1,5 @@
-"""The vision encoder's share of vLLM's profile run (Qwen2-VL / 2.5-VL / 3-VL / 3.5 / 3.6).
+"""The vision encoder's share of vLLM's profile run (Qwen2-VL / 2.5-VL / 3-VL / 3.5 / 3.6,
+Gemma 3).
 
 vLLM 0.20.2 `GPUModelRunner.profile_run` first runs the encoder on the largest dummy item
 (`MultiModalBudget`, `compute_mm_encoder_budget`), keeps the pixels and encoder outputs while
@@ -8,8 +9,11 @@ The encoder peak counts the bf16 activations a ViT block keeps alive at once (Fl
 backend: linear in the patch count), in units U = patches x vision hidden x 2 B: attention
 2 + 8/TP + 1 (+1 for the all-reduce output when TP > 1); MLP 5 + 3r/TP (+1) for Qwen2.5's
 gated MLP, max(3 + 2r/TP, 4 + r/TP (+1)) for Qwen3-VL (r = intermediate / hidden); plus what
-the whole run holds (pixels, Qwen3-VL's position embeddings and deepstack features). These are
-EMPIRICAL coefficients from reading the code, checked on two logs (docs/methodology.md).
+the whole run holds (pixels, Qwen3-VL's position embeddings and deepstack features). Gemma 3's
+SigLIP tower (`siglip.py`, FlashAttention per image): attention 3 + 4/TP (+1), the MLP as
+Qwen3-VL's, holding the patch embeddings and pixels; 256 pooled tokens per 896 x 896 image
+(pan-and-scan off). These are coefficients from reading the code, checked on two Qwen logs and
+one Gemma 3 log (docs/methodology.md).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ QWEN3_VL = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGenerati
 _QWEN2_MAX_PIXELS = 12845056  # Qwen2-VL image processor `max_pixels`
 _QWEN3_LONGEST_EDGE = 16777216  # Qwen3-VL image processor `size.longest_edge` (pixels)
 _QWEN2_MAX_VIDEO_PAIRS = 7  # `_MAX_FRAMES_PER_VIDEO` = 14 frames, 2 per temporal patch
+GEMMA3 = ("Gemma3ForConditionalGeneration",)
+_GEMMA3_TOKENS_PER_IMAGE = 256  # `mm_tokens_per_image`: 4 x 4 average pooling of 64 x 64 patches
 
 
 @dataclass(frozen=True)
@@ -36,12 +42,46 @@ class EncoderProfile:
     held_for_lm: int  # bytes still held during the language-model dummy run
 
 
+def _items(tokens: int, max_model_len: int, max_num_batched_tokens: int,
+           max_num_seqs: int) -> int:
+    """Items the profile encodes at once (`MultiModalBudget`, `compute_mm_encoder_budget`)."""
+    budget = max(max_num_batched_tokens, tokens)
+    return max(1, min(budget // tokens, max_num_seqs * max(1, max_model_len // tokens)))
+
+
+def _gemma3(vision: dict[str, Any], *, tp: int, text_hidden: int, max_model_len: int,
+            max_num_batched_tokens: int, max_num_seqs: int) -> EncoderProfile | None:
+    """Gemma 3: one 896 x 896 tile per dummy image (`Gemma3ProcessingInfo`, pan-and-scan off),
+    all images through the SigLIP tower in one call (`GPUModelRunner.profile_run`)."""
+    d = int(vision.get("hidden_size") or 0)
+    inter = int(vision.get("intermediate_size") or 0)
+    patch = int(vision.get("patch_size") or 14)
+    side = int(vision.get("image_size") or 896) // patch
+    if not d or not inter or not side:
+        return None
+    tokens = _GEMMA3_TOKENS_PER_IMAGE
+    items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs)
+    patches = items * side * side
+    r, extra = inter / d, (1 if tp > 1 else 0)
+    attn = 3 + 4 / tp + extra  # input, LayerNorm output, q/k/v (sharded), attention output
+    mlp = max(3 + 2 * r / tp, 4 + r / tp + extra)
+    held = 1 + 3 * patch * patch / d  # patch embeddings kept for the loop, bf16 pixels
+    pixels = patches * 3 * patch * patch * 2
+    outputs = items * tokens * text_hidden * 2
+    return EncoderProfile(tokens_per_item=tokens, items=items, modality="image",
+                          encoder_peak=int(patches * d * 2 * (max(attn, mlp) + held)),
+                          held_for_lm=pixels + outputs)
+
+
 def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, tp: int,
                     max_model_len: int, max_num_batched_tokens: int,
-                    max_num_seqs: int) -> EncoderProfile | None:
-    """The encoder profile of a Qwen VL model (None for other models)."""
+                    max_num_seqs: int, text_hidden: int = 0) -> EncoderProfile | None:
+    """The encoder profile of a Qwen VL or Gemma 3 model (None for other models)."""
     qwen2 = any(a in QWEN2_VL for a in architectures)
     qwen3 = any(a in QWEN3_VL for a in architectures)
+    if vision and any(a in GEMMA3 for a in architectures):
+        return _gemma3(vision, tp=tp, text_hidden=text_hidden, max_model_len=max_model_len,
+                       max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
     if not vision or not (qwen2 or qwen3):
         return None
     d = int(vision.get("hidden_size") or vision.get("embed_dim") or 0)
@@ -58,8 +98,7 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
         image = _QWEN2_MAX_PIXELS // (patch * merge) ** 2
         tokens = image * min(max(max_model_len // image, 1), _QWEN2_MAX_VIDEO_PAIRS)
         modality = "video"  # ties go to video
-    budget = max(max_num_batched_tokens, tokens)
-    items = max(1, min(budget // tokens, max_num_seqs * max(1, max_model_len // tokens)))
+    items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs)
     patches = items * tokens * merge * merge
     u = patches * d * 2
     r, extra = inter / d, (1 if tp > 1 else 0)

@@ -503,7 +503,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     enc = None
     if version.at_least(0, 20) and not (a.skip_mm_profiling or a.language_model_only):
         enc = encoder_profile(arch.architectures, arch.vision_config, tp=tp, max_model_len=mml,
-                              max_num_batched_tokens=mnbt, max_num_seqs=seqs)
+                              max_num_batched_tokens=mnbt, max_num_seqs=seqs,
+                              text_hidden=arch.hidden_size)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
         act, act_inner = (max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB),
                               x + enc.held_for_lm) for x in (act, act_inner))
