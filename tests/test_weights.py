@@ -175,3 +175,16 @@ def test_nemotron_h_block_list_and_latent_moe():
     arch = normalize(cfg["config"])
     assert arch.num_layers == len(cfg["config"]["layers_block_type"])
     assert abs(count_params(arch).total / 550e9 - 1) < 0.01
+
+
+def test_gemma4_moe_layers_keep_a_dense_mlp():
+    # vLLM `Gemma4DecoderLayer`: every layer of gemma-4-26B-A4B runs a dense gated MLP
+    # (intermediate 2112) and the 128-expert block (expert intermediate 704) side by side
+    from kvplan import catalog
+    from kvplan.sources.resolve import model_from_entry
+
+    m = model_from_entry(*catalog.load("models").get("google/gemma-4-26B-A4B"))
+    pc = count_params(normalize(m.config))
+    h = 2816
+    assert pc.experts == 30 * 128 * 3 * h * 704
+    assert sum(x.mlp for x in pc.layers) == 30 * 3 * h * 2112

@@ -174,6 +174,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
             lp.replicated += h * n_exp
             lp.mlp = 3 * h * shared_i + (h if shared_i and arch.model_type.startswith(
                 "qwen") else 0) + (2 * h * latent if latent != h else 0)
+            if arch.model_type.startswith("gemma4"):  # `Gemma4DecoderLayer`: a dense MLP
+                lp.mlp += 3 * h * arch.intermediate_size  # next to the experts in every layer
         else:
             inter = int(t.get("intermediate_size_mlp") or arch.intermediate_size)
             if t.get("use_double_wide_mlp") and layer is None:
