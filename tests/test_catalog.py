@@ -74,3 +74,26 @@ def test_added_entries_hand_computed():
     linear = 36 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 12288)
     rest = 2 * 151936 * 4096 + 36 * 2 * 4096
     assert fp8.budget.weights == linear + 2 * rest == 9435676672
+
+
+def test_gemma4_e4b_it_and_31b_it_hand_computed():
+    """google/gemma-4-E4B-it (KV sharing) and google/gemma-4-31B-it (split sliding/global
+    geometry): KV bytes per token by hand from the catalog configs."""
+    from kvplan.core.sizing import EngineArgs, Gpu, size
+    from kvplan.sources.resolve import model_from_entry
+
+    h100 = Gpu("h100-sxm", "NVIDIA H100 80GB HBM3", 81089 * (1 << 20), "9.0")
+    args = EngineArgs(max_model_len=8192, kv_cache_memory_bytes=1 << 30)
+    cat = catalog.load("models", [])
+
+    e4b = size(model_from_entry(*cat.get("gemma-4-e4b-it")), h100, args)
+    # 42 layers, the last 18 (24..41) reuse earlier KV -> layers 0..23 own a cache:
+    # full at 5, 11, 17, 23 (4 layers), the other 20 sliding. 2 KV heads everywhere
+    # (num_global_key_value_heads null); head_dim 256 sliding, global_head_dim 512 full; bf16 K+V
+    assert sum(x is not None for x in e4b.arch.layers) == 24
+    assert e4b.kv_bytes_per_token_per_gpu == 20 * 2 * 256 * 2 * 2 + 4 * 2 * 512 * 2 * 2 == 57344
+
+    b31 = size(model_from_entry(*cat.get("gemma-4-31b-it")), h100, args)
+    # 60 layers = (5 sliding + 1 full) x 10, no KV sharing: 50 sliding x 16 KV heads x 256
+    # + 10 full x 4 global KV heads x 512, x 2 (K, V) x 2 B (bf16)
+    assert b31.kv_bytes_per_token_per_gpu == 50 * 16 * 256 * 2 * 2 + 10 * 4 * 512 * 2 * 2 == 901120
