@@ -517,7 +517,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         # (`MemorySnapshot.measure`, `is_integrated_gpu`): host use moves the KV pool
         notes.append("unified memory: vLLM counts the host's RAM use during profiling as "
                      "non-torch memory, so the KV pool moves with what else runs (public GB10 "
-                     "logs: -2.3 to +1.6 GiB from this estimate); --kv-cache-memory-bytes "
+                     "logs: -2.3 to +3.5 GiB from this estimate); --kv-cache-memory-bytes "
                      "fixes it")
     stage_rows = []
     best: tuple[int, M.Budget, int] | None = None
