@@ -693,3 +693,21 @@ def test_decode_context_parallel_in_a_command(capsys):
     _, eight = check_json(capsys, "--cmd", f"{base} -dcp 8", "--gpu", "h200")
     t1, t8 = (r["deployments"][0]["kv_cache_tokens"] for r in (one, eight))
     assert abs(t8 - 8 * t1) <= 8 * 16  # 0.33 logs int(concurrency x max_model_len)
+
+
+def test_hybrid_default_max_num_seqs_over_the_blocks(capsys):
+    # vLLM 0.20+ refuses a Mamba / linear-attention model whose max_num_seqs exceeds the KV
+    # blocks under FULL decode graphs; a public 0.29 Qwen3.8-27B log failed the same way
+    # ("max_num_seqs (1024) exceeds available Mamba cache blocks (635)")
+    cmd = "vllm serve Qwen/Qwen3.5-27B --max-model-len 8192"
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "rtx-pro-6000", "--vllm-version",
+                           "0.29")
+    dep = rep["deployments"][0]
+    f = one(dep, "max-num-seqs-safe")
+    assert code == 1 and f["status"] == "fail" and f["current"] == 1024
+    assert f["fix"] == f"--max-num-seqs {f['suggested']}" and f["suggested"] < 1024
+    assert "the engine refuses to start" in f["message"]
+    assert one(dep, "max-model-len-fits")["status"] == "pass"
+    code, rep = check_json(capsys, "--cmd", f"{cmd} --enforce-eager", "--gpu", "rtx-pro-6000",
+                           "--vllm-version", "0.29")
+    assert one(rep["deployments"][0], "max-num-seqs-safe")["status"] == "skip"

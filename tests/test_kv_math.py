@@ -464,3 +464,18 @@ def test_sliding_window_in_flight_batches_by_release_and_runner():
     assert inflight(GEMMA3_12B, "0.28", pp=2) == 3 * 2048  # dense: V2 runner
     assert inflight(QWEN3_NEXT_80B, "0.28", pp=2) == 2 * 2048  # hybrid MoE: V1 runner
     assert inflight(QWEN3_NEXT_80B, "0.33", pp=2) == 3 * 2048
+
+
+def test_hybrid_max_num_seqs_needs_a_block_each_with_full_cuda_graphs():
+    # vLLM 0.20+: "max_num_seqs (N) exceeds available Mamba cache blocks (B)" -- a decoding
+    # sequence of a Mamba / linear-attention model needs its own block under FULL graphs
+    kw = dict(max_model_len=8192, kv_cache_memory_bytes=GiB, tensor_parallel_size=4)
+    r = run(QWEN3_NEXT_80B, version="0.20", max_num_seqs=1024, **kw)
+    assert r.num_gpu_blocks < 1024 and not r.fits
+    assert f"max_num_seqs (1024) exceeds the {r.num_gpu_blocks} KV-cache blocks" in r.failure
+    assert run(QWEN3_NEXT_80B, version="0.20", max_num_seqs=r.num_gpu_blocks, **kw).fits
+    assert run(QWEN3_NEXT_80B, version="0.20", max_num_seqs=1024, enforce_eager=True,
+               **kw).fits
+    assert run(QWEN3_NEXT_80B, version="0.19", max_num_seqs=1024, **kw).fits
+    assert run(LLAMA31_8B, version="0.20", max_num_seqs=1024,
+               max_model_len=8192, kv_cache_memory_bytes=3 * GiB // 2).fits  # 768 blocks, no Mamba

@@ -263,3 +263,19 @@ def test_length_advice_counts_the_qwen25_vl_video_profile():
     assert "vision profile from 114,688 to 16,384 tokens, up to 13.2 GiB" in first
     r = size(m, l40s, EngineArgs(skip_mm_profiling=True), "0.33")
     assert "vision profile" not in length_advice(r, preset("chat"))[0]
+
+
+def test_recommend_caps_max_num_seqs_at_the_mamba_block_count(capsys):
+    # vLLM 0.20+ needs a KV block per decoding sequence of a Mamba / linear-attention model
+    # under FULL graphs: the default 1,024 does not start, the plan sizes at the block count
+    # (and its safe max-num-seqs stays below it: each request holds a block in every group)
+    from configs import QWEN3_NEXT_80B
+
+    from kvplan.core.plan import Targets, plan_one
+
+    m = Model("qwen3-next", QWEN3_NEXT_80B)
+    args = EngineArgs(tensor_parallel_size=4, max_model_len=8192, kv_cache_memory_bytes=1 << 30)
+    r = size(m, H100, args, "0.29")
+    assert not r.fits and r.max_num_seqs_limit == r.num_gpu_blocks < 1024
+    p = plan_one(m, H100, args, "0.29", preset("chat").clip(8192), Targets(rate=1))
+    assert 1 <= p.max_num_seqs <= r.num_gpu_blocks // len(r.groups)

@@ -61,17 +61,21 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
 
     t = out.target
     decl = t.declared
+    name = spelled(p.engine, "max_num_seqs")
+    loc = p.loc_of("max_num_seqs")
+    over = out.facts.pop("max_num_seqs_over_blocks", None)
     if decl.workload is None:
         why = ("no workload declared: add the annotations kvplan.io/workload and "
                "kvplan.io/rate (plan file: workload:; --cmd: --workload/--rate)")
-        out.add("max-num-seqs-safe", SKIP, why)
+        if over:
+            _over_blocks(out, p, over, over[1], name, loc)
+        else:
+            out.add("max-num-seqs-safe", SKIP, why)
         out.add("replicas-cover-rate", SKIP, why)
         return
     wl = build_workload(decl.workload)
     tg = targets_of(decl.slo, wl)
     plan = plan_one(model, gpu, r.args, version, wl, tg)
-    name = spelled(p.engine, "max_num_seqs")
-    loc = p.loc_of("max_num_seqs")
     at = ""
     if out.has("max-model-len-fits", FAIL):
         at = f" (with {spelled(p.engine, 'max_model_len')} {r.max_model_len})"
@@ -87,7 +91,9 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
         out.add("replicas-cover-rate", SKIP, "not planned: no feasible max-num-seqs")
         return
     n = min(current, safe)
-    if p.engine == "tgi":
+    if over:
+        _over_blocks(out, p, over, min(over[1], safe), name, loc)
+    elif p.engine == "tgi":
         out.add("max-num-seqs-safe", SKIP, "TGI reserves each request's tokens when it admits "
                 "it, so it queues instead of preempting", loc)
         n = current if given else safe
@@ -104,6 +110,19 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
         out.add("max-num-seqs-safe", PASS, f"{name} {current} <= the safe {safe}{at} for the "
                 f"declared {wl.name} workload", loc, current=current, suggested=safe)
     _replicas_check(out, plan, n, wl, tg, gpu, r)
+
+
+def _over_blocks(out: Any, p: Parsed, over: tuple[int, int], fix: int, name: str,
+                 loc: Any) -> None:
+    """vLLM 0.20+ refuses a Mamba / linear-attention model whose max_num_seqs exceeds the KV
+    blocks under FULL decode CUDA graphs (`CompilationConfig`)."""
+    current, blocks = over
+    src = f"{name} {current}" if "max_num_seqs" in p.values else \
+        f"the default max-num-seqs {current}"
+    out.add("max-num-seqs-safe", FAIL, f"{src} exceeds the {blocks} KV-cache blocks: with FULL "
+            "decode CUDA graphs every decoding sequence of a Mamba/linear-attention model needs "
+            "its own block, so the engine refuses to start", loc, fix=f"{name} {fix}",
+            current=current, suggested=fix)
 
 
 def _why(plan: Any, tg: Any, engine: str) -> str:

@@ -315,12 +315,17 @@ def _max_model_len(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, a: Any,
     src = f"{name} {given}" if given not in (None, -1) else (
         f"max_model_len {r.max_model_len} (the model's default)" if given is None else
         f"{name} auto")
+    largest = r.largest_max_model_len or 0
+    cap = r.max_num_seqs_limit
+    if not r.fits and cap is not None and r.max_num_seqs > cap >= 1 and largest >= \
+            r.max_model_len:  # the length fits; max_num_seqs is over the Mamba block count
+        out.facts["max_num_seqs_over_blocks"] = (r.max_num_seqs, cap)
+        r = size(model, gpu, replace(a, max_num_seqs=cap), version, hints=False)
     if r.fits:
         out.add("max-model-len-fits", PASS, f"{src} fits: the pool holds "
                 f"{r.kv_cache_tokens:,} tokens ({r.max_concurrency:.2f} full-length requests)",
                 loc, current=r.max_model_len)
         return r
-    largest = r.largest_max_model_len or 0
     fix = f"{name} {largest}" if largest > 0 else "use a larger GPU or more tensor parallelism"
     out.add("max-model-len-fits", FAIL, f"{src} does not fit: {r.failure}; the engine "
             "refuses to start", loc, fix=fix, current=r.max_model_len,

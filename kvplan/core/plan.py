@@ -121,6 +121,10 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
              t: Targets) -> Plan:
     """The best plan for one candidate deployment."""
     r = size(model, gpu, args, version, hints=False)
+    limit = r.max_num_seqs_limit  # vLLM 0.20+: Mamba models need a block per decoding seq
+    if not r.fits and limit and r.max_num_seqs > limit:  # size at a max_num_seqs that starts
+        args = replace(args, max_num_seqs=limit)
+        r = size(model, gpu, args, version, hints=False)
     if not r.fits:
         raise BadInput(f"{gpu.id} TP{args.tensor_parallel_size}: {r.failure}")
     wl = wl.clip(r.max_model_len)
@@ -130,7 +134,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     safe = capacity.safe_max_num_seqs(d, usable, t.preempt_risk)
     ceiling = capacity.mean_ceiling(d, usable)
     n = guaranteed if t.policy == "guaranteed" else safe
-    notes: list[str] = []
+    notes: list[str] = []  # n <= limit: every request holds a block in each KV-cache group
     pm = perf.build(r, gpu)
     p_mean, o_mean, o_sq = _moments(wl)
     mnbt = r.max_num_batched_tokens

@@ -142,6 +142,9 @@ class SizeResult:
     stages: list[dict[str, int]]
     notes: list[str] = field(default_factory=list)
     vision_profile: EncoderProfile | None = None  # the encoder's share of the profile run
+    # vLLM 0.20+ caps max_num_seqs at the block count for Mamba / linear-attention models
+    # under FULL decode CUDA graphs (None where the rule does not apply)
+    max_num_seqs_limit: int | None = None
 
     @property
     def usable_blocks(self) -> int:
@@ -194,6 +197,7 @@ class SizeResult:
             "fits": self.fits,
             "failure": self.failure,
             "largest_max_model_len": self.largest_max_model_len,
+            "max_num_seqs_limit": self.max_num_seqs_limit,
             "vision_profile": None if self.vision_profile is None else {
                 "modality": self.vision_profile.modality,
                 "items": self.vision_profile.items,
@@ -575,6 +579,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             failure = (f"max_model_len {mml} needs {need / GiB:.2f} GiB of KV cache for one "
                        f"request but only {avail_for_check / GiB:.2f} GiB is available; "
                        f"the largest max_model_len that fits is {largest}")
+    seqs_limit = (num_blocks if version.mamba_seqs_need_blocks and not a.enforce_eager
+                  and any(g.spec.is_state for g in groups) else None)
+    if fits and seqs_limit is not None and seqs > seqs_limit:
+        fits = False
+        failure = (f"max_num_seqs ({seqs}) exceeds the {num_blocks} KV-cache blocks: with FULL "
+                   "decode CUDA graphs every decoding sequence of a Mamba/linear-attention "
+                   f"model needs its own block; use --max-num-seqs {num_blocks} or fewer "
+                   "(or --enforce-eager)")
     if not fits and hints:
         notes.append(_fit_hint(model, gpu, a, vllm_version, arch))
 
@@ -618,7 +630,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         bytes_per_block=bpb, num_gpu_blocks=num_blocks, blocks_per_request=bpr,
         max_concurrency=conc, kv_cache_tokens=tokens, inflight_tokens=inflight, fits=fits,
         failure=failure, largest_max_model_len=largest if groups else None,
-        concurrency_at=conc_at, stages=stage_rows, notes=notes, vision_profile=enc)
+        concurrency_at=conc_at, stages=stage_rows, notes=notes, vision_profile=enc,
+        max_num_seqs_limit=seqs_limit)
 
 
 def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> str:

@@ -74,6 +74,14 @@ class VllmVersion:
         return 0.92 if self.at_least(0, 20) else 0.90
 
     @property
+    def mamba_seqs_need_blocks(self) -> bool:
+        """With FULL decode CUDA graphs, vLLM refuses to start a Mamba/linear-attention model
+        whose max_num_seqs exceeds the KV-cache blocks ("max_num_seqs (N) exceeds available
+        Mamba cache blocks", `CompilationConfig` cudagraph checks): in the 0.20.2 wheel, not
+        in 0.19.0."""
+        return self.at_least(0, 20)
+
+    @property
     def moe_workspace_persists(self) -> bool:
         """Fused-MoE kernels take their scratch space from the worker's `WorkspaceManager`
         (`v1/worker/workspace.py`; unquantized MoE via `FusedMoEModularKernel` in the 0.14.1
