@@ -126,14 +126,22 @@ def test_github_annotations_point_at_the_offending_flag(capsys):
 
 def test_line_numbers_inside_a_shell_block_scalar(capsys, tmp_path):
     src = FIX / "deployment-shell-script.yaml"
-    text = src.read_text().replace("--max-num-seqs 32", "--max-num-seqs 4096")
+    text = src.read_text().replace("--max-num-seqs 32", "--max-num-seqs 1024")
     f = tmp_path / "shell.yaml"
     f.write_text(text)
     code, out, _ = run(capsys, "check", f, "--format", "github")
     assert code == 1
     (row,) = _annotations(out)
-    assert row[1]["line"] == str(line_of(f, "--max-num-seqs 4096"))
+    assert row[1]["line"] == str(line_of(f, "--max-num-seqs 1024"))
     assert row[1]["title"] == "kvplan max-num-seqs-safe"
+    # above the token budget (2,048 on an L40S) vLLM refuses the flag itself
+    f.write_text(src.read_text().replace("--max-num-seqs 32", "--max-num-seqs 4096"))
+    code, rep = check_json(capsys, f)
+    bad = [c for c in rep["deployments"][0]["checks"]
+           if c["id"] == "flag-values" and c["status"] == "fail"]
+    assert code == 1 and len(bad) == 1 and bad[0]["line"] == line_of(f, "--max-num-seqs 4096")
+    assert bad[0]["message"].startswith("--max-num-batched-tokens 2048 is smaller than "
+                                        "--max-num-seqs 4096")
 
 
 def test_line_numbers_in_a_folded_compose_command(capsys):

@@ -279,3 +279,15 @@ def test_recommend_caps_max_num_seqs_at_the_mamba_block_count(capsys):
     assert not r.fits and r.max_num_seqs_limit == r.num_gpu_blocks < 1024
     p = plan_one(m, H100, args, "0.29", preset("chat").clip(8192), Targets(rate=1))
     assert 1 <= p.max_num_seqs <= r.num_gpu_blocks // len(r.groups)
+
+
+def test_recommend_never_emits_more_seqs_than_the_token_budget(capsys):
+    # a small model on an L40S: the KV pool would hold ~2,345 chat sequences, but vLLM rejects
+    # max_num_seqs above max_num_batched_tokens (2,048 by default on a < 70 GiB GPU)
+    code, out, err = run(capsys, "recommend", "Qwen/Qwen2.5-0.5B", "--gpu", "l40s",
+                         "--max-model-len", "4096", "--workload", "chat", "--rate", "50",
+                         "--json")
+    d = json.loads(out)
+    assert code == 0 and d["max_num_seqs"] == 2048 < d["safe_max_num_seqs"]
+    assert "--max-num-seqs 2048" in d["command"]
+    assert any("max_num_batched_tokens (2048) >= max_num_seqs" in a for a in d["advice"])

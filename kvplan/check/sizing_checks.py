@@ -197,6 +197,11 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         elif "dtype" in e.message:
             out.add("flag-values", FAIL, f"{e.message}: the engine refuses to start",
                     p.loc_of("kv_cache_dtype"), fix=e.hint or "fix the flag")
+        elif e.message.startswith("--max-num-batched-tokens"):  # scheduler limits vLLM rejects
+            fld = next((f for f in ("max_num_seqs", "max_num_batched_tokens", "max_model_len")
+                        if f in p.values), "max_num_batched_tokens")
+            out.add("flag-values", FAIL, f"{e.message}: the engine refuses to start",
+                    p.loc_of(fld), fix=e.hint or "fix the flag")
         else:
             passed.status, passed.message = FAIL, f"cannot size: {e.message}"
             passed.fix = e.hint or "fix the flags"

@@ -142,6 +142,10 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     def point(b: int) -> perf.Point:
         return perf.operating_point(pm, b, p_mean, o_mean, o_sq, mnbt, wl.prefix_hit)
 
+    if n > mnbt:  # `SchedulerConfig`: max_num_batched_tokens must be >= max_num_seqs
+        notes.append(f"max_num_seqs {mnbt} (not {n}): vLLM needs max_num_batched_tokens "
+                     f"({mnbt}) >= max_num_seqs; raise --max-num-batched-tokens to run more")
+        n = mnbt
     feasible, why = True, ""
     if n < 1:
         feasible, why = False, ("not one sequence fits with the required safety"

@@ -442,6 +442,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             mnbt = min(seqs * mml, mnbt)
     if a.max_num_seqs is None:
         seqs = min(seqs, mnbt)
+    if mnbt < seqs:  # `SchedulerConfig.verify_max_model_len` (0.33; the same check in V0)
+        raise BadInput(f"--max-num-batched-tokens {mnbt} is smaller than --max-num-seqs {seqs}; "
+                       "vLLM refuses this", hint=f"use --max-num-batched-tokens {seqs} or more, "
+                       f"or --max-num-seqs {mnbt} or fewer")
     if not chunked and mnbt < mml and a.max_num_batched_tokens:
         raise BadInput(f"--max-num-batched-tokens {mnbt} is smaller than --max-model-len {mml} "
                        "with chunked prefill off; vLLM refuses this",
