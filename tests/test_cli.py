@@ -263,3 +263,15 @@ def test_decode_context_parallel_flag(capsys):
     code, _, err = run(capsys, "size", "kimi-k2-thinking", "--gpu", "h200", "-tp", "8",
                        "-dcp", "3")
     assert code == 2 and "not divisible" in err
+
+
+def test_fp8_block_checkpoint_rejects_tp_that_splits_a_block(capsys):
+    # Qwen3-30B-A3B-FP8: 128x128 blocks, expert intermediate 768 -> 96 per GPU at TP8 (vLLM:
+    # "The output_size of gate's and up's weight = 96 is not divisible by ... block_n = 128")
+    code, _, err = run(capsys, "size", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "h100", "-tp", "8")
+    assert code == 2
+    assert "the experts' intermediate per GPU (96) is not a multiple of its 128x128" in err
+    assert "use --tensor-parallel-size 2, or add --enable-expert-parallel" in err
+    for flags in (["-tp", "2"], ["-tp", "8", "--enable-expert-parallel"]):
+        code, _, err = run(capsys, "size", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "h100", *flags)
+        assert code == 0, err

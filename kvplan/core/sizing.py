@@ -257,6 +257,40 @@ def _dcp_specs(specs: list[Spec | None], dcp: int) -> list[Spec | None]:
     return [None if s is None else replace(s, dcp=dcp) for s in specs]
 
 
+def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs) -> None:
+    """Block-quantized FP8 checkpoints (`weight_block_size`): vLLM refuses a TP size that
+    splits the MLP or expert intermediate into slices that are not whole quantization blocks
+    (`Fp8MoEMethod.create_weights` / `validate_fp8_block_shape_moe`: "The output_size of gate's
+    and up's weight = N is not divisible by weight quantization block_n"; `validate_fp8_block_
+    shape` for the dense down projection)."""
+    q = arch.quantization or {}
+    block = q.get("weight_block_size")
+    tp = a.tensor_parallel_size
+    if (str(q.get("quant_method", "")).lower() != "fp8" or not block or len(block) != 2
+            or model.hf_quant_config or tp == 1):
+        return
+    bn, bk = int(block[0]), int(block[1])
+    experts_fp8 = str(arch.text_config.get("expert_dtype", "fp8")).lower() not in ("fp4",)
+    parts = []
+    moe_i = arch.moe_intermediate_size or (arch.intermediate_size if arch.num_experts else 0)
+    if arch.num_experts and moe_i and experts_fp8:
+        per = moe_i // (1 if a.enable_expert_parallel else tp)
+        parts.append(("the experts' intermediate", per, not a.enable_expert_parallel))
+    dense = int(arch.text_config.get("intermediate_size") or 0)
+    if dense and (not arch.num_experts or (arch.moe_intermediate_size and int(
+            arch.text_config.get("first_k_dense_replace") or 0))):
+        parts.append(("the MLP intermediate", dense // tp, False))
+    for what, per, ep_fixes in parts:
+        if per % bn or per % bk:
+            ok = [t for t in (1, 2, 4, 8, 16) if t < tp and (per * tp // t) % bn == 0
+                  and (per * tp // t) % bk == 0]
+            hint = (f"use --tensor-parallel-size {max(ok)}" if ok else "use fewer GPUs per "
+                    "replica") + (", or add --enable-expert-parallel" if ep_fixes else "")
+            raise BadInput(f"vLLM rejects --tensor-parallel-size {tp} for this FP8 "
+                           f"block-quantized checkpoint: {what} per GPU ({per}) is not a "
+                           f"multiple of its {bn}x{bk} quantization blocks", hint=hint)
+
+
 def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> None:
     for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
                  "decode_context_parallel_size"):
@@ -373,6 +407,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     version = VllmVersion.of(vllm_version)
     arch = normalize(model.config)
     _validate_parallel(arch, a, version)
+    _validate_fp8_blocks(model, arch, a)
     choices = version.block_size_choices()
     if a.block_size and choices and a.block_size not in choices:
         raise BadInput(f"vLLM {version.text} rejects --block-size {a.block_size}",
