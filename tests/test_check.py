@@ -719,3 +719,14 @@ def test_hybrid_default_max_num_seqs_over_the_blocks(capsys):
     code, rep = check_json(capsys, "--cmd", f"{cmd} --enforce-eager", "--gpu", "rtx-pro-6000",
                            "--vllm-version", "0.29")
     assert one(rep["deployments"][0], "max-num-seqs-safe")["status"] == "skip"
+
+
+def test_fp8_block_tp_split_fails_tensor_parallel_valid(capsys):
+    cmd = "vllm serve Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 -tp 8"
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100")
+    f = one(rep["deployments"][0], "tensor-parallel-valid")
+    assert code == 1 and f["status"] == "fail"
+    assert "experts' intermediate per GPU (192)" in f["message"]
+    assert f["fix"] == "use --tensor-parallel-size 4, or add --enable-expert-parallel"
+    code, rep = check_json(capsys, "--cmd", f"{cmd} --enable-expert-parallel", "--gpu", "h200")
+    assert one(rep["deployments"][0], "tensor-parallel-valid")["status"] == "pass"
