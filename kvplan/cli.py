@@ -68,6 +68,9 @@ def size_cmd(
     skip_mm_profiling: bool = typer.Option(False, "--skip-mm-profiling",
                                            help="Multimodal models: leave the vision encoder "
                                            "out of the profile run (as vLLM's flag)."),
+    cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb",
+                                         help="GiB of weights per GPU vLLM keeps in host "
+                                         "memory (as vLLM's flag)."),
     language_model_only: bool = typer.Option(False, "--language-model-only",
                                              help="Multimodal models: text only, as vLLM's flag "
                                              "(or --limit-mm-per-prompt 0 for every "
@@ -113,7 +116,7 @@ def size_cmd(
         num_gpu_blocks_override=num_gpu_blocks_override,
         disable_custom_all_reduce=disable_custom_all_reduce,
         flashinfer_sampler=flashinfer_sampler, skip_mm_profiling=skip_mm_profiling,
-        language_model_only=language_model_only,
+        language_model_only=language_model_only, cpu_offload_gb=cpu_offload_gb,
     )
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)

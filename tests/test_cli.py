@@ -275,3 +275,19 @@ def test_fp8_block_checkpoint_rejects_tp_that_splits_a_block(capsys):
     for flags in (["-tp", "2"], ["-tp", "8", "--enable-expert-parallel"]):
         code, _, err = run(capsys, "size", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "h100", *flags)
         assert code == 0, err
+
+
+def test_cpu_offload_moves_weights_to_host_memory(capsys):
+    base = ["size", "llama-3.1-8b-instruct", "--gpu", "rtx4090", "--max-model-len", "32768",
+            "--json"]
+    code, out, _ = run(capsys, *base)
+    full = json.loads(out)
+    code, out, _ = run(capsys, *base, "--cpu-offload-gb", "4")
+    off = json.loads(out)
+    assert code == 0
+    # vLLM offloads decoder parameters until 4 GiB sit in host memory (`UVAOffloader`)
+    assert full["weights_bytes_per_gpu"] - off["weights_bytes_per_gpu"] == 4 * 2**30
+    assert off["available_kv_bytes"] - full["available_kv_bytes"] == 4 * 2**30
+    assert any("cross PCIe on every forward pass" in n for n in off["notes"])
+    code, _, err = run(capsys, *base, "--cpu-offload-gb", "-1")
+    assert code == 2 and "--cpu-offload-gb must be >= 0" in err

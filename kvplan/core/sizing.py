@@ -78,6 +78,7 @@ class EngineArgs:
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
     decode_context_parallel_size: int = 1  # -dcp: shards each request's KV over TP ranks
+    cpu_offload_gb: float = 0.0  # --cpu-offload-gb: decoder weights kept in host memory (GiB)
     enable_expert_parallel: bool = False
     max_model_len: int | None = None  # None: from the config; -1: auto-fit (0.14+)
     kv_cache_dtype: str = "auto"
@@ -527,6 +528,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if estimated:
         notes.append("weights estimated from the config's parameter count (no checkpoint size "
                      "known)")
+    if a.cpu_offload_gb < 0:
+        raise BadInput("--cpu-offload-gb must be >= 0")
+    if a.cpu_offload_gb:
+        # `UVAOffloader.wrap_modules`: decoder-layer parameters move to pinned host memory,
+        # parameter by parameter, until cpu_offload_gb GiB (per GPU) are offloaded
+        off = int(a.cpu_offload_gb * GiB)
+        weights = [max(w - off, 0) for w in weights]
+        notes.append(f"--cpu-offload-gb {a.cpu_offload_gb:g}: up to {a.cpu_offload_gb:g} GiB of "
+                     "weights per GPU stay in host memory and cross PCIe on every forward pass "
+                     "(the throughput model does not count that)")
     util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
     shape = _activation_shape(arch, 1 if a.enable_expert_parallel else tp, tp, model_dtype)
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
