@@ -68,6 +68,9 @@ def size_cmd(
     skip_mm_profiling: bool = typer.Option(False, "--skip-mm-profiling",
                                            help="Multimodal models: leave the vision encoder "
                                            "out of the profile run (as vLLM's flag)."),
+    performance_mode: str = typer.Option("balanced", "--performance-mode",
+                                         help="balanced, interactivity or throughput (vLLM "
+                                         "0.17+; throughput doubles the batch defaults)."),
     cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb",
                                          help="GiB of weights per GPU vLLM keeps in host "
                                          "memory (as vLLM's flag)."),
@@ -117,6 +120,7 @@ def size_cmd(
         disable_custom_all_reduce=disable_custom_all_reduce,
         flashinfer_sampler=flashinfer_sampler, skip_mm_profiling=skip_mm_profiling,
         language_model_only=language_model_only, cpu_offload_gb=cpu_offload_gb,
+        performance_mode=performance_mode,
     )
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)

@@ -291,3 +291,20 @@ def test_cpu_offload_moves_weights_to_host_memory(capsys):
     assert any("cross PCIe on every forward pass" in n for n in off["notes"])
     code, _, err = run(capsys, *base, "--cpu-offload-gb", "-1")
     assert code == 2 and "--cpu-offload-gb must be >= 0" in err
+
+
+def test_performance_mode_throughput_doubles_the_batch_defaults(capsys):
+    base = ["size", "llama-3.1-8b-instruct", "--gpu", "h100", "--max-model-len", "8192", "--json"]
+    code, out, _ = run(capsys, *base)
+    d = json.loads(out)
+    code, out, _ = run(capsys, *base, "--performance-mode", "throughput")
+    t = json.loads(out)
+    assert (d["max_num_seqs"], d["max_num_batched_tokens"]) == (1024, 8192)
+    assert (t["max_num_seqs"], t["max_num_batched_tokens"]) == (2048, 16384)
+    # the sampler term doubles with the dummy requests: 1,024 more x 128,256 x 4 B x 3.9
+    assert t["activation_bytes"] - d["activation_bytes"] == int(
+        2048 * 128256 * 4 * 3.9 + 514 * 2**20) - int(1024 * 128256 * 4 * 3.9 + 514 * 2**20)
+    code, _, err = run(capsys, *base, "--performance-mode", "fast")
+    assert code == 2 and "not one of balanced, interactivity, throughput" in err
+    code, _, err = run(capsys, *base, "--performance-mode", "throughput", "--vllm-version", "0.14")
+    assert code == 2 and "vLLM 0.14 has no --performance-mode" in err

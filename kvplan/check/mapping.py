@@ -41,6 +41,7 @@ VLLM_FIELDS = {
     "--skip-mm-profiling": "skip_mm_profiling",
     "--language-model-only": "language_model_only",
     "--cpu-offload-gb": "cpu_offload_gb",
+    "--performance-mode": "performance_mode",
     "--limit-mm-per-prompt": "limit_mm_per_prompt",  # all zero = --language-model-only
 }
 # SGLang (`python -m sglang.launch_server`, server_args.py) flag -> field

@@ -79,6 +79,7 @@ class EngineArgs:
     data_parallel_size: int = 1
     decode_context_parallel_size: int = 1  # -dcp: shards each request's KV over TP ranks
     cpu_offload_gb: float = 0.0  # --cpu-offload-gb: decoder weights kept in host memory (GiB)
+    performance_mode: str = "balanced"  # --performance-mode (0.17+): throughput doubles defaults
     enable_expert_parallel: bool = False
     max_model_len: int | None = None  # None: from the config; -1: auto-fit (0.14+)
     kv_cache_dtype: str = "auto"
@@ -464,6 +465,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if mml < 1:
             raise BadInput("--max-model-len must be >= 1")
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
+    if a.performance_mode not in ("balanced", "interactivity", "throughput"):
+        raise BadInput(f"--performance-mode {a.performance_mode!r} is not one of balanced, "
+                       "interactivity, throughput")
+    if a.performance_mode != "balanced" and not version.at_least(0, 17):
+        raise BadInput(f"vLLM {version.text} has no --performance-mode",
+                       hint="it is in 0.17.1 and later; 0.14.1 has none")
+    if a.performance_mode == "throughput":  # `EngineArgs`: doubles both defaults
+        d_mnbt, d_seqs = 2 * d_mnbt, 2 * d_seqs
     seqs = a.max_num_seqs or d_seqs
     chunked = a.enable_chunked_prefill
     if chunked is None:
