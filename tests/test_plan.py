@@ -291,3 +291,14 @@ def test_recommend_never_emits_more_seqs_than_the_token_budget(capsys):
     assert code == 0 and d["max_num_seqs"] == 2048 < d["safe_max_num_seqs"]
     assert "--max-num-seqs 2048" in d["command"]
     assert any("max_num_batched_tokens (2048) >= max_num_seqs" in a for a in d["advice"])
+
+
+def test_search_falls_back_to_expert_parallel_for_fp8_block_splits(capsys):
+    # Qwen3-235B-FP8 at TP8 splits its 1,536-wide experts into 192-wide slices of 128x128
+    # blocks, which vLLM rejects; with expert parallelism the experts stay whole
+    code, out, err = run(capsys, "recommend", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "--gpu",
+                         "h100", "-tp", "8", "--workload", "chat", "--rate", "20",
+                         "--max-model-len", "32768", "--json")
+    d = json.loads(out)
+    assert code == 0, err
+    assert "--tensor-parallel-size 8 --enable-expert-parallel" in d["command"]

@@ -249,8 +249,15 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
                 try:
                     p = plan_one(model, gpu, a, version, wl, t)
                 except BadInput as e:
-                    rejected.append(f"{gpu.id} TP{tp} {kv}: {e.message}")
-                    continue
+                    if not (e.hint and "--enable-expert-parallel" in e.hint):
+                        rejected.append(f"{gpu.id} TP{tp} {kv}: {e.message}")
+                        continue
+                    try:  # an FP8 block split at this TP: expert parallelism keeps experts whole
+                        a = replace(a, enable_expert_parallel=True)
+                        p = plan_one(model, gpu, a, version, wl, t)
+                    except BadInput as e2:
+                        rejected.append(f"{gpu.id} TP{tp} {kv}: {e2.message}")
+                        continue
                 if p.feasible:
                     plans.append(p)
                 else:
