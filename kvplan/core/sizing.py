@@ -645,7 +645,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         failure = (f"max_num_seqs ({seqs}) exceeds the {num_blocks} KV-cache blocks: with FULL "
                    "decode CUDA graphs every decoding sequence of a Mamba/linear-attention "
                    f"model needs its own block; use --max-num-seqs {num_blocks} or fewer "
-                   "(or --enforce-eager)")
+                   "(or --enforce-eager, or cudagraph_mode PIECEWISE in --compilation-config)")
     if not fits and hints:
         notes.append(_fit_hint(model, gpu, a, vllm_version, arch))
 
