@@ -12,10 +12,11 @@ class KvplanError(Exception):
 
     exit_code = EXIT_BAD_INPUT
 
-    def __init__(self, message: str, *, hint: str | None = None):
+    def __init__(self, message: str, *, hint: str | None = None, flag: str | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.flag = flag  # the EngineArgs field the engine rejects, where one is to blame
 
     def line(self) -> str:
         """The single line printed to stderr."""

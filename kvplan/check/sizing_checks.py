@@ -197,13 +197,14 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         elif "dtype" in e.message:
             out.add("flag-values", FAIL, f"{e.message}: the engine refuses to start",
                     p.loc_of("kv_cache_dtype"), fix=e.hint or "fix the flag")
-        elif e.message.startswith("vLLM rejects --tensor-parallel-size"):  # FP8 block split
+        elif e.flag == "tensor_parallel_size":  # a layout vLLM rejects (FP8 block split)
             tpv = next(f for f in out.findings if f.id == "tensor-parallel-valid")
             tpv.status, tpv.message = FAIL, f"{e.message}: the engine refuses to start"
             tpv.fix = e.hint or "change the tensor parallel size"
-        elif e.message.startswith("--max-num-batched-tokens"):  # scheduler limits vLLM rejects
-            fld = next((f for f in ("max_num_seqs", "max_num_batched_tokens", "max_model_len")
-                        if f in p.values), "max_num_batched_tokens")
+        elif e.flag:  # a scheduler limit vLLM rejects, reported at the flag that sets it
+            fld = e.flag if e.flag in p.values else next(
+                (f for f in ("max_num_seqs", "max_num_batched_tokens", "max_model_len")
+                 if f in p.values), e.flag)
             out.add("flag-values", FAIL, f"{e.message}: the engine refuses to start",
                     p.loc_of(fld), fix=e.hint or "fix the flag")
         else:

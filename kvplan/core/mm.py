@@ -42,6 +42,12 @@ class EncoderProfile:
     held_for_lm: int  # bytes still held during the language-model dummy run
 
 
+def _gelu_mlp_units(r: float, tp: int) -> float:
+    """Peak of a ViT block's un-gated MLP (fc1 -> GELU -> fc2) in units U: input, residual,
+    norm, fc1 and GELU outputs (3 + 2r/TP), or the fc2 output and its all-reduce."""
+    return max(3 + 2 * r / tp, 4 + r / tp + (1 if tp > 1 else 0))
+
+
 def _items(tokens: int, max_model_len: int, max_num_batched_tokens: int,
            max_num_seqs: int) -> int:
     """Items the profile encodes at once (`MultiModalBudget`, `compute_mm_encoder_budget`)."""
@@ -64,7 +70,7 @@ def _gemma3(vision: dict[str, Any], *, tp: int, text_hidden: int, max_model_len:
     patches = items * side * side
     r, extra = inter / d, (1 if tp > 1 else 0)
     attn = 3 + 4 / tp + extra  # input, LayerNorm output, q/k/v (sharded), attention output
-    mlp = max(3 + 2 * r / tp, 4 + r / tp + extra)
+    mlp = _gelu_mlp_units(r, tp)
     held = 1 + 3 * patch * patch / d  # patch embeddings kept for the loop, bf16 pixels
     pixels = patches * 3 * patch * patch * 2
     outputs = items * tokens * text_hidden * 2
@@ -104,7 +110,7 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     r, extra = inter / d, (1 if tp > 1 else 0)
     attn = 2 + 8 / tp + 1 + extra
     if qwen3:
-        mlp = max(3 + 2 * r / tp, 4 + r / tp + extra)
+        mlp = _gelu_mlp_units(r, tp)
         deep = len(vision.get("deepstack_visual_indexes") or [])
         held = 1 + 3 * t_patch * patch * patch / d + deep * out / (merge * merge * d) + 0.1
     else:

@@ -288,8 +288,8 @@ def _modelopt_bytes(algo: str, group_size: int | None = None) -> float:
 _ROUTED_RE = re.compile(r"\.experts(\.|$)")  # `mlp.experts` (fused) or `experts.7.w1`
 _MLP_RE = re.compile(r"(shared_experts?|(^|\.)(gate_up_proj|gate_proj|up_proj|down_proj|w[123]|"
                      r"fc[12]|c_fc|dense_h_to_4h|dense_4h_to_h))(\.|\*|$)")
-_EXCLUDED_ATTN_RE = re.compile(r"(self_attn|attention|linear_attn|mixer|\battn)(\*|\.\*)?$")
-_EXCLUDED_PROJ_RE = re.compile(r"_proj\*?$")
+_EXCLUDED_ATTN_RE = re.compile(r"(self_attn|attention|linear_attn|mixer|\battn)$")
+_EXCLUDED_PROJ_RE = re.compile(r"_proj$")  # both matched after trailing `*` / `.` are cut
 
 
 def _modelopt_mixed(q: dict, d: float) -> WeightBytes:

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from kvplan.core import capacity, perf, queueing
+from kvplan.core.arch import normalize
 from kvplan.core.mm import encoder_profile
 from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, size
 from kvplan.core.workload import Workload
@@ -123,6 +124,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     r = size(model, gpu, args, version, hints=False)
     limit = r.max_num_seqs_limit  # vLLM 0.20+: Mamba models need a block per decoding seq
     if not r.fits and limit and r.max_num_seqs > limit:  # size at a max_num_seqs that starts
+        # (the safe cap below stays under it: a request holds a block in every group)
         args = replace(args, max_num_seqs=limit)
         r = size(model, gpu, args, version, hints=False)
     if not r.fits:
@@ -134,7 +136,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     safe = capacity.safe_max_num_seqs(d, usable, t.preempt_risk)
     ceiling = capacity.mean_ceiling(d, usable)
     n = guaranteed if t.policy == "guaranteed" else safe
-    notes: list[str] = []  # n <= limit: every request holds a block in each KV-cache group
+    notes: list[str] = []
     pm = perf.build(r, gpu)
     p_mean, o_mean, o_sq = _moments(wl)
     mnbt = r.max_num_batched_tokens
@@ -249,10 +251,11 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
                 try:
                     p = plan_one(model, gpu, a, version, wl, t)
                 except BadInput as e:
-                    if not (e.hint and "--enable-expert-parallel" in e.hint):
+                    if (e.flag != "tensor_parallel_size" or a.enable_expert_parallel
+                            or not normalize(model.config).num_experts):
                         rejected.append(f"{gpu.id} TP{tp} {kv}: {e.message}")
                         continue
-                    try:  # an FP8 block split at this TP: expert parallelism keeps experts whole
+                    try:  # e.g. an FP8 expert-block split: expert parallelism keeps experts whole
                         a = replace(a, enable_expert_parallel=True)
                         p = plan_one(model, gpu, a, version, wl, t)
                     except BadInput as e2:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kvplan.core import blocks as B
 from kvplan.core import memory as M
-from kvplan.core.arch import DSV4, GDN, MLA, AttnLayer, ModelArch, StateLayer, normalize
+from kvplan.core.arch import DSV4, FULL, GDN, MLA, AttnLayer, ModelArch, StateLayer, normalize
 from kvplan.core.dtypes import (
     canonical,
     dtype_bytes,
@@ -253,7 +253,7 @@ def _dcp_specs(specs: list[Spec | None], dcp: int) -> list[Spec | None]:
     block spans `block_size x dcp` tokens (`resolve_dcp_kv_block_size`); full attention and
     MLA only (vLLM 0.11 asserts it off for sliding windows)."""
     kinds = {s.kind for s in specs if s is not None}
-    if kinds - {"full", "mla", "indexer"}:
+    if kinds - {FULL, MLA, INDEXER}:
         raise BadInput(f"kvplan models --decode-context-parallel-size {dcp} for full-attention "
                        f"and MLA layers only; this model also has {', '.join(sorted(kinds))}")
     return [None if s is None else replace(s, dcp=dcp) for s in specs]
@@ -273,24 +273,28 @@ def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs) -> None:
         return
     bn, bk = int(block[0]), int(block[1])
     experts_fp8 = str(arch.text_config.get("expert_dtype", "fp8")).lower() not in ("fp4",)
-    parts = []
+    parts = []  # (what, full intermediate, its TP split, whether expert parallelism avoids it)
     moe_i = arch.moe_intermediate_size or (arch.intermediate_size if arch.num_experts else 0)
     if arch.num_experts and moe_i and experts_fp8:
-        per = moe_i // (1 if a.enable_expert_parallel else tp)
-        parts.append(("the experts' intermediate", per, not a.enable_expert_parallel))
+        ep = a.enable_expert_parallel
+        parts.append(("the experts' intermediate", moe_i, 1 if ep else tp, not ep))
     dense = int(arch.text_config.get("intermediate_size") or 0)
     if dense and (not arch.num_experts or (arch.moe_intermediate_size and int(
             arch.text_config.get("first_k_dense_replace") or 0))):
-        parts.append(("the MLP intermediate", dense // tp, False))
-    for what, per, ep_fixes in parts:
-        if per % bn or per % bk:
-            ok = [t for t in (1, 2, 4, 8, 16) if t < tp and (per * tp // t) % bn == 0
-                  and (per * tp // t) % bk == 0]
+        parts.append(("the MLP intermediate", dense, tp, False))
+
+    def whole(n: int) -> bool:
+        return n % bn == 0 and n % bk == 0
+
+    for what, full, split, ep_fixes in parts:
+        if not whole(full // split):
+            ok = [t for t in (1, 2, 4, 8, 16) if t < tp and whole(full // t)]
             hint = (f"use --tensor-parallel-size {max(ok)}" if ok else "use fewer GPUs per "
                     "replica") + (", or add --enable-expert-parallel" if ep_fixes else "")
             raise BadInput(f"vLLM rejects --tensor-parallel-size {tp} for this FP8 "
-                           f"block-quantized checkpoint: {what} per GPU ({per}) is not a "
-                           f"multiple of its {bn}x{bk} quantization blocks", hint=hint)
+                           f"block-quantized checkpoint: {what} per GPU ({full // split}) is "
+                           f"not a multiple of its {bn}x{bk} quantization blocks", hint=hint,
+                           flag="tensor_parallel_size")
 
 
 def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> None:
@@ -490,11 +494,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if mnbt < seqs:  # `SchedulerConfig.verify_max_model_len` (0.33; the same check in V0)
         raise BadInput(f"--max-num-batched-tokens {mnbt} is smaller than --max-num-seqs {seqs}; "
                        "vLLM refuses this", hint=f"use --max-num-batched-tokens {seqs} or more, "
-                       f"or --max-num-seqs {mnbt} or fewer")
+                       f"or --max-num-seqs {mnbt} or fewer",
+                       flag="max_num_seqs" if a.max_num_seqs else "max_num_batched_tokens")
     if not chunked and mnbt < mml and a.max_num_batched_tokens:
         raise BadInput(f"--max-num-batched-tokens {mnbt} is smaller than --max-model-len {mml} "
                        "with chunked prefill off; vLLM refuses this",
-                       hint="raise it or enable chunked prefill")
+                       hint="raise it or enable chunked prefill", flag="max_num_batched_tokens")
 
     # Mamba prefix-caching mode and block size
     prefix = a.enable_prefix_caching
