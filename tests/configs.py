@@ -27,7 +27,7 @@ DEEPSEEK_V3 = {
     "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
                      "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
                      "type": "yarn"},
-    "vocab_size": 129280, "torch_dtype": "bfloat16",
+    "vocab_size": 129280, "torch_dtype": "bfloat16", "topk_method": "noaux_tc",
 }
 DEEPSEEK_V32 = {**DEEPSEEK_V3, "architectures": ["DeepseekV32ForCausalLM"],
                 "model_type": "deepseek_v32", "index_head_dim": 128, "index_n_heads": 64,

@@ -70,10 +70,11 @@ def test_added_entries_hand_computed():
     fp8 = size(model_from_entry(*cat.get("qwen3-8b-fp8")), h100, args)
     # FP8 weights, KV still bf16: 36 layers x 8 KV heads x 128 x 2 x 2 B
     assert fp8.kv_bytes_per_token_per_gpu == 36 * 8 * 128 * 2 * 2 == 147456
-    # estimate: q/k/v/o + gate/up/down at 1 B; embeddings, LM head (untied), layer norms at 2 B
+    # estimate: q/k/v/o + gate/up/down at 1 B; embeddings, LM head (untied), layer norms,
+    # q/k norms (2 x 128 per layer) and the final norm at 2 B
     linear = 36 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 12288)
-    rest = 2 * 151936 * 4096 + 36 * 2 * 4096
-    assert fp8.budget.weights == linear + 2 * rest == 9435676672
+    rest = 2 * 151936 * 4096 + 36 * (2 * 4096 + 2 * 128) + 4096
+    assert fp8.budget.weights == linear + 2 * rest == 9435703296
 
 
 def test_gemma4_e4b_it_and_31b_it_hand_computed():

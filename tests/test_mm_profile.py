@@ -88,8 +88,14 @@ def test_qwen36_uses_the_qwen3_vl_encoder_and_language_model_only_drops_it():
     a = EngineArgs(max_model_len=131072, max_num_seqs=1, max_num_batched_tokens=8192)
     full = size(m, A100, a, "0.24.0")
     text = size(m, A100, EngineArgs(**{**a.__dict__, "language_model_only": True}), "0.24.0")
-    vc = m.config["vision_config"]
-    tower = vc["depth"] * (4 * 1152 * 1152 + 2 * 1152 * vc["intermediate_size"]) * 2
+    # blocks (attention, GELU MLP 1152 -> 4304, biases, two LayerNorms), patch embedding
+    # 3 x 2 x 16 x 16, 2,304 position embeddings, one merger 4,608 -> 4,608 -> 2,048 with its
+    # biases and norm; bf16
+    vh, vi = 1152, 4304
+    blocks = 27 * (4 * vh * vh + 2 * vh * vi + 9 * vh + vi)
+    merger = 4608 * 4608 + 4608 * 2048 + 4608 + 2048 + vh
+    tower = (blocks + 3 * 2 * 16 * 16 * vh + 2304 * vh + merger) * 2
+    assert tower == 893_137_888
     assert full.budget.weights - text.budget.weights == tower
     assert full.vision_profile is not None and text.vision_profile is None
 

@@ -156,6 +156,10 @@ _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
                 "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
                 "max_position_embeddings": 4096 * 32, "sliding_window": 4096},
     "llama": {"max_position_embeddings": 2048},
+    # vLLM `Qwen3NextAttention`: `getattr(config, "attn_output_gate", True)` (Qwen3.5/3.6 reuse it)
+    "qwen3_next": {"attn_output_gate": True},
+    "qwen3_5_text": {"attn_output_gate": True},
+    "qwen3_5_moe_text": {"attn_output_gate": True},
 }
 
 MAX_LEN_KEYS = (

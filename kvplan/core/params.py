@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from kvplan.core.arch import AttnLayer, ModelArch, StateLayer
 from kvplan.core.memo import by_identity
 
+# vLLM qwen2.py / qwen2_moe.py: `QKVParallelLinear(..., bias=True)` without a config switch
+_QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl_text"}
 _NON_GATED = {"phi", "starcoder2", "gpt_bigcode", "falcon", "gpt2", "gpt_neox", "opt", "bloom",
               "mpt", "stablelm"}
 
@@ -99,10 +101,16 @@ def _attn_params(t: dict, arch: ModelArch, layer: AttnLayer) -> tuple[int, int, 
                 t.get("index_n_heads") or 64)
         return split, repl, 0
     hd, hv = layer.head_size, layer.head_size_v
-    q_heads = heads
-    split = h * q_heads * hd + q_heads * hv * h
+    # an output gate doubles q_proj (vLLM qwen3_next.py `Qwen3NextAttention`: heads x (1 + gate))
+    gate = 1 if t.get("attn_output_gate") or t.get("attention_output_gate") else 0
+    split = h * heads * hd * (1 + gate) + heads * hv * h
     kv = h * layer.num_kv_heads * (hd + hv)
-    return split, 0, kv
+    if t.get("attention_bias", arch.model_type in _QKV_BIAS):  # q/k/v biases
+        split += heads * hd
+        kv += layer.num_kv_heads * (hd + hv)
+    # Qwen3 / Gemma 3 q_norm and k_norm: one RMSNorm weight of head_dim each, replicated
+    qk_norm = 2 * hd if arch.model_type.startswith(("qwen3", "gemma3")) else 0
+    return split, qk_norm, kv
 
 
 def _state_params(layer: StateLayer, h: int, full_rank_gate: bool = False) -> int:
@@ -172,6 +180,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
             latent = int(t.get("routed_expert_hidden_size") or h)  # Kimi-K3 latent experts
             lp.expert += n_exp * 3 * latent * moe_i
             lp.replicated += h * n_exp
+            if t.get("topk_method") == "noaux_tc":  # DeepSeek-V3 e_score_correction_bias
+                lp.replicated += n_exp
             lp.mlp = 3 * h * shared_i + (h if shared_i and arch.model_type.startswith(
                 "qwen") else 0) + (2 * h * latent if latent != h else 0)
             if arch.model_type.startswith("gemma4"):  # `Gemma4DecoderLayer`: a dense MLP
@@ -183,18 +193,45 @@ def _count_params(arch: ModelArch) -> ParamCount:
             lp.mlp = (3 if gated else 2) * h * inter
         lp.split += lp.mlp
         pc.layers.append(lp)
+    if pc.layers:  # the final norm, on the last pipeline stage
+        pc.layers[-1].replicated += h
     ple = int(t.get("hidden_size_per_layer_input") or 0)
     if ple:  # Gemma-3n/4 per-layer embeddings: one vocab x ple table per layer + projection
         vocab_ple = int(t.get("vocab_size_per_layer_input") or arch.vocab_size)
         pc.embed += vocab_ple * ple * arch.num_layers + h * ple * arch.num_layers
     if arch.vision_config:
-        vc = arch.vision_config
-        vh = int(vc.get("hidden_size") or vc.get("embed_dim") or vc.get("vt_hidden_size") or 0)
-        vi = int(vc.get("intermediate_size") or vc.get("vt_intermediate_size") or 4 * vh)
-        vl = int(vc.get("num_hidden_layers") or vc.get("depth")
-                 or vc.get("vt_num_hidden_layers") or 0)
-        pc.vision = vl * (4 * vh * vh + 2 * vh * vi)
+        pc.vision = _vision_params(arch.vision_config)
     return pc
+
+
+def _vision_params(vc: dict) -> int:
+    """A ViT tower: blocks (attention 4d², a 2- or 3-matrix MLP, biases, two LayerNorms), patch
+    and learned position embeddings, and Qwen-VL's patch merger(s) (vLLM qwen2_5_vl.py /
+    qwen3_vl.py: one `merger` plus one per `deepstack_visual_indexes` entry). The small
+    text-side projectors of LLaVA-style wrappers are not counted."""
+    vh = int(vc.get("embed_dim") or vc.get("hidden_size") or vc.get("vt_hidden_size") or 0)
+    vi = int(vc.get("intermediate_size") or vc.get("vt_intermediate_size")
+             or float(vc.get("mlp_ratio") or 4) * vh)
+    vl = int(vc.get("num_hidden_layers") or vc.get("depth") or vc.get("vt_num_hidden_layers") or 0)
+    gated = str(vc.get("hidden_act", "")).lower() in ("silu", "swiglu")  # Qwen2.5-VL, Pixtral
+    # biases and norms: qkv, proj and MLP biases; two LayerNorms, or RMSNorms when gated
+    small = 7 * vh + 2 * vi if gated else 9 * vh + vi
+    n = vl * (4 * vh * vh + (3 if gated else 2) * vh * vi + small)
+    patch = int(vc.get("patch_size") or 0)
+    if patch:
+        frames = int(vc.get("temporal_patch_size") or 1)
+        n += int(vc.get("in_channels") or 3) * frames * patch**2 * vh
+        if vc.get("num_position_embeddings"):
+            n += int(vc["num_position_embeddings"]) * vh
+        elif vc.get("image_size") and vc.get("model_type") != "pixtral":  # Pixtral: 2-D RoPE
+            n += (int(vc["image_size"]) // patch) ** 2 * vh
+    merge = int(vc.get("spatial_merge_size") or 0)
+    out = int(vc.get("out_hidden_size") or (vc.get("hidden_size") if vc.get("embed_dim") else 0)
+              or 0)
+    if merge and out:
+        m = merge * merge * vh
+        n += (1 + len(vc.get("deepstack_visual_indexes") or [])) * (m * m + m * out + m + out + vh)
+    return n
 
 
 @dataclass(frozen=True)
