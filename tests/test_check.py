@@ -688,7 +688,7 @@ def test_limit_mm_per_prompt_zero_is_language_model_only(capsys):
     for flags in ("--limit-mm-per-prompt '{\"image\":0,\"video\":0}'", "--language-model-only",
                   "--limit-mm-per-prompt '{\"image\":{\"count\":0},\"video\":0}'"):
         _, rep = check_json(capsys, "--cmd", f"{cmd} {flags}", "--gpu", "l4")
-        assert rep["deployments"][0]["kv_cache_tokens"] == 81472, flags
+        assert rep["deployments"][0]["kv_cache_tokens"] == 82608, flags
     _, rep = check_json(capsys, "--cmd", f"{cmd} --limit-mm-per-prompt '{{\"image\":1}}'",
                         "--gpu", "l4")
     assert rep["deployments"][0]["kv_cache_tokens"] == 0

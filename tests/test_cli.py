@@ -244,7 +244,9 @@ def test_cudagraph_estimate_by_release_and_vendor(capsys):
         return json.loads(out)["cudagraph_bytes"]
 
     assert graphs("h100", "0.19") == 0
-    assert graphs("h100", "0.23") == graphs("mi300x", "0.26") == (400 + 4 * 34) << 20
+    # 34 layers x (51 PIECEWISE sizes 1..512 + 51 FULL ones <= max_num_seqs 1,024) graphs
+    assert graphs("h100", "0.23") == graphs("mi300x", "0.26") == int(
+        (130 + 0.133 * 34 * 102) * 2**20)
     assert graphs("mi300x", "0.25") == 0
 
 

@@ -479,3 +479,33 @@ def test_hybrid_max_num_seqs_needs_a_block_each_with_full_cuda_graphs():
     assert run(QWEN3_NEXT_80B, version="0.19", max_num_seqs=1024, **kw).fits
     assert run(LLAMA31_8B, version="0.20", max_num_seqs=1024,
                max_model_len=8192, kv_cache_memory_bytes=3 * GiB // 2).fits  # 768 blocks, no Mamba
+
+
+@pytest.mark.parametrize("seqs,mnbt,pw,full", [
+    (256, 8192, 51, 35),  # the grids public 0.19-0.23 logs print: "PIECEWISE=51 (largest=512),
+    (128, 2048, 35, 19),  # FULL=35 (largest=256)", "PIECEWISE=35 (largest=256), FULL=19"
+    (8, 8192, 5, 4),  # "PIECEWISE=5 (largest=16), FULL=4 (largest=8)"
+    (10, 8192, 6, 5),  # max_num_seqs joins the grid: 1, 2, 4, 8, 10, 16
+])
+def test_cudagraph_capture_grid(seqs, mnbt, pw, full):
+    from kvplan.core import memory as M
+
+    sizes = M.cudagraph_capture_sizes(seqs, mnbt)
+    assert len(sizes) == pw and sum(1 for x in sizes if x <= seqs) == full
+    assert M.cudagraph_graphs(seqs, mnbt) == pw + full
+
+
+def test_cudagraph_estimate_follows_the_graph_count():
+    from kvplan.core import memory as M
+    from kvplan.core.versions import VllmVersion
+
+    # T4, Qwen2.5-3B (36 layers), max_num_seqs 32: 11 + 7 graphs; a 0.31.0 log prints 0.11 GiB
+    assert M.cudagraph_estimate(36, 18) == int((130 + 0.133 * 36 * 18) * 2**20)  # 0.21 GiB
+    # hybrids pay the long first FULL capture (vLLM issue 50780) on top
+    assert M.cudagraph_estimate(36, 18, state_layers=True) - M.cudagraph_estimate(36, 18) \
+        == 300 << 20
+    # data-centre Blackwell captures up to 1,024 from 0.30 (`is_device_capability_family(100)`)
+    assert VllmVersion.of("0.30").cudagraph_ceiling("10.0") == 1024
+    assert VllmVersion.of("0.27").cudagraph_ceiling("10.0") == 512
+    assert VllmVersion.of("0.33").cudagraph_ceiling("12.0") == 512
+    assert len(M.cudagraph_capture_sizes(1024, 16384, ceiling=1024)) == 3 + 31 + 49

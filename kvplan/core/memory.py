@@ -69,12 +69,18 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "NCCL only, custom all-reduce off without NVLink (real logs: 0.21 GiB TP8 L40S, "
         "0.25 GiB TP2 RTX 4090)"),
     "cudagraph_base_mib": (
-        400.0, "MiB",
-        "CUDA-graph pool estimate subtracted from 0.20 on (real 0.20+ logs: 0.48-0.69 GiB "
-        "on one GPU for 4B-32B models with the default capture sizes)"),
-    "cudagraph_per_layer_mib": (
-        4.0, "MiB per decoder layer",
-        "the graph pool grows with the number of captured kernels, i.e. with depth"),
+        130.0, "MiB",
+        "CUDA-graph estimate subtracted from 0.20 on, fixed part (first capture, pool): fitted "
+        "with the next constant on 15 printed 0.19-0.31 estimates (0.09-0.79 GiB, 5-86 graphs, "
+        "28-64 layers; residuals -0.30 to +0.17 GiB)"),
+    "cudagraph_per_layer_graph_mib": (
+        0.133, "MiB per decoder layer per captured graph",
+        "each captured batch size adds its kernels' graph nodes, i.e. depth x graphs"),
+    "cudagraph_state_layers_mib": (
+        300.0, "MiB for Mamba / Gated-DeltaNet hybrids",
+        "the first FULL capture of a hybrid warms up with a long sequence (vLLM issue 50780): "
+        "printed estimates of 8 Qwen3.5/3.6/3.8 logs run 0.05-0.41 GiB above the two terms "
+        "above (median 0.29)"),
 }
 
 
@@ -144,10 +150,38 @@ def non_torch(tp: int, pp: int, custom_all_reduce: bool) -> int:
     return int((const("non_torch_base_mib") + extra) * MiB)
 
 
-def cudagraph_estimate(num_layers_on_gpu: int) -> int:
-    """CUDA-graph memory vLLM 0.20+ subtracts before sizing KV (empirical)."""
-    return int((const("cudagraph_base_mib") + const("cudagraph_per_layer_mib")
-                * num_layers_on_gpu) * MiB)
+def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *,
+                            ceiling: int = 512, interactivity: bool = False) -> list[int]:
+    """The batch sizes vLLM captures by default (0.33 `config/vllm.py` `_set_cudagraph_sizes`):
+    up to min(2 x max_num_seqs, ceiling, max_num_batched_tokens); 1, 2, 4, then steps of 8
+    below 256 and 16 from 256 (every size to 32 with --performance-mode interactivity), plus
+    max_num_seqs and the token budget where they fall inside."""
+    top = min(max_num_seqs * 2, ceiling, max_num_batched_tokens)
+    sizes = set(range(1, min(top, 32) + 1)) if interactivity else {
+        i for i in (1, 2, 4) if i <= top}
+    sizes |= set(range(8, min(top + 1, 256), 8)) | set(range(256, top + 1, 16))
+    sizes |= {x for x in (max_num_seqs, max_num_batched_tokens) if x <= top}
+    return sorted(sizes)
+
+
+def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int, *, ceiling: int = 512,
+                     interactivity: bool = False) -> int:
+    """Graphs captured under the default FULL_AND_PIECEWISE mode: a PIECEWISE graph per size
+    and a FULL one per pure-decode size up to max_num_seqs (`CudagraphDispatcher`)."""
+    sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens, ceiling=ceiling,
+                                    interactivity=interactivity)
+    return len(sizes) + sum(1 for x in sizes if x <= max_num_seqs)
+
+
+def cudagraph_estimate(num_layers_on_gpu: int, num_graphs: int, *,
+                       state_layers: bool = False) -> int:
+    """CUDA-graph memory vLLM 0.20+ subtracts before sizing KV (empirical): vLLM measures the
+    first capture plus (n - 1) x one more per mode (`profile_cudagraph_memory`)."""
+    mib = (const("cudagraph_base_mib") + const("cudagraph_per_layer_graph_mib")
+           * num_layers_on_gpu * num_graphs)
+    if state_layers:
+        mib += const("cudagraph_state_layers_mib")
+    return int(mib * MiB)
 
 
 @dataclass(frozen=True)

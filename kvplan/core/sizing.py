@@ -587,12 +587,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "non-torch memory, so the KV pool moves with what else runs (public GB10 "
                      "logs: -2.3 to +3.5 GiB from this estimate); --kv-cache-memory-bytes "
                      "fixes it")
+    graphs = M.cudagraph_graphs(seqs, mnbt, ceiling=version.cudagraph_ceiling(
+        gpu.compute_capability), interactivity=a.performance_mode == "interactivity")
     stage_rows = []
     best: tuple[int, M.Budget, int] | None = None
     for si, rng in enumerate(stages):
         graph = 0
         if version.subtracts_cudagraph(gpu.vendor) and not a.enforce_eager:
-            graph = M.cudagraph_estimate(len(rng))
+            graph = M.cudagraph_estimate(len(rng), graphs, state_layers=arch.is_hybrid_state)
         bud = M.budget(gpu.memory_bytes, util, weights[si],
                        act if si == len(stages) - 1 else act_inner, nt, graph,
                        ceil_requested=version.requested_is_ceiled,

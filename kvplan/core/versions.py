@@ -95,6 +95,11 @@ class VllmVersion:
         and on ROCm too from 0.26 (`is_cuda_alike()`)."""
         return self.at_least(0, 26) if vendor == "amd" else self.at_least(0, 20)
 
+    def cudagraph_ceiling(self, compute_capability: str) -> int:
+        """Largest default capture size: 1024 on data-centre Blackwell (SM100 family) from
+        0.30 (`_set_cudagraph_sizes`; in the 0.30.0 wheel, absent in 0.27.1), else 512."""
+        return 1024 if self.at_least(0, 30) and cc_major(compute_capability) == 10 else 512
+
     @property
     def requested_is_ceiled(self) -> bool:
         """0.33 `requested_memory = math.ceil(total * util)`; earlier a float product."""
