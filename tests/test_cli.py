@@ -241,13 +241,14 @@ def test_cudagraph_estimate_by_release_and_vendor(capsys):
         code, out, _ = run(capsys, "size", "gemma-3-4b-it", "--gpu", gpu, "--json",
                            "--vllm-version", version, "--max-model-len", "8192")
         assert code == 0
-        return json.loads(out)["cudagraph_bytes"]
+        d = json.loads(out)
+        return d["cudagraph_bytes"], d["cudagraph_graphs"]
 
-    assert graphs("h100", "0.19") == 0
+    assert graphs("h100", "0.19") == (0, 0)
     # 34 layers x (51 PIECEWISE sizes 1..512 + 51 FULL ones <= max_num_seqs 1,024) graphs
-    assert graphs("h100", "0.23") == graphs("mi300x", "0.26") == int(
-        (130 + 0.133 * 34 * 102) * 2**20)
-    assert graphs("mi300x", "0.25") == 0
+    assert graphs("h100", "0.23") == graphs("mi300x", "0.26") == (int(
+        (130 + 0.133 * 34 * 102) * 2**20), 102)
+    assert graphs("mi300x", "0.25") == (0, 0)
 
 
 def test_decode_context_parallel_flag(capsys):

@@ -147,6 +147,7 @@ class SizeResult:
     # vLLM 0.20+ caps max_num_seqs at the block count for Mamba / linear-attention models
     # under FULL decode CUDA graphs (None where the rule does not apply)
     max_num_seqs_limit: int | None = None
+    cudagraph_graphs: int = 0  # graphs the CUDA-graph estimate counts (0 when none is subtracted)
 
     @property
     def usable_blocks(self) -> int:
@@ -177,6 +178,7 @@ class SizeResult:
             "activation_bytes": b.activation,
             "non_torch_bytes": b.non_torch,
             "cudagraph_bytes": b.cudagraph,
+            "cudagraph_graphs": self.cudagraph_graphs,
             "available_kv_bytes": b.available_kv,
             "kv_bytes_per_token": self.kv_bytes_per_token_replica,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
@@ -697,7 +699,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         max_concurrency=conc, kv_cache_tokens=tokens, inflight_tokens=inflight, fits=fits,
         failure=failure, largest_max_model_len=largest if groups else None,
         concurrency_at=conc_at, stages=stage_rows, notes=notes, vision_profile=enc,
-        max_num_seqs_limit=seqs_limit)
+        max_num_seqs_limit=seqs_limit,
+        cudagraph_graphs=graphs if bud.cudagraph else 0)
 
 
 def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> str:

@@ -35,7 +35,8 @@ def render_size(r: SizeResult, stream=None) -> None:
         ("activation peak", b.activation, "magenta", "profile run (empirical)"),
         ("non-torch", b.non_torch, "magenta", "NCCL, cuBLAS (empirical)"),
         ("CUDA graphs", b.cudagraph, "magenta",
-         "estimate subtracted (empirical)" if b.cudagraph else "not subtracted"),
+         f"estimate for {r.cudagraph_graphs} graphs (empirical)" if b.cudagraph
+         else "not subtracted"),
         ("KV cache pool", kv, "green", "--kv-cache-memory-bytes" if b.kv_override else ""),
         ("headroom", b.headroom, "dim", f"the {1 - b.utilization:.2f} vLLM leaves unused"),
     ]
