@@ -66,7 +66,8 @@ def test_added_entries_hand_computed():
     coder = size(model_from_entry(*cat.get("deepseek-coder-6.7b")), h100, args)
     # 32 layers x 32 KV heads x 128 head dim x 2 (K, V) x 2 B (bf16)
     assert coder.kv_bytes_per_token_per_gpu == 32 * 32 * 128 * 2 * 2 == 524288
-    assert coder.budget.weights == 13481025536  # model.safetensors.index.json total_size
+    # model.safetensors.index.json total_size + the rotary cache (linear x4: 65,536 x 128 x 2 B)
+    assert coder.budget.weights == 13481025536 + 16384 * 4 * 128 * 2
 
     fp8 = size(model_from_entry(*cat.get("qwen3-8b-fp8")), h100, args)
     # FP8 weights, KV still bf16: 36 layers x 8 KV heads x 128 x 2 x 2 B
@@ -75,7 +76,7 @@ def test_added_entries_hand_computed():
     # q/k norms (2 x 128 per layer) and the final norm at 2 B
     linear = 36 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 12288)
     rest = 2 * 151936 * 4096 + 36 * (2 * 4096 + 2 * 128) + 4096
-    assert fp8.budget.weights == linear + 2 * rest == 9435703296
+    assert fp8.budget.weights == linear + 2 * rest + 40960 * 128 * 2  # + the rotary cache
 
 
 def test_gemma4_e4b_it_and_31b_it_hand_computed():

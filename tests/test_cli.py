@@ -33,7 +33,9 @@ def test_size_json_contract_and_catalog_values(capsys):
     assert d["num_gpu_blocks"] == 40 * 2**30 // (2 * 2**20) == 20480
     assert d["kv_cache_tokens"] == 20480 * 16
     assert d["max_concurrency"] == 10.0
-    assert d["weights_bytes_per_gpu"] == 16060522496  # exact safetensors total
+    # exact safetensors total + the rotary cache vLLM builds (131,072 positions x 128 x 2 B)
+    assert d["rope_cache_bytes"] == 131072 * 128 * 2
+    assert d["weights_bytes_per_gpu"] == 16060522496 + d["rope_cache_bytes"]
     assert d["gpu"] == "h100-sxm" and d["vllm_version"] == "0.33"
     assert d["tensor_parallel_size"] == 1 and d["kv_cache_dtype"] == "bfloat16"
 

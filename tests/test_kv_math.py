@@ -288,9 +288,28 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
         reqs * vocab * 4 * 3.9 + 64 * 2**20)
     tp2 = dict(tensor_parallel_size=2, max_model_len=8192)
     nv = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 << 20, "9.0", interconnect_gbps=900)
-    assert run(LLAMA31_8B, gpu=nv, **tp2).budget.non_torch == (130 + 420) * 2**20
-    assert run(LLAMA31_8B, gpu=nv, disable_custom_all_reduce=True, **tp2
+    assert run(LLAMA31_8B, gpu=nv, version="0.16", **tp2).budget.non_torch == (
+        130 + 420) * 2**20
+    assert run(LLAMA31_8B, gpu=nv, version="0.16", disable_custom_all_reduce=True, **tp2
                ).budget.non_torch == M.non_torch(2, 1, False) == (130 + 100) * 2**20
+    # from 0.17 Hopper at TP > 1 also builds the FlashInfer all-reduce workspace
+    assert run(LLAMA31_8B, gpu=nv, **tp2).budget.non_torch == (130 + 420 + 1620) * 2**20
+
+
+def test_flashinfer_allreduce_workspace_rule():
+    from kvplan.core.versions import VllmVersion as V
+
+    def fi(v, cc="9.0", tp=2, pp=1, dp=1, eager=False):
+        return V.of(v).flashinfer_allreduce(cc, tp=tp, pp=pp, dp=dp, enforce_eager=eager)
+
+    # the all-reduce + RMSNorm fusion pass: on by default from 0.17 (off in 0.16.0)
+    assert fi("0.17") and not fi("0.16") and not fi("0.19", tp=1)
+    # fusion needs PP = DP = 1 and compilation; 0.30's standalone path needs neither
+    assert not fi("0.19", pp=2) and not fi("0.19", dp=2) and not fi("0.19", eager=True)
+    assert fi("0.30", pp=2) and fi("0.30", eager=True)
+    # Hopper and data-centre Blackwell (10.0; the whole SM100 family from 0.20) only
+    assert fi("0.19", "10.0") and not fi("0.19", "10.3") and fi("0.20", "10.3")
+    assert not fi("0.33", "8.0") and not fi("0.33", "12.0") and not fi("0.33", "gfx942")
 
 
 def test_block_size_choices_before_018():

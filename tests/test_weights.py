@@ -39,15 +39,19 @@ def weights(tp=1, pp=1):
 
 
 def test_placement_tp_and_pp():
-    assert weights().budget.weights == sum(TENSORS.values()) - 999
+    # every GPU also holds the rotary cache: Llama 3.1's 131,072 positions x 128 x 2 B
+    rope = 131072 * 128 * 2
+    assert weights().rope_cache_bytes == rope
+    assert weights().budget.weights == sum(TENSORS.values()) - 999 + rope
     # TP2: everything split but norms; 8 KV heads / 2 -> K/V split too
-    assert weights(tp=2).budget.weights == (2 * (2600 + 200) + 1000 + 1000) // 2 + 2 * 16 + 8
+    assert weights(tp=2).budget.weights == (
+        (2 * (2600 + 200) + 1000 + 1000) // 2 + 2 * 16 + 8 + rope)
     # TP16: 8 KV heads -> each rank keeps a whole head: K/V bytes x (1 head / 8)
     r = weights(tp=16)
-    assert r.budget.weights == int(2 * 2600 / 16 + 2 * 16 + 2 * 200 / 8 + 2000 / 16 + 8)
+    assert r.budget.weights == int(2 * 2600 / 16 + 2 * 16 + 2 * 200 / 8 + 2000 / 16 + 8) + rope
     # PP2: stage 0 = layer 0 + embeddings, stage 1 = layer 1 + LM head + final norm
     r = weights(pp=2)
-    assert [s["weights_bytes"] for s in r.stages] == [2816 + 1000, 2816 + 1000 + 8]
+    assert [s["weights_bytes"] for s in r.stages] == [2816 + 1000 + rope, 2816 + 1000 + 8 + rope]
 
 
 def test_estimate_counts_exact_llama_and_qwen_parameters():
@@ -143,10 +147,12 @@ def test_modelopt_mixed_fused_expert_names():
     rest = pc.embed + pc.vision + sum(x.replicated for x in pc.layers)
     expect = (pc.experts + mlp + pc.lm_head) * nvfp4 + attn + rest * 2
     r = size(m, H100, EngineArgs(max_model_len=8192, kv_cache_memory_bytes=1 << 30))
-    assert abs(r.budget.weights - expect) < 1e3
+    assert r.rope_cache_bytes == 262144 * 64 * 2  # partial rotary: 256 x 0.25 dims
+    assert abs(r.budget.weights - r.rope_cache_bytes - expect) < 1e3
     # 26.40 with experts at 0.75 B; 20.08 before the attention output gate (10 x 2048 x 4096
-    # more q_proj at 1 B: 0.08 GiB) and the vision tower's embeddings and merger (0.07 GiB)
-    assert round(r.budget.weights / (1 << 30), 2) == 20.22
+    # more q_proj at 1 B: 0.08 GiB) and the vision tower's embeddings and merger (0.07 GiB);
+    # + the 32 MiB rotary cache
+    assert round(r.budget.weights / (1 << 30), 2) == 20.25
 
 
 def _size_json(capsys, *argv):
@@ -176,7 +182,7 @@ def test_online_fp8_quantization_shrinks_linear_layers_only(capsys):
                       "--max-model-len", "8192")
     fp8 = _size_json(capsys, "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
                      "--max-model-len", "8192", "-q", "fp8")
-    embed_and_head = 2 * 128256 * 4096 * 2  # stay bf16
+    embed_and_head = 2 * 128256 * 4096 * 2 + base["rope_cache_bytes"]  # stay bf16
     linear = base["weights_bytes_per_gpu"] - embed_and_head
     assert abs(fp8["weights_bytes_per_gpu"] - (embed_and_head + linear / 2)) < 2e6
 

@@ -151,7 +151,8 @@ _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {"head_dim": 256, "tie_word_embeddings": True, "sliding_window": 4096,
                     "sliding_window_pattern": 6, "max_position_embeddings": 131072,
                     "vocab_size": 262208,
-                    "num_key_value_heads": 4, "num_attention_heads": 8},
+                    "num_key_value_heads": 4, "num_attention_heads": 8,
+                    "rope_local_base_freq": 10000.0},
     "mistral": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
                 "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
                 "max_position_embeddings": 4096 * 32, "sliding_window": 4096},
@@ -638,6 +639,10 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
         moe_intermediate_size=int(t.get("moe_intermediate_size") or 0),
         shared_expert_intermediate_size=int(t.get("shared_expert_intermediate_size")
                                             or t.get("moe_shared_expert_intermediate_size")
+                                            # vLLM llama4.py `Llama4MoE`: one shared expert
+                                            # of intermediate_size in every MoE layer
+                                            or (t.get("intermediate_size") if t.get(
+                                                "model_type") == "llama4_text" else 0)
                                             or 0),
         quantization=t.get("quantization_config") or config.get("quantization_config"),
         text_config=t,

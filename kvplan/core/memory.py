@@ -68,6 +68,12 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         100.0, "MiB when TP*PP > 1 over PCIe",
         "NCCL only, custom all-reduce off without NVLink (real logs: 0.21 GiB TP8 L40S, "
         "0.25 GiB TP2 RTX 4090)"),
+    "non_torch_fi_allreduce_mib": (
+        1620.0, "MiB per GPU when vLLM builds its FlashInfer all-reduce workspace",
+        "TP > 1 on Hopper / data-centre Blackwell from 0.17 (versions.flashinfer_allreduce): "
+        "0.19.0 H100 SXM logs print 2.06-2.10 GiB of non-torch memory at TP2 (6 logs) and "
+        "2.13-2.21 GiB at TP4 (5 logs), 1.58 GiB above the NVLink TP term on average, against "
+        "0.24-0.25 GiB at TP1 and 0.54-0.55 GiB at TP2 with 0.11"),
     "cudagraph_base_mib": (
         130.0, "MiB",
         "CUDA-graph estimate subtracted from 0.20 on, fixed part (first capture, pool): fitted "
@@ -139,15 +145,18 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     return int(max(forward, held + sampler) + fixed * MiB)
 
 
-def non_torch(tp: int, pp: int, custom_all_reduce: bool) -> int:
+def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = False) -> int:
     """Memory outside the torch allocator that grows during profiling (empirical). vLLM's
     custom all-reduce (IPC buffers) runs only over NVLink within a node and not with
     --disable-custom-all-reduce (`custom_all_reduce.py`: disabled when the group spans
-    nodes or the GPUs are not fully connected)."""
+    nodes or the GPUs are not fully connected). `fi_allreduce`: the FlashInfer all-reduce
+    workspace is built as well."""
     extra = 0.0
     if tp * pp > 1:
         extra = const("non_torch_nvlink_tp_mib" if custom_all_reduce
                       else "non_torch_pcie_tp_mib")
+    if fi_allreduce:
+        extra += const("non_torch_fi_allreduce_mib")
     return int((const("non_torch_base_mib") + extra) * MiB)
 
 

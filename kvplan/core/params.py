@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kvplan.core.arch import AttnLayer, ModelArch, StateLayer
+from kvplan.core.arch import MLA, SLIDING, AttnLayer, ModelArch, StateLayer
 from kvplan.core.memo import by_identity
 
 # vLLM qwen2.py / qwen2_moe.py: `QKVParallelLinear(..., bias=True)` without a config switch
@@ -232,6 +232,47 @@ def _vision_params(vc: dict) -> int:
         m = merge * merge * vh
         n += (1 + len(vc.get("deepstack_visual_indexes") or [])) * (m * m + m * out + m + out + vh)
     return n
+
+
+def rope_cache_bytes(arch: ModelArch, dtype_bytes: int) -> int:
+    """The rotary cos/sin cache vLLM builds on every GPU at load ("Model loading took" counts
+    it): [length, rotary_dim] in the model dtype, one per distinct rope, since `get_rope`
+    shares equal ones (rotary_embedding/base.py `_compute_cos_sin_cache`).
+
+    The length is max_position_embeddings, times the factor for linear scaling. YaRN uses the
+    original length times the factor, and longrope adds the original length. Gemma 3 keeps a
+    local and a global cache, and per-layer-type ropes (Gemma 4) use each type's head size,
+    all of it for the "proportional" type (gemma4_rope.py). Llama 4's 10M positions cost 2.5
+    GiB per GPU, and Gemma 3's global cache, scaled 8x, costs 512 MiB."""
+    t = arch.text_config
+    attn = [x for x in arch.layers if isinstance(x, AttnLayer)]
+    if not attn or t.get("alibi") or not any(
+            k in t for k in ("rope_theta", "rope_scaling", "rope_parameters")):
+        return 0
+    max_pos = int(t.get("max_position_embeddings") or 0)
+    rp = t.get("rope_parameters") or t.get("rope_scaling") or {}
+    by_type = {k: v for k, v in rp.items() if isinstance(v, dict)}  # per layer type
+    ropes = [(k.split("_")[0], v) for k, v in by_type.items()] or [("", rp)]
+    if t.get("rope_local_base_freq") and not by_type:
+        ropes.append((SLIDING, {}))  # Gemma 3: the sliding layers' unscaled local rope
+    total = 0
+    for kind, r in ropes:
+        layer = next((x for x in attn if x.kind == kind), attn[0])
+        rtype = str(r.get("rope_type") or r.get("type") or "default")
+        if layer.kind == MLA:
+            dim = int(t.get("qk_rope_head_dim") or 0)
+        elif rtype == "proportional":
+            dim = layer.head_size
+        else:
+            part = float(r.get("partial_rotary_factor") or t.get("partial_rotary_factor") or 1)
+            dim = int(r.get("rope_dim") or layer.head_size * part)
+        scale = float(r.get("factor") or 1.0)
+        original = int(r.get("original_max_position_embeddings") or max_pos)
+        length = {"linear": max_pos * scale, "longrope": max_pos + original,
+                  "su": max_pos + original, "yarn": original * scale,
+                  "deepseek_yarn": original * scale}.get(rtype, max_pos)
+        total += int(length) * dim * dtype_bytes
+    return total
 
 
 @dataclass(frozen=True)

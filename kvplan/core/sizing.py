@@ -33,7 +33,7 @@ from kvplan.core.kvspec import (
     state_bytes,
 )
 from kvplan.core.mm import EncoderProfile, encoder_profile
-from kvplan.core.params import count_params, expert_padding, weight_bytes
+from kvplan.core.params import count_params, expert_padding, rope_cache_bytes, weight_bytes
 from kvplan.core.tensors import TensorSummary
 from kvplan.core.versions import VllmVersion, cc_major
 from kvplan.errors import BadInput
@@ -148,6 +148,7 @@ class SizeResult:
     # under FULL decode CUDA graphs (None where the rule does not apply)
     max_num_seqs_limit: int | None = None
     cudagraph_graphs: int = 0  # graphs the CUDA-graph estimate counts (0 when none is subtracted)
+    rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
 
     @property
     def usable_blocks(self) -> int:
@@ -175,6 +176,7 @@ class SizeResult:
             "weights_bytes_per_gpu": b.weights,
             "weights_total_bytes": self.weights_total_bytes,
             "weights_estimated": self.weights_estimated,
+            "rope_cache_bytes": self.rope_cache_bytes,
             "activation_bytes": b.activation,
             "non_torch_bytes": b.non_torch,
             "cudagraph_bytes": b.cudagraph,
@@ -365,7 +367,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                 b += (lb.split / tp + lb.expert * pad / ep) * online + lb.replicated
                 b += (lb.kv * max(1, kvh // tp) / kvh if kvh else lb.kv / tp) * online
             if si == 0:
-                b += ts.embed / tp + (0 if a.language_model_only else ts.vision)
+                # the vision tower is TP-sharded too (`mm_encoder_tp_mode` "weights", default)
+                b += (ts.embed + (0 if a.language_model_only else ts.vision)) / tp
             if si == len(stages) - 1:
                 b += (ts.lm_head or (ts.embed if si else 0)) / tp + ts.other_split
             out.append(int(b * shrink))
@@ -386,7 +389,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             other += lp.replicated
             expert += lp.expert / ep
         if si == 0:
-            other += pc.embed / tp + vision
+            other += (pc.embed + vision) / tp  # the tower TP-sharded like the embeddings
         if si == len(stages) - 1 and (pc.lm_head or si):
             head = (pc.lm_head or pc.embed) / tp
         per_stage.append(((attn * wb.linear + mlp * wb.mlp_bytes) * online,
@@ -541,6 +544,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     stages = pp_partition(arch.num_layers, pp)
     weights, weights_total, estimated = _weights_per_stage(model, arch, a, model_dtype, stages,
                                                           cc)
+    rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
+    weights = [w + rope for w in weights]
     if estimated:
         notes.append("weights estimated from the config's parameter count (no checkpoint size "
                      "known)")
@@ -581,7 +586,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append(f"the profile run also runs the vision encoder on {enc.items} "
                      f"{enc.modality} item(s) of {enc.tokens_per_item:,} tokens "
                      f"({enc.encoder_peak / GiB:.2f} GiB peak; --skip-mm-profiling skips it)")
-    nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce)
+    nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce,
+                     version.flashinfer_allreduce(gpu.compute_capability, tp=tp, pp=pp,
+                                                  dp=a.data_parallel_size,
+                                                  enforce_eager=a.enforce_eager))
     if gpu.unified_memory and a.kv_cache_memory_bytes is None:
         # vLLM reads free memory as the host's available RAM on an integrated GPU
         # (`MemorySnapshot.measure`, `is_integrated_gpu`): host use moves the KV pool
@@ -700,7 +708,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         failure=failure, largest_max_model_len=largest if groups else None,
         concurrency_at=conc_at, stages=stage_rows, notes=notes, vision_profile=enc,
         max_num_seqs_limit=seqs_limit,
-        cudagraph_graphs=graphs if bud.cudagraph else 0)
+        cudagraph_graphs=graphs if bud.cudagraph else 0, rope_cache_bytes=rope)
 
 
 def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> str:

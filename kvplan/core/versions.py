@@ -95,6 +95,22 @@ class VllmVersion:
         and on ROCm too from 0.26 (`is_cuda_alike()`)."""
         return self.at_least(0, 26) if vendor == "amd" else self.at_least(0, 20)
 
+    def flashinfer_allreduce(self, compute_capability: str, *, tp: int, pp: int, dp: int,
+                             enforce_eager: bool) -> bool:
+        """Whether vLLM builds a FlashInfer all-reduce workspace on each GPU.
+        * From 0.17 (absent in 0.16.0), the default -O2 fuses all-reduce + RMSNorm through
+          FlashInfer (`enable_allreduce_rms_fusion`). It needs TP > 1 with PP = DP = 1, on
+          compute capability 9.0 or 10.0 (the whole SM100 family from 0.20), and compilation
+          on, so not with --enforce-eager.
+        * From 0.30 (off in 0.27.1), standalone all-reduces go through it too
+          (`VLLM_ALLREDUCE_USE_FLASHINFER` defaults to 1), for any TP group > 1, eager
+          included."""
+        cc = compute_capability or ""
+        sm = cc == "9.0" or cc == "10.0" or (cc.startswith("10.") and self.at_least(0, 20))
+        if tp < 2 or not sm or not self.at_least(0, 17):
+            return False
+        return self.at_least(0, 30) or (pp == 1 and dp == 1 and not enforce_eager)
+
     def cudagraph_ceiling(self, compute_capability: str) -> int:
         """Largest default capture size: 1024 on data-centre Blackwell (SM100 family) from
         0.30 (`_set_cudagraph_sizes`; in the 0.30.0 wheel, absent in 0.27.1), else 512."""

@@ -30,8 +30,10 @@ def render_size(r: SizeResult, stream=None) -> None:
     ]
     kv = max(b.available_kv, 0)
     rows = [
-        ("weights", b.weights, "blue", "estimated from the config" if r.weights_estimated
-         else "checkpoint size"),
+        ("weights", b.weights, "blue", ("estimated from the config" if r.weights_estimated
+                                         else "checkpoint size") + (
+            f" + {fmt_bytes(r.rope_cache_bytes)} rotary cache"
+            if r.rope_cache_bytes >= 64 * 2**20 else "")),
         ("activation peak", b.activation, "magenta", "profile run (empirical)"),
         ("non-torch", b.non_torch, "magenta", "NCCL, cuBLAS (empirical)"),
         ("CUDA graphs", b.cudagraph, "magenta",
