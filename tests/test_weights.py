@@ -220,3 +220,28 @@ def test_gemma4_moe_layers_keep_a_dense_mlp():
     h = 2816
     assert pc.experts == 30 * 128 * 3 * h * 704
     assert sum(x.mlp for x in pc.layers) == 30 * 3 * h * 2112
+
+
+def test_rotary_cache_follows_get_rope():
+    # vLLM builds one [length, rotary_dim] cos/sin table per distinct rope, in the model dtype
+    from kvplan import catalog
+    from kvplan.core.params import rope_cache_bytes
+    from kvplan.sources.resolve import model_from_entry
+
+    def rope(repo: str) -> int:
+        m = model_from_entry(*catalog.load("models").get(repo))
+        return rope_cache_bytes(normalize(m.config), 2)
+
+    # llama3 type: max_position_embeddings; Llama 4's 10M positions x 128 dims = 2.5 GiB
+    assert rope("meta-llama/Llama-3.1-8B-Instruct") == 131072 * 128 * 2
+    assert rope("meta-llama/Llama-4-Scout-17B-16E-Instruct") == 10485760 * 128 * 2
+    # Gemma 3: global rope linear x8 + the sliding layers' local rope, head_dim 256
+    assert rope("google/gemma-3-4b-it") == (131072 * 8 + 131072) * 256 * 2
+    # Gemma 4: per-layer-type ropes, the "proportional" one over the whole 512-dim head
+    assert rope("google/gemma-4-26B-A4B") == 262144 * (512 + 256) * 2
+    # YaRN on the MLA rope dims: original 4,096 x factor 40 positions x 64
+    assert rope("deepseek-ai/DeepSeek-V3") == 4096 * 40 * 64 * 2
+    # partial rotary: Qwen3.5 rotates a quarter of its 256-dim heads
+    assert rope("Qwen/Qwen3.5-27B") == 262144 * 64 * 2
+    # linear x4 over 16,384 positions (deepseek-coder)
+    assert rope("deepseek-ai/deepseek-coder-6.7b-instruct") == 16384 * 4 * 128 * 2
