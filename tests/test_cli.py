@@ -313,3 +313,15 @@ def test_performance_mode_throughput_doubles_the_batch_defaults(capsys):
     assert code == 2 and "not one of balanced, interactivity, throughput" in err
     code, _, err = run(capsys, *base, "--performance-mode", "throughput", "--vllm-version", "0.14")
     assert code == 2 and "vLLM 0.14 has no --performance-mode" in err
+
+
+def test_batch_defaults_tier_for_160_gib_gpus(capsys):
+    # `get_batch_defaults`: >= 160 GiB devices get a 16,384-token budget from 0.28 (not 0.27)
+    def mnbt(gpu, version):
+        code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", gpu, "--json",
+                           "--vllm-version", version, "--max-model-len", "8192")
+        assert code == 0
+        return json.loads(out)["max_num_batched_tokens"]
+
+    assert mnbt("mi300x", "0.27") == 8192 and mnbt("mi300x", "0.28") == 16384
+    assert mnbt("b200", "0.29") == 16384 and mnbt("h100", "0.29") == 8192

@@ -113,8 +113,8 @@ class VllmVersion:
 
     def cudagraph_ceiling(self, compute_capability: str) -> int:
         """Largest default capture size: 1024 on data-centre Blackwell (SM100 family) from
-        0.30 (`_set_cudagraph_sizes`; in the 0.30.0 wheel, absent in 0.27.1), else 512."""
-        return 1024 if self.at_least(0, 30) and cc_major(compute_capability) == 10 else 512
+        0.28 (`_set_cudagraph_sizes`; in the 0.28.0 wheel, absent in 0.27.1), else 512."""
+        return 1024 if self.at_least(0, 28) and cc_major(compute_capability) == 10 else 512
 
     @property
     def requested_is_ceiled(self) -> bool:
@@ -164,8 +164,9 @@ class VllmVersion:
 
     @property
     def largest_batch_tier(self) -> bool:
-        """>=160 GiB devices get mnbt 16384 for `vllm serve` (0.33 `get_batch_defaults`)."""
-        return self.at_least(0, 33)
+        """>=160 GiB devices get mnbt 16384 for `vllm serve` (`get_batch_defaults`; in the
+        0.28.0 wheel, absent in 0.27.1; a 0.29.1 MI300X log's token count needs it)."""
+        return self.at_least(0, 28)
 
     @property
     def auto_max_model_len(self) -> bool:
