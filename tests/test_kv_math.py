@@ -304,9 +304,9 @@ def test_flashinfer_allreduce_workspace_rule():
 
     # the all-reduce + RMSNorm fusion pass: on by default from 0.17 (off in 0.16.0)
     assert fi("0.17") and not fi("0.16") and not fi("0.19", tp=1)
-    # fusion needs PP = DP = 1 and compilation; 0.30's standalone path needs neither
-    assert not fi("0.19", pp=2) and not fi("0.19", dp=2) and not fi("0.19", eager=True)
-    assert fi("0.30", pp=2) and fi("0.30", eager=True)
+    # fusion needs PP = DP = 1 and compilation; 0.29's standalone path needs neither
+    assert not fi("0.28", pp=2) and not fi("0.19", dp=2) and not fi("0.28", eager=True)
+    assert fi("0.29", pp=2) and fi("0.29", eager=True)
     # Hopper and data-centre Blackwell (10.0; the whole SM100 family from 0.20) only
     assert fi("0.19", "10.0") and not fi("0.19", "10.3") and fi("0.20", "10.3")
     assert not fi("0.33", "8.0") and not fi("0.33", "12.0") and not fi("0.33", "gfx942")

@@ -102,14 +102,14 @@ class VllmVersion:
           FlashInfer (`enable_allreduce_rms_fusion`). It needs TP > 1 with PP = DP = 1, on
           compute capability 9.0 or 10.0 (the whole SM100 family from 0.20), and compilation
           on, so not with --enforce-eager.
-        * From 0.30 (off in 0.27.1), standalone all-reduces go through it too
-          (`VLLM_ALLREDUCE_USE_FLASHINFER` defaults to 1), for any TP group > 1, eager
+        * From 0.29 (off in the 0.28.0 wheel, on in 0.29.0), standalone all-reduces go through
+          it too (`VLLM_ALLREDUCE_USE_FLASHINFER` defaults to 1), for any TP group > 1, eager
           included."""
         cc = compute_capability or ""
         sm = cc == "9.0" or cc == "10.0" or (cc.startswith("10.") and self.at_least(0, 20))
         if tp < 2 or not sm or not self.at_least(0, 17):
             return False
-        return self.at_least(0, 30) or (pp == 1 and dp == 1 and not enforce_eager)
+        return self.at_least(0, 29) or (pp == 1 and dp == 1 and not enforce_eager)
 
     def cudagraph_ceiling(self, compute_capability: str) -> int:
         """Largest default capture size: 1024 on data-centre Blackwell (SM100 family) from
