@@ -586,10 +586,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append(f"the profile run also runs the vision encoder on {enc.items} "
                      f"{enc.modality} item(s) of {enc.tokens_per_item:,} tokens "
                      f"({enc.encoder_peak / GiB:.2f} GiB peak; --skip-mm-profiling skips it)")
+    fi_ar = version.flashinfer_allreduce(gpu.compute_capability, tp=tp, pp=pp,
+                                         dp=a.data_parallel_size, enforce_eager=a.enforce_eager)
     nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce,
-                     version.flashinfer_allreduce(gpu.compute_capability, tp=tp, pp=pp,
-                                                  dp=a.data_parallel_size,
-                                                  enforce_eager=a.enforce_eager))
+                     fi_ar)
+    if fi_ar:
+        notes.append(f"non-torch memory includes "
+                     f"{M.const('non_torch_fi_allreduce_mib') / 1024:.2f} GiB per GPU for vLLM's "
+                     "FlashInfer all-reduce workspace (TP > 1 on Hopper / Blackwell, 0.17+)")
     if gpu.unified_memory and a.kv_cache_memory_bytes is None:
         # vLLM reads free memory as the host's available RAM on an integrated GPU
         # (`MemorySnapshot.measure`, `is_integrated_gpu`): host use moves the KV pool
