@@ -107,7 +107,8 @@ def build(result: SizeResult, gpu: Gpu) -> PerfModel:
     arch = result.arch
     tp, pp = result.args.tensor_parallel_size, result.args.pipeline_parallel_size
     pc = count_params(arch)
-    weights = float(result.budget.weights)
+    # bytes a decode step reads: the weights, not the rotary cache (one row per position)
+    weights = float(result.budget.weights - result.rope_cache_bytes)
     total = float(pc.total) or 1.0
     expert_share = pc.experts / total
     expert_bytes = weights * expert_share
