@@ -601,6 +601,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "non-torch memory, so the KV pool moves with what else runs (public GB10 "
                      "logs: -2.3 to +3.5 GiB from this estimate); --kv-cache-memory-bytes "
                      "fixes it")
+    if gpu.vendor == "amd" and a.kv_cache_memory_bytes is None:
+        notes.append("ROCm: public MI300X logs leave up to 7 GiB less KV cache than this "
+                     "CUDA-fitted estimate (HIP graphs and non-torch memory run larger; "
+                     "docs/accuracy.md); --kv-cache-memory-bytes from a real start fixes it")
     graphs = M.cudagraph_graphs(seqs, mnbt, ceiling=version.cudagraph_ceiling(
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity")
     stage_rows = []
