@@ -71,6 +71,12 @@ def size_cmd(
     performance_mode: str = typer.Option("balanced", "--performance-mode",
                                          help="balanced, interactivity or throughput (vLLM "
                                          "0.17+; throughput doubles the batch defaults)."),
+    cudagraph_capture_sizes: Optional[str] = typer.Option(
+        None, "--cudagraph-capture-sizes", help="Batch sizes to capture CUDA graphs for, as "
+        "vLLM's flag (commas or spaces: 1,2,4,8); the graph estimate counts them."),
+    max_cudagraph_capture_size: Optional[int] = typer.Option(
+        None, "--max-cudagraph-capture-size", help="Largest CUDA-graph batch size (vLLM's "
+        "flag; default min(2 x max_num_seqs, 512))."),
     cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb",
                                          help="GiB of weights per GPU vLLM keeps in host "
                                          "memory (as vLLM's flag)."),
@@ -92,7 +98,7 @@ def size_cmd(
     """KV-cache capacity of MODEL on GPU, computed the way vLLM computes it."""
     from kvplan.core.sizing import EngineArgs, size
     from kvplan.sources.resolve import resolve_gpu, resolve_model
-    from kvplan.units import parse_vllm_int
+    from kvplan.units import parse_int_list, parse_vllm_int
 
     mml = None
     if max_model_len is not None:
@@ -121,6 +127,10 @@ def size_cmd(
         flashinfer_sampler=flashinfer_sampler, skip_mm_profiling=skip_mm_profiling,
         language_model_only=language_model_only, cpu_offload_gb=cpu_offload_gb,
         performance_mode=performance_mode,
+        cudagraph_capture_sizes=parse_int_list(cudagraph_capture_sizes,
+                                               what="--cudagraph-capture-sizes")
+        if cudagraph_capture_sizes is not None else None,
+        max_cudagraph_capture_size=max_cudagraph_capture_size,
     )
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)

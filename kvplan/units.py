@@ -67,6 +67,15 @@ def parse_vllm_int(text: str | int, *, what: str) -> int:
     return int(float(m.group(1)) * _VLLM_SUFFIX.get(m.group(2), 1))
 
 
+def parse_int_list(text: str, *, what: str) -> tuple[int, ...]:
+    """A list of positive integers, separated by commas or spaces ("1,2,4,8" or "1 2 4 8")."""
+    parts = [x for x in re.split(r"[\s,]+", str(text).strip()) if x]
+    if not parts or not all(x.isdigit() and int(x) > 0 for x in parts):
+        raise BadInput(f"cannot read {what} {text!r}",
+                       hint="use positive integers separated by commas, e.g. 1,2,4,8,16")
+    return tuple(int(x) for x in parts)
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling division for non-negative ints."""
     return -(-a // b)

@@ -731,3 +731,21 @@ def test_fp8_block_tp_split_fails_tensor_parallel_valid(capsys):
     assert f["fix"] == "use --tensor-parallel-size 4, or add --enable-expert-parallel"
     code, rep = check_json(capsys, "--cmd", f"{cmd} --enable-expert-parallel", "--gpu", "h200")
     assert one(rep["deployments"][0], "tensor-parallel-valid")["status"] == "pass"
+
+
+def test_cudagraph_capture_flags_reach_the_sizing(capsys):
+    # a smaller capture grid leaves more KV cache; nargs="+" values are read one by one
+    base = "vllm serve Qwen/Qwen2.5-1.5B-Instruct"
+
+    def tokens(flags):
+        _, rep = check_json(capsys, "--cmd", f"{base} {flags}", "--gpu", "l4")
+        return rep["deployments"][0]
+
+    default = tokens("")["kv_cache_tokens"]
+    small = tokens("--cudagraph-capture-sizes 1 2 4 8")["kv_cache_tokens"]
+    # 86 default graphs -> 8: 78 x 28 layers x 0.133 MiB more KV at 28 KiB per token
+    gained = 78 * 28 * 0.133 * 2**20 / (28 * 1024)
+    assert abs(small - default - gained) <= 16  # one block
+    assert tokens("--max-cudagraph-capture-size 16")["kv_cache_tokens"] > default
+    bad = tokens("--cudagraph-capture-sizes 1 x")
+    assert any(c["id"] == "flag-values" and c["status"] == "fail" for c in bad["checks"])

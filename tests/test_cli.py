@@ -325,3 +325,23 @@ def test_batch_defaults_tier_for_160_gib_gpus(capsys):
 
     assert mnbt("mi300x", "0.27") == 8192 and mnbt("mi300x", "0.28") == 16384
     assert mnbt("b200", "0.29") == 16384 and mnbt("h100", "0.29") == 8192
+
+
+def test_cudagraph_capture_flags(capsys):
+    # vLLM's --max-cudagraph-capture-size / --cudagraph-capture-sizes set the captured grid
+    def graphs(*flags):
+        code, out, _ = run(capsys, "size", "qwen2.5-1.5b-instruct", "--gpu", "l4", "--json",
+                           *flags)
+        assert code == 0
+        d = json.loads(out)
+        return d["cudagraph_graphs"], d["cudagraph_bytes"]
+
+    # L4 defaults: 256 sequences -> 51 sizes up to 512, 35 of them FULL decode sizes <= 256
+    assert graphs()[0] == 86
+    # up to 16: 1, 2, 4, 8, 16, each PIECEWISE and FULL (<= 256 sequences); 28 layers
+    assert graphs("--max-cudagraph-capture-size", "16") == (10, int(
+        (130 + 0.133 * 28 * 10) * 2**20))
+    assert graphs("--cudagraph-capture-sizes", "1,2,4,8")[0] == 8
+    code, _, err = run(capsys, "size", "qwen2.5-1.5b-instruct", "--gpu", "l4",
+                       "--cudagraph-capture-sizes", "1,x")
+    assert code == 2 and "--cudagraph-capture-sizes" in err

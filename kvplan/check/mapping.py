@@ -14,7 +14,7 @@ from typing import Any
 from kvplan.check.base import Loc, Token
 from kvplan.check.command import EngineCommand
 from kvplan.errors import BadInput
-from kvplan.units import parse_vllm_int
+from kvplan.units import parse_int_list, parse_vllm_int
 
 # vLLM canonical flag -> EngineArgs field
 VLLM_FIELDS = {
@@ -42,6 +42,8 @@ VLLM_FIELDS = {
     "--language-model-only": "language_model_only",
     "--cpu-offload-gb": "cpu_offload_gb",
     "--performance-mode": "performance_mode",
+    "--cudagraph-capture-sizes": "cudagraph_capture_sizes",
+    "--max-cudagraph-capture-size": "max_cudagraph_capture_size",
     "--limit-mm-per-prompt": "limit_mm_per_prompt",  # all zero = --language-model-only
 }
 # SGLang (`python -m sglang.launch_server`, server_args.py) flag -> field
@@ -324,7 +326,8 @@ def _validate_value(p: Parsed, f: FlagUse, info: dict) -> None:
         return
     try:
         if typ in ("int", "float", "human_readable_int", "human_readable_int_or_auto"):
-            _convert("", f.value, typ, what)
+            for v in (f.value.split() if info.get("multiple") else [f.value]):  # nargs="+"
+                _convert("", v, typ, what)
         elif typ == "bool_string" and _bool(f.value) is None:
             raise BadInput(f"{what} {f.value!r} is not true or false")
     except BadInput as e:
@@ -355,6 +358,8 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
             value: Any = v
         elif f.value is None:
             return
+        elif fld == "cudagraph_capture_sizes":
+            value = parse_int_list(f.value, what=f.key)
         elif fld == "limit_mm_per_prompt":
             if _all_zero_limits(f.value):
                 p.values["language_model_only"], p.set_by["language_model_only"] = True, f

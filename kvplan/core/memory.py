@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from kvplan.units import GiB, MiB
 
@@ -161,25 +162,30 @@ def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = Fa
 
 
 def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *,
-                            ceiling: int = 512, interactivity: bool = False) -> list[int]:
-    """The batch sizes vLLM captures by default (0.33 `config/vllm.py` `_set_cudagraph_sizes`):
-    up to min(2 x max_num_seqs, ceiling, max_num_batched_tokens); 1, 2, 4, then steps of 8
-    below 256 and 16 from 256 (every size to 32 with --performance-mode interactivity), plus
-    max_num_seqs and the token budget where they fall inside."""
-    top = min(max_num_seqs * 2, ceiling, max_num_batched_tokens)
-    sizes = set(range(1, min(top, 32) + 1)) if interactivity else {
+                            ceiling: int = 512, interactivity: bool = False,
+                            sizes: tuple[int, ...] | None = None,
+                            max_size: int | None = None) -> list[int]:
+    """The batch sizes vLLM captures (0.33 `config/vllm.py` `_set_cudagraph_sizes`).
+    `--cudagraph-capture-sizes` (`sizes`) are taken as given, up to the token budget. By
+    default the grid goes up to min(2 x max_num_seqs, ceiling, max_num_batched_tokens), or to
+    `--max-cudagraph-capture-size` (`max_size`): 1, 2, 4, then steps of 8 below 256 and 16
+    from 256 (every size to 32 with --performance-mode interactivity). max_num_seqs (default
+    ceiling only) and the token budget are added where they fall inside."""
+    if sizes:
+        return sorted({x for x in sizes if x <= max_num_batched_tokens})
+    top = min(max_size or min(max_num_seqs * 2, ceiling), max_num_batched_tokens)
+    grid = set(range(1, min(top, 32) + 1)) if interactivity else {
         i for i in (1, 2, 4) if i <= top}
-    sizes |= set(range(8, min(top + 1, 256), 8)) | set(range(256, top + 1, 16))
-    sizes |= {x for x in (max_num_seqs, max_num_batched_tokens) if x <= top}
-    return sorted(sizes)
+    grid |= set(range(8, min(top + 1, 256), 8)) | set(range(256, top + 1, 16))
+    extra = (max_num_batched_tokens,) if max_size else (max_num_seqs, max_num_batched_tokens)
+    grid |= {x for x in extra if x <= top}
+    return sorted(grid)
 
 
-def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int, *, ceiling: int = 512,
-                     interactivity: bool = False) -> int:
+def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int, **grid: Any) -> int:
     """Graphs captured under the default FULL_AND_PIECEWISE mode: a PIECEWISE graph per size
     and a FULL one per pure-decode size up to max_num_seqs (`CudagraphDispatcher`)."""
-    sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens, ceiling=ceiling,
-                                    interactivity=interactivity)
+    sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens, **grid)
     return len(sizes) + sum(1 for x in sizes if x <= max_num_seqs)
 
 

@@ -80,6 +80,8 @@ class EngineArgs:
     decode_context_parallel_size: int = 1  # -dcp: shards each request's KV over TP ranks
     cpu_offload_gb: float = 0.0  # --cpu-offload-gb: decoder weights kept in host memory (GiB)
     performance_mode: str = "balanced"  # --performance-mode (0.17+): throughput doubles defaults
+    cudagraph_capture_sizes: tuple[int, ...] | None = None  # --cudagraph-capture-sizes
+    max_cudagraph_capture_size: int | None = None  # --max-cudagraph-capture-size
     enable_expert_parallel: bool = False
     max_model_len: int | None = None  # None: from the config; -1: auto-fit (0.14+)
     kv_cache_dtype: str = "auto"
@@ -474,6 +476,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if mml < 1:
             raise BadInput("--max-model-len must be >= 1")
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
+    if a.max_cudagraph_capture_size is not None and a.max_cudagraph_capture_size < 1:
+        raise BadInput("--max-cudagraph-capture-size must be at least 1",
+                       flag="max_cudagraph_capture_size")
     if a.performance_mode not in ("balanced", "interactivity", "throughput"):
         raise BadInput(f"--performance-mode {a.performance_mode!r} is not one of balanced, "
                        "interactivity, throughput")
@@ -606,7 +611,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "CUDA-fitted estimate (HIP graphs and non-torch memory run larger; "
                      "docs/accuracy.md); --kv-cache-memory-bytes from a real start fixes it")
     graphs = M.cudagraph_graphs(seqs, mnbt, ceiling=version.cudagraph_ceiling(
-        gpu.compute_capability), interactivity=a.performance_mode == "interactivity")
+        gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
+        sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size)
     stage_rows = []
     best: tuple[int, M.Budget, int] | None = None
     for si, rng in enumerate(stages):
