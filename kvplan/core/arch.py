@@ -90,6 +90,7 @@ class ModelArch:
     quantization: dict[str, Any] | None = None
     text_config: dict[str, Any] = field(default_factory=dict)
     vision_config: dict[str, Any] | None = None
+    audio_config: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -647,6 +648,8 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
         quantization=t.get("quantization_config") or config.get("quantization_config"),
         text_config=t,
         vision_config=vision,
+        audio_config=config.get("audio_config") if isinstance(config.get("audio_config"), dict)
+        else None,
     )
     arch.layers = _layers(t, arch)
     if not arch.layers:

@@ -42,6 +42,16 @@ class EncoderProfile:
     held_for_lm: int  # bytes still held during the language-model dummy run
 
 
+# Wrappers whose towers vLLM builds from transformers (`AutoModel.from_config`) and runs
+# whole on every TP rank (gemma3n_mm.py, gemma4_mm.py); other towers are TP-sharded
+# (`mm_encoder_tp_mode` "weights", the default).
+REPLICATED_TOWERS = {"Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration"}
+
+
+def towers_tp_sharded(architectures: list[str]) -> bool:
+    return not any(a in REPLICATED_TOWERS for a in architectures)
+
+
 def _gelu_mlp_units(r: float, tp: int) -> float:
     """Peak of a ViT block's un-gated MLP (fc1 -> GELU -> fc2) in units U: input, residual,
     norm, fc1 and GELU outputs (3 + 2r/TP), or the fc2 output and its all-reduce."""

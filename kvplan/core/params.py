@@ -38,7 +38,7 @@ class ParamCount:
     embed: int
     lm_head: int
     layers: list[LayerParams] = field(default_factory=list)
-    vision: int = 0
+    vision: int = 0  # the multimodal towers: vision and audio encoders
 
     @property
     def total(self) -> int:
@@ -201,7 +201,19 @@ def _count_params(arch: ModelArch) -> ParamCount:
         pc.embed += vocab_ple * ple * arch.num_layers + h * ple * arch.num_layers
     if arch.vision_config:
         pc.vision = _vision_params(arch.vision_config)
+    if arch.audio_config:
+        pc.vision += _audio_params(arch.audio_config)
     return pc
+
+
+def _audio_params(ac: dict) -> int:
+    """A conformer audio encoder (Gemma 3n / Gemma 4 `audio_config`): per block two 4x
+    feed-forward modules (16 h²), attention with q/k/v/out and a relative-position
+    projection (5 h²) and a light convolution (3 h²), plus the projection to
+    `output_proj_dims`. An estimate: the subsampling convolutions are left out."""
+    h = int(ac.get("hidden_size") or 0)
+    n = int(ac.get("num_hidden_layers") or ac.get("conf_num_hidden_layers") or 0)
+    return n * 24 * h * h + h * int(ac.get("output_proj_dims") or 0)
 
 
 def _vision_params(vc: dict) -> int:

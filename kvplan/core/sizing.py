@@ -32,7 +32,7 @@ from kvplan.core.kvspec import (
     layer_specs,
     state_bytes,
 )
-from kvplan.core.mm import EncoderProfile, encoder_profile
+from kvplan.core.mm import EncoderProfile, encoder_profile, towers_tp_sharded
 from kvplan.core.params import count_params, expert_padding, rope_cache_bytes, weight_bytes
 from kvplan.core.tensors import TensorSummary
 from kvplan.core.versions import VllmVersion, cc_major
@@ -369,8 +369,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                 b += (lb.split / tp + lb.expert * pad / ep) * online + lb.replicated
                 b += (lb.kv * max(1, kvh // tp) / kvh if kvh else lb.kv / tp) * online
             if si == 0:
-                # the vision tower is TP-sharded too (`mm_encoder_tp_mode` "weights", default)
-                b += (ts.embed + (0 if a.language_model_only else ts.vision)) / tp
+                tower = 0 if a.language_model_only else ts.vision
+                b += ts.embed / tp + tower / (tp if towers_tp_sharded(arch.architectures) else 1)
             if si == len(stages) - 1:
                 b += (ts.lm_head or (ts.embed if si else 0)) / tp + ts.other_split
             out.append(int(b * shrink))
@@ -391,7 +391,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             other += lp.replicated
             expert += lp.expert / ep
         if si == 0:
-            other += (pc.embed + vision) / tp  # the tower TP-sharded like the embeddings
+            other += pc.embed / tp + vision / (tp if towers_tp_sharded(arch.architectures)
+                                                else 1)
         if si == len(stages) - 1 and (pc.lm_head or si):
             head = (pc.lm_head or pc.embed) / tp
         per_stage.append(((attn * wb.linear + mlp * wb.mlp_bytes) * online,
