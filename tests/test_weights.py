@@ -245,3 +245,21 @@ def test_rotary_cache_follows_get_rope():
     assert rope("Qwen/Qwen3.5-27B") == 262144 * 64 * 2
     # linear x4 over 16,384 positions (deepseek-coder)
     assert rope("deepseek-ai/deepseek-coder-6.7b-instruct") == 16384 * 4 * 128 * 2
+
+
+def test_gemma4_audio_tower_counted_and_towers_replicated():
+    from kvplan import catalog
+    from kvplan.core.mm import towers_tp_sharded
+    from kvplan.core.params import _audio_params, _vision_params
+    from kvplan.sources.resolve import model_from_entry
+
+    m = model_from_entry(*catalog.load("models").get("google/gemma-4-E4B-it"))
+    arch = normalize(m.config)
+    # conformer: 12 blocks x 24 h^2 (two 4x FFNs, attention + relative positions, light
+    # convolution) at h = 1024, plus the 1024 -> 1536 output projection
+    assert _audio_params(m.config["audio_config"]) == 12 * 24 * 1024**2 + 1024 * 1536
+    assert count_params(arch).vision == (_vision_params(m.config["vision_config"])
+                                         + 12 * 24 * 1024**2 + 1024 * 1536)
+    # vLLM builds Gemma 3n / 4 towers with AutoModel.from_config: whole on every TP rank
+    assert not towers_tp_sharded(arch.architectures)
+    assert towers_tp_sharded(["Qwen2_5_VLForConditionalGeneration"])
