@@ -350,6 +350,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
     pad = expert_padding(arch, tp, a.quantization, cc_major(cc))
+    tower_tp = tp if towers_tp_sharded(arch.architectures) else 1  # ranks a tower is split over
     quantized_ckpt = bool(arch.quantization or model.hf_quant_config)
     fp32 = canonical(arch.config_dtype) == "float32" and not quantized_ckpt
     shrink = dtype_bytes(model_dtype) / 4 if fp32 else 1.0  # fp32 checkpoint loaded as 16-bit
@@ -370,7 +371,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                 b += (lb.kv * max(1, kvh // tp) / kvh if kvh else lb.kv / tp) * online
             if si == 0:
                 tower = 0 if a.language_model_only else ts.vision
-                b += ts.embed / tp + tower / (tp if towers_tp_sharded(arch.architectures) else 1)
+                b += ts.embed / tp + tower / tower_tp
             if si == len(stages) - 1:
                 b += (ts.lm_head or (ts.embed if si else 0)) / tp + ts.other_split
             out.append(int(b * shrink))
@@ -391,8 +392,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             other += lp.replicated
             expert += lp.expert / ep
         if si == 0:
-            other += pc.embed / tp + vision / (tp if towers_tp_sharded(arch.architectures)
-                                                else 1)
+            other += pc.embed / tp + vision / tower_tp
         if si == len(stages) - 1 and (pc.lm_head or si):
             head = (pc.lm_head or pc.embed) / tp
         per_stage.append(((attn * wb.linear + mlp * wb.mlp_bytes) * online,
