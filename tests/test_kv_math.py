@@ -26,6 +26,8 @@ GiB = 1 << 30
 H100 = Gpu("h100-sxm", "NVIDIA H100 80GB HBM3", 81089 * (1 << 20), "9.0")
 L4 = Gpu("l4", "NVIDIA L4", 22518 * (1 << 20), "8.9")
 T4 = Gpu("t4", "Tesla T4", 15095 * (1 << 20), "7.5")
+H200 = Gpu("h200-sxm", "NVIDIA H200", 143771 * (1 << 20), "9.0")
+B200 = Gpu("b200", "NVIDIA B200", 182642 * (1 << 20), "10.0")
 
 
 def run(cfg, gpu=H100, version="0.33", **kw):
@@ -97,14 +99,34 @@ def test_deepseek_v3_mla_block_size_by_version():
 
 
 def test_deepseek_v32_sparse_mla_with_indexer():
-    # 0.20: auto -> fp8_ds_mla 656 B + indexer 132 B per layer
-    r = run(DEEPSEEK_V32, version="0.20.2", kv_cache_memory_bytes=GiB)
+    # fp8 request -> fp8_ds_mla 656 B + indexer 132 B per layer
+    r = run(DEEPSEEK_V32, version="0.16", kv_cache_dtype="fp8", kv_cache_memory_bytes=GiB)
     assert r.kv_dtype == "fp8_ds_mla"
     assert r.kv_bytes_per_token_per_gpu == 788 * 61 == 48068
     assert r.block_size == 64
     assert len(r.groups) == 1  # MLA + indexer: one uniform-type group
-    # 0.33: auto stays bf16 on FlashMLA-sparse: 1,152 + 132
+    # only 0.11.0 stored `auto` as fp8_ds_mla too
+    assert run(DEEPSEEK_V32, version="0.11.0", kv_cache_memory_bytes=GiB
+               ).kv_bytes_per_token_per_gpu == 48068
+    # 0.11.1+: `auto` is bf16, 1,152 + 132 B per layer
     assert run(DEEPSEEK_V32, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == 78324
+
+
+def test_deepseek_v32_kv_layout_matches_sweep_logs():
+    # Real H200 TP8 starts (benchmarks/cases_sweep.yaml): 0.16.0 printed 42.19 GiB ->
+    # 578,368 tokens, 0.18.0 41.76 GiB -> 572,480 (bf16 latent + indexer, 64-token blocks)
+    for version, gib, tokens in (("0.16.0", 42.19, 578368), ("0.18.0", 41.76, 572480)):
+        r = run(DEEPSEEK_V32, gpu=H200, version=version, tensor_parallel_size=8,
+                max_model_len=8192, kv_cache_memory_bytes=round(gib * GiB))
+        assert r.kv_cache_tokens == tokens
+    # 0.18 on SM100 with <= 16 heads per rank: FlashInfer sparse MLA keeps plain fp8
+    # (576 + 132 B); with 32 heads per rank FlashMLA sparse converts to fp8_ds_mla
+    tp8 = run(DEEPSEEK_V32, gpu=B200, version="0.18.0", tensor_parallel_size=8,
+              kv_cache_dtype="fp8", kv_cache_memory_bytes=GiB)
+    assert (tp8.kv_dtype, tp8.kv_bytes_per_token_per_gpu) == ("fp8", 708 * 61)
+    tp4 = run(DEEPSEEK_V32, gpu=B200, version="0.18.0", tensor_parallel_size=4,
+              kv_cache_dtype="fp8", kv_cache_memory_bytes=GiB)
+    assert tp4.kv_dtype == "fp8_ds_mla"
 
 
 # --- sliding window -----------------------------------------------------------------------
@@ -278,7 +300,10 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
     reqs, vocab = 1024, 128256  # H100 serve defaults: min(8192, 1024) dummy requests
     # the sampler dominates the profile peak: logits-sized fp32 buffers + fixed workspace
     assert a.budget.activation == int(reqs * vocab * 4 * 9.6 + 64 * 2**20)
-    assert b.budget.activation == int(reqs * vocab * 4 * 2.5 + 64 * 2**20)
+    assert b.budget.activation == int(reqs * vocab * 4 * 3.5 + 64 * 2**20)
+    # 0.11.0 still profiles the FlashInfer path; 0.11.1 made it opt-in
+    assert run(LLAMA31_8B, version="0.11.0", max_model_len=8192, flashinfer_sampler=True
+               ).budget.activation == b.budget.activation
     # 0.33 warms the PyTorch path as well: the flag changes nothing there. From 0.17 the
     # Triton top-k/top-p path: 3.9 buffers, plus what 0.20+ keeps after the profile (450 MiB)
     c = run(LLAMA31_8B, max_model_len=8192, flashinfer_sampler=True)
@@ -294,6 +319,18 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
                ).budget.non_torch == M.non_torch(2, 1, False) == (130 + 100) * 2**20
     # from 0.17 Hopper at TP > 1 also builds the FlashInfer all-reduce workspace
     assert run(LLAMA31_8B, gpu=nv, **tp2).budget.non_torch == (130 + 420 + 1620) * 2**20
+
+
+def test_rocm_non_torch_before_020():
+    # MI300X starts of 0.9-0.18 hold 1.18 GiB more outside torch, 1.79 GiB more at TP8
+    mi = Gpu("mi300x", "AMD Instinct MI300X", 196592 << 20, "gfx942", vendor="amd",
+             interconnect_gbps=896)
+    one = run(LLAMA31_8B, gpu=mi, version="0.18", max_model_len=8192)
+    assert one.budget.non_torch == (130 + 1180) * 2**20
+    eight = run(LLAMA31_8B, gpu=mi, version="0.18", max_model_len=8192, tensor_parallel_size=8)
+    assert eight.budget.non_torch == (130 + 1180 + 1790 + 420) * 2**20
+    assert run(LLAMA31_8B, gpu=mi, version="0.20", max_model_len=8192
+               ).budget.non_torch == 130 * 2**20
 
 
 def test_flashinfer_allreduce_workspace_rule():
@@ -339,7 +376,6 @@ def test_minimax_m3_sparse_index_cache_and_128_blocks(tp, kv_heads):
 
 # --- DeepSeek-V4: packed (block-outermost) groups ---------------------------------------------
 
-H200 = Gpu("h200-sxm", "NVIDIA H200", 143771 * (1 << 20), "9.0")
 
 
 def test_deepseek_v4_flash_packed_groups_and_concurrency():
@@ -416,20 +452,22 @@ def test_mamba_prefix_caching_off_before_014():
 def test_moe_workspace_stays_allocated_while_the_sampler_runs():
     # Qwen3-Next-80B-A3B (512 experts, top-10, expert intermediate 512, hidden 2048), TP1 on
     # an H100 at 0.20 with the serve defaults: 8,192 tokens, 1,024 dummy requests.
-    # Fused-MoE workspace per token: top_k x (max(2 x 512, 2048) + 512) = 10 x 2,560 elements.
-    ws = 8192 * 10 * 2560 * 2
+    # `TritonExperts` workspace per token: top_k x (max(512, 2048) + max(2 x 512, 2048))
+    # = 10 x 4,096 elements.
+    ws = 8192 * 10 * 4096 * 2
     sampler = 1024 * 151936 * 4 * 3.9
     r = run(QWEN3_NEXT_80B, version="0.20", max_model_len=8192, kv_cache_memory_bytes=GiB)
     assert r.budget.activation == int(ws + sampler + (64 + 450) * 2**20)
     # 0.11 allocated the workspace per call: the peak is the larger of forward and sampler
     old = run(QWEN3_NEXT_80B, version="0.11", max_model_len=8192, kv_cache_memory_bytes=GiB)
     assert old.budget.activation == int(1024 * 151936 * 4 * 9.6 + 64 * 2**20)
-    # expert parallelism keeps experts whole: the intermediate is not split by TP
+    # expert parallelism keeps experts whole, but the hidden size (2,048) bounds both
+    # buffers here whether the intermediate is 512 (EP) or 128 (TP4)
     ep = run(QWEN3_NEXT_80B, version="0.20", max_model_len=8192, kv_cache_memory_bytes=GiB,
              tensor_parallel_size=4, enable_expert_parallel=True)
     tp = run(QWEN3_NEXT_80B, version="0.20", max_model_len=8192, kv_cache_memory_bytes=GiB,
              tensor_parallel_size=4)
-    assert ep.budget.activation - tp.budget.activation == 8192 * 10 * (512 - 128) * 2
+    assert ep.budget.activation == tp.budget.activation
 
 
 def test_decode_context_parallel_shards_tokens_not_memory():
@@ -528,3 +566,30 @@ def test_cudagraph_estimate_follows_the_graph_count():
     assert VllmVersion.of("0.27").cudagraph_ceiling("10.0") == 512
     assert VllmVersion.of("0.33").cudagraph_ceiling("12.0") == 512
     assert len(M.cudagraph_capture_sizes(1024, 16384, ceiling=1024)) == 3 + 31 + 49
+
+
+def test_moe_kernel_scratch_by_version_deepseek_tp8():
+    # DeepSeek-V3 shapes with block-FP8 experts at TP8 (local intermediate 256, 256
+    # experts, top-8), 8,192 profile tokens and 1,024 dummy requests on an H200.
+    cfg = {**DEEPSEEK_V3, "quantization_config": {"quant_method": "fp8",
+                                                  "weight_block_size": [128, 128]}}
+    sampler = 1024 * 129280 * 4
+
+    def act(version, gpu=H200):
+        return run(cfg, gpu=gpu, version=version, tensor_parallel_size=8, max_model_len=8192,
+                   kv_cache_memory_bytes=GiB).budget.activation
+
+    # 0.11.2: DeepGEMM, rows padded per expert: ceil((65,536 + 256 x 127) / 128) x 128 =
+    # 98,048; 98,048 x 512 + 98,048 x 7,168 + 8,192 x 7,168 bf16 elements stay allocated
+    deepgemm = (98048 * 512 + 98048 * 7168 + 8192 * 7168) * 2
+    assert deepgemm == 1623457792
+    assert act("0.11.2") == int(deepgemm + sampler * 9.6 + 64 * 2**20)
+    # 0.13 at TP8: the Triton function, freed before the sampler runs
+    assert act("0.13.0") == int(sampler * 9.6 + 64 * 2**20)
+    # 0.16: FlashInfer CUTLASS keeps two 8,192 x 7,168 buffers
+    assert act("0.16.0") == int(2 * 8192 * 7168 * 2 + sampler * 9.6 + 64 * 2**20)
+    # 0.18: TritonExperts, 65,536 x (7,168 + 7,168) kept in the workspace manager
+    triton = 65536 * (7168 + 7168) * 2
+    assert act("0.18.0") == int(triton + sampler * 3.9 + 64 * 2**20)
+    # Blackwell 0.18: FlashInfer TRT-LLM
+    assert act("0.18.0", B200) == int(2 * 8192 * 7168 * 2 + sampler * 3.9 + 64 * 2**20)

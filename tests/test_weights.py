@@ -263,3 +263,19 @@ def test_gemma4_audio_tower_counted_and_towers_replicated():
     # vLLM builds Gemma 3n / 4 towers with AutoModel.from_config: whole on every TP rank
     assert not towers_tp_sharded(arch.architectures)
     assert towers_tp_sharded(["Qwen2_5_VLForConditionalGeneration"])
+
+
+def test_modelopt_031_export_kv_auto_is_fp8_from_013(capsys):
+    # ModelOpt 0.31+ exports write `quantization_config` (quant_method modelopt) into
+    # config.json, which vLLM 0.13+ resolves for `auto`. A real 0.18.0 TP8 B200 start of
+    # nvidia/DeepSeek-V3.2-NVFP4 printed 110.97 GiB -> 2,758,848 tokens: plain fp8 latent
+    # (576 B) + indexer (132 B) x 61 layers, FlashInfer sparse MLA at 16 heads per rank
+    d = _size_json(capsys, "nvidia/DeepSeek-V3.2-NVFP4", "--gpu", "b200", "-tp", "8",
+                   "--max-model-len", "8192", "--vllm-version", "0.18.0",
+                   "--kv-cache-memory-bytes", str(round(110.97 * (1 << 30))))
+    assert d["kv_cache_dtype"] == "fp8"
+    assert d["kv_bytes_per_token_per_gpu"] == 708 * 61
+    assert abs(d["kv_cache_tokens"] - 2758848) <= 64  # one block: the GiB printed to 0.01
+    old = _size_json(capsys, "nvidia/DeepSeek-V3.2-NVFP4", "--gpu", "b200", "-tp", "8",
+                     "--max-model-len", "8192", "--vllm-version", "0.12.0")
+    assert old["kv_cache_dtype"] == "bfloat16"

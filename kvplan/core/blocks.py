@@ -179,20 +179,25 @@ def estimate_max_model_len(groups: list[Group], available: int, upper: int, infl
 
 
 def kv_cache_tokens(groups: list[Group], num_blocks: int, max_model_len: int,
-                    concurrency: float, *, from_concurrency: bool, v1: bool) -> int:
+                    concurrency: float, *, from_concurrency: bool, v1: bool,
+                    state_block: int | None = None) -> int:
     """The "GPU KV cache size: N tokens" figure vLLM logs.
 
     0.20.2+: int(max_concurrency * max_model_len) (same float expression as vLLM);
     0.11-0.20.0: num_blocks // num_groups * min(group block sizes), times the decode context
     parallel size ("Multiplying the GPU KV cache size by the dcp_world_size");
-    V0: blocks x block size.
+    V0: blocks x block size. `state_block`: the block size Mamba groups report when it is
+    not the attention one (max_model_len without Mamba prefix caching, `mamba_block_size`);
+    Nemotron-3-Super starts at max_model_len 8,192 print 8,192 x blocks, not 8,320 x.
     """
     if not groups:
         return 0
     if from_concurrency:
         return int(concurrency * max_model_len)
-    attn_sizes = [g.block_size for g in groups if not g.spec.is_state]
-    min_bs = min(attn_sizes) if attn_sizes else groups[0].block_size
+    sizes = [g.block_size for g in groups if not g.spec.is_state]
+    if state_block and len(sizes) < len(groups):
+        sizes.append(state_block)
+    min_bs = min(sizes) if sizes else groups[0].block_size
     if not v1:
         return num_blocks * min_bs
     return num_blocks // len(groups) * min_bs * groups[0].spec.dcp

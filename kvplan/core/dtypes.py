@@ -7,6 +7,7 @@ platform's preferred half type), `utils/torch_utils.py` `STR_DTYPE_TO_TORCH_DTYP
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 from kvplan.core.versions import cc_major
@@ -65,12 +66,33 @@ def resolve_model_dtype(config_dtype: str, user_dtype: str | None, compute_capab
     return d
 
 
-def modelopt_kv_dtype(quant_config: dict | None, hf_quant: dict | None) -> str | None:
-    """KV scheme a ModelOpt checkpoint declares (`utils/torch_utils.py
-    get_kv_cache_quant_algo_string`): hf_quant_config.json, or a `quantization_config` whose
-    quant_method starts with 'modelopt'. Only fp8 is a KV dtype kvplan sizes exactly."""
-    cands = [hf_quant] if hf_quant else []
-    if quant_config and str(quant_config.get("quant_method", "")).startswith("modelopt"):
+def modelopt_in_config_json(hf_quant: dict | None) -> bool:
+    """Whether the ModelOpt export that wrote this hf_quant_config.json also put its
+    `quantization_config` into config.json: "ModelOpt 0.31.0 and after saves the
+    quantization config in the model config file" (vLLM `transformers_utils/config.py`).
+    Development builds ('0.0.1.devN+g<sha>.dYYYYMMDD') count by their date (June 2025+)."""
+    text = str(((hf_quant or {}).get("producer") or {}).get("version") or "")
+    m = re.match(r"(\d+)\.(\d+)", text)
+    if m and (int(m.group(1)), int(m.group(2))) >= (0, 31):
+        return True
+    d = re.search(r"\.d(20\d{6})$", text)
+    return bool(d) and d.group(1) >= "20250601"
+
+
+def modelopt_kv_dtype(quant_config: dict | None, hf_quant: dict | None, *,
+                      config_json_from: bool, hf_quant_from: bool) -> str | None:
+    """KV scheme a ModelOpt checkpoint declares, if this vLLM reads it for `auto`
+    (`utils/torch_utils.py get_kv_cache_quant_algo_string`). vLLM folds
+    hf_quant_config.json into `quantization_config` (`transformers_utils/config.py`), but
+    through 0.18 the resolver needs a `quant_method` starting with 'modelopt', which only
+    the config.json form (ModelOpt 0.31+ exports) has: `config_json_from` (0.13+) gates
+    that form, `hf_quant_from` (0.20+) a separate file from an older export. Only fp8 is a
+    KV dtype kvplan sizes exactly."""
+    cands = []
+    if hf_quant and (hf_quant_from or (config_json_from and modelopt_in_config_json(hf_quant))):
+        cands.append(hf_quant)
+    if (quant_config and config_json_from
+            and str(quant_config.get("quant_method", "")).startswith("modelopt")):
         cands.append(quant_config)
     for q in cands:
         inner = q.get("quantization", q) if isinstance(q.get("quantization"), dict) else q
@@ -87,26 +109,23 @@ def modelopt_kv_dtype(quant_config: dict | None, hf_quant: dict | None) -> str |
 
 
 def resolve_kv_dtype(kv_cache_dtype: str, model_dtype: str, *, allowed: tuple[str, ...],
-                     modelopt_kv: str | None, sparse_mla: bool, modelopt_auto: bool,
-                     v33: bool) -> str:
+                     modelopt_kv: str | None, sparse_mla: str | None = None) -> str:
     """Resolve `--kv-cache-dtype` to a concrete storage dtype name.
 
-    - `auto` -> the model dtype, or the ModelOpt checkpoint's KV scheme (vLLM 0.20+).
-    - DeepSeek-V3.2 sparse MLA: fp8 variants become `fp8_ds_mla`; before 0.33 `auto` does too
-      (0.11 `DeepseekV32ForCausalLM.verify_and_update_config`; 0.33
-      `_canonicalize_sparse_mla_kv_cache_dtype` keeps `auto` as bf16).
+    - `auto` -> the model dtype, or the ModelOpt checkpoint's KV scheme (`modelopt_kv`).
+    - DeepSeek-V3.2 sparse MLA (`sparse_mla`, from `VllmVersion.sparse_mla_kv`): "auto+fp8"
+      stores `auto` and fp8 values as `fp8_ds_mla`, "fp8" only fp8 values, "none" neither.
     """
     k = (kv_cache_dtype or "auto").lower()
     if k not in allowed:
         raise BadInput(f"--kv-cache-dtype {kv_cache_dtype} is not accepted by this vLLM version",
                        hint="choose one of " + ", ".join(allowed))
     if k == "auto":
-        if modelopt_kv and modelopt_auto:
-            k = modelopt_kv
-        elif sparse_mla and not v33:
+        if sparse_mla == "auto+fp8":
             return "fp8_ds_mla"
-        else:
+        if not modelopt_kv:
             return model_dtype
-    if sparse_mla and k.startswith("fp8"):
+        k = modelopt_kv
+    if sparse_mla in ("auto+fp8", "fp8") and k.startswith("fp8"):
         return "fp8_ds_mla"
     return k

@@ -31,11 +31,14 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "fitted on 9 real V1 logs (torch peak 1.40-7.38 GiB, vocab 128k-201k, 256-1024 "
         "requests, H100/H200/L40S, vLLM 0.10-0.11): 9.5-9.9 fp32 logits-sized buffers"),
     "sampler_fp32_copies_flashinfer": (
-        2.5, "x num_reqs x vocab x 4 B (vLLM <= 0.10 with the FlashInfer sampler)",
-        "vLLM 0.10's profile run samples once, through FlashInfer's top-k/top-p kernel when "
+        3.5, "x num_reqs x vocab x 4 B (vLLM 0.10-0.11.0 with the FlashInfer sampler)",
+        "0.10-0.11.0 profile the sampler once, through FlashInfer's top-k/top-p kernel when "
         "flashinfer is installed (TopKTopPSampler; log 'Using FlashInfer for top-p & top-k "
-        "sampling'); fitted on five 0.10.1 A100 logs that print that line: 1.7-2.5 buffers. "
-        "0.33 also warms the PyTorch path, so the flag has no effect there"),
+        "sampling'): bf16 logits (0.5) + fp32 copy + top-k-masked logits + probs = 3.5 by the "
+        "code. Real logs: 3.1-4.0 buffers on three upstream 0.11.0 H200 starts (Llama-3.3-70B "
+        "FP8 TP4, DeepSeek-R1 TP8, Qwen3-235B FP8 TP4+EP; 1,024 requests); five 0.10.1 A100 "
+        "logs with 256 requests bound it only loosely (1.7-2.5). 0.11.1 made the sampler "
+        "opt-in; 0.33 also warms the PyTorch path, so the flag has no effect there"),
     "sampler_fp32_copies_v017": (
         3.9, "x num_reqs x vocab x 4 B (vLLM 0.17+)",
         "0.17 samples top-k/top-p with a Triton kernel for batches >= 8 "
@@ -75,6 +78,19 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "0.19.0 H100 SXM logs print 2.06-2.10 GiB of non-torch memory at TP2 (6 logs) and "
         "2.13-2.21 GiB at TP4 (5 logs), 1.58 GiB above the NVLink TP term on average, against "
         "0.24-0.25 GiB at TP1 and 0.54-0.55 GiB at TP2 with 0.11"),
+    "non_torch_rocm_mib": (
+        1180.0, "MiB per GPU on ROCm, vLLM before 0.20",
+        "what MI300X starts hold beyond the CUDA-fitted terms, weights taken as logged: "
+        "+1.0 to +1.6 GiB (median 1.2) on 22 starts at TP1-TP4 of Llama-3.3-70B (BF16, FP8), "
+        "Qwen3-235B and Qwen3-VL-30B with vLLM 0.11.2-0.18 (Red Hat AI Inference Server "
+        "sweep, benchmarks/cases_sweep.yaml), +1.35 and +1.38 GiB on a 0.11.0 TP1 and a 0.9.2 "
+        "TP2 log. ROCm 0.2x logs (0.23, 0.28, 0.29/0.31 on a virtualised MI300X) do not "
+        "show it consistently, so it is not applied from 0.20"),
+    "non_torch_rocm_tp8_mib": (
+        1790.0, "MiB per GPU more on ROCm at TP*PP >= 8, vLLM before 0.20",
+        "RCCL over 8 xGMI peers: TP8 MI300X starts of DeepSeek-R1 (0.11.2-0.18, 7 starts) "
+        "and Qwen3-235B (0.11.2, 2) hold +2.8 to +3.0 GiB beyond the CUDA terms, 1.75 GiB "
+        "more than TP1-TP4"),
     "cudagraph_base_mib": (
         130.0, "MiB",
         "CUDA-graph estimate subtracted from 0.20 on, fixed part (first capture, pool): fitted "
@@ -96,6 +112,10 @@ def const(name: str) -> float:
     return EMPIRICAL[name][0]
 
 
+# Fused-MoE expert kernels, by how they take scratch space (`VllmVersion.moe_kernel`).
+MOE_KERNELS = ("functional", "modular", "deepgemm_v011", "deepgemm", "flashinfer")
+
+
 @dataclass(frozen=True)
 class ActivationShape:
     """The model shape terms the activation peak depends on (per GPU)."""
@@ -106,55 +126,74 @@ class ActivationShape:
     top_k: int
     vocab: int
     act_bytes: int  # activation dtype bytes
+    moe_kernel: str = "functional"  # one of MOE_KERNELS
+    local_experts: int = 0  # experts on one GPU (DeepGEMM pads every expert's rows)
 
-    @property
-    def moe_workspace_per_token(self) -> int:
-        """Elements the fused-MoE kernel keeps per token: `workspace13` (M x top_k x
-        max(N, K), the gate_up output, reused for the per-expert down output) and
-        `workspace2` (M x top_k x N/2, the activation output), with N = 2 x local expert
-        intermediate and K = hidden (`TritonExperts.workspace_shapes`; `fused_experts_impl`
-        allocates the same two caches per call)."""
-        if not self.moe_intermediate_local:
+    def moe_workspace(self, tokens: int) -> int:
+        """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
+        intermediate, K = hidden, M x top_k rows:
+        * functional (`fused_experts_impl`, per call): M.k x max(N, K) + M.k x N/2;
+        * modular (`TritonExperts.workspace_shapes`): M.k x max(N/2, K) + M.k x max(N, K);
+        * DeepGEMM (`DeepGemmExperts.workspace_shapes`) on M_sum rows, every local expert's
+          rows padded to 128 (`compute_aligned_M`): 0.11.x M_sum x N + M_sum x max(N/2, K) +
+          an M x K output, 0.13+ M_sum x max(N/2, K) + M_sum x max(N, K);
+        * FlashInfer CUTLASS (`FlashInferExperts`): two M x K buffers."""
+        i, h, k = self.moe_intermediate_local, self.hidden, self.top_k
+        if not i:
             return 0
-        i = self.moe_intermediate_local
-        return self.top_k * (max(2 * i, self.hidden) + i)
+        rows = tokens * k
+        if self.moe_kernel == "functional":
+            return rows * (max(2 * i, h) + i)
+        if self.moe_kernel == "modular":
+            return rows * (max(i, h) + max(2 * i, h))
+        if self.moe_kernel == "flashinfer":
+            return 2 * tokens * h
+        m_sum = -(-(rows + self.local_experts * 127) // 128) * 128
+        if self.moe_kernel == "deepgemm_v011":
+            return m_sum * 2 * i + m_sum * max(i, h) + tokens * h
+        return m_sum * (max(i, h) + max(2 * i, h))
 
 
 def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num_seqs: int,
                     *, v1: bool, sampler_copies: float | None = None,
-                    moe_chunk: int | None = None, persistent_moe: bool = False,
-                    v020: bool = False) -> int:
+                    moe_chunk: int | None = None, v020: bool = False) -> int:
     """Peak torch memory of the profile run above the weights (empirical model).
 
     The profile run forwards `max_num_batched_tokens` tokens split over
     `min(max_num_batched_tokens, max_num_seqs)` dummy requests, then samples one token per
     request (`gpu_model_runner.profile_run`). V0 profiled `max_num_seqs` sequences the same way.
     The fused-MoE workspace covers `moe_chunk` tokens at a time (`VLLM_FUSED_MOE_CHUNK_SIZE`
-    up to 0.1x); with `persistent_moe` (the workspace manager's buffers, 0.14+) it is still
-    allocated while the sampler runs. `v020` adds what 0.20+ keeps after the profile.
+    up to 0.17); every kernel but the functional one keeps it allocated (0.11
+    `SharedResizableBuffer`, 0.13+ `WorkspaceManager`), so it is still there while the
+    sampler runs. `v020` adds what 0.20+ keeps after the profile.
     """
     tokens = max_num_batched_tokens
     reqs = min(tokens, max_num_seqs)
     per_token = const("act_hidden_copies") * shape.hidden
     dense = const("act_mlp_copies") * shape.intermediate_local * tokens
-    moe = shape.moe_workspace_per_token * min(tokens, moe_chunk or tokens)
+    moe = shape.moe_workspace(min(tokens, moe_chunk or tokens))
     forward = (tokens * per_token + max(dense, moe)) * shape.act_bytes
     copies = const("sampler_fp32_copies") if sampler_copies is None else sampler_copies
     sampler = reqs * shape.vocab * 4 * copies
-    held = moe * shape.act_bytes if persistent_moe else 0
+    held = moe * shape.act_bytes if shape.moe_kernel != "functional" else 0
     fixed = const("act_fixed_mib") + (const("act_v020_mib") if v020 else 0.0)
     return int(max(forward, held + sampler) + fixed * MiB)
 
 
-def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = False) -> int:
+def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = False,
+              rocm: bool = False) -> int:
     """Memory outside the torch allocator that grows during profiling (empirical). vLLM's
     custom all-reduce (IPC buffers) runs only over NVLink within a node and not with
     --disable-custom-all-reduce (`custom_all_reduce.py`: disabled when the group spans
     nodes or the GPUs are not fully connected). `fi_allreduce`: the FlashInfer all-reduce
-    workspace is built as well."""
+    workspace is built as well. `rocm`: the extra that MI300X starts of vLLM 0.9-0.18 show."""
     extra = 0.0
+    if rocm:
+        extra += const("non_torch_rocm_mib")
+        if tp * pp >= 8:
+            extra += const("non_torch_rocm_tp8_mib")
     if tp * pp > 1:
-        extra = const("non_torch_nvlink_tp_mib" if custom_all_reduce
+        extra += const("non_torch_nvlink_tp_mib" if custom_all_reduce
                       else "non_torch_pcie_tp_mib")
     if fi_allreduce:
         extra += const("non_torch_fi_allreduce_mib")

@@ -433,10 +433,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # dtypes
     model_dtype = resolve_model_dtype(arch.config_dtype, a.dtype, cc, v1=version.v1,
                                       model_type=arch.model_type)
-    mo_kv = modelopt_kv_dtype(arch.quantization, model.hf_quant_config)
+    mo_kv = modelopt_kv_dtype(arch.quantization, model.hf_quant_config,
+                              config_json_from=version.modelopt_kv_auto,
+                              hf_quant_from=version.at_least(0, 20))
+    sparse = None
+    if DSV4 in arch.kinds:
+        sparse = "fp8"  # V4 stores any fp8 request as fp8_ds_mla (and `auto` too, below)
+    elif arch.is_sparse_mla:
+        sparse = version.sparse_mla_kv(cc, max(1, arch.num_attention_heads // tp))
     kv = resolve_kv_dtype(a.kv_cache_dtype, model_dtype, allowed=version.kv_cache_dtypes,
-                          modelopt_kv=mo_kv, sparse_mla=arch.is_sparse_mla,
-                          modelopt_auto=version.at_least(0, 20), v33=version.at_least(0, 33))
+                          modelopt_kv=mo_kv, sparse_mla=sparse)
     if kv.startswith("fp8") and kv != "fp8_ds_mla" and cc_major(cc) < 8 and gpu.vendor == "nvidia":
         raise BadInput(f"--kv-cache-dtype {kv} needs compute capability 8.0+ "
                        f"({gpu.name} is {cc})", hint="use --kv-cache-dtype auto")
@@ -567,14 +573,21 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "(the throughput model does not count that)")
     util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
     shape = _activation_shape(arch, 1 if a.enable_expert_parallel else tp, tp, model_dtype)
+    if shape.moe_intermediate_local:
+        q = arch.quantization or {}
+        fp8_block = (str(q.get("quant_method", "")).lower() == "fp8"
+                     and bool(q.get("weight_block_size")) and gpu.vendor == "nvidia")
+        experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
+        shape = replace(shape, local_experts=experts, moe_kernel=version.moe_kernel(
+            cc, fp8_block=fp8_block, moe_tp=1 if a.enable_expert_parallel else tp,
+            expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor))
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
-    if a.flashinfer_sampler and version.v1 and not version.at_least(0, 11):
-        copies = "sampler_fp32_copies_flashinfer"  # 0.10 profiles the selected sampler only
+    if a.flashinfer_sampler and version.v1 and not version.at_least(0, 11, 1):
+        copies = "sampler_fp32_copies_flashinfer"  # 0.10-0.11.0 profile the selected sampler
     def lm_peak(sampler_reqs: int) -> int:
         return M.activation_peak(shape, mnbt, sampler_reqs, v1=version.v1,
                                  sampler_copies=M.const(copies),
-                                 moe_chunk=None if version.at_least(0, 20) else 32768,
-                                 persistent_moe=version.moe_workspace_persists,
+                                 moe_chunk=version.moe_chunk,
                                  v020=version.at_least(0, 20))
 
     act = lm_peak(seqs)
@@ -594,8 +607,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"({enc.encoder_peak / GiB:.2f} GiB peak; --skip-mm-profiling skips it)")
     fi_ar = version.flashinfer_allreduce(gpu.compute_capability, tp=tp, pp=pp,
                                          dp=a.data_parallel_size, enforce_eager=a.enforce_eager)
+    rocm_nt = gpu.vendor == "amd" and not version.at_least(0, 20)
     nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce,
-                     fi_ar)
+                     fi_ar, rocm=rocm_nt)
     if fi_ar:
         notes.append(f"non-torch memory includes "
                      f"{M.const('non_torch_fi_allreduce_mib') / 1024:.2f} GiB per GPU for vLLM's "
@@ -607,10 +621,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "non-torch memory, so the KV pool moves with what else runs (public GB10 "
                      "logs: -2.3 to +3.5 GiB from this estimate); --kv-cache-memory-bytes "
                      "fixes it")
-    if gpu.vendor == "amd" and a.kv_cache_memory_bytes is None:
-        notes.append("ROCm: public MI300X logs leave up to 7 GiB less KV cache than this "
-                     "CUDA-fitted estimate (HIP graphs and non-torch memory run larger; "
-                     "docs/accuracy.md); --kv-cache-memory-bytes from a real start fixes it")
+    if rocm_nt:
+        notes.append("ROCm: non-torch memory includes the extra MI300X starts of vLLM "
+                     "0.9-0.18 show (1.15 GiB, 2.9 GiB at TP8; docs/methodology.md)")
+    elif gpu.vendor == "amd" and a.kv_cache_memory_bytes is None:
+        notes.append("ROCm: public MI300X logs of vLLM 0.2x leave up to 7 GiB less KV cache "
+                     "than this CUDA-fitted estimate (HIP graphs and non-torch memory run "
+                     "larger; docs/accuracy.md); --kv-cache-memory-bytes from a real start "
+                     "fixes it")
     graphs = M.cudagraph_graphs(seqs, mnbt, ceiling=version.cudagraph_ceiling(
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
         sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size)
@@ -687,7 +705,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         conc = num_blocks * bs / mml
     tokens = B.kv_cache_tokens(groups, num_blocks, mml, conc,
                                from_concurrency=version.kv_tokens_from_concurrency,
-                               v1=version.v1)
+                               v1=version.v1, state_block=mml if mode == "none" else None)
     usable = max(num_blocks - 1, 0)
     conc_at = {}
     for n in sorted(set(TYPICAL_LENGTHS) | {mml}):

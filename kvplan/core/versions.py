@@ -81,13 +81,48 @@ class VllmVersion:
         in 0.19.0."""
         return self.at_least(0, 20)
 
+    def moe_kernel(self, compute_capability: str, *, fp8_block: bool, moe_tp: int,
+                   expert_parallel: bool, vendor: str = "nvidia") -> str:
+        """Which fused-MoE experts kernel the profile run uses (`memory.MOE_KERNELS`), read
+        in the 0.11.0-0.19.0 wheels:
+        * 0.11.0: `fused_experts_impl`, scratch allocated per call; with expert parallelism
+          `FusedMoEModularKernel`, whose class-level `SharedResizableBuffer`s keep it.
+        * 0.11.1+ on Hopper with block-FP8 experts: DeepGEMM (`get_fp8_moe_backend`; E8M0
+          scales skip the N <= 512 shape check) through that modular kernel (0.12 is
+          assumed to match 0.11.2).
+        * 0.13: the Triton function again, except DeepGEMM for block FP8 at MoE TP < 8
+          (`moe_use_deep_gemm = False` when tp_size >= 8), now in the `WorkspaceManager`.
+        * 0.14+: every MoE goes through the modular kernel and the `WorkspaceManager`
+          (`TritonExperts`; Marlin's buffers have the same size). Block FP8 on Hopper:
+          DeepGEMM below TP 8 (0.14-0.15), FlashInfer CUTLASS (0.16-0.17, first in the
+          fixed order), Triton for TP and FlashInfer CUTLASS for EP (0.18+
+          `_get_priority_backends`); on Blackwell FlashInfer TRT-LLM (0.16+).
+        DeepGEMM needs the `deep_gemm` package, which the vllm/vllm-openai image ships."""
+        major = cc_major(compute_capability)
+        hopper_fp8 = fp8_block and major == 9
+        if not self.at_least(0, 14):
+            if hopper_fp8 and self.at_least(0, 11, 1) and (moe_tp < 8
+                                                           or not self.at_least(0, 13)):
+                return "deepgemm" if self.at_least(0, 13) else "deepgemm_v011"
+            # with expert parallelism the modular kernel (and its kept buffers) runs on
+            # CUDA; an MI300X 0.11.2 TP4+EP start shows no kept buffers
+            return "modular" if expert_parallel and vendor == "nvidia" else "functional"
+        if hopper_fp8:
+            if not self.at_least(0, 16):
+                return "deepgemm" if moe_tp < 8 else "modular"
+            if not self.at_least(0, 18) or expert_parallel:
+                return "flashinfer"
+        if fp8_block and major == 10 and self.at_least(0, 16):
+            return "flashinfer"  # FLASHINFER_TRTLLM first (Blackwell only); sizes its own scratch
+        return "modular"
+
     @property
-    def moe_workspace_persists(self) -> bool:
-        """Fused-MoE kernels take their scratch space from the worker's `WorkspaceManager`
-        (`v1/worker/workspace.py`; unquantized MoE via `FusedMoEModularKernel` in the 0.14.1
-        wheel, every MoE method via the kernel oracle in 0.17.1+), which keeps it allocated;
-        0.11 allocated it per call (`fused_experts_impl`)."""
-        return self.at_least(0, 14)
+    def moe_chunk(self) -> int | None:
+        """`VLLM_FUSED_MOE_CHUNK_SIZE`: 32768 tokens to 0.11, 16384 in 0.13-0.17, gone in
+        0.18 (the modular kernel no longer chunks)."""
+        if self.at_least(0, 18):
+            return None
+        return 16384 if self.at_least(0, 13) else 32768
 
     def subtracts_cudagraph(self, vendor: str = "nvidia") -> bool:
         """`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to 1 from 0.20.0; the worker
@@ -182,6 +217,36 @@ class VllmVersion:
         if self.at_least(0, 11):
             return base + ("bfloat16",)
         return base
+
+    @property
+    def modelopt_kv_auto(self) -> bool:
+        """`auto` takes the KV scheme of a config.json `quantization_config` whose quant_method
+        is modelopt (`resolve_kv_cache_dtype_string` in `engine/arg_utils.py`: in the 0.13.0
+        wheel, absent in 0.12.0); a separate hf_quant_config.json counts from 0.20."""
+        return self.at_least(0, 13)
+
+    def sparse_mla_kv(self, compute_capability: str, local_heads: int) -> str:
+        """Which requested KV dtypes DeepSeek-V3.2's sparse MLA stores as `fp8_ds_mla`
+        (656 B per token per layer instead of 576 for plain fp8 or 1,152 for bf16):
+        "auto+fp8" (both), "fp8" (fp8 values only) or "none".
+        * 0.11.0 `DeepseekV32ForCausalLM.verify_and_update_config`: `auto` and fp8.
+        * 0.11.1-0.17: the same hook converts fp8 values only (the 0.11.2-0.17.1 wheels).
+        * 0.18+: the hook no longer converts; `MLAAttention` does when the backend is
+          FLASHMLA_SPARSE. On SM100 FLASHINFER_MLA_SPARSE (plain fp8) comes first when a
+          rank has <= 16 heads (0.18 `_get_backend_priorities`) and, in 0.33, for any
+          fp8 cache; 0.33 on SM120 (FLASHINFER_MLA_SPARSE_SM120) converts `auto` too.
+        Sweep logs agree: V3.2 with `auto` at 0.16-0.19 on H200/B200 stores bf16, and an
+        NVFP4 checkpoint's fp8 cache at TP8 on B200 with 0.18 is plain fp8."""
+        if not self.at_least(0, 11, 1):
+            return "auto+fp8"
+        if not self.at_least(0, 18):
+            return "fp8"
+        major = cc_major(compute_capability)
+        if major == 10 and (self.at_least(0, 33) or local_heads <= 16):
+            return "none"
+        if major == 12 and self.at_least(0, 33):
+            return "auto+fp8"
+        return "fp8"
 
     def block_size_choices(self) -> tuple[int, ...]:
         """`--block-size` values argparse accepts (`CacheConfig.BlockSize` Literal): 8-128
