@@ -77,6 +77,10 @@ def size_cmd(
     max_cudagraph_capture_size: Optional[int] = typer.Option(
         None, "--max-cudagraph-capture-size", help="Largest CUDA-graph batch size (vLLM's "
         "flag; default min(2 x max_num_seqs, 512))."),
+    moe_backend: str = typer.Option("auto", "--moe-backend",
+                                    help="MoE expert kernel, as vLLM's flag (0.18+): auto, "
+                                    "triton, deep_gemm, cutlass, flashinfer_trtllm, "
+                                    "flashinfer_cutlass, marlin, aiter, ..."),
     cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb",
                                          help="GiB of weights per GPU vLLM keeps in host "
                                          "memory (as vLLM's flag)."),
@@ -130,7 +134,7 @@ def size_cmd(
         cudagraph_capture_sizes=parse_int_list(cudagraph_capture_sizes,
                                                what="--cudagraph-capture-sizes")
         if cudagraph_capture_sizes is not None else None,
-        max_cudagraph_capture_size=max_cudagraph_capture_size,
+        max_cudagraph_capture_size=max_cudagraph_capture_size, moe_backend=moe_backend,
     )
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)

@@ -749,3 +749,17 @@ def test_cudagraph_capture_flags_reach_the_sizing(capsys):
     assert tokens("--max-cudagraph-capture-size 16")["kv_cache_tokens"] > default
     bad = tokens("--cudagraph-capture-sizes 1 x")
     assert any(c["id"] == "flag-values" and c["status"] == "fail" for c in bad["checks"])
+
+
+def test_moe_backend_flag_reaches_the_sizing(capsys):
+    base = "vllm serve deepseek-ai/DeepSeek-R1 -tp 8"
+
+    def dep(flags):
+        _, rep = check_json(capsys, "--cmd", f"{base} {flags}", "--gpu", "h200")
+        return rep["deployments"][0]
+
+    more = dep("--moe-backend flashinfer_cutlass")["kv_cache_tokens"]
+    assert more > dep("")["kv_cache_tokens"]
+    bad = dep("--moe-backend nope")
+    assert any(c["status"] == "fail" and "--moe-backend nope" in c.get("message", "")
+               for c in bad["checks"])

@@ -82,6 +82,7 @@ class EngineArgs:
     performance_mode: str = "balanced"  # --performance-mode (0.17+): throughput doubles defaults
     cudagraph_capture_sizes: tuple[int, ...] | None = None  # --cudagraph-capture-sizes
     max_cudagraph_capture_size: int | None = None  # --max-cudagraph-capture-size
+    moe_backend: str = "auto"  # --moe-backend (vLLM 0.18+)
     enable_expert_parallel: bool = False
     max_model_len: int | None = None  # None: from the config; -1: auto-fit (0.14+)
     kv_cache_dtype: str = "auto"
@@ -151,6 +152,8 @@ class SizeResult:
     max_num_seqs_limit: int | None = None
     cudagraph_graphs: int = 0  # graphs the CUDA-graph estimate counts (0 when none is subtracted)
     rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
+    moe_kernel: str | None = None  # fused-MoE kernel kind of the profile run (MoE models)
+    moe_workspace_bytes: int = 0  # its scratch at the profile's token count
 
     @property
     def usable_blocks(self) -> int:
@@ -183,6 +186,8 @@ class SizeResult:
             "non_torch_bytes": b.non_torch,
             "cudagraph_bytes": b.cudagraph,
             "cudagraph_graphs": self.cudagraph_graphs,
+            "moe_kernel": self.moe_kernel,
+            "moe_workspace_bytes": self.moe_workspace_bytes,
             "available_kv_bytes": b.available_kv,
             "kv_bytes_per_token": self.kv_bytes_per_token_replica,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
@@ -483,6 +488,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if mml < 1:
             raise BadInput("--max-model-len must be >= 1")
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
+    version.moe_backend_kind(a.moe_backend)  # a value vLLM rejects is bad input
     if a.max_cudagraph_capture_size is not None and a.max_cudagraph_capture_size < 1:
         raise BadInput("--max-cudagraph-capture-size must be at least 1",
                        flag="max_cudagraph_capture_size")
@@ -580,7 +586,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
         shape = replace(shape, local_experts=experts, moe_kernel=version.moe_kernel(
             cc, fp8_block=fp8_block, moe_tp=1 if a.enable_expert_parallel else tp,
-            expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor))
+            expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor,
+            backend=a.moe_backend))
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
     if a.flashinfer_sampler and version.v1 and not version.at_least(0, 11, 1):
         copies = "sampler_fp32_copies_flashinfer"  # 0.10-0.11.0 profile the selected sampler
@@ -741,7 +748,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         failure=failure, largest_max_model_len=largest if groups else None,
         concurrency_at=conc_at, stages=stage_rows, notes=notes, vision_profile=enc,
         max_num_seqs_limit=seqs_limit,
-        cudagraph_graphs=graphs if bud.cudagraph else 0, rope_cache_bytes=rope)
+        cudagraph_graphs=graphs if bud.cudagraph else 0, rope_cache_bytes=rope,
+        moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
+        moe_workspace_bytes=shape.moe_workspace(min(mnbt, version.moe_chunk or mnbt))
+        * shape.act_bytes)
 
 
 def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> str:

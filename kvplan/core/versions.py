@@ -46,6 +46,15 @@ V2_RUNNER_ARCHS_026 = frozenset({
     "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"})
 
 
+# `--moe-backend` values (vLLM 0.33 `config/kernel.py MoEBackend`; 0.18 had the first nine)
+MOE_BACKENDS = ("auto", "triton", "deep_gemm", "cutlass", "flashinfer_trtllm",
+                "flashinfer_cutlass", "flashinfer_cutedsl", "marlin", "aiter", "batched_triton",
+                "deep_gemm_mega_moe", "flashinfer_moe_ep_cutedsl", "flashinfer_b12x", "b12x",
+                "flashinfer_moe_ep_mega_deep_gemm", "humming", "triton_unfused",
+                "aiter_mega_moe", "aiter_triton_mxfp4_bf16", "aiter_triton_mxfp4_mxfp4",
+                "flydsl", "hpc", "emulation", "rdna3")
+
+
 @dataclass(frozen=True)
 class VllmVersion:
     """Feature switches of one vLLM release."""
@@ -82,7 +91,7 @@ class VllmVersion:
         return self.at_least(0, 20)
 
     def moe_kernel(self, compute_capability: str, *, fp8_block: bool, moe_tp: int,
-                   expert_parallel: bool, vendor: str = "nvidia") -> str:
+                   expert_parallel: bool, vendor: str = "nvidia", backend: str = "auto") -> str:
         """Which fused-MoE experts kernel the profile run uses (`memory.MOE_KERNELS`), read
         in the 0.11.0-0.19.0 wheels:
         * 0.11.0: `fused_experts_impl`, scratch allocated per call; with expert parallelism
@@ -97,7 +106,12 @@ class VllmVersion:
           DeepGEMM below TP 8 (0.14-0.15), FlashInfer CUTLASS (0.16-0.17, first in the
           fixed order), Triton for TP and FlashInfer CUTLASS for EP (0.18+
           `_get_priority_backends`); on Blackwell FlashInfer TRT-LLM (0.16+).
-        DeepGEMM needs the `deep_gemm` package, which the vllm/vllm-openai image ships."""
+        DeepGEMM needs the `deep_gemm` package, which the vllm/vllm-openai image ships.
+        `--moe-backend` (0.18+, `config/kernel.py MoEBackend`) picks the kernel instead:
+        CUTLASS and Marlin keep buffers the size of Triton's; AITER sizes its own."""
+        chosen = self.moe_backend_kind(backend)
+        if chosen:
+            return chosen
         major = cc_major(compute_capability)
         hopper_fp8 = fp8_block and major == 9
         if not self.at_least(0, 14):
@@ -115,6 +129,25 @@ class VllmVersion:
         if fp8_block and major == 10 and self.at_least(0, 16):
             return "flashinfer"  # FLASHINFER_TRTLLM first (Blackwell only); sizes its own scratch
         return "modular"
+
+    def moe_backend_kind(self, backend: str | None) -> str | None:
+        """The `memory.MOE_KERNELS` kind of an explicit `--moe-backend` (None for auto);
+        rejects what vLLM rejects."""
+        b = (backend or "auto").lower().replace("-", "_")
+        if b == "auto":
+            return None
+        if b not in MOE_BACKENDS:
+            raise BadInput(f"--moe-backend {backend} is not a vLLM MoE backend",
+                           hint="choose one of " + ", ".join(MOE_BACKENDS))
+        if not self.at_least(0, 18):
+            raise BadInput(f"vLLM {self.text} has no --moe-backend (0.18+)",
+                           hint="drop it, or set VLLM_USE_DEEP_GEMM / "
+                                "VLLM_USE_FLASHINFER_MOE_FP8 as that release reads")
+        if b.startswith("deep_gemm"):
+            return "deepgemm"
+        if "flashinfer" in b or "b12x" in b:
+            return "flashinfer"
+        return "functional" if b.startswith("aiter") else "modular"
 
     @property
     def moe_chunk(self) -> int | None:

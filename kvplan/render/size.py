@@ -11,6 +11,12 @@ from kvplan.units import GiB, fmt_bytes, fmt_int, fmt_tokens
 BAR = 32
 
 
+# how `size` names each fused-MoE kernel kind (core/memory.py MOE_KERNELS)
+_MOE_KERNEL_NAMES = {"functional": "Triton, freed", "modular": "Triton/CUTLASS/Marlin, kept",
+                     "deepgemm_v011": "DeepGEMM, kept", "deepgemm": "DeepGEMM, kept",
+                     "flashinfer": "FlashInfer, kept"}
+
+
 def render_size(r: SizeResult, stream=None) -> None:
     out = stream or sys.stdout
     p = Painter(use_color(out))
@@ -34,7 +40,10 @@ def render_size(r: SizeResult, stream=None) -> None:
                                          else "checkpoint size") + (
             f" + {fmt_bytes(r.rope_cache_bytes)} rotary cache"
             if r.rope_cache_bytes >= 64 * 2**20 else "")),
-        ("activation peak", b.activation, "magenta", "profile run (empirical)"),
+        ("activation peak", b.activation, "magenta", "profile run (empirical)" + (
+            f"; MoE scratch {fmt_bytes(r.moe_workspace_bytes)} "
+            f"({_MOE_KERNEL_NAMES[r.moe_kernel]})"
+            if r.moe_kernel and r.moe_workspace_bytes else "")),
         ("non-torch", b.non_torch, "magenta", "NCCL, cuBLAS (empirical)"),
         ("CUDA graphs", b.cudagraph, "magenta",
          f"estimate for {r.cudagraph_graphs} graphs (empirical)" if b.cudagraph
