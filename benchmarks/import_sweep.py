@@ -53,6 +53,9 @@ ASSUMED = {
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8": (
         "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "fp8",
         "FP8 checkpoint sized as online FP8 of the BF16 release"),
+    "RedHatAI/Ministral-3-14B-Instruct-2512": (
+        "mistralai/Ministral-3-14B-Instruct-2512", None,
+        "Red Hat's copy of Mistral's FP8 checkpoint (the log says quantization=fp8)"),
     "Qwen/Qwen3-VL-235B-A22B-Instruct-FP8": (
         "Qwen/Qwen3-VL-235B-A22B-Instruct", "fp8", "FP8 checkpoint sized as online FP8"),
 }
