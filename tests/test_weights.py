@@ -279,3 +279,21 @@ def test_modelopt_031_export_kv_auto_is_fp8_from_013(capsys):
     old = _size_json(capsys, "nvidia/DeepSeek-V3.2-NVFP4", "--gpu", "b200", "-tp", "8",
                      "--max-model-len", "8192", "--vllm-version", "0.12.0")
     assert old["kv_cache_dtype"] == "bfloat16"
+
+
+def test_compressed_tensors_ignore_list_keeps_those_parts_16_bit():
+    from kvplan.core.params import ignored_fractions
+
+    # llm-compressor style: regexes from the start of the module name, or exact names
+    f = ignored_fractions(["lm_head", "re:.*linear_attn.*", "re:.*mlp.gate$"], 4)
+    assert f == {"attn": 0.0, "state": 1.0, "mlp": 0.0, "expert": 0.0}  # router != gate_proj
+    # exact names of two of four layers' attention (Llama 4 lists every layer's projections)
+    f = ignored_fractions([f"language_model.model.layers.{i}.self_attn.q_proj" for i in (0, 1)],
+                          4)
+    assert f["attn"] == 0.5 and f["mlp"] == 0.0
+    # a vision tower's "mlp.fc1" entries say nothing about the language model's MLPs
+    scout = weight_bytes(normalize({**LLAMA31_8B, "quantization_config": {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}},
+        "ignore": ["vision_model.model.layers.0.mlp.fc1", "re:.*self_attn.*", "lm_head"]}}), 2)
+    assert (scout.linear, scout.mlp_bytes, scout.expert) == (2.0, 1.0, 1.0)

@@ -31,6 +31,7 @@ class LayerParams:
     kv_proj: int = 0  # K/V projection params (replicated past the KV-head count)
     kv_heads: int = 0
     mlp: int = 0  # of `split`: dense-MLP / shared-expert params (quantized apart in mixed ckpts)
+    state: int = 0  # of `split`: Mamba / linear-attention mixer params
 
 
 @dataclass
@@ -152,15 +153,17 @@ def _count_params(arch: ModelArch) -> ParamCount:
         lp = LayerParams(replicated=2 * h)  # two norms
         if isinstance(layer, AttnLayer):
             if layer.parallel_state is not None:
-                lp.split += _state_params(layer.parallel_state, h)
+                lp.state = _state_params(layer.parallel_state, h)
+                lp.split += lp.state
             s, r, kv = _attn_params(t, arch, layer)
             lp.split += s
             lp.replicated += r
             lp.kv_proj = kv
             lp.kv_heads = layer.num_kv_heads
         elif isinstance(layer, StateLayer):
-            lp.split += _state_params(layer, h, bool((t.get("linear_attn_config") or {}).get(
+            lp.state = _state_params(layer, h, bool((t.get("linear_attn_config") or {}).get(
                 "use_full_rank_gate")))
+            lp.split += lp.state
         if pattern is not None:
             sym = pattern[i]
             if sym == "-":
@@ -296,10 +299,15 @@ class WeightBytes:
     other: float  # embeddings, norms, vision tower (and the LM head unless `lm_head` is set)
     mlp: float | None = None  # dense-MLP / shared-expert projections, where they differ
     lm_head: float | None = None  # a quantized LM head
+    state: float | None = None  # Mamba / linear-attention mixer projections, where they differ
 
     @property
     def mlp_bytes(self) -> float:
         return self.linear if self.mlp is None else self.mlp
+
+    @property
+    def state_bytes(self) -> float:
+        return self.linear if self.state is None else self.state
 
     @property
     def lm_head_bytes(self) -> float:
@@ -354,13 +362,53 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
                 else:
                     lin = nb / 8
                 break
-        ignore = " ".join(str(x) for x in q.get("ignore") or [])
-        if "self_attn" in ignore and ("mlp" in ignore or "shared_expert" in ignore):
-            return WeightBytes(linear=d, expert=lin, other=d)  # only routed experts quantized
+        if q.get("ignore"):
+            f = ignored_fractions(q["ignore"], arch.num_layers)
+            mix = {part: f[part] * d + (1 - f[part]) * lin for part in f}
+            return WeightBytes(linear=mix["attn"], expert=mix["expert"], other=d,
+                               mlp=mix["mlp"], state=mix["state"])
     if str(arch.text_config.get("expert_dtype", "")).lower() == "fp4":
         # DeepSeek-V4 (`models/deepseek_v4/quant_config.py`): MXFP4 routed experts
         return WeightBytes(linear=lin, expert=0.5 + 1 / 32, other=d)
     return WeightBytes(linear=lin, expert=lin, other=d)
+
+
+# Module names that stand for each part of layer {i}, across the HF families kvplan sizes
+_PART_MODULES = {
+    "attn": ("self_attn.q_proj", "self_attn.o_proj", "self_attn.qkv_proj",
+             "self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
+             "self_attn.q_b_proj", "attention.wqkv", "attn.c_attn"),
+    "state": ("linear_attn.in_proj_qkvz", "linear_attn.in_proj_qkv", "linear_attn.out_proj",
+              "mixer.in_proj", "mixer.out_proj", "mamba.in_proj", "mamba.out_proj",
+              "self_attn.f_a_proj", "self_attn.b_proj"),  # the last two: Kimi's KDA layers
+    "mlp": ("mlp.gate_proj", "mlp.down_proj", "mlp.shared_expert.gate_proj",
+            "mlp.shared_experts.gate_proj", "feed_forward.gate_proj",
+            "feed_forward.shared_expert.gate_proj", "mixer.shared_experts.up_proj"),
+    "expert": ("mlp.experts.0.gate_proj", "mlp.experts.0.down_proj",
+               "feed_forward.experts.0.gate_proj", "mixer.experts.0.up_proj",
+               "block_sparse_moe.experts.0.w1"),
+}
+_LAYER_PREFIXES = ("model.layers.{i}.", "model.language_model.layers.{i}.",
+                   "language_model.model.layers.{i}.", "backbone.layers.{i}.")
+
+
+def ignored_fractions(ignore: list, num_layers: int) -> dict[str, float]:
+    """Share of layers whose attention / mixer / MLP / expert projections a compressed-tensors
+    `ignore` list leaves unquantized (vLLM `compressed_tensors/utils.py should_ignore_layer`:
+    're:'-prefixed entries are regular expressions matched from the start of the module
+    name, the rest exact names)."""
+    exact = {str(x) for x in ignore if not str(x).startswith("re:")}
+    regs = [re.compile(str(x)[3:]) for x in ignore if str(x).startswith("re:")]
+
+    def hit(name: str) -> bool:
+        return name in exact or any(r.match(name) for r in regs)
+
+    n = max(num_layers, 1)
+    out = {}
+    for part, mods in _PART_MODULES.items():
+        out[part] = sum(any(hit(pre.format(i=i) + m) for pre in _LAYER_PREFIXES for m in mods)
+                        for i in range(n)) / n
+    return out
 
 
 def _modelopt_bytes(algo: str, group_size: int | None = None) -> float:

@@ -388,22 +388,25 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     vision = 0 if a.language_model_only else pc.vision  # the tower as loaded
     per_stage = []
     for si, rng in enumerate(stages):
-        attn = mlp = expert = other = head = 0.0
+        attn = mlp = state = expert = other = head = 0.0
         for i in rng:
             lp = pc.layers[i]
             kv_local = lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads else 0
-            attn += (lp.split - lp.mlp) / tp + kv_local
+            attn += (lp.split - lp.mlp - lp.state) / tp + kv_local
             mlp += lp.mlp / tp
+            state += lp.state / tp
             other += lp.replicated
             expert += lp.expert / ep
         if si == 0:
             other += pc.embed / tp + vision / tower_tp
         if si == len(stages) - 1 and (pc.lm_head or si):
             head = (pc.lm_head or pc.embed) / tp
-        per_stage.append(((attn * wb.linear + mlp * wb.mlp_bytes) * online,
+        per_stage.append(((attn * wb.linear + mlp * wb.mlp_bytes + state * wb.state_bytes)
+                          * online,
                           expert * wb.expert * online, other * wb.other + head * wb.lm_head_bytes))
-    quantizable = (sum(x.split - x.mlp + x.kv_proj for x in pc.layers) * wb.linear
-                   + sum(x.mlp for x in pc.layers) * wb.mlp_bytes + pc.experts * wb.expert)
+    quantizable = (sum(x.split - x.mlp - x.state + x.kv_proj for x in pc.layers) * wb.linear
+                   + sum(x.mlp for x in pc.layers) * wb.mlp_bytes
+                   + sum(x.state for x in pc.layers) * wb.state_bytes + pc.experts * wb.expert)
     rest = ((pc.embed + pc.vision + sum(x.replicated for x in pc.layers)) * wb.other
             + pc.lm_head * wb.lm_head_bytes)
     est_total = quantizable + rest
