@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -117,6 +118,9 @@ def evaluate(case: dict) -> dict:
         model = resolve_model(case.get("model_assumed") or case["model"])
     except KvplanError as e:
         return {**row, "skip": f"model: {e.message}"}
+    if case.get("quantization_config_assumed"):  # the assumed config, quantized as recorded
+        model = replace(model, weights_bytes=None, weights_layout=None, config={
+            **model.config, "quantization_config": case["quantization_config_assumed"]})
     gid = gpu_id(case.get("gpu"))
     if case.get("other_flags") and re.search(r"eagle|speculative|lmcache|cpu-offload",
                                              str(case.get("other_flags")), re.I):

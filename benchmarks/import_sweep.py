@@ -27,6 +27,25 @@ import yaml
 SOURCE = ("https://github.com/ashishkamra/vllm-memory-estimator/blob/"
           "8b0e21d1ec49357383758a164129515209b37e7f/test_data/validation_db.json")
 
+# llm-compressor FP8_DYNAMIC recipes from Red Hat's model cards (`ignore` verbatim); the
+# case carries them as `quantization_config_assumed` on the assumed BF16 config
+_FP8_DYNAMIC = {"quant_method": "compressed-tensors", "format": "float-quantized",
+                "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                    "num_bits": 8, "type": "float", "strategy": "channel", "dynamic": False,
+                    "symmetric": True}, "input_activations": {
+                    "num_bits": 8, "type": "float", "strategy": "token", "dynamic": True,
+                    "symmetric": True}}}}
+_QWEN35_MOE_IGNORE = ["re:.*lm_head", "re:visual.*", "re:model.visual.*", "re:.*mlp.gate$",
+                      "re:.*embed_tokens$", "re:.*shared_expert_gate$",
+                      "re:.*mlp\\.shared_expert$", "re:.*linear_attn.*"]
+RECIPES = {
+    "RedHatAI/Qwen3.5-122B-A10B-FP8-dynamic": _QWEN35_MOE_IGNORE,
+    "RedHatAI/Qwen3.5-397B-A17B-FP8-dynamic": _QWEN35_MOE_IGNORE,
+    "RedHatAI/Qwen3-Coder-Next-FP8-dynamic": ["re:.*lm_head", "re:.*mlp.gate$",
+                                              "re:.*mlp.shared_expert_gate$",
+                                              "re:.*linear_attn.*"],
+    "RedHatAI/Qwen3-235B-A22B-FP8-dynamic": ["lm_head"],
+}
 # checkpoint -> (catalog entry of the same shape, online quantization to apply, why)
 ASSUMED = {
     "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-R1", None, "same architecture"),
@@ -130,7 +149,10 @@ def to_case(uuid: str, rec: dict) -> dict:
     if model in ASSUMED:
         assumed, quant, why = ASSUMED[model]
         case["model_assumed"] = assumed
-        if quant:
+        if model in RECIPES:
+            case["quantization_config_assumed"] = {**_FP8_DYNAMIC, "ignore": RECIPES[model]}
+            why = "FP8_DYNAMIC with the ignore list of the model card's recipe"
+        elif quant:
             case["quantization_assumed"] = quant
         case.setdefault("inferred", []).append(f"model_assumed: {why}")
     case["caveats"] = (f"Record {uuid}. runtime_args: {meta.get('runtime_args')}. Figures "
