@@ -284,12 +284,13 @@ def test_modelopt_031_export_kv_auto_is_fp8_from_013(capsys):
 def test_compressed_tensors_ignore_list_keeps_those_parts_16_bit():
     from kvplan.core.params import ignored_fractions
 
+    four = normalize({**LLAMA31_8B, "num_hidden_layers": 4})
     # llm-compressor style: regexes from the start of the module name, or exact names
-    f = ignored_fractions(["lm_head", "re:.*linear_attn.*", "re:.*mlp.gate$"], 4)
-    assert f == {"attn": 0.0, "state": 1.0, "mlp": 0.0, "expert": 0.0}  # router != gate_proj
+    f = ignored_fractions(["lm_head", "re:.*linear_attn.*", "re:.*mlp.gate$"], four)
+    assert f == {"attn": 0.0, "state": 1.0, "mlp": 0.0, "expert": 0.0, "mla_a": 0.0}
     # exact names of two of four layers' attention (Llama 4 lists every layer's projections)
     f = ignored_fractions([f"language_model.model.layers.{i}.self_attn.q_proj" for i in (0, 1)],
-                          4)
+                          four)
     assert f["attn"] == 0.5 and f["mlp"] == 0.0
     # a vision tower's "mlp.fc1" entries say nothing about the language model's MLPs
     scout = weight_bytes(normalize({**LLAMA31_8B, "quantization_config": {
@@ -297,3 +298,16 @@ def test_compressed_tensors_ignore_list_keeps_those_parts_16_bit():
         "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}},
         "ignore": ["vision_model.model.layers.0.mlp.fc1", "re:.*self_attn.*", "lm_head"]}}), 2)
     assert (scout.linear, scout.mlp_bytes, scout.expert) == (2.0, 1.0, 1.0)
+
+
+def test_modelopt_exclude_modules_weighted_within_mla():
+    # nvidia/DeepSeek-V3.2-NVFP4 style: q_a, kv_a, q_b, kv_b and the indexer excluded (BF16),
+    # o_proj and the experts NVFP4. MLA parts weigh by size: o_proj is 128 x 128 x 7,168.
+    names = [f"model.layers.{i}.self_attn.{m}" for i in range(61) for m in (
+        "q_a_proj", "kv_a_proj_with_mqa", "q_b_proj", "kv_b_proj", "indexer*")]
+    wb = weight_bytes(normalize(DEEPSEEK_V3), 2, hf_quant={"quantization": {
+        "quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head", *names]}})
+    nvfp4 = 0.5 + 1 / 16
+    q_b, kv_b, o = 1536 * 128 * 192, 512 * 128 * 256, 128 * 128 * 7168
+    assert abs(wb.linear - ((q_b + kv_b) * 2 + o * nvfp4) / (q_b + kv_b + o)) < 1e-9
+    assert wb.repl_bytes == 2.0 and wb.expert == nvfp4

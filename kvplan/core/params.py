@@ -11,6 +11,7 @@ projections past the KV-head count, and splits experts by the EP size.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 
@@ -23,6 +24,9 @@ _NON_GATED = {"phi", "starcoder2", "gpt_bigcode", "falcon", "gpt2", "gpt_neox", 
               "mpt", "stablelm"}
 
 
+NVFP4_BYTES = 0.5 + 1 / 16  # 4-bit values + one fp8 scale per 16
+
+
 @dataclass
 class LayerParams:
     split: int = 0  # sharded by TP
@@ -32,6 +36,8 @@ class LayerParams:
     kv_heads: int = 0
     mlp: int = 0  # of `split`: dense-MLP / shared-expert params (quantized apart in mixed ckpts)
     state: int = 0  # of `split`: Mamba / linear-attention mixer params
+    repl_quant: int = 0  # of `replicated`: whole-on-every-rank linears the checkpoint quantizes
+    mla_up: int = 0  # MLA kv_b_proj params: vLLM keeps a dequantized 16-bit copy of quantized ones
 
 
 @dataclass
@@ -65,6 +71,19 @@ def _is_moe_layer(t: dict, i: int, n_experts: int) -> bool:
     if isinstance(freq, int) and freq > 1:
         step = freq
     return (i + 1) % step == 0
+
+
+def _mla_replicated_linear(t: dict, h: int, indexer: bool) -> int:
+    """Replicated MLA projections that are linear layers (quantized with the checkpoint):
+    q_a and kv_a (vLLM `fused_qkv_a_proj` / `ReplicatedLinear`), and DeepSeek-V3.2's indexer
+    wq_b and wk (its `weights_proj` is built unquantized)."""
+    kv_lora, rope = int(t["kv_lora_rank"]), int(t.get("qk_rope_head_dim") or 0)
+    q_lora = int(t.get("q_lora_rank") or 0)
+    n = h * (kv_lora + rope) + h * q_lora
+    if indexer:
+        d = int(t.get("index_head_dim") or 128)
+        n += q_lora * d * int(t.get("index_n_heads") or 64) + h * d
+    return n
 
 
 def _attn_params(t: dict, arch: ModelArch, layer: AttnLayer) -> tuple[int, int, int]:
@@ -158,6 +177,11 @@ def _count_params(arch: ModelArch) -> ParamCount:
             s, r, kv = _attn_params(t, arch, layer)
             lp.split += s
             lp.replicated += r
+            if layer.kind == "mla":
+                lp.repl_quant = _mla_replicated_linear(t, h, bool(layer.indexer_bytes))
+                lp.mla_up = int(t["kv_lora_rank"]) * arch.num_attention_heads * (
+                    int(t.get("qk_nope_head_dim") or 0)
+                    + int(t.get("v_head_dim") or t.get("qk_nope_head_dim") or 0))
             lp.kv_proj = kv
             lp.kv_heads = layer.num_kv_heads
         elif isinstance(layer, StateLayer):
@@ -300,6 +324,7 @@ class WeightBytes:
     mlp: float | None = None  # dense-MLP / shared-expert projections, where they differ
     lm_head: float | None = None  # a quantized LM head
     state: float | None = None  # Mamba / linear-attention mixer projections, where they differ
+    repl: float | None = None  # replicated linears (MLA q_a / kv_a, V3.2 indexer) if different
 
     @property
     def mlp_bytes(self) -> float:
@@ -308,6 +333,10 @@ class WeightBytes:
     @property
     def state_bytes(self) -> float:
         return self.linear if self.state is None else self.state
+
+    @property
+    def repl_bytes(self) -> float:
+        return self.linear if self.repl is None else self.repl
 
     @property
     def lm_head_bytes(self) -> float:
@@ -342,8 +371,11 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
         if algo == "MIXED_PRECISION" and q.get("quantized_layers"):
             return _modelopt_mixed(q, d)
         lin = _modelopt_bytes(algo, q.get("group_size"))
+        if q.get("exclude_modules"):  # fnmatch-style names (`modelopt.py is_layer_excluded`)
+            pats = ["re:" + fnmatch.translate(str(x)) for x in q["exclude_modules"]]
+            return _mixed_by_ignore(ignored_fractions(pats, arch), lin, d)
     elif method in ("nvfp4",):
-        lin = 0.5 + 1 / 16
+        lin = NVFP4_BYTES
     elif method == "mxfp4":
         return WeightBytes(linear=d, expert=0.5 + 1 / 32, other=d)
     elif method == "bitsandbytes":
@@ -363,10 +395,7 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
                     lin = nb / 8
                 break
         if q.get("ignore"):
-            f = ignored_fractions(q["ignore"], arch.num_layers)
-            mix = {part: f[part] * d + (1 - f[part]) * lin for part in f}
-            return WeightBytes(linear=mix["attn"], expert=mix["expert"], other=d,
-                               mlp=mix["mlp"], state=mix["state"])
+            return _mixed_by_ignore(ignored_fractions(q["ignore"], arch), lin, d)
     if str(arch.text_config.get("expert_dtype", "")).lower() == "fp4":
         # DeepSeek-V4 (`models/deepseek_v4/quant_config.py`): MXFP4 routed experts
         return WeightBytes(linear=lin, expert=0.5 + 1 / 32, other=d)
@@ -392,23 +421,58 @@ _LAYER_PREFIXES = ("model.layers.{i}.", "model.language_model.layers.{i}.",
                    "language_model.model.layers.{i}.", "backbone.layers.{i}.")
 
 
-def ignored_fractions(ignore: list, num_layers: int) -> dict[str, float]:
-    """Share of layers whose attention / mixer / MLP / expert projections a compressed-tensors
-    `ignore` list leaves unquantized (vLLM `compressed_tensors/utils.py should_ignore_layer`:
-    're:'-prefixed entries are regular expressions matched from the start of the module
-    name, the rest exact names)."""
+def _part_modules(arch: ModelArch) -> dict[str, list[tuple[str, float]]]:
+    """Module names per part of a layer, with a weight each. MLA parts are weighted by their
+    parameter counts (a checkpoint may keep q_b/kv_b 16-bit and quantize o_proj); elsewhere
+    one matching name marks the part (weight 0 = any-match)."""
+    parts = {k: [(m, 0.0) for m in v] for k, v in _PART_MODULES.items()}
+    parts["mla_a"] = []
+    t = arch.text_config
+    if any(isinstance(x, AttnLayer) and x.kind == MLA for x in arch.layers):
+        h, heads = arch.hidden_size, arch.num_attention_heads
+        nope, rope = int(t.get("qk_nope_head_dim") or 0), int(t.get("qk_rope_head_dim") or 0)
+        v, kv_lora = int(t.get("v_head_dim") or nope), int(t["kv_lora_rank"])
+        q_lora = int(t.get("q_lora_rank") or 0)
+        d, n = int(t.get("index_head_dim") or 128), int(t.get("index_n_heads") or 64)
+        parts["attn"] = [("self_attn.q_b_proj", q_lora * heads * (nope + rope)) if q_lora
+                         else ("self_attn.q_proj", h * heads * (nope + rope)),
+                         ("self_attn.kv_b_proj", kv_lora * heads * (nope + v)),
+                         ("self_attn.o_proj", heads * v * h)]
+        parts["mla_a"] = [("self_attn.q_a_proj", h * q_lora),
+                          ("self_attn.kv_a_proj_with_mqa", h * (kv_lora + rope))]
+        if arch.is_sparse_mla:  # DeepSeek-V3.2's indexer
+            parts["mla_a"] += [("self_attn.indexer.wq_b", q_lora * d * n),
+                               ("self_attn.indexer.wk", h * d)]
+    return parts
+
+
+def ignored_fractions(ignore: list, arch: ModelArch) -> dict[str, float]:
+    """Share of each part (attention, MLA replicated projections, mixer, MLP, experts) that
+    a compressed-tensors `ignore` list leaves unquantized (vLLM `compressed_tensors/utils.py
+    should_ignore_layer`: 're:'-prefixed entries are regular expressions matched from the
+    start of the module name, the rest exact names), over all layers."""
     exact = {str(x) for x in ignore if not str(x).startswith("re:")}
     regs = [re.compile(str(x)[3:]) for x in ignore if str(x).startswith("re:")]
 
-    def hit(name: str) -> bool:
-        return name in exact or any(r.match(name) for r in regs)
+    def hit(mod: str, i: int) -> bool:
+        names = [pre.format(i=i) + mod for pre in _LAYER_PREFIXES]
+        return any(x in exact or any(r.match(x) for r in regs) for x in names)
 
-    n = max(num_layers, 1)
+    n = max(arch.num_layers, 1)
     out = {}
-    for part, mods in _PART_MODULES.items():
-        out[part] = sum(any(hit(pre.format(i=i) + m) for pre in _LAYER_PREFIXES for m in mods)
-                        for i in range(n)) / n
+    for part, mods in _part_modules(arch).items():
+        total = sum(w for _, w in mods)
+        if total:  # weighted by module size
+            out[part] = sum(w * hit(m, i) for i in range(n) for m, w in mods) / (total * n)
+        else:
+            out[part] = sum(any(hit(m, i) for m, _ in mods) for i in range(n)) / n
     return out
+
+
+def _mixed_by_ignore(f: dict[str, float], lin: float, d: float) -> WeightBytes:
+    mix = {part: f[part] * d + (1 - f[part]) * lin for part in f}
+    return WeightBytes(linear=mix["attn"], expert=mix["expert"], other=d, mlp=mix["mlp"],
+                       state=mix["state"], repl=mix["mla_a"])
 
 
 def _modelopt_bytes(algo: str, group_size: int | None = None) -> float:

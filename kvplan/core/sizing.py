@@ -33,7 +33,13 @@ from kvplan.core.kvspec import (
     state_bytes,
 )
 from kvplan.core.mm import EncoderProfile, encoder_profile, towers_tp_sharded
-from kvplan.core.params import count_params, expert_padding, rope_cache_bytes, weight_bytes
+from kvplan.core.params import (
+    NVFP4_BYTES,
+    count_params,
+    expert_padding,
+    rope_cache_bytes,
+    weight_bytes,
+)
 from kvplan.core.tensors import TensorSummary
 from kvplan.core.versions import VllmVersion, cc_major
 from kvplan.errors import BadInput
@@ -345,7 +351,8 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
 # --- weights ---------------------------------------------------------------------------------
 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
-                       stages: list[range], cc: str) -> tuple[list[int], int, bool]:
+                       stages: list[range], cc: str, *,
+                       mla_absorb: bool = True) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -365,6 +372,17 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     if a.quantization and not quantized_ckpt:
         online = (weight_bytes(arch, dtype_bytes(model_dtype), a.quantization).linear
                   / dtype_bytes(model_dtype))
+    pc = count_params(arch)
+    # the checkpoint as stored (for scaling to its exact size), then online quantization
+    wb = weight_bytes(arch, dtype_bytes(model_dtype), None, model.hf_quant_config)
+    d = dtype_bytes(model_dtype)
+    # `MLACommonImpl.process_weights_after_loading` (V1): a quantized kv_b_proj is dequantized
+    # into a 16-bit copy (the W_UK_T / W_UV views) kept next to it
+    absorb = mla_absorb and wb.linear * online < d
+
+    def mla_up(rng: range) -> float:
+        return sum(pc.layers[i].mla_up for i in rng) / tp * d if absorb else 0.0
+
     if model.weights_layout and len(model.weights_layout.get("layers", [])) == arch.num_layers:
         ts = TensorSummary.from_json(model.weights_layout)
         out = []
@@ -379,35 +397,36 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                 b += ts.embed / tp + tower / tower_tp
             if si == len(stages) - 1:
                 b += (ts.lm_head or (ts.embed if si else 0)) / tp + ts.other_split
-            out.append(int(b * shrink))
+            out.append(int(b * shrink + mla_up(rng)))
         loaded = ts.loaded - (ts.vision if a.language_model_only else 0)
         return out, int(loaded * shrink), False
-    pc = count_params(arch)
-    # the checkpoint as stored (for scaling to its exact size), then online quantization
-    wb = weight_bytes(arch, dtype_bytes(model_dtype), None, model.hf_quant_config)
     vision = 0 if a.language_model_only else pc.vision  # the tower as loaded
     per_stage = []
     for si, rng in enumerate(stages):
-        attn = mlp = state = expert = other = head = 0.0
+        attn = mlp = state = repl_lin = expert = other = head = 0.0
         for i in rng:
             lp = pc.layers[i]
             kv_local = lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads else 0
             attn += (lp.split - lp.mlp - lp.state) / tp + kv_local
+            repl_lin += lp.repl_quant
             mlp += lp.mlp / tp
             state += lp.state / tp
-            other += lp.replicated
+            other += lp.replicated - lp.repl_quant
             expert += lp.expert / ep
         if si == 0:
             other += pc.embed / tp + vision / tower_tp
         if si == len(stages) - 1 and (pc.lm_head or si):
             head = (pc.lm_head or pc.embed) / tp
-        per_stage.append(((attn * wb.linear + mlp * wb.mlp_bytes + state * wb.state_bytes)
-                          * online,
-                          expert * wb.expert * online, other * wb.other + head * wb.lm_head_bytes))
+        per_stage.append(((attn * wb.linear + mlp * wb.mlp_bytes + state * wb.state_bytes
+                           + repl_lin * wb.repl_bytes) * online,
+                          expert * wb.expert * online, other * wb.other + head * wb.lm_head_bytes,
+                          mla_up(rng)))
     quantizable = (sum(x.split - x.mlp - x.state + x.kv_proj for x in pc.layers) * wb.linear
+                   + sum(x.repl_quant for x in pc.layers) * wb.repl_bytes
                    + sum(x.mlp for x in pc.layers) * wb.mlp_bytes
                    + sum(x.state for x in pc.layers) * wb.state_bytes + pc.experts * wb.expert)
-    rest = ((pc.embed + pc.vision + sum(x.replicated for x in pc.layers)) * wb.other
+    rest = ((pc.embed + pc.vision + sum(x.replicated - x.repl_quant for x in pc.layers))
+            * wb.other
             + pc.lm_head * wb.lm_head_bytes)
     est_total = quantizable + rest
     skipped = (pc.vision - vision) * wb.other
@@ -416,7 +435,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
         exact = int(model.weights_bytes * shrink)
         scale = exact / est_total if est_total else 1.0
         total, estimated = int(exact - skipped * scale), False
-    return ([int(scale * (d + e * pad + o)) for d, e, o in per_stage], int(total), estimated)
+    return ([int(scale * (w + e * pad + o) + up) for w, e, o, up in per_stage], int(total),
+            estimated)
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -564,7 +584,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # memory per pipeline stage
     stages = pp_partition(arch.num_layers, pp)
     weights, weights_total, estimated = _weights_per_stage(model, arch, a, model_dtype, stages,
-                                                          cc)
+                                                          cc, mla_absorb=version.v1)
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
     weights = [w + rope for w in weights]
     if estimated:
@@ -587,10 +607,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         fp8_block = (str(q.get("quant_method", "")).lower() == "fp8"
                      and bool(q.get("weight_block_size")) and gpu.vendor == "nvidia")
         experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
+        nvfp4 = abs(weight_bytes(arch, 2, a.quantization, model.hf_quant_config).expert
+                    - NVFP4_BYTES) < 1e-9
         shape = replace(shape, local_experts=experts, moe_kernel=version.moe_kernel(
             cc, fp8_block=fp8_block, moe_tp=1 if a.enable_expert_parallel else tp,
             expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor,
-            backend=a.moe_backend))
+            backend=a.moe_backend, nvfp4=nvfp4 and gpu.vendor == "nvidia"))
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
     if a.flashinfer_sampler and version.v1 and not version.at_least(0, 11, 1):
         copies = "sampler_fp32_copies_flashinfer"  # 0.10-0.11.0 profile the selected sampler

@@ -91,7 +91,8 @@ class VllmVersion:
         return self.at_least(0, 20)
 
     def moe_kernel(self, compute_capability: str, *, fp8_block: bool, moe_tp: int,
-                   expert_parallel: bool, vendor: str = "nvidia", backend: str = "auto") -> str:
+                   expert_parallel: bool, vendor: str = "nvidia", backend: str = "auto",
+                   nvfp4: bool = False) -> str:
         """Which fused-MoE experts kernel the profile run uses (`memory.MOE_KERNELS`), read
         in the 0.11.0-0.19.0 wheels:
         * 0.11.0: `fused_experts_impl`, scratch allocated per call; with expert parallelism
@@ -113,6 +114,8 @@ class VllmVersion:
         if chosen:
             return chosen
         major = cc_major(compute_capability)
+        if nvfp4 and major in (10, 12) and self.at_least(0, 11):
+            return "flashinfer"  # NVFP4 experts on Blackwell: FlashInfer first (`oracle/nvfp4.py`)
         hopper_fp8 = fp8_block and major == 9
         if not self.at_least(0, 14):
             if hopper_fp8 and self.at_least(0, 11, 1) and (moe_tp < 8
