@@ -733,13 +733,15 @@ def test_fp8_block_tp_split_fails_tensor_parallel_valid(capsys):
     assert one(rep["deployments"][0], "tensor-parallel-valid")["status"] == "pass"
 
 
+def _deployment(capsys, cmd: str, gpu: str) -> dict:
+    _, rep = check_json(capsys, "--cmd", cmd, "--gpu", gpu)
+    return rep["deployments"][0]
+
+
 def test_cudagraph_capture_flags_reach_the_sizing(capsys):
     # a smaller capture grid leaves more KV cache; nargs="+" values are read one by one
-    base = "vllm serve Qwen/Qwen2.5-1.5B-Instruct"
-
     def tokens(flags):
-        _, rep = check_json(capsys, "--cmd", f"{base} {flags}", "--gpu", "l4")
-        return rep["deployments"][0]
+        return _deployment(capsys, f"vllm serve Qwen/Qwen2.5-1.5B-Instruct {flags}", "l4")
 
     default = tokens("")["kv_cache_tokens"]
     small = tokens("--cudagraph-capture-sizes 1 2 4 8")["kv_cache_tokens"]
@@ -752,11 +754,8 @@ def test_cudagraph_capture_flags_reach_the_sizing(capsys):
 
 
 def test_moe_backend_flag_reaches_the_sizing(capsys):
-    base = "vllm serve deepseek-ai/DeepSeek-R1 -tp 8"
-
     def dep(flags):
-        _, rep = check_json(capsys, "--cmd", f"{base} {flags}", "--gpu", "h200")
-        return rep["deployments"][0]
+        return _deployment(capsys, f"vllm serve deepseek-ai/DeepSeek-R1 -tp 8 {flags}", "h200")
 
     more = dep("--moe-backend flashinfer_cutlass")["kv_cache_tokens"]
     assert more > dep("")["kv_cache_tokens"]
