@@ -287,7 +287,8 @@ def test_compressed_tensors_ignore_list_keeps_those_parts_16_bit():
     four = normalize({**LLAMA31_8B, "num_hidden_layers": 4})
     # llm-compressor style: regexes from the start of the module name, or exact names
     f = ignored_fractions(["lm_head", "re:.*linear_attn.*", "re:.*mlp.gate$"], four)
-    assert f == {"attn": 0.0, "state": 1.0, "mlp": 0.0, "expert": 0.0, "mla_a": 0.0}
+    assert f == {"attn": 0.0, "state": 1.0, "mlp": 0.0, "expert": 0.0, "mla_a": 0.0,
+                 "kv_b": 0.0}
     # exact names of two of four layers' attention (Llama 4 lists every layer's projections)
     f = ignored_fractions([f"language_model.model.layers.{i}.self_attn.q_proj" for i in (0, 1)],
                           four)
@@ -310,4 +311,4 @@ def test_modelopt_exclude_modules_weighted_within_mla():
     nvfp4 = 0.5 + 1 / 16
     q_b, kv_b, o = 1536 * 128 * 192, 512 * 128 * 256, 128 * 128 * 7168
     assert abs(wb.linear - ((q_b + kv_b) * 2 + o * nvfp4) / (q_b + kv_b + o)) < 1e-9
-    assert wb.repl_bytes == 2.0 and wb.expert == nvfp4
+    assert wb.repl_bytes == 2.0 and wb.kv_b_bytes == 2.0 and wb.expert == nvfp4

@@ -325,6 +325,7 @@ class WeightBytes:
     lm_head: float | None = None  # a quantized LM head
     state: float | None = None  # Mamba / linear-attention mixer projections, where they differ
     repl: float | None = None  # replicated linears (MLA q_a / kv_a, V3.2 indexer) if different
+    kv_b: float | None = None  # MLA kv_b_proj, if it differs from the attention projections
 
     @property
     def mlp_bytes(self) -> float:
@@ -337,6 +338,10 @@ class WeightBytes:
     @property
     def repl_bytes(self) -> float:
         return self.linear if self.repl is None else self.repl
+
+    @property
+    def kv_b_bytes(self) -> float:
+        return self.linear if self.kv_b is None else self.kv_b
 
     @property
     def lm_head_bytes(self) -> float:
@@ -426,7 +431,7 @@ def _part_modules(arch: ModelArch) -> dict[str, list[tuple[str, float]]]:
     parameter counts (a checkpoint may keep q_b/kv_b 16-bit and quantize o_proj); elsewhere
     one matching name marks the part (weight 0 = any-match)."""
     parts = {k: [(m, 0.0) for m in v] for k, v in _PART_MODULES.items()}
-    parts["mla_a"] = []
+    parts["mla_a"], parts["kv_b"] = [], []
     t = arch.text_config
     if any(isinstance(x, AttnLayer) and x.kind == MLA for x in arch.layers):
         h, heads = arch.hidden_size, arch.num_attention_heads
@@ -440,6 +445,7 @@ def _part_modules(arch: ModelArch) -> dict[str, list[tuple[str, float]]]:
                          ("self_attn.o_proj", heads * v * h)]
         parts["mla_a"] = [("self_attn.q_a_proj", h * q_lora),
                           ("self_attn.kv_a_proj_with_mqa", h * (kv_lora + rope))]
+        parts["kv_b"] = [("self_attn.kv_b_proj", 1.0)]
         if arch.is_sparse_mla:  # DeepSeek-V3.2's indexer
             parts["mla_a"] += [("self_attn.indexer.wq_b", q_lora * d * n),
                                ("self_attn.indexer.wk", h * d)]
@@ -472,7 +478,7 @@ def ignored_fractions(ignore: list, arch: ModelArch) -> dict[str, float]:
 def _mixed_by_ignore(f: dict[str, float], lin: float, d: float) -> WeightBytes:
     mix = {part: f[part] * d + (1 - f[part]) * lin for part in f}
     return WeightBytes(linear=mix["attn"], expert=mix["expert"], other=d, mlp=mix["mlp"],
-                       state=mix["state"], repl=mix["mla_a"])
+                       state=mix["state"], repl=mix["mla_a"], kv_b=mix["kv_b"])
 
 
 def _modelopt_bytes(algo: str, group_size: int | None = None) -> float:

@@ -378,7 +378,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     d = dtype_bytes(model_dtype)
     # `MLACommonImpl.process_weights_after_loading` (V1): a quantized kv_b_proj is dequantized
     # into a 16-bit copy (the W_UK_T / W_UV views) kept next to it
-    absorb = mla_absorb and wb.linear * online < d
+    absorb = mla_absorb and wb.kv_b_bytes * online < d
 
     def mla_up(rng: range) -> float:
         return sum(pc.layers[i].mla_up for i in rng) / tp * d if absorb else 0.0
