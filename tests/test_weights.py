@@ -312,3 +312,22 @@ def test_modelopt_exclude_modules_weighted_within_mla():
     q_b, kv_b, o = 1536 * 128 * 192, 512 * 128 * 256, 128 * 128 * 7168
     assert abs(wb.linear - ((q_b + kv_b) * 2 + o * nvfp4) / (q_b + kv_b + o)) < 1e-9
     assert wb.repl_bytes == 2.0 and wb.kv_b_bytes == 2.0 and wb.expert == nvfp4
+
+
+def test_mla_keeps_a_dequantized_kv_b_copy_in_v1():
+    # `MLACommonImpl.process_weights_after_loading`: an FP8 kv_b_proj is dequantized into a
+    # 16-bit copy per layer: 16 local heads x 512 x (128 + 128) x 2 B x 61 layers at TP8
+    cfg = {**DEEPSEEK_V3, "quantization_config": {"quant_method": "fp8",
+                                                  "weight_block_size": [128, 128]}}
+    h200 = Gpu("h200", "NVIDIA H200", 143771 << 20, "9.0")
+
+    def weights(version, c=cfg):
+        return size(Model("m", c), h200, EngineArgs(tensor_parallel_size=8, max_model_len=4096,
+                                                    kv_cache_memory_bytes=1 << 30),
+                    version).budget.weights
+
+    assert weights("0.11") - weights("0.6") == 61 * 16 * 512 * 256 * 2 == 255852544
+    # q_a / kv_a are FP8 linears: 1 byte each, whole on every rank
+    qa_kva = 61 * 7168 * (1536 + 512 + 64)
+    bf16_cfg = {**DEEPSEEK_V3, "torch_dtype": "bfloat16"}
+    assert weights("0.6", bf16_cfg) - weights("0.6") > qa_kva  # 16-bit: q_a/kv_a at 2 B
