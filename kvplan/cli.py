@@ -62,9 +62,10 @@ def size_cmd(
                                                    help="Also what vLLM does when TP spans "
                                                    "nodes."),
     flashinfer_sampler: bool = typer.Option(False, "--flashinfer-sampler",
-                                            help="vLLM <= 0.10 ran the profile sampler through "
-                                            "FlashInfer (log: 'Using FlashInfer for top-p & "
-                                            "top-k sampling'): a smaller activation peak."),
+                                            help="vLLM 0.10-0.11.0 with flashinfer installed "
+                                            "(the vllm/vllm-openai image; log: 'Using "
+                                            "FlashInfer for top-p & top-k sampling') profiled "
+                                            "the sampler through it: a smaller activation peak."),
     skip_mm_profiling: bool = typer.Option(False, "--skip-mm-profiling",
                                            help="Multimodal models: leave the vision encoder "
                                            "out of the profile run (as vLLM's flag)."),
