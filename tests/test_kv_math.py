@@ -593,3 +593,11 @@ def test_moe_kernel_scratch_by_version_deepseek_tp8():
     assert act("0.18.0") == int(triton + sampler * 3.9 + 64 * 2**20)
     # Blackwell 0.18: FlashInfer TRT-LLM
     assert act("0.18.0", B200) == int(2 * 8192 * 7168 * 2 + sampler * 3.9 + 64 * 2**20)
+
+
+def test_flashinfer_image_note_for_010_to_0110():
+    # 1,024 requests x 128,256 vocab x 4 B x (9.6 - 3.5) buffers = 2.98 GiB
+    r = run(LLAMA31_8B, version="0.11.0", max_model_len=8192)
+    assert any("--flashinfer-sampler" in n and "3.0 GiB" in n for n in r.notes)
+    assert not any("--flashinfer-sampler" in n for n in run(LLAMA31_8B, version="0.11.1",
+                                                            max_model_len=8192).notes)

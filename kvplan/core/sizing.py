@@ -614,8 +614,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor,
             backend=a.moe_backend, nvfp4=nvfp4 and gpu.vendor == "nvidia"))
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
-    if a.flashinfer_sampler and version.v1 and not version.at_least(0, 11, 1):
+    fi_era = version.at_least(0, 10) and not version.at_least(0, 11, 1)
+    if a.flashinfer_sampler and fi_era:
         copies = "sampler_fp32_copies_flashinfer"  # 0.10-0.11.0 profile the selected sampler
+    elif fi_era and gpu.vendor == "nvidia" and a.kv_cache_memory_bytes is None:
+        saved = (M.const("sampler_fp32_copies") - M.const("sampler_fp32_copies_flashinfer")) \
+            * min(mnbt, seqs) * arch.vocab_size * 4
+        if saved >= GiB:
+            notes.append(f"the vllm/vllm-openai image of this release samples through FlashInfer "
+                         f"in the profile run, leaving {saved / GiB:.1f} GiB more KV cache than "
+                         "a pip install without flashinfer: --flashinfer-sampler models it")
     def lm_peak(sampler_reqs: int) -> int:
         return M.activation_peak(shape, mnbt, sampler_reqs, v1=version.v1,
                                  sampler_copies=M.const(copies),
