@@ -331,3 +331,18 @@ def test_mla_keeps_a_dequantized_kv_b_copy_in_v1():
     qa_kva = 61 * 7168 * (1536 + 512 + 64)
     bf16_cfg = {**DEEPSEEK_V3, "torch_dtype": "bfloat16"}
     assert weights("0.6", bf16_cfg) - weights("0.6") > qa_kva  # 16-bit: q_a/kv_a at 2 B
+
+
+def test_mistral_native_pixtral_tower_is_whole_on_every_rank_012_to_019(capsys):
+    # Real 0.13.0 H200 starts of mistralai/Ministral-3-14B-Reasoning-2512 logged "Model
+    # loading took" 7.208 GiB at TP4 and 4.0329 GiB at TP8: the 0.82 GiB Pixtral tower on
+    # every rank (Mistral's format, `VisionTransformer` of nn.Linear)
+    def w(tp, version):
+        d = _size_json(capsys, "mistralai/Ministral-3-14B-Reasoning-2512", "--gpu", "h200",
+                       "-tp", str(tp), "--max-model-len", "8192", "--vllm-version", version)
+        return d["weights_bytes_per_gpu"] / (1 << 30)
+
+    assert abs(w(4, "0.13.0") / 7.208 - 1) < 0.02
+    assert abs(w(8, "0.13.0") / 4.0329 - 1) < 0.02
+    # 0.11 read config.json first; 0.20.2's Mistral-format tower is TP-parallel
+    assert w(8, "0.11.2") < w(8, "0.13.0") - 0.6 and w(8, "0.20.2") < w(8, "0.13.0") - 0.6

@@ -48,8 +48,18 @@ class EncoderProfile:
 REPLICATED_TOWERS = {"Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration"}
 
 
-def towers_tp_sharded(architectures: list[str]) -> bool:
+def towers_tp_sharded(architectures: list[str], *, mistral_native: bool = False) -> bool:
+    """Whether TP ranks split the multimodal towers. `mistral_native`: a Mistral 3 (Pixtral)
+    checkpoint served in Mistral's own format, whose `VisionTransformer` is built from plain
+    `nn.Linear` layers in 0.12-0.19 (`VllmVersion.mistral_native_tower`)."""
+    if mistral_native and any(a in MISTRAL_NATIVE for a in architectures):
+        return False
     return not any(a in REPLICATED_TOWERS for a in architectures)
+
+
+# Pixtral-tower models vLLM loads in Mistral's format when the repo ships it (params.json)
+MISTRAL_NATIVE = frozenset({"Mistral3ForConditionalGeneration",
+                            "PixtralForConditionalGeneration"})
 
 
 def _gelu_mlp_units(r: float, tp: int) -> float:

@@ -351,8 +351,8 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
 # --- weights ---------------------------------------------------------------------------------
 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
-                       stages: list[range], cc: str, *,
-                       mla_absorb: bool = True) -> tuple[list[int], int, bool]:
+                       stages: list[range], cc: str, *, mla_absorb: bool = True,
+                       mistral_native: bool = False) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -362,7 +362,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
     pad = expert_padding(arch, tp, a.quantization, cc_major(cc))
-    tower_tp = tp if towers_tp_sharded(arch.architectures) else 1  # ranks a tower is split over
+    tower_tp = tp if towers_tp_sharded(arch.architectures,  # ranks a tower is split over
+                                        mistral_native=mistral_native) else 1
     quantized_ckpt = bool(arch.quantization or model.hf_quant_config)
     fp32 = canonical(arch.config_dtype) == "float32" and not quantized_ckpt
     shrink = dtype_bytes(model_dtype) / 4 if fp32 else 1.0  # fp32 checkpoint loaded as 16-bit
@@ -584,7 +585,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # memory per pipeline stage
     stages = pp_partition(arch.num_layers, pp)
     weights, weights_total, estimated = _weights_per_stage(model, arch, a, model_dtype, stages,
-                                                          cc, mla_absorb=version.v1)
+                                                          cc, mla_absorb=version.v1,
+                                                          mistral_native=version.
+                                                          mistral_native_tower(model.id))
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
     weights = [w + rope for w in weights]
     if estimated:

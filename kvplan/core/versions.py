@@ -152,6 +152,16 @@ class VllmVersion:
             return "flashinfer"
         return "functional" if b.startswith("aiter") else "modular"
 
+    def mistral_native_tower(self, model_id: str) -> bool:
+        """A Pixtral tower replicated on every TP rank: from 0.12 `get_config` tries Mistral's
+        format first when params.json exists ("First check for Mistral", absent in 0.11.2),
+        and its `VisionTransformer` is plain `nn.Linear` through 0.19 (TP-parallel linears
+        in the 0.20.2 wheel). Mistral's own repos (mistralai/) ship params.json. Real
+        Ministral-3-14B-Reasoning starts at 0.13 TP4/TP8 log 0.8 GiB per GPU more than a
+        split 0.82 GiB tower allows."""
+        return (self.at_least(0, 12) and not self.at_least(0, 20)
+                and model_id.lower().startswith("mistralai/"))
+
     @property
     def moe_chunk(self) -> int | None:
         """`VLLM_FUSED_MOE_CHUNK_SIZE`: 32768 tokens to 0.11, 16384 in 0.13-0.17, gone in
