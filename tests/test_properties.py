@@ -68,3 +68,22 @@ def test_kv_per_gpu_shrinks_with_tp_until_heads_then_replicates(tp):
     r = sized(cfg, tensor_parallel_size=tp, kv_cache_memory_bytes=GiB, max_model_len=4096)
     assert r.kv_bytes_per_token_per_gpu == 131072 // min(tp, 8)
     assert r.kv_bytes_per_token_replica == r.kv_bytes_per_token_per_gpu * tp
+
+
+@settings(max_examples=80, deadline=None)
+@given(tokens=st.integers(1, 65536), inter=st.integers(16, 8192), hidden=st.integers(256, 16384),
+       top_k=st.integers(1, 16), experts=st.integers(1, 512))
+def test_moe_scratch_grows_with_tokens_and_kept_kinds_cover_the_function(tokens, inter, hidden,
+                                                                        top_k, experts):
+    from kvplan.core.memory import MOE_KERNELS, ActivationShape
+
+    def ws(kind, n):
+        return ActivationShape(hidden, 1, inter, top_k, 32000, 2, moe_kernel=kind,
+                               local_experts=experts).moe_workspace(n)
+
+    for kind in MOE_KERNELS:
+        assert 0 < ws(kind, tokens) <= ws(kind, tokens + 1)
+    # the modular buffers hold at least what the function allocates per call, and DeepGEMM's
+    # per-expert padding at least the modular rows
+    assert ws("modular", tokens) >= ws("functional", tokens)
+    assert ws("deepgemm", tokens) >= ws("modular", tokens)
