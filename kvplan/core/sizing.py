@@ -634,6 +634,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                  v020=version.at_least(0, 20))
 
     act = lm_peak(seqs)
+    if shape.moe_kernel.startswith("deepgemm") and a.moe_backend == "auto":
+        notes.append("MoE scratch sized for DeepGEMM, which this release picks for block-FP8 "
+                     "experts when the deep_gemm package is installed (the vllm/vllm-openai "
+                     "image); without it vLLM runs Triton kernels with less scratch")
     # V1 runs the dummy sampler on the last pipeline stage only (`profile_run`:
     # `get_pp_group().is_last_rank`)
     act_inner = lm_peak(0) if version.v1 and pp > 1 else act
