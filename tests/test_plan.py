@@ -302,3 +302,28 @@ def test_search_falls_back_to_expert_parallel_for_fp8_block_splits(capsys):
     d = json.loads(out)
     assert code == 0, err
     assert "--tensor-parallel-size 8 --enable-expert-parallel" in d["command"]
+
+
+def test_recommend_sizes_the_pool_its_max_num_seqs_leaves(capsys):
+    # --max-num-seqs 55 shrinks vLLM's profile: the dummy sampler runs 55 requests, not 1,024
+    # (0.33: 3.9 fp32 buffers x 128,256 vocab each), and the graph grid ends at 110
+    code, out, err = run(capsys, "recommend", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                         "h100", "-w", "reasoning", "--rate", "2", "--tpot", "20", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    n = d["max_num_seqs"]
+    note = next(a for a in d["advice"] if "vLLM profiles" in a)
+    assert f"--max-num-seqs {n} vLLM profiles {n} sequences instead of 1024" in note
+    gained = float(note.split(": ")[1].split(" GiB")[0])
+
+    def sized(*flags):
+        _, o, _ = run(capsys, "size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                      "--max-model-len", str(d["max_model_len"]), "--json", *flags)
+        return json.loads(o)
+
+    default, capped = sized(), sized("--max-num-seqs", str(n))
+    # the activation peak falls to the forward pass, the graph estimate to a 2n grid
+    drop = (default["activation_bytes"] - capped["activation_bytes"]
+            + default["cudagraph_bytes"] - capped["cudagraph_bytes"])
+    assert abs(gained - drop / 2**30) <= 0.05
+    assert capped["available_kv_bytes"] - default["available_kv_bytes"] == drop

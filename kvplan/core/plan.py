@@ -170,6 +170,21 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
                 notes.append(f"max_num_seqs {lo} (not {n}) keeps TPOT within "
                              f"{t.tpot_ms:g} ms")
             n = lo
+    if args.max_num_seqs is None and n < r.max_num_seqs:
+        # the emitted --max-num-seqs shrinks vLLM's profile (the dummy sampler runs n
+        # requests) and its CUDA-graph grid (up to 2n): size the pool the command gets
+        r2 = size(model, gpu, replace(args, max_num_seqs=n), version, hints=False)
+        gain = r2.budget.available_kv - r.budget.available_kv
+        if r2.fits and gain > 0:
+            d = capacity.demand(r2.groups, wl, r2.max_model_len)
+            guaranteed = capacity.guaranteed_max_num_seqs(d, r2.usable_blocks)
+            safe = capacity.safe_max_num_seqs(d, r2.usable_blocks, t.preempt_risk)
+            ceiling = capacity.mean_ceiling(d, r2.usable_blocks)
+            if gain >= GiB // 4:
+                notes.append(f"with --max-num-seqs {n} vLLM profiles {n} sequences instead of "
+                             f"{r.max_num_seqs} (and captures CUDA graphs only up to its "
+                             f"grid): {gain / GiB:.1f} GiB more KV per GPU than at the default")
+            r = r2
     pt = point(n)
     fleet = size_fleet(pt, n, o_mean, wl, t)
     replicas, per_replica_rps, rate = fleet.replicas, fleet.per_replica_rps, fleet.rate
