@@ -121,9 +121,11 @@ class VllmVersion:
             if hopper_fp8 and self.at_least(0, 11, 1) and (moe_tp < 8
                                                            or not self.at_least(0, 13)):
                 return "deepgemm" if self.at_least(0, 13) else "deepgemm_v011"
-            # with expert parallelism the modular kernel (and its kept buffers) runs on
-            # CUDA; an MI300X 0.11.2 TP4+EP start shows no kept buffers
-            return "modular" if expert_parallel and vendor == "nvidia" else "functional"
+            # with expert parallelism the modular kernel runs on CUDA, its buffers kept from
+            # 0.11 (`SharedResizableBuffer`; per call in 0.10.2); an MI300X 0.11.2 TP4+EP
+            # start shows no kept buffers
+            kept = expert_parallel and vendor == "nvidia" and self.at_least(0, 11)
+            return "modular" if kept else "functional"
         if hopper_fp8:
             if not self.at_least(0, 16):
                 return "deepgemm" if moe_tp < 8 else "modular"
