@@ -601,3 +601,13 @@ def test_flashinfer_image_note_for_010_to_0110():
     assert any("--flashinfer-sampler" in n and "3.0 GiB" in n for n in r.notes)
     assert not any("--flashinfer-sampler" in n for n in run(LLAMA31_8B, version="0.11.1",
                                                             max_model_len=8192).notes)
+
+
+def test_gpt_oss_mxfp4_scratch_on_hopper_is_oai_triton():
+    # gpt-oss-20b shapes at TP4 on an H100 (0.19): 8,192 tokens x top-4 x 720 + 8,192 x 2,880
+    from kvplan.sources.resolve import resolve_model
+
+    r = size(resolve_model("openai/gpt-oss-20b"), H100, EngineArgs(
+        tensor_parallel_size=4, max_model_len=8192, kv_cache_memory_bytes=GiB), "0.19.0")
+    assert r.moe_kernel == "oai_triton"
+    assert r.moe_workspace_bytes == (8192 * 4 * 720 + 8192 * 2880) * 2

@@ -113,7 +113,8 @@ def const(name: str) -> float:
 
 
 # Fused-MoE expert kernels, by how they take scratch space (`VllmVersion.moe_kernel`).
-MOE_KERNELS = ("functional", "modular", "deepgemm_v011", "deepgemm", "flashinfer")
+MOE_KERNELS = ("functional", "modular", "deepgemm_v011", "deepgemm", "flashinfer",
+               "oai_triton")
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ class ActivationShape:
         * DeepGEMM (`DeepGemmExperts.workspace_shapes`) on M_sum rows, every local expert's
           rows padded to 128 (`compute_aligned_M`): 0.11.x M_sum x N + M_sum x max(N/2, K) +
           an M x K output, 0.13+ M_sum x max(N/2, K) + M_sum x max(N, K);
-        * FlashInfer CUTLASS (`FlashInferExperts`): two M x K buffers."""
+        * FlashInfer CUTLASS (`FlashInferExperts`): two M x K buffers;
+        * OpenAI's Triton MXFP4 kernels (`OAITritonExperts`): M.k x N/2 and an M x K output."""
         i, h, k = self.moe_intermediate_local, self.hidden, self.top_k
         if not i:
             return 0
@@ -148,6 +150,8 @@ class ActivationShape:
             return rows * (max(i, h) + max(2 * i, h))
         if self.moe_kernel == "flashinfer":
             return 2 * tokens * h
+        if self.moe_kernel == "oai_triton":
+            return rows * i + tokens * h
         m_sum = -(-(rows + self.local_experts * 127) // 128) * 128
         if self.moe_kernel == "deepgemm_v011":
             return m_sum * 2 * i + m_sum * max(i, h) + tokens * h

@@ -25,6 +25,7 @@ _NON_GATED = {"phi", "starcoder2", "gpt_bigcode", "falcon", "gpt2", "gpt_neox", 
 
 
 NVFP4_BYTES = 0.5 + 1 / 16  # 4-bit values + one fp8 scale per 16
+MXFP4_BYTES = 0.5 + 1 / 32  # 4-bit values + one e8m0 scale per 32
 
 
 @dataclass
@@ -382,7 +383,7 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
     elif method in ("nvfp4",):
         lin = NVFP4_BYTES
     elif method == "mxfp4":
-        return WeightBytes(linear=d, expert=0.5 + 1 / 32, other=d)
+        return WeightBytes(linear=d, expert=MXFP4_BYTES, other=d)
     elif method == "bitsandbytes":
         lin = 1.0 if q.get("load_in_8bit") else 0.5 + 4 / 64
     elif method == "compressed-tensors":

@@ -610,12 +610,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         fp8_block = (str(q.get("quant_method", "")).lower() == "fp8"
                      and bool(q.get("weight_block_size")) and gpu.vendor == "nvidia")
         experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
-        nvfp4 = abs(weight_bytes(arch, 2, a.quantization, model.hf_quant_config).expert
-                    - NVFP4_BYTES) < 1e-9
+        expert_b = weight_bytes(arch, 2, a.quantization, model.hf_quant_config).expert
+        nvfp4 = abs(expert_b - NVFP4_BYTES) < 1e-9
+        mxfp4 = str((arch.quantization or {}).get("quant_method", "")).lower() == "mxfp4"
         shape = replace(shape, local_experts=experts, moe_kernel=version.moe_kernel(
             cc, fp8_block=fp8_block, moe_tp=1 if a.enable_expert_parallel else tp,
             expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor,
-            backend=a.moe_backend, nvfp4=nvfp4 and gpu.vendor == "nvidia"))
+            backend=a.moe_backend, nvfp4=nvfp4 and gpu.vendor == "nvidia",
+            mxfp4=mxfp4 and gpu.vendor == "nvidia"))
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
     fi_era = version.at_least(0, 10) and not version.at_least(0, 11, 1)
     if a.flashinfer_sampler and fi_era:

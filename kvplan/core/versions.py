@@ -92,7 +92,7 @@ class VllmVersion:
 
     def moe_kernel(self, compute_capability: str, *, fp8_block: bool, moe_tp: int,
                    expert_parallel: bool, vendor: str = "nvidia", backend: str = "auto",
-                   nvfp4: bool = False) -> str:
+                   nvfp4: bool = False, mxfp4: bool = False) -> str:
         """Which fused-MoE experts kernel the profile run uses (`memory.MOE_KERNELS`), read
         in the 0.11.0-0.19.0 wheels:
         * 0.11.0: `fused_experts_impl`, scratch allocated per call; with expert parallelism
@@ -106,7 +106,8 @@ class VllmVersion:
           (`TritonExperts`; Marlin's buffers have the same size). Block FP8 on Hopper:
           DeepGEMM below TP 8 (0.14-0.15), FlashInfer CUTLASS (0.16-0.17, first in the
           fixed order), Triton for TP and FlashInfer CUTLASS for EP (0.18+
-          `_get_priority_backends`); on Blackwell FlashInfer TRT-LLM (0.16+).
+          `_get_priority_backends`); on Blackwell FlashInfer TRT-LLM (0.16+). MXFP4 experts
+          (gpt-oss): OpenAI's Triton kernels on Hopper, FlashInfer on SM100, Marlin below.
         DeepGEMM needs the `deep_gemm` package, which the vllm/vllm-openai image ships.
         `--moe-backend` (0.18+, `config/kernel.py MoEBackend`) picks the kernel instead:
         CUTLASS and Marlin keep buffers the size of Triton's; AITER sizes its own."""
@@ -116,6 +117,11 @@ class VllmVersion:
         major = cc_major(compute_capability)
         if nvfp4 and major in (10, 12) and self.at_least(0, 11):
             return "flashinfer"  # NVFP4 experts on Blackwell: FlashInfer first (`oracle/nvfp4.py`)
+        if mxfp4 and self.at_least(0, 14):  # `get_mxfp4_backend`: FlashInfer on SM100, OpenAI's
+            if major == 10:                 # Triton kernels on SM90, Marlin below
+                return "flashinfer"
+            if major == 9:
+                return "oai_triton"
         hopper_fp8 = fp8_block and major == 9
         if not self.at_least(0, 14):
             if hopper_fp8 and self.at_least(0, 11, 1) and (moe_tp < 8

@@ -14,7 +14,7 @@ BAR = 32
 # how `size` names each fused-MoE kernel kind (core/memory.py MOE_KERNELS)
 _MOE_KERNEL_NAMES = {"functional": "Triton, freed", "modular": "Triton/CUTLASS/Marlin, kept",
                      "deepgemm_v011": "DeepGEMM, kept", "deepgemm": "DeepGEMM, kept",
-                     "flashinfer": "FlashInfer, kept"}
+                     "flashinfer": "FlashInfer, kept", "oai_triton": "OpenAI Triton MXFP4, kept"}
 
 
 def render_size(r: SizeResult, stream=None) -> None:
