@@ -328,25 +328,14 @@ class WeightBytes:
     repl: float | None = None  # replicated linears (MLA q_a / kv_a, V3.2 indexer) if different
     kv_b: float | None = None  # MLA kv_b_proj, if it differs from the attention projections
 
-    @property
-    def mlp_bytes(self) -> float:
-        return self.linear if self.mlp is None else self.mlp
+    def _or(self, value: float | None, default: float) -> float:
+        return default if value is None else value
 
-    @property
-    def state_bytes(self) -> float:
-        return self.linear if self.state is None else self.state
-
-    @property
-    def repl_bytes(self) -> float:
-        return self.linear if self.repl is None else self.repl
-
-    @property
-    def kv_b_bytes(self) -> float:
-        return self.linear if self.kv_b is None else self.kv_b
-
-    @property
-    def lm_head_bytes(self) -> float:
-        return self.other if self.lm_head is None else self.lm_head
+    mlp_bytes = property(lambda self: self._or(self.mlp, self.linear))
+    state_bytes = property(lambda self: self._or(self.state, self.linear))
+    repl_bytes = property(lambda self: self._or(self.repl, self.linear))
+    kv_b_bytes = property(lambda self: self._or(self.kv_b, self.linear))
+    lm_head_bytes = property(lambda self: self._or(self.lm_head, self.other))
 
 
 def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
