@@ -32,7 +32,7 @@ from kvplan.core.kvspec import (
     layer_specs,
     state_bytes,
 )
-from kvplan.core.mm import EncoderProfile, encoder_profile, towers_tp_sharded
+from kvplan.core.mm import QWEN2_VL, QWEN3_VL, EncoderProfile, encoder_profile, towers_tp_sharded
 from kvplan.core.params import (
     NVFP4_BYTES,
     count_params,
@@ -644,7 +644,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # `get_pp_group().is_last_rank`)
     act_inner = lm_peak(0) if version.v1 and pp > 1 else act
     enc = None
-    if version.at_least(0, 20) and not (a.skip_mm_profiling or a.language_model_only):
+    if mm_profiled(arch.architectures, version) and not (a.skip_mm_profiling
+                                                          or a.language_model_only):
         enc = encoder_profile(arch.architectures, arch.vision_config, tp=tp, max_model_len=mml,
                               max_num_batched_tokens=mnbt, max_num_seqs=seqs,
                               text_hidden=arch.hidden_size)
@@ -794,6 +795,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_workspace(min(mnbt, version.moe_chunk or mnbt))
         * shape.act_bytes)
+
+
+def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:
+    """Whether kvplan models the vision encoder's share of the profile run: the Qwen VL
+    families from 0.11 (their single dummy item fills the encoder budget, so 0.11's padding
+    of outputs to the budget changes nothing; real H200/B200 starts of Qwen3-VL-30B at
+    0.13-0.19 hold the 0.44 GiB it keeps), Gemma 3 from 0.20 (0.11 padded each of its 32
+    images' outputs to the budget)."""
+    if version.at_least(0, 20):
+        return True
+    return version.at_least(0, 11) and any(x in QWEN2_VL + QWEN3_VL for x in architectures)
 
 
 def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> str:
