@@ -113,3 +113,18 @@ def test_gemma3_siglip_profile():
     assert round(p.encoder_peak / GiB, 2) == 3.37
     # held while the language model runs: pixels + 32 x 256 pooled tokens x 2,560 x 2 B
     assert p.held_for_lm == 32 * 4096 * 588 * 2 + 32 * 256 * 2560 * 2
+
+
+def test_encoder_profile_by_release():
+    # Qwen VL from 0.11 (one dummy item fills the budget); Gemma 3 from 0.20 only
+    h200 = Gpu("h200", "NVIDIA H200", 143771 << 20, "9.0")
+
+    def prof(name, version):
+        return size(_model(name), h200, EngineArgs(max_model_len=8192,
+                                                   kv_cache_memory_bytes=GiB),
+                    version).vision_profile
+
+    assert prof("Qwen/Qwen3-VL-30B-A3B-Instruct", "0.13.0") is not None
+    assert prof("Qwen/Qwen3-VL-30B-A3B-Instruct", "0.10.2") is None
+    assert prof("google/gemma-3-27b-it", "0.13.0") is None
+    assert prof("google/gemma-3-27b-it", "0.20.2") is not None
