@@ -100,6 +100,8 @@ def args_of(case: dict, version: str) -> EngineArgs:
         a.decode_context_parallel_size = int(m.group(1))
     if "--enable-expert-parallel" in flags:
         a.enable_expert_parallel = True
+    if re.search(r"--mm-encoder-tp-mode[ =]data", flags):
+        a.mm_encoder_tp_mode = "data"
     a.flashinfer_sampler = case.get("sampler") == "flashinfer"
     a.language_model_only = bool(re.search(r"language[_-]model[_-]only", flags, re.I))
     a.disable_custom_all_reduce = bool(case.get("custom_all_reduce_disabled"))

@@ -78,6 +78,10 @@ def size_cmd(
     max_cudagraph_capture_size: Optional[int] = typer.Option(
         None, "--max-cudagraph-capture-size", help="Largest CUDA-graph batch size (vLLM's "
         "flag; default min(2 x max_num_seqs, 512))."),
+    mm_encoder_tp_mode: str = typer.Option("weights", "--mm-encoder-tp-mode",
+                                           help="weights (split the vision tower over TP) or "
+                                           "data (a whole tower on every rank), as vLLM's "
+                                           "flag (0.10+)."),
     moe_backend: str = typer.Option("auto", "--moe-backend",
                                     help="MoE expert kernel, as vLLM's flag (0.18+): auto, "
                                     "triton, deep_gemm, cutlass, flashinfer_trtllm, "
@@ -136,6 +140,7 @@ def size_cmd(
                                                what="--cudagraph-capture-sizes")
         if cudagraph_capture_sizes is not None else None,
         max_cudagraph_capture_size=max_cudagraph_capture_size, moe_backend=moe_backend,
+        mm_encoder_tp_mode=mm_encoder_tp_mode,
     )
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)

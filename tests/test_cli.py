@@ -369,3 +369,18 @@ def test_moe_backend_flag_sets_the_kept_scratch(capsys):
     assert code == 2 and "0.18+" in err
     _, dense, _ = run(capsys, "size", "qwen2.5-1.5b-instruct", "--gpu", "l4", "--json")
     assert json.loads(dense)["moe_kernel"] is None
+
+
+def test_mm_encoder_tp_mode_data_keeps_the_tower_whole(capsys):
+    # `--mm-encoder-tp-mode data` hosts the full vision tower on every rank (Qwen VL supports it)
+    def w(*flags):
+        code, out, err = run(capsys, "size", "Qwen/Qwen3-VL-30B-A3B-Instruct", "--gpu", "h200",
+                             "-tp", "4", "--json", *flags)
+        assert code == 0, err
+        return json.loads(out)["weights_bytes_per_gpu"]
+
+    tower = w("--mm-encoder-tp-mode", "data") - w()
+    assert 0.2 * 2**30 < tower < 1.2 * 2**30  # 3/4 of a ~0.8 GiB tower comes back per rank
+    code, _, err = run(capsys, "size", "Qwen/Qwen3-VL-30B-A3B-Instruct", "--gpu", "h200",
+                       "--mm-encoder-tp-mode", "both")
+    assert code == 2 and "--mm-encoder-tp-mode both" in err

@@ -611,3 +611,20 @@ def test_gpt_oss_mxfp4_scratch_on_hopper_is_oai_triton():
         tensor_parallel_size=4, max_model_len=8192, kv_cache_memory_bytes=GiB), "0.19.0")
     assert r.moe_kernel == "oai_triton"
     assert r.moe_workspace_bytes == (8192 * 4 * 720 + 8192 * 2880) * 2
+
+
+def test_weight_only_int_moe_scratch_is_per_call_before_020():
+    # Kimi-K2-style W4A16 experts (compressed-tensors int4): `fused_marlin_moe` allocates
+    # per call until the 0.20 int_wna16 oracle; --mm-encoder-tp-mode is bad input when absent
+    cfg = {**DEEPSEEK_V3, "quantization_config": {
+        "quant_method": "compressed-tensors", "ignore": ["re:.*self_attn.*", "lm_head"],
+        "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int", "group_size": 32}}}}}
+
+    def kind(version):
+        return run(cfg, gpu=H200, version=version, tensor_parallel_size=8, max_model_len=8192,
+                   kv_cache_memory_bytes=GiB).moe_kernel
+
+    assert (kind("0.18.0"), kind("0.20.2")) == ("functional", "modular")
+    with pytest.raises(BadInput, match="mm-encoder-tp-mode"):
+        run(cfg, gpu=H200, version="0.8", mm_encoder_tp_mode="data",
+            kv_cache_memory_bytes=GiB)

@@ -45,6 +45,7 @@ VLLM_FIELDS = {
     "--cudagraph-capture-sizes": "cudagraph_capture_sizes",
     "--max-cudagraph-capture-size": "max_cudagraph_capture_size",
     "--moe-backend": "moe_backend",
+    "--mm-encoder-tp-mode": "mm_encoder_tp_mode",
     "--limit-mm-per-prompt": "limit_mm_per_prompt",  # all zero = --language-model-only
 }
 # SGLang (`python -m sglang.launch_server`, server_args.py) flag -> field

@@ -48,14 +48,29 @@ class EncoderProfile:
 REPLICATED_TOWERS = {"Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration"}
 
 
-def towers_tp_sharded(architectures: list[str], *, mistral_native: bool = False) -> bool:
+def towers_tp_sharded(architectures: list[str], *, mistral_native: bool = False,
+                      encoder_dp: bool = False) -> bool:
     """Whether TP ranks split the multimodal towers. `mistral_native`: a Mistral 3 (Pixtral)
     checkpoint served in Mistral's own format, whose `VisionTransformer` is built from plain
-    `nn.Linear` layers in 0.12-0.19 (`VllmVersion.mistral_native_tower`)."""
+    `nn.Linear` layers in 0.12-0.19 (`VllmVersion.mistral_native_tower`). `encoder_dp`:
+    `--mm-encoder-tp-mode data`, which hosts the whole tower on every rank for the models that
+    support it (`supports_encoder_tp_data`; others fall back to "weights")."""
     if mistral_native and any(a in MISTRAL_NATIVE for a in architectures):
+        return False
+    if encoder_dp and any(a in ENCODER_TP_DATA for a in architectures):
         return False
     return not any(a in REPLICATED_TOWERS for a in architectures)
 
+
+# `supports_encoder_tp_data = True` in vLLM 0.33 (`--mm-encoder-tp-mode data` honoured)
+ENCODER_TP_DATA = frozenset({
+    "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "KimiVLForConditionalGeneration",
+    "Llama4ForConditionalGeneration", "Glm4vForConditionalGeneration",
+    "Glm4vMoeForConditionalGeneration", "Step3VLForConditionalGeneration",
+    "InternVLChatModel", "MiniCPMV", "Eagle2_5_VLForConditionalGeneration",
+    "DotsOCRForCausalLM"})
 
 # Pixtral-tower models vLLM loads in Mistral's format when the repo ships it (params.json)
 MISTRAL_NATIVE = frozenset({"Mistral3ForConditionalGeneration",

@@ -89,6 +89,7 @@ class EngineArgs:
     cudagraph_capture_sizes: tuple[int, ...] | None = None  # --cudagraph-capture-sizes
     max_cudagraph_capture_size: int | None = None  # --max-cudagraph-capture-size
     moe_backend: str = "auto"  # --moe-backend (vLLM 0.18+)
+    mm_encoder_tp_mode: str = "weights"  # --mm-encoder-tp-mode (vLLM 0.10+): weights | data
     enable_expert_parallel: bool = False
     max_model_len: int | None = None  # None: from the config; -1: auto-fit (0.14+)
     kv_cache_dtype: str = "auto"
@@ -362,8 +363,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
     pad = expert_padding(arch, tp, a.quantization, cc_major(cc))
-    tower_tp = tp if towers_tp_sharded(arch.architectures,  # ranks a tower is split over
-                                        mistral_native=mistral_native) else 1
+    tower_tp = tp if towers_tp_sharded(  # ranks a tower is split over
+        arch.architectures, mistral_native=mistral_native,
+        encoder_dp=a.mm_encoder_tp_mode == "data") else 1
     quantized_ckpt = bool(arch.quantization or model.hf_quant_config)
     fp32 = canonical(arch.config_dtype) == "float32" and not quantized_ckpt
     shrink = dtype_bytes(model_dtype) / 4 if fp32 else 1.0  # fp32 checkpoint loaded as 16-bit
@@ -513,6 +515,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             raise BadInput("--max-model-len must be >= 1")
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
     version.moe_backend_kind(a.moe_backend)  # a value vLLM rejects is bad input
+    if a.mm_encoder_tp_mode not in ("weights", "data"):
+        raise BadInput(f"--mm-encoder-tp-mode {a.mm_encoder_tp_mode} is not weights or data",
+                       flag="mm_encoder_tp_mode")
+    if a.mm_encoder_tp_mode == "data" and not version.at_least(0, 10):
+        raise BadInput(f"vLLM {version.text} has no --mm-encoder-tp-mode (0.10+)",
+                       flag="mm_encoder_tp_mode")
     if a.max_cudagraph_capture_size is not None and a.max_cudagraph_capture_size < 1:
         raise BadInput("--max-cudagraph-capture-size must be at least 1",
                        flag="max_cudagraph_capture_size")
@@ -612,12 +620,19 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
         expert_b = weight_bytes(arch, 2, a.quantization, model.hf_quant_config).expert
         nvfp4 = abs(expert_b - NVFP4_BYTES) < 1e-9
-        mxfp4 = str((arch.quantization or {}).get("quant_method", "")).lower() == "mxfp4"
+        qm = str((arch.quantization or {}).get("quant_method", "")).lower()
+        mxfp4 = qm == "mxfp4"
+        wna16 = qm in ("awq", "gptq", "awq_marlin", "gptq_marlin", "moe_wna16") or (
+            qm == "compressed-tensors" and any(
+                (g or {}).get("weights", {}).get("type") == "int"
+                and int((g or {}).get("weights", {}).get("num_bits") or 8) < 8
+                and not (g or {}).get("input_activations")
+                for g in ((arch.quantization or {}).get("config_groups") or {}).values()))
         shape = replace(shape, local_experts=experts, moe_kernel=version.moe_kernel(
             cc, fp8_block=fp8_block, moe_tp=1 if a.enable_expert_parallel else tp,
             expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor,
             backend=a.moe_backend, nvfp4=nvfp4 and gpu.vendor == "nvidia",
-            mxfp4=mxfp4 and gpu.vendor == "nvidia"))
+            mxfp4=mxfp4 and gpu.vendor == "nvidia", wna16=wna16))
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
     fi_era = version.at_least(0, 10) and not version.at_least(0, 11, 1)
     if a.flashinfer_sampler and fi_era:

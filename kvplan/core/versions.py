@@ -92,7 +92,7 @@ class VllmVersion:
 
     def moe_kernel(self, compute_capability: str, *, fp8_block: bool, moe_tp: int,
                    expert_parallel: bool, vendor: str = "nvidia", backend: str = "auto",
-                   nvfp4: bool = False, mxfp4: bool = False) -> str:
+                   nvfp4: bool = False, mxfp4: bool = False, wna16: bool = False) -> str:
         """Which fused-MoE experts kernel the profile run uses (`memory.MOE_KERNELS`), read
         in the 0.11.0-0.19.0 wheels:
         * 0.11.0: `fused_experts_impl`, scratch allocated per call; with expert parallelism
@@ -108,6 +108,9 @@ class VllmVersion:
           fixed order), Triton for TP and FlashInfer CUTLASS for EP (0.18+
           `_get_priority_backends`); on Blackwell FlashInfer TRT-LLM (0.16+). MXFP4 experts
           (gpt-oss): OpenAI's Triton kernels on Hopper, FlashInfer on SM100, Marlin below.
+          Weight-only int experts (AWQ, GPTQ, compressed-tensors W4A16) call the Marlin
+          function, which allocates per call, until `oracle/int_wna16.py` (absent in the
+          0.19.0 wheel, present in 0.20.2) moves them to the modular kernel.
         DeepGEMM needs the `deep_gemm` package, which the vllm/vllm-openai image ships.
         `--moe-backend` (0.18+, `config/kernel.py MoEBackend`) picks the kernel instead:
         CUTLASS and Marlin keep buffers the size of Triton's; AITER sizes its own."""
@@ -123,6 +126,8 @@ class VllmVersion:
             if major == 9:
                 return "oai_triton"
         hopper_fp8 = fp8_block and major == 9
+        if wna16 and not self.at_least(0, 20):
+            return "functional"  # `fused_marlin_moe` allocates per call until the 0.20 oracle
         if not self.at_least(0, 14):
             if hopper_fp8 and self.at_least(0, 11, 1) and (moe_tp < 8
                                                            or not self.at_least(0, 13)):
