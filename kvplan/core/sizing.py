@@ -614,25 +614,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
     shape = _activation_shape(arch, 1 if a.enable_expert_parallel else tp, tp, model_dtype)
     if shape.moe_intermediate_local:
-        q = arch.quantization or {}
-        fp8_block = (str(q.get("quant_method", "")).lower() == "fp8"
-                     and bool(q.get("weight_block_size")) and gpu.vendor == "nvidia")
-        experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
-        expert_b = weight_bytes(arch, 2, a.quantization, model.hf_quant_config).expert
-        nvfp4 = abs(expert_b - NVFP4_BYTES) < 1e-9
-        qm = str((arch.quantization or {}).get("quant_method", "")).lower()
-        mxfp4 = qm == "mxfp4"
-        wna16 = qm in ("awq", "gptq", "awq_marlin", "gptq_marlin", "moe_wna16") or (
-            qm == "compressed-tensors" and any(
-                (g or {}).get("weights", {}).get("type") == "int"
-                and int((g or {}).get("weights", {}).get("num_bits") or 8) < 8
-                and not (g or {}).get("input_activations")
-                for g in ((arch.quantization or {}).get("config_groups") or {}).values()))
-        shape = replace(shape, local_experts=experts, moe_kernel=version.moe_kernel(
-            cc, fp8_block=fp8_block, moe_tp=1 if a.enable_expert_parallel else tp,
-            expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor,
-            backend=a.moe_backend, nvfp4=nvfp4 and gpu.vendor == "nvidia",
-            mxfp4=mxfp4 and gpu.vendor == "nvidia", wna16=wna16))
+        shape = _with_moe_kernel(shape, arch, model, a, gpu, version)
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
     fi_era = version.at_least(0, 10) and not version.at_least(0, 11, 1)
     if a.flashinfer_sampler and fi_era:
@@ -810,6 +792,31 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_workspace(min(mnbt, version.moe_chunk or mnbt))
         * shape.act_bytes)
+
+
+def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: EngineArgs,
+                     gpu: Gpu, version: VllmVersion) -> M.ActivationShape:
+    """The activation shape with the fused-MoE kernel this release picks for these experts
+    (`VllmVersion.moe_kernel`) and the experts on one GPU."""
+    tp = a.tensor_parallel_size
+    q = arch.quantization or {}
+    qm = str(q.get("quant_method", "")).lower()
+    nvidia = gpu.vendor == "nvidia"
+    expert_bytes = weight_bytes(arch, 2, a.quantization, model.hf_quant_config).expert
+    wna16 = qm in ("awq", "gptq", "awq_marlin", "gptq_marlin", "moe_wna16") or (
+        qm == "compressed-tensors" and any(  # weight-only int groups (W4A16)
+            (g or {}).get("weights", {}).get("type") == "int"
+            and int((g or {}).get("weights", {}).get("num_bits") or 8) < 8
+            and not (g or {}).get("input_activations")
+            for g in (q.get("config_groups") or {}).values()))
+    kernel = version.moe_kernel(
+        gpu.compute_capability, moe_tp=1 if a.enable_expert_parallel else tp,
+        fp8_block=qm == "fp8" and bool(q.get("weight_block_size")) and nvidia,
+        expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
+        nvfp4=abs(expert_bytes - NVFP4_BYTES) < 1e-9 and nvidia,
+        mxfp4=qm == "mxfp4" and nvidia, wna16=wna16)
+    experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
+    return replace(shape, local_experts=experts, moe_kernel=kernel)
 
 
 def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:
