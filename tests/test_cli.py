@@ -248,8 +248,10 @@ def test_cudagraph_estimate_by_release_and_vendor(capsys):
 
     assert graphs("h100", "0.19") == (0, 0)
     # 34 layers x (51 PIECEWISE sizes 1..512 + 51 FULL ones <= max_num_seqs 1,024) graphs
-    assert graphs("h100", "0.23") == graphs("mi300x", "0.26") == (int(
-        (130 + 0.133 * 34 * 102) * 2**20), 102)
+    cuda = (130 + 0.133 * 34 * 102) * 2**20
+    assert graphs("h100", "0.23") == (int(cuda), 102)
+    # HIP graphs: 6.8 x the CUDA estimate (MI300X captures and printed estimates)
+    assert graphs("mi300x", "0.26") == (int(cuda * 6.8), 102)
     assert graphs("mi300x", "0.25") == (0, 0)
 
 

@@ -100,6 +100,13 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
     "cudagraph_per_layer_graph_mib": (
         0.133, "MiB per decoder layer per captured graph",
         "each captured batch size adds its kernels' graph nodes, i.e. depth x graphs"),
+    "cudagraph_rocm_factor": (
+        6.8, "x the CUDA estimate on ROCm (HIP graphs)",
+        "MI300X graph pools against this CUDA model: 6.8-7.4 x on four 0.18 Red Hat starts "
+        "(DeepSeek-R1 TP8, Llama-3.3-70B BF16 and FP8, Qwen3-VL-30B; 'Graph capturing "
+        "finished' after KV allocation) and 6.5-7.0 x on the five estimates 0.29/0.31 print on "
+        "a virtualised MI300X (Gemma 4); median of the nine 6.8. A 0.28 source build whose "
+        "whole non-weight memory is 2.6 GiB disagrees (docs/accuracy.md)"),
     "cudagraph_state_layers_mib": (
         300.0, "MiB for Mamba / Gated-DeltaNet hybrids",
         "the first FULL capture of a hybrid warms up with a long sequence (vLLM issue 50780): "
@@ -233,13 +240,16 @@ def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int, **grid: Any
 
 
 def cudagraph_estimate(num_layers_on_gpu: int, num_graphs: int, *,
-                       state_layers: bool = False) -> int:
+                       state_layers: bool = False, rocm: bool = False) -> int:
     """CUDA-graph memory vLLM 0.20+ subtracts before sizing KV (empirical): vLLM measures the
-    first capture plus (n - 1) x one more per mode (`profile_cudagraph_memory`)."""
+    first capture plus (n - 1) x one more per mode (`profile_cudagraph_memory`). HIP graphs
+    (`rocm`) take `cudagraph_rocm_factor` times as much."""
     mib = (const("cudagraph_base_mib") + const("cudagraph_per_layer_graph_mib")
            * num_layers_on_gpu * num_graphs)
     if state_layers:
         mib += const("cudagraph_state_layers_mib")
+    if rocm:
+        mib *= const("cudagraph_rocm_factor")
     return int(mib * MiB)
 
 

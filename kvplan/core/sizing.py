@@ -672,10 +672,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("ROCm: non-torch memory includes the extra MI300X starts of vLLM "
                      "0.9-0.18 show (1.15 GiB, 2.9 GiB at TP8; docs/methodology.md)")
     elif gpu.vendor == "amd" and a.kv_cache_memory_bytes is None:
-        notes.append("ROCm: public MI300X logs of vLLM 0.2x leave up to 7 GiB less KV cache "
-                     "than this CUDA-fitted estimate (HIP graphs and non-torch memory run "
-                     "larger; docs/accuracy.md); --kv-cache-memory-bytes from a real start "
-                     "fixes it")
+        notes.append("ROCm: HIP graphs are counted at 6.8x the CUDA estimate, but non-torch "
+                     "memory on public MI300X logs of vLLM 0.2x ranges from 0.1 to 3.6 GiB "
+                     "(docs/accuracy.md); --kv-cache-memory-bytes from a real start fixes it")
     graphs = M.cudagraph_graphs(seqs, mnbt, ceiling=version.cudagraph_ceiling(
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
         sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size)
@@ -684,7 +683,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     for si, rng in enumerate(stages):
         graph = 0
         if version.subtracts_cudagraph(gpu.vendor) and not a.enforce_eager:
-            graph = M.cudagraph_estimate(len(rng), graphs, state_layers=arch.is_hybrid_state)
+            graph = M.cudagraph_estimate(len(rng), graphs, state_layers=arch.is_hybrid_state,
+                                         rocm=gpu.vendor == "amd")
         bud = M.budget(gpu.memory_bytes, util, weights[si],
                        act if si == len(stages) - 1 else act_inner, nt, graph,
                        ceil_requested=version.requested_is_ceiled,
