@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from kvplan.core.arch import MLA, SLIDING, AttnLayer, ModelArch, StateLayer
 from kvplan.core.memo import by_identity
@@ -366,9 +367,9 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
         if algo == "MIXED_PRECISION" and q.get("quantized_layers"):
             return _modelopt_mixed(q, d)
         lin = _modelopt_bytes(algo, q.get("group_size"))
-        if q.get("exclude_modules"):  # fnmatch-style names (`modelopt.py is_layer_excluded`)
-            pats = ["re:" + fnmatch.translate(str(x)) for x in q["exclude_modules"]]
-            return _mixed_by_ignore(ignored_fractions(pats, arch), lin, d)
+        if q.get("exclude_modules"):
+            return _mixed_by_ignore(ignored_fractions(q["exclude_modules"], arch, globs=True),
+                                    lin, d)
     elif method in ("nvfp4",):
         lin = NVFP4_BYTES
     elif method == "mxfp4":
@@ -442,27 +443,53 @@ def _part_modules(arch: ModelArch) -> dict[str, list[tuple[str, float]]]:
     return parts
 
 
-def ignored_fractions(ignore: list, arch: ModelArch) -> dict[str, float]:
+def ignored_fractions(ignore: list, arch: ModelArch, *, globs: bool = False) -> dict[str, float]:
     """Share of each part (attention, MLA replicated projections, mixer, MLP, experts) that
-    a compressed-tensors `ignore` list leaves unquantized (vLLM `compressed_tensors/utils.py
-    should_ignore_layer`: 're:'-prefixed entries are regular expressions matched from the
-    start of the module name, the rest exact names), over all layers."""
-    exact = {str(x) for x in ignore if not str(x).startswith("re:")}
-    regs = [re.compile(str(x)[3:]) for x in ignore if str(x).startswith("re:")]
+    an ignore list leaves unquantized, over all layers. compressed-tensors (vLLM
+    `compressed_tensors/utils.py should_ignore_layer`): 're:'-prefixed entries are regular
+    expressions matched from the start of the module name, the rest exact names. `globs`:
+    ModelOpt `exclude_modules`, fnmatch patterns (`modelopt.py is_layer_excluded`)."""
+    exact, prefixes, regs = set(), [], []
+    for x in map(str, ignore):
+        if globs:
+            body = x[:-1] if x.endswith("*") else x
+            if any(c in body for c in "*?["):
+                regs.append(fnmatch.translate(x))
+            elif body != x:
+                prefixes.append(body)  # "name*": a prefix, as most ModelOpt entries are
+            else:
+                exact.add(x)
+        elif x.startswith("re:"):
+            regs.append(x[3:])
+        else:
+            exact.add(x)
+    parts = tuple((part, tuple(mods)) for part, mods in _part_modules(arch).items())
+    return dict(_fractions(frozenset(exact), tuple(prefixes), tuple(regs), parts,
+                           max(arch.num_layers, 1)))
+
+
+@lru_cache(maxsize=64)
+def _fractions(exact: frozenset[str], prefixes: tuple[str, ...], regs: tuple[str, ...],
+               parts: tuple, n: int) -> tuple[tuple[str, float], ...]:
+    # one alternation, matched from the start like each entry (`re.match`)
+    any_re = re.compile("|".join(f"(?:{r})" for r in regs)) if regs else None
 
     def hit(mod: str, i: int) -> bool:
-        names = [pre.format(i=i) + mod for pre in _LAYER_PREFIXES]
-        return any(x in exact or any(r.match(x) for r in regs) for x in names)
+        for name in (pre.format(i=i) + mod for pre in _LAYER_PREFIXES):
+            if (name in exact or name.startswith(prefixes)
+                    or (any_re is not None and any_re.match(name))):
+                return True
+        return False
 
-    n = max(arch.num_layers, 1)
-    out = {}
-    for part, mods in _part_modules(arch).items():
+    out = []
+    for part, mods in parts:
         total = sum(w for _, w in mods)
         if total:  # weighted by module size
-            out[part] = sum(w * hit(m, i) for i in range(n) for m, w in mods) / (total * n)
+            share = sum(w * hit(m, i) for i in range(n) for m, w in mods) / (total * n)
         else:
-            out[part] = sum(any(hit(m, i) for m, _ in mods) for i in range(n)) / n
-    return out
+            share = sum(any(hit(m, i) for m, _ in mods) for i in range(n)) / n
+        out.append((part, share))
+    return tuple(out)
 
 
 def _mixed_by_ignore(f: dict[str, float], lin: float, d: float) -> WeightBytes:
