@@ -23,6 +23,8 @@ CASES = [
     ["deepseek-ai/DeepSeek-R1", "--gpu", "h200", "-tp", "8"],
     ["Qwen/Qwen3-Next-80B-A3B-Thinking", "--gpu", "h100", "-tp", "4"],
     ["google/gemma-3-27b-it", "--gpu", "l40s", "--json"],
+    # a ModelOpt checkpoint with a 300-entry exclude list (per-part quantization matching)
+    ["nvidia/DeepSeek-V3.2-NVFP4", "--gpu", "b200", "-tp", "8"],
 ]
 
 
@@ -32,7 +34,12 @@ def main() -> int:
     base = [exe] if exe else [sys.executable, "-m", "kvplan"]
     # Installed packages carry compiled bytecode; measure that, not a compile on every run.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([*base, "size", *CASES[0]], env=env, capture_output=True, check=False)
+    for case in CASES:  # warm the bytecode, and refuse to time a command that fails
+        r = subprocess.run([*base, "size", *case], env=env, capture_output=True, text=True,
+                           check=False)
+        if r.returncode not in (0, 1) or not r.stdout.strip():  # 1 = "does not fit"
+            tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+            raise SystemExit(f"{' '.join(base)} size {' '.join(case)} failed: {tail}")
     print(f"command: {' '.join(base)} size ...   runs per case: {n}")
     print("| case | median ms | max ms |\n|---|---|---|")
     for case in CASES:
