@@ -164,6 +164,10 @@ class ActivationShape:
             return m_sum * 2 * i + m_sum * max(i, h) + tokens * h
         return m_sum * (max(i, h) + max(2 * i, h))
 
+    def moe_scratch_bytes(self, tokens: int, chunk: int | None) -> int:
+        """Bytes of fused-MoE scratch when `tokens` go through in chunks of `chunk`."""
+        return self.moe_workspace(min(tokens, chunk or tokens)) * self.act_bytes
+
 
 def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num_seqs: int,
                     *, v1: bool, sampler_copies: float | None = None,
@@ -182,11 +186,11 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     reqs = min(tokens, max_num_seqs)
     per_token = const("act_hidden_copies") * shape.hidden
     dense = const("act_mlp_copies") * shape.intermediate_local * tokens
-    moe = shape.moe_workspace(min(tokens, moe_chunk or tokens))
-    forward = (tokens * per_token + max(dense, moe)) * shape.act_bytes
+    moe = shape.moe_scratch_bytes(tokens, moe_chunk)
+    forward = tokens * per_token * shape.act_bytes + max(dense * shape.act_bytes, moe)
     copies = const("sampler_fp32_copies") if sampler_copies is None else sampler_copies
     sampler = reqs * shape.vocab * 4 * copies
-    held = moe * shape.act_bytes if shape.moe_kernel != "functional" else 0
+    held = moe if shape.moe_kernel != "functional" else 0
     fixed = const("act_fixed_mib") + (const("act_v020_mib") if v020 else 0.0)
     return int(max(forward, held + sampler) + fixed * MiB)
 

@@ -366,19 +366,18 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     tower_tp = tp if towers_tp_sharded(  # ranks a tower is split over
         arch.architectures, mistral_native=mistral_native,
         encoder_dp=a.mm_encoder_tp_mode == "data") else 1
+    d = dtype_bytes(model_dtype)
     quantized_ckpt = bool(arch.quantization or model.hf_quant_config)
     fp32 = canonical(arch.config_dtype) == "float32" and not quantized_ckpt
-    shrink = dtype_bytes(model_dtype) / 4 if fp32 else 1.0  # fp32 checkpoint loaded as 16-bit
+    shrink = d / 4 if fp32 else 1.0  # fp32 checkpoint loaded as 16-bit
     # online quantization (`-q fp8` / `-q bitsandbytes` on a 16-bit checkpoint) shrinks the
     # linear layers as they load; embeddings, LM head and norms keep the model dtype
     online = 1.0
     if a.quantization and not quantized_ckpt:
-        online = (weight_bytes(arch, dtype_bytes(model_dtype), a.quantization).linear
-                  / dtype_bytes(model_dtype))
+        online = weight_bytes(arch, d, a.quantization).linear / d
     pc = count_params(arch)
     # the checkpoint as stored (for scaling to its exact size), then online quantization
-    wb = weight_bytes(arch, dtype_bytes(model_dtype), None, model.hf_quant_config)
-    d = dtype_bytes(model_dtype)
+    wb = weight_bytes(arch, d, None, model.hf_quant_config)
     # `MLACommonImpl.process_weights_after_loading` (V1): a quantized kv_b_proj is dequantized
     # into a 16-bit copy (the W_UK_T / W_UV views) kept next to it
     absorb = mla_absorb and wb.kv_b_bytes * online < d
@@ -468,8 +467,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                               config_json_from=version.modelopt_kv_auto,
                               hf_quant_from=version.at_least(0, 20))
     sparse = None
-    if DSV4 in arch.kinds:
-        sparse = "fp8"  # V4 stores any fp8 request as fp8_ds_mla (and `auto` too, below)
+    if DSV4 in arch.kinds:  # `_resolve_dsv4_kv_cache_dtype`: auto and fp8 -> fp8_ds_mla
+        sparse = "auto+fp8"
     elif arch.is_sparse_mla:
         sparse = version.sparse_mla_kv(cc, max(1, arch.num_attention_heads // tp))
     kv = resolve_kv_dtype(a.kv_cache_dtype, model_dtype, allowed=version.kv_cache_dtypes,
@@ -478,8 +477,6 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         raise BadInput(f"--kv-cache-dtype {kv} needs compute capability 8.0+ "
                        f"({gpu.name} is {cc})", hint="use --kv-cache-dtype auto")
     if DSV4 in arch.kinds:
-        if (a.kv_cache_dtype or "auto").lower() == "auto":
-            kv = "fp8_ds_mla"  # `_resolve_dsv4_kv_cache_dtype`: auto -> fp8 -> fp8_ds_mla
         if not version.at_least(0, 20):
             raise BadInput(f"DeepSeek-V4 is not served by vLLM {version.text}",
                            hint="kvplan models V4 as vLLM 0.33 lays it out: use "
@@ -790,8 +787,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         max_num_seqs_limit=seqs_limit,
         cudagraph_graphs=graphs if bud.cudagraph else 0, rope_cache_bytes=rope,
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
-        moe_workspace_bytes=shape.moe_workspace(min(mnbt, version.moe_chunk or mnbt))
-        * shape.act_bytes)
+        moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk))
 
 
 def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: EngineArgs,
