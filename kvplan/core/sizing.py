@@ -797,7 +797,6 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     tp = a.tensor_parallel_size
     q = arch.quantization or {}
     qm = str(q.get("quant_method", "")).lower()
-    nvidia = gpu.vendor == "nvidia"
     expert_bytes = weight_bytes(arch, 2, a.quantization, model.hf_quant_config).expert
     wna16 = qm in ("awq", "gptq", "awq_marlin", "gptq_marlin", "moe_wna16") or (
         qm == "compressed-tensors" and any(  # weight-only int groups (W4A16)
@@ -807,10 +806,9 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
             for g in (q.get("config_groups") or {}).values()))
     kernel = version.moe_kernel(
         gpu.compute_capability, moe_tp=1 if a.enable_expert_parallel else tp,
-        fp8_block=qm == "fp8" and bool(q.get("weight_block_size")) and nvidia,
+        fp8_block=qm == "fp8" and bool(q.get("weight_block_size")),
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
-        nvfp4=abs(expert_bytes - NVFP4_BYTES) < 1e-9 and nvidia,
-        mxfp4=qm == "mxfp4" and nvidia, wna16=wna16)
+        nvfp4=abs(expert_bytes - NVFP4_BYTES) < 1e-9, mxfp4=qm == "mxfp4", wna16=wna16)
     experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
     return replace(shape, local_experts=experts, moe_kernel=kernel)
 

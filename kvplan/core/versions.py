@@ -117,6 +117,8 @@ class VllmVersion:
         chosen = self.moe_backend_kind(backend)
         if chosen:
             return chosen
+        if vendor != "nvidia":  # the DeepGEMM / FlashInfer / OpenAI-Triton picks are CUDA's
+            fp8_block = nvfp4 = mxfp4 = False
         major = cc_major(compute_capability)
         if nvfp4 and major in (10, 12) and self.at_least(0, 11):
             return "flashinfer"  # NVFP4 experts on Blackwell: FlashInfer first (`oracle/nvfp4.py`)
