@@ -119,8 +119,10 @@ def size_fleet(pt: perf.Point, n: int, out_mean: float, wl: Workload, t: Targets
 
 
 def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
-             t: Targets) -> Plan:
-    """The best plan for one candidate deployment."""
+             t: Targets, *, resize_pool: bool = True) -> Plan:
+    """The best plan for one candidate deployment. `resize_pool`: size the KV pool again at
+    the max_num_seqs the plan emits (its cost and ranking do not depend on it, so `search`
+    does this for the plans it returns only)."""
     r = size(model, gpu, args, version, hints=False)
     limit = r.max_num_seqs_limit  # vLLM 0.20+: Mamba models need a block per decoding seq
     if not r.fits and limit and r.max_num_seqs > limit:  # size at a max_num_seqs that starts
@@ -170,7 +172,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
                 notes.append(f"max_num_seqs {lo} (not {n}) keeps TPOT within "
                              f"{t.tpot_ms:g} ms")
             n = lo
-    if args.max_num_seqs is None and n < r.max_num_seqs:
+    if resize_pool and args.max_num_seqs is None and n < r.max_num_seqs:
         # the emitted --max-num-seqs shrinks vLLM's profile (the dummy sampler runs n
         # requests) and its CUDA-graph grid (up to 2n): size the pool the command gets
         r2 = size(model, gpu, replace(args, max_num_seqs=n), version, hints=False)
@@ -264,7 +266,7 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
             for kv in kv_dtypes:
                 a = replace(base, tensor_parallel_size=tp, kv_cache_dtype=kv)
                 try:
-                    p = plan_one(model, gpu, a, version, wl, t)
+                    p = plan_one(model, gpu, a, version, wl, t, resize_pool=False)
                 except BadInput as e:
                     if (e.flag != "tensor_parallel_size" or a.enable_expert_parallel
                             or not normalize(model.config).num_experts):
@@ -272,7 +274,7 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
                         continue
                     try:  # e.g. an FP8 expert-block split: expert parallelism keeps experts whole
                         a = replace(a, enable_expert_parallel=True)
-                        p = plan_one(model, gpu, a, version, wl, t)
+                        p = plan_one(model, gpu, a, version, wl, t, resize_pool=False)
                     except BadInput as e2:
                         rejected.append(f"{gpu.id} TP{tp} {kv}: {e2.message}")
                         continue
@@ -282,4 +284,5 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
                     rejected.append(f"{gpu.id} TP{tp} {kv}: {p.why_not}")
     plans.sort(key=lambda p: (p.cost_per_hour if p.cost_per_hour is not None else math.inf,
                               p.total_gpus, -p.per_replica_tokens_per_s))
-    return plans[:limit], rejected
+    return [plan_one(model, p.gpu, p.result.args, version, wl, t)
+            for p in plans[:limit]], rejected
