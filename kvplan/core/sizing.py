@@ -32,6 +32,7 @@ from kvplan.core.kvspec import (
     layer_specs,
     state_bytes,
 )
+from kvplan.core.loadmem import rocm_moe_padding_bytes
 from kvplan.core.mm import QWEN2_VL, QWEN3_VL, EncoderProfile, encoder_profile, towers_tp_sharded
 from kvplan.core.params import (
     NVFP4_BYTES,
@@ -594,7 +595,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                                           mistral_native=version.
                                                           mistral_native_tower(model.id))
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
-    weights = [w + rope for w in weights]
+    pad = _rocm_moe_padding(model, arch, a, gpu, version, model_dtype, stages)
+    weights = [w + rope + p for w, p in zip(weights, pad)]
+    if any(pad):
+        notes.append(f"ROCm: the load figure counts {max(pad) / GiB:.2f} GiB per GPU for the "
+                     "padded copies of the unquantized MoE weights (VLLM_ROCM_MOE_PADDING"
+                     + (", and the blocks the allocator keeps after padding)"
+                        if version.rocm_load_counts_cache else ")"))
     if estimated:
         notes.append("weights estimated from the config's parameter count (no checkpoint size "
                      "known)")
@@ -788,6 +795,25 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         cudagraph_graphs=graphs if bud.cudagraph else 0, rope_cache_bytes=rope,
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk))
+
+
+def _rocm_moe_padding(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
+                      version: VllmVersion, model_dtype: str, stages: list[range]) -> list[int]:
+    """Per stage, what ROCm's load figure adds for padded unquantized experts
+    (core/loadmem.py). Only gated experts of the model's hidden size are modelled."""
+    d = dtype_bytes(model_dtype)
+    if (gpu.vendor != "amd" or not arch.num_experts or not version.rocm_moe_padding_kept
+            or weight_bytes(arch, d, a.quantization, model.hf_quant_config).expert != d):
+        return [0] * len(stages)
+    tp, h = a.tensor_parallel_size, arch.hidden_size
+    moe_i = _activation_shape(arch, 1, 1, model_dtype).moe_intermediate_local
+    ep = tp * a.data_parallel_size if a.enable_expert_parallel else 1
+    experts, inter = arch.num_experts // ep, moe_i // (1 if a.enable_expert_parallel else tp)
+    layers = count_params(arch).layers
+    gated = arch.num_experts * 3 * moe_i * h
+    cached = version.rocm_load_counts_cache
+    return [rocm_moe_padding_bytes(sum(1 for i in rng if layers[i].expert == gated), experts,
+                                   h, inter, d, cached=cached) for rng in stages]
 
 
 def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: EngineArgs,

@@ -185,6 +185,18 @@ class VllmVersion:
             return None
         return 16384 if self.at_least(0, 13) else 32768
 
+    @property
+    def rocm_moe_padding_kept(self) -> bool:
+        """ROCm re-binds unquantized MoE weights to their padded views up to 0.29; 0.30 copies
+        them back (`UnquantizedFusedMoEMethod.process_weights_after_loading`)."""
+        return not self.at_least(0, 30)
+
+    @property
+    def rocm_load_counts_cache(self) -> bool:
+        """ROCm measures the model load as device memory in use up to 0.20 (`mem_get_info`),
+        as allocated memory from 0.21 (`RocmPlatform.get_current_memory_usage`)."""
+        return not self.at_least(0, 21)
+
     def subtracts_cudagraph(self, vendor: str = "nvidia") -> bool:
         """`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to 1 from 0.20.0; the worker
         profiles graphs on CUDA only (`not is_rocm()` in 0.20.2, `is_cuda()` in 0.24/0.25)
