@@ -1,5 +1,7 @@
 """ROCm's load figure for unquantized MoE experts (core/loadmem.py), by hand."""
 
+from configs import DEEPSEEK_V3
+
 from kvplan.core.loadmem import rocm_moe_padding_bytes
 from kvplan.core.sizing import EngineArgs, Gpu, Model, size
 
@@ -53,3 +55,51 @@ def test_size_adds_it_on_amd_by_release():
     # TP2 halves the expert intermediate: w2 rows of 768 B are not padded
     assert weights(MI300X, "0.18", tensor_parallel_size=2) - weights(
         H200, "0.18", tensor_parallel_size=2) == 48 * 128 * 768 * 256 + 128 * 768 * 2048 * 2
+
+
+MI355X = Gpu("mi355x", "AMD Instinct MI355X", 294896 << 20, "gfx950", vendor="amd",
+             interconnect_gbps=1075)
+R1_FP8 = {**DEEPSEEK_V3, "quantization_config": {
+    "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+    "weight_block_size": [128, 128]}}
+LLAMA70B_FP8_DYNAMIC = {  # RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic: channel-wise weights
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
+    "intermediate_size": 28672, "num_attention_heads": 64, "num_hidden_layers": 80,
+    "num_key_value_heads": 8, "max_position_embeddings": 131072, "vocab_size": 128256,
+    "torch_dtype": "bfloat16", "quantization_config": {
+        "quant_method": "compressed-tensors", "config_groups": {"group_0": {
+            "targets": ["Linear"], "weights": {"num_bits": 8, "type": "float",
+                                               "strategy": "channel", "dynamic": False},
+            "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
+                                  "dynamic": True}}}, "ignore": ["lm_head"]}}
+
+
+def extra(cfg, gpu, version, **kw):
+    """What the load figure adds on `gpu` against the same start on an H200."""
+    def w(g):
+        return size(Model("m", cfg), g, EngineArgs(max_model_len=8192, **kw),
+                    version).budget.weights
+    return w(gpu) - w(H200)
+
+
+def test_fnuz_mask_of_the_largest_fp8_weight():
+    # channel-wise FP8 is not padded; the bool mask of gate_up (2 x 28,672 x 8,192) stays
+    # cached and is counted while the load is measured as device memory (to 0.20)
+    assert extra(LLAMA70B_FP8_DYNAMIC, MI300X, "0.18") == 2 * 28672 * 8192 == 469_762_048
+    assert extra(LLAMA70B_FP8_DYNAMIC, MI300X, "0.21") == 0
+    assert extra(LLAMA70B_FP8_DYNAMIC, MI355X, "0.18") == 0  # gfx950: OCP fp8, no conversion
+
+
+def test_block_fp8_linear_padding_deepseek_r1_tp8():
+    # per layer, rows x 256 B where a row is a multiple of 512 B: fused q_a+kv_a 2,112 rows
+    # of 7,168 B, q_b 3,072 of 1,536 B, kv_b 4,096 of 512 B, o_proj 7,168 of 2,048 B
+    attn = 61 * (2112 + 3072 + 4096 + 7168) * 256
+    # dense gate_up 4,608 rows (x3 layers), shared-expert gate_up 512 rows (x58 layers);
+    # the down projections' rows (2,304 and 256 B) are not multiples of 512
+    mlp = 3 * 4608 * 256 + 58 * 512 * 256
+    pad = attn + mlp
+    assert pad == 267_993_088
+    mask = 256 * 2 * 256 * 7168  # the MoE w13 on one GPU, one byte per element
+    assert extra(R1_FP8, MI300X, "0.18", tensor_parallel_size=8) == pad + mask
+    assert extra(R1_FP8, MI300X, "0.21", tensor_parallel_size=8) == pad  # allocated only
+    assert extra(R1_FP8, MI355X, "0.33", tensor_parallel_size=8) == pad

@@ -10,6 +10,11 @@ into the original storage. Up to 0.20 ROCm also measures the load as device memo
 allocator keeps after the originals are freed counts as weights too. Wheels read: 0.10.2,
 0.11.0-0.20.2 (mem_get_info), 0.21.0-0.33.0 (`max_memory_allocated`); 0.29.0 (`.data =`),
 0.30.0-0.33.0 (`.data.copy_`).
+
+On fnuz GPUs (MI300X, MI325X) an FP8 checkpoint's weights are converted in place
+(`normalize_e4m3fn_to_e4m3fnuz`: `weight_as_int8[weight_as_int8 == -128] = 0`), which builds
+a one-byte bool mask per element; the caching allocator keeps the largest such block, and up
+to 0.20 the load figure counts it.
 """
 
 from __future__ import annotations
@@ -43,3 +48,64 @@ def rocm_moe_padding_bytes(moe_layers: int, experts: int, hidden: int, inter: in
     elif cached and (pad13 or pad2):
         total += s13 if pad13 else s2
     return total
+
+
+def fnuz_mask_bytes(largest_fp8_numel: int) -> int:
+    """The bool mask of the largest FP8 weight on one GPU (MoE w13 or a dense gate_up), kept
+    cached after the e4m3fn -> e4m3fnuz conversion (`torch.bool`: one byte per element;
+    `x[mask] = 0` dispatches to `masked_fill_`, so no index tensor is built)."""
+    return largest_fp8_numel
+
+
+def padded_rows_bytes(rows: int, row_bytes: int) -> int:
+    """What `_maybe_pad_fp8_weight` keeps per FP8 linear weight of `rows` x `row_bytes` on one
+    GPU (`VLLM_ROCM_FP8_PADDING=1`, every ROCm release read, 0.11.0-0.33.0): 256 B per row
+    when a row is a multiple of 512 B."""
+    return rows * PAD_BYTES if row_bytes % ROW_ALIGN == 0 else 0
+
+
+def fp8_linear_padding_bytes(layers: list, t: dict, *, hidden: int, heads: int, tp: int,
+                             attn: bool, mlp: bool) -> int:
+    """Padding kept for the FP8 linear weights of `layers` on one TP rank: per-tensor and block
+    FP8 (`process_fp8_weight_tensor_strategy` / `_block_strategy`; channel-wise FP8 is not
+    padded). `layers` holds (AttnLayer | other, dense or shared-expert intermediate) pairs;
+    `attn` / `mlp`: whether those parts are FP8 in the checkpoint. Weights are [out, in]; an
+    unpadded layout is counted for the per-tensor path's transposed weight as well."""
+    h, total = hidden, 0
+    hl = max(heads // tp, 1)
+    nope, rope = int(t.get("qk_nope_head_dim") or 0), int(t.get("qk_rope_head_dim") or 0)
+    v_mla, q_lora = int(t.get("v_head_dim") or nope), int(t.get("q_lora_rank") or 0)
+    kv_lora = int(t.get("kv_lora_rank") or 0)
+    for layer, inter in layers:
+        kind = getattr(layer, "kind", None)
+        if attn and kind == "mla":
+            a_rows = (q_lora if q_lora else 0) + kv_lora + rope  # fused q_a + kv_a, replicated
+            total += padded_rows_bytes(a_rows, h)
+            total += (padded_rows_bytes(hl * (nope + rope), q_lora) if q_lora
+                      else padded_rows_bytes(hl * (nope + rope), h))
+            total += padded_rows_bytes(hl * (nope + v_mla), kv_lora)
+            total += padded_rows_bytes(h, hl * v_mla)
+        elif attn and kind in ("full", "sliding", "chunked"):
+            kvl = max(layer.num_kv_heads // tp, 1)
+            total += padded_rows_bytes(hl * layer.head_size
+                                       + kvl * (layer.head_size + layer.head_size_v), h)
+            total += padded_rows_bytes(h, hl * layer.head_size_v)
+        if mlp and inter:
+            total += padded_rows_bytes(2 * (inter // tp), h)  # gate_up
+            total += padded_rows_bytes(h, inter // tp)  # down
+    return total
+
+
+def fp8_padded_scheme(q: dict) -> bool:
+    """Whether a checkpoint's FP8 linears go through the padded per-tensor / block paths:
+    `fp8` (block or per-tensor) and compressed-tensors float8 with a tensor or block weight
+    strategy; channel-wise schemes (FP8_DYNAMIC) are not padded."""
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fp8":
+        return True
+    if method != "compressed-tensors":
+        return False
+    return any((g or {}).get("weights", {}).get("num_bits") == 8
+               and (g or {}).get("weights", {}).get("type") == "float"
+               and (g or {}).get("weights", {}).get("strategy") in ("tensor", "block")
+               for g in (q.get("config_groups") or {}).values())

@@ -151,6 +151,12 @@ def _state_params(layer: StateLayer, h: int, full_rank_gate: bool = False) -> in
     return h * (inter + conv_dim + layer.n_heads) + conv_dim * layer.d_conv + inter * h
 
 
+def mlp_intermediate(arch: ModelArch, lp: LayerParams) -> int:
+    """The dense-MLP (or shared-expert) intermediate size behind a layer's `mlp` count."""
+    per = (2 if arch.model_type in _NON_GATED else 3) * arch.hidden_size
+    return lp.mlp // per if per else 0
+
+
 @by_identity()
 def count_params(arch: ModelArch) -> ParamCount:
     """Estimate parameters from the config (exact for standard Llama/Qwen/Mixtral layouts);

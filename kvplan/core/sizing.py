@@ -32,17 +32,23 @@ from kvplan.core.kvspec import (
     layer_specs,
     state_bytes,
 )
-from kvplan.core.loadmem import rocm_moe_padding_bytes
+from kvplan.core.loadmem import (
+    fnuz_mask_bytes,
+    fp8_linear_padding_bytes,
+    fp8_padded_scheme,
+    rocm_moe_padding_bytes,
+)
 from kvplan.core.mm import QWEN2_VL, QWEN3_VL, EncoderProfile, encoder_profile, towers_tp_sharded
 from kvplan.core.params import (
     NVFP4_BYTES,
     count_params,
     expert_padding,
+    mlp_intermediate,
     rope_cache_bytes,
     weight_bytes,
 )
 from kvplan.core.tensors import TensorSummary
-from kvplan.core.versions import VllmVersion, cc_major
+from kvplan.core.versions import VllmVersion, cc_major, fp8_fnuz
 from kvplan.errors import BadInput
 from kvplan.units import GiB, MiB, cdiv
 
@@ -595,13 +601,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                                           mistral_native=version.
                                                           mistral_native_tower(model.id))
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
-    pad = _rocm_moe_padding(model, arch, a, gpu, version, model_dtype, stages)
-    weights = [w + rope + p for w, p in zip(weights, pad)]
-    if any(pad):
-        notes.append(f"ROCm: the load figure counts {max(pad) / GiB:.2f} GiB per GPU for the "
-                     "padded copies of the unquantized MoE weights (VLLM_ROCM_MOE_PADDING"
-                     + (", and the blocks the allocator keeps after padding)"
-                        if version.rocm_load_counts_cache else ")"))
+    extra = _rocm_load_extra(model, arch, a, gpu, version, model_dtype, stages)
+    weights = [w + rope + x for w, x in zip(weights, extra)]
+    if any(extra):
+        notes.append(f"ROCm: the load figure counts {max(extra) / GiB:.2f} GiB per GPU beyond "
+                     "the weights: padded MoE weights (VLLM_ROCM_MOE_PADDING) or the FP8 "
+                     "conversion's scratch, and what the allocator keeps of it "
+                     "(docs/methodology.md)")
     if estimated:
         notes.append("weights estimated from the config's parameter count (no checkpoint size "
                      "known)")
@@ -797,23 +803,40 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk))
 
 
-def _rocm_moe_padding(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
-                      version: VllmVersion, model_dtype: str, stages: list[range]) -> list[int]:
-    """Per stage, what ROCm's load figure adds for padded unquantized experts
-    (core/loadmem.py). Only gated experts of the model's hidden size are modelled."""
+def _rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
+                     version: VllmVersion, model_dtype: str, stages: list[range]) -> list[int]:
+    """Per stage, what ROCm's load figure adds to the weights (core/loadmem.py): padded
+    unquantized experts (gated experts of the model's hidden size), and up to 0.20 on fnuz
+    GPUs the cached mask of an FP8 checkpoint's largest weight."""
     d = dtype_bytes(model_dtype)
-    if (gpu.vendor != "amd" or not arch.num_experts or not version.rocm_moe_padding_kept
-            or weight_bytes(arch, d, a.quantization, model.hf_quant_config).expert != d):
+    if gpu.vendor != "amd":
         return [0] * len(stages)
-    tp, h = a.tensor_parallel_size, arch.hidden_size
-    moe_i = _activation_shape(arch, 1, 1, model_dtype).moe_intermediate_local
-    ep = tp * a.data_parallel_size if a.enable_expert_parallel else 1
-    experts, inter = arch.num_experts // ep, moe_i // (1 if a.enable_expert_parallel else tp)
-    layers = count_params(arch).layers
-    gated = arch.num_experts * 3 * moe_i * h
-    cached = version.rocm_load_counts_cache
-    return [rocm_moe_padding_bytes(sum(1 for i in rng if layers[i].expert == gated), experts,
-                                   h, inter, d, cached=cached) for rng in stages]
+    tp, h, ep_on = a.tensor_parallel_size, arch.hidden_size, a.enable_expert_parallel
+    shape = _activation_shape(arch, 1 if ep_on else tp, tp, model_dtype)
+    experts = arch.num_experts // (tp * a.data_parallel_size if ep_on else 1)
+    inter = shape.moe_intermediate_local
+    wb = weight_bytes(arch, d, a.quantization, model.hf_quant_config)
+    out = [0] * len(stages)
+    if arch.num_experts and wb.expert == d and version.rocm_moe_padding_kept:
+        layers = count_params(arch).layers
+        gated = arch.num_experts * 3 * _activation_shape(arch, 1, 1, model_dtype
+                                                          ).moe_intermediate_local * h
+        out = [rocm_moe_padding_bytes(sum(1 for i in rng if layers[i].expert == gated),
+                                      experts, h, inter, d,
+                                      cached=version.rocm_load_counts_cache) for rng in stages]
+    serialized = bool(arch.quantization or model.hf_quant_config)
+    if serialized and fp8_padded_scheme(arch.quantization or {}) and 1 in (wb.linear,
+                                                                          wb.mlp_bytes):
+        layers = count_params(arch).layers
+        out = [x + fp8_linear_padding_bytes(
+            [(arch.layers[i], mlp_intermediate(arch, layers[i])) for i in rng],
+            arch.text_config, hidden=h, heads=arch.num_attention_heads, tp=tp,
+            attn=wb.linear == 1, mlp=wb.mlp_bytes == 1) for x, rng in zip(out, stages)]
+    if fp8_fnuz(gpu.compute_capability) and serialized and version.rocm_load_counts_cache:
+        numel = max(experts * 2 * inter * h if wb.expert == 1 else 0,
+                    2 * shape.intermediate_local * h if wb.mlp_bytes == 1 else 0)
+        out = [x + fnuz_mask_bytes(numel) for x in out]
+    return out
 
 
 def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: EngineArgs,

@@ -348,6 +348,11 @@ class VllmVersion:
         return {9: 64, 10: 128}.get(major, 16)
 
 
+def fp8_fnuz(cc: str | None) -> bool:
+    """MI300-series GPUs (gfx94x) use the fnuz FP8 format (`RocmPlatform.is_fp8_fnuz`)."""
+    return str(cc or "").startswith("gfx94")
+
+
 def cc_major(cc: str | None) -> int:
     """Major compute capability; AMD gfx9xx (CDNA, bf16 + fp8 capable) counts as 9."""
     text = str(cc or "")
