@@ -46,6 +46,10 @@ RECIPES = {
                                               "re:.*linear_attn.*"],
     "RedHatAI/Qwen3-235B-A22B-FP8-dynamic": ["lm_head"],
 }
+# serialized FP8 checkpoints whose recipe is not published: FP8_DYNAMIC of every Linear but
+# the LM head (the same bytes as online FP8), so that they load as FP8 checkpoints do. On
+# ROCm up to 0.20 online FP8 loads the 16-bit weights first, which these checkpoints do not.
+UNKNOWN_RECIPE = {"RedHatAI/Llama-4-Maverick-17B-128E-Instruct-FP8": ["lm_head"]}
 # checkpoint -> (catalog entry of the same shape, online quantization to apply, why)
 ASSUMED = {
     "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-R1", None, "same architecture"),
@@ -152,6 +156,11 @@ def to_case(uuid: str, rec: dict) -> dict:
         if model in RECIPES:
             case["quantization_config_assumed"] = {**_FP8_DYNAMIC, "ignore": RECIPES[model]}
             why = "FP8_DYNAMIC with the ignore list of the model card's recipe"
+        elif model in UNKNOWN_RECIPE:
+            case["quantization_config_assumed"] = {**_FP8_DYNAMIC,
+                                                   "ignore": UNKNOWN_RECIPE[model]}
+            why = ("FP8 checkpoint whose recipe is not published, assumed FP8_DYNAMIC of every "
+                   "Linear but the LM head (the bytes of online FP8)")
         elif quant:
             case["quantization_assumed"] = quant
         case.setdefault("inferred", []).append(f"model_assumed: {why}")

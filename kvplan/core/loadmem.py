@@ -1,99 +1,107 @@
-"""Memory vLLM's "Model loading took" figure counts beyond the checkpoint's bytes.
+"""Memory vLLM's ROCm "Model loading took" figure counts beyond the checkpoint's bytes.
 
-On ROCm, vLLM pads unquantized fused-MoE weights after loading
-(`UnquantizedFusedMoEMethod._maybe_pad_weight`, `VLLM_ROCM_MOE_PADDING=1` by default): a weight
-whose rows are a multiple of 512 bytes is copied into a buffer 256 bytes wider per row
-(`F.pad(...)[..., :-num_pad]`) and, up to vLLM 0.29, the parameter is re-bound to that view
-(`layer.w13_weight.data = ...`), so the padding stays allocated; 0.30 copies the view back
-into the original storage. Up to 0.20 ROCm also measures the load as device memory in use
-(`RocmPlatform.get_current_memory_usage`: `mem_get_info` total - free), so what the caching
-allocator keeps after the originals are freed counts as weights too. Wheels read: 0.10.2,
-0.11.0-0.20.2 (mem_get_info), 0.21.0-0.33.0 (`max_memory_allocated`); 0.29.0 (`.data =`),
-0.30.0-0.33.0 (`.data.copy_`).
-
-On fnuz GPUs (MI300X, MI325X) an FP8 checkpoint's weights are converted in place
-(`normalize_e4m3fn_to_e4m3fnuz`: `weight_as_int8[weight_as_int8 == -128] = 0`), which builds
-a one-byte bool mask per element; the caching allocator keeps the largest such block, and up
-to 0.20 the load figure counts it.
+vLLM post-processes weights after loading (`process_weights_after_loading`, module by
+module), and on ROCm that allocates:
+* unquantized fused-MoE weights are padded (`UnquantizedFusedMoEMethod._maybe_pad_weight`,
+  `VLLM_ROCM_MOE_PADDING=1`): a weight whose rows are a multiple of 512 B is copied into a
+  buffer 256 B wider per row (`F.pad(...)[..., :-num_pad]`, then `empty_cache()`). Up to
+  0.29 the parameter is re-bound to that view (`.data = `), so the padding stays
+  allocated; 0.30 copies it back (`.data.copy_`).
+* per-tensor and block FP8 linears are padded the same way (`_maybe_pad_fp8_weight`,
+  `VLLM_ROCM_FP8_PADDING=1`, every release read); per-tensor ones are first dequantized to
+  fp16 and requantized shard by shard to one scale (`requantize_with_max_scale`).
+* on fnuz GPUs (MI300X/MI325X, `is_fp8_fnuz`) FP8 weights are converted in place
+  (`normalize_e4m3fn_to_e4m3fnuz`: `w[w == -128] = 0`, a one-byte bool mask per element).
+* MLA dequantizes a quantized kv_b_proj into a kept 16-bit copy, after every linear.
+Up to 0.20 ROCm measures the load as device memory in use (`get_current_memory_usage`:
+`mem_get_info` total - free; `max_memory_allocated` from 0.21), so what the caching
+allocator keeps reserved after those temporaries counts too. kvplan replays the sequence
+through a model of the allocator (core/allocsim.py). Wheels read: 0.10.2, 0.11.0-0.20.2
+(mem_get_info), 0.21.0-0.33.0; 0.29.0 (`.data =`), 0.30.0-0.33.0 (`.data.copy_`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kvplan.core.allocsim import Allocator
+
 PAD_BYTES = 256  # `num_pad = 256 // weight.element_size()` elements per row
 ROW_ALIGN = 512  # padded only when `stride(-2) * element_size() % 512 == 0`
 
-
-def rocm_moe_padding_bytes(moe_layers: int, experts: int, hidden: int, inter: int,
-                           elem_bytes: int, *, cached: bool) -> int:
-    """Bytes the ROCm load figure adds for `moe_layers` layers of unquantized gated experts:
-    w13 is [experts, 2 x inter, hidden] and w2 [experts, hidden, inter] on one GPU.
-
-    The padded views stay the parameters (vLLM to 0.29): 256 B more per row each.
-    `cached`: the figure is device memory in use (to 0.20). Per layer the allocator then
-    (best fit, blocks split, `empty_cache()` inside each pad call releasing only whole free
-    segments) takes a new segment for the padded w13, frees the original w13 and places the
-    padded w2 inside it; the rest of that segment (w13 - padded w2) stays reserved for good,
-    and the last layer's original w2 (w13 alone: the last original w13) is still cached.
-    """
-    if moe_layers <= 0:
-        return 0
-    s13, s2 = experts * 2 * inter * hidden * elem_bytes, experts * hidden * inter * elem_bytes
-    pad13 = hidden * elem_bytes % ROW_ALIGN == 0
-    pad2 = inter * elem_bytes % ROW_ALIGN == 0
-    d13 = experts * 2 * inter * PAD_BYTES if pad13 else 0
-    d2 = experts * hidden * PAD_BYTES if pad2 else 0
-    total = moe_layers * (d13 + d2)
-    if cached and pad13 and pad2:
-        total += moe_layers * max(s13 - (s2 + d2), 0) + s2
-    elif cached and (pad13 or pad2):
-        total += s13 if pad13 else s2
-    return total
+# how a weight is post-processed
+PLAIN, MOE, FP8_PAD, FP8_TENSOR, FP8_MASK, ONLINE, KEPT_AFTER = (
+    "plain", "moe", "fp8_pad", "fp8_tensor", "fp8_mask", "online", "kept_after")
+PADDED = ("block", "tensor")  # FP8 paths whose linears `_maybe_pad_fp8_weight` pads
 
 
-def fnuz_mask_bytes(largest_fp8_numel: int) -> int:
-    """The bool mask of the largest FP8 weight on one GPU (MoE w13 or a dense gate_up), kept
-    cached after the e4m3fn -> e4m3fnuz conversion (`torch.bool`: one byte per element;
-    `x[mask] = 0` dispatches to `masked_fill_`, so no index tensor is built)."""
-    return largest_fp8_numel
+@dataclass(frozen=True)
+class Weight:
+    """One parameter above 1 MiB on one GPU, in creation order: `rows` x `row` elements of
+    `elem` bytes (experts: all experts' rows). `shards`: rows of each logical shard a
+    per-tensor FP8 weight is requantized by."""
+
+    rows: int
+    row: int
+    elem: int
+    kind: str = PLAIN
+    shards: tuple[int, ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.row * self.elem
+
+    @property
+    def pad(self) -> int:
+        return self.rows * PAD_BYTES if self.row * self.elem % ROW_ALIGN == 0 else 0
 
 
-def padded_rows_bytes(rows: int, row_bytes: int) -> int:
-    """What `_maybe_pad_fp8_weight` keeps per FP8 linear weight of `rows` x `row_bytes` on one
-    GPU (`VLLM_ROCM_FP8_PADDING=1`, every ROCm release read, 0.11.0-0.33.0): 256 B per row
-    when a row is a multiple of 512 B."""
-    return rows * PAD_BYTES if row_bytes % ROW_ALIGN == 0 else 0
+@lru_cache(maxsize=32)
+def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool,
+               moe_kept: bool) -> int:
+    """Bytes the load figure holds beyond the weights: padding kept, plus (`cached`, to 0.20)
+    what the allocator keeps reserved once every weight is processed."""
+    a = Allocator()
+    live = [a.malloc(w.nbytes) for w in weights if w.kind != KEPT_AFTER]
+    kept = 0
 
+    def pad(i: int, w: Weight) -> None:
+        nonlocal kept
+        padded = a.malloc(w.nbytes + w.pad)
+        a.empty_cache()  # inside `_maybe_pad_weight`, while the original is still bound
+        a.free(live[i])
+        live[i] = padded
+        kept += w.pad
 
-def fp8_linear_padding_bytes(layers: list, t: dict, *, hidden: int, heads: int, tp: int,
-                             attn: bool, mlp: bool) -> int:
-    """Padding kept for the FP8 linear weights of `layers` on one TP rank: per-tensor and block
-    FP8 (`process_fp8_weight_tensor_strategy` / `_block_strategy`; channel-wise FP8 is not
-    padded). `layers` holds (AttnLayer | other, dense or shared-expert intermediate) pairs;
-    `attn` / `mlp`: whether those parts are FP8 in the checkpoint. Weights are [out, in]; an
-    unpadded layout is counted for the per-tensor path's transposed weight as well."""
-    h, total = hidden, 0
-    hl = max(heads // tp, 1)
-    nope, rope = int(t.get("qk_nope_head_dim") or 0), int(t.get("qk_rope_head_dim") or 0)
-    v_mla, q_lora = int(t.get("v_head_dim") or nope), int(t.get("q_lora_rank") or 0)
-    kv_lora = int(t.get("kv_lora_rank") or 0)
-    for layer, inter in layers:
-        kind = getattr(layer, "kind", None)
-        if attn and kind == "mla":
-            a_rows = (q_lora if q_lora else 0) + kv_lora + rope  # fused q_a + kv_a, replicated
-            total += padded_rows_bytes(a_rows, h)
-            total += (padded_rows_bytes(hl * (nope + rope), q_lora) if q_lora
-                      else padded_rows_bytes(hl * (nope + rope), h))
-            total += padded_rows_bytes(hl * (nope + v_mla), kv_lora)
-            total += padded_rows_bytes(h, hl * v_mla)
-        elif attn and kind in ("full", "sliding", "chunked"):
-            kvl = max(layer.num_kv_heads // tp, 1)
-            total += padded_rows_bytes(hl * layer.head_size
-                                       + kvl * (layer.head_size + layer.head_size_v), h)
-            total += padded_rows_bytes(h, hl * layer.head_size_v)
-        if mlp and inter:
-            total += padded_rows_bytes(2 * (inter // tp), h)  # gate_up
-            total += padded_rows_bytes(h, inter // tp)  # down
-    return total
+    for i, w in enumerate(x for x in weights if x.kind != KEPT_AFTER):
+        if w.kind == MOE and moe_kept and w.pad:
+            pad(i, w)
+        if w.kind == ONLINE:  # `scaled_fp8_quant` of the 16-bit weight, which is dropped
+            q = a.malloc(w.rows * w.row)
+            a.free(live[i])
+            live[i] = q
+        if w.kind in (FP8_PAD, FP8_TENSOR, FP8_MASK) and fnuz:
+            a.free(a.malloc(w.rows * w.row))  # the bool mask
+        if w.kind == FP8_TENSOR:  # `per_tensor_dequantize` + `scaled_fp8_quant` per shard
+            dq = None
+            for rows in w.shards:
+                n = rows * w.row
+                fake = a.malloc(2 * n)
+                new_dq = a.malloc(2 * n)
+                a.free(fake)
+                if dq is not None:
+                    a.free(dq)
+                dq = new_dq
+                a.free(a.malloc(n))
+            if dq is not None:
+                a.free(dq)
+        if w.kind in (FP8_PAD, FP8_TENSOR) and w.pad:
+            pad(i, w)
+    for w in weights:
+        if w.kind == KEPT_AFTER:
+            a.malloc(w.nbytes)
+    return kept + (a.reserved - a.allocated if cached else 0)
 
 
 def fp8_padded_scheme(q: dict) -> bool:
@@ -109,3 +117,85 @@ def fp8_padded_scheme(q: dict) -> bool:
                and (g or {}).get("weights", {}).get("type") == "float"
                and (g or {}).get("weights", {}).get("strategy") in ("tensor", "block")
                for g in (q.get("config_groups") or {}).values())
+
+
+@dataclass(frozen=True)
+class Schemes:
+    """How each part of a checkpoint is stored: `d` model-dtype bytes; per part None
+    (16-bit), the FP8 path ('block', 'tensor', 'channel'), or 'online' (`-q fp8` of a 16-bit
+    checkpoint: loaded 16-bit, quantized after loading)."""
+
+    d: int
+    attn: str | None = None
+    mlp: str | None = None
+    expert: str | None = None
+
+
+def _lin(rows: int, row: int, s: Schemes, part: str | None,
+         shards: tuple[int, ...] = ()) -> Weight:
+    if part is None:
+        return Weight(rows, row, s.d)
+    if part == ONLINE:
+        return Weight(rows, row, s.d, ONLINE)
+    if part == "channel":
+        return Weight(rows, row, 1, FP8_MASK)
+    if part == "tensor":
+        return Weight(rows, row, 1, FP8_TENSOR, shards or (rows,))
+    return Weight(rows, row, 1, FP8_PAD)
+
+
+def decoder_weights(layers: list, t: dict, *, hidden: int, heads: int, vocab: int, tp: int,
+                    s: Schemes, first: bool, last: bool, lm_head: bool = True, experts: int = 0,
+                    expert_inter: int = 0, mla_kept: bool = False,
+                    tower: tuple[int, int, int, bool] | None = None,
+                    tower_tp: int = 1) -> tuple[Weight, ...]:
+    """The large parameters of one pipeline stage on one TP rank, in vLLM's creation (and
+    processing) order. `layers`: (cache layer, dense / shared-expert intermediate, has
+    routed experts) per decoder layer. Attention is modelled for GQA/MQA and MLA; the
+    linears of other mixers are left out. `tower`: a ViT's (hidden, intermediate, blocks,
+    gated MLP), created first and split over `tower_tp` ranks."""
+    h, hl = hidden, max(heads // tp, 1)
+    nope, rope = int(t.get("qk_nope_head_dim") or 0), int(t.get("qk_rope_head_dim") or 0)
+    v_mla, q_lora = int(t.get("v_head_dim") or nope), int(t.get("q_lora_rank") or 0)
+    kv_lora = int(t.get("kv_lora_rank") or 0)
+    out: list[Weight] = []
+    if first and tower:
+        vh, vi, blocks, vgated = tower
+        vt = tower_tp
+        out += [Weight(3 * vh // vt, vh, s.d), Weight(vh, vh // vt, s.d),
+                Weight((2 if vgated else 1) * vi // vt, vh, s.d), Weight(vh, vi // vt, s.d)
+                ] * blocks
+    if first:
+        out.append(Weight(-(-vocab // tp), h, s.d))
+    after: list[Weight] = []
+    for layer, inter, moe in layers:
+        kind = getattr(layer, "kind", None)
+        if kind == "mla":
+            if q_lora:  # fused q_a + kv_a (replicated), then q_b
+                out += [_lin(q_lora + kv_lora + rope, h, s, s.attn),
+                        _lin(hl * (nope + rope), q_lora, s, s.attn)]
+            else:
+                out += [_lin(hl * (nope + rope), h, s, s.attn),
+                        _lin(kv_lora + rope, h, s, s.attn)]
+            out += [_lin(hl * (nope + v_mla), kv_lora, s, s.attn),
+                    _lin(h, hl * v_mla, s, s.attn)]
+            if mla_kept:
+                after.append(Weight(hl * (nope + v_mla), kv_lora, s.d, KEPT_AFTER))
+        elif kind in ("full", "sliding", "chunked"):
+            kvl, hd, hv = max(layer.num_kv_heads // tp, 1), layer.head_size, layer.head_size_v
+            out += [_lin(hl * hd + kvl * (hd + hv), h, s, s.attn, (hl * hd, kvl * hd, kvl * hv)),
+                    _lin(h, hl * hv, s, s.attn)]
+        routed = bool(moe and experts and expert_inter)
+        if routed:
+            out.append(Weight(experts, h, s.d))  # router
+        if inter:  # the dense MLP, or the shared expert (registered before the experts)
+            il = inter // tp
+            out += [_lin(2 * il, h, s, s.mlp, (il, il)), _lin(h, il, s, s.mlp)]
+        if routed:
+            kind = {None: MOE, ONLINE: ONLINE}.get(s.expert, FP8_MASK)
+            elem = 1 if kind == FP8_MASK else s.d
+            out += [Weight(experts * 2 * expert_inter, h, elem, kind),
+                    Weight(experts * h, expert_inter, elem, kind)]
+    if last and lm_head:
+        out.append(Weight(-(-vocab // tp), h, s.d))
+    return tuple(w for w in out + after if w.nbytes > 1 << 20)

@@ -251,16 +251,21 @@ def _audio_params(ac: dict) -> int:
     return n * 24 * h * h + h * int(ac.get("output_proj_dims") or 0)
 
 
+def vision_shape(vc: dict) -> tuple[int, int, int, bool]:
+    """A ViT tower's (hidden, intermediate, blocks, gated MLP)."""
+    vh = int(vc.get("embed_dim") or vc.get("hidden_size") or vc.get("vt_hidden_size") or 0)
+    vi = int(vc.get("intermediate_size") or vc.get("vt_intermediate_size")
+             or float(vc.get("mlp_ratio") or 4) * vh)
+    vl = int(vc.get("num_hidden_layers") or vc.get("depth") or vc.get("vt_num_hidden_layers") or 0)
+    return vh, vi, vl, str(vc.get("hidden_act", "")).lower() in ("silu", "swiglu")
+
+
 def _vision_params(vc: dict) -> int:
     """A ViT tower: blocks (attention 4d², a 2- or 3-matrix MLP, biases, two LayerNorms), patch
     and learned position embeddings, and Qwen-VL's patch merger(s) (vLLM qwen2_5_vl.py /
     qwen3_vl.py: one `merger` plus one per `deepstack_visual_indexes` entry). The small
     text-side projectors of LLaVA-style wrappers are not counted."""
-    vh = int(vc.get("embed_dim") or vc.get("hidden_size") or vc.get("vt_hidden_size") or 0)
-    vi = int(vc.get("intermediate_size") or vc.get("vt_intermediate_size")
-             or float(vc.get("mlp_ratio") or 4) * vh)
-    vl = int(vc.get("num_hidden_layers") or vc.get("depth") or vc.get("vt_num_hidden_layers") or 0)
-    gated = str(vc.get("hidden_act", "")).lower() in ("silu", "swiglu")  # Qwen2.5-VL, Pixtral
+    vh, vi, vl, gated = vision_shape(vc)  # gated: Qwen2.5-VL, Pixtral
     # biases and norms: qkv, proj and MLP biases; two LayerNorms, or RMSNorms when gated
     small = 7 * vh + 2 * vi if gated else 9 * vh + vi
     n = vl * (4 * vh * vh + (3 if gated else 2) * vh * vi + small)

@@ -32,12 +32,7 @@ from kvplan.core.kvspec import (
     layer_specs,
     state_bytes,
 )
-from kvplan.core.loadmem import (
-    fnuz_mask_bytes,
-    fp8_linear_padding_bytes,
-    fp8_padded_scheme,
-    rocm_moe_padding_bytes,
-)
+from kvplan.core.loadmem import PADDED, Schemes, decoder_weights, fp8_padded_scheme, load_extra
 from kvplan.core.mm import QWEN2_VL, QWEN3_VL, EncoderProfile, encoder_profile, towers_tp_sharded
 from kvplan.core.params import (
     NVFP4_BYTES,
@@ -45,6 +40,7 @@ from kvplan.core.params import (
     expert_padding,
     mlp_intermediate,
     rope_cache_bytes,
+    vision_shape,
     weight_bytes,
 )
 from kvplan.core.tensors import TensorSummary
@@ -166,6 +162,7 @@ class SizeResult:
     max_num_seqs_limit: int | None = None
     cudagraph_graphs: int = 0  # graphs the CUDA-graph estimate counts (0 when none is subtracted)
     rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
+    load_extra_bytes: int = 0  # ROCm: what weight post-processing adds to the load figure
     moe_kernel: str | None = None  # fused-MoE kernel kind of the profile run (MoE models)
     moe_workspace_bytes: int = 0  # its scratch at the profile's token count
 
@@ -196,6 +193,7 @@ class SizeResult:
             "weights_total_bytes": self.weights_total_bytes,
             "weights_estimated": self.weights_estimated,
             "rope_cache_bytes": self.rope_cache_bytes,
+            "load_extra_bytes": self.load_extra_bytes,
             "activation_bytes": b.activation,
             "non_torch_bytes": b.non_torch,
             "cudagraph_bytes": b.cudagraph,
@@ -604,10 +602,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     extra = _rocm_load_extra(model, arch, a, gpu, version, model_dtype, stages)
     weights = [w + rope + x for w, x in zip(weights, extra)]
     if any(extra):
-        notes.append(f"ROCm: the load figure counts {max(extra) / GiB:.2f} GiB per GPU beyond "
-                     "the weights: padded MoE weights (VLLM_ROCM_MOE_PADDING) or the FP8 "
-                     "conversion's scratch, and what the allocator keeps of it "
-                     "(docs/methodology.md)")
+        moe_pad = bool(arch.num_experts) and weight_bytes(
+            arch, dtype_bytes(model_dtype), a.quantization, model.hf_quant_config
+        ).expert == dtype_bytes(model_dtype)
+        notes.append(f"ROCm: vLLM's weight post-processing adds {max(extra) / GiB:.2f} GiB per "
+                     "GPU to the load figure (padded copies"
+                     + (", and the blocks the caching allocator keeps after them, which ROCm "
+                        "builds up to 0.20 count" if
+                        version.rocm_load_counts_cache else "") + ")"
+                     + ("; VLLM_ROCM_MOE_PADDING=0 skips the MoE padding"
+                        if moe_pad and version.rocm_moe_padding_kept else ""))
     if estimated:
         notes.append("weights estimated from the config's parameter count (no checkpoint size "
                      "known)")
@@ -799,43 +803,55 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         concurrency_at=conc_at, stages=stage_rows, notes=notes, vision_profile=enc,
         max_num_seqs_limit=seqs_limit,
         cudagraph_graphs=graphs if bud.cudagraph else 0, rope_cache_bytes=rope,
+        load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk))
 
 
 def _rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
                      version: VllmVersion, model_dtype: str, stages: list[range]) -> list[int]:
-    """Per stage, what ROCm's load figure adds to the weights (core/loadmem.py): padded
-    unquantized experts (gated experts of the model's hidden size), and up to 0.20 on fnuz
-    GPUs the cached mask of an FP8 checkpoint's largest weight."""
-    d = dtype_bytes(model_dtype)
+    """Per stage, what ROCm's load figure adds to the weights: the post-processing of the
+    weights replayed through the caching allocator (core/loadmem.py)."""
     if gpu.vendor != "amd":
         return [0] * len(stages)
+    d = dtype_bytes(model_dtype)
     tp, h, ep_on = a.tensor_parallel_size, arch.hidden_size, a.enable_expert_parallel
-    shape = _activation_shape(arch, 1 if ep_on else tp, tp, model_dtype)
-    experts = arch.num_experts // (tp * a.data_parallel_size if ep_on else 1)
-    inter = shape.moe_intermediate_local
     wb = weight_bytes(arch, d, a.quantization, model.hf_quant_config)
-    out = [0] * len(stages)
-    if arch.num_experts and wb.expert == d and version.rocm_moe_padding_kept:
-        layers = count_params(arch).layers
-        gated = arch.num_experts * 3 * _activation_shape(arch, 1, 1, model_dtype
-                                                          ).moe_intermediate_local * h
-        out = [rocm_moe_padding_bytes(sum(1 for i in rng if layers[i].expert == gated),
-                                      experts, h, inter, d,
-                                      cached=version.rocm_load_counts_cache) for rng in stages]
     serialized = bool(arch.quantization or model.hf_quant_config)
-    if serialized and fp8_padded_scheme(arch.quantization or {}) and 1 in (wb.linear,
-                                                                          wb.mlp_bytes):
-        layers = count_params(arch).layers
-        out = [x + fp8_linear_padding_bytes(
-            [(arch.layers[i], mlp_intermediate(arch, layers[i])) for i in rng],
-            arch.text_config, hidden=h, heads=arch.num_attention_heads, tp=tp,
-            attn=wb.linear == 1, mlp=wb.mlp_bytes == 1) for x, rng in zip(out, stages)]
-    if fp8_fnuz(gpu.compute_capability) and serialized and version.rocm_load_counts_cache:
-        numel = max(experts * 2 * inter * h if wb.expert == 1 else 0,
-                    2 * shape.intermediate_local * h if wb.mlp_bytes == 1 else 0)
-        out = [x + fnuz_mask_bytes(numel) for x in out]
+    q = arch.quantization or {}
+    path = ("channel" if not fp8_padded_scheme(q) else "block" if q.get("weight_block_size")
+            or str(q.get("quant_method")) == "compressed-tensors" else "tensor")
+
+    def part(b: float) -> str | None:
+        return None if b != 1 else path if serialized else "online"
+
+    schemes = Schemes(d, part(wb.linear), part(wb.mlp_bytes), part(wb.expert))
+    if not version.rocm_load_counts_cache and not (
+            schemes.attn in PADDED or schemes.mlp in PADDED
+            or (arch.num_experts and wb.expert == d and version.rocm_moe_padding_kept)):
+        return [0] * len(stages)  # nothing kept, and the load is allocated memory
+    moe_i = _activation_shape(arch, 1, 1, model_dtype).moe_intermediate_local
+    gated = arch.num_experts * 3 * moe_i * h
+    pc = count_params(arch).layers
+    mla_kept = version.v1 and wb.kv_b_bytes < d
+    tower = (vision_shape(arch.vision_config) if arch.vision_config
+             and not a.language_model_only else None)
+    tower_tp = tp if towers_tp_sharded(arch.architectures, mistral_native=version.
+                                       mistral_native_tower(model.id),
+                                       encoder_dp=a.mm_encoder_tp_mode == "data") else 1
+    out = []
+    for si, rng in enumerate(stages):
+        ws = decoder_weights(
+            [(arch.layers[i], mlp_intermediate(arch, pc[i]), pc[i].expert == gated)
+             for i in rng], arch.text_config, hidden=h, heads=arch.num_attention_heads,
+            vocab=arch.vocab_size, tp=tp, s=schemes, first=si == 0,
+            last=si == len(stages) - 1, lm_head=not arch.tie_word_embeddings,
+            experts=arch.num_experts // (tp * a.data_parallel_size if ep_on else 1),
+            expert_inter=moe_i // (1 if ep_on else tp), mla_kept=mla_kept,
+            tower=tower, tower_tp=tower_tp)
+        out.append(load_extra(ws, fnuz=fp8_fnuz(gpu.compute_capability),
+                              cached=version.rocm_load_counts_cache,
+                              moe_kept=version.rocm_moe_padding_kept))
     return out
 
 
