@@ -243,17 +243,39 @@ def gpus_cmd(catalog: Optional[list[str]] = CatalogOpt,
     render_gpus(cat, as_json)
 
 
-from kvplan import cli_check, cli_diagnose, cli_plan, cli_simulate  # noqa: E402
+_registered = False
 
-for _mod in (cli_plan, cli_check, cli_simulate, cli_diagnose):
-    _mod.register(app)
+
+def full_app() -> typer.Typer:
+    """The app with every command (the planning, check, simulate and diagnose modules)."""
+    global _registered
+    if not _registered:
+        from kvplan import cli_check, cli_diagnose, cli_plan, cli_simulate
+
+        for mod in (cli_plan, cli_check, cli_simulate, cli_diagnose):
+            mod.register(app)
+        _registered = True
+    return app
+
+
+def _app_for(argv: list[str]) -> typer.Typer:
+    """`kvplan size ...` runs through an app holding that command alone: building the click
+    commands of every subcommand costs about 10 ms of a ~140 ms run (benchmarks/speed.py)."""
+    if argv[:1] == ["size"]:
+        fast = typer.Typer(add_completion=False, rich_markup_mode=None,
+                           pretty_exceptions_enable=False)
+        fast.callback()(lambda: None)  # keeps `size` a subcommand
+        fast.command("size")(size_cmd)
+        return fast
+    return full_app()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line on error, never a traceback (unless KVPLAN_DEBUG=1)."""
     debug = os.environ.get("KVPLAN_DEBUG") == "1"
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        rv = app(args=argv, standalone_mode=False)
+        rv = _app_for(args)(args=args, prog_name="kvplan", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except KvplanError as e:
         if debug:
