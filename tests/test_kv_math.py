@@ -319,6 +319,16 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
                ).budget.non_torch == M.non_torch(2, 1, False) == (130 + 100) * 2**20
     # from 0.17 Hopper at TP > 1 also builds the FlashInfer all-reduce workspace
     assert run(LLAMA31_8B, gpu=nv, **tp2).budget.non_torch == (130 + 420 + 1620) * 2**20
+    # TP8 over NVLink holds 430 MiB more (empirical; not over PCIe, not with PP alone)
+    tp8 = dict(tensor_parallel_size=8, max_model_len=8192)
+    assert run(LLAMA31_8B, gpu=nv, version="0.16", **tp8).budget.non_torch == (
+        130 + 420 + 430) * 2**20
+    pcie = Gpu("l40s", "NVIDIA L40S", 46068 << 20, "8.9")
+    assert run(LLAMA31_8B, gpu=pcie, version="0.16", **tp8).budget.non_torch == (
+        130 + 100) * 2**20
+    assert run(LLAMA31_8B, gpu=nv, version="0.16", tensor_parallel_size=4,
+               pipeline_parallel_size=2, max_model_len=8192).budget.non_torch == (
+        130 + 420) * 2**20
 
 
 def test_rocm_non_torch_before_020():

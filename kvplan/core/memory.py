@@ -91,6 +91,15 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "RCCL over 8 xGMI peers: TP8 MI300X starts of DeepSeek-R1 (0.11.2-0.18, 7 starts) "
         "and Qwen3-235B (0.11.2, 2) hold +2.8 to +3.0 GiB beyond the CUDA terms, 1.75 GiB "
         "more than TP1-TP4"),
+    "non_torch_nvlink_tp8_mib": (
+        430.0, "MiB per GPU more at TP >= 8 over NVLink (NVIDIA)",
+        "TP8 starts on NVSwitch H200/B200 (54 starts, 0.11.0-0.20.0: DeepSeek-R1, V3.2, "
+        "V3.2-NVFP4, Kimi-K2.5, Maverick, Ministral-3, MiniMax-M2.5) leave a median 0.545 GiB "
+        "less KV than the TP1-TP4 terms predict, against 0.12 GiB at TP2/TP4 (69 starts): "
+        "the difference. Candidate cause: the torch.distributed NCCL communicator of the TP "
+        "group, created lazily by the first all-gather inside the profile window, with "
+        "buffers that grow with the rank count. Range of the TP8 residuals: -0.10 (MiniMax) "
+        "to +0.91; 40 of the 54 starts are MLA MoE models"),
     "cudagraph_base_mib": (
         130.0, "MiB",
         "CUDA-graph estimate subtracted from 0.20 on, fixed part (first capture, pool): fitted "
@@ -196,12 +205,13 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
 
 
 def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = False,
-              rocm: bool = False) -> int:
+              rocm: bool = False, nvlink_tp8: bool = False) -> int:
     """Memory outside the torch allocator that grows during profiling (empirical). vLLM's
     custom all-reduce (IPC buffers) runs only over NVLink within a node and not with
     --disable-custom-all-reduce (`custom_all_reduce.py`: disabled when the group spans
     nodes or the GPUs are not fully connected). `fi_allreduce`: the FlashInfer all-reduce
-    workspace is built as well. `rocm`: the extra that MI300X starts of vLLM 0.9-0.18 show."""
+    workspace is built as well. `rocm`: the extra that MI300X starts of vLLM 0.9-0.18 show.
+    `nvlink_tp8`: the extra of TP >= 8 over NVLink."""
     extra = 0.0
     if rocm:
         extra += const("non_torch_rocm_mib")
@@ -212,6 +222,8 @@ def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = Fa
                       else "non_torch_pcie_tp_mib")
     if fi_allreduce:
         extra += const("non_torch_fi_allreduce_mib")
+    if nvlink_tp8:
+        extra += const("non_torch_nvlink_tp8_mib")
     return int((const("non_torch_base_mib") + extra) * MiB)
 
 

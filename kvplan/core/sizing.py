@@ -670,7 +670,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                          dp=a.data_parallel_size, enforce_eager=a.enforce_eager)
     rocm_nt = gpu.vendor == "amd" and not version.at_least(0, 20)
     nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce,
-                     fi_ar, rocm=rocm_nt)
+                     fi_ar, rocm=rocm_nt, nvlink_tp8=gpu.vendor == "nvidia"
+                     and gpu.interconnect_gbps > 0 and tp >= 8)
     if fi_ar:
         notes.append(f"non-torch memory includes "
                      f"{M.const('non_torch_fi_allreduce_mib') / 1024:.2f} GiB per GPU for vLLM's "
