@@ -50,6 +50,10 @@ RECIPES = {
 # the LM head (the same bytes as online FP8), so that they load as FP8 checkpoints do. On
 # ROCm up to 0.20 online FP8 loads the 16-bit weights first, which these checkpoints do not.
 UNKNOWN_RECIPE = {"RedHatAI/Llama-4-Maverick-17B-128E-Instruct-FP8": ["lm_head"]}
+# FP8_DYNAMIC checkpoints whose card gives no recipe but whose siblings' cards do: the
+# sibling's ignore list (same publisher, same family, same release)
+SIBLING_RECIPE = {"RedHatAI/Qwen3.5-35B-A3B-FP8-dynamic": (
+    _QWEN35_MOE_IGNORE, "RedHatAI/Qwen3.5-122B-A10B-FP8-dynamic")}
 # checkpoint -> (catalog entry of the same shape, online quantization to apply, why)
 ASSUMED = {
     "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-R1", None, "same architecture"),
@@ -156,6 +160,11 @@ def to_case(uuid: str, rec: dict) -> dict:
         if model in RECIPES:
             case["quantization_config_assumed"] = {**_FP8_DYNAMIC, "ignore": RECIPES[model]}
             why = "FP8_DYNAMIC with the ignore list of the model card's recipe"
+        elif model in SIBLING_RECIPE:
+            ignore, sibling = SIBLING_RECIPE[model]
+            case["quantization_config_assumed"] = {**_FP8_DYNAMIC, "ignore": ignore}
+            why = (f"FP8_DYNAMIC with the ignore list of {sibling}'s recipe (this card gives "
+                   "none)")
         elif model in UNKNOWN_RECIPE:
             case["quantization_config_assumed"] = {**_FP8_DYNAMIC,
                                                    "ignore": UNKNOWN_RECIPE[model]}
