@@ -96,6 +96,10 @@ def size_cmd(
                                              "profiled."),
     vllm_version: Optional[str] = typer.Option(None, "--vllm-version",
                                                help="Target vLLM release (default 0.33)."),
+    env: Optional[list[str]] = typer.Option(
+        None, "--env", help="NAME=VALUE of the server's environment (repeatable). Modelled: "
+        "VLLM_ROCM_MOE_PADDING, VLLM_ROCM_FP8_PADDING, VLLM_USE_FLASHINFER_SAMPLER; others "
+        "are noted and ignored."),
     catalog: Optional[list[str]] = CatalogOpt,
     revision: Optional[str] = typer.Option(None, "--revision", help="Hub branch, tag or commit."),
     token: Optional[str] = typer.Option(None, "--token", help="Hub token (default: HF_TOKEN or "
@@ -142,10 +146,17 @@ def size_cmd(
         max_cudagraph_capture_size=max_cudagraph_capture_size, moe_backend=moe_backend,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
     )
+    ignored: list[str] = []
+    if env:
+        from kvplan.engines.vllm_env import apply_env, parse_assignments
+
+        ignored = apply_env(args, parse_assignments(env))
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)
     g = resolve_gpu(gpu, gpu_memory, catalog)
     result = size(m, g, args, vllm_version)
+    if ignored:
+        result.notes.append(f"--env {', '.join(ignored)}: not modelled, ignored")
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:

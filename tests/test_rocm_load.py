@@ -125,3 +125,38 @@ def test_block_fp8_linear_padding_deepseek_r1_tp8():
     # count too: 1.63 GiB in all as replayed (R1-0528 on MI300X logs 81.31 GiB at 0.11-0.18)
     full = extra(R1_FP8, MI300X, "0.18", tensor_parallel_size=8)
     assert full - pad >= mask and full == 1_745_420_288
+
+
+def test_env_switches_in_size_and_check(capsys):
+    import json
+
+    from kvplan.cli import main
+
+    def size_json(*extra):
+        code = main(["size", "Qwen/Qwen3-VL-30B-A3B-Instruct", "--gpu", "mi300x",
+                     "--vllm-version", "0.18", "--max-model-len", "8192", "--json", *extra])
+        out, err = capsys.readouterr()
+        return code, (json.loads(out) if out else None), err
+
+    _, on, _ = size_json()
+    _, off, _ = size_json("--env", "VLLM_ROCM_MOE_PADDING=0", "--env", "VLLM_FOO=1")
+    # without the padding only the allocator's slack of the tower's 20 MiB segments is left
+    assert on["load_extra_bytes"] - off["load_extra_bytes"] > 20 * 2**30
+    assert off["load_extra_bytes"] < 64 * 2**20
+    assert on["available_kv_bytes"] + on["load_extra_bytes"] - off["load_extra_bytes"] \
+        == off["available_kv_bytes"]
+    assert "--env VLLM_FOO: not modelled, ignored" in off["notes"]
+    assert any("VLLM_ROCM_MOE_PADDING=0" in n for n in on["notes"])
+    code, _, err = size_json("--env", "VLLM_ROCM_MOE_PADDING=true")
+    assert code == 2 and "vLLM reads it as an integer" in err
+    # check reads the container's environment, and fails a value vLLM cannot parse
+    cmd = "vllm serve Qwen/Qwen3-VL-30B-A3B-Instruct --max-model-len 8192"
+    for env, status in (("VLLM_ROCM_MOE_PADDING=0 ", "pass"),
+                        ("VLLM_ROCM_MOE_PADDING=true ", "fail")):
+        main(["check", "--cmd", env + cmd, "--gpu", "mi300x", "--vllm-version", "0.18",
+              "--format", "json"])
+        dep = json.loads(capsys.readouterr()[0])["deployments"][0]
+        fv = [c for c in dep["checks"] if c["id"] == "flag-values"]
+        assert [c["status"] for c in fv] == [status]
+        if status == "pass":  # sized without the padding, as `size --env` sizes it
+            assert dep["kv_cache_tokens"] == off["kv_cache_tokens"]

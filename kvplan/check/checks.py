@@ -13,6 +13,7 @@ from typing import Any
 
 from kvplan.check.base import FAIL, PASS, SKIP, WARN, Finding, InputError, Loc, Target
 from kvplan.check.mapping import Parsed, parse, spelled
+from kvplan.errors import BadInput
 
 CHECKS: dict[str, str] = {
     "flags-known": "every flag exists in the target vLLM release's `vllm serve` parser "
@@ -169,6 +170,18 @@ def flag_values(out: Outcome, p: Parsed, reg: Any) -> None:
             out.add("flag-values", WARN, f"--kv-cache-dtype {f.value!r} is not one of vLLM "
                     f"{reg.release}'s values (a plugin may add it)", f.loc,
                     fix=f"use one of {', '.join(known[:6])}", current=f.value)
+    if p.engine == "vllm":
+        from kvplan.engines.vllm_env import ENV_FIELDS, int_bool
+
+        for var in ENV_FIELDS:
+            ev = p.cmd.env.get(var)
+            if ev is None or ev.value is None:
+                continue
+            try:
+                int_bool(var, ev.value)
+            except BadInput as e:
+                out.add("flag-values", FAIL, f"{e.message}", ev.loc, fix=e.hint,
+                        current=ev.value)
     if len(out.findings) == before:
         out.add("flag-values", PASS, "every value parses", p.cmd.loc)
 

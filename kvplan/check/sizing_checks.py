@@ -5,6 +5,7 @@ replicas-cover-rate. The safe max-num-seqs and the replica count are those
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import fields, replace
 from typing import Any
@@ -117,10 +118,21 @@ def _inputs(out: Any, p: Parsed, catalogs: list[str] | None) -> tuple[Any, Any] 
 
 
 def _engine_args(p: Parsed) -> Any:
+    """The engine arguments, with the modelled vLLM environment variables of the container
+    (`engines/vllm_env.py`; a value vLLM cannot parse is left at its default here and
+    reported by `flag-values`)."""
     from kvplan.core.sizing import EngineArgs
+    from kvplan.engines.vllm_env import ENV_FIELDS, int_bool
 
     names = {f.name for f in fields(EngineArgs)}
-    return EngineArgs(**{k: v for k, v in p.values.items() if k in names})
+    a = EngineArgs(**{k: v for k, v in p.values.items() if k in names})
+    if p.engine == "vllm":
+        for var, (fld, _) in ENV_FIELDS.items():
+            value = _env_flag(p, var)
+            if value is not None:
+                with contextlib.suppress(BadInput):  # flag-values reports it
+                    setattr(a, fld, int_bool(var, value))
+    return a
 
 
 def _env_flag(p: Parsed, name: str) -> str | None:

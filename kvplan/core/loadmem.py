@@ -58,10 +58,11 @@ class Weight:
 
 
 @lru_cache(maxsize=32)
-def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool,
-               moe_kept: bool) -> int:
+def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool, moe_kept: bool,
+               fp8_pad: bool = True) -> int:
     """Bytes the load figure holds beyond the weights: padding kept, plus (`cached`, to 0.20)
-    what the allocator keeps reserved once every weight is processed."""
+    what the allocator keeps reserved once every weight is processed. `moe_kept` / `fp8_pad`:
+    MoE padding kept as the parameter, FP8 linears padded (the two ROCm padding switches)."""
     a = Allocator()
     live = [a.malloc(w.nbytes) for w in weights if w.kind != KEPT_AFTER]
     kept = 0
@@ -96,7 +97,7 @@ def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool,
                 a.free(a.malloc(n))
             if dq is not None:
                 a.free(dq)
-        if w.kind in (FP8_PAD, FP8_TENSOR) and w.pad:
+        if w.kind in (FP8_PAD, FP8_TENSOR) and w.pad and fp8_pad:
             pad(i, w)
     for w in weights:
         if w.kind == KEPT_AFTER:

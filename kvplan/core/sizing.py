@@ -110,6 +110,8 @@ class EngineArgs:
     num_gpu_blocks_override: int | None = None
     disable_custom_all_reduce: bool = False  # also what vLLM does when TP spans nodes
     flashinfer_sampler: bool = False  # VLLM_USE_FLASHINFER_SAMPLER with flashinfer installed
+    rocm_moe_padding: bool = True  # VLLM_ROCM_MOE_PADDING
+    rocm_fp8_padding: bool = True  # VLLM_ROCM_FP8_PADDING
     usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
     skip_mm_profiling: bool = False  # --skip-mm-profiling: no vision encoder in the profile
     # --language-model-only (= --limit-mm-per-prompt 0 for every modality): the vision tower
@@ -601,7 +603,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
     extra = _rocm_load_extra(model, arch, a, gpu, version, model_dtype, stages)
     weights = [w + rope + x for w, x in zip(weights, extra)]
-    if any(extra):
+    if max(extra) >= 64 * MiB:
         moe_pad = bool(arch.num_experts) and weight_bytes(
             arch, dtype_bytes(model_dtype), a.quantization, model.hf_quant_config
         ).expert == dtype_bytes(model_dtype)
@@ -610,8 +612,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      + (", and the blocks the caching allocator keeps after them, which ROCm "
                         "builds up to 0.20 count" if
                         version.rocm_load_counts_cache else "") + ")"
-                     + ("; VLLM_ROCM_MOE_PADDING=0 skips the MoE padding"
-                        if moe_pad and version.rocm_moe_padding_kept else ""))
+                     + ("; VLLM_ROCM_MOE_PADDING=0 (--env) skips the MoE padding"
+                        if moe_pad and version.rocm_moe_padding_kept
+                        and a.rocm_moe_padding else ""))
     if estimated:
         notes.append("weights estimated from the config's parameter count (no checkpoint size "
                      "known)")
@@ -827,9 +830,10 @@ def _rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
         return None if b != 1 else path if serialized else "online"
 
     schemes = Schemes(d, part(wb.linear), part(wb.mlp_bytes), part(wb.expert))
+    moe_kept = version.rocm_moe_padding_kept and a.rocm_moe_padding
+    fp8_pad = a.rocm_fp8_padding and (schemes.attn in PADDED or schemes.mlp in PADDED)
     if not version.rocm_load_counts_cache and not (
-            schemes.attn in PADDED or schemes.mlp in PADDED
-            or (arch.num_experts and wb.expert == d and version.rocm_moe_padding_kept)):
+            fp8_pad or (arch.num_experts and wb.expert == d and moe_kept)):
         return [0] * len(stages)  # nothing kept, and the load is allocated memory
     moe_i = _activation_shape(arch, 1, 1, model_dtype).moe_intermediate_local
     gated = arch.num_experts * 3 * moe_i * h
@@ -851,8 +855,8 @@ def _rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
             expert_inter=moe_i // (1 if ep_on else tp), mla_kept=mla_kept,
             tower=tower, tower_tp=tower_tp)
         out.append(load_extra(ws, fnuz=fp8_fnuz(gpu.compute_capability),
-                              cached=version.rocm_load_counts_cache,
-                              moe_kept=version.rocm_moe_padding_kept))
+                              cached=version.rocm_load_counts_cache, moe_kept=moe_kept,
+                              fp8_pad=a.rocm_fp8_padding))
     return out
 
 

@@ -1,0 +1,54 @@
+"""vLLM environment variables that change memory, mapped onto `EngineArgs` fields.
+
+`kvplan size --env NAME=VALUE` and `kvplan check` (the container's environment) both read
+them here. vLLM parses these as `bool(int(value))` (`vllm/envs.py`), so a value that is not an
+integer makes vLLM fail at start-up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan.errors import BadInput
+
+# name -> (EngineArgs field, what it does)
+ENV_FIELDS: dict[str, tuple[str, str]] = {
+    "VLLM_ROCM_MOE_PADDING": (
+        "rocm_moe_padding", "ROCm: pad unquantized MoE weights by 256 B per row (default 1)"),
+    "VLLM_ROCM_FP8_PADDING": (
+        "rocm_fp8_padding", "ROCm: pad per-tensor and block FP8 linears (default 1)"),
+    "VLLM_USE_FLASHINFER_SAMPLER": (
+        "flashinfer_sampler", "sample through FlashInfer (profiled in 0.10-0.11.0)"),
+}
+
+
+def int_bool(name: str, value: str) -> bool:
+    try:
+        return bool(int(value.strip()))
+    except ValueError:
+        raise BadInput(f"{name}={value!r}: vLLM reads it as an integer (0 or 1) and fails "
+                       "to start on anything else", hint=f"set {name}=0 or {name}=1") from None
+
+
+def apply_env(args: Any, env: dict[str, str]) -> list[str]:
+    """Set the fields of `args` the modelled variables name; return the names of the
+    variables kvplan does not model (they are ignored)."""
+    ignored = []
+    for name, value in env.items():
+        if name in ENV_FIELDS:
+            setattr(args, ENV_FIELDS[name][0], int_bool(name, value))
+        else:
+            ignored.append(name)
+    return ignored
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    """`NAME=VALUE` strings (from `--env`) as a mapping."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise BadInput(f"--env {item!r} is not NAME=VALUE", hint="e.g. --env "
+                           "VLLM_ROCM_MOE_PADDING=0")
+        out[name.strip()] = value
+    return out
