@@ -105,19 +105,21 @@ def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool, moe_kep
     return kept + (a.reserved - a.allocated if cached else 0)
 
 
-def fp8_padded_scheme(q: dict) -> bool:
-    """Whether a checkpoint's FP8 linears go through the padded per-tensor / block paths:
-    `fp8` (block or per-tensor) and compressed-tensors float8 with a tensor or block weight
-    strategy; channel-wise schemes (FP8_DYNAMIC) are not padded."""
+def fp8_path(q: dict) -> str:
+    """How a checkpoint's FP8 linears are processed: 'block' or 'tensor' (padded; per-tensor
+    weights are also requantized to one scale) for `fp8` and compressed-tensors float8 with
+    a block or tensor weight strategy, else 'channel' (FP8_DYNAMIC and the rest: the fnuz
+    conversion only)."""
     method = str(q.get("quant_method", "")).lower()
     if method == "fp8":
-        return True
+        return "block" if q.get("weight_block_size") else "tensor"
     if method != "compressed-tensors":
-        return False
-    return any((g or {}).get("weights", {}).get("num_bits") == 8
-               and (g or {}).get("weights", {}).get("type") == "float"
-               and (g or {}).get("weights", {}).get("strategy") in ("tensor", "block")
-               for g in (q.get("config_groups") or {}).values())
+        return "channel"
+    strategies = {w.get("strategy") for g in (q.get("config_groups") or {}).values()
+                  for w in [(g or {}).get("weights") or {}]
+                  if w.get("num_bits") == 8 and w.get("type") == "float"}
+    return "tensor" if "tensor" in strategies else "block" if "block" in strategies \
+        else "channel"
 
 
 @dataclass(frozen=True)

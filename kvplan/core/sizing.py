@@ -32,7 +32,7 @@ from kvplan.core.kvspec import (
     layer_specs,
     state_bytes,
 )
-from kvplan.core.loadmem import PADDED, Schemes, decoder_weights, fp8_padded_scheme, load_extra
+from kvplan.core.loadmem import PADDED, Schemes, decoder_weights, fp8_path, load_extra
 from kvplan.core.mm import QWEN2_VL, QWEN3_VL, EncoderProfile, encoder_profile, towers_tp_sharded
 from kvplan.core.params import (
     NVFP4_BYTES,
@@ -601,20 +601,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                                           mistral_native=version.
                                                           mistral_native_tower(model.id))
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
-    extra = _rocm_load_extra(model, arch, a, gpu, version, model_dtype, stages)
+    extra, moe_padded = _rocm_load_extra(model, arch, a, gpu, version, model_dtype, stages)
     weights = [w + rope + x for w, x in zip(weights, extra)]
     if max(extra) >= 64 * MiB:
-        moe_pad = bool(arch.num_experts) and weight_bytes(
-            arch, dtype_bytes(model_dtype), a.quantization, model.hf_quant_config
-        ).expert == dtype_bytes(model_dtype)
         notes.append(f"ROCm: vLLM's weight post-processing adds {max(extra) / GiB:.2f} GiB per "
                      "GPU to the load figure (padded copies"
                      + (", and the blocks the caching allocator keeps after them, which ROCm "
-                        "builds up to 0.20 count" if
-                        version.rocm_load_counts_cache else "") + ")"
-                     + ("; VLLM_ROCM_MOE_PADDING=0 (--env) skips the MoE padding"
-                        if moe_pad and version.rocm_moe_padding_kept
-                        and a.rocm_moe_padding else ""))
+                        "builds up to 0.20 count" if version.rocm_load_counts_cache else "")
+                     + ")" + ("; VLLM_ROCM_MOE_PADDING=0 (--env) skips the MoE padding"
+                              if moe_padded else ""))
     if estimated:
         notes.append("weights estimated from the config's parameter count (no checkpoint size "
                      "known)")
@@ -813,28 +808,29 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
 
 def _rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
-                     version: VllmVersion, model_dtype: str, stages: list[range]) -> list[int]:
+                     version: VllmVersion, model_dtype: str,
+                     stages: list[range]) -> tuple[list[int], bool]:
     """Per stage, what ROCm's load figure adds to the weights: the post-processing of the
-    weights replayed through the caching allocator (core/loadmem.py)."""
+    weights replayed through the caching allocator (core/loadmem.py); and whether
+    unquantized MoE weights stay padded."""
+    none = [0] * len(stages)
     if gpu.vendor != "amd":
-        return [0] * len(stages)
+        return none, False
     d = dtype_bytes(model_dtype)
     tp, h, ep_on = a.tensor_parallel_size, arch.hidden_size, a.enable_expert_parallel
     wb = weight_bytes(arch, d, a.quantization, model.hf_quant_config)
     serialized = bool(arch.quantization or model.hf_quant_config)
-    q = arch.quantization or {}
-    path = ("channel" if not fp8_padded_scheme(q) else "block" if q.get("weight_block_size")
-            or str(q.get("quant_method")) == "compressed-tensors" else "tensor")
+    path = fp8_path(arch.quantization or {})
 
     def part(b: float) -> str | None:
         return None if b != 1 else path if serialized else "online"
 
     schemes = Schemes(d, part(wb.linear), part(wb.mlp_bytes), part(wb.expert))
     moe_kept = version.rocm_moe_padding_kept and a.rocm_moe_padding
+    moe_padded = bool(arch.num_experts) and wb.expert == d and moe_kept
     fp8_pad = a.rocm_fp8_padding and (schemes.attn in PADDED or schemes.mlp in PADDED)
-    if not version.rocm_load_counts_cache and not (
-            fp8_pad or (arch.num_experts and wb.expert == d and moe_kept)):
-        return [0] * len(stages)  # nothing kept, and the load is allocated memory
+    if not version.rocm_load_counts_cache and not (fp8_pad or moe_padded):
+        return none, False  # nothing kept, and the load is allocated memory
     moe_i = _activation_shape(arch, 1, 1, model_dtype).moe_intermediate_local
     gated = arch.num_experts * 3 * moe_i * h
     pc = count_params(arch).layers
@@ -857,7 +853,7 @@ def _rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
         out.append(load_extra(ws, fnuz=fp8_fnuz(gpu.compute_capability),
                               cached=version.rocm_load_counts_cache, moe_kept=moe_kept,
                               fp8_pad=a.rocm_fp8_padding))
-    return out
+    return out, moe_padded
 
 
 def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: EngineArgs,
