@@ -160,3 +160,17 @@ def test_env_switches_in_size_and_check(capsys):
         assert [c["status"] for c in fv] == [status]
         if status == "pass":  # sized without the padding, as `size --env` sizes it
             assert dep["kv_cache_tokens"] == off["kv_cache_tokens"]
+
+
+def test_fp8_processing_path_by_checkpoint_format():
+    from kvplan.core.loadmem import fp8_path
+
+    def ct(strategy):
+        return {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
+            "num_bits": 8, "type": "float", "strategy": strategy}}}}
+
+    assert fp8_path({"quant_method": "fp8", "weight_block_size": [128, 128]}) == "block"
+    assert fp8_path({"quant_method": "fp8"}) == "tensor"  # requantized, then padded
+    assert [fp8_path(ct(x)) for x in ("channel", "tensor", "block")] == [
+        "channel", "tensor", "block"]
+    assert fp8_path({"quant_method": "modelopt"}) == "channel"  # not padded
