@@ -688,6 +688,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("ROCm: HIP graphs are counted at 6.8x the CUDA estimate, but non-torch "
                      "memory on public MI300X logs of vLLM 0.2x ranges from 0.1 to 3.6 GiB "
                      "(docs/accuracy.md); --kv-cache-memory-bytes from a real start fixes it")
+    if gpu.vendor == "amd" and tp >= 8:
+        notes.append("ROCm TP8: vLLM gives every rank the smallest rank's block count, and "
+                     "public MI300X TP8 starts had a rank about 0.42 GiB below the one they "
+                     "log, so expect about that much less KV cache than shown")
     graphs = M.cudagraph_graphs(seqs, mnbt, ceiling=version.cudagraph_ceiling(
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
         sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size)
