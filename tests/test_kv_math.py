@@ -411,6 +411,33 @@ def test_deepseek_v4_flash_packed_groups_and_concurrency():
     assert r.fixed_blocks_per_request == 2 * 259 + 4099 + 2065 == 6682
 
 
+def test_deepseek_v4_pro_tuple_layout_of_0202_real_start():
+    # vLLM 0.20.2, DeepSeek-V4-Pro TP8 on H200, fp8, --max-model-len 8192 (Red Hat sweep
+    # record f645b14b): "Available KV cache memory: 13.85 GiB", "GPU KV cache size: 27,042
+    # tokens", "Maximum concurrency for 8,192 tokens per request: 3.30x"
+    from kvplan.sources.resolve import resolve_model
+
+    r = size(resolve_model("deepseek-ai/DeepSeek-V4-Pro"), H200,
+             EngineArgs(tensor_parallel_size=8, max_model_len=8192, kv_cache_dtype="fp8",
+                        kv_cache_memory_bytes=int(13.85 * GiB)), "0.20.2")
+    # `_get_kv_cache_config_deepseek_v4`: 31 layer tuples x one page of each full-MLA page
+    # size (C128 KV 1,728 + indexer K 8,640 + C4 KV 37,440), not the widest group (0.33)
+    assert r.bytes_per_block == 31 * (1728 + 8640 + 37440) == 1482048
+    assert r.num_gpu_blocks == int(13.85 * GiB) // 1482048 == 10034
+    # the compressor states' 32,832 B pages are padded to the 37,440 B MLA page; the logged
+    # concurrency weights each group's blocks by its page bytes against the MLA group's
+    weighted = -(-(32 * 1435968 + 129 * 31 * 37440 + 129 * 30 * 37440 + 1025 * 31 * 37440
+                   + 2049 * 30 * (8640 + 37440)) // 1435968)
+    assert weighted == 3039 and r.blocks_per_request == 3364  # block IDs a request holds
+    assert f"{r.max_concurrency:.2f}" == "3.30"
+    assert r.kv_cache_tokens == int(10034 / 3039 * 8192) == 27047  # 27,042 at 10,032 blocks
+    assert r.kv_bytes_per_token_per_gpu == 5789  # 1,482,048 / 256
+    with pytest.raises(BadInput, match="asserts an fp8 cache"):
+        size(resolve_model("deepseek-ai/DeepSeek-V4-Pro"), H200,
+             EngineArgs(tensor_parallel_size=8, max_model_len=8192,
+                        kv_cache_memory_bytes=int(13.85 * GiB)), "0.20.2")
+
+
 def test_deepseek_v4_refuses_bf16_kv_and_small_blocks():
     from configs import DEEPSEEK_V4_FLASH
 

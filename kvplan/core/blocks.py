@@ -10,7 +10,7 @@ pre-0.20.2 token formula.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.core.arch import SLIDING
 from kvplan.core.kvspec import Spec, unify_pages
@@ -201,3 +201,47 @@ def kv_cache_tokens(groups: list[Group], num_blocks: int, max_model_len: int,
     if not v1:
         return num_blocks * min_bs
     return num_blocks // len(groups) * min_bs * groups[0].spec.dcp
+
+
+# --- DeepSeek-V4 before vLLM 0.23 (0.20.2 `v1/core/kv_cache_utils.py`) ---------------------
+
+def _is_full(s: Spec) -> bool:
+    return s.type_key[0] == "full"
+
+
+def tuple_padded(specs: list[Spec | None]) -> list[Spec | None]:
+    """`_get_kv_cache_groups_uniform_groups`: each sliding-window-type page is raised to the
+    smallest page of the full (MLA / indexer) layers that holds it (V4's compressor states:
+    32,832 -> 37,440 B)."""
+    full = sorted({s.page for s in specs if s is not None and _is_full(s)})
+    out: list[Spec | None] = []
+    for s in specs:
+        if s is not None and not _is_full(s):
+            up = next((p for p in full if p >= s.page), s.page)
+            if up != s.page:
+                s = replace(s, page_padded=up)
+        out.append(s)
+    return out
+
+
+def tuple_bytes_per_block(groups: list[Group], layer_filter: set[int] | None = None) -> int:
+    """`_get_kv_cache_config_deepseek_v4`: a block ID reserves, for every layer-tuple slot,
+    one page of each distinct full-group page size; the slots are the longest per-page run
+    of any group (per pipeline stage with `layer_filter`)."""
+    full_pages = sorted({s.page for g in groups for s in g.specs if _is_full(s)})
+    slots = 0
+    for g in groups:
+        runs: dict[int, int] = {}
+        for i, s in zip(g.layer_ids, g.specs):
+            if layer_filter is None or i in layer_filter:
+                runs[s.page] = runs.get(s.page, 0) + 1
+        slots = max([slots, *runs.values()])
+    return slots * sum(full_pages)
+
+
+def weighted_blocks_per_request(groups: list[Group], max_model_len: int, inflight: int) -> int:
+    """`get_max_concurrency_for_kv_cache_config` (0.20.2): each group's blocks weighted by its
+    page bytes against the full-MLA group's, cdiv(sum pages_g x P_g, P_full)."""
+    full = max((g.page_sum for g in groups if _is_full(g.spec)), default=0)
+    total = sum(g.blocks_per_request(max_model_len, inflight) * g.page_sum for g in groups)
+    return cdiv(total, full) if full else blocks_per_request(groups, max_model_len, inflight)

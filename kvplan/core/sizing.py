@@ -491,8 +491,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if kv != "fp8_ds_mla":
             raise BadInput(f"DeepSeek-V4's FlashMLA path stores only fp8_ds_mla, not {kv}",
                            hint="use --kv-cache-dtype auto or fp8")
-        notes.append("DeepSeek-V4 cache layout as vLLM 0.33 packs it (block-outermost "
-                     "groups); earlier releases used slightly different pages")
+        if a.kv_cache_dtype == "auto" and not version.at_least(0, 21):
+            # 0.20.2 `DeepseekV4MLAAttention.__init__`: assert kv_cache_dtype.startswith("fp8")
+            raise BadInput(f"vLLM {version.text} refuses DeepSeek-V4 with --kv-cache-dtype "
+                           "auto (it asserts an fp8 cache)", hint="use --kv-cache-dtype fp8")
+        notes.append("DeepSeek-V4 cache layout as vLLM 0.33 packs it (block-outermost groups)"
+                     if not version.dsv4_tuple_layout else
+                     "DeepSeek-V4 cache layout of vLLM 0.20-0.22: each block reserves every "
+                     "full-MLA page size per layer tuple, and the logged concurrency weights "
+                     "groups by page bytes, above what the block pool admits (the 'sequences "
+                     "that fit' figures)")
     ssm = arch.ssm_state_dtype or model_dtype
     dts = KvDtypes(kv=kv, conv=model_dtype,
                    ssm=canonical(ssm) if ssm != "auto" else model_dtype)
@@ -587,6 +595,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                     disable_hybrid=disable_hybrid)
     if a.decode_context_parallel_size > 1:
         specs = _dcp_specs(specs, a.decode_context_parallel_size)
+    old_v4 = arch.packed_kv and version.dsv4_tuple_layout
+    if old_v4:
+        specs = B.tuple_padded(specs)
     groups = B.packed_groups(specs) if arch.packed_kv else B.make_groups(specs)
     bs = plan.block_size if arch.packed_kv else min(
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
@@ -707,7 +718,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        ceil_requested=version.requested_is_ceiled,
                        kv_cache_memory_bytes=a.kv_cache_memory_bytes)
         layer_set = {k for k, li in enumerate(spec_layer) if li in rng}
-        bpb = B.bytes_per_block(groups, layer_set)
+        bpb = (B.tuple_bytes_per_block if old_v4 else B.bytes_per_block)(groups, layer_set)
         nblocks = max(bud.available_kv, 0) // bpb if bpb else 0
         stage_rows.append({"stage": si, "layers": len(rng), "weights_bytes": weights[si],
                            "available_kv_bytes": bud.available_kv, "bytes_per_block": bpb,
@@ -765,6 +776,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     bpr = B.blocks_per_request(groups, mml, inflight) if groups else 1
     conc = num_blocks / bpr if bpr else 0.0
+    if old_v4:  # the figure vLLM logs; the block pool admits num_blocks / bpr
+        conc = num_blocks / B.weighted_blocks_per_request(groups, mml, inflight)
     if not version.v1:
         conc = num_blocks * bs / mml
     tokens = B.kv_cache_tokens(groups, num_blocks, mml, conc,
@@ -784,6 +797,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if id(x) not in tok_memo:
             tok_memo[id(x)] = _tok_bytes(x, tp, kv)
         tok.append(tok_memo[id(x)])
+    if old_v4:  # a token's share of a block: the tuple slots' pages, not the MLA group's
+        full = max(g.page_sum for g in groups if g.spec.type_key[0] == "full")
+        tok = [t * bpb / full for t in tok]
     top_stage = max(range(pp), key=lambda s: sum(tok[i] for i in stages[s]))
     per_gpu = round(sum(tok[i] for i in stages[top_stage]))
     replica = round(sum(tok) * tp / a.decode_context_parallel_size)  # DCP: each token once

@@ -186,6 +186,14 @@ class VllmVersion:
         return 16384 if self.at_least(0, 13) else 32768
 
     @property
+    def dsv4_tuple_layout(self) -> bool:
+        """DeepSeek-V4 before 0.23 (0.20.2 `kv_cache_utils._get_kv_cache_config_deepseek_v4`;
+        a v0.22-tagged start matches it): every tuple slot reserves each distinct page of the
+        full-MLA group, sliding pages are padded up to those pages, and "Maximum concurrency"
+        weights each group's blocks by its page bytes. 0.33 packs block-outermost groups."""
+        return not self.at_least(0, 23)
+
+    @property
     def rocm_moe_padding_kept(self) -> bool:
         """ROCm re-binds unquantized MoE weights to their padded views up to 0.29; 0.30 copies
         them back (`UnquantizedFusedMoEMethod.process_weights_after_loading`)."""
