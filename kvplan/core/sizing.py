@@ -486,8 +486,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if DSV4 in arch.kinds:
         if not version.at_least(0, 20):
             raise BadInput(f"DeepSeek-V4 is not served by vLLM {version.text}",
-                           hint="kvplan models V4 as vLLM 0.33 lays it out: use "
-                                "--vllm-version 0.20 or later")
+                           hint="kvplan models V4 from vLLM 0.20: use --vllm-version "
+                                "0.20 or later")
         if kv != "fp8_ds_mla":
             raise BadInput(f"DeepSeek-V4's FlashMLA path stores only fp8_ds_mla, not {kv}",
                            hint="use --kv-cache-dtype auto or fp8")
