@@ -32,7 +32,6 @@ from kvplan.core.kvspec import (
     layer_specs,
     state_bytes,
 )
-from kvplan.core.loadmem import PADDED, Schemes, decoder_weights, fp8_path, load_extra
 from kvplan.core.mm import QWEN2_VL, QWEN3_VL, EncoderProfile, encoder_profile, towers_tp_sharded
 from kvplan.core.params import (
     NVFP4_BYTES,
@@ -836,6 +835,8 @@ def _rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
     none = [0] * len(stages)
     if gpu.vendor != "amd":
         return none, False
+    from kvplan.core.loadmem import PADDED, Schemes, decoder_weights, fp8_path, load_extra
+
     d = dtype_bytes(model_dtype)
     tp, h, ep_on = a.tensor_parallel_size, arch.hidden_size, a.enable_expert_parallel
     wb = weight_bytes(arch, d, a.quantization, model.hf_quant_config)
