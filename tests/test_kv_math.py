@@ -665,3 +665,21 @@ def test_weight_only_int_moe_scratch_is_per_call_before_020():
     with pytest.raises(BadInput, match="mm-encoder-tp-mode"):
         run(cfg, gpu=H200, version="0.8", mm_encoder_tp_mode="data",
             kv_cache_memory_bytes=GiB)
+
+
+def test_mla_profile_scratch_sets_the_forward_peak_at_few_sequences():
+    # DeepSeek-R1 (block FP8) at TP8 on H200, 0.18, --max-num-seqs 64, 8,192 tokens.
+    # Every MLA layer allocates [chunked_prefill_workspace_size, 16 heads, 128 + 128] bf16 in
+    # the profile forward: min(max(8 x 8,192, 4 x 64 x 64), 65,536) = 65,536 rows = 512 MiB,
+    # on top of the kept modular MoE workspace (8,192 x 8 rows x (7,168 + 7,168) x 2 B) and
+    # the 4 hidden-sized copies (8,192 x 4 x 7,168 x 2 B)
+    r1 = {**DEEPSEEK_V3, "quantization_config": {
+        "quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}}
+    r = run(r1, gpu=H200, version="0.18", tensor_parallel_size=8, max_model_len=8192,
+            max_num_seqs=64, kv_cache_memory_bytes=GiB)
+    moe = 8192 * 8 * (7168 + 7168) * 2
+    assert r.moe_workspace_bytes == moe
+    forward = 8192 * 4 * 7168 * 2 + moe + 65536 * 16 * 256 * 2
+    sampler = 64 * 129280 * 4 * 3.9  # held + sampler: 1.87 GiB, below the MLA point
+    assert forward > moe + sampler
+    assert r.budget.activation == forward + 64 * 2**20 == 2_952_790_016

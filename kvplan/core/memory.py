@@ -178,9 +178,26 @@ class ActivationShape:
         return self.moe_workspace(min(tokens, chunk or tokens)) * self.act_bytes
 
 
+def mla_profile_scratch(max_model_len: int, max_num_seqs: int, block_size: int,
+                        heads_local: int, up_dim: int, act_bytes: int, *,
+                        seqs_floor: bool) -> int:
+    """The throw-away tensor every MLA layer allocates in the profile forward
+    (`MLAAttention.forward_impl` with no metadata: "simulate to worse case output size for
+    `self.kv_b_proj(kv_c_normed)`", [chunked_prefill_workspace_size, heads, nope + v]).
+    `determine_chunked_prefill_workspace_size`: min(max(8 x max_model_len, 4 x max_num_seqs x
+    block), 65,536) tokens, at least max_num_seqs x block before 0.33 (`seqs_floor`; 0.18.0),
+    rounded up to the block in 0.33 (`align_mla_chunked_context_workspace_size`). 512 MiB for
+    DeepSeek-R1 at TP8 (65,536 x 16 heads x 256 x 2 B); freed before the next layer."""
+    ws = min(max(8 * max_model_len, 4 * max_num_seqs * block_size), 64 * 1024)
+    ws = max(ws, max_num_seqs * block_size) if seqs_floor else \
+        -(-max(ws, block_size) // block_size) * block_size
+    return ws * heads_local * up_dim * act_bytes
+
+
 def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num_seqs: int,
                     *, v1: bool, sampler_copies: float | None = None,
-                    moe_chunk: int | None = None, v020: bool = False) -> int:
+                    moe_chunk: int | None = None, v020: bool = False,
+                    attn_scratch: int = 0) -> int:
     """Peak torch memory of the profile run above the weights (empirical model).
 
     The profile run forwards `max_num_batched_tokens` tokens split over
@@ -189,7 +206,9 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     The fused-MoE workspace covers `moe_chunk` tokens at a time (`VLLM_FUSED_MOE_CHUNK_SIZE`
     up to 0.17); every kernel but the functional one keeps it allocated (0.11
     `SharedResizableBuffer`, 0.13+ `WorkspaceManager`), so it is still there while the
-    sampler runs. `v020` adds what 0.20+ keeps after the profile.
+    sampler runs. `v020` adds what 0.20+ keeps after the profile. `attn_scratch`: a
+    transient an attention layer allocates in the forward on top of the kept MoE scratch
+    (`mla_profile_scratch`).
     """
     tokens = max_num_batched_tokens
     reqs = min(tokens, max_num_seqs)
@@ -200,6 +219,8 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     copies = const("sampler_fp32_copies") if sampler_copies is None else sampler_copies
     sampler = reqs * shape.vocab * 4 * copies
     held = moe if shape.moe_kernel != "functional" else 0
+    if attn_scratch:
+        forward = max(forward, tokens * per_token * shape.act_bytes + held + attn_scratch)
     fixed = const("act_fixed_mib") + (const("act_v020_mib") if v020 else 0.0)
     return int(max(forward, held + sampler) + fixed * MiB)
 

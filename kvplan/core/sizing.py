@@ -648,11 +648,21 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             notes.append(f"the vllm/vllm-openai image of this release samples through FlashInfer "
                          f"in the profile run, leaving {saved / GiB:.1f} GiB more KV cache than "
                          "a pip install without flashinfer: --flashinfer-sampler models it")
+
+    scratch = 0
+    if version.v1 and MLA in arch.kinds:  # not DeepSeek-V4's own attention
+        t = arch.text_config
+        nope = int(t.get("qk_nope_head_dim") or 0)
+        scratch = M.mla_profile_scratch(
+            mml, seqs, bs, max(arch.num_attention_heads // tp, 1),
+            nope + int(t.get("v_head_dim") or nope), dtype_bytes(model_dtype),
+            seqs_floor=not version.at_least(0, 33))
+
     def lm_peak(sampler_reqs: int) -> int:
         return M.activation_peak(shape, mnbt, sampler_reqs, v1=version.v1,
                                  sampler_copies=M.const(copies),
                                  moe_chunk=version.moe_chunk,
-                                 v020=version.at_least(0, 20))
+                                 v020=version.at_least(0, 20), attn_scratch=scratch)
 
     act = lm_peak(seqs)
     if shape.moe_kernel.startswith("deepgemm") and a.moe_backend == "auto":
