@@ -34,6 +34,8 @@ UTIL = typer.Option(None, "--gpu-memory-utilization")
 MNBT = typer.Option(None, "--max-num-batched-tokens")
 CATALOG = typer.Option(None, "--catalog")
 JSON_OPT = typer.Option(False, "--json")
+ENV = typer.Option(None, "--env", help="NAME=VALUE of the server's environment (repeatable), "
+                   "as `kvplan size --env`.")
 
 
 def build_workload(workload, prompt, output, trace, rate, peak, burst, users, think, prefix):
@@ -73,7 +75,7 @@ def build_workload(workload, prompt, output, trace, rate, peak, burst, users, th
     return wl
 
 
-def _args(mml, kvd, util, mnbt, tp=1):
+def _args(mml, kvd, util, mnbt, tp=1, env=None):
     from kvplan.core.sizing import EngineArgs
     from kvplan.units import parse_vllm_int
 
@@ -81,10 +83,15 @@ def _args(mml, kvd, util, mnbt, tp=1):
     if mml is not None:
         auto = str(mml).lower() in ("-1", "auto")
         m = -1 if auto else parse_vllm_int(mml, what="--max-model-len")
-    return EngineArgs(tensor_parallel_size=tp, max_model_len=m, kv_cache_dtype=kvd,
-                      gpu_memory_utilization=util,
-                      max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens")
-                      if mnbt else None)
+    a = EngineArgs(tensor_parallel_size=tp, max_model_len=m, kv_cache_dtype=kvd,
+                   gpu_memory_utilization=util,
+                   max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens")
+                   if mnbt else None)
+    if env:
+        from kvplan.engines.vllm_env import apply_env, parse_assignments
+
+        apply_env(a, parse_assignments(env))
+    return a
 
 
 def register(app: typer.Typer) -> None:
@@ -101,6 +108,7 @@ def register(app: typer.Typer) -> None:
         workload: Optional[str] = WORKLOAD, prompt_tokens: Optional[str] = PROMPT,
         output_tokens: Optional[str] = OUTPUT, trace: Optional[str] = TRACE,
         prefix_hit: float = PREFIX, vllm_version: Optional[str] = VERSION,
+        env: Optional[list[str]] = ENV,
         catalog: Optional[list[str]] = CATALOG, as_json: bool = JSON_OPT,
     ) -> None:
         """Output tokens/s, TPOT and TTFT against batch depth; the knee and the KV ceiling."""
@@ -121,7 +129,7 @@ def register(app: typer.Typer) -> None:
         m = resolve_model(model, catalog)
         g = resolve_gpu(gpu, None, catalog)
         c = curve(m, g, _args(max_model_len, kv_cache_dtype, gpu_memory_utilization,
-                              max_num_batched_tokens, tensor_parallel_size),
+                              max_num_batched_tokens, tensor_parallel_size, env),
                   vllm_version, wl, sizes)
         if as_json:
             sys.stdout.write(json.dumps(c.to_json(), indent=2) + "\n")
@@ -153,7 +161,7 @@ def register(app: typer.Typer) -> None:
         emit_flags: bool = typer.Option(False, "--emit-flags", help="Print only the engine "
                                         "flags, shell-quoted, on one line."),
         top: int = typer.Option(3, "--top", help="Deployments shown side by side."),
-        vllm_version: Optional[str] = VERSION,
+        vllm_version: Optional[str] = VERSION, env: Optional[list[str]] = ENV,
         catalog: Optional[list[str]] = CATALOG, as_json: bool = JSON_OPT,
     ) -> None:
         """A deployment plan: safe max-num-seqs, replicas, admission limits, cost, command."""
@@ -180,7 +188,7 @@ def register(app: typer.Typer) -> None:
         m = resolve_model(model, catalog)
         rec = recommend(m, gpu, tensor_parallel_size, kv_cache_dtype,
                         _args(max_model_len, "auto", gpu_memory_utilization,
-                              max_num_batched_tokens),
+                              max_num_batched_tokens, env=env),
                         vllm_version, wl, t, engine, catalog, top)
         if emit_flags:
             import shlex

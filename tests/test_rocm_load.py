@@ -174,3 +174,21 @@ def test_fp8_processing_path_by_checkpoint_format():
     assert [fp8_path(ct(x)) for x in ("channel", "tensor", "block")] == [
         "channel", "tensor", "block"]
     assert fp8_path({"quant_method": "modelopt"}) == "channel"  # not padded
+
+
+def test_recommend_takes_env_and_puts_it_in_the_command(capsys):
+    import json
+
+    from kvplan.cli import main
+
+    def rec(*extra):
+        assert main(["recommend", "Qwen/Qwen3-VL-30B-A3B-Instruct", "--gpu", "mi300x",
+                     "--vllm-version", "0.18", "--workload", "chat", "--rate", "5", "--json",
+                     *extra]) == 0
+        return json.loads(capsys.readouterr()[0])
+
+    on, off = rec(), rec("--env", "VLLM_ROCM_MOE_PADDING=0")
+    # 20.6 GiB more KV per GPU without the padded MoE copies: a higher safe cap
+    assert off["max_num_seqs"] > on["max_num_seqs"]
+    assert off["command"].startswith("VLLM_ROCM_MOE_PADDING=0 vllm serve ")
+    assert on["command"].startswith("vllm serve ")

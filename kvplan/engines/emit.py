@@ -79,7 +79,9 @@ def flags_for(p: Plan, engine: str) -> list[str]:
 def command_for(p: Plan, engine: str, model_id: str) -> str:
     flags = flags_for(p, engine)
     if engine == "vllm":
-        head = ["vllm", "serve", model_id]
+        from kvplan.engines.vllm_env import env_for
+
+        head = [*env_for(p.result.args), "vllm", "serve", model_id]
     elif engine == "sglang":
         head = ["python", "-m", "sglang.launch_server", "--model-path", model_id]
     else:

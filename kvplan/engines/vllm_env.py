@@ -52,3 +52,13 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
                            "VLLM_ROCM_MOE_PADDING=0")
         out[name.strip()] = value
     return out
+
+
+def env_for(args: Any) -> list[str]:
+    """`NAME=VALUE` for every modelled variable whose field differs from vLLM's default
+    (to prefix a launch command)."""
+    from dataclasses import fields
+
+    defaults = {f.name: f.default for f in fields(args)}
+    return [f"{name}={int(getattr(args, fld))}" for name, (fld, _) in ENV_FIELDS.items()
+            if getattr(args, fld) != defaults.get(fld)]
