@@ -87,3 +87,29 @@ def test_moe_scratch_grows_with_tokens_and_kept_kinds_cover_the_function(tokens,
     # per-expert padding at least the modular rows
     assert ws("modular", tokens) >= ws("functional", tokens)
     assert ws("deepgemm", tokens) >= ws("modular", tokens)
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["malloc", "free", "empty"]),
+                              st.integers(1, 64 << 20)), max_size=60))
+def test_caching_allocator_bookkeeping(ops):
+    from kvplan.core.allocsim import Allocator
+
+    a, live = Allocator(), []
+    for op, n in ops:
+        if op == "malloc":
+            live.append(a.malloc(n))
+            assert live[-1].size >= n
+        elif op == "free" and live:
+            a.free(live.pop(n % len(live)))
+        elif op == "empty":
+            a.empty_cache()
+        # allocated counts the live blocks; reserved covers them
+        assert a.allocated == sum(b.size for b in live) <= a.reserved
+        for pool in a._free.values():  # a free block never has a free neighbour
+            for _, _, b in pool:
+                assert b.free and not (b.prev and b.prev.free) and not (b.next and b.next.free)
+    for b in live:
+        a.free(b)
+    a.empty_cache()
+    assert a.allocated == 0 and a.reserved == 0
