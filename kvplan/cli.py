@@ -98,8 +98,8 @@ def size_cmd(
                                                help="Target vLLM release (default 0.33)."),
     env: Optional[list[str]] = typer.Option(
         None, "--env", help="NAME=VALUE of the server's environment (repeatable). Modelled: "
-        "VLLM_ROCM_MOE_PADDING, VLLM_ROCM_FP8_PADDING, VLLM_USE_FLASHINFER_SAMPLER; others "
-        "are noted and ignored."),
+        "VLLM_ROCM_MOE_PADDING, VLLM_ROCM_FP8_PADDING, VLLM_ROCM_USE_AITER(_MOE) (the MoE "
+        "weight shuffle), VLLM_USE_FLASHINFER_SAMPLER; others are noted and ignored."),
     catalog: Optional[list[str]] = CatalogOpt,
     revision: Optional[str] = typer.Option(None, "--revision", help="Hub branch, tag or commit."),
     token: Optional[str] = typer.Option(None, "--token", help="Hub token (default: HF_TOKEN or "

@@ -192,3 +192,23 @@ def test_recommend_takes_env_and_puts_it_in_the_command(capsys):
     assert off["max_num_seqs"] > on["max_num_seqs"]
     assert off["command"].startswith("VLLM_ROCM_MOE_PADDING=0 vllm serve ")
     assert on["command"].startswith("vllm serve ")
+
+
+def test_aiter_moe_shuffle_replaces_the_padded_weights():
+    def extra(version, **kw):
+        def w(gpu):
+            return size(Model("m", QWEN3_30B_A3B), gpu, EngineArgs(max_model_len=8192, **kw),
+                        version).budget.weights
+        return w(MI300X) - w(H200)
+
+    MiB = 1 << 20
+    # VLLM_ROCM_USE_AITER=1: per layer the pads run, then `shuffle_weights` copies w13 and w2
+    # into new tensors and the padded views are dropped. The next layer's padded w13 takes
+    # the freed padded w13 (816 MiB) and `empty_cache()` releases the older original w13;
+    # at the end the last padded w13 and the last original w13 (768 MiB, its padded w2
+    # freed back into it) stay cached
+    assert extra("0.18", rocm_aiter=True) == (816 + 768) * MiB
+    assert extra("0.24", rocm_aiter=True) == 0  # nothing stays padded; allocated memory
+    # without the padding only the last layer's originals stay cached
+    assert extra("0.18", rocm_aiter=True, rocm_moe_padding=False) == (768 + 384) * MiB
+    assert extra("0.18", rocm_aiter=True, rocm_aiter_moe=False) == 22_145_925_120

@@ -171,14 +171,14 @@ def flag_values(out: Outcome, p: Parsed, reg: Any) -> None:
                     f"{reg.release}'s values (a plugin may add it)", f.loc,
                     fix=f"use one of {', '.join(known[:6])}", current=f.value)
     if p.engine == "vllm":
-        from kvplan.engines.vllm_env import ENV_FIELDS, int_bool
+        from kvplan.engines.vllm_env import ENV_FIELDS, parse_value
 
         for var in ENV_FIELDS:
             ev = p.cmd.env.get(var)
             if ev is None or ev.value is None:
                 continue
             try:
-                int_bool(var, ev.value)
+                parse_value(var, ev.value)
             except BadInput as e:
                 out.add("flag-values", FAIL, f"{e.message}", ev.loc, fix=e.hint,
                         current=ev.value)

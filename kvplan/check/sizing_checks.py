@@ -122,7 +122,7 @@ def _engine_args(p: Parsed) -> Any:
     (`engines/vllm_env.py`; a value vLLM cannot parse is left at its default here and
     reported by `flag-values`)."""
     from kvplan.core.sizing import EngineArgs
-    from kvplan.engines.vllm_env import ENV_FIELDS, int_bool
+    from kvplan.engines.vllm_env import ENV_FIELDS, parse_value
 
     names = {f.name for f in fields(EngineArgs)}
     a = EngineArgs(**{k: v for k, v in p.values.items() if k in names})
@@ -131,7 +131,7 @@ def _engine_args(p: Parsed) -> Any:
             value = _env_flag(p, var)
             if value is not None:
                 with contextlib.suppress(BadInput):  # flag-values reports it
-                    setattr(a, fld, int_bool(var, value))
+                    setattr(a, fld, parse_value(var, value))
     return a
 
 

@@ -59,10 +59,12 @@ class Weight:
 
 @lru_cache(maxsize=32)
 def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool, moe_kept: bool,
-               fp8_pad: bool = True) -> int:
+               fp8_pad: bool = True, moe_shuffle: bool = False) -> int:
     """Bytes the load figure holds beyond the weights: padding kept, plus (`cached`, to 0.20)
     what the allocator keeps reserved once every weight is processed. `moe_kept` / `fp8_pad`:
-    MoE padding kept as the parameter, FP8 linears padded (the two ROCm padding switches)."""
+    MoE padding kept as the parameter, FP8 linears padded (the two ROCm padding switches).
+    `moe_shuffle`: AITER's fused MoE then copies each layer's w13 and w2 into its shuffled
+    layout and drops the padded ones."""
     a = Allocator()
     live = [a.malloc(w.nbytes) for w in weights if w.kind != KEPT_AFTER]
     kept = 0
@@ -75,9 +77,21 @@ def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool, moe_kep
         live[i] = padded
         kept += w.pad
 
-    for i, w in enumerate(x for x in weights if x.kind != KEPT_AFTER):
+    order = [x for x in weights if x.kind != KEPT_AFTER]
+    w13: int | None = None  # a layer's w13, waiting for its w2
+    for i, w in enumerate(order):
         if w.kind == MOE and moe_kept and w.pad:
             pad(i, w)
+        if w.kind == MOE and moe_shuffle:
+            if w13 is None:
+                w13 = i
+                continue
+            pair, w13 = (w13, i), None
+            copies = [a.malloc(order[j].nbytes) for j in pair]
+            for j, c in zip(pair, copies):
+                a.free(live[j])
+                live[j] = c
+                kept -= order[j].pad if moe_kept else 0
         if w.kind == ONLINE:  # `scaled_fp8_quant` of the 16-bit weight, which is dropped
             q = a.malloc(w.rows * w.row)
             a.free(live[i])

@@ -111,6 +111,8 @@ class EngineArgs:
     flashinfer_sampler: bool = False  # VLLM_USE_FLASHINFER_SAMPLER with flashinfer installed
     rocm_moe_padding: bool = True  # VLLM_ROCM_MOE_PADDING
     rocm_fp8_padding: bool = True  # VLLM_ROCM_FP8_PADDING
+    rocm_aiter: bool = False  # VLLM_ROCM_USE_AITER
+    rocm_aiter_moe: bool = True  # VLLM_ROCM_USE_AITER_MOE
     usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
     skip_mm_profiling: bool = False  # --skip-mm-profiling: no vision encoder in the profile
     # --language-model-only (= --limit-mm-per-prompt 0 for every modality): the vision tower
@@ -612,6 +614,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                                           mistral_native_tower(model.id))
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
     extra, moe_padded = _rocm_load_extra(model, arch, a, gpu, version, model_dtype, stages)
+    if a.rocm_aiter and gpu.vendor == "amd":
+        notes.append("VLLM_ROCM_USE_AITER: kvplan models AITER's MoE weight shuffle, not its "
+                     "attention and GEMM kernels' share of the profile run")
     weights = [w + rope + x for w, x in zip(weights, extra)]
     if max(extra) >= 64 * MiB:
         notes.append(f"ROCm: vLLM's weight post-processing adds {max(extra) / GiB:.2f} GiB per "
@@ -857,8 +862,11 @@ def _rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
         return None if b != 1 else path if serialized else "online"
 
     schemes = Schemes(d, part(wb.linear), part(wb.mlp_bytes), part(wb.expert))
+    # AITER's fused MoE (gfx9) replaces the padded views with shuffled copies
+    # (`rocm_aiter_ops.shuffle_weights`: `.data =` to 0.13, `replace_parameter` from 0.14)
+    shuffle = a.rocm_aiter and a.rocm_aiter_moe and gpu.compute_capability.startswith("gfx9")
     moe_kept = version.rocm_moe_padding_kept and a.rocm_moe_padding
-    moe_padded = bool(arch.num_experts) and wb.expert == d and moe_kept
+    moe_padded = bool(arch.num_experts) and wb.expert == d and moe_kept and not shuffle
     fp8_pad = a.rocm_fp8_padding and (schemes.attn in PADDED or schemes.mlp in PADDED)
     if not version.rocm_load_counts_cache and not (fp8_pad or moe_padded):
         return none, False  # nothing kept, and the load is allocated memory
@@ -883,7 +891,7 @@ def _rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
             tower=tower, tower_tp=tower_tp)
         out.append(load_extra(ws, fnuz=fp8_fnuz(gpu.compute_capability),
                               cached=version.rocm_load_counts_cache, moe_kept=moe_kept,
-                              fp8_pad=a.rocm_fp8_padding))
+                              fp8_pad=a.rocm_fp8_padding, moe_shuffle=shuffle))
     return out, moe_padded
 
 

@@ -19,7 +19,13 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
         "rocm_fp8_padding", "ROCm: pad per-tensor and block FP8 linears (default 1)"),
     "VLLM_USE_FLASHINFER_SAMPLER": (
         "flashinfer_sampler", "sample through FlashInfer (profiled in 0.10-0.11.0)"),
+    "VLLM_ROCM_USE_AITER": (
+        "rocm_aiter", "ROCm: AITER kernels (default off); kvplan models the MoE weight shuffle"),
+    "VLLM_ROCM_USE_AITER_MOE": (
+        "rocm_aiter_moe", "ROCm: AITER fused MoE when AITER is on (default on)"),
 }
+# read as `value.lower() in ("true", "1")`, never an error (`envs.py`); the rest as integers
+TEXT_FLAGS = {"VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE"}
 
 
 def int_bool(name: str, value: str) -> bool:
@@ -30,13 +36,20 @@ def int_bool(name: str, value: str) -> bool:
                        "to start on anything else", hint=f"set {name}=0 or {name}=1") from None
 
 
+def parse_value(name: str, value: str) -> bool:
+    """A modelled variable's value as vLLM reads it."""
+    if name in TEXT_FLAGS:
+        return value.strip().lower() in ("true", "1")
+    return int_bool(name, value)
+
+
 def apply_env(args: Any, env: dict[str, str]) -> list[str]:
     """Set the fields of `args` the modelled variables name; return the names of the
     variables kvplan does not model (they are ignored)."""
     ignored = []
     for name, value in env.items():
         if name in ENV_FIELDS:
-            setattr(args, ENV_FIELDS[name][0], int_bool(name, value))
+            setattr(args, ENV_FIELDS[name][0], parse_value(name, value))
         else:
             ignored.append(name)
     return ignored
