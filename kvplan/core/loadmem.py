@@ -24,8 +24,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from kvplan.core.allocsim import Allocator
+from kvplan.core.dtypes import dtype_bytes
+from kvplan.core.mm import towers_tp_sharded
+from kvplan.core.params import count_params, mlp_intermediate, vision_shape, weight_bytes
+from kvplan.core.versions import fp8_fnuz
+
+if TYPE_CHECKING:
+    from kvplan.core.arch import ModelArch
+    from kvplan.core.sizing import EngineArgs, Gpu, Model
+    from kvplan.core.versions import VllmVersion
 
 PAD_BYTES = 256  # `num_pad = 256 // weight.element_size()` elements per row
 ROW_ALIGN = 512  # padded only when `stride(-2) * element_size() % 512 == 0`
@@ -216,3 +226,55 @@ def decoder_weights(layers: list, t: dict, *, hidden: int, heads: int, vocab: in
     if last and lm_head:
         out.append(Weight(-(-vocab // tp), h, s.d))
     return tuple(w for w in out + after if w.nbytes > 1 << 20)
+
+
+def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
+                    version: VllmVersion, model_dtype: str,
+                    stages: list[range]) -> tuple[list[int], bool]:
+    """Per stage, what ROCm's load figure adds to the weights: the post-processing of the
+    weights replayed through the caching allocator; and whether unquantized MoE weights
+    stay padded."""
+    none = [0] * len(stages)
+    if gpu.vendor != "amd":
+        return none, False
+    d = dtype_bytes(model_dtype)
+    tp, h, ep_on = a.tensor_parallel_size, arch.hidden_size, a.enable_expert_parallel
+    wb = weight_bytes(arch, d, a.quantization, model.hf_quant_config)
+    serialized = bool(arch.quantization or model.hf_quant_config)
+    path = fp8_path(arch.quantization or {})
+
+    def part(b: float) -> str | None:
+        return None if b != 1 else path if serialized else "online"
+
+    schemes = Schemes(d, part(wb.linear), part(wb.mlp_bytes), part(wb.expert))
+    # AITER's fused MoE (gfx9) replaces the padded views with shuffled copies
+    # (`rocm_aiter_ops.shuffle_weights`: `.data =` to 0.13, `replace_parameter` from 0.14)
+    shuffle = a.rocm_aiter and a.rocm_aiter_moe and gpu.compute_capability.startswith("gfx9")
+    moe_kept = version.rocm_moe_padding_kept and a.rocm_moe_padding
+    moe_padded = bool(arch.num_experts) and wb.expert == d and moe_kept and not shuffle
+    fp8_pad = a.rocm_fp8_padding and (schemes.attn in PADDED or schemes.mlp in PADDED)
+    if not version.rocm_load_counts_cache and not (fp8_pad or moe_padded):
+        return none, False  # nothing kept, and the load is allocated memory
+    moe_i = (arch.moe_intermediate_size or arch.intermediate_size) if arch.num_experts else 0
+    gated = arch.num_experts * 3 * moe_i * h
+    pc = count_params(arch).layers
+    mla_kept = version.v1 and wb.kv_b_bytes < d
+    tower = (vision_shape(arch.vision_config) if arch.vision_config
+             and not a.language_model_only else None)
+    tower_tp = tp if towers_tp_sharded(arch.architectures, mistral_native=version.
+                                       mistral_native_tower(model.id),
+                                       encoder_dp=a.mm_encoder_tp_mode == "data") else 1
+    out = []
+    for si, rng in enumerate(stages):
+        ws = decoder_weights(
+            [(arch.layers[i], mlp_intermediate(arch, pc[i]), pc[i].expert == gated)
+             for i in rng], arch.text_config, hidden=h, heads=arch.num_attention_heads,
+            vocab=arch.vocab_size, tp=tp, s=schemes, first=si == 0,
+            last=si == len(stages) - 1, lm_head=not arch.tie_word_embeddings,
+            experts=arch.num_experts // (tp * a.data_parallel_size if ep_on else 1),
+            expert_inter=moe_i // (1 if ep_on else tp), mla_kept=mla_kept,
+            tower=tower, tower_tp=tower_tp)
+        out.append(load_extra(ws, fnuz=fp8_fnuz(gpu.compute_capability),
+                              cached=version.rocm_load_counts_cache, moe_kept=moe_kept,
+                              fp8_pad=a.rocm_fp8_padding, moe_shuffle=shuffle))
+    return out, moe_padded

@@ -37,13 +37,11 @@ from kvplan.core.params import (
     NVFP4_BYTES,
     count_params,
     expert_padding,
-    mlp_intermediate,
     rope_cache_bytes,
-    vision_shape,
     weight_bytes,
 )
 from kvplan.core.tensors import TensorSummary
-from kvplan.core.versions import VllmVersion, cc_major, fp8_fnuz
+from kvplan.core.versions import VllmVersion, cc_major
 from kvplan.errors import BadInput
 from kvplan.units import GiB, MiB, cdiv
 
@@ -613,7 +611,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                                           mistral_native=version.
                                                           mistral_native_tower(model.id))
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
-    extra, moe_padded = _rocm_load_extra(model, arch, a, gpu, version, model_dtype, stages)
+    extra, moe_padded = [0] * len(stages), False
+    if gpu.vendor == "amd":  # the replay is imported for AMD GPUs only
+        from kvplan.core.loadmem import rocm_load_extra
+
+        extra, moe_padded = rocm_load_extra(model, arch, a, gpu, version, model_dtype, stages)
     if a.rocm_aiter and gpu.vendor == "amd":
         notes.append("VLLM_ROCM_USE_AITER: kvplan models AITER's MoE weight shuffle, not its "
                      "attention and GEMM kernels' share of the profile run")
@@ -839,60 +841,6 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk))
-
-
-def _rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
-                     version: VllmVersion, model_dtype: str,
-                     stages: list[range]) -> tuple[list[int], bool]:
-    """Per stage, what ROCm's load figure adds to the weights: the post-processing of the
-    weights replayed through the caching allocator (core/loadmem.py); and whether
-    unquantized MoE weights stay padded."""
-    none = [0] * len(stages)
-    if gpu.vendor != "amd":
-        return none, False
-    from kvplan.core.loadmem import PADDED, Schemes, decoder_weights, fp8_path, load_extra
-
-    d = dtype_bytes(model_dtype)
-    tp, h, ep_on = a.tensor_parallel_size, arch.hidden_size, a.enable_expert_parallel
-    wb = weight_bytes(arch, d, a.quantization, model.hf_quant_config)
-    serialized = bool(arch.quantization or model.hf_quant_config)
-    path = fp8_path(arch.quantization or {})
-
-    def part(b: float) -> str | None:
-        return None if b != 1 else path if serialized else "online"
-
-    schemes = Schemes(d, part(wb.linear), part(wb.mlp_bytes), part(wb.expert))
-    # AITER's fused MoE (gfx9) replaces the padded views with shuffled copies
-    # (`rocm_aiter_ops.shuffle_weights`: `.data =` to 0.13, `replace_parameter` from 0.14)
-    shuffle = a.rocm_aiter and a.rocm_aiter_moe and gpu.compute_capability.startswith("gfx9")
-    moe_kept = version.rocm_moe_padding_kept and a.rocm_moe_padding
-    moe_padded = bool(arch.num_experts) and wb.expert == d and moe_kept and not shuffle
-    fp8_pad = a.rocm_fp8_padding and (schemes.attn in PADDED or schemes.mlp in PADDED)
-    if not version.rocm_load_counts_cache and not (fp8_pad or moe_padded):
-        return none, False  # nothing kept, and the load is allocated memory
-    moe_i = _activation_shape(arch, 1, 1, model_dtype).moe_intermediate_local
-    gated = arch.num_experts * 3 * moe_i * h
-    pc = count_params(arch).layers
-    mla_kept = version.v1 and wb.kv_b_bytes < d
-    tower = (vision_shape(arch.vision_config) if arch.vision_config
-             and not a.language_model_only else None)
-    tower_tp = tp if towers_tp_sharded(arch.architectures, mistral_native=version.
-                                       mistral_native_tower(model.id),
-                                       encoder_dp=a.mm_encoder_tp_mode == "data") else 1
-    out = []
-    for si, rng in enumerate(stages):
-        ws = decoder_weights(
-            [(arch.layers[i], mlp_intermediate(arch, pc[i]), pc[i].expert == gated)
-             for i in rng], arch.text_config, hidden=h, heads=arch.num_attention_heads,
-            vocab=arch.vocab_size, tp=tp, s=schemes, first=si == 0,
-            last=si == len(stages) - 1, lm_head=not arch.tie_word_embeddings,
-            experts=arch.num_experts // (tp * a.data_parallel_size if ep_on else 1),
-            expert_inter=moe_i // (1 if ep_on else tp), mla_kept=mla_kept,
-            tower=tower, tower_tp=tower_tp)
-        out.append(load_extra(ws, fnuz=fp8_fnuz(gpu.compute_capability),
-                              cached=version.rocm_load_counts_cache, moe_kept=moe_kept,
-                              fp8_pad=a.rocm_fp8_padding, moe_shuffle=shuffle))
-    return out, moe_padded
 
 
 def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: EngineArgs,
