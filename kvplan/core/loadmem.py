@@ -12,6 +12,10 @@ module), and on ROCm that allocates:
   fp16 and requantized shard by shard to one scale (`requantize_with_max_scale`).
 * on fnuz GPUs (MI300X/MI325X, `is_fp8_fnuz`) FP8 weights are converted in place
   (`normalize_e4m3fn_to_e4m3fnuz`: `w[w == -128] = 0`, a one-byte bool mask per element).
+* online FP8 (`-q fp8` of a 16-bit checkpoint) quantizes each loaded 16-bit weight into a
+  new tensor and drops the original.
+* with `VLLM_ROCM_USE_AITER=1`, AITER's fused MoE copies each layer's w13 and w2 into its
+  shuffled layout after the pads (`rocm_aiter_ops.shuffle_weights`) and drops the padded ones.
 * MLA dequantizes a quantized kv_b_proj into a kept 16-bit copy, after every linear.
 Up to 0.20 ROCm measures the load as device memory in use (`get_current_memory_usage`:
 `mem_get_info` total - free; `max_memory_allocated` from 0.21), so what the caching
