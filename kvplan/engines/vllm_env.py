@@ -1,8 +1,9 @@
 """vLLM environment variables that change memory, mapped onto `EngineArgs` fields.
 
-`kvplan size --env NAME=VALUE` and `kvplan check` (the container's environment) both read
-them here. vLLM parses these as `bool(int(value))` (`vllm/envs.py`), so a value that is not an
-integer makes vLLM fail at start-up.
+`kvplan size --env NAME=VALUE` (also `recommend` and `throughput`) and `kvplan check` (the
+container's environment) read them here. vLLM parses the padding and sampler switches as
+`bool(int(value))` (`vllm/envs.py`), so a value that is not an integer makes vLLM fail at
+start-up; the AITER switches as `value.lower() in ("true", "1")`.
 """
 
 from __future__ import annotations
