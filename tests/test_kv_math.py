@@ -683,3 +683,43 @@ def test_mla_profile_scratch_sets_the_forward_peak_at_few_sequences():
     sampler = 64 * 129280 * 4 * 3.9  # held + sampler: 1.87 GiB, below the MLA point
     assert forward > moe + sampler
     assert r.budget.activation == forward + 64 * 2**20 == 2_952_790_016
+
+
+def test_deepseek_v4_profile_forward_peak_by_release():
+    # DeepSeek-V4-Pro TP8 on H200, 8,192 tokens, 64 sequences (so the forward sets the peak).
+    # Inside a C4 layer's indexer (0.20.2), per token: mHC stream 2 x 4 x 7,168, mixes
+    # 4 x 4 x 5, normed input 2 x 7,168, output padded to 64 heads 2 x 64 x 512, q_a+kv and
+    # normed copies 4 x 1,536 + 20 x 512, q 2 x 16 x 512, indexer kv/score 16 x 128, indexer
+    # q bf16 + fp8 3 x 64 x 128, weights 6 x 64 = 197,072 B; plus the 512 MiB throw-away
+    from kvplan.sources.resolve import resolve_model
+
+    v4 = resolve_model("deepseek-ai/DeepSeek-V4-Pro")
+    per_tok = (2 * 4 * 7168 + 4 * 4 * 5 + 2 * 7168 + 2 * 64 * 512 + 4 * 1536 + 20 * 512
+               + 2 * 16 * 512 + 16 * 128 + 3 * 64 * 128 + 6 * 64)
+    assert per_tok == 197072
+    fixed = (64 + 450) * 2**20
+    for version, point in (("0.20.2", 8192 * per_tok + 512 * 2**20),
+                           # 0.33 runs eagerly: two streams, the previous FFN output, a padded
+                           # q, and at TP > 1 a second throw-away of 8 x T x topk
+                           ("0.33", 8192 * 301600 + 512 * 2**20 + 8 * 8192 * 1024)):
+        r = size(v4, H200, EngineArgs(tensor_parallel_size=8, max_model_len=8192,
+                                      max_num_seqs=64, kv_cache_dtype="fp8",
+                                      kv_cache_memory_bytes=GiB), version)
+        assert r.budget.activation == r.moe_workspace_bytes + point + fixed
+    assert 8192 * per_tok + 512 * 2**20 == int(2051.625 * 2**20)
+
+
+def test_deepseek_v4_workspace_reservations_grow_with_the_context():
+    from kvplan.core import memory as M
+    from kvplan.sources.resolve import resolve_model
+
+    t = resolve_model("deepseek-ai/DeepSeek-V4-Flash").config
+    # the indexer's K gather: 40 x L // 4 rows of 128 + 4 B (+ 1 MiB), in the same kept buffer
+    # as the MoE scratch; at 1M tokens it is 1,321 MiB, above Flash's 768 MiB MoE scratch
+    _, floor = M.dsv4_profile(t, tokens=8192, max_model_len=1048576, heads_local=8, tp=8,
+                              v033=False, nvidia=True)
+    assert floor == 1320 * 1048576 + 2**20
+    # 0.33 sizes that buffer with factor 2 past 262,144 tokens: the prefill gather wins
+    _, floor = M.dsv4_profile(t, tokens=8192, max_model_len=1048576, heads_local=8, tp=8,
+                              v033=True, nvidia=True)
+    assert floor == 4 * (1048576 // 4 + 128 + 8192) * 512 * 2 + 8192 * 640 * 4 + 4 * 8192

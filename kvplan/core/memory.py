@@ -194,10 +194,57 @@ def mla_profile_scratch(max_model_len: int, max_num_seqs: int, block_size: int,
     return ws * heads_local * up_dim * act_bytes
 
 
+def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, tp: int,
+                 v033: bool, nvidia: bool) -> tuple[int, int]:
+    """DeepSeek-V4's profile forward: (bytes alive at its peak besides the shared workspace,
+    the shared workspace's attention / indexer reservations).
+
+    The peak is inside a C4 layer's indexer, at the throw-away `torch.empty` of
+    `VLLM_SPARSE_INDEXER_MAX_LOGITS_MB` (512 MiB): the mHC residual stream (hc x hidden),
+    its mixes, the normed input, the output padded to FlashMLA's 64 / 128 heads, the fused
+    q_a+kv projection, both compressors' fp32 kv/score, the indexer's q (bf16 and fp8) and
+    weights. 0.20.2 (`deepseek_v4_attention.py attention_impl`, `sparse_attn_indexer.py`)
+    runs under torch.compile; 0.33 (`models/deepseek_v4`, eager) also keeps the previous
+    layer's stream and FFN output, pads q in the profile (`_fused_qnorm_rope_kv_insert`)
+    and, at TP > 1 on CUDA, makes a second throw-away of 8 x tokens x index_topk
+    (`_reserve_row_shard_exchange_transient`).
+    The reservations (`WorkspaceManager.get_simultaneous`, views of the one buffer the MoE
+    scratch uses, kept): the prefill gather 4 x (ceil(L/4) + window + T) x head_dim x 2 B
+    (0.33 adds T x roundup(topk + 128, 128) x 4 + 4T) and the indexer's K gather
+    (`get_max_prefill_buffer_size` // 4 rows of index_head_dim + 4 B, + 1 MiB; 40L rows
+    to 0.32, 8 x (5 up to 262,144 tokens, else 2) x L in 0.33)."""
+    h, hc = int(t.get("hidden_size") or 0), int(t.get("hc_mult") or 1)
+    d_head, q = int(t.get("head_dim") or 0), int(t.get("q_lora_rank") or 0)
+    n, d = int(t.get("index_n_heads") or 64), int(t.get("index_head_dim") or 128)
+    topk, window = int(t.get("index_topk") or 0), int(t.get("sliding_window") or 128)
+    pad = 64 if heads_local <= 64 else 128
+    throwaway = 512 * MiB  # VLLM_SPARSE_INDEXER_MAX_LOGITS_MB
+
+    def r256(x: int) -> int:
+        return -(-x // 256) * 256
+
+    length = max_model_len
+    if v033:
+        per_tok = (4 * hc * h + 8 * hc * (1 + hc) + 4 * h + 4 * pad * d_head + 4 * q
+                   + 20 * d_head + 16 * d + n * d + 6 * n)
+        point = tokens * per_tok + throwaway + (8 * tokens * topk if tp > 1 and nvidia else 0)
+        gather = (r256(4 * (-(-length // 4) + window + tokens) * d_head * 2)
+                  + r256(tokens * -(-(topk + 128) // 128) * 128 * 4) + r256(4 * tokens))
+        rows = 2 * (5 if length <= 262144 else 2) * length
+    else:
+        per_tok = (2 * hc * h + 4 * hc * (1 + hc) + 2 * h + 2 * pad * d_head + 4 * q
+                   + 20 * d_head + 2 * heads_local * d_head + 16 * d + 3 * n * d + 6 * n)
+        point = tokens * per_tok + throwaway
+        gather = 4 * (-(-length // 4) + window + tokens) * d_head * 2
+        rows = 10 * length
+    indexer = r256(rows * d) + r256(rows * 4) + MiB
+    return point, max(gather, indexer)
+
+
 def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num_seqs: int,
                     *, v1: bool, sampler_copies: float | None = None,
                     moe_chunk: int | None = None, v020: bool = False,
-                    attn_scratch: int = 0) -> int:
+                    attn_point: int = 0, workspace_floor: int = 0) -> int:
     """Peak torch memory of the profile run above the weights (empirical model).
 
     The profile run forwards `max_num_batched_tokens` tokens split over
@@ -206,9 +253,10 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     The fused-MoE workspace covers `moe_chunk` tokens at a time (`VLLM_FUSED_MOE_CHUNK_SIZE`
     up to 0.17); every kernel but the functional one keeps it allocated (0.11
     `SharedResizableBuffer`, 0.13+ `WorkspaceManager`), so it is still there while the
-    sampler runs. `v020` adds what 0.20+ keeps after the profile. `attn_scratch`: a
-    transient an attention layer allocates in the forward on top of the kept MoE scratch
-    (`mla_profile_scratch`).
+    sampler runs. `v020` adds what 0.20+ keeps after the profile. `attn_point`: what an
+    attention layer holds at its own peak besides the kept scratch (`mla_profile_scratch`,
+    `dsv4_profile`); `workspace_floor`: attention reservations in the same kept buffer,
+    which is as large as its largest user.
     """
     tokens = max_num_batched_tokens
     reqs = min(tokens, max_num_seqs)
@@ -218,9 +266,9 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     forward = tokens * per_token * shape.act_bytes + max(dense * shape.act_bytes, moe)
     copies = const("sampler_fp32_copies") if sampler_copies is None else sampler_copies
     sampler = reqs * shape.vocab * 4 * copies
-    held = moe if shape.moe_kernel != "functional" else 0
-    if attn_scratch:
-        forward = max(forward, tokens * per_token * shape.act_bytes + held + attn_scratch)
+    held = max(moe if shape.moe_kernel != "functional" else 0, workspace_floor)
+    if attn_point:
+        forward = max(forward, held + attn_point)
     fixed = const("act_fixed_mib") + (const("act_v020_mib") if v020 else 0.0)
     return int(max(forward, held + sampler) + fixed * MiB)
 

@@ -656,20 +656,24 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                          f"in the profile run, leaving {saved / GiB:.1f} GiB more KV cache than "
                          "a pip install without flashinfer: --flashinfer-sampler models it")
 
-    scratch = 0
-    if version.v1 and MLA in arch.kinds:  # not DeepSeek-V4's own attention
-        t = arch.text_config
+    attn_point = floor = 0
+    t, heads_local = arch.text_config, max(arch.num_attention_heads // tp, 1)
+    if version.v1 and MLA in arch.kinds:  # the MLA layer's point: hidden copies + scratch
         nope = int(t.get("qk_nope_head_dim") or 0)
-        scratch = M.mla_profile_scratch(
-            mml, seqs, bs, max(arch.num_attention_heads // tp, 1),
-            nope + int(t.get("v_head_dim") or nope), dtype_bytes(model_dtype),
-            seqs_floor=not version.at_least(0, 33))
+        attn_point = mnbt * 4 * arch.hidden_size * shape.act_bytes + M.mla_profile_scratch(
+            mml, seqs, bs, heads_local, nope + int(t.get("v_head_dim") or nope),
+            dtype_bytes(model_dtype), seqs_floor=not version.at_least(0, 33))
+    elif DSV4 in arch.kinds and any(getattr(x, "compress_ratio", 0) == 4 for x in arch.layers):
+        attn_point, floor = M.dsv4_profile(t, tokens=mnbt, max_model_len=mml,
+                                           heads_local=heads_local, tp=tp,
+                                           v033=version.at_least(0, 33),
+                                           nvidia=gpu.vendor == "nvidia")
 
     def lm_peak(sampler_reqs: int) -> int:
         return M.activation_peak(shape, mnbt, sampler_reqs, v1=version.v1,
                                  sampler_copies=M.const(copies),
-                                 moe_chunk=version.moe_chunk,
-                                 v020=version.at_least(0, 20), attn_scratch=scratch)
+                                 moe_chunk=version.moe_chunk, v020=version.at_least(0, 20),
+                                 attn_point=attn_point, workspace_floor=floor)
 
     act = lm_peak(seqs)
     if shape.moe_kernel.startswith("deepgemm") and a.moe_backend == "auto":
