@@ -113,6 +113,11 @@ class ModelArch:
         return bool(self.state_kinds)
 
     @property
+    def expert_intermediate_size(self) -> int:
+        """One routed expert's intermediate size (the MLP's when the config gives none)."""
+        return (self.moe_intermediate_size or self.intermediate_size) if self.num_experts else 0
+
+    @property
     def family_label(self) -> str:
         k = self.kinds
         parts = []

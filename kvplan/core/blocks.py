@@ -239,9 +239,14 @@ def tuple_bytes_per_block(groups: list[Group], layer_filter: set[int] | None = N
     return slots * sum(full_pages)
 
 
+def full_page_sum(groups: list[Group]) -> int:
+    """The full-attention (MLA / indexer) group's page sum: the bytes a block holds there."""
+    return max((g.page_sum for g in groups if _is_full(g.spec)), default=0)
+
+
 def weighted_blocks_per_request(groups: list[Group], max_model_len: int, inflight: int) -> int:
     """`get_max_concurrency_for_kv_cache_config` (0.20.2): each group's blocks weighted by its
     page bytes against the full-MLA group's, cdiv(sum pages_g x P_g, P_full)."""
-    full = max((g.page_sum for g in groups if _is_full(g.spec)), default=0)
+    full = full_page_sum(groups)
     total = sum(g.blocks_per_request(max_model_len, inflight) * g.page_sum for g in groups)
     return cdiv(total, full) if full else blocks_per_request(groups, max_model_len, inflight)

@@ -235,12 +235,10 @@ def decoder_weights(layers: list, t: dict, *, hidden: int, heads: int, vocab: in
 def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
                     version: VllmVersion, model_dtype: str,
                     stages: list[range]) -> tuple[list[int], bool]:
-    """Per stage, what ROCm's load figure adds to the weights: the post-processing of the
-    weights replayed through the caching allocator; and whether unquantized MoE weights
-    stay padded."""
+    """Per stage, what ROCm's load figure adds to the weights on an AMD `gpu`: the
+    post-processing of the weights replayed through the caching allocator; and whether
+    unquantized MoE weights stay padded."""
     none = [0] * len(stages)
-    if gpu.vendor != "amd":
-        return none, False
     d = dtype_bytes(model_dtype)
     tp, h, ep_on = a.tensor_parallel_size, arch.hidden_size, a.enable_expert_parallel
     wb = weight_bytes(arch, d, a.quantization, model.hf_quant_config)
@@ -259,7 +257,7 @@ def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
     fp8_pad = a.rocm_fp8_padding and (schemes.attn in PADDED or schemes.mlp in PADDED)
     if not version.rocm_load_counts_cache and not (fp8_pad or moe_padded):
         return none, False  # nothing kept, and the load is allocated memory
-    moe_i = (arch.moe_intermediate_size or arch.intermediate_size) if arch.num_experts else 0
+    moe_i = arch.expert_intermediate_size
     gated = arch.num_experts * 3 * moe_i * h
     pc = count_params(arch).layers
     mla_kept = version.v1 and wb.kv_b_bytes < d

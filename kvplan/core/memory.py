@@ -241,6 +241,11 @@ def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, 
     return point, max(gather, indexer)
 
 
+def hidden_copies_bytes(shape: ActivationShape, tokens: int) -> float:
+    """The hidden-sized activations alive in the forward (`act_hidden_copies` per token)."""
+    return tokens * const("act_hidden_copies") * shape.hidden * shape.act_bytes
+
+
 def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num_seqs: int,
                     *, v1: bool, sampler_copies: float | None = None,
                     moe_chunk: int | None = None, v020: bool = False,
@@ -260,10 +265,9 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     """
     tokens = max_num_batched_tokens
     reqs = min(tokens, max_num_seqs)
-    per_token = const("act_hidden_copies") * shape.hidden
     dense = const("act_mlp_copies") * shape.intermediate_local * tokens
     moe = shape.moe_scratch_bytes(tokens, moe_chunk)
-    forward = tokens * per_token * shape.act_bytes + max(dense * shape.act_bytes, moe)
+    forward = hidden_copies_bytes(shape, tokens) + max(dense * shape.act_bytes, moe)
     copies = const("sampler_fp32_copies") if sampler_copies is None else sampler_copies
     sampler = reqs * shape.vocab * 4 * copies
     held = max(moe if shape.moe_kernel != "functional" else 0, workspace_floor)

@@ -298,8 +298,8 @@ def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs) -> None:
     bn, bk = int(block[0]), int(block[1])
     experts_fp8 = str(arch.text_config.get("expert_dtype", "fp8")).lower() not in ("fp4",)
     parts = []  # (what, full intermediate, its TP split, whether expert parallelism avoids it)
-    moe_i = arch.moe_intermediate_size or (arch.intermediate_size if arch.num_experts else 0)
-    if arch.num_experts and moe_i and experts_fp8:
+    moe_i = arch.expert_intermediate_size
+    if moe_i and experts_fp8:
         ep = a.enable_expert_parallel
         parts.append(("the experts' intermediate", moe_i, 1 if ep else tp, not ep))
     dense = int(arch.text_config.get("intermediate_size") or 0)
@@ -660,7 +660,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     t, heads_local = arch.text_config, max(arch.num_attention_heads // tp, 1)
     if version.v1 and MLA in arch.kinds:  # the MLA layer's point: hidden copies + scratch
         nope = int(t.get("qk_nope_head_dim") or 0)
-        attn_point = mnbt * 4 * arch.hidden_size * shape.act_bytes + M.mla_profile_scratch(
+        attn_point = M.hidden_copies_bytes(shape, mnbt) + M.mla_profile_scratch(
             mml, seqs, bs, heads_local, nope + int(t.get("v_head_dim") or nope),
             dtype_bytes(model_dtype), seqs_floor=not version.at_least(0, 33))
     elif DSV4 in arch.kinds and any(getattr(x, "compress_ratio", 0) == 4 for x in arch.layers):
@@ -818,8 +818,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             tok_memo[id(x)] = _tok_bytes(x, tp, kv)
         tok.append(tok_memo[id(x)])
     if old_v4:  # a token's share of a block: the tuple slots' pages, not the MLA group's
-        full = max(g.page_sum for g in groups if g.spec.type_key[0] == "full")
-        tok = [t * bpb / full for t in tok]
+        share = bpb / B.full_page_sum(groups)
+        tok = [t * share for t in tok]
     top_stage = max(range(pp), key=lambda s: sum(tok[i] for i in stages[s]))
     per_gpu = round(sum(tok[i] for i in stages[top_stage]))
     replica = round(sum(tok) * tp / a.decode_context_parallel_size)  # DCP: each token once
@@ -916,9 +916,9 @@ def _activation_shape(arch: ModelArch, expert_tp: int, tp: int,
     which keeps experts whole)."""
     t = arch.text_config
     dense_i = max(int(t.get("intermediate_size_mlp") or 0), arch.intermediate_size)
-    moe_i = arch.moe_intermediate_size if arch.num_experts else 0
-    if arch.num_experts and not moe_i:
-        moe_i, dense_i = arch.intermediate_size, int(t.get("intermediate_size_mlp") or 0)
+    moe_i = arch.expert_intermediate_size
+    if arch.num_experts and not arch.moe_intermediate_size:  # the MLP is the experts'
+        dense_i = int(t.get("intermediate_size_mlp") or 0)
     return M.ActivationShape(hidden=arch.hidden_size, intermediate_local=cdiv(dense_i, tp),
                              moe_intermediate_local=cdiv(moe_i, expert_tp) if moe_i else 0,
                              top_k=arch.experts_per_tok or 1, vocab=arch.vocab_size,
