@@ -46,10 +46,6 @@ RECIPES = {
                                               "re:.*linear_attn.*"],
     "RedHatAI/Qwen3-235B-A22B-FP8-dynamic": ["lm_head"],
 }
-# serialized FP8 checkpoints whose recipe is not published: FP8_DYNAMIC of every Linear but
-# the LM head (the same bytes as online FP8), so that they load as FP8 checkpoints do. On
-# ROCm up to 0.20 online FP8 loads the 16-bit weights first, which these checkpoints do not.
-UNKNOWN_RECIPE = {"RedHatAI/Llama-4-Maverick-17B-128E-Instruct-FP8": ["lm_head"]}
 # FP8_DYNAMIC checkpoints whose card gives no recipe but whose siblings' cards do: the
 # sibling's ignore list (same publisher, same family, same release)
 SIBLING_RECIPE = {"RedHatAI/Qwen3.5-35B-A3B-FP8-dynamic": (
@@ -61,8 +57,8 @@ ASSUMED = {
     "RedHatAI/Qwen3-235B-A22B-FP8-dynamic": (
         "Qwen/Qwen3-235B-A22B", "fp8", "FP8-dynamic checkpoint sized as online FP8"),
     "RedHatAI/Llama-4-Maverick-17B-128E-Instruct-FP8": (
-        "meta-llama/Llama-4-Maverick-17B-128E-Instruct", "fp8",
-        "FP8 checkpoint sized as online FP8 (its ignore list is not in the catalog)"),
+        "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", None,
+        "Meta's FP8 release re-hosted (its model card's examples load meta-llama's repo)"),
     "nvidia/Llama-3.3-70B-Instruct-FP8": (
         "RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic", None, "same FP8 weight layout"),
     "RedHatAI/Qwen3.5-35B-A3B-FP8-dynamic": (
@@ -165,11 +161,6 @@ def to_case(uuid: str, rec: dict) -> dict:
             case["quantization_config_assumed"] = {**_FP8_DYNAMIC, "ignore": ignore}
             why = (f"FP8_DYNAMIC with the ignore list of {sibling}'s recipe (this card gives "
                    "none)")
-        elif model in UNKNOWN_RECIPE:
-            case["quantization_config_assumed"] = {**_FP8_DYNAMIC,
-                                                   "ignore": UNKNOWN_RECIPE[model]}
-            why = ("FP8 checkpoint whose recipe is not published, assumed FP8_DYNAMIC of every "
-                   "Linear but the LM head (the bytes of online FP8)")
         elif quant:
             case["quantization_assumed"] = quant
         case.setdefault("inferred", []).append(f"model_assumed: {why}")

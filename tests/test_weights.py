@@ -301,6 +301,23 @@ def test_compressed_tensors_ignore_list_keeps_those_parts_16_bit():
     assert (scout.linear, scout.mlp_bytes, scout.expert) == (2.0, 1.0, 1.0)
 
 
+def test_meta_fp8_maverick_quantizes_only_the_routed_experts(capsys):
+    # Meta's quantizer (llama-models llama4/quantization/loader.py): FP8 routed experts, the
+    # rest 16-bit. Per GPU at TP8: 24 MoE layers x 128 experts x 3 x 5,120 x 8,192 / 8 at
+    # 1 B; attention (48 layers), the dense (16,384) and shared (8,192) MLPs, the embedding
+    # and LM head sharded at 2 B; the routers and norms whole on every rank
+    d = _size_json(capsys, "llama-4-maverick-fp8", "--gpu", "h200", "-tp", "8",
+                   "--vllm-version", "0.11.2")
+    h = 5120
+    expected = (24 * 128 * 3 * h * 8192 // 8
+                + 48 * (2 * h * 5120 + 2 * h * 1024) // 8 * 2
+                + 24 * 3 * h * (16384 + 8192) // 8 * 2
+                + 24 * h * 128 * 2 + (48 * 2 * h + h) * 2 + 2 * (202048 * h // 8) * 2)
+    assert d["weights_bytes_per_gpu"] - d["rope_cache_bytes"] == expected == 51887974400
+    # the Red Hat sweep's 0.11.2 H200 TP8 starts logged 48.87 GiB: within 0.6 %
+    assert abs(d["weights_bytes_per_gpu"] / (1 << 30) / 48.8685 - 1) < 0.0061
+
+
 def test_modelopt_exclude_modules_weighted_within_mla():
     # nvidia/DeepSeek-V3.2-NVFP4 style: q_a, kv_a, q_b, kv_b and the indexer excluded (BF16),
     # o_proj and the experts NVFP4. MLA parts weigh by size: o_proj is 128 x 128 x 7,168.
