@@ -73,9 +73,6 @@ ASSUMED = {
     "RedHatAI/Qwen3-Coder-Next-FP8-dynamic": (
         "Qwen/Qwen3-Next-80B-A3B-Thinking", "fp8",
         "Qwen3-Next shapes; FP8-dynamic checkpoint sized as online FP8"),
-    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8": (
-        "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "fp8",
-        "FP8 checkpoint sized as online FP8 of the BF16 release"),
     "RedHatAI/Ministral-3-14B-Instruct-2512": (
         "mistralai/Ministral-3-14B-Instruct-2512", None,
         "Red Hat's copy of Mistral's FP8 checkpoint (the log says quantization=fp8)"),

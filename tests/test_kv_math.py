@@ -1,5 +1,7 @@
 """Hand-computed KV figures for each architecture family (docs/methodology.md shows the work)."""
 
+from dataclasses import replace
+
 import pytest
 from configs import (
     DEEPSEEK_V3,
@@ -603,6 +605,35 @@ def test_cudagraph_estimate_follows_the_graph_count():
     assert VllmVersion.of("0.27").cudagraph_ceiling("10.0") == 512
     assert VllmVersion.of("0.33").cudagraph_ceiling("12.0") == 512
     assert len(M.cudagraph_capture_sizes(1024, 16384, ceiling=1024)) == 3 + 31 + 49
+
+
+def test_nemotron_h_moe_scratch_and_graph_depth(capsys):
+    import json
+
+    from kvplan.cli import main
+    from kvplan.core import memory as M
+
+    # Nemotron-3-Super: non-gated relu2 experts in a 1,024-wide latent space, 22 of 512, at
+    # TP2 (1,344 rows per rank). Triton's workspaces are M.k x max(N, K) twice with N = I
+    # (not 2I) and K the latent: 8,192 x 22 x (1,344 + 1,344) x 2 B
+    shape = M.ActivationShape(hidden=4096, intermediate_local=1344, moe_intermediate_local=1344,
+                              top_k=22, vocab=131072, act_bytes=2, moe_kernel="modular",
+                              moe_hidden=1024, moe_gated=False)
+    assert shape.moe_scratch_bytes(8192, None) == 8192 * 22 * 2688 * 2
+    # FlashInfer CUTLASS (ModelOpt FP8 on Hopper from 0.16): two M x K buffers
+    assert replace(shape, moe_kernel="flashinfer").moe_scratch_bytes(8192, None) == \
+        2 * 8192 * 1024 * 2
+
+    def size_json(*argv):
+        assert main(["size", *argv, "--json"]) in (0, 1)
+        return json.loads(capsys.readouterr()[0])
+
+    d = size_json("nemotron-3-super-fp8", "--gpu", "h200", "-tp", "2", "--vllm-version",
+                  "0.20.0", "--max-model-len", "8192", "--kv-cache-dtype", "fp8")
+    assert d["moe_kernel"] == "flashinfer" and d["moe_workspace_bytes"] == 2 * 8192 * 1024 * 2
+    # its 88 config layers are half blocks (a mixer or an FFN alone): 44 blocks deep for the
+    # graph estimate, 102 graphs at 1,024 sequences, plus the hybrid's long first capture
+    assert d["cudagraph_bytes"] == int((130 + 0.133 * 44 * 102 + 300) * 2**20)
 
 
 def test_moe_kernel_scratch_by_version_deepseek_tp8():

@@ -287,8 +287,8 @@ def test_compressed_tensors_ignore_list_keeps_those_parts_16_bit():
     four = normalize({**LLAMA31_8B, "num_hidden_layers": 4})
     # llm-compressor style: regexes from the start of the module name, or exact names
     f = ignored_fractions(["lm_head", "re:.*linear_attn.*", "re:.*mlp.gate$"], four)
-    assert f == {"attn": 0.0, "state": 1.0, "mlp": 0.0, "expert": 0.0, "mla_a": 0.0,
-                 "kv_b": 0.0}
+    assert f == {"attn": 0.0, "state": 0.0, "mlp": 0.0, "expert": 0.0, "mla_a": 0.0,
+                 "kv_b": 0.0}  # no mixer layers: nothing of that part to keep
     # exact names of two of four layers' attention (Llama 4 lists every layer's projections)
     f = ignored_fractions([f"language_model.model.layers.{i}.self_attn.q_proj" for i in (0, 1)],
                           four)
@@ -316,6 +316,19 @@ def test_meta_fp8_maverick_quantizes_only_the_routed_experts(capsys):
     assert d["weights_bytes_per_gpu"] - d["rope_cache_bytes"] == expected == 51887974400
     # the Red Hat sweep's 0.11.2 H200 TP8 starts logged 48.87 GiB: within 0.6 %
     assert abs(d["weights_bytes_per_gpu"] / (1 << 30) / 48.8685 - 1) < 0.0061
+
+
+def test_exclude_list_shares_count_only_the_layers_that_have_the_part():
+    # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4's exclude_modules: the q/k/v/o of all 6
+    # attention layers and the in/out projections of the 6 Mamba layers before them (of 23)
+    from kvplan.core.params import ignored_fractions
+    from kvplan.sources.resolve import resolve_model
+
+    m = resolve_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")
+    excl = m.hf_quant_config["quantization"]["exclude_modules"]
+    f = ignored_fractions(excl, normalize(m.config), globs=True)
+    assert f["attn"] == 1.0 and f["expert"] == 0.0 and f["mlp"] == 0.0
+    assert abs(f["state"] - 6 / 23) < 1e-12  # the Mamba layers are all the same size
 
 
 def test_modelopt_exclude_modules_weighted_within_mla():
@@ -363,3 +376,48 @@ def test_mistral_native_pixtral_tower_is_whole_on_every_rank_012_to_019(capsys):
     assert abs(w(8, "0.13.0") / 4.0329 - 1) < 0.02
     # 0.11 read config.json first; 0.20.2's Mistral-format tower is TP-parallel
     assert w(8, "0.11.2") < w(8, "0.13.0") - 0.6 and w(8, "0.20.2") < w(8, "0.13.0") - 0.6
+
+
+GIB = 1 << 30
+
+
+def _nemotron(capsys, model, version, tp=1):
+    return _size_json(capsys, model, "--gpu", "h200", "-tp", str(tp), "--vllm-version", version,
+                      "--kv-cache-dtype", "fp8", "--max-model-len", "8192",
+                      "--gpu-memory-utilization", "0.92")
+
+
+def test_flashinfer_fp8_moe_pads_non_gated_experts_to_128_rows(capsys):
+    # ModelOpt FP8 (static per-tensor) experts run on FlashInfer's CUTLASS MoE on Hopper from
+    # 0.16; `prepare_fp8_moe_layer_for_fi` pads the intermediate to 16 rows, 128 for
+    # Nemotron-H's non-gated relu2 experts from 0.17. Nano: 1,856 -> 1,920 rows of w1 and w2,
+    # 23 MoE layers x 128 experts x 64 x 2,688 x 1 B each
+    old = _nemotron(capsys, "nemotron-3-nano-fp8", "0.16.0")
+    new = _nemotron(capsys, "nemotron-3-nano-fp8", "0.18.0")
+    assert new["weights_bytes_per_gpu"] - old["weights_bytes_per_gpu"] == \
+        23 * 128 * 64 * 2688 * 2 == 1012924416
+    # the Red Hat sweep's H200 loads: 30.52 GiB (0.13-0.16) and 31.40 GiB (0.18-0.20); the
+    # rest is the caching allocator's rounding and 0.16's fp32 router (not modelled)
+    assert abs(old["weights_bytes_per_gpu"] / GIB - 30.52) < 0.11
+    assert abs(new["weights_bytes_per_gpu"] / GIB - 31.40) < 0.04
+    # no rotary table: `NemotronHAttention` has no rotary embedding
+    assert new["rope_cache_bytes"] == 0
+
+
+def test_nemotron_super_latent_projections_are_whole_on_every_rank(capsys):
+    # fc1/fc2_latent_proj are ReplicatedLinear and BF16: 40 MoE layers x 2 x 4,096 x 1,024
+    # x 2 B on every GPU; experts padded 1,344 -> 1,408 rows per rank at TP2. The 0.17.1-0.20
+    # TP2 H200 starts load 59.91 GiB per GPU
+    tp2 = _nemotron(capsys, "nemotron-3-super-fp8", "0.19.0", tp=2)
+    assert abs(tp2["weights_bytes_per_gpu"] / GIB - 59.91) < 0.005
+    from kvplan.core.arch import normalize
+    from kvplan.core.params import count_params
+    from kvplan.sources.resolve import resolve_model
+
+    layers = count_params(normalize(resolve_model("nemotron-3-super-fp8").config)).layers
+    moe = [lp for lp in layers if lp.expert]
+    assert len(moe) == 40
+    whole = 2 * 4096 + 4096 * 512 + 2 * 4096 * 1024  # two norms, the router, the latents
+    assert all(lp.replicated == whole for lp in moe[:-1])
+    assert moe[-1].replicated == whole + 4096  # the final norm
+    assert all(lp.mlp == 2 * 4096 * 5376 for lp in moe)  # the shared expert, TP-split

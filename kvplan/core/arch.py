@@ -113,6 +113,12 @@ class ModelArch:
         return bool(self.state_kinds)
 
     @property
+    def half_block_layers(self) -> bool:
+        """Each config layer is a mixer or an FFN alone, half a transformer block:
+        Nemotron-H's `hybrid_override_pattern` (M, *, - and E layers)."""
+        return self.model_type == "nemotron_h"
+
+    @property
     def expert_intermediate_size(self) -> int:
         """One routed expert's intermediate size (the MLP's when the config gives none)."""
         return (self.moe_intermediate_size or self.intermediate_size) if self.num_experts else 0

@@ -145,33 +145,38 @@ class ActivationShape:
     act_bytes: int  # activation dtype bytes
     moe_kernel: str = "functional"  # one of MOE_KERNELS
     local_experts: int = 0  # experts on one GPU (DeepGEMM pads every expert's rows)
+    moe_hidden: int = 0  # K, the experts' input width (a latent MoE's; 0: `hidden`)
+    moe_gated: bool = True  # w13 holds gate and up (N = 2 x intermediate)
 
     def moe_workspace(self, tokens: int) -> int:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
-        intermediate, K = hidden, M x top_k rows:
-        * functional (`fused_experts_impl`, per call): M.k x max(N, K) + M.k x N/2;
-        * modular (`TritonExperts.workspace_shapes`): M.k x max(N/2, K) + M.k x max(N, K);
+        intermediate (1 x for non-gated experts), K = the experts' input width, A = the
+        activation's output (N / 2 gated, N not), M x top_k rows:
+        * functional (`fused_experts_impl`, per call): M.k x max(N, K) + M.k x A;
+        * modular (`TritonExperts.workspace_shapes`): M.k x max(A, K) + M.k x max(N, K);
         * DeepGEMM (`DeepGemmExperts.workspace_shapes`) on M_sum rows, every local expert's
-          rows padded to 128 (`compute_aligned_M`): 0.11.x M_sum x N + M_sum x max(N/2, K) +
-          an M x K output, 0.13+ M_sum x max(N/2, K) + M_sum x max(N, K);
+          rows padded to 128 (`compute_aligned_M`): 0.11.x M_sum x N + M_sum x max(A, K) +
+          an M x K output, 0.13+ M_sum x max(A, K) + M_sum x max(N, K);
         * FlashInfer CUTLASS (`FlashInferExperts`): two M x K buffers;
-        * OpenAI's Triton MXFP4 kernels (`OAITritonExperts`): M.k x N/2 and an M x K output."""
-        i, h, k = self.moe_intermediate_local, self.hidden, self.top_k
+        * OpenAI's Triton MXFP4 kernels (`OAITritonExperts`): M.k x A and an M x K output."""
+        i, k = self.moe_intermediate_local, self.top_k
+        h = self.moe_hidden or self.hidden
         if not i:
             return 0
+        n, act = (2 * i, i) if self.moe_gated else (i, i)
         rows = tokens * k
         if self.moe_kernel == "functional":
-            return rows * (max(2 * i, h) + i)
+            return rows * (max(n, h) + act)
         if self.moe_kernel == "modular":
-            return rows * (max(i, h) + max(2 * i, h))
+            return rows * (max(act, h) + max(n, h))
         if self.moe_kernel == "flashinfer":
             return 2 * tokens * h
         if self.moe_kernel == "oai_triton":
-            return rows * i + tokens * h
+            return rows * act + tokens * h
         m_sum = -(-(rows + self.local_experts * 127) // 128) * 128
         if self.moe_kernel == "deepgemm_v011":
-            return m_sum * 2 * i + m_sum * max(i, h) + tokens * h
-        return m_sum * (max(i, h) + max(2 * i, h))
+            return m_sum * n + m_sum * max(act, h) + tokens * h
+        return m_sum * (max(act, h) + max(n, h))
 
     def moe_scratch_bytes(self, tokens: int, chunk: int | None) -> int:
         """Bytes of fused-MoE scratch when `tokens` go through in chunks of `chunk`."""
@@ -328,7 +333,7 @@ def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int, **grid: Any
     return len(sizes) + sum(1 for x in sizes if x <= max_num_seqs)
 
 
-def cudagraph_estimate(num_layers_on_gpu: int, num_graphs: int, *,
+def cudagraph_estimate(num_layers_on_gpu: float, num_graphs: int, *,
                        state_layers: bool = False, rocm: bool = False) -> int:
     """CUDA-graph memory vLLM 0.20+ subtracts before sizing KV (empirical): vLLM measures the
     first capture plus (n - 1) x one more per mode (`profile_cudagraph_memory`). HIP graphs

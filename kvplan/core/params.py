@@ -204,7 +204,9 @@ def _count_params(arch: ModelArch) -> ParamCount:
                 latent = int(t.get("moe_latent_size") or h)  # experts work in a latent space
                 lp.expert += n_exp * 2 * latent * moe_i
                 lp.replicated += h * n_exp
-                lp.mlp = 2 * h * shared_i + (2 * h * latent if latent != h else 0)
+                lp.mlp = 2 * h * shared_i
+                if latent != h:  # `NemotronHMoE`: fc1/fc2_latent_proj are ReplicatedLinear,
+                    lp.replicated += 2 * h * latent  # 16-bit in NVIDIA's FP8/NVFP4 releases
             lp.split += lp.mlp
             pc.layers.append(lp)
             continue
@@ -286,6 +288,11 @@ def _vision_params(vc: dict) -> int:
     return n
 
 
+# attention without rotary embeddings although the config carries a rope_theta:
+# `NemotronHAttention` creates no rotary embedding (nemotron_h.py, 0.16-0.20.2 wheels)
+_NO_ROPE = {"nemotron_h"}
+
+
 def rope_cache_bytes(arch: ModelArch, dtype_bytes: int) -> int:
     """The rotary cos/sin cache vLLM builds on every GPU at load ("Model loading took" counts
     it): [length, rotary_dim] in the model dtype, one per distinct rope, since `get_rope`
@@ -298,7 +305,7 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int) -> int:
     GiB per GPU, and Gemma 3's global cache, scaled 8x, costs 512 MiB."""
     t = arch.text_config
     attn = [x for x in arch.layers if isinstance(x, AttnLayer)]
-    if not attn or t.get("alibi") or not any(
+    if not attn or t.get("alibi") or arch.model_type in _NO_ROPE or not any(
             k in t for k in ("rope_theta", "rope_scaling", "rope_parameters")):
         return 0
     max_pos = int(t.get("max_position_embeddings") or 0)
@@ -413,7 +420,8 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
 _PART_MODULES = {
     "attn": ("self_attn.q_proj", "self_attn.o_proj", "self_attn.qkv_proj",
              "self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
-             "self_attn.q_b_proj", "attention.wqkv", "attn.c_attn"),
+             "self_attn.q_b_proj", "attention.wqkv", "attn.c_attn",
+             "mixer.q_proj", "mixer.o_proj"),  # the last two: Nemotron-H attention layers
     "state": ("linear_attn.in_proj_qkvz", "linear_attn.in_proj_qkv", "linear_attn.out_proj",
               "mixer.in_proj", "mixer.out_proj", "mamba.in_proj", "mamba.out_proj",
               "self_attn.f_a_proj", "self_attn.b_proj"),  # the last two: Kimi's KDA layers
@@ -456,10 +464,12 @@ def _part_modules(arch: ModelArch) -> dict[str, list[tuple[str, float]]]:
 
 def ignored_fractions(ignore: list, arch: ModelArch, *, globs: bool = False) -> dict[str, float]:
     """Share of each part (attention, MLA replicated projections, mixer, MLP, experts) that
-    an ignore list leaves unquantized, over all layers. compressed-tensors (vLLM
-    `compressed_tensors/utils.py should_ignore_layer`): 're:'-prefixed entries are regular
-    expressions matched from the start of the module name, the rest exact names. `globs`:
-    ModelOpt `exclude_modules`, fnmatch patterns (`modelopt.py is_layer_excluded`)."""
+    an ignore list leaves unquantized, over the layers that have it, weighted by each layer's
+    parameters of that part (a hybrid's four attention layers are all its attention).
+    compressed-tensors (vLLM `compressed_tensors/utils.py should_ignore_layer`): 're:'-prefixed
+    entries are regular expressions matched from the start of the module name, the rest exact
+    names. `globs`: ModelOpt `exclude_modules`, fnmatch patterns (`modelopt.py
+    is_layer_excluded`)."""
     exact, prefixes, regs = set(), [], []
     for x in map(str, ignore):
         if globs:
@@ -474,14 +484,19 @@ def ignored_fractions(ignore: list, arch: ModelArch, *, globs: bool = False) -> 
             regs.append(x[3:])
         else:
             exact.add(x)
-    parts = tuple((part, tuple(mods)) for part, mods in _part_modules(arch).items())
-    return dict(_fractions(frozenset(exact), tuple(prefixes), tuple(regs), parts,
-                           max(arch.num_layers, 1)))
+    pc = count_params(arch).layers
+    sizes = {"attn": [x.split - x.mlp - x.state + x.kv_proj for x in pc],
+             "state": [x.state for x in pc], "mlp": [x.mlp for x in pc],
+             "expert": [x.expert for x in pc], "mla_a": [x.repl_quant for x in pc],
+             "kv_b": [x.mla_up for x in pc]}
+    parts = tuple((part, tuple(mods), tuple(sizes[part])) for part, mods in
+                  _part_modules(arch).items())
+    return dict(_fractions(frozenset(exact), tuple(prefixes), tuple(regs), parts))
 
 
 @lru_cache(maxsize=64)
 def _fractions(exact: frozenset[str], prefixes: tuple[str, ...], regs: tuple[str, ...],
-               parts: tuple, n: int) -> tuple[tuple[str, float], ...]:
+               parts: tuple) -> tuple[tuple[str, float], ...]:
     # one alternation, matched from the start like each entry (`re.match`)
     any_re = re.compile("|".join(f"(?:{r})" for r in regs)) if regs else None
 
@@ -493,13 +508,18 @@ def _fractions(exact: frozenset[str], prefixes: tuple[str, ...], regs: tuple[str
         return False
 
     out = []
-    for part, mods in parts:
+    for part, mods, sizes in parts:
         total = sum(w for _, w in mods)
-        if total:  # weighted by module size
-            share = sum(w * hit(m, i) for i in range(n) for m, w in mods) / (total * n)
-        else:
-            share = sum(any(hit(m, i) for m, _ in mods) for i in range(n)) / n
-        out.append((part, share))
+        done = weight = 0.0
+        for i, n in enumerate(sizes):
+            if not n:
+                continue
+            if total:  # within a layer, weighted by module size
+                share = sum(w * hit(m, i) for m, w in mods) / total
+            else:
+                share = float(any(hit(m, i) for m, _ in mods))
+            done, weight = done + n * share, weight + n
+        out.append((part, done / weight if weight else 0.0))
     return tuple(out)
 
 
@@ -566,6 +586,40 @@ def _modelopt_mixed(q: dict, d: float) -> WeightBytes:
     lin = mean(parts["linear"]) or d
     return WeightBytes(linear=lin, expert=mean(parts["expert"]) or lin, other=d,
                        mlp=mean(parts["mlp"]), lm_head=mean(parts["lm_head"]))
+
+
+def moe_gated(arch: ModelArch) -> bool:
+    """Whether the routed experts' activation is gated (w13 holds gate and up): not for
+    Nemotron-H's relu2 experts (`NemotronHMoE`: `is_act_and_mul=False`, w13 is [E, I, K])."""
+    return arch.model_type != "nemotron_h"
+
+
+def moe_hidden(arch: ModelArch) -> int:
+    """The width the routed experts take in and give out: Nemotron-3's latent MoE projects
+    the hidden state to `moe_latent_size` first (`SharedFusedMoE(hidden_size=...)`)."""
+    return int(arch.text_config.get("moe_latent_size") or arch.hidden_size)
+
+
+def fp8_tensor_experts(arch: ModelArch, hf_quant: dict | None = None) -> bool:
+    """Whether the checkpoint's experts are FP8 with static per-tensor weight and input
+    scales, vLLM's (kFp8StaticTensorSym, kFp8StaticTensorSym) MoE scheme: ModelOpt FP8,
+    `fp8` with static activations and no weight blocks, compressed-tensors float8 with tensor
+    strategies and static input activations."""
+    algo = str(((hf_quant or {}).get("quantization") or {}).get("quant_algo", "")).upper()
+    q = arch.quantization or {}
+    method = str(q.get("quant_method", "")).lower()
+    if algo == "FP8" or (method == "modelopt" and str(q.get("quant_algo", "")).upper() == "FP8"):
+        return True
+    if method == "fp8":
+        return not q.get("weight_block_size") and q.get("activation_scheme") == "static"
+    if method != "compressed-tensors":
+        return False
+    for g in (q.get("config_groups") or {}).values():
+        w, x = (g or {}).get("weights") or {}, (g or {}).get("input_activations") or {}
+        if all(v.get("num_bits") == 8 and v.get("type") == "float" and v.get("strategy")
+               == "tensor" and not v.get("dynamic") for v in (w, x)):
+            return True
+    return False
 
 
 def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,

@@ -37,6 +37,9 @@ from kvplan.core.params import (
     NVFP4_BYTES,
     count_params,
     expert_padding,
+    fp8_tensor_experts,
+    moe_gated,
+    moe_hidden,
     rope_cache_bytes,
     weight_bytes,
 )
@@ -359,16 +362,21 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
                        stages: list[range], cc: str, *, mla_absorb: bool = True,
-                       mistral_native: bool = False) -> tuple[list[int], int, bool]:
+                       mistral_native: bool = False,
+                       fi_align: int = 0) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
     K/V replicated past the head count); an exact checkpoint size rescales the estimate so
-    the parts keep their proportions and the total matches the checkpoint.
+    the parts keep their proportions and the total matches the checkpoint. `fi_align`: rows
+    FlashInfer's FP8 MoE path pads each rank's expert intermediate to (0: not that path).
     """
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
     pad = expert_padding(arch, tp, a.quantization, cc_major(cc))
+    if fi_align and arch.expert_intermediate_size:
+        inter = arch.expert_intermediate_size // (1 if a.enable_expert_parallel else tp)
+        pad *= cdiv(inter, fi_align) * fi_align / inter
     tower_tp = tp if towers_tp_sharded(  # ranks a tower is split over
         arch.architectures, mistral_native=mistral_native,
         encoder_dp=a.mm_encoder_tp_mode == "data") else 1
@@ -606,10 +614,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # memory per pipeline stage
     stages = pp_partition(arch.num_layers, pp)
-    weights, weights_total, estimated = _weights_per_stage(model, arch, a, model_dtype, stages,
-                                                          cc, mla_absorb=version.v1,
-                                                          mistral_native=version.
-                                                          mistral_native_tower(model.id))
+    fi_fp8 = (bool(arch.num_experts) and gpu.vendor == "nvidia" and version.fi_fp8_moe(cc)
+              and version.moe_backend_kind(a.moe_backend) in (None, "flashinfer")
+              and fp8_tensor_experts(arch, model.hf_quant_config))
+    weights, weights_total, estimated = _weights_per_stage(
+        model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,
+        mistral_native=version.mistral_native_tower(model.id),
+        fi_align=version.fi_fp8_moe_alignment(moe_gated(arch)) if fi_fp8 else 0)
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
     extra, moe_padded = [0] * len(stages), False
     if gpu.vendor == "amd":  # the replay is imported for AMD GPUs only
@@ -731,7 +742,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     for si, rng in enumerate(stages):
         graph = 0
         if version.subtracts_cudagraph(gpu.vendor) and not a.enforce_eager:
-            graph = M.cudagraph_estimate(len(rng), graphs, state_layers=arch.is_hybrid_state,
+            # graph nodes grow with depth in transformer blocks (mixer + FFN)
+            depth = len(rng) / 2 if arch.half_block_layers else len(rng)
+            graph = M.cudagraph_estimate(depth, graphs, state_layers=arch.is_hybrid_state,
                                          rocm=gpu.vendor == "amd")
         bud = M.budget(gpu.memory_bytes, util, weights[si],
                        act if si == len(stages) - 1 else act_inner, nt, graph,
@@ -865,7 +878,8 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         gpu.compute_capability, moe_tp=1 if a.enable_expert_parallel else tp,
         fp8_block=qm == "fp8" and bool(q.get("weight_block_size")),
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
-        nvfp4=abs(expert_bytes - NVFP4_BYTES) < 1e-9, mxfp4=qm == "mxfp4", wna16=wna16)
+        nvfp4=abs(expert_bytes - NVFP4_BYTES) < 1e-9, mxfp4=qm == "mxfp4", wna16=wna16,
+        fp8_tensor=fp8_tensor_experts(arch, model.hf_quant_config))
     experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
     return replace(shape, local_experts=experts, moe_kernel=kernel)
 
@@ -922,7 +936,8 @@ def _activation_shape(arch: ModelArch, expert_tp: int, tp: int,
     return M.ActivationShape(hidden=arch.hidden_size, intermediate_local=cdiv(dense_i, tp),
                              moe_intermediate_local=cdiv(moe_i, expert_tp) if moe_i else 0,
                              top_k=arch.experts_per_tok or 1, vocab=arch.vocab_size,
-                             act_bytes=dtype_bytes(model_dtype))
+                             act_bytes=dtype_bytes(model_dtype), moe_hidden=moe_hidden(arch),
+                             moe_gated=moe_gated(arch))
 
 
 def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,

@@ -92,7 +92,8 @@ class VllmVersion:
 
     def moe_kernel(self, compute_capability: str, *, fp8_block: bool, moe_tp: int,
                    expert_parallel: bool, vendor: str = "nvidia", backend: str = "auto",
-                   nvfp4: bool = False, mxfp4: bool = False, wna16: bool = False) -> str:
+                   nvfp4: bool = False, mxfp4: bool = False, wna16: bool = False,
+                   fp8_tensor: bool = False) -> str:
         """Which fused-MoE experts kernel the profile run uses (`memory.MOE_KERNELS`), read
         in the 0.11.0-0.19.0 wheels:
         * 0.11.0: `fused_experts_impl`, scratch allocated per call; with expert parallelism
@@ -111,6 +112,10 @@ class VllmVersion:
           Weight-only int experts (AWQ, GPTQ, compressed-tensors W4A16) call the Marlin
           function, which allocates per call, until `oracle/int_wna16.py` (absent in the
           0.19.0 wheel, present in 0.20.2) moves them to the modular kernel.
+        * 0.16+: static per-tensor FP8 experts (ModelOpt FP8) go to FlashInfer's CUTLASS
+          kernel on SM90 and the SM100/110/120 families (`select_fp8_moe_backend`:
+          FLASHINFER_TRTLLM, then FLASHINFER_CUTLASS, whose `_supports_quant_scheme` takes
+          (kFp8StaticTensorSym, kFp8StaticTensorSym); 0.16-0.20.2 wheels).
         DeepGEMM needs the `deep_gemm` package, which the vllm/vllm-openai image ships.
         `--moe-backend` (0.18+, `config/kernel.py MoEBackend`) picks the kernel instead:
         CUTLASS and Marlin keep buffers the size of Triton's; AITER sizes its own."""
@@ -127,6 +132,8 @@ class VllmVersion:
                 return "flashinfer"
             if major == 9:
                 return "oai_triton"
+        if fp8_tensor and self.fi_fp8_moe(compute_capability):
+            return "flashinfer"
         hopper_fp8 = fp8_block and major == 9
         if wna16 and not self.at_least(0, 20):
             return "functional"  # `fused_marlin_moe` allocates per call until the 0.20 oracle
@@ -147,6 +154,20 @@ class VllmVersion:
         if fp8_block and major == 10 and self.at_least(0, 16):
             return "flashinfer"  # FLASHINFER_TRTLLM first (Blackwell only); sizes its own scratch
         return "modular"
+
+    def fi_fp8_moe(self, compute_capability: str) -> bool:
+        """Whether static per-tensor FP8 experts run on FlashInfer's MoE kernels: vLLM 0.16+
+        on SM90 and the SM100/110/120 families (`FlashInferExperts._supports_current_device`;
+        flashinfer is a dependency of the CUDA wheel)."""
+        cc = compute_capability or ""
+        return self.at_least(0, 16) and (cc == "9.0" or cc_major(cc) in (10, 11, 12))
+
+    def fi_fp8_moe_alignment(self, gated: bool) -> int:
+        """Rows the FlashInfer FP8 MoE path pads each rank's expert intermediate to
+        (`prepare_fp8_moe_layer_for_fi` -> `align_fp8_moe_weights_for_fi`, the padded copies
+        replacing the weights): 16; 128 for non-gated activations from 0.17 (PR 33506; 0.17.1,
+        0.18, 0.19, 0.20.2 and 0.33 wheels)."""
+        return 128 if not gated and self.at_least(0, 17) else 16
 
     def moe_backend_kind(self, backend: str | None) -> str | None:
         """The `memory.MOE_KERNELS` kind of an explicit `--moe-backend` (None for auto);
