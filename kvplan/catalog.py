@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -60,43 +61,51 @@ def load_file(path: str | Path) -> dict[str, Any]:
 _TOP_RE = re.compile(r"^([A-Za-z_][\w-]*):")
 _ENTRY_RE = re.compile(r"""^  (?:"([^"]+)"|'([^']+)'|([^\s#"'][^:]*?)):\s*(?:#.*)?$""")
 _ALIAS_RE = re.compile(r"^    aliases:\s*(\[.*\])\s*(?:#.*)?$")
+_CACHE_FORMAT = 1  # bump when the cached index or entry layout changes
 
 
 class _Lazy:
-    """An entry of a catalog file that is parsed only when asked for."""
+    """An entry of a catalog file that is parsed only when asked for. `text` gives its YAML
+    (the entry's lines, dedented to the top level); `cached` is where its parsed value is
+    kept between runs (None: nowhere), so a warm start needs no YAML parser."""
 
-    __slots__ = ("text", "key", "_value")
+    __slots__ = ("key", "text", "cached", "_value")
 
-    def __init__(self, key: str, text: str):
-        self.key, self.text, self._value = key, text, None
+    def __init__(self, key: str, text: Callable[[], str], cached: Path | None = None):
+        self.key, self.text, self.cached, self._value = key, text, cached, None
 
     def value(self) -> dict[str, Any]:
+        if self._value is None:
+            self._value = _read_json(self.cached) if self.cached else None
         if self._value is None:
             import yaml
 
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-            data = yaml.load(self.text, Loader=loader) or {}
+            data = yaml.load(self.text(), Loader=loader) or {}
             self._value = data.get(self.key) if isinstance(data, dict) else None
             if not isinstance(self._value, dict):
                 raise BadInput(f"catalog entry {self.key!r} is not a mapping")
+            if self.cached:
+                _write_json(self.cached, self._value)
         return self._value
 
 
-def scan_section(text: str, kind: str) -> list[tuple[str, _Lazy, list[str]]] | None:
-    """Index the entries of one section without parsing YAML (fast start-up).
+def scan_section(text: str, kind: str) -> list[tuple[str, int, int, list[str]]] | None:
+    """Index the entries of one section without parsing YAML (fast start-up): (key, first
+    and end character offsets of its lines, names).
 
     Works on files laid out like the built-in catalogs (2-space entry keys, 4-space fields,
     flow-style alias lists); returns None for any other layout so the caller parses fully.
     """
-    lines = text.split("\n")
     heads: list[tuple[int, str, list[str]]] = []
-    inside, stop = False, len(lines)
-    for i, line in enumerate(lines):
+    inside, stop, pos = False, len(text), 0
+    for line in text.split("\n"):
+        start, pos = pos, pos + len(line) + 1
         if not line or line[0] == "#":
             continue
         if line[0] != " ":
             if inside:
-                stop = i
+                stop = start
                 break
             inside = line.startswith(kind + ":")
             continue
@@ -108,7 +117,7 @@ def scan_section(text: str, kind: str) -> list[tuple[str, _Lazy, list[str]]] | N
             m = _ENTRY_RE.match(line)
             if not m:
                 return None
-            heads.append((i, next(g for g in m.groups() if g is not None).strip(), []))
+            heads.append((start, next(g for g in m.groups() if g is not None).strip(), []))
         elif line.startswith("    aliases:"):
             a = _ALIAS_RE.match(line)
             if not a or not heads:
@@ -116,10 +125,81 @@ def scan_section(text: str, kind: str) -> list[tuple[str, _Lazy, list[str]]] | N
             heads[-1][2].extend(_flow_list(a.group(1)))
         elif line.startswith("    name:") and heads:
             heads[-1][2].append(line[9:].strip().strip("\"'"))
+    return [(key, i, heads[n + 1][0] if n + 1 < len(heads) else stop, names)
+            for n, (i, key, names) in enumerate(heads)]
+
+
+def _dedent(text: str, start: int, end: int) -> str:
+    return "\n".join(x[2:] for x in text[start:end].split("\n"))
+
+
+def _read_json(path: Path) -> Any:
+    import json
+
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path: Path, value: Any) -> None:
+    import json
+
+    try:  # written aside and renamed, so a reader never sees half a file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(value))
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        pass  # a read-only cache only costs the next run the YAML parse
+
+
+def _prune(slot: Path) -> None:
+    """Remove the slots of earlier versions of the same catalog file (best effort)."""
+    import shutil
+
+    try:
+        for old in slot.parent.glob(slot.name.split("-")[0] + "-*"):
+            if old != slot:
+                shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        pass
+
+
+def _scan_cached(path: Path, kind: str) -> list[tuple[str, _Lazy, list[str]]] | None:
+    """`scan_section` of a catalog file, its index and parsed entries kept in the cache
+    under the file's path, size and modification time (a changed file gets a new slot)."""
+    import zlib
+
+    from kvplan.cachedir import cache_root
+
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    ident = f"{_CACHE_FORMAT}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{kind}"
+    slot = cache_root() / "catalog" / f"{kind}-{zlib.crc32(ident.encode()):08x}"
+    index = _read_json(slot / "index.json")
+    text: list[str] = []
+
+    def source() -> str:
+        if not text:
+            text.append(path.read_text(encoding="utf-8"))
+        return text[0]
+
+    if not (isinstance(index, dict) and index.get("ident") == ident):
+        scanned = scan_section(source(), kind)
+        if scanned is None:
+            return None
+        index = {"ident": ident, "entries": scanned}
+        _prune(slot)
+        _write_json(slot / "index.json", index)
     out = []
-    for n, (i, key, names) in enumerate(heads):
-        j = heads[n + 1][0] if n + 1 < len(heads) else stop
-        out.append((key, _Lazy(key, "\n".join(x[2:] for x in lines[i:j])), names))
+    for n, (key, start, end, names) in enumerate(index["entries"]):
+        def entry_text(start: int = start, end: int = end) -> str:
+            return _dedent(source(), start, end)
+
+        out.append((key, _Lazy(key, entry_text, slot / f"{n}.json"), names))
     return out
 
 
@@ -197,8 +277,7 @@ def load(kind: str, extra: list[str] | None = None) -> Catalog:
     sources = ([str(builtin)] if builtin.exists() else []) + user_catalog_paths(extra)
     for src in sources:
         if src == str(builtin):
-            p = Path(src)
-            scanned = scan_section(p.read_text(encoding="utf-8"), kind)
+            scanned = _scan_cached(Path(src), kind)
             if scanned is not None:
                 for key, lazy, names in scanned:
                     cat.add(key, lazy, src, names)

@@ -22,6 +22,44 @@ def test_scanner_matches_full_parse():
                 assert cat.get(alias)[0] == key
 
 
+def test_warm_start_reads_the_cache_not_the_yaml(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("KVPLAN_CACHE", str(tmp_path))
+    for kind in ("models", "gpus"):
+        full = _full(kind)
+        for _ in range(2):  # the first run fills the cache, the second reads it back
+            cat = catalog.load(kind, [])
+            assert all(cat.entry(key) == entry for key, entry in full.items())
+    slots = sorted(p.name.split("-")[0] for p in (tmp_path / "catalog").iterdir())
+    assert slots == ["gpus", "models"]
+    # a warm `size` imports no YAML parser
+    code = ("import sys; from kvplan.sources.resolve import resolve_gpu, resolve_model; "
+            "resolve_model('llama-3.1-8b'); resolve_gpu('h100'); print('yaml' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**__import__("os").environ, "KVPLAN_CACHE": str(tmp_path)})
+    assert run.stdout.strip() == "False", run.stderr
+
+
+def test_a_changed_catalog_gets_a_new_slot_and_an_unwritable_cache_is_ignored(
+        tmp_path, monkeypatch):
+    import os
+
+    src = tmp_path / "models.yaml"
+    src.write_text("models:\n  a/b:\n    aliases: [ab]\n    config: {x: 1}\n")
+    monkeypatch.setenv("KVPLAN_CACHE", str(tmp_path / "cache"))
+    first = catalog._scan_cached(src, "models")
+    assert first[0][0] == "a/b" and first[0][1].value() == {"aliases": ["ab"], "config": {"x": 1}}
+    src.write_text("models:\n  a/b:\n    aliases: [ab]\n    config: {x: 22}\n")
+    os.utime(src, ns=(1, 1))
+    again = catalog._scan_cached(src, "models")
+    assert again[0][1].value()["config"] == {"x": 22}
+    assert len(list((tmp_path / "cache" / "catalog").iterdir())) == 1  # the old slot pruned
+    monkeypatch.setenv("KVPLAN_CACHE", "/proc/kvplan-cannot-write-here")
+    assert catalog._scan_cached(src, "models")[0][1].value()["config"] == {"x": 22}
+
+
 def test_aliases_unique():
     for kind in ("models", "gpus"):
         seen = {}

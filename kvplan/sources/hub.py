@@ -46,9 +46,9 @@ def offline_env() -> bool:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("KVPLAN_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kvplan")
-    return Path(base) / "hub"
+    from kvplan.cachedir import cache_root
+
+    return cache_root() / "hub"
 
 
 def _record_path(repo_id: str, commit: str) -> Path:
