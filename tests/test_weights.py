@@ -329,6 +329,11 @@ def test_exclude_list_shares_count_only_the_layers_that_have_the_part():
     f = ignored_fractions(excl, normalize(m.config), globs=True)
     assert f["attn"] == 1.0 and f["expert"] == 0.0 and f["mlp"] == 0.0
     assert abs(f["state"] - 6 / 23) < 1e-12  # the Mamba layers are all the same size
+    # Llama 4 Maverick: a shared expert (8,192 wide) in the 24 MoE layers, a dense MLP
+    # (16,384) in the other 24; ignoring the shared experts leaves a third of the MLPs 16-bit
+    mav = normalize(resolve_model("llama-4-maverick").config)
+    assert abs(ignored_fractions(["re:.*shared_expert.*"], mav)["mlp"] - 1 / 3) < 1e-12
+    assert ignored_fractions([r"re:.*feed_forward\.(gate|up|down)_proj"], mav)["mlp"] == 2 / 3
 
 
 def test_modelopt_exclude_modules_weighted_within_mla():

@@ -491,12 +491,13 @@ def ignored_fractions(ignore: list, arch: ModelArch, *, globs: bool = False) -> 
              "kv_b": [x.mla_up for x in pc]}
     parts = tuple((part, tuple(mods), tuple(sizes[part])) for part, mods in
                   _part_modules(arch).items())
-    return dict(_fractions(frozenset(exact), tuple(prefixes), tuple(regs), parts))
+    moe_layers = tuple(bool(x.expert) for x in pc)
+    return dict(_fractions(frozenset(exact), tuple(prefixes), tuple(regs), parts, moe_layers))
 
 
 @lru_cache(maxsize=64)
 def _fractions(exact: frozenset[str], prefixes: tuple[str, ...], regs: tuple[str, ...],
-               parts: tuple) -> tuple[tuple[str, float], ...]:
+               parts: tuple, moe_layers: tuple[bool, ...]) -> tuple[tuple[str, float], ...]:
     # one alternation, matched from the start like each entry (`re.match`)
     any_re = re.compile("|".join(f"(?:{r})" for r in regs)) if regs else None
 
@@ -508,12 +509,15 @@ def _fractions(exact: frozenset[str], prefixes: tuple[str, ...], regs: tuple[str
         return False
 
     out = []
-    for part, mods, sizes in parts:
-        total = sum(w for _, w in mods)
+    for part, all_mods, sizes in parts:
+        total = sum(w for _, w in all_mods)
         done = weight = 0.0
         for i, n in enumerate(sizes):
             if not n:
                 continue
+            mods = all_mods
+            if part == "mlp":  # an MoE layer's MLP is its shared expert, a dense layer's not
+                mods = [x for x in all_mods if ("shared" in x[0]) == moe_layers[i]] or mods
             if total:  # within a layer, weighted by module size
                 share = sum(w * hit(m, i) for m, w in mods) / total
             else:
