@@ -362,14 +362,15 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
                        stages: list[range], cc: str, *, mla_absorb: bool = True,
-                       mistral_native: bool = False,
-                       fi_align: int = 0) -> tuple[list[int], int, bool]:
+                       mistral_native: bool = False, fi_align: int = 0,
+                       fp32_router: bool = False) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
     K/V replicated past the head count); an exact checkpoint size rescales the estimate so
     the parts keep their proportions and the total matches the checkpoint. `fi_align`: rows
-    FlashInfer's FP8 MoE path pads each rank's expert intermediate to (0: not that path).
+    FlashInfer's FP8 MoE path pads each rank's expert intermediate to (0: not that path);
+    `fp32_router`: the routers are held in fp32 (Nemotron-H off Hopper/Blackwell).
     """
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
@@ -429,6 +430,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             state += lp.state / tp
             other += lp.replicated - lp.repl_quant
             expert += lp.expert / ep
+        if fp32_router:  # the router rows are `replicated`, priced at 4 B instead
+            other += sum(arch.num_experts * arch.hidden_size for i in rng
+                         if pc.layers[i].expert) * (4 / wb.other - 1)
         if si == 0:
             other += pc.embed / tp + vision / tower_tp
         if si == len(stages) - 1 and (pc.lm_head or si):
@@ -620,7 +624,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     weights, weights_total, estimated = _weights_per_stage(
         model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,
         mistral_native=version.mistral_native_tower(model.id),
-        fi_align=version.fi_fp8_moe_alignment(moe_gated(arch)) if fi_fp8 else 0)
+        fi_align=version.fi_fp8_moe_alignment(moe_gated(arch)) if fi_fp8 else 0,
+        fp32_router=arch.model_type == "nemotron_h" and version.fp32_router(cc, gpu.vendor))
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
     extra, moe_padded = [0] * len(stages), False
     if gpu.vendor == "amd":  # the replay is imported for AMD GPUs only

@@ -162,6 +162,14 @@ class VllmVersion:
         cc = compute_capability or ""
         return self.at_least(0, 16) and (cc == "9.0" or cc_major(cc) in (10, 11, 12))
 
+    def fp32_router(self, compute_capability: str, vendor: str = "nvidia") -> bool:
+        """Whether Nemotron-H's router weight is fp32: `GateLinear(force_fp32_compute=True)`
+        keeps the model dtype only on CUDA SM90 / the SM100 family (its specialised kernels,
+        0.17+, PR 35121); before 0.17 a `ReplicatedLinear(params_dtype=torch.float32)`."""
+        cc = compute_capability or ""
+        fast = vendor == "nvidia" and (cc == "9.0" or cc_major(cc) == 10)
+        return not (fast and self.at_least(0, 17))
+
     def fi_fp8_moe_alignment(self, gated: bool) -> int:
         """Rows the FlashInfer FP8 MoE path pads each rank's expert intermediate to
         (`prepare_fp8_moe_layer_for_fi` -> `align_fp8_moe_weights_for_fi`, the padded copies
