@@ -428,3 +428,18 @@ def test_nemotron_super_latent_projections_are_whole_on_every_rank(capsys):
     assert all(lp.replicated == whole for lp in moe[:-1])
     assert moe[-1].replicated == whole + 4096  # the final norm
     assert all(lp.mlp == 2 * 4096 * 5376 for lp in moe)  # the shared expert, TP-split
+
+
+def test_flashinfer_moe_fp8_off_runs_triton_without_the_padding(capsys):
+    # VLLM_USE_FLASHINFER_MOE_FP8=0 removes FlashInfer from `select_fp8_moe_backend`: Triton,
+    # whose weights are not re-laid-out, and its workspaces instead of FlashInfer's two M x K
+    on = _nemotron(capsys, "nemotron-3-super-fp8", "0.19.0", tp=2)
+    off = _size_json(capsys, "nemotron-3-super-fp8", "--gpu", "h200", "-tp", "2",
+                     "--vllm-version", "0.19.0", "--kv-cache-dtype", "fp8", "--max-model-len",
+                     "8192", "--gpu-memory-utilization", "0.92",
+                     "--env", "VLLM_USE_FLASHINFER_MOE_FP8=0")
+    # 40 MoE layers x 512 experts x (1,408 - 1,344) rows x 1,024 x (w1 + w2) x 1 B
+    assert on["weights_bytes_per_gpu"] - off["weights_bytes_per_gpu"] == \
+        40 * 512 * 64 * 1024 * 2 == 5 << 29
+    assert (on["moe_kernel"], off["moe_kernel"]) == ("flashinfer", "modular")
+    assert off["moe_workspace_bytes"] == 8192 * 22 * (1344 + 1344) * 2

@@ -9,6 +9,7 @@ of `max_model_len` fits.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from kvplan.core import blocks as B
@@ -114,6 +115,7 @@ class EngineArgs:
     rocm_fp8_padding: bool = True  # VLLM_ROCM_FP8_PADDING
     rocm_aiter: bool = False  # VLLM_ROCM_USE_AITER
     rocm_aiter_moe: bool = True  # VLLM_ROCM_USE_AITER_MOE
+    flashinfer_moe_fp8: bool = True  # VLLM_USE_FLASHINFER_MOE_FP8=0 takes FP8 MoE off FlashInfer
     usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
     skip_mm_profiling: bool = False  # --skip-mm-profiling: no vision encoder in the profile
     # --language-model-only (= --limit-mm-per-prompt 0 for every modality): the vision tower
@@ -619,13 +621,21 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # memory per pipeline stage
     stages = pp_partition(arch.num_layers, pp)
     fi_fp8 = (bool(arch.num_experts) and gpu.vendor == "nvidia" and version.fi_fp8_moe(cc)
+              and a.flashinfer_moe_fp8
               and version.moe_backend_kind(a.moe_backend) in (None, "flashinfer")
               and fp8_tensor_experts(arch, model.hf_quant_config))
-    weights, weights_total, estimated = _weights_per_stage(
-        model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,
+    stage_weights = partial(
+        _weights_per_stage, model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,
         mistral_native=version.mistral_native_tower(model.id),
-        fi_align=version.fi_fp8_moe_alignment(moe_gated(arch)) if fi_fp8 else 0,
         fp32_router=arch.model_type == "nemotron_h" and version.fp32_router(cc, gpu.vendor))
+    align = version.fi_fp8_moe_alignment(moe_gated(arch)) if fi_fp8 else 0
+    weights, weights_total, estimated = stage_weights(fi_align=align)
+    if align:
+        padding = max(weights) - max(stage_weights()[0])
+        if padding >= 256 * MiB:
+            notes.append(f"FlashInfer's FP8 MoE kernels pad each GPU's expert rows to {align}: "
+                         f"{padding / GiB:.2f} GiB per GPU; VLLM_USE_FLASHINFER_MOE_FP8=0 "
+                         "(--env) runs Triton's instead, without it")
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
     extra, moe_padded = [0] * len(stages), False
     if gpu.vendor == "amd":  # the replay is imported for AMD GPUs only
@@ -884,7 +894,7 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         fp8_block=qm == "fp8" and bool(q.get("weight_block_size")),
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
         nvfp4=abs(expert_bytes - NVFP4_BYTES) < 1e-9, mxfp4=qm == "mxfp4", wna16=wna16,
-        fp8_tensor=fp8_tensor_experts(arch, model.hf_quant_config))
+        fp8_tensor=a.flashinfer_moe_fp8 and fp8_tensor_experts(arch, model.hf_quant_config))
     experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
     return replace(shape, local_experts=experts, moe_kernel=kernel)
 
