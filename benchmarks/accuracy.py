@@ -13,6 +13,7 @@ Run:  python benchmarks/accuracy.py            (prints the table)
 
 from __future__ import annotations
 
+import ast
 import re
 import statistics
 import sys
@@ -104,6 +105,13 @@ def args_of(case: dict, version: str) -> EngineArgs:
         a.mm_encoder_tp_mode = "data"
     a.flashinfer_sampler = case.get("sampler") == "flashinfer"
     a.language_model_only = bool(re.search(r"language[_-]model[_-]only", flags, re.I))
+    m = re.search(r"moe[_-]backend[ =]*[\"']?([a-z_]+)", flags)
+    if m:  # --moe-backend X, or KernelConfig(moe_backend="X") in the offline API
+        a.moe_backend = m.group(1)
+    m = re.search(r"limit[_-]mm[_-]per[_-]prompt[ =:]*(\{[^}]*\})", flags)
+    if m:  # a JSON object or a Python dict as the log prints it
+        a.limit_mm_per_prompt = {str(k): int(v) for k, v in
+                                 ast.literal_eval(m.group(1)).items()}
     a.disable_custom_all_reduce = bool(case.get("custom_all_reduce_disabled"))
     return a
 

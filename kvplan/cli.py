@@ -94,12 +94,17 @@ def size_cmd(
                                              "(or --limit-mm-per-prompt 0 for every "
                                              "modality): the vision tower is neither loaded nor "
                                              "profiled."),
+    limit_mm_per_prompt: Optional[str] = typer.Option(
+        None, "--limit-mm-per-prompt", help="Items per prompt by modality, as vLLM's flag "
+        "('{\"image\": 0, \"video\": 0}'): a tower whose modalities are all 0 is not loaded; "
+        "an unlisted modality allows 999."),
     vllm_version: Optional[str] = typer.Option(None, "--vllm-version",
                                                help="Target vLLM release (default 0.33)."),
     env: Optional[list[str]] = typer.Option(
         None, "--env", help="NAME=VALUE of the server's environment (repeatable). Modelled: "
         "VLLM_ROCM_MOE_PADDING, VLLM_ROCM_FP8_PADDING, VLLM_ROCM_USE_AITER(_MOE) (the MoE "
-        "weight shuffle), VLLM_USE_FLASHINFER_SAMPLER; others are noted and ignored."),
+        "weight shuffle), VLLM_USE_FLASHINFER_SAMPLER, VLLM_USE_FLASHINFER_MOE_FP8; others "
+        "are noted and ignored."),
     catalog: Optional[list[str]] = CatalogOpt,
     revision: Optional[str] = typer.Option(None, "--revision", help="Hub branch, tag or commit."),
     token: Optional[str] = typer.Option(None, "--token", help="Hub token (default: HF_TOKEN or "
@@ -111,7 +116,7 @@ def size_cmd(
     """KV-cache capacity of MODEL on GPU, computed the way vLLM computes it."""
     from kvplan.core.sizing import EngineArgs, size
     from kvplan.sources.resolve import resolve_gpu, resolve_model
-    from kvplan.units import parse_int_list, parse_vllm_int
+    from kvplan.units import parse_int_list, parse_mm_limits, parse_vllm_int
 
     mml = None
     if max_model_len is not None:
@@ -145,6 +150,8 @@ def size_cmd(
         if cudagraph_capture_sizes is not None else None,
         max_cudagraph_capture_size=max_cudagraph_capture_size, moe_backend=moe_backend,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
+        limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt)
+        if limit_mm_per_prompt is not None else None,
     )
     ignored: list[str] = []
     if env:

@@ -76,6 +76,28 @@ def parse_int_list(text: str, *, what: str) -> tuple[int, ...]:
     return tuple(int(x) for x in parts)
 
 
+def parse_mm_limits(text: str, *, what: str = "--limit-mm-per-prompt") -> dict[str, int]:
+    """vLLM's `--limit-mm-per-prompt`: JSON (`{"image": 2, "video": 0}`, or a modality's
+    `{"count": N, ...}` as 0.10+ accepts) or 0.6's `image=2,video=0`."""
+    import json
+
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = dict(kv.split("=", 1) for kv in str(text).split(",") if "=" in kv)
+    if not isinstance(raw, dict) or not raw:
+        raise BadInput(f"cannot read {what} {text!r}", hint="e.g. '{\"image\": 0, \"video\": 0}'")
+    out = {}
+    for k, v in raw.items():
+        v = v.get("count") if isinstance(v, dict) else v
+        try:
+            out[str(k).strip()] = int(str(v).strip())
+        except ValueError:
+            raise BadInput(f"{what}: {k} = {v!r} is not a count",
+                           hint="give each modality an integer") from None
+    return out
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling division for non-negative ints."""
     return -(-a // b)

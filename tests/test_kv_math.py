@@ -490,21 +490,24 @@ def test_mamba_prefix_caching_off_before_014():
 
 def test_moe_workspace_stays_allocated_while_the_sampler_runs():
     # Qwen3-Next-80B-A3B (512 experts, top-10, expert intermediate 512, hidden 2048), TP1 on
-    # an H100 at 0.20 with the serve defaults: 8,192 tokens, 1,024 dummy requests.
-    # `TritonExperts` workspace per token: top_k x (max(512, 2048) + max(2 x 512, 2048))
-    # = 10 x 4,096 elements.
+    # an H100 with the serve defaults: 8,192 tokens, 1,024 dummy requests. 0.23+ runs its 16-bit
+    # experts on Triton on Hopper: `TritonExperts` workspace per token: top_k x (max(512,
+    # 2048) + max(2 x 512, 2048)) = 10 x 4,096 elements.
     ws = 8192 * 10 * 4096 * 2
     sampler = 1024 * 151936 * 4 * 3.9
-    r = run(QWEN3_NEXT_80B, version="0.20", max_model_len=8192, kv_cache_memory_bytes=GiB)
+    r = run(QWEN3_NEXT_80B, version="0.23", max_model_len=8192, kv_cache_memory_bytes=GiB)
     assert r.budget.activation == int(ws + sampler + (64 + 450) * 2**20)
+    # 0.20-0.22 put 16-bit experts on FlashInfer's CUTLASS kernel: one 8,192 x 2,048 buffer
+    fi = run(QWEN3_NEXT_80B, version="0.20", max_model_len=8192, kv_cache_memory_bytes=GiB)
+    assert (fi.moe_kernel, fi.moe_workspace_bytes) == ("flashinfer", 8192 * 2048 * 2)
     # 0.11 allocated the workspace per call: the peak is the larger of forward and sampler
     old = run(QWEN3_NEXT_80B, version="0.11", max_model_len=8192, kv_cache_memory_bytes=GiB)
     assert old.budget.activation == int(1024 * 151936 * 4 * 9.6 + 64 * 2**20)
     # expert parallelism keeps experts whole, but the hidden size (2,048) bounds both
     # buffers here whether the intermediate is 512 (EP) or 128 (TP4)
-    ep = run(QWEN3_NEXT_80B, version="0.20", max_model_len=8192, kv_cache_memory_bytes=GiB,
+    ep = run(QWEN3_NEXT_80B, version="0.23", max_model_len=8192, kv_cache_memory_bytes=GiB,
              tensor_parallel_size=4, enable_expert_parallel=True)
-    tp = run(QWEN3_NEXT_80B, version="0.20", max_model_len=8192, kv_cache_memory_bytes=GiB,
+    tp = run(QWEN3_NEXT_80B, version="0.23", max_model_len=8192, kv_cache_memory_bytes=GiB,
              tensor_parallel_size=4)
     assert ep.budget.activation == tp.budget.activation
 
@@ -620,9 +623,9 @@ def test_nemotron_h_moe_scratch_and_graph_depth(capsys):
                               top_k=22, vocab=131072, act_bytes=2, moe_kernel="modular",
                               moe_hidden=1024, moe_gated=False)
     assert shape.moe_scratch_bytes(8192, None) == 8192 * 22 * 2688 * 2
-    # FlashInfer CUTLASS (ModelOpt FP8 on Hopper from 0.16): two M x K buffers
+    # FlashInfer CUTLASS (ModelOpt FP8 on Hopper from 0.16): one M x K buffer
     assert replace(shape, moe_kernel="flashinfer").moe_scratch_bytes(8192, None) == \
-        2 * 8192 * 1024 * 2
+        8192 * 1024 * 2
 
     def size_json(*argv):
         assert main(["size", *argv, "--json"]) in (0, 1)
@@ -630,7 +633,7 @@ def test_nemotron_h_moe_scratch_and_graph_depth(capsys):
 
     d = size_json("nemotron-3-super-fp8", "--gpu", "h200", "-tp", "2", "--vllm-version",
                   "0.20.0", "--max-model-len", "8192", "--kv-cache-dtype", "fp8")
-    assert d["moe_kernel"] == "flashinfer" and d["moe_workspace_bytes"] == 2 * 8192 * 1024 * 2
+    assert d["moe_kernel"] == "flashinfer" and d["moe_workspace_bytes"] == 8192 * 1024 * 2
     # its 88 config layers are half blocks (a mixer or an FFN alone): 44 blocks deep for the
     # graph estimate, 102 graphs at 1,024 sequences, plus the hybrid's long first capture
     assert d["cudagraph_bytes"] == int((130 + 0.133 * 44 * 102 + 300) * 2**20)
@@ -654,13 +657,13 @@ def test_moe_kernel_scratch_by_version_deepseek_tp8():
     assert act("0.11.2") == int(deepgemm + sampler * 9.6 + 64 * 2**20)
     # 0.13 at TP8: the Triton function, freed before the sampler runs
     assert act("0.13.0") == int(sampler * 9.6 + 64 * 2**20)
-    # 0.16: FlashInfer CUTLASS keeps two 8,192 x 7,168 buffers
-    assert act("0.16.0") == int(2 * 8192 * 7168 * 2 + sampler * 9.6 + 64 * 2**20)
+    # 0.16: FlashInfer CUTLASS keeps one 8,192 x 7,168 buffer (its output reuses it)
+    assert act("0.16.0") == int(8192 * 7168 * 2 + sampler * 9.6 + 64 * 2**20)
     # 0.18: TritonExperts, 65,536 x (7,168 + 7,168) kept in the workspace manager
     triton = 65536 * (7168 + 7168) * 2
     assert act("0.18.0") == int(triton + sampler * 3.9 + 64 * 2**20)
-    # Blackwell 0.18: FlashInfer TRT-LLM
-    assert act("0.18.0", B200) == int(2 * 8192 * 7168 * 2 + sampler * 3.9 + 64 * 2**20)
+    # Blackwell 0.18: FlashInfer TRT-LLM, whose only buffer is its M x K output
+    assert act("0.18.0", B200) == int(8192 * 7168 * 2 + sampler * 3.9 + 64 * 2**20)
 
 
 def test_flashinfer_image_note_for_010_to_0110():

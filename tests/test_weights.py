@@ -1,5 +1,6 @@
 """Exact weight placement from tensor names, and the config-based estimate."""
 
+import pytest
 from configs import DEEPSEEK_V3, LFM2_12B, LLAMA31_8B, QWEN25_7B_INSTRUCT
 
 from kvplan.core.arch import normalize
@@ -258,8 +259,13 @@ def test_gemma4_audio_tower_counted_and_towers_replicated():
     # conformer: 12 blocks x 24 h^2 (two 4x FFNs, attention + relative positions, light
     # convolution) at h = 1024, plus the 1024 -> 1536 output projection
     assert _audio_params(m.config["audio_config"]) == 12 * 24 * 1024**2 + 1024 * 1536
-    assert count_params(arch).vision == (_vision_params(m.config["vision_config"])
-                                         + 12 * 24 * 1024**2 + 1024 * 1536)
+    pc = count_params(arch)
+    assert pc.audio == 12 * 24 * 1024**2 + 1024 * 1536
+    # the vision tower (transformers `Gemma4VisionModel`): 16 blocks of attention (4 x 768²)
+    # and a gated GELU MLP (3 x 768 x 3,072), a 768 x 768 patch projection and two
+    # 10,240 x 768 position tables, plus kvplan's allowance for biases and norms
+    assert pc.vision == _vision_params(m.config["vision_config"]) == \
+        16 * (4 * 768**2 + 3 * 768 * 3072 + 7 * 768 + 2 * 3072) + 768 * 768 + 2 * 10240 * 768
     # vLLM builds Gemma 3n / 4 towers with AutoModel.from_config: whole on every TP rank
     assert not towers_tp_sharded(arch.architectures)
     assert towers_tp_sharded(["Qwen2_5_VLForConditionalGeneration"])
@@ -443,3 +449,49 @@ def test_flashinfer_moe_fp8_off_runs_triton_without_the_padding(capsys):
         40 * 512 * 64 * 1024 * 2 == 5 << 29
     assert (on["moe_kernel"], off["moe_kernel"]) == ("flashinfer", "modular")
     assert off["moe_workspace_bytes"] == 8192 * 22 * (1344 + 1344) * 2
+
+
+def test_gemma4_edge_weights_follow_what_vllm_allocates(capsys):
+    # google/gemma-4-E2B, --language-model-only, on an L4 with vLLM 0.21.0 loaded 8.89 GiB.
+    # Counted as gemma4.py builds it: the 20 KV-sharing layers keep q/o (and, to 0.29, K/V),
+    # every layer has a per-layer-input gate and projection (2 x 1,536 x 256), and the
+    # wrapper allocates its per_layer_embeddings buffer [2,048 tokens x 35 x 256] at load
+    def e2b(version, *extra):
+        return _size_json(capsys, "google/gemma-4-E2B", "--gpu", "l4", "--vllm-version",
+                          version, "--max-model-len", "8192", *extra)
+
+    d = e2b("0.21.0", "--language-model-only")
+    assert d["max_num_batched_tokens"] == 2048
+    assert abs(d["weights_bytes_per_gpu"] / GIB - 8.89) < 0.02
+    # K/V of the sharing layers (16 sliding at head 256, 4 full at 512, one KV head, and
+    # k_norm): allocated to 0.29, not from 0.30
+    kv = 2 * 1536 * (16 * 256 + 4 * 512) + (16 * 256 + 4 * 512)
+    assert e2b("0.29.0", "--language-model-only")["weights_bytes_per_gpu"] - \
+        e2b("0.30.0", "--language-model-only")["weights_bytes_per_gpu"] == 2 * kv
+    # an image-and-audio limit of 0 keeps the vision tower: video still allows 999 items
+    full = e2b("0.21.0")["weights_bytes_per_gpu"]
+    no_audio = e2b("0.21.0", "--limit-mm-per-prompt", '{"image": 0, "audio": 0}')
+    none = e2b("0.21.0", "--limit-mm-per-prompt", '{"image": 0, "video": 0, "audio": 0}')
+    assert none["weights_bytes_per_gpu"] == d["weights_bytes_per_gpu"]
+    from kvplan.core.arch import normalize
+    from kvplan.sources.resolve import resolve_model
+
+    pc = count_params(normalize(resolve_model("google/gemma-4-E2B").config))
+    assert full - no_audio["weights_bytes_per_gpu"] == pc.audio * 2
+    assert no_audio["weights_bytes_per_gpu"] - d["weights_bytes_per_gpu"] == pc.vision * 2
+
+
+def test_mm_limits_parse_like_vllm():
+    from kvplan.core.mm import towers_kept
+    from kvplan.errors import BadInput
+    from kvplan.units import parse_mm_limits
+
+    assert parse_mm_limits('{"image": {"count": 0}, "video": 2}') == {"image": 0, "video": 2}
+    assert parse_mm_limits("image=0,video=0") == {"image": 0, "video": 0}
+    with pytest.raises(BadInput):
+        parse_mm_limits('{"image": "many"}')
+    gemma4 = ["Gemma4ForConditionalGeneration"]
+    assert towers_kept(gemma4, {"image": 0, "audio": 0}, False) == (True, False)
+    assert towers_kept(gemma4, {"image": 0, "video": 0}, False) == (False, True)
+    assert towers_kept(["Gemma3ForConditionalGeneration"], {"image": 0}, False) == (False, True)
+    assert towers_kept(gemma4, None, True) == (False, False)

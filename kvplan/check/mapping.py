@@ -14,7 +14,7 @@ from typing import Any
 from kvplan.check.base import Loc, Token
 from kvplan.check.command import EngineCommand
 from kvplan.errors import BadInput
-from kvplan.units import parse_int_list, parse_vllm_int
+from kvplan.units import parse_int_list, parse_mm_limits, parse_vllm_int
 
 # vLLM canonical flag -> EngineArgs field
 VLLM_FIELDS = {
@@ -46,7 +46,7 @@ VLLM_FIELDS = {
     "--max-cudagraph-capture-size": "max_cudagraph_capture_size",
     "--moe-backend": "moe_backend",
     "--mm-encoder-tp-mode": "mm_encoder_tp_mode",
-    "--limit-mm-per-prompt": "limit_mm_per_prompt",  # all zero = --language-model-only
+    "--limit-mm-per-prompt": "limit_mm_per_prompt",  # towers limited to 0 are not built
 }
 # SGLang (`python -m sglang.launch_server`, server_args.py) flag -> field
 SGLANG_FIELDS = {
@@ -363,9 +363,7 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
         elif fld == "cudagraph_capture_sizes":
             value = parse_int_list(f.value, what=f.key)
         elif fld == "limit_mm_per_prompt":
-            if _all_zero_limits(f.value):
-                p.values["language_model_only"], p.set_by["language_model_only"] = True, f
-            return
+            value = parse_mm_limits(f.value, what=f.key)
         elif fld == "kv_cache_dtype" and engine != "vllm":
             value = _KV_DTYPES.get(f.value.lower(), f.value)
         elif fld == "quantization" and engine == "tgi":
@@ -384,21 +382,6 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
         return
     p.values[fld] = value
     p.set_by[fld] = f
-
-
-def _all_zero_limits(text: str) -> bool:
-    """`--limit-mm-per-prompt` that allows no item of any modality: JSON (`{"image": 0}`,
-    `{"image": {"count": 0}}`) or 0.6's `image=0,video=0`."""
-    import json
-
-    try:
-        limits = json.loads(text)
-    except ValueError:
-        limits = dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
-    if not isinstance(limits, dict) or not limits:
-        return False
-    counts = [v.get("count") if isinstance(v, dict) else v for v in limits.values()]
-    return all(str(c).strip() == "0" for c in counts)
 
 
 def _model(p: Parsed, pos: list[Token]) -> None:

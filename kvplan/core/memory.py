@@ -147,6 +147,7 @@ class ActivationShape:
     local_experts: int = 0  # experts on one GPU (DeepGEMM pads every expert's rows)
     moe_hidden: int = 0  # K, the experts' input width (a latent MoE's; 0: `hidden`)
     moe_gated: bool = True  # w13 holds gate and up (N = 2 x intermediate)
+    moe_packed_out: bool = False  # NVFP4 experts: FlashInfer's output is 2 K wide (packed)
 
     def moe_workspace(self, tokens: int) -> int:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
@@ -157,7 +158,9 @@ class ActivationShape:
         * DeepGEMM (`DeepGemmExperts.workspace_shapes`) on M_sum rows, every local expert's
           rows padded to 128 (`compute_aligned_M`): 0.11.x M_sum x N + M_sum x max(A, K) +
           an M x K output, 0.13+ M_sum x max(A, K) + M_sum x max(N, K);
-        * FlashInfer CUTLASS (`FlashInferExperts`): two M x K buffers;
+        * FlashInfer CUTLASS (`FlashInferExperts`): an M x K workspace that the output reuses
+          (`FusedMoEModularKernel._allocate_buffers`: one buffer of the larger), M x 2K for
+          NVFP4, whose output is packed;
         * OpenAI's Triton MXFP4 kernels (`OAITritonExperts`): M.k x A and an M x K output."""
         i, k = self.moe_intermediate_local, self.top_k
         h = self.moe_hidden or self.hidden
@@ -170,7 +173,7 @@ class ActivationShape:
         if self.moe_kernel == "modular":
             return rows * (max(act, h) + max(n, h))
         if self.moe_kernel == "flashinfer":
-            return 2 * tokens * h
+            return (2 if self.moe_packed_out else 1) * tokens * h
         if self.moe_kernel == "oai_triton":
             return rows * act + tokens * h
         m_sum = -(-(rows + self.local_experts * 127) // 128) * 128

@@ -48,6 +48,24 @@ class EncoderProfile:
 REPLICATED_TOWERS = {"Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration"}
 
 
+# towers that also take video: a vision tower stays unless image and video are both limited
+# to 0 (`get_supported_mm_limits` lists video; an unlisted modality defaults to 999)
+VIDEO_TOWERS = QWEN2_VL + QWEN3_VL + ("Gemma4ForConditionalGeneration",)
+
+
+def towers_kept(architectures: list[str], limits: dict[str, int] | None,
+                language_model_only: bool) -> tuple[bool, bool]:
+    """(vision tower, audio tower) allocated: vLLM builds a tower on the meta device, so not
+    at all, when every modality it serves is limited to 0 (`_mark_tower_model`,
+    `MultiModalConfig.get_limit_per_prompt`; `--language-model-only` limits them all)."""
+    if language_model_only:
+        return False, False
+    if not limits:
+        return True, True
+    seen = ("image", "video") if any(a in VIDEO_TOWERS for a in architectures) else ("image",)
+    return (any(limits.get(m, 999) for m in seen), bool(limits.get("audio", 999)))
+
+
 def towers_tp_sharded(architectures: list[str], *, mistral_native: bool = False,
                       encoder_dp: bool = False) -> bool:
     """Whether TP ranks split the multimodal towers. `mistral_native`: a Mistral 3 (Pixtral)

@@ -40,6 +40,7 @@ class LayerParams:
     state: int = 0  # of `split`: Mamba / linear-attention mixer params
     repl_quant: int = 0  # of `replicated`: whole-on-every-rank linears the checkpoint quantizes
     mla_up: int = 0  # MLA kv_b_proj params: vLLM keeps a dequantized 16-bit copy of quantized ones
+    kv_unused: int = 0  # K/V projections of a KV-sharing layer (Gemma 4: allocated to 0.29)
 
 
 @dataclass
@@ -47,11 +48,12 @@ class ParamCount:
     embed: int
     lm_head: int
     layers: list[LayerParams] = field(default_factory=list)
-    vision: int = 0  # the multimodal towers: vision and audio encoders
+    vision: int = 0  # the vision encoder and its projector
+    audio: int = 0  # the audio encoder
 
     @property
     def total(self) -> int:
-        return (self.embed + self.lm_head + self.vision
+        return (self.embed + self.lm_head + self.vision + self.audio
                 + sum(x.split + x.replicated + x.expert + x.kv_proj for x in self.layers))
 
     @property
@@ -176,6 +178,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
     shared_i = arch.shared_expert_intermediate_size or (
         n_shared * moe_i if n_shared else int(t.get("shared_intermediate_size") or 0))
     pattern = t.get("hybrid_override_pattern") if arch.model_type == "nemotron_h" else None
+    kv_shared_from = arch.num_layers - int(t.get("num_kv_shared_layers") or 0)
+    ple = int(t.get("hidden_size_per_layer_input") or 0)
     for i, layer in enumerate(arch.layers):
         lp = LayerParams(replicated=2 * h)  # two norms
         if isinstance(layer, AttnLayer):
@@ -196,6 +200,10 @@ def _count_params(arch: ModelArch) -> ParamCount:
             lp.state = _state_params(layer, h, bool((t.get("linear_attn_config") or {}).get(
                 "use_full_rank_gate")))
             lp.split += lp.state
+        elif arch.model_type.startswith("gemma4") and kv_shared_from <= i:
+            _kv_sharing_attn(t, arch, i, lp)
+        if ple:  # `per_layer_input_gate` (h -> ple), `per_layer_projection` (ple -> h)
+            lp.replicated += 2 * h * ple  # are ReplicatedLinear (gemma4.py, 0.21-0.33)
         if pattern is not None:
             sym = pattern[i]
             if sym == "-":
@@ -232,15 +240,28 @@ def _count_params(arch: ModelArch) -> ParamCount:
         pc.layers.append(lp)
     if pc.layers:  # the final norm, on the last pipeline stage
         pc.layers[-1].replicated += h
-    ple = int(t.get("hidden_size_per_layer_input") or 0)
     if ple:  # Gemma-3n/4 per-layer embeddings: one vocab x ple table per layer + projection
         vocab_ple = int(t.get("vocab_size_per_layer_input") or arch.vocab_size)
         pc.embed += vocab_ple * ple * arch.num_layers + h * ple * arch.num_layers
     if arch.vision_config:
         pc.vision = _vision_params(arch.vision_config)
     if arch.audio_config:
-        pc.vision += _audio_params(arch.audio_config)
+        pc.audio = _audio_params(arch.audio_config)
     return pc
+
+
+def _kv_sharing_attn(t: dict, arch: ModelArch, i: int, lp: LayerParams) -> None:
+    """A Gemma 4 KV-sharing layer keeps no KV cache but vLLM still builds its attention
+    (`Gemma4Attention`): q_proj, o_proj and q_norm always; K/V (qkv_proj, k_norm) too up to
+    0.29, `kv_unused` (0.30 builds `q_proj` alone and drops the checkpoint's k/v; gemma4.py
+    in the 0.21-0.29 and 0.30-0.33 wheels). Full-attention layers use global_head_dim."""
+    types = t.get("layer_types") or []
+    full = i < len(types) and types[i] == "full_attention"
+    hd = int((t.get("global_head_dim") if full else None) or t.get("head_dim") or 0)
+    h, heads = arch.hidden_size, arch.num_attention_heads
+    lp.split += 2 * h * heads * hd
+    lp.replicated += hd
+    lp.kv_unused = 2 * h * int(t.get("num_key_value_heads") or 1) * hd + hd
 
 
 def _audio_params(ac: dict) -> int:
@@ -254,12 +275,15 @@ def _audio_params(ac: dict) -> int:
 
 
 def vision_shape(vc: dict) -> tuple[int, int, int, bool]:
-    """A ViT tower's (hidden, intermediate, blocks, gated MLP)."""
+    """A ViT tower's (hidden, intermediate, blocks, gated MLP). Gemma 4's tower has a gated
+    GELU MLP (gate, up and down; transformers `Gemma4VisionMLP`)."""
     vh = int(vc.get("embed_dim") or vc.get("hidden_size") or vc.get("vt_hidden_size") or 0)
     vi = int(vc.get("intermediate_size") or vc.get("vt_intermediate_size")
              or float(vc.get("mlp_ratio") or 4) * vh)
     vl = int(vc.get("num_hidden_layers") or vc.get("depth") or vc.get("vt_num_hidden_layers") or 0)
-    return vh, vi, vl, str(vc.get("hidden_act", "")).lower() in ("silu", "swiglu")
+    gated = str(vc.get("hidden_act", "")).lower() in ("silu", "swiglu") or \
+        vc.get("model_type") == "gemma4_vision"
+    return vh, vi, vl, gated
 
 
 def _vision_params(vc: dict) -> int:
@@ -277,6 +301,8 @@ def _vision_params(vc: dict) -> int:
         n += int(vc.get("in_channels") or 3) * frames * patch**2 * vh
         if vc.get("num_position_embeddings"):
             n += int(vc["num_position_embeddings"]) * vh
+        elif vc.get("position_embedding_size"):  # Gemma 4: one table per image axis
+            n += 2 * int(vc["position_embedding_size"]) * vh
         elif vc.get("image_size") and vc.get("model_type") != "pixtral":  # Pixtral: 2-D RoPE
             n += (int(vc["image_size"]) // patch) ** 2 * vh
     merge = int(vc.get("spatial_merge_size") or 0)
@@ -286,6 +312,16 @@ def _vision_params(vc: dict) -> int:
         m = merge * merge * vh
         n += (1 + len(vc.get("deepstack_visual_indexes") or [])) * (m * m + m * out + m + out + vh)
     return n
+
+
+def ple_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtype_bytes: int) -> int:
+    """Gemma 4's wrapper allocates its per-layer-input buffer at load, on the embedding's GPU
+    (`Gemma4ForConditionalGeneration.__init__`: `per_layer_embeddings = torch.zeros(
+    max_num_batched_tokens, layers, ple)` in the model dtype, 0.21-0.33)."""
+    ple = int(arch.text_config.get("hidden_size_per_layer_input") or 0)
+    if not ple or "Gemma4ForConditionalGeneration" not in arch.architectures:
+        return 0
+    return max_num_batched_tokens * arch.num_layers * ple * dtype_bytes
 
 
 # attention without rotary embeddings although the config carries a rope_theta:

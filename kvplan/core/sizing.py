@@ -33,7 +33,14 @@ from kvplan.core.kvspec import (
     layer_specs,
     state_bytes,
 )
-from kvplan.core.mm import QWEN2_VL, QWEN3_VL, EncoderProfile, encoder_profile, towers_tp_sharded
+from kvplan.core.mm import (
+    QWEN2_VL,
+    QWEN3_VL,
+    EncoderProfile,
+    encoder_profile,
+    towers_kept,
+    towers_tp_sharded,
+)
 from kvplan.core.params import (
     NVFP4_BYTES,
     count_params,
@@ -41,6 +48,7 @@ from kvplan.core.params import (
     fp8_tensor_experts,
     moe_gated,
     moe_hidden,
+    ple_buffer_bytes,
     rope_cache_bytes,
     weight_bytes,
 )
@@ -122,6 +130,9 @@ class EngineArgs:
     # is neither loaded nor profiled (0.33 `interfaces._mark_tower_model`; Qwen VL models
     # already skipped it in 0.10, `qwen2_5_vl.py`)
     language_model_only: bool = False
+    # --limit-mm-per-prompt: items per prompt by modality; a tower whose modalities are all 0
+    # is not built (`towers_kept`)
+    limit_mm_per_prompt: dict[str, int] | None = None
 
 
 @dataclass
@@ -365,14 +376,16 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
                        stages: list[range], cc: str, *, mla_absorb: bool = True,
                        mistral_native: bool = False, fi_align: int = 0,
-                       fp32_router: bool = False) -> tuple[list[int], int, bool]:
+                       fp32_router: bool = False,
+                       kv_unused: bool = False) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
     K/V replicated past the head count); an exact checkpoint size rescales the estimate so
     the parts keep their proportions and the total matches the checkpoint. `fi_align`: rows
     FlashInfer's FP8 MoE path pads each rank's expert intermediate to (0: not that path);
-    `fp32_router`: the routers are held in fp32 (Nemotron-H off Hopper/Blackwell).
+    `fp32_router`: the routers are held in fp32 (Nemotron-H off Hopper/Blackwell);
+    `kv_unused`: KV-sharing layers still allocate K/V projections (Gemma 4 up to 0.29).
     """
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
@@ -402,8 +415,13 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     def mla_up(rng: range) -> float:
         return sum(pc.layers[i].mla_up for i in rng) / tp * d if absorb else 0.0
 
+    keep_vision, keep_audio = towers_kept(arch.architectures, a.limit_mm_per_prompt,
+                                          a.language_model_only)
+    towers = pc.vision * keep_vision + pc.audio * keep_audio  # as loaded
     if model.weights_layout and len(model.weights_layout.get("layers", [])) == arch.num_layers:
         ts = TensorSummary.from_json(model.weights_layout)
+        # the layout lumps the towers: dropped ones leave by the config's proportions
+        tower = ts.vision * towers / (pc.vision + pc.audio) if pc.vision + pc.audio else 0
         out = []
         for si, rng in enumerate(stages):
             b = 0.0
@@ -412,21 +430,19 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                 b += (lb.split / tp + lb.expert * pad / ep) * online + lb.replicated
                 b += (lb.kv * max(1, kvh // tp) / kvh if kvh else lb.kv / tp) * online
             if si == 0:
-                tower = 0 if a.language_model_only else ts.vision
                 b += ts.embed / tp + tower / tower_tp
             if si == len(stages) - 1:
                 b += (ts.lm_head or (ts.embed if si else 0)) / tp + ts.other_split
             out.append(int(b * shrink + mla_up(rng)))
-        loaded = ts.loaded - (ts.vision if a.language_model_only else 0)
-        return out, int(loaded * shrink), False
-    vision = 0 if a.language_model_only else pc.vision  # the tower as loaded
+        return out, int((ts.loaded - ts.vision + tower) * shrink), False
+    vision = towers
     per_stage = []
     for si, rng in enumerate(stages):
         attn = mlp = state = repl_lin = expert = other = head = 0.0
         for i in rng:
             lp = pc.layers[i]
             kv_local = lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads else 0
-            attn += (lp.split - lp.mlp - lp.state) / tp + kv_local
+            attn += (lp.split - lp.mlp - lp.state + lp.kv_unused * kv_unused) / tp + kv_local
             repl_lin += lp.repl_quant
             mlp += lp.mlp / tp
             state += lp.state / tp
@@ -443,15 +459,19 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                            + repl_lin * wb.repl_bytes) * online,
                           expert * wb.expert * online, other * wb.other + head * wb.lm_head_bytes,
                           mla_up(rng)))
-    quantizable = (sum(x.split - x.mlp - x.state + x.kv_proj for x in pc.layers) * wb.linear
+    # the checkpoint as stored: with every tower and the KV-sharing layers' K/V
+    quantizable = (sum(x.split - x.mlp - x.state + x.kv_proj + x.kv_unused
+                       for x in pc.layers) * wb.linear
                    + sum(x.repl_quant for x in pc.layers) * wb.repl_bytes
                    + sum(x.mlp for x in pc.layers) * wb.mlp_bytes
                    + sum(x.state for x in pc.layers) * wb.state_bytes + pc.experts * wb.expert)
-    rest = ((pc.embed + pc.vision + sum(x.replicated - x.repl_quant for x in pc.layers))
+    rest = ((pc.embed + pc.vision + pc.audio
+             + sum(x.replicated - x.repl_quant for x in pc.layers))
             * wb.other
             + pc.lm_head * wb.lm_head_bytes)
     est_total = quantizable + rest
-    skipped = (pc.vision - vision) * wb.other
+    skipped = (pc.vision + pc.audio - vision) * wb.other + (
+        0 if kv_unused else sum(x.kv_unused for x in pc.layers) * wb.linear * online)
     scale, total, estimated = 1.0, quantizable * online + rest - skipped, True
     if model.weights_bytes:
         exact = int(model.weights_bytes * shrink)
@@ -627,7 +647,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     stage_weights = partial(
         _weights_per_stage, model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,
         mistral_native=version.mistral_native_tower(model.id),
-        fp32_router=arch.model_type == "nemotron_h" and version.fp32_router(cc, gpu.vendor))
+        fp32_router=arch.model_type == "nemotron_h" and version.fp32_router(cc, gpu.vendor),
+        kv_unused=version.kv_sharing_layers_keep_kv)
     align = version.fi_fp8_moe_alignment(moe_gated(arch)) if fi_fp8 else 0
     weights, weights_total, estimated = stage_weights(fi_align=align)
     if align:
@@ -637,6 +658,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                          f"{padding / GiB:.2f} GiB per GPU; VLLM_USE_FLASHINFER_MOE_FP8=0 "
                          "(--env) runs Triton's instead, without it")
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
+    weights[0] += ple_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
     extra, moe_padded = [0] * len(stages), False
     if gpu.vendor == "amd":  # the replay is imported for AMD GPUs only
         from kvplan.core.loadmem import rocm_load_extra
@@ -710,8 +732,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # `get_pp_group().is_last_rank`)
     act_inner = lm_peak(0) if version.v1 and pp > 1 else act
     enc = None
-    if mm_profiled(arch.architectures, version) and not (a.skip_mm_profiling
-                                                          or a.language_model_only):
+    if mm_profiled(arch.architectures, version) and not a.skip_mm_profiling and towers_kept(
+            arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]:
         enc = encoder_profile(arch.architectures, arch.vision_config, tp=tp, max_model_len=mml,
                               max_num_batched_tokens=mnbt, max_num_seqs=seqs,
                               text_hidden=arch.hidden_size)
@@ -894,9 +916,13 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         fp8_block=qm == "fp8" and bool(q.get("weight_block_size")),
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
         nvfp4=abs(expert_bytes - NVFP4_BYTES) < 1e-9, mxfp4=qm == "mxfp4", wna16=wna16,
-        fp8_tensor=a.flashinfer_moe_fp8 and fp8_tensor_experts(arch, model.hf_quant_config))
+        fp8_tensor=a.flashinfer_moe_fp8 and fp8_tensor_experts(arch, model.hf_quant_config),
+        unquantized=expert_bytes == 2, dp=a.data_parallel_size)
     experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
-    return replace(shape, local_experts=experts, moe_kernel=kernel)
+    # NVFP4 experts: FlashInfer's TRT-LLM kernel on SM100 writes an M x K output, its CUTLASS
+    # kernel (SM120) a packed M x 2K one (`oracle/nvfp4.py` order; `workspace_shapes`)
+    packed = abs(expert_bytes - NVFP4_BYTES) < 1e-9 and cc_major(gpu.compute_capability) != 10
+    return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed)
 
 
 def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:

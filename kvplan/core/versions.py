@@ -93,7 +93,7 @@ class VllmVersion:
     def moe_kernel(self, compute_capability: str, *, fp8_block: bool, moe_tp: int,
                    expert_parallel: bool, vendor: str = "nvidia", backend: str = "auto",
                    nvfp4: bool = False, mxfp4: bool = False, wna16: bool = False,
-                   fp8_tensor: bool = False) -> str:
+                   fp8_tensor: bool = False, unquantized: bool = False, dp: int = 1) -> str:
         """Which fused-MoE experts kernel the profile run uses (`memory.MOE_KERNELS`), read
         in the 0.11.0-0.19.0 wheels:
         * 0.11.0: `fused_experts_impl`, scratch allocated per call; with expert parallelism
@@ -112,6 +112,7 @@ class VllmVersion:
           Weight-only int experts (AWQ, GPTQ, compressed-tensors W4A16) call the Marlin
           function, which allocates per call, until `oracle/int_wna16.py` (absent in the
           0.19.0 wheel, present in 0.20.2) moves them to the modular kernel.
+        * 0.20+: unquantized experts go to FlashInfer (`fi_bf16_moe`).
         * 0.16+: static per-tensor FP8 experts (ModelOpt FP8) go to FlashInfer's CUTLASS
           kernel on SM90 and the SM100/110/120 families (`select_fp8_moe_backend`:
           FLASHINFER_TRTLLM, then FLASHINFER_CUTLASS, whose `_supports_quant_scheme` takes
@@ -132,7 +133,8 @@ class VllmVersion:
                 return "flashinfer"
             if major == 9:
                 return "oai_triton"
-        if fp8_tensor and self.fi_fp8_moe(compute_capability):
+        if (fp8_tensor and self.fi_fp8_moe(compute_capability)) or (
+                unquantized and self.fi_bf16_moe(compute_capability, dp)):
             return "flashinfer"
         hopper_fp8 = fp8_block and major == 9
         if wna16 and not self.at_least(0, 20):
@@ -169,6 +171,27 @@ class VllmVersion:
         cc = compute_capability or ""
         fast = vendor == "nvidia" and (cc == "9.0" or cc_major(cc) == 10)
         return not (fast and self.at_least(0, 17))
+
+    @property
+    def kv_sharing_layers_keep_kv(self) -> bool:
+        """Gemma 4's KV-sharing layers allocate K/V projections (a full `qkv_proj`) up to
+        0.29; 0.30 builds `q_proj` alone (gemma4.py in the 0.21-0.29 / 0.30-0.33 wheels)."""
+        return not self.at_least(0, 30)
+
+    def fi_bf16_moe(self, compute_capability: str, dp: int = 1) -> bool:
+        """Whether unquantized (16-bit) experts run on FlashInfer's MoE kernels: from 0.20
+        (`oracle/unquantized.py _get_priority_backends`: FLASHINFER_TRTLLM, FLASHINFER_CUTLASS,
+        then Triton on CUDA; 0.19 needed VLLM_USE_FLASHINFER_MOE_FP16=1). The CUTLASS kernel
+        takes 16-bit experts on SM90 and the SM100/110/120 families, TRT-LLM's on SM100.
+        0.23 puts both behind Triton on Hopper (slower there; 0.23.0 and 0.33 wheels), and data
+        parallelism puts CUTLASS behind Triton (a Qwen3.5 DEP crash)."""
+        cc = compute_capability or ""
+        major = cc_major(cc)
+        if not self.at_least(0, 20):
+            return False
+        if cc == "9.0":
+            return dp == 1 and not self.at_least(0, 23)
+        return major == 10 or (major in (11, 12) and dp == 1)
 
     def fi_fp8_moe_alignment(self, gated: bool) -> int:
         """Rows the FlashInfer FP8 MoE path pads each rank's expert intermediate to
