@@ -38,7 +38,7 @@ CASE_FILES = ("cases.yaml", "cases_sweep.yaml")
 # How the free-text GPU field of a case maps onto a catalog id (first match wins).
 GPU_PATTERNS = [
     (r"H100.*(NVL)", "h100-nvl"), (r"H100.*PCIe", "h100-pcie"), (r"H100", "h100-sxm"),
-    (r"H200", "h200-sxm"), (r"H20\b", "h20"), (r"GB10|DGX Spark", "gb10"),
+    (r"H200", "h200-sxm"), (r"B300", "b300"), (r"H20\b", "h20"), (r"GB10|DGX Spark", "gb10"),
     (r"A100.*40", "a100-sxm4-40gb"), (r"A100", "a100-sxm4-80gb"),
     (r"L40S", "l40s"), (r"\bL4\b", "l4"), (r"A10G", "a10g"),
     (r"RTX 3090", "rtx-3090"), (r"RTX 4070 Laptop", "rtx-4070-laptop"), (r"RTX 4080", "rtx-4080"),
