@@ -88,9 +88,14 @@ def _args(mml, kvd, util, mnbt, tp=1, env=None):
                    max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens")
                    if mnbt else None)
     if env:
+        import sys
+
         from kvplan.engines.vllm_env import apply_env, parse_assignments
 
-        apply_env(a, parse_assignments(env))
+        ignored = apply_env(a, parse_assignments(env))
+        if ignored:  # on stderr, so --json and --emit-flags output stays clean
+            sys.stderr.write(f"kvplan: note: --env {', '.join(ignored)}: not modelled, "
+                             "ignored\n")
     return a
 
 

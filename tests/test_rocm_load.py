@@ -192,6 +192,11 @@ def test_recommend_takes_env_and_puts_it_in_the_command(capsys):
     assert off["max_num_seqs"] > on["max_num_seqs"]
     assert off["command"].startswith("VLLM_ROCM_MOE_PADDING=0 vllm serve ")
     assert on["command"].startswith("vllm serve ")
+    # a variable kvplan does not model is said on stderr, keeping the JSON clean
+    assert main(["recommend", "Qwen/Qwen3-VL-30B-A3B-Instruct", "--gpu", "mi300x",
+                 "--workload", "chat", "--rate", "5", "--json", "--env", "VLLM_FOO=1"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) and "--env VLLM_FOO: not modelled, ignored" in err
 
 
 def test_aiter_moe_shuffle_replaces_the_padded_weights():
