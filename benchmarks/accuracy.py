@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from kvplan.core.sizing import EngineArgs, size  # noqa: E402
 from kvplan.core.versions import VllmVersion  # noqa: E402
+from kvplan.engines.vllm_compile import parse_compilation_config  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.sources.resolve import resolve_gpu, resolve_model  # noqa: E402
 
@@ -105,6 +106,10 @@ def args_of(case: dict, version: str) -> EngineArgs:
         a.mm_encoder_tp_mode = "data"
     a.flashinfer_sampler = case.get("sampler") == "flashinfer"
     a.language_model_only = bool(re.search(r"language[_-]model[_-]only", flags, re.I))
+    m = re.search(r"(?:--compilation-config|-cc)[ =]*(\{[^}]*\}|\d)", flags)
+    if m:
+        for name, value in parse_compilation_config(m.group(1)).items():
+            setattr(a, name, value)
     m = re.search(r"moe[_-]backend[ =]*[\"']?([a-z_]+)", flags)
     if m:  # --moe-backend X, or KernelConfig(moe_backend="X") in the offline API
         a.moe_backend = m.group(1)
@@ -135,8 +140,6 @@ def evaluate(case: dict) -> dict:
     if case.get("other_flags") and re.search(r"eagle|speculative|lmcache|cpu-offload",
                                              str(case.get("other_flags")), re.I):
         skip.append("speculative decoding / connector / offload changes the pool")
-    if re.search(r"--compilation-config", str(case.get("other_flags") or "")):
-        skip.append("--compilation-config is not read")
     conc = obs.get("max_concurrency") or {}
     avail = obs.get("available_kv_cache_gib")
     version = row["version"]

@@ -94,6 +94,10 @@ def size_cmd(
                                              "(or --limit-mm-per-prompt 0 for every "
                                              "modality): the vision tower is neither loaded nor "
                                              "profiled."),
+    compilation_config: Optional[str] = typer.Option(
+        None, "--compilation-config", "-cc", help="vLLM's compilation config (JSON): its "
+        "cudagraph_mode (NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE), mode "
+        "(0-3) and capture sizes set the CUDA graphs vLLM captures and subtracts (0.20+)."),
     limit_mm_per_prompt: Optional[str] = typer.Option(
         None, "--limit-mm-per-prompt", help="Items per prompt by modality, as vLLM's flag "
         "('{\"image\": 0, \"video\": 0}'): a tower whose modalities are all 0 is not loaded; "
@@ -153,6 +157,11 @@ def size_cmd(
         limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt)
         if limit_mm_per_prompt is not None else None,
     )
+    if compilation_config is not None:
+        from kvplan.engines.vllm_compile import parse_compilation_config
+
+        for name, value in parse_compilation_config(compilation_config).items():
+            setattr(args, name, value)
     ignored: list[str] = []
     if env:
         from kvplan.engines.vllm_env import apply_env, parse_assignments

@@ -762,3 +762,35 @@ def test_moe_backend_flag_reaches_the_sizing(capsys):
     bad = dep("--moe-backend nope")
     assert any(c["status"] == "fail" and "--moe-backend nope" in c.get("message", "")
                for c in bad["checks"])
+
+
+def test_compilation_config_sets_the_graphs_vllm_captures(capsys):
+    # DeepSeek-R1 at TP8 on H200, 0.20.2 (graphs subtracted): FULL_DECODE_ONLY captures the 51
+    # decode sizes up to 512 and no piecewise graphs; -O0 / mode 0 captures none
+    base = "vllm serve deepseek-ai/DeepSeek-R1 -tp 8 --max-model-len 32768"
+
+    def tokens(flags):
+        _, rep = check_json(capsys, "--cmd", f"{base} {flags}", "--gpu", "h200",
+                            "--vllm-version", "0.20.2")
+        return rep["deployments"][0]["kv_cache_tokens"]
+
+    def sized(*flags):
+        _, out, _ = run(capsys, "size", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "-tp",
+                        "8", "--max-model-len", "32768", "--vllm-version", "0.20.2", "--json",
+                        *flags)
+        return json.loads(out)
+
+    decode = sized("-cc", '{"cudagraph_mode": "FULL_DECODE_ONLY"}')
+    default = sized()
+    assert (default["cudagraph_mode"], default["cudagraph_graphs"]) == ("FULL_AND_PIECEWISE", 102)
+    assert (decode["cudagraph_mode"], decode["cudagraph_graphs"]) == ("FULL_DECODE_ONLY", 51)
+    assert decode["cudagraph_bytes"] == int((130 + 0.133 * 61 * 51) * 2**20)
+    assert tokens("--compilation-config '{\"cudagraph_mode\": \"FULL_DECODE_ONLY\"}'") == \
+        decode["kv_cache_tokens"] > default["kv_cache_tokens"] == tokens("")
+    # no vLLM compilation: piecewise graphs are impossible, so the default mode becomes NONE
+    none = sized("-cc", '{"mode": 0}')
+    assert (none["cudagraph_mode"], none["cudagraph_bytes"]) == ("NONE", 0)
+    assert tokens("-O0") == none["kv_cache_tokens"]
+    code, _, err = run(capsys, "size", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "-tp", "8",
+                       "-cc", '{"cudagraph_mode": "half"}')
+    assert code == 2 and "cudagraph_mode 'half'" in err

@@ -47,7 +47,14 @@ VLLM_FIELDS = {
     "--moe-backend": "moe_backend",
     "--mm-encoder-tp-mode": "mm_encoder_tp_mode",
     "--limit-mm-per-prompt": "limit_mm_per_prompt",  # towers limited to 0 are not built
+    # set cudagraph_mode / compilation_mode / capture sizes (`_compilation`)
+    "--compilation-config": "compilation_config",
+    "--optimization-level": "optimization_level",
 }
+# `--optimization-level` / -O (0.2x `OPTIMIZATION_LEVEL_TO_CONFIG`): O0 no compilation and no
+# graphs, O1 piecewise graphs only, O2 / O3 the defaults
+_OPT_LEVEL_GRAPHS = {0: {"compilation_mode": 0, "cudagraph_mode": "NONE"},
+                     1: {"cudagraph_mode": "PIECEWISE"}, 2: {}, 3: {}}
 # SGLang (`python -m sglang.launch_server`, server_args.py) flag -> field
 SGLANG_FIELDS = {
     "--model-path": "model", "--model": "model",
@@ -364,6 +371,10 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
             value = parse_int_list(f.value, what=f.key)
         elif fld == "limit_mm_per_prompt":
             value = parse_mm_limits(f.value, what=f.key)
+        elif fld in ("compilation_config", "optimization_level"):
+            for name, v in _compilation(fld, f).items():
+                p.values[name], p.set_by[name] = v, f
+            return
         elif fld == "kv_cache_dtype" and engine != "vllm":
             value = _KV_DTYPES.get(f.value.lower(), f.value)
         elif fld == "quantization" and engine == "tgi":
@@ -382,6 +393,18 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
         return
     p.values[fld] = value
     p.set_by[fld] = f
+
+
+def _compilation(fld: str, f: FlagUse) -> dict[str, Any]:
+    """The `EngineArgs` fields a `--compilation-config` or `--optimization-level` sets."""
+    from kvplan.engines.vllm_compile import parse_compilation_config
+
+    if fld == "compilation_config":
+        return parse_compilation_config(f.value or "", what=f.key)
+    level = str(f.value or "").strip().upper().lstrip("O")
+    if not level.isdigit() or int(level) not in _OPT_LEVEL_GRAPHS:
+        raise BadInput(f"{f.key} {f.value!r} is not 0-3")
+    return _OPT_LEVEL_GRAPHS[int(level)]
 
 
 def _model(p: Parsed, pos: list[Token]) -> None:

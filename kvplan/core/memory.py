@@ -329,11 +329,35 @@ def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *,
     return sorted(grid)
 
 
-def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int, **grid: Any) -> int:
-    """Graphs captured under the default FULL_AND_PIECEWISE mode: a PIECEWISE graph per size
-    and a FULL one per pure-decode size up to max_num_seqs (`CudagraphDispatcher`)."""
+# `CUDAGraphMode`: NONE, PIECEWISE, FULL, FULL_DECODE_ONLY (FULL, NONE), FULL_AND_PIECEWISE
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+
+
+def effective_cudagraph_mode(cudagraph_mode: str | None, compilation_mode: int | None,
+                             enforce_eager: bool) -> str:
+    """The CUDA-graph mode vLLM runs: FULL_AND_PIECEWISE by default (V1), NONE with
+    --enforce-eager, and NONE when piecewise graphs are asked for without vLLM's compilation
+    (`VllmConfig.__post_init__`: "Cudagraph mode ... is not compatible with compilation mode
+    ... Overriding to NONE"; piecewise graphs need the split graph)."""
+    if enforce_eager:
+        return "NONE"
+    mode = cudagraph_mode or "FULL_AND_PIECEWISE"
+    if compilation_mode is not None and compilation_mode != 3 and "PIECEWISE" in mode:
+        return "NONE"
+    return mode
+
+
+def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int,
+                     mode: str = "FULL_AND_PIECEWISE", **grid: Any) -> int:
+    """Graphs vLLM captures (`CudagraphDispatcher`): under FULL_AND_PIECEWISE (the default) a
+    PIECEWISE graph per size and a FULL one per pure-decode size up to max_num_seqs;
+    PIECEWISE and FULL one per size; FULL_DECODE_ONLY the decode ones; NONE none."""
+    if mode == "NONE":
+        return 0
     sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens, **grid)
-    return len(sizes) + sum(1 for x in sizes if x <= max_num_seqs)
+    decode = sum(1 for x in sizes if x <= max_num_seqs)
+    return {"FULL_DECODE_ONLY": decode, "FULL_AND_PIECEWISE": len(sizes) + decode}.get(
+        mode, len(sizes))
 
 
 def cudagraph_estimate(num_layers_on_gpu: float, num_graphs: int, *,

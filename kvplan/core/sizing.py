@@ -111,6 +111,8 @@ class EngineArgs:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     enforce_eager: bool = False
+    cudagraph_mode: str | None = None  # --compilation-config cudagraph_mode (None: the default)
+    compilation_mode: int | None = None  # --compilation-config mode (None: 3, VLLM_COMPILE)
     dtype: str = "auto"
     quantization: str | None = None
     enable_prefix_caching: bool | None = None
@@ -178,6 +180,7 @@ class SizeResult:
     # under FULL decode CUDA graphs (None where the rule does not apply)
     max_num_seqs_limit: int | None = None
     cudagraph_graphs: int = 0  # graphs the CUDA-graph estimate counts (0 when none is subtracted)
+    cudagraph_mode: str = "FULL_AND_PIECEWISE"  # the CUDA-graph mode vLLM runs
     rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
     load_extra_bytes: int = 0  # ROCm: what weight post-processing adds to the load figure
     moe_kernel: str | None = None  # fused-MoE kernel kind of the profile run (MoE models)
@@ -215,6 +218,7 @@ class SizeResult:
             "non_torch_bytes": b.non_torch,
             "cudagraph_bytes": b.cudagraph,
             "cudagraph_graphs": self.cudagraph_graphs,
+            "cudagraph_mode": self.cudagraph_mode,
             "moe_kernel": self.moe_kernel,
             "moe_workspace_bytes": self.moe_workspace_bytes,
             "available_kv_bytes": b.available_kv,
@@ -744,7 +748,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"{enc.modality} item(s) of {enc.tokens_per_item:,} tokens "
                      f"({enc.encoder_peak / GiB:.2f} GiB peak; --skip-mm-profiling skips it)")
     fi_ar = version.flashinfer_allreduce(gpu.compute_capability, tp=tp, pp=pp,
-                                         dp=a.data_parallel_size, enforce_eager=a.enforce_eager)
+                                         dp=a.data_parallel_size, enforce_eager=a.enforce_eager
+                                         or a.compilation_mode not in (None, 3))
     rocm_nt = gpu.vendor == "amd" and not version.at_least(0, 20)
     nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce,
                      fi_ar, rocm=rocm_nt, nvlink_tp8=gpu.vendor == "nvidia"
@@ -771,17 +776,19 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("ROCm TP8: vLLM gives every rank the smallest rank's block count, and "
                      "public MI300X TP8 starts had a rank about 0.42 GiB below the one they "
                      "log, so expect about that much less KV cache than shown")
-    graphs = M.cudagraph_graphs(seqs, mnbt, ceiling=version.cudagraph_ceiling(
+    graph_mode = M.effective_cudagraph_mode(a.cudagraph_mode, a.compilation_mode, a.enforce_eager)
+    graphs = M.cudagraph_graphs(seqs, mnbt, mode=graph_mode, ceiling=version.cudagraph_ceiling(
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
         sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size)
     stage_rows = []
     best: tuple[int, M.Budget, int] | None = None
     for si, rng in enumerate(stages):
         graph = 0
-        if version.subtracts_cudagraph(gpu.vendor) and not a.enforce_eager:
+        if version.subtracts_cudagraph(gpu.vendor) and graphs:
             # graph nodes grow with depth in transformer blocks (mixer + FFN)
             depth = len(rng) / 2 if arch.half_block_layers else len(rng)
-            graph = M.cudagraph_estimate(depth, graphs, state_layers=arch.is_hybrid_state,
+            graph = M.cudagraph_estimate(depth, graphs, state_layers=arch.is_hybrid_state
+                                         and graph_mode != "PIECEWISE",
                                          rocm=gpu.vendor == "amd")
         bud = M.budget(gpu.memory_bytes, util, weights[si],
                        act if si == len(stages) - 1 else act_inner, nt, graph,
@@ -891,7 +898,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         failure=failure, largest_max_model_len=largest if groups else None,
         concurrency_at=conc_at, stages=stage_rows, notes=notes, vision_profile=enc,
         max_num_seqs_limit=seqs_limit,
-        cudagraph_graphs=graphs if bud.cudagraph else 0, rope_cache_bytes=rope,
+        cudagraph_graphs=graphs if bud.cudagraph else 0, cudagraph_mode=graph_mode,
+        rope_cache_bytes=rope,
         load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk))

@@ -1,0 +1,62 @@
+"""vLLM's `--compilation-config` (`-cc`): the parts that change memory, as `EngineArgs` fields.
+
+vLLM (`config/compilation.py CompilationConfig`) takes a JSON object; kvplan reads its CUDA-graph
+mode, its compilation mode (`mode`, formerly `level`) and its capture sizes. The rest (passes,
+backends, custom ops) does not change the memory budget kvplan models.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kvplan.core.memory import CUDAGRAPH_MODES
+from kvplan.errors import BadInput
+
+# `CompilationMode`: 0 NONE, 1 STOCK_TORCH_COMPILE, 2 DYNAMO_TRACE_ONCE, 3 VLLM_COMPILE
+COMPILATION_MODES = {"NONE": 0, "STOCK_TORCH_COMPILE": 1, "DYNAMO_TRACE_ONCE": 2,
+                     "VLLM_COMPILE": 3}
+
+
+def parse_compilation_config(text: str, *, what: str = "--compilation-config") -> dict[str, Any]:
+    """The `EngineArgs` fields a `--compilation-config` JSON sets (a bare integer is the
+    compilation mode, as vLLM accepts `-O3`)."""
+    s = str(text).strip()
+    if s.isdigit():
+        return {"compilation_mode": _mode(s, what)}
+    try:
+        raw = json.loads(s)
+    except ValueError:
+        raise BadInput(f"{what} {text!r} is not JSON",
+                       hint='e.g. \'{"cudagraph_mode": "FULL_DECODE_ONLY"}\'') from None
+    if not isinstance(raw, dict):
+        raise BadInput(f"{what} must be a JSON object")
+    out: dict[str, Any] = {}
+    if raw.get("cudagraph_mode") is not None:
+        cg = str(raw["cudagraph_mode"]).strip().upper()
+        if cg not in CUDAGRAPH_MODES:
+            raise BadInput(f"{what}: cudagraph_mode {raw['cudagraph_mode']!r} is not a vLLM "
+                           "CUDA-graph mode", hint="one of " + ", ".join(CUDAGRAPH_MODES))
+        out["cudagraph_mode"] = cg
+    level = raw.get("mode", raw.get("level"))
+    if level is not None:
+        out["compilation_mode"] = _mode(level, what)
+    if raw.get("cudagraph_capture_sizes") is not None:
+        sizes = raw["cudagraph_capture_sizes"]
+        if not isinstance(sizes, list) or not all(isinstance(x, int) and x > 0 for x in sizes):
+            raise BadInput(f"{what}: cudagraph_capture_sizes must be a list of positive "
+                           "integers")
+        out["cudagraph_capture_sizes"] = tuple(sizes)
+    if raw.get("max_cudagraph_capture_size") is not None:
+        out["max_cudagraph_capture_size"] = int(raw["max_cudagraph_capture_size"])
+    return out
+
+
+def _mode(value: Any, what: str) -> int:
+    s = str(value).strip().upper()
+    if s in COMPILATION_MODES:
+        return COMPILATION_MODES[s]
+    if s.isdigit() and int(s) in COMPILATION_MODES.values():
+        return int(s)
+    raise BadInput(f"{what}: compilation mode {value!r} is not 0-3 or a mode name",
+                   hint="one of " + ", ".join(COMPILATION_MODES))
