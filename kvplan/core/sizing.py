@@ -639,7 +639,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     bs = plan.block_size if arch.packed_kv else min(
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
     v2 = version.v2_model_runner(arch.architectures, bool(arch.num_experts),
-                                 arch.is_hybrid_state)
+                                 arch.is_hybrid_state, gpu.vendor)
+    v2_graphs, v2_fp32, v2_state, v2_mm = version.v2_profile() if v2 else (True, None, False,
+                                                                          True)
     inflight = mnbt * version.inflight_batches(pp, v2)
 
     # memory per pipeline stage
@@ -721,13 +723,30 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                            v033=version.at_least(0, 33),
                                            nvidia=gpu.vendor == "nvidia")
 
+    sampler_copies = M.const(copies)
+    if v2_fp32 is not None:  # V2's greedy dummy sampler: the model-dtype logits (gathered
+        # and reshaped at TP > 1: 2 + 1/TP copies) and 0.24-0.25's one fp32 copy, in fp32 units
+        logits = 1.0 if tp == 1 else 2.0 + 1.0 / tp
+        sampler_copies = (logits * dtype_bytes(model_dtype) + 4 * v2_fp32) / 4
+
     def lm_peak(sampler_reqs: int) -> int:
         return M.activation_peak(shape, mnbt, sampler_reqs, v1=version.v1,
-                                 sampler_copies=M.const(copies),
+                                 sampler_copies=sampler_copies,
                                  moe_chunk=version.moe_chunk, v020=version.at_least(0, 20),
                                  attn_point=attn_point, workspace_floor=floor)
 
     act = lm_peak(seqs)
+    if v2_state:  # penalty and grammar state on the last stage, charged from 0.27
+        act += M.v2_sampler_state_bytes(seqs, arch.vocab_size)
+    if v2 and v2_fp32 is not None and a.kv_cache_memory_bytes is None:
+        # outside the budget: the top-k/top-p warm-up after sizing, and 0.24-0.26's state
+        warm = int(min(mnbt, seqs) * arch.vocab_size * 4 * M.const(copies)) + (
+            0 if v2_state else M.v2_sampler_state_bytes(seqs, arch.vocab_size))
+        if warm >= 256 * MiB:
+            notes.append(f"model runner V2: {warm / GiB:.2f} GiB of sampler memory (its "
+                         "warm-up after the KV cache is sized" + (
+                             "" if v2_state else ", and its penalty / grammar state")
+                         + ") sits above gpu_memory_utilization; leave that much free")
     if shape.moe_kernel.startswith("deepgemm") and a.moe_backend == "auto":
         notes.append("MoE scratch sized for DeepGEMM, which this release picks for block-FP8 "
                      "experts when the deep_gemm package is installed (the vllm/vllm-openai "
@@ -736,8 +755,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # `get_pp_group().is_last_rank`)
     act_inner = lm_peak(0) if version.v1 and pp > 1 else act
     enc = None
-    if mm_profiled(arch.architectures, version) and not a.skip_mm_profiling and towers_kept(
-            arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]:
+    if mm_profiled(arch.architectures, version) and v2_mm and not a.skip_mm_profiling and \
+            towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]:
         enc = encoder_profile(arch.architectures, arch.vision_config, tp=tp, max_model_len=mml,
                               max_num_batched_tokens=mnbt, max_num_seqs=seqs,
                               text_hidden=arch.hidden_size)
@@ -784,7 +803,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     best: tuple[int, M.Budget, int] | None = None
     for si, rng in enumerate(stages):
         graph = 0
-        if version.subtracts_cudagraph(gpu.vendor) and graphs:
+        if version.subtracts_cudagraph(gpu.vendor) and graphs and v2_graphs:
             # graph nodes grow with depth in transformer blocks (mixer + FFN)
             depth = len(rng) / 2 if arch.half_block_layers else len(rng)
             graph = M.cudagraph_estimate(depth, graphs, state_layers=arch.is_hybrid_state

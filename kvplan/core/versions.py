@@ -43,8 +43,11 @@ V2_RUNNER_ARCHS_024 = frozenset({
 V2_RUNNER_ARCHS_026 = frozenset({
     "DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
     "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration",
-    "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"})
+    "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM", "DeepseekV4ForCausalLM"})
 
+
+# kept on the V1 runner on ROCm from 0.29 (`use_v2_model_runner`)
+_V1_ON_ROCM = frozenset({"DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM"})
 
 # `--moe-backend` values (vLLM 0.33 `config/kernel.py MoEBackend`; 0.18 had the first nine)
 MOE_BACKENDS = ("auto", "triton", "deep_gemm", "cutlass", "flashinfer_trtllm",
@@ -306,17 +309,38 @@ class VllmVersion:
             return pp + 1 if v2_runner else (2 if pp == 1 else pp)
         return 1
 
-    def v2_model_runner(self, architectures: list[str], moe: bool, hybrid: bool) -> bool:
-        """Model runner V2 by default (`VllmConfig.use_v2_model_runner`): every model from
-        0.33; from 0.26 generate models that are neither MoE nor hybrid, and the listed MoE
-        architectures; in 0.24/0.25 the listed architectures only; V1 before."""
-        if self.at_least(0, 33):
-            return True
-        if self.at_least(0, 26):
+    def v2_model_runner(self, architectures: list[str], moe: bool, hybrid: bool,
+                        vendor: str = "nvidia") -> bool:
+        """Model runner V2 by default (`VllmConfig.use_v2_model_runner`, read in the 0.24-0.33
+        wheels): every model from 0.29 (on ROCm DeepSeek-V3.2/V4 stay on V1); from 0.25 the
+        generate models that are neither MoE nor hybrid, and the listed MoE architectures; in
+        0.24 the listed architectures only; V1 before."""
+        if self.at_least(0, 29):
+            return not (vendor == "amd" and any(a in _V1_ON_ROCM for a in architectures))
+        if self.at_least(0, 25):
             return any(a in V2_RUNNER_ARCHS_026 for a in architectures) or not (moe or hybrid)
         if self.at_least(0, 24):
             return any(a in V2_RUNNER_ARCHS_024 for a in architectures)
         return False
+
+    def v2_profile(self) -> tuple[bool, float, bool, bool]:
+        """How the V2 runner's start-up profile differs from V1's (`gpu/model_runner.py`,
+        0.24-0.33 wheels): (graph estimate measured, fp32 logits copies its dummy sampler
+        makes besides the model-dtype logits (None: V1's top-k/top-p path), sampler state
+        charged, multimodal encoder profiled).
+        * `profile_cudagraph_memory` returns 0 up to 0.28; 0.29 measures the graphs.
+        * The dummy requests are greedy: 0.24-0.25 still copy the logits to fp32 once, 0.26-0.32
+          sample in place; 0.33 adds a warm-up-parameter pass ("the profiled peak must too"),
+          V1's top-k/top-p path. Before 0.33 that path's peak comes after the KV cache is sized
+          (`warmup_kernels`), above gpu_memory_utilization.
+        * The penalty and grammar state ([max_num_seqs, vocab] + 2 x [max_num_seqs, vocab/32]
+          int32) is allocated after "Model loading took"; 0.24-0.26 count non-KV memory as
+          weights + torch peak + non-torch growth and miss it, 0.27 charges the free-memory drop.
+        * No encoder profile before 0.27."""
+        if self.at_least(0, 33):
+            return True, None, True, True
+        return (self.at_least(0, 29), 0.0 if self.at_least(0, 26) else 1.0,
+                self.at_least(0, 27), self.at_least(0, 27))
 
     @property
     def mamba_align_mode(self) -> bool:
