@@ -768,3 +768,25 @@ def test_deepseek_v4_workspace_reservations_grow_with_the_context():
     _, floor = M.dsv4_profile(t, tokens=8192, max_model_len=1048576, heads_local=8, tp=8,
                               v033=True, nvidia=True)
     assert floor == 4 * (1048576 // 4 + 128 + 8192) * 512 * 2 + 8192 * 640 * 4 + 4 * 8192
+
+
+def test_deepseek_v4_stack_growth_counted_twice_in_020():
+    # DeepSeek-V4's C128 compressor kernel needs 7,896 B of stack per thread; the driver grows
+    # every resident thread's stack from ROUNDUP(1,024 + 512, 256) to ROUNDUP(7,896 + 512,
+    # 256) B: 6,912 B x 2,048 threads x 132 SMs on an H200. 0.20.2 launches it first inside
+    # the graph probe, so it lands in the graph estimate and again in non-torch memory.
+    from kvplan.core import memory as M
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    assert M.dsv4_stack_bytes(132, "9.0") == 6912 * 2048 * 132 == 1868562432
+    v4, h200 = resolve_model("deepseek-ai/DeepSeek-V4-Pro"), resolve_gpu("h200")
+    assert h200.sm_count == 132
+
+    def sized(version, **kw):
+        return size(v4, h200, EngineArgs(tensor_parallel_size=8, max_model_len=8192,
+                                          kv_cache_dtype="fp8", **kw), version)
+
+    on, no_graphs = sized("0.20.2"), sized("0.20.2", cudagraph_mode="NONE")
+    assert on.budget.non_torch - no_graphs.budget.non_torch == 1868562432
+    assert on.budget.cudagraph == 1868562432 + int((130 + 0.133 * 61 * 102) * 2**20)
+    assert sized("0.33").budget.non_torch == sized("0.33", enforce_eager=True).budget.non_torch

@@ -285,6 +285,33 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     return int(max(forward, held + sampler) + fixed * MiB)
 
 
+# per-thread stack of DeepSeek-V4's C128 compressor kernel (`_fused_kv_compress_norm_rope_
+# insert_sparse_attn`, num_warps 4): 7,896 B in the cubin Triton 3.5.1 / 3.6.0 build for
+# sm_90a (`cuobjdump`: REG:32 STACK:7896; the 0.33 source is the same), compiled offline
+DSV4_C128_STACK_B = 7896
+
+
+def threads_per_sm(compute_capability: str) -> int:
+    """Resident threads per SM (CUDA's maxThreadsPerMultiProcessor by compute capability)."""
+    major, _, minor = (compute_capability or "0.0").partition(".")
+    if major in ("8", "12") and minor not in ("0", ""):
+        return 1536  # 8.6, 8.7, 8.9 and the 12.x consumer / workstation Blackwells
+    return {"7": 1024 if minor == "5" else 2048, "12": 1536}.get(major, 2048)
+
+
+def dsv4_stack_bytes(sm_count: int, compute_capability: str) -> int:
+    """Device memory the CUDA driver adds when DeepSeek-V4's C128 compressor kernel first
+    launches: it raises the per-thread stack limit to fit the kernel and backs it for every
+    resident thread, never shrinking it (`CU_LIMIT_STACK_SIZE`). ROUNDUP(stack + 512, 256)
+    against the default ROUNDUP(1,024 + 512, 256), times threads per SM, times SMs: 1.74 GiB
+    on a 132-SM H200."""
+    def slot(stack: int) -> int:
+        return -(-(stack + 512) // 256) * 256
+
+    grow = slot(DSV4_C128_STACK_B) - slot(1024)
+    return grow * threads_per_sm(compute_capability) * sm_count
+
+
 def v2_sampler_state_bytes(max_num_seqs: int, vocab: int) -> int:
     """The V2 runner's sampler state (`PenaltiesState`: output_bin_counts [seqs, vocab] and
     prompt_bin_mask [seqs, vocab/32]; `StructuredOutputsWorker.grammar_bitmask` [seqs,

@@ -72,6 +72,7 @@ class Gpu:
     bandwidth_gbps: float = 0.0
     interconnect_gbps: float = 0.0  # NVLink / Infinity Fabric per GPU; 0 = PCIe only
     unified_memory: bool = False  # integrated GPU sharing the host's RAM (DGX Spark GB10)
+    sm_count: int = 0  # streaming multiprocessors (0: not in the catalog)
     tflops: dict[str, float | None] = field(default_factory=dict)
     price_per_hour: float | None = None
 
@@ -799,6 +800,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     graphs = M.cudagraph_graphs(seqs, mnbt, mode=graph_mode, ceiling=version.cudagraph_ceiling(
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
         sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size)
+    stack = 0  # DeepSeek-V4's C128 compressor: stack growth, in non-torch and the graph probe
+    if (graphs and gpu.vendor == "nvidia" and version.dsv4_stack_counted_twice
+            and any(getattr(x, "compress_ratio", 0) == 128 for x in arch.layers)):
+        stack = M.dsv4_stack_bytes(gpu.sm_count, gpu.compute_capability)
+        nt += stack
+        notes.append(f"DeepSeek-V4's C128 compressor kernel grows the CUDA stack by "
+                     f"{stack / GiB:.2f} GiB per GPU during the graph probe; this release "
+                     "counts it in non-torch memory and in the graph estimate" if stack else
+                     "DeepSeek-V4 on this release: the CUDA stack its C128 compressor kernel "
+                     "takes (1.74 GiB on a 132-SM H200, counted twice) is not in this estimate; "
+                     "the GPU catalog has no SM count for it")
     stage_rows = []
     best: tuple[int, M.Budget, int] | None = None
     for si, rng in enumerate(stages):
@@ -806,9 +818,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if version.subtracts_cudagraph(gpu.vendor) and graphs and v2_graphs:
             # graph nodes grow with depth in transformer blocks (mixer + FFN)
             depth = len(rng) / 2 if arch.half_block_layers else len(rng)
-            graph = M.cudagraph_estimate(depth, graphs, state_layers=arch.is_hybrid_state
-                                         and graph_mode != "PIECEWISE",
-                                         rocm=gpu.vendor == "amd")
+            graph = stack + M.cudagraph_estimate(
+                depth, graphs, state_layers=arch.is_hybrid_state and graph_mode != "PIECEWISE",
+                rocm=gpu.vendor == "amd")
         bud = M.budget(gpu.memory_bytes, util, weights[si],
                        act if si == len(stages) - 1 else act_inner, nt, graph,
                        ceil_requested=version.requested_is_ceiled,

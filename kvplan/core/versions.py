@@ -176,6 +176,15 @@ class VllmVersion:
         return not (fast and self.at_least(0, 17))
 
     @property
+    def dsv4_stack_counted_twice(self) -> bool:
+        """DeepSeek-V4's C128 compressor kernel first launches in the CUDA-graph probe's
+        warm-up (the profile forward returns early without metadata), so the stack growth it
+        causes lands in the first FULL capture's sample and again in the non-torch increase,
+        measured after the probe (0.20.2 `gpu_worker.determine_available_memory`). Read in
+        0.20.2 only."""
+        return self.at_least(0, 20) and not self.at_least(0, 21)
+
+    @property
     def kv_sharing_layers_keep_kv(self) -> bool:
         """Gemma 4's KV-sharing layers allocate K/V projections (a full `qkv_proj`) up to
         0.29; 0.30 builds `q_proj` alone (gemma4.py in the 0.21-0.29 / 0.30-0.33 wheels)."""

@@ -67,6 +67,7 @@ def gpu_from_entry(key: str, e: dict[str, Any]) -> Gpu:
                bandwidth_gbps=float(e.get("bandwidth_gbps") or 0),
                interconnect_gbps=float(e.get("interconnect_gbps") or 0),
                unified_memory=bool(e.get("unified_memory")),
+               sm_count=int(e.get("sm_count") or 0),
                tflops=dict(e.get("tflops") or {}),
                price_per_hour=e.get("price_per_hour"))
 
