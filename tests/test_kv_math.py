@@ -790,3 +790,22 @@ def test_deepseek_v4_stack_growth_counted_twice_in_020():
     assert on.budget.non_torch - no_graphs.budget.non_torch == 1868562432
     assert on.budget.cudagraph == 1868562432 + int((130 + 0.133 * 61 * 102) * 2**20)
     assert sized("0.33").budget.non_torch == sized("0.33", enforce_eager=True).budget.non_torch
+
+
+def test_estimate_cudagraphs_off_leaves_the_graphs_above_the_budget(capsys):
+    import json
+
+    from kvplan.cli import main
+
+    def sized(*extra):
+        assert main(["size", "llama-3.1-8b-instruct", "--gpu", "h100", "--max-model-len",
+                     "8192", "--json", *extra]) == 0
+        return json.loads(capsys.readouterr()[0])
+
+    on = sized()
+    off = sized("--env", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0")
+    # 32 layers x 102 graphs: (130 + 0.133 x 32 x 102) MiB no longer subtracted
+    assert on["cudagraph_bytes"] == int((130 + 0.133 * 32 * 102) * 2**20)
+    assert off["cudagraph_bytes"] == 0
+    assert off["available_kv_bytes"] - on["available_kv_bytes"] == on["cudagraph_bytes"]
+    assert any("captured after the KV cache is sized" in n for n in off["notes"])

@@ -127,6 +127,7 @@ class EngineArgs:
     rocm_aiter: bool = False  # VLLM_ROCM_USE_AITER
     rocm_aiter_moe: bool = True  # VLLM_ROCM_USE_AITER_MOE
     flashinfer_moe_fp8: bool = True  # VLLM_USE_FLASHINFER_MOE_FP8=0 takes FP8 MoE off FlashInfer
+    estimate_cudagraphs: bool = True  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (0.20+ default 1)
     usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
     skip_mm_profiling: bool = False  # --skip-mm-profiling: no vision encoder in the profile
     # --language-model-only (= --limit-mm-per-prompt 0 for every modality): the vision tower
@@ -813,14 +814,21 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "the GPU catalog has no SM count for it")
     stage_rows = []
     best: tuple[int, M.Budget, int] | None = None
+    profiled = version.subtracts_cudagraph(gpu.vendor) and graphs and v2_graphs
+
+    def graph_estimate(rng: range) -> int:
+        # graph nodes grow with depth in transformer blocks (mixer + FFN)
+        depth = len(rng) / 2 if arch.half_block_layers else len(rng)
+        return stack + M.cudagraph_estimate(
+            depth, graphs, state_layers=arch.is_hybrid_state and graph_mode != "PIECEWISE",
+            rocm=gpu.vendor == "amd")
+
+    if profiled and not a.estimate_cudagraphs:
+        notes.append(f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: the CUDA graphs (about "
+                     f"{max(map(graph_estimate, stages)) / GiB:.2f} GiB per GPU) are captured "
+                     "after the KV cache is sized, above gpu_memory_utilization")
     for si, rng in enumerate(stages):
-        graph = 0
-        if version.subtracts_cudagraph(gpu.vendor) and graphs and v2_graphs:
-            # graph nodes grow with depth in transformer blocks (mixer + FFN)
-            depth = len(rng) / 2 if arch.half_block_layers else len(rng)
-            graph = stack + M.cudagraph_estimate(
-                depth, graphs, state_layers=arch.is_hybrid_state and graph_mode != "PIECEWISE",
-                rocm=gpu.vendor == "amd")
+        graph = graph_estimate(rng) if profiled and a.estimate_cudagraphs else 0
         bud = M.budget(gpu.memory_bytes, util, weights[si],
                        act if si == len(stages) - 1 else act_inner, nt, graph,
                        ceil_requested=version.requested_is_ceiled,

@@ -24,6 +24,9 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
         "rocm_aiter", "ROCm: AITER kernels (default off); kvplan models the MoE weight shuffle"),
     "VLLM_ROCM_USE_AITER_MOE": (
         "rocm_aiter_moe", "ROCm: AITER fused MoE when AITER is on (default on)"),
+    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": (
+        "estimate_cudagraphs", "0: the CUDA-graph memory estimate is not subtracted before "
+        "sizing the KV cache (default 1 from 0.20)"),
     "VLLM_USE_FLASHINFER_MOE_FP8": (
         "flashinfer_moe_fp8", "0: FP8 MoE off FlashInfer's kernels (0.16+; unset or 1: "
         "FlashInfer first, which pads non-gated experts to 128 rows from 0.17)"),
