@@ -107,8 +107,8 @@ def size_cmd(
     env: Optional[list[str]] = typer.Option(
         None, "--env", help="NAME=VALUE of the server's environment (repeatable). Modelled: "
         "VLLM_ROCM_MOE_PADDING, VLLM_ROCM_FP8_PADDING, VLLM_ROCM_USE_AITER(_MOE) (the MoE "
-        "weight shuffle), VLLM_USE_FLASHINFER_SAMPLER, VLLM_USE_FLASHINFER_MOE_FP8; others "
-        "are noted and ignored."),
+        "weight shuffle), VLLM_USE_FLASHINFER_SAMPLER, VLLM_USE_FLASHINFER_MOE_FP8, "
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; others are noted and ignored."),
     catalog: Optional[list[str]] = CatalogOpt,
     revision: Optional[str] = typer.Option(None, "--revision", help="Hub branch, tag or commit."),
     token: Optional[str] = typer.Option(None, "--token", help="Hub token (default: HF_TOKEN or "
