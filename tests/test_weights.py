@@ -495,3 +495,22 @@ def test_mm_limits_parse_like_vllm():
     assert towers_kept(gemma4, {"image": 0, "video": 0}, False) == (False, True)
     assert towers_kept(["Gemma3ForConditionalGeneration"], {"image": 0}, False) == (False, True)
     assert towers_kept(gemma4, None, True) == (False, False)
+
+
+def test_trtllm_nvfp4_moe_pads_rows_and_hidden_on_blackwell(capsys):
+    # NVFP4 experts run on FlashInfer's TRT-LLM kernels first on the SM100 family; the re-laid
+    # copies pad the intermediate of non-gated experts to 128 rows (0.17+) and, from 0.20, the
+    # hidden side to 256. Nemotron-3-Nano NVFP4 at TP1 on a B200: 1,856 -> 1,920 rows, and
+    # 2,688 -> 2,816 hidden at 0.20: 23 layers x 128 experts x 2 tensors x rows x hidden x
+    # (0.5 + 1/16) B
+    def weights(version, gpu="b200"):
+        return _size_json(capsys, "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--gpu", gpu,
+                          "--vllm-version", version)["weights_bytes_per_gpu"]
+
+    per = 23 * 128 * 2 * (0.5 + 1 / 16)
+    # 0.16: no TRT-LLM path for non-gated NVFP4 experts yet, and the router still fp32
+    base = weights("0.16.0") - 23 * 128 * 2688 * 2
+    assert abs(weights("0.19.0") - base - per * 64 * 2688) < 64
+    assert abs(weights("0.20.2") - base - per * (1920 * 2816 - 1856 * 2688)) < 64
+    # Hopper: no TRT-LLM path, only the router's fp32 -> bf16
+    assert weights("0.16.0", "h200") - weights("0.20.2", "h200") == 23 * 128 * 2688 * 2

@@ -381,24 +381,21 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
                        stages: list[range], cc: str, *, mla_absorb: bool = True,
-                       mistral_native: bool = False, fi_align: int = 0,
+                       mistral_native: bool = False, fi_pad: float = 1.0,
                        fp32_router: bool = False,
                        kv_unused: bool = False) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
     K/V replicated past the head count); an exact checkpoint size rescales the estimate so
-    the parts keep their proportions and the total matches the checkpoint. `fi_align`: rows
-    FlashInfer's FP8 MoE path pads each rank's expert intermediate to (0: not that path);
+    the parts keep their proportions and the total matches the checkpoint. `fi_pad`: what
+    FlashInfer's MoE kernels' padding multiplies the routed experts by (`_fi_expert_pad`);
     `fp32_router`: the routers are held in fp32 (Nemotron-H off Hopper/Blackwell);
     `kv_unused`: KV-sharing layers still allocate K/V projections (Gemma 4 up to 0.29).
     """
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
-    pad = expert_padding(arch, tp, a.quantization, cc_major(cc))
-    if fi_align and arch.expert_intermediate_size:
-        inter = arch.expert_intermediate_size // (1 if a.enable_expert_parallel else tp)
-        pad *= cdiv(inter, fi_align) * fi_align / inter
+    pad = expert_padding(arch, tp, a.quantization, cc_major(cc)) * fi_pad
     tower_tp = tp if towers_tp_sharded(  # ranks a tower is split over
         arch.architectures, mistral_native=mistral_native,
         encoder_dp=a.mm_encoder_tp_mode == "data") else 1
@@ -648,23 +645,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # memory per pipeline stage
     stages = pp_partition(arch.num_layers, pp)
-    fi_fp8 = (bool(arch.num_experts) and gpu.vendor == "nvidia" and version.fi_fp8_moe(cc)
-              and a.flashinfer_moe_fp8
-              and version.moe_backend_kind(a.moe_backend) in (None, "flashinfer")
-              and fp8_tensor_experts(arch, model.hf_quant_config))
     stage_weights = partial(
         _weights_per_stage, model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,
         mistral_native=version.mistral_native_tower(model.id),
         fp32_router=arch.model_type == "nemotron_h" and version.fp32_router(cc, gpu.vendor),
         kv_unused=version.kv_sharing_layers_keep_kv)
-    align = version.fi_fp8_moe_alignment(moe_gated(arch)) if fi_fp8 else 0
-    weights, weights_total, estimated = stage_weights(fi_align=align)
-    if align:
+    fi_pad, fi_what = _fi_expert_pad(arch, model, a, gpu, version)
+    weights, weights_total, estimated = stage_weights(fi_pad=fi_pad)
+    if fi_pad > 1:
         padding = max(weights) - max(stage_weights()[0])
         if padding >= 256 * MiB:
-            notes.append(f"FlashInfer's FP8 MoE kernels pad each GPU's expert rows to {align}: "
-                         f"{padding / GiB:.2f} GiB per GPU; VLLM_USE_FLASHINFER_MOE_FP8=0 "
-                         "(--env) runs Triton's instead, without it")
+            notes.append(f"{fi_what}: {padding / GiB:.2f} GiB per GPU")
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
     weights[0] += ple_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
     extra, moe_padded = [0] * len(stages), False
@@ -942,6 +933,40 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk))
+
+
+def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
+                   version: VllmVersion) -> tuple[float, str]:
+    """What FlashInfer's MoE kernels' weight re-layout multiplies the routed experts by, and
+    a note: the padded copies replace the weights (`prepare_fp8_moe_layer_for_fi`,
+    `prepare_nvfp4_moe_layer_for_fi_or_cutlass`).
+    * Static per-tensor FP8 experts (0.16+, SM90 / SM100 family): each rank's intermediate to
+      `fi_fp8_moe_alignment` rows.
+    * NVFP4 experts on FlashInfer TRT-LLM (first on the SM100 family): the intermediate to
+      `fi_fp4_moe_alignment` rows and, from 0.20, the hidden side to 256."""
+    if not arch.num_experts or gpu.vendor != "nvidia" or \
+            version.moe_backend_kind(a.moe_backend) not in (None, "flashinfer"):
+        return 1.0, ""
+    cc, gated = gpu.compute_capability, moe_gated(arch)
+    inter = arch.expert_intermediate_size // (1 if a.enable_expert_parallel
+                                              else a.tensor_parallel_size)
+    hidden, rows, cols = moe_hidden(arch), 0, 0
+    if a.flashinfer_moe_fp8 and version.fi_fp8_moe(cc) and fp8_tensor_experts(
+            arch, model.hf_quant_config):
+        rows = version.fi_fp8_moe_alignment(gated)
+        what = (f"FlashInfer's FP8 MoE kernels pad each GPU's expert rows to {rows}; "
+                "VLLM_USE_FLASHINFER_MOE_FP8=0 (--env) runs Triton's instead, without it")
+    elif cc_major(cc) == 10 and abs(weight_bytes(arch, 2, a.quantization, model.hf_quant_config)
+                                    .expert - NVFP4_BYTES) < 1e-9:
+        rows, cols = version.fi_fp4_moe_alignment(gated), version.fi_fp4_moe_hidden_alignment
+        what = (f"FlashInfer's TRT-LLM NVFP4 MoE kernels pad each GPU's expert rows to {rows}"
+                + (f" and the hidden side to {cols}" if cols else ""))
+    if not rows or not inter:
+        return 1.0, ""
+    pad = cdiv(inter, rows) * rows / inter
+    if cols:
+        pad *= cdiv(hidden, cols) * cols / hidden
+    return pad, what
 
 
 def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: EngineArgs,

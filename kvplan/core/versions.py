@@ -167,6 +167,22 @@ class VllmVersion:
         cc = compute_capability or ""
         return self.at_least(0, 16) and (cc == "9.0" or cc_major(cc) in (10, 11, 12))
 
+    def fi_fp4_moe_alignment(self, gated: bool) -> int:
+        """Rows FlashInfer's TRT-LLM NVFP4 MoE path pads each rank's expert intermediate to
+        (`prepare_nvfp4_moe_layer_for_fi_or_cutlass` -> `align_fp4_moe_weights_for_fi`): 128
+        for non-gated activations, which it takes from 0.17 (PR 33506; before, they ran on
+        other kernels); 16 for gated ones, 64 in 0.33 (0.18, 0.19, 0.20.2 and 0.33 wheels)."""
+        if not gated:
+            return 128 if self.at_least(0, 17) else 0
+        return 64 if self.at_least(0, 33) else 16
+
+    @property
+    def fi_fp4_moe_hidden_alignment(self) -> int:
+        """The hidden side the TRT-LLM NVFP4 MoE path pads to (`align_trtllm_fp4_moe_hidden_
+        dim_for_fi` / `trtllm_nvfp4_hidden_alignment`): 256 from 0.20 (in the 0.20.2 and 0.33
+        wheels, absent in 0.19); 0 (none) before."""
+        return 256 if self.at_least(0, 20) else 0
+
     def fp32_router(self, compute_capability: str, vendor: str = "nvidia") -> bool:
         """Whether Nemotron-H's router weight is fp32: `GateLinear(force_fp32_compute=True)`
         keeps the model dtype only on CUDA SM90 / the SM100 family (its specialised kernels,
