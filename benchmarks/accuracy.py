@@ -72,6 +72,13 @@ def version_of(case: dict) -> str:
     return "0.11"  # undated V1 logs: the era most public logs come from (documented)
 
 
+def _flag_int(case: dict, name: str) -> int | None:
+    """A limit the case states only in its flag text ("max_num_batched_tokens 16384")."""
+    pat = name.replace("_", "[_-]") + r"[ =:]*(\d+)"
+    m = re.search(pat, str(case.get("other_flags") or ""))
+    return int(m.group(1)) if m else None
+
+
 def args_of(case: dict, version: str) -> EngineArgs:
     bs = case.get("block_size")
     choices = VllmVersion.of(version).block_size_choices()
@@ -84,8 +91,9 @@ def args_of(case: dict, version: str) -> EngineArgs:
         kv_cache_dtype=str(case.get("kv_cache_dtype") or "auto"),
         gpu_memory_utilization=None if "gpu_memory_utilization" in (case.get("inferred") or [])
         else case.get("gpu_memory_utilization"),
-        max_num_seqs=case.get("max_num_seqs"),
-        max_num_batched_tokens=case.get("max_num_batched_tokens"),
+        max_num_seqs=case.get("max_num_seqs") or _flag_int(case, "max_num_seqs"),
+        max_num_batched_tokens=case.get("max_num_batched_tokens")
+        or _flag_int(case, "max_num_batched_tokens"),
         enforce_eager=bool(case.get("enforce_eager")),
         block_size=bs,
     )
