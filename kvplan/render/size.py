@@ -48,8 +48,11 @@ def render_size(r: SizeResult, stream=None) -> None:
             if r.moe_kernel and r.moe_workspace_bytes else "")),
         ("non-torch", b.non_torch, "magenta", "NCCL, cuBLAS (empirical)"),
         ("CUDA graphs", b.cudagraph, "magenta",
-         f"estimate for {r.cudagraph_graphs} graphs (empirical)" if b.cudagraph
-         else "not subtracted"),
+         f"estimate for {r.cudagraph_graphs} graphs" + (
+             f", {r.cudagraph_mode}" if r.cudagraph_mode != "FULL_AND_PIECEWISE" else "")
+         + " (empirical)" if b.cudagraph
+         else "not subtracted" + (f" ({r.cudagraph_mode})" if r.cudagraph_mode == "NONE"
+                                  and not r.args.enforce_eager else "")),
         ("KV cache pool", kv, "green", "--kv-cache-memory-bytes" if b.kv_override else ""),
         ("headroom", b.headroom, "dim", f"the {1 - b.utilization:.2f} vLLM leaves unused"),
     ]
