@@ -314,6 +314,7 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
     # (128,256 + 2 x 4,008)] int32, the free-memory accounting charges)
     state = reqs * (vocab + 2 * 4008) * 4
     assert c.budget.activation == int(reqs * vocab * 4 * 3.9 + (64 + 450) * 2**20) + state
+    assert c.sampler_state_bytes == state == 558170112
     # 0.27-0.32's V2 samples the greedy dummy requests in place: the bf16 logits, not 3.9 fp32
     # copies; the top-k/top-p warm-up runs after the KV cache is sized
     v027 = run(LLAMA31_8B, version="0.27", max_model_len=8192, max_num_batched_tokens=1024)

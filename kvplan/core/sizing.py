@@ -187,6 +187,7 @@ class SizeResult:
     load_extra_bytes: int = 0  # ROCm: what weight post-processing adds to the load figure
     moe_kernel: str | None = None  # fused-MoE kernel kind of the profile run (MoE models)
     moe_workspace_bytes: int = 0  # its scratch at the profile's token count
+    sampler_state_bytes: int = 0  # model runner V2's penalty / grammar state, in the activation
 
     @property
     def usable_blocks(self) -> int:
@@ -223,6 +224,7 @@ class SizeResult:
             "cudagraph_mode": self.cudagraph_mode,
             "moe_kernel": self.moe_kernel,
             "moe_workspace_bytes": self.moe_workspace_bytes,
+            "sampler_state_bytes": self.sampler_state_bytes,
             "available_kv_bytes": b.available_kv,
             "kv_bytes_per_token": self.kv_bytes_per_token_replica,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
@@ -729,8 +731,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                  attn_point=attn_point, workspace_floor=floor)
 
     act = lm_peak(seqs)
-    if v2_state:  # penalty and grammar state on the last stage, charged from 0.27
-        act += M.v2_sampler_state_bytes(seqs, arch.vocab_size)
+    # penalty and grammar state on the last stage, charged from 0.27
+    sampler_state = M.v2_sampler_state_bytes(seqs, arch.vocab_size) if v2_state else 0
+    act += sampler_state
     if v2 and v2_fp32 is not None and a.kv_cache_memory_bytes is None:
         # outside the budget: the top-k/top-p warm-up after sizing, and 0.24-0.26's state
         warm = int(min(mnbt, seqs) * arch.vocab_size * 4 * M.const(copies)) + (
@@ -932,7 +935,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         rope_cache_bytes=rope,
         load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
-        moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk))
+        moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk),
+        sampler_state_bytes=sampler_state)
 
 
 def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,

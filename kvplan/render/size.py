@@ -45,7 +45,9 @@ def render_size(r: SizeResult, stream=None) -> None:
         ("activation peak", b.activation, "magenta", "profile run (empirical)" + (
             f"; MoE scratch {fmt_bytes(r.moe_workspace_bytes)} "
             f"({_MOE_KERNEL_NAMES[r.moe_kernel]})"
-            if r.moe_kernel and r.moe_workspace_bytes else "")),
+            if r.moe_kernel and r.moe_workspace_bytes else "") + (
+            f"; sampler state {fmt_bytes(r.sampler_state_bytes)} (V2)"
+            if r.sampler_state_bytes else "")),
         ("non-torch", b.non_torch, "magenta", "NCCL, cuBLAS (empirical)"),
         ("CUDA graphs", b.cudagraph, "magenta",
          f"estimate for {r.cudagraph_graphs} graphs" + (
