@@ -48,15 +48,16 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "buffers by the code; fitted on five 0.19.0 logs of one project (Llama-3.1-8B fp16 and "
         "W8A8 on A100-40GB, RTX A6000, H100 NVL; 256-1024 requests): 3.3-4.4 buffers; eager "
         "0.20.0 and 0.28.0 logs: 3.2-4.2"),
-    "act_v020_mib": (
-        450.0, "MiB from vLLM 0.20",
-        "what the 0.20+ language-model profile keeps allocated beyond the forward, MoE-workspace "
-        "and sampler terms (kernel and attention-backend workspaces kept after first use; 0.27+ "
-        "prints them inside 'consumed memory (weights + non-torch)'): residuals of 0.24-0.67 "
-        "GiB on seven 0.20-0.31 logs (Qwen3.5-35B eager on RTX PRO 6000, Gemma-4-E2B L4, "
-        "Qwen3-Coder-30B 4xL40S, Qwen3-14B L40S, Qwen3-235B TP4 and TP4+EP on RTX PRO 6000, "
-        "Llama-3.1-8B A100) once the sampler is counted as the code allocates it. Inside the "
-        "language-model phase, so a larger vision-encoder peak hides it"),
+    "act_v024_mib": (
+        450.0, "MiB from vLLM 0.24",
+        "what the 0.24+ language-model profile keeps allocated beyond the forward, MoE-workspace "
+        "and sampler terms, not found in the code (0.27+ prints it inside 'consumed memory "
+        "(weights + non-torch)'): residuals of 0.3-0.7 GiB on 0.24-0.31 logs (Qwen3-Coder-30B "
+        "4xL40S 0.24, Qwen3-235B TP4 and TP4+EP on RTX PRO 6000 0.27.1, Qwen3-14B L40S 0.28, "
+        "Llama-3.1-8B A100 0.31). Not before 0.24: the 0.19.0 -> 0.20.2 profile code adds "
+        "nothing but the graph deduction, and the 16 collected 0.20-0.23 starts (H200 sweep and "
+        "Red Hat logs, RTX PRO 6000 eager, L4) show none (median -0.1 GiB without it, -0.5 with "
+        "it). Inside the language-model phase, so a larger vision-encoder peak hides it"),
     "act_fixed_mib": (
         64.0, "MiB",
         "cuBLAS/attention workspaces and allocator rounding, independent of batch size"),
@@ -256,7 +257,7 @@ def hidden_copies_bytes(shape: ActivationShape, tokens: int) -> float:
 
 def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num_seqs: int,
                     *, v1: bool, sampler_copies: float | None = None,
-                    moe_chunk: int | None = None, v020: bool = False,
+                    moe_chunk: int | None = None, v024: bool = False,
                     attn_point: int = 0, workspace_floor: int = 0) -> int:
     """Peak torch memory of the profile run above the weights (empirical model).
 
@@ -266,7 +267,7 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     The fused-MoE workspace covers `moe_chunk` tokens at a time (`VLLM_FUSED_MOE_CHUNK_SIZE`
     up to 0.17); every kernel but the functional one keeps it allocated (0.11
     `SharedResizableBuffer`, 0.13+ `WorkspaceManager`), so it is still there while the
-    sampler runs. `v020` adds what 0.20+ keeps after the profile. `attn_point`: what an
+    sampler runs. `v024` adds what 0.24+ keeps after the profile. `attn_point`: what an
     attention layer holds at its own peak besides the kept scratch (`mla_profile_scratch`,
     `dsv4_profile`); `workspace_floor`: attention reservations in the same kept buffer,
     which is as large as its largest user.
@@ -281,7 +282,7 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     held = max(moe if shape.moe_kernel != "functional" else 0, workspace_floor)
     if attn_point:
         forward = max(forward, held + attn_point)
-    fixed = const("act_fixed_mib") + (const("act_v020_mib") if v020 else 0.0)
+    fixed = const("act_fixed_mib") + (const("act_v024_mib") if v024 else 0.0)
     return int(max(forward, held + sampler) + fixed * MiB)
 
 

@@ -727,7 +727,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     def lm_peak(sampler_reqs: int) -> int:
         return M.activation_peak(shape, mnbt, sampler_reqs, v1=version.v1,
                                  sampler_copies=sampler_copies,
-                                 moe_chunk=version.moe_chunk, v020=version.at_least(0, 20),
+                                 moe_chunk=version.moe_chunk, v024=version.at_least(0, 24),
                                  attn_point=attn_point, workspace_floor=floor)
 
     act = lm_peak(seqs)
