@@ -545,7 +545,7 @@ def test_schema(capsys):
 def test_json_contract(capsys):
     code, rep = check_json(capsys, FIX / "deployment-llama-chat.yaml")
     assert set(rep) == {"version", "exit_code", "strict", "summary", "files", "deployments"}
-    assert rep["summary"] == {"deployments": 1, "failed": 2, "warnings": 0, "passed": 8,
+    assert rep["summary"] == {"deployments": 1, "failed": 2, "warnings": 0, "passed": 9,
                               "skipped": 0}
     dep = rep["deployments"][0]
     assert {"name", "kind", "file", "line", "status", "engine", "model", "gpu", "gpus",
@@ -563,7 +563,7 @@ def test_junit(capsys):
     assert root.tag == "testsuites" and root.get("failures") == "3"
     suites = {s.get("name"): s for s in root}
     chat = suites["Deployment/llama-8b-chat"]
-    assert chat.get("tests") == "10" and chat.get("failures") == "2"
+    assert chat.get("tests") == "11" and chat.get("failures") == "2"
     case = next(c for c in chat if c.get("name") == "max-num-seqs-safe")
     assert case.find("failure") is not None and "fix: --max-num-seqs" in case.find("failure").text
     typos = suites["Pod/vllm-scratch"]
@@ -575,7 +575,7 @@ def test_human_output(capsys):
     assert code == 1
     assert "Deployment/llama-8b-chat" in out and "FAIL max-num-seqs-safe" in out
     assert "fix: --max-num-seqs" in out and "fix: spec.replicas:" in out
-    assert out.rstrip().endswith("2 failed, 0 warnings, 8 passed, 0 skipped in 1 deployment")
+    assert out.rstrip().endswith("2 failed, 0 warnings, 9 passed, 0 skipped in 1 deployment")
 
 
 def test_list_cronjob_daemonset_json_and_tgi_env(capsys):
@@ -796,3 +796,24 @@ def test_compilation_config_sets_the_graphs_vllm_captures(capsys):
     code, _, err = run(capsys, "size", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "-tp", "8",
                        "-cc", '{"cudagraph_mode": "half"}')
     assert code == 2 and "cudagraph_mode 'half'" in err
+
+
+def test_late_allocations_fit_warns_when_the_headroom_is_too_small(capsys):
+    # vLLM 0.27 runs Llama on model runner V2: its CUDA graphs are not subtracted (0.55 GiB)
+    # and its sampler warm-up (1,024 x 128,256 x 4 B x 3.9 = 1.91 GiB) comes after sizing:
+    # 2.46 GiB, more than the 1.58 GiB a 0.98 utilization leaves on an H100
+    base = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192"
+
+    def late(flags, version="0.27"):
+        _, rep = check_json(capsys, "--cmd", f"{base} {flags}", "--gpu", "h100",
+                            "--vllm-version", version)
+        return next(c for c in rep["deployments"][0]["checks"]
+                    if c["id"] == "late-allocations-fit")
+
+    warn = late("--gpu-memory-utilization 0.98")
+    assert warn["status"] == "warn" and "2.46 GiB" in warn["message"]
+    assert warn["suggested"] == 0.96
+    assert late("--gpu-memory-utilization 0.92")["status"] == "pass"
+    # 0.33 profiles the warm-up and subtracts the graphs: nothing is left outside
+    ok = late("--gpu-memory-utilization 0.98", version="0.33")
+    assert ok["status"] == "pass" and "nothing" in ok["message"]

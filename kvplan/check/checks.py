@@ -34,6 +34,9 @@ CHECKS: dict[str, str] = {
     "tensor-parallel-valid": "the tensor parallel size divides the model's attention heads "
                              "(and pipeline stages do not exceed its layers)",
     "gpu-count-matches": "the GPUs the container gets equal TP x PP x DP",
+    "late-allocations-fit": "what vLLM allocates after sizing the KV cache without budgeting "
+                            "it (CUDA graphs it does not subtract, model runner V2's sampler "
+                            "warm-up) fits in the memory gpu_memory_utilization leaves",
 }
 
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import fields, replace
 from typing import Any
 
-from kvplan.check.base import FAIL, PASS, SKIP, Loc
+from kvplan.check.base import FAIL, PASS, SKIP, WARN, Loc
 from kvplan.check.mapping import Parsed, spelled
 from kvplan.errors import BadInput
 from kvplan.units import GiB
@@ -18,8 +18,8 @@ from kvplan.units import GiB
 # the variable that lets each engine run past the model's configured length
 ALLOW_LONG = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
               "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"}
-SIZED = ("tensor-parallel-valid", "weights-fit", "max-model-len-fits", "max-num-seqs-safe",
-         "replicas-cover-rate")
+SIZED = ("tensor-parallel-valid", "weights-fit", "late-allocations-fit", "max-model-len-fits",
+         "max-num-seqs-safe", "replicas-cover-rate")
 # GKE accelerator labels that differ from kvplan's catalog names
 GKE = {"nvidia-tesla-a100": "a100-sxm4-40gb", "nvidia-a100-80gb": "a100-sxm4-80gb",
        "nvidia-h100-mega-80gb": "h100-sxm", "nvidia-h200-141gb": "h200-sxm",
@@ -177,8 +177,6 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         for cid in SIZED[1:]:
             out.add(cid, SKIP, "not sized: the parallel layout is invalid")
         return
-    if _env_flag(p, "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS") == "0":
-        a.enforce_eager = True  # 0.20+: no CUDA-graph estimate subtracted (as --enforce-eager)
     mml = a.max_model_len
     if mml and mml > 0 and mml > arch.max_position:
         allow = ALLOW_LONG.get(p.engine)
@@ -232,9 +230,10 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         for cid in SIZED[2:]:
             out.add(cid, SKIP, "not sized: the weights do not fit")
         return
+    _late(out, p, r, gpu)
     r = _max_model_len(out, p, r, model, gpu, a, version)
     if r is None:
-        for cid in SIZED[3:]:
+        for cid in SIZED[4:]:
             out.add(cid, SKIP, "not sized: not one request fits")
         return
     from kvplan.check.capacity_checks import seqs_and_replicas
@@ -296,6 +295,29 @@ def _sglang_pool(p: Parsed, model: Any, gpu: Any, a: Any, version: str) -> Any:
     if kv <= 0:
         return replace(base, gpu_memory_utilization=mfs)  # weights-fit reports it
     return replace(base, kv_cache_memory_bytes=kv)
+
+
+def _late(out: Any, p: Parsed, r: Any, gpu: Any) -> None:
+    """`late-allocations-fit`: what vLLM allocates after sizing the KV cache, unbudgeted,
+    against the memory gpu_memory_utilization leaves (`SizeResult.outside_budget_bytes`)."""
+    cid, b, late = "late-allocations-fit", r.budget, r.outside_budget_bytes
+    loc = p.loc_of("gpu_memory_utilization")
+    if not late or gpu.unified_memory:
+        out.add(cid, PASS, "nothing is allocated outside the budget after sizing" if not late
+                else "unified memory: the host's RAM use decides", loc)
+        return
+    if late <= b.headroom:
+        out.add(cid, PASS, f"{late / GiB:.2f} GiB allocated after sizing (CUDA graphs, sampler "
+                f"warm-up) fits in the {b.headroom / GiB:.2f} GiB left outside the budget", loc)
+        return
+    name = spelled(p.engine, "gpu_memory_utilization")
+    safe = next((n for n in r.notes if n.startswith("OOM risk")), "")
+    m = re.search(r"--gpu-memory-utilization ([\d.]+)", safe)
+    out.add(cid, WARN, f"{late / GiB:.2f} GiB allocated after the KV cache is sized (CUDA graphs "
+            f"vLLM does not subtract, the sampler's warm-up) exceeds the {b.headroom / GiB:.2f} "
+            "GiB outside the budget: OOM risk at start-up or on the first requests", loc,
+            fix=f"{name} {m.group(1)}" if m else f"lower {name}",
+            current=b.utilization, suggested=float(m.group(1)) if m else None)
 
 
 def _weights(out: Any, p: Parsed, r: Any) -> bool:

@@ -8,6 +8,7 @@ of `max_model_len` fits.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -188,6 +189,10 @@ class SizeResult:
     moe_kernel: str | None = None  # fused-MoE kernel kind of the profile run (MoE models)
     moe_workspace_bytes: int = 0  # its scratch at the profile's token count
     sampler_state_bytes: int = 0  # model runner V2's penalty / grammar state, in the activation
+    # what vLLM allocates after sizing the KV cache without having budgeted it: CUDA graphs
+    # it does not subtract, model runner V2's sampler warm-up before 0.33 and its state in
+    # 0.24-0.26; it must fit in the headroom (total - requested)
+    outside_budget_bytes: int = 0
 
     @property
     def usable_blocks(self) -> int:
@@ -225,6 +230,7 @@ class SizeResult:
             "moe_kernel": self.moe_kernel,
             "moe_workspace_bytes": self.moe_workspace_bytes,
             "sampler_state_bytes": self.sampler_state_bytes,
+            "outside_budget_bytes": self.outside_budget_bytes,
             "available_kv_bytes": b.available_kv,
             "kv_bytes_per_token": self.kv_bytes_per_token_replica,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
@@ -734,11 +740,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # penalty and grammar state on the last stage, charged from 0.27
     sampler_state = M.v2_sampler_state_bytes(seqs, arch.vocab_size) if v2_state else 0
     act += sampler_state
-    if v2 and v2_fp32 is not None and a.kv_cache_memory_bytes is None:
-        # outside the budget: the top-k/top-p warm-up after sizing, and 0.24-0.26's state
+    warm = 0  # outside the budget: V2's top-k/top-p warm-up after sizing, 0.24-0.26's state
+    if v2 and v2_fp32 is not None:
         warm = int(min(mnbt, seqs) * arch.vocab_size * 4 * M.const(copies)) + (
             0 if v2_state else M.v2_sampler_state_bytes(seqs, arch.vocab_size))
-        if warm >= 256 * MiB:
+        if warm >= 256 * MiB and a.kv_cache_memory_bytes is None:
             notes.append(f"model runner V2: {warm / GiB:.2f} GiB of sampler memory (its "
                          "warm-up after the KV cache is sized" + (
                              "" if v2_state else ", and its penalty / grammar state")
@@ -821,6 +827,18 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append(f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: the CUDA graphs (about "
                      f"{max(map(graph_estimate, stages)) / GiB:.2f} GiB per GPU) are captured "
                      "after the KV cache is sized, above gpu_memory_utilization")
+    # graphs captured after sizing and not subtracted (before 0.20, V2 before 0.29, or with
+    # the estimate switched off), counted with the same estimate
+    late_graphs = max(map(graph_estimate, stages)) if graphs and not (
+        profiled and a.estimate_cudagraphs) else 0
+    headroom = gpu.memory_bytes - int(gpu.memory_bytes * util)
+    if late_graphs + warm > headroom and a.kv_cache_memory_bytes is None and not gpu.unified_memory:
+        safe = math.floor((gpu.memory_bytes - late_graphs - warm - 512 * MiB)
+                          / gpu.memory_bytes * 100) / 100
+        notes.append(f"OOM risk: {(late_graphs + warm) / GiB:.2f} GiB allocated after the KV "
+                     f"cache is sized (CUDA graphs it does not subtract, the sampler's warm-up) "
+                     f"exceeds the {headroom / GiB:.2f} GiB gpu_memory_utilization {util:g} "
+                     f"leaves; use --gpu-memory-utilization {safe:g} or less")
     for si, rng in enumerate(stages):
         graph = graph_estimate(rng) if profiled and a.estimate_cudagraphs else 0
         bud = M.budget(gpu.memory_bytes, util, weights[si],
@@ -936,7 +954,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk),
-        sampler_state_bytes=sampler_state)
+        sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm)
 
 
 def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,

@@ -56,7 +56,9 @@ def render_size(r: SizeResult, stream=None) -> None:
          else "not subtracted" + (f" ({r.cudagraph_mode})" if r.cudagraph_mode == "NONE"
                                   and not r.args.enforce_eager else "")),
         ("KV cache pool", kv, "green", "--kv-cache-memory-bytes" if b.kv_override else ""),
-        ("headroom", b.headroom, "dim", f"the {1 - b.utilization:.2f} vLLM leaves unused"),
+        ("headroom", b.headroom, "dim", f"the {1 - b.utilization:.2f} vLLM leaves unused" + (
+            f"; {fmt_bytes(r.outside_budget_bytes)} of it taken after sizing"
+            if r.outside_budget_bytes else "")),
     ]
     styled, raw = [], []
     for label, n, colour, note in rows:
