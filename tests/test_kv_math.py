@@ -320,6 +320,11 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
     v027 = run(LLAMA31_8B, version="0.27", max_model_len=8192, max_num_batched_tokens=1024)
     assert v027.budget.activation == int(reqs * vocab * 2 + (64 + 450) * 2**20) + state
     assert any("sampler memory (its warm-up" in n for n in v027.notes)
+    # 0.27-0.30 count split activation segments as used; 0.31 profiles with max_split 20 MiB
+    pinned = "activation segment left split"
+    assert any(pinned in n for n in v027.notes)
+    assert not any(pinned in n for n in run(LLAMA31_8B, version="0.31", max_model_len=8192).notes)
+    assert not any(pinned in n for n in run(LLAMA31_8B, version="0.26", max_model_len=8192).notes)
     assert run(LLAMA31_8B, version="0.19", max_model_len=8192).budget.activation == int(
         reqs * vocab * 4 * 3.9 + 64 * 2**20)
     tp2 = dict(tensor_parallel_size=2, max_model_len=8192)

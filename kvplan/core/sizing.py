@@ -786,6 +786,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "non-torch memory, so the KV pool moves with what else runs (public GB10 "
                      "logs: -2.3 to +3.5 GiB from this estimate); --kv-cache-memory-bytes "
                      "fixes it")
+    if version.profile_pins_split_segments and a.kv_cache_memory_bytes is None:
+        notes.append("vLLM 0.27-0.30 count an activation segment left split after the profile "
+                     "run as used memory (fixed in 0.31): public starts lost up to 1.6 GiB of "
+                     "KV cache per GPU to it, mostly at TP1; not in this estimate")
     if rocm_nt:
         notes.append("ROCm: non-torch memory includes the extra MI300X starts of vLLM "
                      "0.9-0.18 show (1.15 GiB, 2.9 GiB at TP8; docs/methodology.md)")

@@ -368,6 +368,16 @@ class VllmVersion:
                 self.at_least(0, 27), self.at_least(0, 27))
 
     @property
+    def profile_pins_split_segments(self) -> bool:
+        """0.27-0.30 charge the drop in free device memory over the profile run
+        (`memory_profiling`: `total_consumed`), with the allocator free to split any cached
+        block. A persistent allocation carved from a freed activation block keeps the whole
+        segment past `empty_cache()`, so it is counted as used. 0.31 profiles under
+        `max_split_size_mb=20` (`Worker._scoped_allocator_max_split` around `profile_run`)
+        so large blocks stay whole and releasable."""
+        return self.at_least(0, 27) and not self.at_least(0, 31)
+
+    @property
     def mamba_align_mode(self) -> bool:
         """`mamba_cache_mode`: with prefix caching on, Mamba1/2 models that support it keep a
         state per block ('all'), the others 2 states ('align') -- read in 0.18.1 and 0.20.2.
