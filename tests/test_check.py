@@ -131,7 +131,7 @@ def test_line_numbers_inside_a_shell_block_scalar(capsys, tmp_path):
     f.write_text(text)
     code, out, _ = run(capsys, "check", f, "--format", "github")
     assert code == 1
-    (row,) = _annotations(out)
+    (row,) = [r for r in _annotations(out) if r[0] == "error"]
     assert row[1]["line"] == str(line_of(f, "--max-num-seqs 1024"))
     assert row[1]["title"] == "kvplan max-num-seqs-safe"
     # above the token budget (2,048 on an L40S) vLLM refuses the flag itself
@@ -512,7 +512,10 @@ def test_plan_file(capsys):
     src = FIX / "plan.yaml"
     code, rep = check_json(capsys, src)
     chat, summ = rep["deployments"]
-    assert chat["name"] == "plan/chat" and {c["status"] for c in chat["checks"]} == {"pass"}
+    assert chat["name"] == "plan/chat" and {c["status"] for c in chat["checks"]
+                                            if c["id"] != "compile-cache-persisted"} == {"pass"}
+    # a plan file says nothing of volumes
+    assert one(chat, "compile-cache-persisted")["status"] == "skip"
     s = one(summ, "max-num-seqs-safe")
     assert code == 1 and s["status"] == "fail" and s["line"] == line_of(src, "command: vllm")
     assert one(summ, "replicas-cover-rate")["status"] == "skip"  # no rate declared
@@ -545,7 +548,7 @@ def test_schema(capsys):
 def test_json_contract(capsys):
     code, rep = check_json(capsys, FIX / "deployment-llama-chat.yaml")
     assert set(rep) == {"version", "exit_code", "strict", "summary", "files", "deployments"}
-    assert rep["summary"] == {"deployments": 1, "failed": 2, "warnings": 0, "passed": 9,
+    assert rep["summary"] == {"deployments": 1, "failed": 2, "warnings": 0, "passed": 10,
                               "skipped": 0}
     dep = rep["deployments"][0]
     assert {"name", "kind", "file", "line", "status", "engine", "model", "gpu", "gpus",
@@ -563,7 +566,7 @@ def test_junit(capsys):
     assert root.tag == "testsuites" and root.get("failures") == "3"
     suites = {s.get("name"): s for s in root}
     chat = suites["Deployment/llama-8b-chat"]
-    assert chat.get("tests") == "11" and chat.get("failures") == "2"
+    assert chat.get("tests") == "12" and chat.get("failures") == "2"
     case = next(c for c in chat if c.get("name") == "max-num-seqs-safe")
     assert case.find("failure") is not None and "fix: --max-num-seqs" in case.find("failure").text
     typos = suites["Pod/vllm-scratch"]
@@ -575,7 +578,7 @@ def test_human_output(capsys):
     assert code == 1
     assert "Deployment/llama-8b-chat" in out and "FAIL max-num-seqs-safe" in out
     assert "fix: --max-num-seqs" in out and "fix: spec.replicas:" in out
-    assert out.rstrip().endswith("2 failed, 0 warnings, 9 passed, 0 skipped in 1 deployment")
+    assert out.rstrip().endswith("2 failed, 0 warnings, 10 passed, 0 skipped in 1 deployment")
 
 
 def test_list_cronjob_daemonset_json_and_tgi_env(capsys):
@@ -817,3 +820,52 @@ def test_late_allocations_fit_warns_when_the_headroom_is_too_small(capsys):
     # 0.33 profiles the warm-up and subtracts the graphs: nothing is left outside
     ok = late("--gpu-memory-utilization 0.98", version="0.33")
     assert ok["status"] == "pass" and "nothing" in ok["message"]
+
+
+def test_compile_cache_persisted_follows_the_volume_and_the_cache_root(capsys, tmp_path):
+    src = (FIX / "deployment-llama-chat.yaml").read_text()
+
+    def cache(text, name="deployment.yaml"):
+        f = tmp_path / name
+        f.write_text(text)
+        _, rep = check_json(capsys, f)
+        return one(rep["deployments"][0], "compile-cache-persisted")
+
+    kept = cache(src)  # a claim at /root/.cache holds /root/.cache/vllm
+    assert kept["status"] == "pass" and "persistentVolumeClaim" in kept["message"]
+    assert kept["line"] == line_of(tmp_path / "deployment.yaml", "- name: cache  #")
+    # only the Hugging Face downloads are kept: every new pod compiles cold
+    hf = cache(src.replace("mountPath: /root/.cache", "mountPath: /root/.cache/huggingface"))
+    assert hf["status"] == "warn" and "/root/.cache/vllm is not on a volume" in hf["message"]
+    assert hf["fix"].startswith("mount a PersistentVolumeClaim or host path at /root/.cache/vllm")
+    # an emptyDir survives container restarts, not a new pod
+    pod = cache(src.replace("persistentVolumeClaim:\n            claimName: llama-8b-cache",
+                            "emptyDir: {}"))
+    assert pod["status"] == "warn" and "emptyDir volume" in pod["message"]
+    # VLLM_CACHE_ROOT moves the cache off the claim
+    env = "          env:\n            - name: VLLM_CACHE_ROOT\n              value: /tmp/vllm\n"
+    moved = cache(src.replace("          env:\n", env, 1))
+    assert moved["status"] == "warn" and "/tmp/vllm is not on a volume" in moved["message"]
+    # no torch.compile, nothing to keep
+    eager = cache(src.replace('- "8000"', '- "8000"\n            - --enforce-eager'))
+    assert eager["status"] == "pass" and "--enforce-eager" in eager["message"]
+    # a StatefulSet's volumeClaimTemplates are claims
+    sts = src.replace("kind: Deployment", "kind: StatefulSet").replace(
+        "        - name: cache\n          persistentVolumeClaim:\n"
+        "            claimName: llama-8b-cache\n", "") + (
+        "  volumeClaimTemplates:\n    - metadata:\n        name: cache\n"
+        "      spec:\n        accessModes: [ReadWriteOnce]\n")
+    assert "volumeClaimTemplate" in cache(sts, "sts.yaml")["message"]
+    # compose: a bind mount keeps it, tmpfs does not
+    compose = ("services:\n  llm:\n    image: vllm/vllm-openai:v0.28.0\n"
+               "    command: [meta-llama/Llama-3.1-8B-Instruct, --max-model-len, '8192']\n"
+               "    volumes:\n      - ./cache:/root/.cache\n")
+    assert cache(compose, "compose.yaml")["status"] == "pass"
+    tmpfs = compose.replace("    volumes:\n      - ./cache:/root/.cache\n",
+                            "    tmpfs:\n      - /root/.cache\n")
+    t = cache(tmpfs, "compose.yaml")
+    assert t["status"] == "warn" and "emptied whenever the container restarts" in t["message"]
+    # --cmd says nothing about volumes
+    _, rep = check_json(capsys, "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct",
+                        "--gpu", "h100")
+    assert one(rep["deployments"][0], "compile-cache-persisted")["status"] == "skip"

@@ -61,6 +61,16 @@ class Finding:
                 "column": self.loc.col, "current": self.current, "suggested": self.suggested}
 
 
+@dataclass(frozen=True)
+class Mount:
+    """A writable directory the container keeps: where, and how long it lives."""
+
+    path: str
+    scope: str  # persistent (claim, host path, bind, volume) | pod (emptyDir) | container (tmpfs)
+    kind: str  # the volume's type as written (persistentVolumeClaim, emptyDir, bind, ...)
+    loc: Loc = Loc()
+
+
 @dataclass
 class Declared:
     """Workload and SLOs declared for a deployment (annotations or the plan file)."""
@@ -96,6 +106,7 @@ class Target:
     declared: Declared = field(default_factory=Declared)
     ignore: set[str] = field(default_factory=set)
     template: bool = False  # a ServingRuntime: size only when annotated
+    mounts: list[Mount] | None = None  # None: the input does not describe volumes
 
 
 @dataclass

@@ -34,6 +34,9 @@ CHECKS: dict[str, str] = {
     "tensor-parallel-valid": "the tensor parallel size divides the model's attention heads "
                              "(and pipeline stages do not exceed its layers)",
     "gpu-count-matches": "the GPUs the container gets equal TP x PP x DP",
+    "compile-cache-persisted": "vLLM's torch.compile cache (VLLM_CACHE_ROOT, default "
+                               "~/.cache/vllm) is on a volume that outlives the pod (a cold "
+                               "compile takes minutes and shrinks the KV cache)",
     "late-allocations-fit": "what vLLM allocates after sizing the KV cache without budgeting "
                             "it (CUDA graphs it does not subtract, model runner V2's sampler "
                             "warm-up) fits in the memory gpu_memory_utilization leaves",
@@ -73,7 +76,7 @@ def _known_in(key: str) -> list[str]:
 
 def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
     """Every check on one target."""
-    from kvplan.check import sizing_checks
+    from kvplan.check import cache_checks, sizing_checks
     from kvplan.core.versions import VllmVersion
     from kvplan.errors import BadInput
 
@@ -96,6 +99,7 @@ def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
     utilization_range(out, p, version.default_gpu_memory_utilization)
     sizing_checks.run(out, p, version.text, catalogs)
     gpu_count(out, p)
+    cache_checks.check(out, t, p)
     for f in out.findings:
         if f.id in t.ignore:
             f.status, f.message = SKIP, f"ignored (kvplan.io/ignore): {f.message}"

@@ -1,12 +1,14 @@
 """docker-compose services -> check targets: `entrypoint` + `command` (or the image's
-entrypoint), `environment`, `kvplan.io/` labels, GPU reservations and `deploy.replicas`."""
+entrypoint), `environment`, `kvplan.io/` labels, GPU reservations, `deploy.replicas` and the
+writable mounts (`volumes`, `tmpfs`)."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from kvplan.check import annotations
-from kvplan.check.base import Target, Token
+from kvplan.check.base import Mount, Target, Token
 from kvplan.check.command import EnvVar, find_engine, set_version
 from kvplan.check.yamlsrc import Obj, int_at, text_of
 
@@ -35,6 +37,31 @@ def _compose_interp(tokens: list[Token]) -> tuple[list[Token], list[Token]]:
     return out, bad
 
 
+def _mounts(s: Obj) -> list[Mount]:
+    """Bind mounts and named or anonymous volumes are kept when the container is recreated
+    (compose reuses anonymous volumes on `up`); tmpfs is emptied on every restart."""
+    out = []
+    for i, v in enumerate(s.typed("volumes", kind=list)):
+        if isinstance(v, str):
+            parts = v.split(":")
+            target = parts[0] if len(parts) == 1 else parts[1]
+            kind = ("anonymous volume" if len(parts) == 1 else "bind" if
+                    parts[0].startswith((".", "/", "~", "$")) else "named volume")
+        elif isinstance(v, dict):
+            target, kind = v.get("target"), str(v.get("type", "volume"))
+        else:
+            continue
+        if target:
+            out.append(Mount(posixpath.normpath(str(target)),
+                             "container" if kind == "tmpfs" else "persistent", kind,
+                             s.loc("volumes", i)))
+    tmpfs = s.get("tmpfs")
+    for i, path in enumerate([tmpfs] if isinstance(tmpfs, str) else tmpfs or []):
+        out.append(Mount(posixpath.normpath(str(path).split(":")[0]), "container", "tmpfs",
+                         s.loc("tmpfs") if isinstance(tmpfs, str) else s.loc("tmpfs", i)))
+    return out
+
+
 def targets(o: Obj) -> list[Target]:
     services = o.get("services")
     out = []
@@ -61,6 +88,7 @@ def targets(o: Obj) -> list[Target]:
         t = Target(name=f"service/{sname}", kind="compose service",
                    loc=o.key_loc("services", sname), command=eng)
         ann.apply(t)
+        t.mounts = _mounts(s)
         set_version(t, svc.get("image"))
         devices = s.typed("deploy", "resources", "reservations", "devices", kind=list)
         for i, dev in enumerate(devices):

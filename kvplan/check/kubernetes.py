@@ -7,12 +7,13 @@ skipped. docs/check.md describes what is read from where.
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 import yaml
 
 from kvplan.check import annotations
-from kvplan.check.base import FileInfo, InputError, Loc, Target, Token
+from kvplan.check.base import FileInfo, InputError, Loc, Mount, Target, Token
 from kvplan.check.command import EnvVar, find_engine, set_version
 from kvplan.check.yamlsrc import Doc, Obj, int_at, text_of
 
@@ -29,6 +30,9 @@ POD_PATHS = {
     "Rollout": ("spec", "template", "spec"),
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
+# volume types that live and die with the pod, and the read-only ones no cache is written to
+POD_SCOPED = {"emptyDir", "ephemeral"}
+READ_ONLY = {"configMap", "secret", "downwardAPI", "projected"}
 SCALED = {"Deployment", "StatefulSet", "ReplicaSet", "Rollout"}
 RUNTIMES = {"ServingRuntime", "ClusterServingRuntime"}
 
@@ -99,6 +103,25 @@ def _env(c: Obj) -> dict[str, EnvVar]:
             env[str(e["name"])] = EnvVar(None if v is None and "valueFrom" in e else
                                          text_of(v) if v is not None else "", c.loc("env", i))
     return env
+
+
+def _mounts(pod: Obj | None, c: Obj, claims: tuple[str, ...] = ()) -> list[Mount]:
+    """The container's writable volume mounts, with each volume's lifetime (a StatefulSet's
+    volumeClaimTemplates are claims; a volume the inputs do not declare counts as kept)."""
+    kinds = {name: "volumeClaimTemplate" for name in claims}
+    for v in pod.typed("volumes", kind=list) if pod is not None else []:
+        if isinstance(v, dict) and v.get("name"):
+            kinds[str(v["name"])] = next((str(k) for k in v if k != "name"), "volume")
+    out = []
+    for i, m in enumerate(c.typed("volumeMounts", kind=list)):
+        if not isinstance(m, dict) or not m.get("mountPath"):
+            continue
+        kind = kinds.get(str(m.get("name")), "volume")
+        if kind not in READ_ONLY:
+            out.append(Mount(posixpath.normpath(str(m["mountPath"])),
+                             "pod" if kind in POD_SCOPED else "persistent", kind,
+                             c.loc("volumeMounts", i)))
+    return out
 
 
 def _gpu_count(c: Obj) -> tuple[int | None, Loc | None]:
@@ -176,6 +199,9 @@ def _pod_kind(o: Obj, scalers: dict) -> list[Target]:
     name = str(o.get("metadata", "name") or "?")
     ann = _annotated(o, path[:-1]) if len(path) > 1 else _annotated(o)
     cs = _containers(pod)
+    claims = tuple(str(x.get("metadata", {}).get("name")) for x in
+                   o.typed("spec", "volumeClaimTemplates", kind=list) if isinstance(x, dict)
+                   and isinstance(x.get("metadata"), dict))
     out = []
     for _, c in cs:
         eng = _engine(c)
@@ -184,6 +210,7 @@ def _pod_kind(o: Obj, scalers: dict) -> list[Target]:
         label = f"{kind}/{name}" + (f"[{c.get('name')}]" if len(cs) > 1 else "")
         t = _base_target(o, label, eng, ann)
         t.gpu_count, t.gpu_count_loc = _gpu_count(c)
+        t.mounts = _mounts(pod, c, claims)
         _set_gpu(t, pod)
         set_version(t, c.get("image"))
         if kind in SCALED:
@@ -222,6 +249,7 @@ def _lws(o: Obj) -> list[Target]:
             continue
         t = _base_target(o, f"LeaderWorkerSet/{name}", eng, ann)
         lg, t.gpu_count_loc = _gpu_count(c)
+        t.mounts = _mounts(leader, c)
         if lg is not None or wgpus:
             t.gpu_count = (lg or 0) + (size - 1) * wgpus
         _set_gpu(t, leader)
@@ -256,6 +284,7 @@ def _isvc(o: Obj, runtimes: dict[str, Obj], used: set[str]) -> list[Target]:
             if eng is not None:
                 t = _base_target(o, f"InferenceService/{name}", eng, ann)
                 t.gpu_count, t.gpu_count_loc = _gpu_count(c)
+                t.mounts = _mounts(pred, c)
                 set_version(t, c.get("image"))
                 out.append(t)
     else:
@@ -288,6 +317,8 @@ def _isvc(o: Obj, runtimes: dict[str, Obj], used: set[str]) -> list[Target]:
             t.gpu_count, t.gpu_count_loc = _gpu_count(model)
             if t.gpu_count is None and rt is not None and rcs:
                 t.gpu_count, t.gpu_count_loc = _gpu_count(rcs[0][1])
+            t.mounts = _mounts(pred, model) + (_mounts(rt.sub("spec"), rcs[0][1]) if rcs
+                                               else [])
             set_version(t, image)
             sm = _storage_model(model.get("storageUri"))
             if sm:
@@ -340,6 +371,7 @@ def _runtime_alone(o: Obj) -> list[Target]:
         if eng is not None:
             t = _base_target(o, f"{o.get('kind')}/{o.get('metadata', 'name')}", eng, ann)
             t.gpu_count, t.gpu_count_loc = _gpu_count(c)
+            t.mounts = _mounts(spec, c)
             t.template = True
             set_version(t, c.get("image"))
             out.append(t)

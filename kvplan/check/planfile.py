@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 PRESETS = ("chat", "rag", "code", "summarization", "reasoning", "agent")
 CHECK_IDS = ("flags-known", "flag-values", "sizing-inputs", "weights-fit", "max-model-len-fits",
              "max-num-seqs-safe", "replicas-cover-rate", "gpu-memory-utilization-range",
-             "tensor-parallel-valid", "gpu-count-matches", "late-allocations-fit")
+             "tensor-parallel-valid", "gpu-count-matches", "late-allocations-fit",
+             "compile-cache-persisted")
 
 Lengths = Union[int, str]
 
