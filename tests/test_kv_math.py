@@ -362,14 +362,27 @@ def test_rocm_non_torch_before_020():
 def test_flashinfer_allreduce_workspace_rule():
     from kvplan.core.versions import VllmVersion as V
 
-    def fi(v, cc="9.0", tp=2, pp=1, dp=1, eager=False):
-        return V.of(v).flashinfer_allreduce(cc, tp=tp, pp=pp, dp=dp, enforce_eager=eager)
+    def fi(v, cc="9.0", tp=2, pp=1, dp=1, eager=False, ar=0):
+        return V.of(v).flashinfer_allreduce(cc, tp=tp, pp=pp, dp=dp, enforce_eager=eager,
+                                            profile_allreduce_bytes=ar)
 
     # the all-reduce + RMSNorm fusion pass: on by default from 0.17 (off in 0.16.0)
     assert fi("0.17") and not fi("0.16") and not fi("0.19", tp=1)
     # fusion needs PP = DP = 1 and compilation; 0.29's standalone path needs neither
     assert not fi("0.28", pp=2) and not fi("0.19", dp=2) and not fi("0.28", eager=True)
-    assert fi("0.29", pp=2) and fi("0.29", eager=True)
+    assert fi("0.29", pp=2)
+    # without the pass (eager, mode 0) 0.29+ builds it inside the profile only if the profile's
+    # [max_num_batched_tokens, hidden] all-reduce fits FlashInfer's limit: 64 MiB at TP2 and
+    # 0.5 MiB at TP8 on Hopper, so 8,192 x 4,096 bf16 tokens qualify at TP2 only
+    llama8b = 8192 * 4096 * 2
+    assert fi("0.29", eager=True, ar=llama8b) and not fi("0.28", eager=True, ar=llama8b)
+    assert not fi("0.29", eager=True, ar=8192 * 5120 * 2)
+    assert not fi("0.33", tp=8, eager=True, ar=llama8b) and fi("0.33", tp=8, ar=llama8b)
+    # B200 at TP8: MNNVL's tuned 128 MiB in 0.33 (1 MiB before); B300 64 MiB from 0.29
+    v4 = 8192 * 7168 * 2
+    assert fi("0.33", "10.0", tp=8, eager=True, ar=v4) and not fi("0.32", "10.0", tp=8,
+                                                                    eager=True, ar=v4)
+    assert fi("0.29", "10.3", tp=8, eager=True, ar=4096 * 7168 * 2)
     # Hopper and data-centre Blackwell (10.0; the whole SM100 family from 0.20) only
     assert fi("0.19", "10.0") and not fi("0.19", "10.3") and fi("0.20", "10.3")
     assert not fi("0.33", "8.0") and not fi("0.33", "12.0") and not fi("0.33", "gfx942")
@@ -795,7 +808,8 @@ def test_deepseek_v4_stack_growth_counted_twice_in_020():
     on, no_graphs = sized("0.20.2"), sized("0.20.2", cudagraph_mode="NONE")
     assert on.budget.non_torch - no_graphs.budget.non_torch == 1868562432
     assert on.budget.cudagraph == 1868562432 + int((130 + 0.133 * 61 * 102) * 2**20)
-    assert sized("0.33").budget.non_torch == sized("0.33", enforce_eager=True).budget.non_torch
+    assert sized("0.33").budget.non_torch == sized("0.33", cudagraph_mode="NONE"
+                                                   ).budget.non_torch
 
 
 def test_estimate_cudagraphs_off_leaves_the_graphs_above_the_budget(capsys):
@@ -815,3 +829,39 @@ def test_estimate_cudagraphs_off_leaves_the_graphs_above_the_budget(capsys):
     assert off["cudagraph_bytes"] == 0
     assert off["available_kv_bytes"] - on["available_kv_bytes"] == on["cudagraph_bytes"]
     assert any("captured after the KV cache is sized" in n for n in off["notes"])
+
+
+def test_breakable_cudagraphs_and_deepseek_v4_rope():
+    # vLLM turns breakable CUDA graphs on for the architectures it lists (0.24+): compilation
+    # mode NONE, so no compile-time FlashInfer all-reduce workspace, but the graphs stay
+    from kvplan.core import memory as M
+    from kvplan.core.arch import normalize
+    from kvplan.core.params import rope_cache_bytes
+    from kvplan.core.versions import VllmVersion as V
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    v4, h200 = resolve_model("deepseek-ai/DeepSeek-V4-Flash"), resolve_gpu("h200")
+
+    def sized(version, **kw):
+        return size(v4, h200, EngineArgs(tensor_parallel_size=8, max_model_len=8192, **kw),
+                    version)
+
+    auto, off = sized("0.33"), sized("0.33", breakable_cudagraph=False)
+    assert auto.breakable_cudagraph and auto.cudagraph_mode == "FULL_AND_PIECEWISE"
+    assert auto.cudagraph_graphs == off.cudagraph_graphs > 0
+    # compiled, the all-reduce + RMSNorm pass builds the workspace inside the profile (1,620
+    # MiB); breakable, only a profile all-reduce under 0.5 MiB would (TP8 on Hopper)
+    assert auto.budget.non_torch == M.non_torch(8, 1, True, False, nvlink_tp8=True)
+    assert off.budget.non_torch - auto.budget.non_torch == 1620 * 2**20
+    assert not off.breakable_cudagraph
+    assert not sized("0.20.2", kv_cache_dtype="fp8").breakable_cudagraph
+    assert V.of("0.24").breakable_cudagraph(["DeepseekV4ForCausalLM"])
+    assert not V.of("0.28").breakable_cudagraph(["DeepseekV32ForCausalLM"])
+    assert V.of("0.29").breakable_cudagraph(["DeepseekV32ForCausalLM"])
+    assert not V.of("0.29").breakable_cudagraph(["DeepseekV32ForCausalLM"], "amd")
+    assert V.of("0.27").breakable_cudagraph(["LlamaForCausalLM"], env=True)
+    assert not V.of("0.20").breakable_cudagraph(["LlamaForCausalLM"], env=True)
+    # DeepSeek-V4's rotary caches: fp32, qk_rope_head_dim (64) wide, one per theta (plain and
+    # compressed layers), each original 65,536 x factor 16 positions
+    arch = normalize(v4.config)
+    assert rope_cache_bytes(arch, 2) == 2 * 65536 * 16 * 64 * 4 == 536870912

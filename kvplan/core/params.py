@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from kvplan.core.arch import MLA, SLIDING, AttnLayer, ModelArch, StateLayer
+from kvplan.core.arch import DSV4, MLA, SLIDING, AttnLayer, ModelArch, StateLayer
 from kvplan.core.memo import by_identity
 
 # vLLM qwen2.py / qwen2_moe.py: `QKVParallelLinear(..., bias=True)` without a config switch
@@ -346,6 +346,16 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int) -> int:
         return 0
     max_pos = int(t.get("max_position_embeddings") or 0)
     rp = t.get("rope_parameters") or t.get("rope_scaling") or {}
+    if attn[0].kind == DSV4:
+        # DeepSeek-V4: fp32 caches of qk_rope_head_dim columns, one for the uncompressed
+        # layers (rope_theta) and one for the compressed ones (compress_rope_theta), each of
+        # original x factor = 1M positions (`DeepseekV4ScalingRotaryEmbedding`; 0.20.2
+        # deepseek_v4.py, 0.33 deepseek_v4/common/rope.py)
+        length = int(int(rp.get("original_max_position_embeddings") or max_pos)
+                     * float(rp.get("factor") or 1.0))
+        thetas = {t.get("rope_theta"), t.get("compress_rope_theta") if any(
+            getattr(x, "compress_ratio", 0) > 1 for x in attn) else None} - {None}
+        return len(thetas) * length * int(t.get("qk_rope_head_dim") or 0) * 4
     by_type = {k: v for k, v in rp.items() if isinstance(v, dict)}  # per layer type
     ropes = [(k.split("_")[0], v) for k, v in by_type.items()] or [("", rp)]
     if t.get("rope_local_base_freq") and not by_type:

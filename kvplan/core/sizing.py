@@ -129,6 +129,7 @@ class EngineArgs:
     rocm_aiter_moe: bool = True  # VLLM_ROCM_USE_AITER_MOE
     flashinfer_moe_fp8: bool = True  # VLLM_USE_FLASHINFER_MOE_FP8=0 takes FP8 MoE off FlashInfer
     estimate_cudagraphs: bool = True  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (0.20+ default 1)
+    breakable_cudagraph: bool | None = None  # VLLM_USE_BREAKABLE_CUDAGRAPH (None: vLLM's default)
     usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
     skip_mm_profiling: bool = False  # --skip-mm-profiling: no vision encoder in the profile
     # --language-model-only (= --limit-mm-per-prompt 0 for every modality): the vision tower
@@ -184,6 +185,7 @@ class SizeResult:
     max_num_seqs_limit: int | None = None
     cudagraph_graphs: int = 0  # graphs the CUDA-graph estimate counts (0 when none is subtracted)
     cudagraph_mode: str = "FULL_AND_PIECEWISE"  # the CUDA-graph mode vLLM runs
+    breakable_cudagraph: bool = False  # graphs broken around attention, no torch.compile
     rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
     load_extra_bytes: int = 0  # ROCm: what weight post-processing adds to the load figure
     moe_kernel: str | None = None  # fused-MoE kernel kind of the profile run (MoE models)
@@ -227,6 +229,7 @@ class SizeResult:
             "cudagraph_bytes": b.cudagraph,
             "cudagraph_graphs": self.cudagraph_graphs,
             "cudagraph_mode": self.cudagraph_mode,
+            "breakable_cudagraph": self.breakable_cudagraph,
             "moe_kernel": self.moe_kernel,
             "moe_workspace_bytes": self.moe_workspace_bytes,
             "sampler_state_bytes": self.sampler_state_bytes,
@@ -768,9 +771,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append(f"the profile run also runs the vision encoder on {enc.items} "
                      f"{enc.modality} item(s) of {enc.tokens_per_item:,} tokens "
                      f"({enc.encoder_peak / GiB:.2f} GiB peak; --skip-mm-profiling skips it)")
-    fi_ar = version.flashinfer_allreduce(gpu.compute_capability, tp=tp, pp=pp,
-                                         dp=a.data_parallel_size, enforce_eager=a.enforce_eager
-                                         or a.compilation_mode not in (None, 3))
+    # breakable CUDA graphs: captured around attention without torch.compile (mode NONE)
+    breakable = version.breakable_cudagraph(arch.architectures, gpu.vendor, a.breakable_cudagraph)
+    compile_mode = 0 if breakable else a.compilation_mode
+    if breakable and not a.enforce_eager:
+        notes.append("breakable CUDA graphs (vLLM's default for this model from 0.24; "
+                     "VLLM_USE_BREAKABLE_CUDAGRAPH=0 opts out): no torch.compile, graphs kept")
+    fi_ar = version.flashinfer_allreduce(
+        gpu.compute_capability, tp=tp, pp=pp, dp=a.data_parallel_size,
+        enforce_eager=a.enforce_eager or compile_mode not in (None, 3),
+        profile_allreduce_bytes=mnbt * arch.hidden_size * dtype_bytes(model_dtype))
     rocm_nt = gpu.vendor == "amd" and not version.at_least(0, 20)
     nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce,
                      fi_ar, rocm=rocm_nt, nvlink_tp8=gpu.vendor == "nvidia"
@@ -801,7 +811,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("ROCm TP8: vLLM gives every rank the smallest rank's block count, and "
                      "public MI300X TP8 starts had a rank about 0.42 GiB below the one they "
                      "log, so expect about that much less KV cache than shown")
-    graph_mode = M.effective_cudagraph_mode(a.cudagraph_mode, a.compilation_mode, a.enforce_eager)
+    graph_mode = M.effective_cudagraph_mode(a.cudagraph_mode, None if breakable else
+                                            a.compilation_mode, a.enforce_eager)
     graphs = M.cudagraph_graphs(seqs, mnbt, mode=graph_mode, ceiling=version.cudagraph_ceiling(
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
         sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size)
@@ -954,6 +965,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         concurrency_at=conc_at, stages=stage_rows, notes=notes, vision_profile=enc,
         max_num_seqs_limit=seqs_limit,
         cudagraph_graphs=graphs if bud.cudagraph else 0, cudagraph_mode=graph_mode,
+        breakable_cudagraph=breakable and graph_mode != "NONE",
         rope_cache_bytes=rope,
         load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,

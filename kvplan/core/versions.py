@@ -14,6 +14,26 @@ from dataclasses import dataclass
 from kvplan.errors import BadInput
 
 LATEST = "0.33"
+# FlashInfer all-reduce size limits in MB, by compute capability and TP size (one node)
+_FI_AR_MAX_MB = {"90": {2: 64, 4: 2, 8: 0.5}, "100": {2: 64, 4: 32, 8: 1, 16: 64},
+                 "103": {2: 64, 4: 64, 8: 4, 16: 64}, "107": {2: 64, 4: 64, 8: 2}}
+_FI_MNNVL_MAX_MB_029 = {("103", 4): 80, ("103", 8): 64}
+_FI_MNNVL_MAX_MB_033 = {("100", 8): 128, ("103", 4): 80, ("103", 8): 128}
+# architectures vLLM runs with breakable CUDA graphs unless VLLM_USE_BREAKABLE_CUDAGRAPH is set
+_V4 = {"DeepseekV4ForCausalLM", "DeepSeekV4MTPModel", "MiniMaxM3SparseForCausalLM",
+       "MiniMaxM3SparseForConditionalGeneration"}
+_INKLING = {"InklingForCausalLM", "InklingForConditionalGeneration"}
+_KIMI = {"KimiK3ForConditionalGeneration", "KimiK3MTPModel", "KimiLinearForCausalLM"}
+BREAKABLE_024 = (((0, 27), _V4 | _INKLING | _KIMI), ((0, 26), _V4 | _INKLING), ((0, 24), _V4))
+BREAKABLE_029 = _V4 | _INKLING | _KIMI | {
+    "DeepseekV32ForCausalLM", "DeepseekV32MTPModel", "Dots3NoteForCausalLM", "Dots3NoteMTPModel",
+    "GlmMoeDsaForCausalLM", "HYV4ForCausalLM", "HYV4MTPModel"}
+BREAKABLE_033 = BREAKABLE_029 | {
+    "AliceAIForCausalLM", "BeamForCausalLM", "DeepseekV4ForConditionalGeneration",
+    "DeepseekV41ForCausalLM", "Glm5NextForCausalLM", "Glm5NextForConditionalGeneration",
+    "Glm5NextMTPModel", "MuseSpark1xForCausalLM", "MuseSparkForConditionalGeneration",
+    "Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration", "Qwen4ExpMTP",
+    "Step5ForCausalLM", "Step5ForConditionalGeneration"}
 SUPPORTED_RANGE = ("0.6", "0.33")
 
 
@@ -292,20 +312,59 @@ class VllmVersion:
         return self.at_least(0, 26) if vendor == "amd" else self.at_least(0, 20)
 
     def flashinfer_allreduce(self, compute_capability: str, *, tp: int, pp: int, dp: int,
-                             enforce_eager: bool) -> bool:
-        """Whether vLLM builds a FlashInfer all-reduce workspace on each GPU.
+                             enforce_eager: bool, profile_allreduce_bytes: int = 0) -> bool:
+        """Whether vLLM builds its FlashInfer all-reduce workspace on each GPU inside the
+        memory profile.
         * From 0.17 (absent in 0.16.0), the default -O2 fuses all-reduce + RMSNorm through
-          FlashInfer (`enable_allreduce_rms_fusion`). It needs TP > 1 with PP = DP = 1, on
-          compute capability 9.0 or 10.0 (the whole SM100 family from 0.20), and compilation
-          on, so not with --enforce-eager.
-        * From 0.29 (off in the 0.28.0 wheel, on in 0.29.0), standalone all-reduces go through
-          it too (`VLLM_ALLREDUCE_USE_FLASHINFER` defaults to 1), for any TP group > 1, eager
-          included."""
+          FlashInfer (`enable_allreduce_rms_fusion`); the compile pass builds the workspace.
+          It needs TP > 1 on compute capability 9.0 or 10.0 (the whole SM100 family from
+          0.20) and compilation on, so not with --enforce-eager or compilation mode 0; before
+          0.29 also PP = DP = 1 (the 0.29 and 0.33 wheels have no such condition).
+        * From 0.29 (off in the 0.28.0 wheel), standalone all-reduces go through it too
+          (`VLLM_ALLREDUCE_USE_FLASHINFER` defaults to 1), eager included, but only for inputs
+          no larger than its maximum size (`FlashInferAllReduce.should_use_fi_ar`), and the
+          workspace is created lazily by the first such all-reduce. The profile forward
+          all-reduces [max_num_batched_tokens, hidden] (`profile_allreduce_bytes`), so
+          without the compile pass the workspace is built inside the profile only when that
+          fits (`fi_allreduce_max_bytes`)."""
         cc = compute_capability or ""
         sm = cc == "9.0" or cc == "10.0" or (cc.startswith("10.") and self.at_least(0, 20))
         if tp < 2 or not sm or not self.at_least(0, 17):
             return False
-        return self.at_least(0, 29) or (pp == 1 and dp == 1 and not enforce_eager)
+        if not enforce_eager and (self.at_least(0, 29) or (pp == 1 and dp == 1)):
+            return True
+        return self.at_least(0, 29) and 0 < profile_allreduce_bytes <= self.fi_allreduce_max_bytes(
+            cc, tp)
+
+    def breakable_cudagraph(self, architectures: list[str], vendor: str = "nvidia",
+                            env: bool | None = None) -> bool:
+        """Whether vLLM runs breakable CUDA graphs, which set compilation mode NONE (no
+        torch.compile) and keep piecewise graphs (`VllmConfig._maybe_enable_breakable_
+        cudagraph`). `VLLM_USE_BREAKABLE_CUDAGRAPH` (`env`) decides when set; unset, vLLM turns
+        it on for the architectures it lists: read in the 0.24.0-0.29.0 and 0.33.0 wheels
+        (absent in 0.20.2; releases between take the older list)."""
+        if not self.at_least(0, 24):
+            return False
+        if env is not None:
+            return env
+        if self.at_least(0, 33):
+            listed = BREAKABLE_033 if vendor != "amd" else {"DeepseekV41ForCausalLM"}
+        elif self.at_least(0, 29):
+            listed = BREAKABLE_029 - ({"DeepseekV32ForCausalLM", "DeepseekV32MTPModel"}
+                                      if vendor == "amd" else set())
+        else:
+            listed = next(v for k, v in BREAKABLE_024 if self.at_least(*k))
+        return any(a in listed for a in architectures)
+
+    def fi_allreduce_max_bytes(self, compute_capability: str, tp: int) -> int:
+        """The largest input FlashInfer's standalone all-reduce takes on one node: the
+        per-capability table (`FI_ALLREDUCE_FUSION_MAX_SIZE_MB`, equal in the 0.29.0 and
+        0.33.0 wheels), or the MNNVL backend's tuned size (`FI_MNNVL_ALLREDUCE_MAX_SIZE_MB`:
+        0.29.0 has SM103 only, 0.33.0 adds B200 at TP8; releases between take 0.29's)."""
+        key = compute_capability.replace(".", "")
+        tuned = (_FI_MNNVL_MAX_MB_033 if self.at_least(0, 33) else _FI_MNNVL_MAX_MB_029)
+        mb = tuned.get((key, tp)) or _FI_AR_MAX_MB.get(key, {}).get(tp, 0)
+        return int(mb * (1 << 20))
 
     def cudagraph_ceiling(self, compute_capability: str) -> int:
         """Largest default capture size: 1024 on data-centre Blackwell (SM100 family) from

@@ -3,7 +3,9 @@
 `kvplan size --env NAME=VALUE` (also `recommend` and `throughput`) and `kvplan check` (the
 container's environment) read them here. vLLM parses the padding and sampler switches as
 `bool(int(value))` (`vllm/envs.py`), so a value that is not an integer makes vLLM fail at
-start-up; the AITER switches as `value.lower() in ("true", "1")`.
+start-up; the AITER switches as `value.lower() in ("true", "1")`, and
+`VLLM_USE_BREAKABLE_CUDAGRAPH` as `value == "1"` (set to anything else, it also stops vLLM
+from turning breakable graphs on by default).
 """
 
 from __future__ import annotations
@@ -27,12 +29,16 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": (
         "estimate_cudagraphs", "0: the CUDA-graph memory estimate is not subtracted before "
         "sizing the KV cache (default 1 from 0.20)"),
+    "VLLM_USE_BREAKABLE_CUDAGRAPH": (
+        "breakable_cudagraph", "1: CUDA graphs broken around attention without torch.compile "
+        "(0.24+; on by default for DeepSeek-V4 and other models vLLM lists, 0 opts out)"),
     "VLLM_USE_FLASHINFER_MOE_FP8": (
         "flashinfer_moe_fp8", "0: FP8 MoE off FlashInfer's kernels (0.16+; unset or 1: "
         "FlashInfer first, which pads non-gated experts to 128 rows from 0.17)"),
 }
 # read as `value.lower() in ("true", "1")`, never an error (`envs.py`); the rest as integers
 TEXT_FLAGS = {"VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE"}
+EXACT_ONE = {"VLLM_USE_BREAKABLE_CUDAGRAPH"}  # `os.environ.get(name, "0") == "1"`
 
 
 def int_bool(name: str, value: str) -> bool:
@@ -47,6 +53,8 @@ def parse_value(name: str, value: str) -> bool:
     """A modelled variable's value as vLLM reads it."""
     if name in TEXT_FLAGS:
         return value.strip().lower() in ("true", "1")
+    if name in EXACT_ONE:
+        return value == "1"
     return int_bool(name, value)
 
 
@@ -81,4 +89,4 @@ def env_for(args: Any) -> list[str]:
 
     defaults = {f.name: f.default for f in fields(args)}
     return [f"{name}={int(getattr(args, fld))}" for name, (fld, _) in ENV_FIELDS.items()
-            if getattr(args, fld) != defaults.get(fld)]
+            if getattr(args, fld) != defaults.get(fld) and getattr(args, fld) is not None]

@@ -72,6 +72,13 @@ def gpu_from_entry(key: str, e: dict[str, Any]) -> Gpu:
                price_per_hour=e.get("price_per_hour"))
 
 
+def _gpu_memory(memory: str) -> int:
+    mem = parse_bytes(memory, what="--gpu-memory")
+    if mem <= 0:
+        raise BadInput("--gpu-memory must be positive", hint="e.g. --gpu-memory 24GiB")
+    return mem
+
+
 def resolve_gpu(name: str | None, memory: str | None = None,
                 catalogs: list[str] | None = None) -> Gpu:
     """--gpu NAME (id, alias, nvidia-smi or GFD label) and/or --gpu-memory SIZE."""
@@ -82,12 +89,10 @@ def resolve_gpu(name: str | None, memory: str | None = None,
             raise _unknown("GPU", name, cat, "gpus")
         gpu = gpu_from_entry(*hit)
         if memory:
-            gpu = Gpu(**{**gpu.__dict__, "memory_bytes": parse_bytes(memory, what="--gpu-memory"),
+            gpu = Gpu(**{**gpu.__dict__, "memory_bytes": _gpu_memory(memory),
                          "id": f"{gpu.id} ({memory})"})
         return gpu
     if memory:
-        mem = parse_bytes(memory, what="--gpu-memory")
-        if mem <= 0:
-            raise BadInput("--gpu-memory must be positive")
+        mem = _gpu_memory(memory)
         return Gpu(id=f"custom-{memory}", name=f"custom GPU ({memory})", memory_bytes=mem)
     raise BadInput("no GPU given", hint="pass --gpu NAME (see `kvplan gpus`) or --gpu-memory 24GiB")
