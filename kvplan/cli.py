@@ -146,7 +146,7 @@ def size_cmd(
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         num_gpu_blocks_override=num_gpu_blocks_override,
         disable_custom_all_reduce=disable_custom_all_reduce,
-        flashinfer_sampler=flashinfer_sampler, skip_mm_profiling=skip_mm_profiling,
+        flashinfer_sampler=flashinfer_sampler or None, skip_mm_profiling=skip_mm_profiling,
         language_model_only=language_model_only, cpu_offload_gb=cpu_offload_gb,
         performance_mode=performance_mode,
         cudagraph_capture_sizes=parse_int_list(cudagraph_capture_sizes,

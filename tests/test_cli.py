@@ -311,10 +311,11 @@ def test_performance_mode_throughput_doubles_the_batch_defaults(capsys):
     t = json.loads(out)
     assert (d["max_num_seqs"], d["max_num_batched_tokens"]) == (1024, 8192)
     assert (t["max_num_seqs"], t["max_num_batched_tokens"]) == (2048, 16384)
-    # the sampler term doubles with the dummy requests: 1,024 more x 128,256 x 4 B x 3.9,
-    # and so does V2's penalty / grammar state: 1,024 more x (128,256 + 2 x 4,008) x 4 B
+    # the sampler term doubles with the dummy requests: 1,024 more x 128,256 x 4 B x 3.5 (the
+    # FlashInfer warm-up sampler), and so does V2's penalty / grammar state: 1,024 more x
+    # (128,256 + 2 x 4,008) x 4 B
     assert t["activation_bytes"] - d["activation_bytes"] == int(
-        2048 * 128256 * 4 * 3.9 + 514 * 2**20) - int(1024 * 128256 * 4 * 3.9 + 514 * 2**20) \
+        2048 * 128256 * 4 * 3.5 + 514 * 2**20) - int(1024 * 128256 * 4 * 3.5 + 514 * 2**20) \
         + 1024 * (128256 + 2 * 4008) * 4
     code, _, err = run(capsys, *base, "--performance-mode", "fast")
     assert code == 2 and "not one of balanced, interactivity, throughput" in err

@@ -306,14 +306,18 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
     # 0.11.0 still profiles the FlashInfer path; 0.11.1 made it opt-in
     assert run(LLAMA31_8B, version="0.11.0", max_model_len=8192, flashinfer_sampler=True
                ).budget.activation == b.budget.activation
-    # 0.33 warms the PyTorch path as well: the flag changes nothing there. From 0.17 the
-    # Triton top-k/top-p path: 3.9 buffers, plus what 0.20+ keeps after the profile (450 MiB)
+    # 0.33's V2 profile samples warm-up requests through FlashInfer's fused top-k/top-p
+    # (default on from compute capability 8.0): bf16 logits + fp32 copy + masked logits +
+    # probs = 3.5 buffers, the flag or not; VLLM_USE_FLASHINFER_SAMPLER=0 takes the Triton
+    # top-k/top-p path of 0.17+ (3.9 buffers), plus what 0.24+ keeps (450 MiB)
     c = run(LLAMA31_8B, max_model_len=8192, flashinfer_sampler=True)
     assert c.budget.activation == run(LLAMA31_8B, max_model_len=8192).budget.activation
     # (0.33 runs every model on model runner V2, whose penalty and grammar state, [1,024 x
     # (128,256 + 2 x 4,008)] int32, the free-memory accounting charges)
     state = reqs * (vocab + 2 * 4008) * 4
-    assert c.budget.activation == int(reqs * vocab * 4 * 3.9 + (64 + 450) * 2**20) + state
+    assert c.budget.activation == int(reqs * vocab * 4 * 3.5 + (64 + 450) * 2**20) + state
+    off = run(LLAMA31_8B, max_model_len=8192, flashinfer_sampler=False)
+    assert off.budget.activation == int(reqs * vocab * 4 * 3.9 + (64 + 450) * 2**20) + state
     assert c.sampler_state_bytes == state == 558170112
     # 0.27-0.32's V2 samples the greedy dummy requests in place: the bf16 logits, not 3.9 fp32
     # copies; the top-k/top-p warm-up runs after the KV cache is sized

@@ -38,7 +38,8 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "code. Real logs: 3.1-4.0 buffers on three upstream 0.11.0 H200 starts (Llama-3.3-70B "
         "FP8 TP4, DeepSeek-R1 TP8, Qwen3-235B FP8 TP4+EP; 1,024 requests); five 0.10.1 A100 "
         "logs with 256 requests bound it only loosely (1.7-2.5). 0.11.1 made the sampler "
-        "opt-in; 0.33 also warms the PyTorch path, so the flag has no effect there"),
+        "opt-in; 0.33's V2 warm-up sampler takes the same FlashInfer path by default on "
+        "compute capability 8.0-12.1"),
     "sampler_fp32_copies_v017": (
         3.9, "x num_reqs x vocab x 4 B (vLLM 0.17+)",
         "0.17 samples top-k/top-p with a Triton kernel for batches >= 8 "

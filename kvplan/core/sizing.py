@@ -122,7 +122,7 @@ class EngineArgs:
     disable_hybrid_kv_cache_manager: bool = False
     num_gpu_blocks_override: int | None = None
     disable_custom_all_reduce: bool = False  # also what vLLM does when TP spans nodes
-    flashinfer_sampler: bool = False  # VLLM_USE_FLASHINFER_SAMPLER with flashinfer installed
+    flashinfer_sampler: bool | None = None  # VLLM_USE_FLASHINFER_SAMPLER (None: the default)
     rocm_moe_padding: bool = True  # VLLM_ROCM_MOE_PADDING
     rocm_fp8_padding: bool = True  # VLLM_ROCM_FP8_PADDING
     rocm_aiter: bool = False  # VLLM_ROCM_USE_AITER
@@ -728,6 +728,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                            nvidia=gpu.vendor == "nvidia")
 
     sampler_copies = M.const(copies)
+    if v2 and version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler):
+        sampler_copies = M.const("sampler_fp32_copies_flashinfer")
     if v2_fp32 is not None:  # V2's greedy dummy sampler: the model-dtype logits (gathered
         # and reshaped at TP > 1: 2 + 1/TP copies) and 0.24-0.25's one fp32 copy, in fp32 units
         logits = 1.0 if tp == 1 else 2.0 + 1.0 / tp

@@ -414,9 +414,10 @@ class VllmVersion:
         charged, multimodal encoder profiled).
         * `profile_cudagraph_memory` returns 0 up to 0.28; 0.29 measures the graphs.
         * The dummy requests are greedy: 0.24-0.25 still copy the logits to fp32 once, 0.26-0.32
-          sample in place; 0.33 adds a warm-up-parameter pass ("the profiled peak must too"),
-          V1's top-k/top-p path. Before 0.33 that path's peak comes after the KV cache is sized
-          (`warmup_kernels`), above gpu_memory_utilization.
+          sample in place; 0.33 adds a warm-up-parameter pass ("the profiled peak must too")
+          through V2's sampler: FlashInfer's fused top-k/top-p where it runs
+          (`v2_flashinfer_sampler`), else V1's Triton top-k/top-p. Before 0.33 that peak comes
+          after the KV cache is sized (`warmup_kernels`), above gpu_memory_utilization.
         * The penalty and grammar state ([max_num_seqs, vocab] + 2 x [max_num_seqs, vocab/32]
           int32) is allocated after "Model loading took"; 0.24-0.26 count non-KV memory as
           weights + torch peak + non-torch growth and miss it, 0.27 charges the free-memory drop.
@@ -435,6 +436,19 @@ class VllmVersion:
         `max_split_size_mb=20` (`Worker._scoped_allocator_max_split` around `profile_run`)
         so large blocks stay whole and releasable."""
         return self.at_least(0, 27) and not self.at_least(0, 31)
+
+    def v2_flashinfer_sampler(self, compute_capability: str, vendor: str = "nvidia",
+                              env: bool | None = None) -> bool:
+        """0.33's profile samples the warm-up requests (top-k 50, top-p 0.9) through V2's
+        sampler, which takes FlashInfer's fused top-k/top-p kernel when
+        `flashinfer_sampler_supported()`: CUDA, `VLLM_USE_FLASHINFER_SAMPLER` not 0 (default
+        on), compute capability 8.0-12.1 (`FlashInferBackend.supports_compute_capability`).
+        Its peak is the model-dtype logits + an fp32 copy + the top-k-masked logits + the
+        probabilities (`gpu/sample/sampler.py`, `flashinfer_sample`). Before 0.33 V2 profiles
+        greedy requests only."""
+        if not self.at_least(0, 33) or vendor != "nvidia" or env is False:
+            return False
+        return (8, 0) <= _cc(compute_capability) <= (12, 1)
 
     @property
     def mamba_align_mode(self) -> bool:
@@ -529,6 +543,11 @@ class VllmVersion:
 def fp8_fnuz(cc: str | None) -> bool:
     """MI300-series GPUs (gfx94x) use the fnuz FP8 format (`RocmPlatform.is_fp8_fnuz`)."""
     return str(cc or "").startswith("gfx94")
+
+
+def _cc(cc: str | None) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", cc or "")
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 def cc_major(cc: str | None) -> int:
