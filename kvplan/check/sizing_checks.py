@@ -310,14 +310,12 @@ def _late(out: Any, p: Parsed, r: Any, gpu: Any) -> None:
         out.add(cid, PASS, f"{late / GiB:.2f} GiB allocated after sizing (CUDA graphs, sampler "
                 f"warm-up) fits in the {b.headroom / GiB:.2f} GiB left outside the budget", loc)
         return
-    name = spelled(p.engine, "gpu_memory_utilization")
-    safe = next((n for n in r.notes if n.startswith("OOM risk")), "")
-    m = re.search(r"--gpu-memory-utilization ([\d.]+)", safe)
+    name, safe = spelled(p.engine, "gpu_memory_utilization"), r.safe_gpu_memory_utilization
     out.add(cid, WARN, f"{late / GiB:.2f} GiB allocated after the KV cache is sized (CUDA graphs "
             f"vLLM does not subtract, the sampler's warm-up) exceeds the {b.headroom / GiB:.2f} "
             "GiB outside the budget: OOM risk at start-up or on the first requests", loc,
-            fix=f"{name} {m.group(1)}" if m else f"lower {name}",
-            current=b.utilization, suggested=float(m.group(1)) if m else None)
+            fix=f"{name} {safe:g}" if safe else f"lower {name}",
+            current=b.utilization, suggested=safe)
 
 
 def _weights(out: Any, p: Parsed, r: Any) -> bool:

@@ -195,6 +195,7 @@ class SizeResult:
     # it does not subtract, model runner V2's sampler warm-up before 0.33 and its state in
     # 0.24-0.26; it must fit in the headroom (total - requested)
     outside_budget_bytes: int = 0
+    safe_gpu_memory_utilization: float | None = None  # set when the late allocations OOM
 
     @property
     def usable_blocks(self) -> int:
@@ -234,6 +235,7 @@ class SizeResult:
             "moe_workspace_bytes": self.moe_workspace_bytes,
             "sampler_state_bytes": self.sampler_state_bytes,
             "outside_budget_bytes": self.outside_budget_bytes,
+            "safe_gpu_memory_utilization": self.safe_gpu_memory_utilization,
             "available_kv_bytes": b.available_kv,
             "kv_bytes_per_token": self.kv_bytes_per_token_replica,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
@@ -849,6 +851,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     late_graphs = max(map(graph_estimate, stages)) if graphs and not (
         profiled and a.estimate_cudagraphs) else 0
     headroom = gpu.memory_bytes - int(gpu.memory_bytes * util)
+    safe = None
     if late_graphs + warm > headroom and a.kv_cache_memory_bytes is None and not gpu.unified_memory:
         safe = math.floor((gpu.memory_bytes - late_graphs - warm - 512 * MiB)
                           / gpu.memory_bytes * 100) / 100
@@ -972,7 +975,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk),
-        sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm)
+        sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm,
+        safe_gpu_memory_utilization=safe)
 
 
 def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
