@@ -348,13 +348,13 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int) -> int:
     rp = t.get("rope_parameters") or t.get("rope_scaling") or {}
     if attn[0].kind == DSV4:
         # DeepSeek-V4: fp32 caches of qk_rope_head_dim columns, one for the uncompressed
-        # layers (rope_theta) and one for the compressed ones (compress_rope_theta), each of
+        # layers (rope_theta) if any and one for the compressed ones (compress_rope_theta), each of
         # original x factor = 1M positions (`DeepseekV4ScalingRotaryEmbedding`; 0.20.2
         # deepseek_v4.py, 0.33 deepseek_v4/common/rope.py)
         length = int(int(rp.get("original_max_position_embeddings") or max_pos)
                      * float(rp.get("factor") or 1.0))
-        thetas = {t.get("rope_theta"), t.get("compress_rope_theta") if any(
-            getattr(x, "compress_ratio", 0) > 1 for x in attn) else None} - {None}
+        thetas = {t.get("compress_rope_theta") if getattr(x, "compress_ratio", 0) > 1
+                  else t.get("rope_theta") for x in attn}
         return len(thetas) * length * int(t.get("qk_rope_head_dim") or 0) * 4
     by_type = {k: v for k, v in rp.items() if isinstance(v, dict)}  # per layer type
     ropes = [(k.split("_")[0], v) for k, v in by_type.items()] or [("", rp)]
