@@ -869,3 +869,6 @@ def test_breakable_cudagraphs_and_deepseek_v4_rope():
     # compressed layers), each original 65,536 x factor 16 positions
     arch = normalize(v4.config)
     assert rope_cache_bytes(arch, 2) == 2 * 65536 * 16 * 64 * 4 == 536870912
+    # V4-Pro's 61 layers all compress (ratios 4 and 128): one theta, one cache
+    pro = normalize(resolve_model("deepseek-ai/DeepSeek-V4-Pro").config)
+    assert rope_cache_bytes(pro, 2) == 65536 * 16 * 64 * 4 == 268435456
