@@ -779,8 +779,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     breakable = version.breakable_cudagraph(arch.architectures, gpu.vendor, a.breakable_cudagraph)
     compile_mode = 0 if breakable else a.compilation_mode
     if breakable and not a.enforce_eager:
-        notes.append("breakable CUDA graphs (vLLM's default for this model from 0.24; "
-                     "VLLM_USE_BREAKABLE_CUDAGRAPH=0 opts out): no torch.compile, graphs kept")
+        notes.append("breakable CUDA graphs (" + ("VLLM_USE_BREAKABLE_CUDAGRAPH=1" if
+                     a.breakable_cudagraph else "vLLM's default for this architecture in "
+                     f"{version.text}; VLLM_USE_BREAKABLE_CUDAGRAPH=0 opts out") +
+                     "): no torch.compile, graphs kept")
     fi_ar = version.flashinfer_allreduce(
         gpu.compute_capability, tp=tp, pp=pp, dp=a.data_parallel_size,
         enforce_eager=a.enforce_eager or compile_mode not in (None, 3),
