@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from kvplan.engines.vllm_env import ENV_HELP, apply_assignments
 from kvplan.errors import EXIT_BAD_INPUT, KvplanError
 
 EXIT_INTERNAL = 3
@@ -104,11 +105,7 @@ def size_cmd(
         "an unlisted modality allows 999."),
     vllm_version: Optional[str] = typer.Option(None, "--vllm-version",
                                                help="Target vLLM release (default 0.33)."),
-    env: Optional[list[str]] = typer.Option(
-        None, "--env", help="NAME=VALUE of the server's environment (repeatable). Modelled: "
-        "VLLM_ROCM_MOE_PADDING, VLLM_ROCM_FP8_PADDING, VLLM_ROCM_USE_AITER(_MOE) (the MoE "
-        "weight shuffle), VLLM_USE_FLASHINFER_SAMPLER, VLLM_USE_FLASHINFER_MOE_FP8, "
-        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; others are noted and ignored."),
+    env: Optional[list[str]] = typer.Option(None, "--env", help=ENV_HELP),
     catalog: Optional[list[str]] = CatalogOpt,
     revision: Optional[str] = typer.Option(None, "--revision", help="Hub branch, tag or commit."),
     token: Optional[str] = typer.Option(None, "--token", help="Hub token (default: HF_TOKEN or "
@@ -162,17 +159,13 @@ def size_cmd(
 
         for name, value in parse_compilation_config(compilation_config).items():
             setattr(args, name, value)
-    ignored: list[str] = []
-    if env:
-        from kvplan.engines.vllm_env import apply_env, parse_assignments
-
-        ignored = apply_env(args, parse_assignments(env))
+    env_note = apply_assignments(args, env)
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)
     g = resolve_gpu(gpu, gpu_memory, catalog)
     result = size(m, g, args, vllm_version)
-    if ignored:
-        result.notes.append(f"--env {', '.join(ignored)}: not modelled, ignored")
+    if env_note:
+        result.notes.append(env_note)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:

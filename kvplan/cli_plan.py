@@ -87,15 +87,13 @@ def _args(mml, kvd, util, mnbt, tp=1, env=None):
                    gpu_memory_utilization=util,
                    max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens")
                    if mnbt else None)
-    if env:
+    from kvplan.engines.vllm_env import apply_assignments
+
+    note = apply_assignments(a, env)
+    if note:  # on stderr, so --json and --emit-flags output stays clean
         import sys
 
-        from kvplan.engines.vllm_env import apply_env, parse_assignments
-
-        ignored = apply_env(a, parse_assignments(env))
-        if ignored:  # on stderr, so --json and --emit-flags output stays clean
-            sys.stderr.write(f"kvplan: note: --env {', '.join(ignored)}: not modelled, "
-                             "ignored\n")
+        sys.stderr.write(f"kvplan: note: {note}\n")
     return a
 
 

@@ -21,20 +21,14 @@ COLD = ("every new container compiles the model cold (minutes of start-up), and 
         "cache (vLLM issue 54383: 4.5 % on a 0.28 start)")
 
 
-def _env(t: Target, name: str) -> str | None:
-    v = t.command.env.get(name)
-    return v.value if v is not None else None
-
-
-def cache_root(t: Target) -> str:
+def cache_root(p: Any) -> str:
     """Where vLLM writes its compile cache in the container, as `envs.py` resolves it."""
-    root = _env(t, "VLLM_CACHE_ROOT")
+    home = p.env_value("HOME") or DEFAULT_HOME
+    root = p.env_value("VLLM_CACHE_ROOT")
     if not root:
-        base = _env(t, "XDG_CACHE_HOME") or posixpath.join(
-            _env(t, "HOME") or DEFAULT_HOME, ".cache")
-        root = posixpath.join(base, "vllm")
-    return posixpath.normpath(root.replace("~", _env(t, "HOME") or DEFAULT_HOME, 1)
-                              if root.startswith("~") else root)
+        root = posixpath.join(p.env_value("XDG_CACHE_HOME") or posixpath.join(home, ".cache"),
+                              "vllm")
+    return posixpath.normpath(root.replace("~", home, 1) if root.startswith("~") else root)
 
 
 def covering(mounts: list[Mount], path: str) -> Mount | None:
@@ -60,7 +54,7 @@ def check(out: Any, t: Target, p: Any) -> None:
     if t.mounts is None:
         out.add(CID, SKIP, "the input does not describe the container's volumes")
         return
-    root = cache_root(t)
+    root = cache_root(p)
     m = covering(t.mounts, root)
     fix = (f"mount a PersistentVolumeClaim or host path at {root} (or set VLLM_CACHE_ROOT to "
            "a path on one)")

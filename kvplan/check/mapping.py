@@ -167,6 +167,12 @@ class Parsed:
     def engine(self) -> str:
         return self.cmd.engine
 
+    def env_value(self, name: str) -> str | None:
+        """The value of a variable in the command's environment (None: unset, or from a
+        secret or config map)."""
+        ev = self.cmd.env.get(name)
+        return ev.value if ev is not None else None
+
     def loc_of(self, fld: str) -> Loc:
         """Where the flag that set `fld` is written (the command when it is not set)."""
         f = self.set_by.get(fld)

@@ -128,16 +128,11 @@ def _engine_args(p: Parsed) -> Any:
     a = EngineArgs(**{k: v for k, v in p.values.items() if k in names})
     if p.engine == "vllm":
         for var, (fld, _) in ENV_FIELDS.items():
-            value = _env_flag(p, var)
+            value = p.env_value(var)
             if value is not None:
                 with contextlib.suppress(BadInput):  # flag-values reports it
                     setattr(a, fld, parse_value(var, value))
     return a
-
-
-def _env_flag(p: Parsed, name: str) -> str | None:
-    ev = p.cmd.env.get(name)
-    return ev.value if ev and ev.value is not None else None
 
 
 def _long_model(model: Any, mml: int) -> Any:
@@ -180,7 +175,7 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
     mml = a.max_model_len
     if mml and mml > 0 and mml > arch.max_position:
         allow = ALLOW_LONG.get(p.engine)
-        if allow and (_env_flag(p, allow) or "").lower() in ("1", "true"):
+        if allow and (p.env_value(allow) or "").lower() in ("1", "true"):
             model = _long_model(model, mml)
         else:
             name = spelled(p.engine, "max_model_len")

@@ -29,6 +29,11 @@ NVFP4_BYTES = 0.5 + 1 / 16  # 4-bit values + one fp8 scale per 16
 MXFP4_BYTES = 0.5 + 1 / 32  # 4-bit values + one e8m0 scale per 32
 
 
+def is_nvfp4(bytes_per_param: float) -> bool:
+    """Whether a part's bytes per parameter are NVFP4's."""
+    return abs(bytes_per_param - NVFP4_BYTES) < 1e-9
+
+
 @dataclass
 class LayerParams:
     split: int = 0  # sharded by TP
@@ -458,7 +463,7 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
             return _mixed_by_ignore(ignored_fractions(q["ignore"], arch), lin, d)
     if str(arch.text_config.get("expert_dtype", "")).lower() == "fp4":
         # DeepSeek-V4 (`models/deepseek_v4/quant_config.py`): MXFP4 routed experts
-        return WeightBytes(linear=lin, expert=0.5 + 1 / 32, other=d)
+        return WeightBytes(linear=lin, expert=MXFP4_BYTES, other=d)
     return WeightBytes(linear=lin, expert=lin, other=d)
 
 

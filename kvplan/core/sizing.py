@@ -43,10 +43,10 @@ from kvplan.core.mm import (
     towers_tp_sharded,
 )
 from kvplan.core.params import (
-    NVFP4_BYTES,
     count_params,
     expert_padding,
     fp8_tensor_experts,
+    is_nvfp4,
     moe_gated,
     moe_hidden,
     ple_buffer_bytes,
@@ -1002,8 +1002,8 @@ def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
         rows = version.fi_fp8_moe_alignment(gated)
         what = (f"FlashInfer's FP8 MoE kernels pad each GPU's expert rows to {rows}; "
                 "VLLM_USE_FLASHINFER_MOE_FP8=0 (--env) runs Triton's instead, without it")
-    elif cc_major(cc) == 10 and abs(weight_bytes(arch, 2, a.quantization, model.hf_quant_config)
-                                    .expert - NVFP4_BYTES) < 1e-9:
+    elif cc_major(cc) == 10 and is_nvfp4(
+            weight_bytes(arch, 2, a.quantization, model.hf_quant_config).expert):
         rows, cols = version.fi_fp4_moe_alignment(gated), version.fi_fp4_moe_hidden_alignment
         what = (f"FlashInfer's TRT-LLM NVFP4 MoE kernels pad each GPU's expert rows to {rows}"
                 + (f" and the hidden side to {cols}" if cols else ""))
@@ -1033,13 +1033,13 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         gpu.compute_capability, moe_tp=1 if a.enable_expert_parallel else tp,
         fp8_block=qm == "fp8" and bool(q.get("weight_block_size")),
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
-        nvfp4=abs(expert_bytes - NVFP4_BYTES) < 1e-9, mxfp4=qm == "mxfp4", wna16=wna16,
+        nvfp4=is_nvfp4(expert_bytes), mxfp4=qm == "mxfp4", wna16=wna16,
         fp8_tensor=a.flashinfer_moe_fp8 and fp8_tensor_experts(arch, model.hf_quant_config),
         unquantized=expert_bytes == 2, dp=a.data_parallel_size)
     experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
     # NVFP4 experts: FlashInfer's TRT-LLM kernel on SM100 writes an M x K output, its CUTLASS
     # kernel (SM120) a packed M x 2K one (`oracle/nvfp4.py` order; `workspace_shapes`)
-    packed = abs(expert_bytes - NVFP4_BYTES) < 1e-9 and cc_major(gpu.compute_capability) != 10
+    packed = is_nvfp4(expert_bytes) and cc_major(gpu.compute_capability) != 10
     return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed)
 
 

@@ -407,7 +407,7 @@ class VllmVersion:
             return any(a in V2_RUNNER_ARCHS_024 for a in architectures)
         return False
 
-    def v2_profile(self) -> tuple[bool, float, bool, bool]:
+    def v2_profile(self) -> tuple[bool, float | None, bool, bool]:
         """How the V2 runner's start-up profile differs from V1's (`gpu/model_runner.py`,
         0.24-0.33 wheels): (graph estimate measured, fp32 logits copies its dummy sampler
         makes besides the model-dtype logits (None: V1's top-k/top-p path), sampler state

@@ -36,6 +36,8 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
         "flashinfer_moe_fp8", "0: FP8 MoE off FlashInfer's kernels (0.16+; unset or 1: "
         "FlashInfer first, which pads non-gated experts to 128 rows from 0.17)"),
 }
+ENV_HELP = ("NAME=VALUE of the server's environment (repeatable). Modelled: "
+            + ", ".join(ENV_FIELDS) + "; others are noted and ignored.")
 # read as `value.lower() in ("true", "1")`, never an error (`envs.py`); the rest as integers
 TEXT_FLAGS = {"VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE"}
 EXACT_ONE = {"VLLM_USE_BREAKABLE_CUDAGRAPH"}  # `os.environ.get(name, "0") == "1"`
@@ -68,6 +70,15 @@ def apply_env(args: Any, env: dict[str, str]) -> list[str]:
         else:
             ignored.append(name)
     return ignored
+
+
+def apply_assignments(args: Any, items: list[str] | None) -> str | None:
+    """Apply `--env NAME=VALUE` items to `args`; a note naming the variables kvplan does not
+    model (None when there are none)."""
+    if not items:
+        return None
+    ignored = apply_env(args, parse_assignments(items))
+    return f"--env {', '.join(ignored)}: not modelled, ignored" if ignored else None
 
 
 def parse_assignments(items: list[str]) -> dict[str, str]:
