@@ -817,8 +817,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("ROCm TP8: vLLM gives every rank the smallest rank's block count, and "
                      "public MI300X TP8 starts had a rank about 0.42 GiB below the one they "
                      "log, so expect about that much less KV cache than shown")
-    graph_mode = M.effective_cudagraph_mode(a.cudagraph_mode, None if breakable else
-                                            a.compilation_mode, a.enforce_eager)
+    graph_mode = M.effective_cudagraph_mode(a.cudagraph_mode, compile_mode, a.enforce_eager,
+                                            breakable=breakable)
     graphs = M.cudagraph_graphs(seqs, mnbt, mode=graph_mode, ceiling=version.cudagraph_ceiling(
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
         sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size)
