@@ -844,14 +844,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             depth, graphs, state_layers=arch.is_hybrid_state and graph_mode != "PIECEWISE",
             rocm=gpu.vendor == "amd")
 
-    if profiled and not a.estimate_cudagraphs:
-        notes.append(f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: the CUDA graphs (about "
-                     f"{max(map(graph_estimate, stages)) / GiB:.2f} GiB per GPU) are captured "
-                     "after the KV cache is sized, above gpu_memory_utilization")
     # graphs captured after sizing and not subtracted (before 0.20, V2 before 0.29, or with
     # the estimate switched off), counted with the same estimate
     late_graphs = max(map(graph_estimate, stages)) if graphs and not (
         profiled and a.estimate_cudagraphs) else 0
+    if profiled and not a.estimate_cudagraphs:
+        notes.append(f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: the CUDA graphs (about "
+                     f"{late_graphs / GiB:.2f} GiB per GPU) are captured after the KV cache "
+                     "is sized, above gpu_memory_utilization")
     headroom = gpu.memory_bytes - int(gpu.memory_bytes * util)
     safe = None
     if late_graphs + warm > headroom and a.kv_cache_memory_bytes is None and not gpu.unified_memory:
