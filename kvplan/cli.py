@@ -103,6 +103,16 @@ def size_cmd(
         None, "--limit-mm-per-prompt", help="Items per prompt by modality, as vLLM's flag "
         "('{\"image\": 0, \"video\": 0}'): a tower whose modalities are all 0 is not loaded; "
         "an unlisted modality allows 999."),
+    mm_ipc_gpu_memory_gb: float = typer.Option(
+        0.0, "--mm-ipc-gpu-memory-gb", help="Multimodal models: GiB of GPU memory for the API "
+        "server's decoded frames, as vLLM's flag (0.25+); vLLM takes it out of the KV cache."),
+    api_server_count: Optional[int] = typer.Option(
+        None, "--api-server-count", "-asc", help="API server processes (vllm serve's default: "
+        "the DP size); each GPU video decoder's reservation is per process."),
+    media_io_kwargs: Optional[str] = typer.Option(
+        None, "--media-io-kwargs", help="vLLM's media I/O options (JSON); a \"video\" entry "
+        "with video_backend or backend \"pynvvideocodec\" (also hw_decoders, max_width, "
+        "max_height) decodes on the GPU, reserved out of the KV cache (0.25+)."),
     vllm_version: Optional[str] = typer.Option(None, "--vllm-version",
                                                help="Target vLLM release (default 0.33)."),
     env: Optional[list[str]] = typer.Option(None, "--env", help=ENV_HELP),
@@ -117,7 +127,7 @@ def size_cmd(
     """KV-cache capacity of MODEL on GPU, computed the way vLLM computes it."""
     from kvplan.core.sizing import EngineArgs, size
     from kvplan.sources.resolve import resolve_gpu, resolve_model
-    from kvplan.units import parse_int_list, parse_mm_limits, parse_vllm_int
+    from kvplan.units import parse_int_list, parse_mm_limits, parse_video_io, parse_vllm_int
 
     mml = None
     if max_model_len is not None:
@@ -153,6 +163,8 @@ def size_cmd(
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt)
         if limit_mm_per_prompt is not None else None,
+        mm_ipc_gpu_memory_gb=mm_ipc_gpu_memory_gb, api_server_count=api_server_count,
+        video_io=parse_video_io(media_io_kwargs) if media_io_kwargs is not None else None,
     )
     if compilation_config is not None:
         from kvplan.engines.vllm_compile import parse_compilation_config

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from kvplan.errors import BadInput
 
@@ -96,6 +97,20 @@ def parse_mm_limits(text: str, *, what: str = "--limit-mm-per-prompt") -> dict[s
             raise BadInput(f"{what}: {k} = {v!r} is not a count",
                            hint="give each modality an integer") from None
     return out
+
+
+def parse_video_io(text: str, *, what: str = "--media-io-kwargs") -> dict[str, Any]:
+    """The "video" entry of vLLM's `--media-io-kwargs` JSON (empty when it has none)."""
+    import json
+
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = None
+    if not isinstance(raw, dict) or not isinstance(raw.get("video", {}), dict):
+        raise BadInput(f"cannot read {what} {text!r}: vLLM takes a JSON object of objects",
+                       hint="e.g. '{\"video\": {\"video_backend\": \"pynvvideocodec\"}}'")
+    return raw.get("video") or {}
 
 
 def cdiv(a: int, b: int) -> int:

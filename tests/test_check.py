@@ -862,7 +862,10 @@ def test_compile_cache_persisted_follows_the_volume_and_the_cache_root(capsys, t
     compose = ("services:\n  llm:\n    image: vllm/vllm-openai:v0.28.0\n"
                "    command: [meta-llama/Llama-3.1-8B-Instruct, --max-model-len, '8192']\n"
                "    volumes:\n      - ./cache:/root/.cache\n")
-    assert cache(compose, "compose.yaml")["status"] == "pass"
+    bind = cache(compose, "compose.yaml")
+    assert bind["status"] == "pass" and "is on a bind mount at /root/.cache" in bind["message"]
+    named = cache(compose.replace("./cache:", "cache:"), "compose.yaml")
+    assert named["message"].endswith("is on a named volume at /root/.cache")
     tmpfs = compose.replace("    volumes:\n      - ./cache:/root/.cache\n",
                             "    tmpfs:\n      - /root/.cache\n")
     t = cache(tmpfs, "compose.yaml")
@@ -871,3 +874,17 @@ def test_compile_cache_persisted_follows_the_volume_and_the_cache_root(capsys, t
     _, rep = check_json(capsys, "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct",
                         "--gpu", "h100")
     assert one(rep["deployments"][0], "compile-cache-persisted")["status"] == "skip"
+
+
+def test_frontend_video_decoding_is_taken_from_the_kv_cache(capsys):
+    """--mm-ipc-gpu-memory-gb 4 and VLLM_VIDEO_LOADER_BACKEND=pynvvideocodec with two API
+    servers on vLLM 0.33: 4 GiB + 2 x (2 x 128 MiB + 1.8 GiB) leave the logged KV memory."""
+    code, rep = check_json(capsys, FIX / "compose-video-decode.yaml")
+    assert code == 0
+    d = rep["deployments"][0]
+    fit = one(d, "weights-fit")
+    assert fit["status"] == "pass"
+    assert "8.10 GiB of the logged 22.77 GiB go to the API server's multimodal decoding" in \
+        fit["message"]
+    # 22.77 - 8.10 = 14.67 GiB at 56 KiB per token, in 16-token blocks less the null block
+    assert "the pool holds 274,720 tokens" in one(d, "max-model-len-fits")["message"]

@@ -393,3 +393,50 @@ def test_mm_encoder_tp_mode_data_keeps_the_tower_whole(capsys):
     code, _, err = run(capsys, "size", "Qwen/Qwen3-VL-30B-A3B-Instruct", "--gpu", "h200",
                        "--mm-encoder-tp-mode", "both")
     assert code == 2 and "--mm-encoder-tp-mode both" in err
+
+
+def test_frontend_multimodal_decoding_comes_out_of_the_kv_cache(capsys):
+    """vLLM 0.25+ `reserve_mm_ipc_gpu_memory`: after "Available KV cache memory" is logged
+    (here given), the raw-frame budget and the GPU video decoders' reservation are taken out of
+    what the KV cache gets, on the --kv-cache-memory-bytes path too."""
+    base = ("size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "h100", "--max-model-len", "32768",
+            "--kv-cache-memory-bytes", "40G", "--json")
+    page = 28 * 2 * 4 * 128 * 2 * 16  # 28 layers, 4 KV heads of 128, bf16, 16-token blocks
+    code, out, err = run(capsys, *base, "--mm-ipc-gpu-memory-gb", "2")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["available_kv_bytes"] == 40 * 2**30  # the logged figure is unchanged
+    assert d["frontend_mm_reserved_bytes"] == 2 * 2**30
+    assert d["kv_pool_bytes"] == 38 * 2**30
+    assert d["num_gpu_blocks"] == 38 * 2**30 // page == 44470
+    # PyNvVideoCodec on the GPU, vllm serve -dp 2 (two API servers by default), 0.33:
+    # 2 x (2 decoders x 128 MiB + 1.8 GiB CUDA context), a 7680 x 4320 limit raising a
+    # decoder to 7680 x 4320 x 3 B x 2 surfaces
+    video = '{"video": {"video_backend": "pynvvideocodec", "max_width": 7680, "max_height": 4320}}'
+    code, out, err = run(capsys, *base, "-dp", "2", "--media-io-kwargs", video)
+    assert code == 0, err
+    ctx = int(1.8 * 1024 * 2**20)
+    assert json.loads(out)["frontend_mm_reserved_bytes"] == 2 * (2 * 7680 * 4320 * 6 + ctx)
+    # 0.27: decoders of 128 MiB whatever the limit; --api-server-count 1 overrides the DP size
+    code, out, err = run(capsys, *base, "-dp", "2", "--api-server-count", "1",
+                         "--media-io-kwargs", video, "--vllm-version", "0.27")
+    assert json.loads(out)["frontend_mm_reserved_bytes"] == 2 * 128 * 2**20 + ctx
+    # a text-only model has no multimodal config: nothing is reserved
+    code, out, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100",
+                         "--mm-ipc-gpu-memory-gb", "2", "--json")
+    assert json.loads(out)["frontend_mm_reserved_bytes"] == 0
+
+
+def test_frontend_reservation_bad_input_and_refusal(capsys):
+    code, _, err = run(capsys, "size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "h100",
+                       "--mm-ipc-gpu-memory-gb", "2", "--vllm-version", "0.24")
+    assert code == 2 and "no --mm-ipc-gpu-memory-gb" in err and "0.25" in err
+    code, _, err = run(capsys, "size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "h100",
+                       "--media-io-kwargs", '{"video": {"backend": "pynvvideocodec", '
+                       '"hw_decoders": 0}}')
+    assert code == 2 and "hw_decoders 0" in err and "Traceback" not in err
+    # vLLM raises when the reservation leaves nothing for the KV cache
+    code, out, err = run(capsys, "size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "l4",
+                         "--max-model-len", "4096", "--mm-ipc-gpu-memory-gb", "16")
+    assert code == 1
+    assert "multimodal decoding reserves 16.00 GiB" in out + err

@@ -872,3 +872,49 @@ def test_breakable_cudagraphs_and_deepseek_v4_rope():
     # V4-Pro's 61 layers all compress (ratios 4 and 128): one theta, one cache
     pro = normalize(resolve_model("deepseek-ai/DeepSeek-V4-Pro").config)
     assert rope_cache_bytes(pro, 2) == 65536 * 16 * 64 * 4 == 268435456
+
+
+@pytest.mark.parametrize("ver,video,servers,expected_mib", [
+    # before 0.25 there is no reservation
+    ("0.24", {"video_backend": "pynvvideocodec"}, 1, 0),
+    # 0.25-0.26: one retained decoder of 128 MiB + the 1.8 GiB CUDA context per API server
+    ("0.25", {"video_backend": "pynvvideocodec", "hw_decoders": 4}, 2, 2 * (128 + 1843.2)),
+    # 0.27+: hw_decoders decoders (default 2)
+    ("0.27", {"backend": "pynvvideocodec"}, 1, 2 * 128 + 1843.2),
+    ("0.32", {"video_backend": "pynvvideocodec", "hw_decoders": 3}, 1, 3 * 128 + 1843.2),
+    # the deepstream codec counts as a GPU backend from 0.28, with one decoder
+    ("0.27", {"backend": "deepstream"}, 1, 0),
+    ("0.28", {"backend": "deepstream", "hw_decoders": 5}, 1, 128 + 1843.2),
+    # 0.33: a decoder covers max_width x max_height x 3 B x 2 surfaces, at least 128 MiB
+    ("0.33", {"video_backend": "pynvvideocodec", "max_width": 3840, "max_height": 2160}, 1,
+     2 * 128 + 1843.2),
+    ("0.33", {"video_backend": "pynvvideocodec", "max_width": 7680, "max_height": 4320}, 1,
+     2 * 7680 * 4320 * 6 / 2**20 + 1843.2),
+    ("0.33", {"video_backend": "opencv"}, 4, 0),
+])
+def test_frontend_decoder_reservation_by_release(ver, video, servers, expected_mib):
+    from kvplan.core.mmdecode import reserve
+    from kvplan.core.versions import VllmVersion
+
+    r = reserve(VllmVersion.of(ver), multimodal=True, mm_ipc_gpu_memory_gb=0,
+                api_servers=servers, video=video, loader_env=None)
+    assert r.raw_frames == 0
+    assert r.decoders == pytest.approx(expected_mib * 2**20, abs=1)
+
+
+def test_frontend_reservation_rules():
+    from kvplan.core.mmdecode import reserve
+    from kvplan.core.versions import VllmVersion
+
+    v = VllmVersion.of("0.33")
+    # the raw-frame budget is int(GiB x value), shared by the API servers; the loader comes
+    # from VLLM_VIDEO_LOADER_BACKEND when --media-io-kwargs names none
+    r = reserve(v, multimodal=True, mm_ipc_gpu_memory_gb=1.5, api_servers=3, video=None,
+                loader_env="pynvvideocodec")
+    assert r.raw_frames == 1610612736
+    assert r.decoders == 3 * (256 * 2**20 + int(1.8 * 1024 * 2**20))
+    assert reserve(v, multimodal=False, mm_ipc_gpu_memory_gb=1.5, api_servers=1, video=None,
+                   loader_env="pynvvideocodec").total == 0
+    with pytest.raises(BadInput, match="set together"):
+        reserve(v, multimodal=True, mm_ipc_gpu_memory_gb=0, api_servers=1,
+                video={"backend": "pynvvideocodec", "max_width": 1920}, loader_env=None)

@@ -62,12 +62,19 @@ def check(out: Any, t: Target, p: Any) -> None:
         out.add(CID, WARN, f"the vLLM compile cache {root} is not on a volume: {COLD}", t.loc,
                 fix=fix)
     elif m.scope == "pod":
-        out.add(CID, WARN, f"the vLLM compile cache {root} is on a {m.kind} volume, kept "
+        out.add(CID, WARN, f"the vLLM compile cache {root} is on {described(m.kind)}, kept "
                 "across container restarts but not for a new pod (rollouts, scale-out, node "
                 f"moves): {COLD}", m.loc, fix=fix)
     elif m.scope == "container":
-        out.add(CID, WARN, f"the vLLM compile cache {root} is on a {m.kind} mount, emptied "
+        out.add(CID, WARN, f"the vLLM compile cache {root} is on {described(m.kind)}, emptied "
                 f"whenever the container restarts: {COLD}", m.loc, fix=fix)
     else:
-        out.add(CID, PASS, f"the vLLM compile cache {root} is on a {m.kind} volume at "
+        out.add(CID, PASS, f"the vLLM compile cache {root} is on {described(m.kind)} at "
                 f"{m.path}", m.loc)
+
+
+def described(kind: str) -> str:
+    """'a named volume', 'an emptyDir volume', 'a tmpfs mount', ... for a `Mount.kind`."""
+    noun = kind if kind.endswith(("volume", "mount")) else \
+        f"{kind} mount" if kind in ("bind", "tmpfs", "npipe") else f"{kind} volume"
+    return ("an " if noun[0].lower() in "aeiou" else "a ") + noun

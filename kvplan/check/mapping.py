@@ -14,7 +14,7 @@ from typing import Any
 from kvplan.check.base import Loc, Token
 from kvplan.check.command import EngineCommand
 from kvplan.errors import BadInput
-from kvplan.units import parse_int_list, parse_mm_limits, parse_vllm_int
+from kvplan.units import parse_int_list, parse_mm_limits, parse_video_io, parse_vllm_int
 
 # vLLM canonical flag -> EngineArgs field
 VLLM_FIELDS = {
@@ -47,6 +47,11 @@ VLLM_FIELDS = {
     "--moe-backend": "moe_backend",
     "--mm-encoder-tp-mode": "mm_encoder_tp_mode",
     "--limit-mm-per-prompt": "limit_mm_per_prompt",  # towers limited to 0 are not built
+    # the API server's multimodal decoding, carved out of the KV cache (`core/mmdecode.py`)
+    "--mm-ipc-gpu-memory-gb": "mm_ipc_gpu_memory_gb",
+    "--api-server-count": "api_server_count",
+    "--media-io-kwargs": "video_io",
+    "--headless": "headless",  # no API servers here: the engine counts one
     # set cudagraph_mode / compilation_mode / capture sizes (`_compilation`)
     "--compilation-config": "compilation_config",
     "--optimization-level": "optimization_level",
@@ -302,7 +307,8 @@ INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_s
 HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
 BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",
                "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
-               "disable_custom_all_reduce", "skip_mm_profiling", "language_model_only"}
+               "disable_custom_all_reduce", "skip_mm_profiling", "language_model_only",
+               "headless"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:
@@ -377,6 +383,8 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
             value = parse_int_list(f.value, what=f.key)
         elif fld == "limit_mm_per_prompt":
             value = parse_mm_limits(f.value, what=f.key)
+        elif fld == "video_io":
+            value = parse_video_io(f.value, what=f.key)
         elif fld in ("compilation_config", "optimization_level"):
             for name, v in _compilation(fld, f).items():
                 p.values[name], p.set_by[name] = v, f

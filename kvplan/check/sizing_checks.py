@@ -126,6 +126,8 @@ def _engine_args(p: Parsed) -> Any:
 
     names = {f.name for f in fields(EngineArgs)}
     a = EngineArgs(**{k: v for k, v in p.values.items() if k in names})
+    if p.values.get("headless") and a.api_server_count is None:
+        a.api_server_count = 1  # `vllm serve --headless`: the worker counts one API process
     if p.engine == "vllm":
         for var, (fld, _) in ENV_FIELDS.items():
             value = p.env_value(var)
@@ -329,12 +331,19 @@ def _weights(out: Any, p: Parsed, r: Any) -> bool:
                 fix=hint or "use a larger GPU, more tensor parallelism or a quantized "
                 "checkpoint", current=round(b.weights / GiB, 2))
         return False
-    if b.available_kv <= 0:
+    if b.kv_pool <= 0:
+        fix = "raise --gpu-memory-utilization or use more tensor parallelism"
+        if b.available_kv > 0:  # the frontend's multimodal decoding took the rest
+            fix = "lower --mm-ipc-gpu-memory-gb or the video decoders, or raise " \
+                  "--gpu-memory-utilization"
         out.add("weights-fit", FAIL, f"{r.failure}: the engine refuses to start", loc,
-                fix=hint or "raise --gpu-memory-utilization or use more tensor parallelism")
+                fix=hint or fix)
         return False
     out.add("weights-fit", PASS, f"weights {b.weights / GiB:.2f} GiB per GPU; "
-            f"{b.available_kv / GiB:.2f} GiB left for the KV cache", loc,
+            f"{b.kv_pool / GiB:.2f} GiB left for the KV cache" + (
+                f" ({b.frontend_reserved / GiB:.2f} GiB of the logged "
+                f"{b.available_kv / GiB:.2f} GiB go to the API server's multimodal decoding)"
+                if b.frontend_reserved else ""), loc,
             current=round(b.weights / GiB, 2))
     return True
 

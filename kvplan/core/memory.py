@@ -424,8 +424,14 @@ class Budget:
     activation: int
     non_torch: int
     cudagraph: int
-    available_kv: int
+    available_kv: int  # what vLLM logs as "Available KV cache memory"
     kv_override: bool = False
+    frontend_reserved: int = 0  # carved out after the log line (`mmdecode`)
+
+    @property
+    def kv_pool(self) -> int:
+        """What the KV cache gets: the logged figure less the frontend's reservation."""
+        return self.available_kv - self.frontend_reserved
 
     @property
     def headroom(self) -> int:
@@ -434,14 +440,16 @@ class Budget:
 
 
 def budget(total: int, utilization: float, weights: int, activation: int, non_torch_b: int,
-           cudagraph: int, *, ceil_requested: bool, kv_cache_memory_bytes: int | None) -> Budget:
+           cudagraph: int, *, ceil_requested: bool, kv_cache_memory_bytes: int | None,
+           frontend_reserved: int = 0) -> Budget:
     requested = math.ceil(total * utilization) if ceil_requested else int(total * utilization)
     if kv_cache_memory_bytes is not None:
         return Budget(total, utilization, requested, weights, activation, non_torch_b, cudagraph,
-                      int(kv_cache_memory_bytes), kv_override=True)
+                      int(kv_cache_memory_bytes), kv_override=True,
+                      frontend_reserved=frontend_reserved)
     avail = requested - weights - activation - non_torch_b - cudagraph
     return Budget(total, utilization, requested, weights, activation, non_torch_b, cudagraph,
-                  avail)
+                  avail, frontend_reserved=frontend_reserved)
 
 
 def gib(n: int) -> float:

@@ -42,6 +42,7 @@ from kvplan.core.mm import (
     towers_kept,
     towers_tp_sharded,
 )
+from kvplan.core.mmdecode import reserve
 from kvplan.core.params import (
     count_params,
     expert_padding,
@@ -139,6 +140,13 @@ class EngineArgs:
     # --limit-mm-per-prompt: items per prompt by modality; a tower whose modalities are all 0
     # is not built (`towers_kept`)
     limit_mm_per_prompt: dict[str, int] | None = None
+    # the API server's multimodal decoding, carved out of the KV cache (0.25+, `mmdecode`):
+    # --mm-ipc-gpu-memory-gb, --api-server-count (None: vllm serve's default, the DP size),
+    # --media-io-kwargs' "video" entry and VLLM_VIDEO_LOADER_BACKEND
+    mm_ipc_gpu_memory_gb: float = 0.0
+    api_server_count: int | None = None
+    video_io: dict[str, Any] | None = None
+    video_loader_backend: str | None = None
 
 
 @dataclass
@@ -237,6 +245,8 @@ class SizeResult:
             "outside_budget_bytes": self.outside_budget_bytes,
             "safe_gpu_memory_utilization": self.safe_gpu_memory_utilization,
             "available_kv_bytes": b.available_kv,
+            "frontend_mm_reserved_bytes": b.frontend_reserved,
+            "kv_pool_bytes": b.kv_pool,
             "kv_bytes_per_token": self.kv_bytes_per_token_replica,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
             "kv_bytes_per_token_model": self.kv_bytes_per_token_model,
@@ -384,6 +394,11 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
                        hint="it is a fraction of the GPU's total memory, e.g. 0.9")
     if a.block_size is not None and a.block_size < 1:
         raise BadInput("--block-size must be a positive integer")
+    if a.mm_ipc_gpu_memory_gb < 0:
+        raise BadInput("--mm-ipc-gpu-memory-gb must be >= 0")
+    if a.mm_ipc_gpu_memory_gb and not version.at_least(0, 25):
+        raise BadInput(f"vLLM {version.text} has no --mm-ipc-gpu-memory-gb",
+                       hint="it arrived in 0.25")
     for name in ("max_num_seqs", "max_num_batched_tokens"):
         v = getattr(a, name)
         if v is not None and v < 1:
@@ -861,15 +876,29 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"cache is sized (CUDA graphs it does not subtract, the sampler's warm-up) "
                      f"exceeds the {headroom / GiB:.2f} GiB gpu_memory_utilization {util:g} "
                      f"leaves; use --gpu-memory-utilization {safe:g} or less")
+    frontend = reserve(version, multimodal=bool(arch.vision_config or arch.audio_config),
+                       mm_ipc_gpu_memory_gb=a.mm_ipc_gpu_memory_gb,
+                       api_servers=a.api_server_count if a.api_server_count is not None else (
+                           1 if a.usage == "llm" else a.data_parallel_size),
+                       video=a.video_io, loader_env=a.video_loader_backend)
+    if frontend.total:
+        notes.append(f"the API server's multimodal decoding takes {frontend.total / GiB:.2f} "
+                     "GiB of the KV cache after vLLM logs its size ("
+                     + " + ".join(x for x in (
+                         f"{frontend.raw_frames / GiB:.2f} GiB --mm-ipc-gpu-memory-gb"
+                         if frontend.raw_frames else "",
+                         f"{frontend.decoders / GiB:.2f} GiB of GPU video decoders"
+                         if frontend.decoders else "") if x) + ")")
     for si, rng in enumerate(stages):
         graph = graph_estimate(rng) if profiled and a.estimate_cudagraphs else 0
         bud = M.budget(gpu.memory_bytes, util, weights[si],
                        act if si == len(stages) - 1 else act_inner, nt, graph,
                        ceil_requested=version.requested_is_ceiled,
-                       kv_cache_memory_bytes=a.kv_cache_memory_bytes)
+                       kv_cache_memory_bytes=a.kv_cache_memory_bytes,
+                       frontend_reserved=frontend.total)
         layer_set = {k for k, li in enumerate(spec_layer) if li in rng}
         bpb = (B.tuple_bytes_per_block if old_v4 else B.bytes_per_block)(groups, layer_set)
-        nblocks = max(bud.available_kv, 0) // bpb if bpb else 0
+        nblocks = max(bud.kv_pool, 0) // bpb if bpb else 0
         stage_rows.append({"stage": si, "layers": len(rng), "weights_bytes": weights[si],
                            "available_kv_bytes": bud.available_kv, "bytes_per_block": bpb,
                            "num_gpu_blocks": nblocks})
@@ -885,7 +914,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # the start-up check and the auto-fit
     per_layer_check = version.v1 and not version.at_least(0, 14)
-    avail_for_check = bud.available_kv - (bpb if version.at_least(0, 33) else 0)
+    avail_for_check = bud.kv_pool - (bpb if version.at_least(0, 33) else 0)
     if a.num_gpu_blocks_override:
         avail_for_check = num_blocks * bpb
     largest = (B.estimate_max_model_len(groups, avail_for_check, derived, inflight, bpb,
@@ -900,6 +929,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         fits = False
         failure = ("no memory left for the KV cache after weights, activations and graphs "
                    f"({bud.available_kv / GiB:.2f} GiB)")
+    elif bud.kv_pool <= 0:
+        fits = False
+        failure = (f"the API server's multimodal decoding reserves {frontend.total / GiB:.2f} "
+                   f"GiB but only {bud.available_kv / GiB:.2f} GiB is available for the KV "
+                   "cache; lower --mm-ipc-gpu-memory-gb or hw_decoders, or raise "
+                   "--gpu-memory-utilization")
     elif a.max_model_len == -1:
         if largest <= 0:
             fits, failure = False, "not even one token of context fits"

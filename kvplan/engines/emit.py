@@ -47,7 +47,7 @@ def sglang_flags(p: Plan) -> list[str]:
     (`_profile_available_bytes`: KV = free_after_load - free_before_load x (1 - mfs))."""
     r = p.result
     total = r.budget.total
-    mfs = min(0.95, (r.budget.weights + max(r.budget.available_kv, 0)) / total)
+    mfs = min(0.95, (r.budget.weights + max(r.budget.kv_pool, 0)) / total)
     f = ["--tp-size", str(r.args.tensor_parallel_size),
          "--mem-fraction-static", f"{mfs:.3f}",
          "--max-running-requests", str(p.max_num_seqs),
@@ -90,4 +90,4 @@ def command_for(p: Plan, engine: str, model_id: str) -> str:
 
 
 def kv_gib(p: Plan) -> float:
-    return p.result.budget.available_kv / GiB
+    return p.result.budget.kv_pool / GiB

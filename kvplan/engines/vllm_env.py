@@ -35,12 +35,16 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
     "VLLM_USE_FLASHINFER_MOE_FP8": (
         "flashinfer_moe_fp8", "0: FP8 MoE off FlashInfer's kernels (0.16+; unset or 1: "
         "FlashInfer first, which pads non-gated experts to 128 rows from 0.17)"),
+    "VLLM_VIDEO_LOADER_BACKEND": (
+        "video_loader_backend", "video loader of multimodal models (default opencv); "
+        "pynvvideocodec decodes on the GPU, which vLLM 0.25+ carves out of the KV cache"),
 }
 ENV_HELP = ("NAME=VALUE of the server's environment (repeatable). Modelled: "
             + ", ".join(ENV_FIELDS) + "; others are noted and ignored.")
 # read as `value.lower() in ("true", "1")`, never an error (`envs.py`); the rest as integers
 TEXT_FLAGS = {"VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE"}
 EXACT_ONE = {"VLLM_USE_BREAKABLE_CUDAGRAPH"}  # `os.environ.get(name, "0") == "1"`
+STRINGS = {"VLLM_VIDEO_LOADER_BACKEND"}  # read as the string itself
 
 
 def int_bool(name: str, value: str) -> bool:
@@ -51,8 +55,10 @@ def int_bool(name: str, value: str) -> bool:
                        "to start on anything else", hint=f"set {name}=0 or {name}=1") from None
 
 
-def parse_value(name: str, value: str) -> bool:
+def parse_value(name: str, value: str) -> bool | str:
     """A modelled variable's value as vLLM reads it."""
+    if name in STRINGS:
+        return value
     if name in TEXT_FLAGS:
         return value.strip().lower() in ("true", "1")
     if name in EXACT_ONE:
@@ -99,5 +105,9 @@ def env_for(args: Any) -> list[str]:
     from dataclasses import fields
 
     defaults = {f.name: f.default for f in fields(args)}
-    return [f"{name}={int(getattr(args, fld))}" for name, (fld, _) in ENV_FIELDS.items()
+    return [f"{name}={_shown(getattr(args, fld))}" for name, (fld, _) in ENV_FIELDS.items()
             if getattr(args, fld) != defaults.get(fld) and getattr(args, fld) is not None]
+
+
+def _shown(value: bool | str) -> str:
+    return value if isinstance(value, str) else str(int(value))

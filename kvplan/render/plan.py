@@ -71,7 +71,7 @@ def render_recommendation(rec, stream=None) -> None:
          f"{t.preempt_risk:.0%} preemption risk: {b.safe_seqs}, guaranteed (every request at "
          f"max_model_len): {b.guaranteed_seqs}, pool full on average at {b.kv_ceiling}"],
         ["--max-model-len", fmt_int(b.max_model_len), ""],
-        ["KV cache", f"{r.budget.available_kv / 2**30:.1f} GiB", f"{r.kv_dtype}, "
+        ["KV cache", f"{r.budget.kv_pool / 2**30:.1f} GiB", f"{r.kv_dtype}, "
          f"{fmt_int(r.num_gpu_blocks)} blocks of {r.block_size} tokens per replica"],
         ["throughput", f"{fmt_int(b.per_replica_tokens_per_s)} tok/s",
          f"per replica at batch {b.max_num_seqs}; {b.utilization:.0%} utilised"],

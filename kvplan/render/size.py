@@ -34,7 +34,7 @@ def render_size(r: SizeResult, stream=None) -> None:
         p(f"Memory per GPU: {b.total / GiB:.2f} GiB total, gpu_memory_utilization "
           f"{b.utilization:.2f}", "bold"),
     ]
-    kv = max(b.available_kv, 0)
+    kv = max(b.kv_pool, 0)
     rows = [
         ("weights", b.weights, "blue", ("estimated from the config" if r.weights_estimated
                                          else "checkpoint size") + (
@@ -56,6 +56,9 @@ def render_size(r: SizeResult, stream=None) -> None:
          else "not subtracted" + (f" ({r.cudagraph_mode})" if r.cudagraph_mode == "NONE"
                                   and not r.args.enforce_eager else "")),
         ("KV cache pool", kv, "green", "--kv-cache-memory-bytes" if b.kv_override else ""),
+        *([("frontend decode", b.frontend_reserved, "magenta",
+            f"taken from the logged {fmt_bytes(b.available_kv)} for the API server's "
+            "multimodal decoding")] if b.frontend_reserved else []),
         ("headroom", b.headroom, "dim", f"the {1 - b.utilization:.2f} vLLM leaves unused" + (
             f"; {fmt_bytes(r.outside_budget_bytes)} of it taken after sizing"
             if r.outside_budget_bytes else "")),
