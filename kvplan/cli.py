@@ -6,9 +6,10 @@ Exit codes (docs/cli.md): 0 ok, 1 does not fit / check failed, 2 bad input, 3 in
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -302,12 +303,34 @@ def _app_for(argv: list[str]) -> typer.Typer:
     return full_app()
 
 
+def _finite_floats(cmd: Any) -> None:
+    """Every float option of `cmd` and its subcommands refuses nan and inf (click's FLOAT
+    takes them, and they reach the arithmetic)."""
+    import click
+
+    class Finite(click.types.FloatParamType):
+        def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+            v = super().convert(value, param, ctx)
+            if not math.isfinite(v):
+                self.fail(f"{value!r} is not a finite number", param, ctx)
+            return v
+
+    finite = Finite()
+    for sub in getattr(cmd, "commands", {}).values():
+        _finite_floats(sub)
+    for p in cmd.params:
+        if type(p.type) is click.types.FloatParamType:
+            p.type = finite
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line on error, never a traceback (unless KVPLAN_DEBUG=1)."""
     debug = os.environ.get("KVPLAN_DEBUG") == "1"
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        rv = _app_for(args)(args=args, prog_name="kvplan", standalone_mode=False)
+        cmd = typer.main.get_command(_app_for(args))
+        _finite_floats(cmd)
+        rv = cmd.main(args=args, prog_name="kvplan", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except KvplanError as e:
         if debug:

@@ -300,7 +300,7 @@ def test_cpu_offload_moves_weights_to_host_memory(capsys):
     assert off["available_kv_bytes"] - full["available_kv_bytes"] == 4 * 2**30
     assert any("cross PCIe on every forward pass" in n for n in off["notes"])
     code, _, err = run(capsys, *base, "--cpu-offload-gb", "-1")
-    assert code == 2 and "--cpu-offload-gb must be >= 0" in err
+    assert code == 2 and "--cpu-offload-gb must be a number >= 0" in err
 
 
 def test_performance_mode_throughput_doubles_the_batch_defaults(capsys):
@@ -440,3 +440,14 @@ def test_frontend_reservation_bad_input_and_refusal(capsys):
                          "--max-model-len", "4096", "--mm-ipc-gpu-memory-gb", "16")
     assert code == 1
     assert "multimodal decoding reserves 16.00 GiB" in out + err
+
+
+@pytest.mark.parametrize("argv", [
+    ("size", "llama-3.1-8b", "--gpu", "h100", "--cpu-offload-gb", "nan"),
+    ("size", "qwen2.5-vl-7b", "--gpu", "h100", "--mm-ipc-gpu-memory-gb", "inf"),
+    ("recommend", "llama-3.1-8b", "--gpu", "h100", "--workload", "chat", "--rate", "nan"),
+    ("simulate", "llama-3.1-8b", "--gpu", "h100", "--workload", "chat", "--rate", "-inf"),
+])
+def test_non_finite_numbers_are_bad_input(capsys, argv):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "is not a finite number" in err and err.count("\n") == 1

@@ -394,8 +394,12 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
                        hint="it is a fraction of the GPU's total memory, e.g. 0.9")
     if a.block_size is not None and a.block_size < 1:
         raise BadInput("--block-size must be a positive integer")
-    if a.mm_ipc_gpu_memory_gb < 0:
-        raise BadInput("--mm-ipc-gpu-memory-gb must be >= 0")
+    if not 0 <= a.cpu_offload_gb < math.inf:
+        raise BadInput("--cpu-offload-gb must be a number >= 0")
+    if not 0 <= a.mm_ipc_gpu_memory_gb < math.inf:
+        raise BadInput("--mm-ipc-gpu-memory-gb must be a number >= 0")
+    if a.api_server_count is not None and a.api_server_count < 0:
+        raise BadInput("--api-server-count must be >= 0")
     if a.mm_ipc_gpu_memory_gb and not version.at_least(0, 25):
         raise BadInput(f"vLLM {version.text} has no --mm-ipc-gpu-memory-gb",
                        hint="it arrived in 0.25")
@@ -705,8 +709,6 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if estimated:
         notes.append("weights estimated from the config's parameter count (no checkpoint size "
                      "known)")
-    if a.cpu_offload_gb < 0:
-        raise BadInput("--cpu-offload-gb must be >= 0")
     if a.cpu_offload_gb:
         # `UVAOffloader.wrap_modules`: decoder-layer parameters move to pinned host memory,
         # parameter by parameter, until cpu_offload_gb GiB (per GPU) are offloaded
