@@ -185,6 +185,30 @@ def test_incomplete_config_names_field(tmp_path, capsys):
     assert code == 2 and "hidden_size" in err
 
 
+@pytest.mark.parametrize("where,key,value,says", [
+    ("top", "model_type", 3, "'model_type' must be a string"),
+    ("top", "architectures", True, "'architectures' must be a list of strings"),
+    ("text", "num_key_value_heads", {}, "'num_key_value_heads' must be a non-negative integer"),
+    ("text", "mlp_only_layers", 10**12, "'mlp_only_layers' must be a list of integers"),
+    ("text", "model_type", [], "'model_type' must be a string"),
+    ("text", "rope_scaling", "yarn", "'rope_scaling' must be an object"),
+    ("text", "head_dim", 1.5, "'head_dim' must be a non-negative integer"),
+    ("text", "num_hidden_layers", 10**12, "not a plausible layer count"),
+])
+def test_config_field_of_the_wrong_type_is_named(tmp_path, capsys, where, key, value, says):
+    """Mutations found by fuzzing real configs: each was an internal error (or, for the layer
+    count, an out-of-memory kill) before the field types were checked."""
+    cfg = {"model_type": "qwen3_vl", "architectures": ["Qwen3VLForConditionalGeneration"],
+           "text_config": {"model_type": "qwen3_vl_text", "hidden_size": 4096,
+                           "num_attention_heads": 32, "num_key_value_heads": 8,
+                           "num_hidden_layers": 36, "head_dim": 128, "vocab_size": 151936,
+                           "intermediate_size": 12288}}
+    (cfg if where == "top" else cfg["text_config"])[key] = value
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, _, err = run(capsys, "size", str(tmp_path), "--gpu", "h100")
+    assert code == 2 and says in err and err.count("\n") == 1
+
+
 def test_unclassifiable_architecture(tmp_path, capsys):
     cfg = {"model_type": "minimax", "architectures": ["MiniMaxText01ForCausalLM"],
            "hidden_size": 6144, "num_attention_heads": 64, "num_hidden_layers": 80}

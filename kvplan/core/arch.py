@@ -9,6 +9,7 @@ naming the fields it lacks -- never a silent guess.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -218,9 +219,77 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
             if k not in t and k in config:
                 t[k] = config[k]
         t.setdefault("architectures", config.get("architectures", []))
-    for k, v in _TYPE_DEFAULTS.get(t.get("model_type", ""), {}).items():
+    mt = t.get("model_type")
+    if mt is None:
+        t.pop("model_type", None)  # null reads as absent
+    for k, v in (_TYPE_DEFAULTS.get(mt, {}) if isinstance(mt, str) else {}).items():
         t.setdefault(k, v)
     return {k: _loads(v) for k, v in t.items()}
+
+
+# The JSON types real configs give the keys kvplan reads (null always allowed; checked on
+# the 155 configs of ../shared/hf-configs and every catalog entry): a config whose field has
+# another type is refused naming the field, instead of failing somewhere in the arithmetic.
+_COUNT_KEYS = frozenset({
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
+    "head_dim", "intermediate_size", "vocab_size", "max_position_embeddings", "sliding_window",
+    "num_experts", "n_routed_experts", "num_local_experts", "moe_intermediate_size",
+    "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+    "num_experts_per_tok", "first_k_dense_replace", "n_shared_experts",
+    "shared_expert_intermediate_size", "index_head_dim", "index_n_heads", "index_topk",
+    "global_head_dim", "num_global_key_value_heads", "sliding_window_pattern",
+    "attention_chunk_size", "max_window_layers", "num_kv_shared_layers",
+    "hidden_size_per_layer_input", "vocab_size_per_layer_input", "linear_num_key_heads",
+    "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+    "linear_conv_kernel_dim", "mamba_d_state", "mamba_d_conv", "mamba_expand",
+    "mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_num_heads", "mamba_head_dim",
+    "ssm_state_size", "conv_kernel", "n_groups", "full_attention_interval",
+    "interleave_moe_layer_step", "decoder_sparse_step", "moe_latent_size", "swa_head_dim",
+    "swa_num_key_value_heads", "swa_v_head_dim", "n_embd", "n_head", "n_layer", "d_model",
+    "num_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num", "num_attention_groups",
+    "expand", "moe_shared_expert_intermediate_size", "shared_intermediate_size",
+    "moe_num_experts", "num_shared_experts", "moe_top_k", "intermediate_size_mlp",
+    "ffn_hidden_size", "n_inner", "block_ff_dim", "routed_expert_hidden_size", "o_lora_rank",
+    "o_groups", "top_k_experts", "num_experts_per_token", "experts_per_token",
+    "attn_layer_period", "attn_layer_offset", "num_nextn_predict_layers",
+    "spatial_merge_size"})
+_NUMBER_KEYS = frozenset({"partial_rotary_factor", "rope_theta"})
+MAX_LAYERS = 10_000  # the deepest catalog models have 61-126 layers
+_STR_KEYS = frozenset({"model_type", "torch_dtype", "dtype", "hidden_act",
+                       "hybrid_override_pattern"})
+_LIST_KEYS = {"architectures": str, "layer_types": str, "layers_block_type": str,
+              "mlp_only_layers": int, "no_rope_layers": int, "cross_attention_layers": int,
+              "compress_ratios": int}
+_DICT_KEYS = frozenset({"quantization_config", "vision_config", "audio_config",
+                        "rope_scaling", "rope_parameters", "attn_config",
+                        "linear_attn_config"})
+
+
+def check_field_types(t: dict[str, Any]) -> None:
+    """Refuse a field whose JSON type no real config gives it, naming the field."""
+    for k, v in t.items():
+        if v is None:
+            continue
+        if k in _COUNT_KEYS:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 2**53 \
+                    or v != int(v):
+                raise BadInput(f"config field {k!r} must be a non-negative integer, got {v!r}")
+            if k in ("num_hidden_layers", "n_layer") and v > MAX_LAYERS:
+                raise BadInput(f"config field {k!r} is {v}: not a plausible layer count "
+                               f"(kvplan builds one entry per layer; it takes up to {MAX_LAYERS})")
+        elif k in _NUMBER_KEYS and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                    or not math.isfinite(v)):
+            raise BadInput(f"config field {k!r} must be a number, got {v!r}")
+        elif k in _STR_KEYS and not isinstance(v, str):
+            raise BadInput(f"config field {k!r} must be a string, got {v!r}")
+        elif k in _DICT_KEYS and not isinstance(v, dict):
+            raise BadInput(f"config field {k!r} must be an object, got {v!r}")
+        elif k in _LIST_KEYS:
+            kind = _LIST_KEYS[k]
+            if not isinstance(v, list) or not all(
+                    isinstance(x, kind) and not isinstance(x, bool) for x in v):
+                raise BadInput(f"config field {k!r} must be a list of "
+                               f"{'strings' if kind is str else 'integers'}, got {v!r}")
 
 
 def _req(t: dict[str, Any], *keys: str, what: str | None = None) -> Any:
@@ -621,7 +690,9 @@ def normalize(config: dict[str, Any]) -> ModelArch:
 def _normalize(config: dict[str, Any]) -> ModelArch:
     if not isinstance(config, dict):
         raise BadInput("config is not a JSON object")
+    check_field_types({k: _loads(v) for k, v in config.items()})
     t = text_config_of(config)
+    check_field_types(t)
     if not t.get("model_type") and not t.get("architectures"):
         raise UnsupportedArchitecture("config has neither model_type nor architectures",
                                       hint="is this a model's config.json?")

@@ -65,7 +65,7 @@ def render_size(r: SizeResult, stream=None) -> None:
     ]
     styled, raw = [], []
     for label, n, colour, note in rows:
-        w = 0 if b.total <= 0 or n <= 0 else max(1, round(BAR * n / b.total))
+        w = 0 if b.total <= 0 or n <= 0 else min(BAR, max(1, round(BAR * n / b.total)))
         bar = "█" * w
         styled.append([label, fmt_bytes(n), p(bar, colour) + " " * (BAR - w), p(note, "dim")])
         raw.append([label, fmt_bytes(n), " " * BAR, note])
