@@ -176,7 +176,7 @@ def test_flag_removed_in_the_target_release(capsys):
     assert dep["vllm_version"] == "0.18.1"  # from the image tag
     f = one(dep, "flags-known")
     assert f["status"] == "fail" and f["current"] == "--swap-space"
-    assert "(it exists in vLLM 0.6–0.14)" in f["message"] and f["fix"] == "remove --swap-space"
+    assert "(it exists in vLLM 0.6–0.17)" in f["message"] and f["fix"] == "remove --swap-space"
     code, rep = check_json(capsys, FIX / "deployment-model-path.yaml", "--vllm-version", "0.14")
     assert rep["deployments"][0]["vllm_version"] == "0.18.1"  # the image wins over the default
 
@@ -888,3 +888,37 @@ def test_frontend_video_decoding_is_taken_from_the_kv_cache(capsys):
         fit["message"]
     # 22.77 - 8.10 = 14.67 GiB at 56 KiB per token, in 16-token blocks less the null block
     assert "the pool holds 274,720 tokens" in one(d, "max-model-len-fits")["message"]
+
+
+@pytest.mark.parametrize("version,status,says", [
+    ("0.28.0", "pass", "2 flags known to vLLM 0.28.0"),
+    ("0.25", "pass", "known to vLLM 0.25.1"),
+    ("0.24.0", "fail", "unknown flag --mm-ipc-gpu-memory-gb for vLLM 0.24.0"),
+])
+def test_every_minor_release_has_its_own_flags(capsys, version, status, says):
+    """--mm-ipc-gpu-memory-gb arrived in 0.25: each minor release from 0.9 to 0.33 is read
+    with its own parser's flags (before, 0.21-0.32 fell back to 0.20.2's and called it
+    unknown)."""
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen2.5-VL-7B-Instruct "
+                           "--mm-ipc-gpu-memory-gb 2 --max-model-len 8192", "--gpu", "h100",
+                           "--vllm-version", version)
+    f = one(rep["deployments"][0], "flags-known")
+    assert f["status"] == status and says in f["message"]
+    if status == "fail":
+        assert "(it exists in vLLM 0.25–0.33)" in f["message"]
+
+
+def test_serve_rejects_model_flag_before_0_12(capsys):
+    """0.6-0.11 `FlexibleArgumentParser.parse_args` raises when the exact token `--model`
+    follows `serve`; `--model=X` passes, and 0.12+ accepts both with a warning."""
+    cmd = "vllm serve {}meta-llama/Llama-3.1-8B-Instruct --max-model-len 8k"
+
+    def known(flag, version):
+        _, rep = check_json(capsys, "--cmd", cmd.format(flag), "--gpu", "h100",
+                            "--vllm-version", version)
+        return one(rep["deployments"][0], "flags-known")
+
+    f = known("--model ", "0.11")
+    assert f["status"] == "fail" and "vllm serve in vLLM 0.11.0 rejects --model" in f["message"]
+    assert known("--model ", "0.12")["status"] == "pass"
+    assert known("--model=", "0.11")["status"] == "pass"

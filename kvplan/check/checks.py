@@ -132,7 +132,9 @@ def flags_known(out: Outcome, p: Parsed, reg: Any) -> None:
                 current=tok.text)
     model_flag = p.set_by.get("model")
     rejects = str(reg.parser.get("model_option", "")).startswith("rejected")
-    if model_flag and p.cmd.form == "vllm-serve" and rejects and model_flag.key == "--model":
+    # 0.6-0.11 `FlexibleArgumentParser.parse_args`: `any(arg == '--model' ...)` after
+    # `serve`, so `--model=X` passes
+    if model_flag and p.cmd.form == "vllm-serve" and rejects and model_flag.tok.text == "--model":
         out.add("flags-known", FAIL, f"vllm serve in vLLM {reg.release} rejects --model",
                 model_flag.loc, fix=f"vllm serve {p.model} … (the model is positional)")
     for f in p.flags:

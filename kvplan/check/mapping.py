@@ -367,6 +367,7 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
     if fld == "model":
         if f.value is not None:
             p.model, p.model_loc = f.value, (f.value_tok or f.tok).loc
+            p.set_by["model"] = f
         return
     try:
         if fld in BOOL_FIELDS:

@@ -252,43 +252,65 @@ _COUNT_KEYS = frozenset({
     "ffn_hidden_size", "n_inner", "block_ff_dim", "routed_expert_hidden_size", "o_lora_rank",
     "o_groups", "top_k_experts", "num_experts_per_token", "experts_per_token",
     "attn_layer_period", "attn_layer_offset", "num_nextn_predict_layers",
-    "spatial_merge_size"})
-_NUMBER_KEYS = frozenset({"partial_rotary_factor", "rope_theta"})
+    "spatial_merge_size",
+    # vision / audio towers, rope scaling, quantization
+    "depth", "patch_size", "temporal_patch_size", "out_hidden_size", "in_channels",
+    "num_position_embeddings", "position_embedding_size", "vt_hidden_size",
+    "vt_intermediate_size", "vt_num_attention_heads", "vt_num_hidden_layers",
+    "output_proj_dims", "original_max_position_embeddings", "bits", "w_bit"})
+_POSITIVE_KEYS = frozenset({"hidden_size", "num_attention_heads", "vocab_size",
+                            "global_head_dim", "n_embd", "n_head", "d_model", "num_heads"})
+_INT_KEYS = frozenset({"group_size", "q_group_size"})  # GPTQ writes -1 for per-channel
+_NUMBER_KEYS = frozenset({"partial_rotary_factor", "rope_theta", "factor", "beta_fast",
+                          "beta_slow", "mscale", "mscale_all_dim", "low_freq_factor",
+                          "high_freq_factor"})
 MAX_LAYERS = 10_000  # the deepest catalog models have 61-126 layers
 _STR_KEYS = frozenset({"model_type", "torch_dtype", "dtype", "hidden_act",
-                       "hybrid_override_pattern"})
+                       "hybrid_override_pattern", "rope_type", "type", "quant_method",
+                       "quant_algo", "fmt", "format", "activation_scheme", "moe_quant_algo"})
 _LIST_KEYS = {"architectures": str, "layer_types": str, "layers_block_type": str,
               "mlp_only_layers": int, "no_rope_layers": int, "cross_attention_layers": int,
-              "compress_ratios": int}
+              "compress_ratios": int, "deepstack_visual_indexes": int,
+              "fullatt_block_indexes": int, "weight_block_size": int, "mrope_section": int,
+              "ignore": str, "modules_to_not_convert": str, "exclude_modules": str}
+# objects, whose own fields are checked the same way
 _DICT_KEYS = frozenset({"quantization_config", "vision_config", "audio_config",
                         "rope_scaling", "rope_parameters", "attn_config",
-                        "linear_attn_config"})
+                        "linear_attn_config", "full_attention", "sliding_attention",
+                        "config_groups"})
 
 
-def check_field_types(t: dict[str, Any]) -> None:
+def check_field_types(t: dict[str, Any], where: str = "") -> None:
     """Refuse a field whose JSON type no real config gives it, naming the field."""
     for k, v in t.items():
+        name = where + k
         if v is None:
             continue
-        if k in _COUNT_KEYS:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 2**53 \
+        if k in _COUNT_KEYS or k in _INT_KEYS:
+            lo = -2**53 if k in _INT_KEYS else 0
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v < 2**53 \
                     or v != int(v):
-                raise BadInput(f"config field {k!r} must be a non-negative integer, got {v!r}")
+                raise BadInput(f"config field {name!r} must be a"
+                               f"{'n' if lo else ' non-negative'} integer, got {v!r}")
+            if v == 0 and k in _POSITIVE_KEYS:
+                raise BadInput(f"config field {name!r} must be positive, got 0")
             if k in ("num_hidden_layers", "n_layer") and v > MAX_LAYERS:
-                raise BadInput(f"config field {k!r} is {v}: not a plausible layer count "
+                raise BadInput(f"config field {name!r} is {v}: not a plausible layer count "
                                f"(kvplan builds one entry per layer; it takes up to {MAX_LAYERS})")
         elif k in _NUMBER_KEYS and (isinstance(v, bool) or not isinstance(v, (int, float))
                                     or not math.isfinite(v)):
-            raise BadInput(f"config field {k!r} must be a number, got {v!r}")
+            raise BadInput(f"config field {name!r} must be a number, got {v!r}")
         elif k in _STR_KEYS and not isinstance(v, str):
-            raise BadInput(f"config field {k!r} must be a string, got {v!r}")
-        elif k in _DICT_KEYS and not isinstance(v, dict):
-            raise BadInput(f"config field {k!r} must be an object, got {v!r}")
+            raise BadInput(f"config field {name!r} must be a string, got {v!r}")
+        elif k in _DICT_KEYS:
+            if not isinstance(v, dict):
+                raise BadInput(f"config field {name!r} must be an object, got {v!r}")
+            check_field_types(v, f"{name}.")
         elif k in _LIST_KEYS:
             kind = _LIST_KEYS[k]
             if not isinstance(v, list) or not all(
                     isinstance(x, kind) and not isinstance(x, bool) for x in v):
-                raise BadInput(f"config field {k!r} must be a list of "
+                raise BadInput(f"config field {name!r} must be a list of "
                                f"{'strings' if kind is str else 'integers'}, got {v!r}")
 
 
