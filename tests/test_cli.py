@@ -475,3 +475,18 @@ def test_frontend_reservation_bad_input_and_refusal(capsys):
 def test_non_finite_numbers_are_bad_input(capsys, argv):
     code, _, err = run(capsys, *argv)
     assert code == 2 and "is not a finite number" in err and err.count("\n") == 1
+
+
+def test_absurd_rates_are_refused_not_hung(capsys):
+    """A rate in requests per minute or per day typed as per second: found by fuzzing plan
+    files (1e308 overflowed the queueing maths) and the simulator (1e12 req/s never ended)."""
+    code, _, err = run(capsys, "recommend", "llama-3.1-8b", "--gpu", "h100", "--workload",
+                       "chat", "--rate", "1e12")
+    assert code == 1 and "needs more than 1,000,000 replicas" in err  # no deployment meets it
+    code, _, err = run(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--workload",
+                       "chat", "--rate", "1e12")
+    # 300 s of arrivals by default
+    assert code == 2 and "simulates 300,000,000,000,000 requests" in err
+    code, _, err = run(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--workload",
+                       "chat", "--requests", "1000001")
+    assert code == 2 and "at most 1,000,000" in err

@@ -20,7 +20,7 @@ Lengths = Union[int, str]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class WorkloadSpec(_Strict):
@@ -130,7 +130,7 @@ class DeploymentSpec(_Strict):
 class PlanFile(_Strict):
     """A kvplan plan file: `kvplan check plan.yaml`."""
 
-    model_config = ConfigDict(extra="forbid", title="kvplan plan file")
+    model_config = ConfigDict(extra="forbid", title="kvplan plan file", allow_inf_nan=False)
 
     kvplan: Literal[1] = Field(..., description="Plan file format version; this key marks "
                                "a YAML file as a kvplan plan file")

@@ -259,11 +259,15 @@ _COUNT_KEYS = frozenset({
     "vt_intermediate_size", "vt_num_attention_heads", "vt_num_hidden_layers",
     "output_proj_dims", "original_max_position_embeddings", "bits", "w_bit"})
 _POSITIVE_KEYS = frozenset({"hidden_size", "num_attention_heads", "vocab_size",
-                            "global_head_dim", "n_embd", "n_head", "d_model", "num_heads"})
+                            "global_head_dim", "n_embd", "n_head", "d_model", "num_heads",
+                            # layer periods (taken modulo)
+                            "full_attention_interval", "decoder_sparse_step",
+                            "interleave_moe_layer_step", "attn_layer_period",
+                            "sliding_window_pattern", "spatial_merge_size", "patch_size"})
 _INT_KEYS = frozenset({"group_size", "q_group_size"})  # GPTQ writes -1 for per-channel
 _NUMBER_KEYS = frozenset({"partial_rotary_factor", "rope_theta", "factor", "beta_fast",
                           "beta_slow", "mscale", "mscale_all_dim", "low_freq_factor",
-                          "high_freq_factor"})
+                          "high_freq_factor", "compress_rope_theta"})
 MAX_LAYERS = 10_000  # the deepest catalog models have 61-126 layers
 _STR_KEYS = frozenset({"model_type", "torch_dtype", "dtype", "hidden_act",
                        "hybrid_override_pattern", "rope_type", "type", "quant_method",

@@ -84,6 +84,9 @@ def _moments(wl: Workload) -> tuple[float, float, float]:
     return hit
 
 
+MAX_REPLICAS = 1_000_000  # beyond any fleet; the queueing maths overflows well above it
+
+
 @dataclass(frozen=True)
 class Fleet:
     """Replicas for a rate, and what one replica serves."""
@@ -109,6 +112,10 @@ def size_fleet(pt: perf.Point, n: int, out_mean: float, wl: Workload, t: Targets
         replicas = max(1, math.ceil(rate / (rps * t.target_utilization)))
         if t.peak_rate:
             replicas = max(replicas, math.ceil(t.peak_rate / rps))
+        if replicas > MAX_REPLICAS:
+            raise BadInput(f"{max(rate, t.peak_rate or 0):g} requests/s needs more than "
+                           f"{MAX_REPLICAS:,} replicas of {rps:.3g} requests/s each",
+                           hint="the rate is in requests per second; check its units")
         for _ in range(10000):
             wait95 = queueing.wait_quantile(replicas * n, rate, service_s, 0.95, wl.burstiness)
             if t.ttft_p95_s is None or pt.ttft_ms / 1000 + wait95 <= t.ttft_p95_s:

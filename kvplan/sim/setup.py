@@ -6,7 +6,7 @@ from __future__ import annotations
 from kvplan.core import capacity, perf
 from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, size
 from kvplan.core.workload import Workload
-from kvplan.errors import DoesNotFit
+from kvplan.errors import BadInput, DoesNotFit
 from kvplan.sim.engine import Config
 from kvplan.sim.report import SweepResult, knee_and_collapse, summary
 from kvplan.sim.run import Load, simulate
@@ -86,12 +86,26 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
             load.duration = 300.0
         else:
             load.requests = max(200, 4 * (concurrency or 1))
-    st = simulate(cfg, pm, wl.clip(r.max_model_len), load, seed)
+    st = simulate(cfg, pm, wl.clip(r.max_model_len), bounded(load), seed)
     out = summary(st, ttft, tpot)
     out.update(_context(r, wl, notes))
     out["recommended_max_num_seqs"] = recommended_cap(r, wl)
     out["series"] = st.series
     return out
+
+
+MAX_ARRIVALS = 1_000_000  # about 35 s of simulation on one core (~30k requests/s)
+
+
+def bounded(load: Load) -> Load:
+    """Refuse a load whose arrivals would take the simulator longer than anyone waits."""
+    limits = [n for n in (load.requests, load.rate * load.duration
+                          if load.rate and load.duration else None) if n is not None]
+    if limits and min(limits) > MAX_ARRIVALS:
+        raise BadInput(f"this load simulates {min(limits):,.0f} requests; kvplan simulates "
+                       f"at most {MAX_ARRIVALS:,}", hint="lower --rate, --duration or "
+                       "--requests; the rate is in requests per second")
+    return load
 
 
 def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, requests,
@@ -110,7 +124,7 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
                         duration=duration)
         else:
             load = Load(rate=v, duration=duration or 120.0, requests=requests)
-        st = simulate(cfg, pm, wlc, load, seed)
+        st = simulate(cfg, pm, wlc, bounded(load), seed)
         s = summary(st, ttft, tpot)
         s[axis] = int(v) if axis == "concurrency" else round(v, 3)
         return s
