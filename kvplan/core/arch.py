@@ -228,7 +228,7 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
 
 
 # The JSON types real configs give the keys kvplan reads (null always allowed; checked on
-# the 155 configs of ../shared/hf-configs and every catalog entry): a config whose field has
+# the 151 configs of ../shared/hf-configs and every catalog entry): a config whose field has
 # another type is refused naming the field, instead of failing somewhere in the arithmetic.
 _COUNT_KEYS = frozenset({
     "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
@@ -276,7 +276,9 @@ _LIST_KEYS = {"architectures": str, "layer_types": str, "layers_block_type": str
               "mlp_only_layers": int, "no_rope_layers": int, "cross_attention_layers": int,
               "compress_ratios": int, "deepstack_visual_indexes": int,
               "fullatt_block_indexes": int, "weight_block_size": int, "mrope_section": int,
-              "ignore": str, "modules_to_not_convert": str, "exclude_modules": str}
+              "ignore": str, "modules_to_not_convert": str, "exclude_modules": str,
+              "block_configs": dict}
+_KIND_NAMES = {str: "strings", int: "integers", dict: "objects"}
 # objects, whose own fields are checked the same way
 _DICT_KEYS = frozenset({"quantization_config", "vision_config", "audio_config",
                         "rope_scaling", "rope_parameters", "attn_config",
@@ -315,7 +317,7 @@ def check_field_types(t: dict[str, Any], where: str = "") -> None:
             if not isinstance(v, list) or not all(
                     isinstance(x, kind) and not isinstance(x, bool) for x in v):
                 raise BadInput(f"config field {name!r} must be a list of "
-                               f"{'strings' if kind is str else 'integers'}, got {v!r}")
+                               f"{_KIND_NAMES[kind]}, got {v!r}")
 
 
 def _req(t: dict[str, Any], *keys: str, what: str | None = None) -> Any:
