@@ -286,7 +286,10 @@ def load(kind: str, extra: list[str] | None = None) -> Catalog:
         section = data.get(kind) or {}
         if not isinstance(section, dict):
             raise BadInput(f"'{kind}:' in catalog {src} must be a mapping of id -> entry")
+        from kvplan.catalog_schema import check_entry
+
         for key, entry in section.items():
+            check_entry(kind, str(key), entry, src)
             cat.add(str(key), entry, src)
     return cat
 

@@ -138,3 +138,36 @@ def test_gemma4_e4b_it_and_31b_it_hand_computed():
     # 60 layers = (5 sliding + 1 full) x 10, no KV sharing: 50 sliding x 16 KV heads x 256
     # + 10 full x 4 global KV heads x 512, x 2 (K, V) x 2 B (bf16)
     assert b31.kv_bytes_per_token_per_gpu == 50 * 16 * 256 * 2 * 2 + 10 * 4 * 512 * 2 * 2 == 901120
+
+
+def test_builtin_entries_fit_the_user_entry_table():
+    """User catalog files are held to `catalog_schema`; so are the built-in ones, here."""
+    from kvplan.catalog_schema import check_entry
+
+    for kind in ("models", "gpus"):
+        for key, entry in _full(kind).items():
+            check_entry(kind, key, entry, "built-in")
+
+
+def test_user_entries_of_the_wrong_shape_are_named(tmp_path, capsys):
+    """Fuzzing user catalogs found 22 internal errors (aliases: 5, quant_config: 5,
+    bandwidth_gbps: 'x', tflops: true, ...); each is now one line and exit 2."""
+    from kvplan.cli import main
+
+    gpu = {"name": "My GPU", "aliases": ["my-gpu"], "memory_bytes": 25769803776,
+           "bandwidth_gbps": "x"}
+    model = {"aliases": 5, "config": {"model_type": "llama"}}
+    cases = [({"gpus": {"my-gpu": gpu}}, ["llama-3.1-8b", "--gpu", "my-gpu"],
+              "gpus entry 'my-gpu' in {f}: bandwidth_gbps must be a number, got 'x'"),
+             ({"gpus": {"my-gpu": {**gpu, "bandwidth_gbps": 900, "tflops": {"bf16": [1]}}}},
+              ["llama-3.1-8b", "--gpu", "my-gpu"], "tflops.bf16 must be a number >= 0 or null"),
+             ({"models": {"me/m": model}}, ["me/m", "--gpu", "h100"],
+              "models entry 'me/m' in {f}: aliases must be a list of strings, got 5"),
+             ({"models": {"me/m": {"config": {}, "weights_bytes": 0}}}, ["me/m", "--gpu", "h100"],
+              "weights_bytes must be an integer >= 1, got 0")]
+    for n, (doc, argv, says) in enumerate(cases):
+        f = tmp_path / f"cat{n}.yaml"
+        f.write_text(yaml.safe_dump({"schema_version": 1, **doc}))
+        code = main(["size", *argv, "--catalog", str(f)])
+        err = capsys.readouterr().err
+        assert code == 2 and says.format(f=f) in err and err.count("\n") == 1

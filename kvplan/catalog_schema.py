@@ -1,0 +1,80 @@
+"""The shape of a catalog entry (docs/catalogs.md), checked for user catalog files.
+
+A user entry with a field of the wrong type is refused naming file, entry and field, before
+anything reads it; the tests hold the built-in files to the same table. Unknown keys are
+allowed (they carry provenance); the config itself is checked by `core/arch.py
+check_field_types` when it is sized. Plain Python, not pydantic: `kvplan models add` writes
+the default user catalog, which every run then loads, and importing pydantic would add about
+90 ms to each `kvplan size` (benchmarks/speed.py measures 110 ms in all).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kvplan.errors import BadInput
+
+_STR, _INT, _NUM, _BOOL, _MAP, _STRS = "a string", "an integer", "a number", "true or false", \
+    "a mapping", "a list of strings"
+# field -> (kind, smallest value, required)
+_FIELDS: dict[str, dict[str, tuple[str, float | None, bool]]] = {
+    "models": {
+        "aliases": (_STRS, None, False), "family": (_STR, None, False),
+        "params": (_INT, 0, False), "weights_bytes": (_INT, 1, False),
+        "weights_source": (_STR, None, False), "weights_layout": (_MAP, None, False),
+        "config": (_MAP, None, True), "quant_config": (_MAP, None, False)},
+    "gpus": {
+        "name": (_STR, None, False), "aliases": (_STRS, None, False),
+        "vendor": (_STR, None, False), "memory_bytes": (_INT, 1, True),
+        "marketed_gb": (_NUM, 0, False), "bandwidth_gbps": (_NUM, 0, False),
+        "tflops": (_MAP, None, False), "interconnect_gbps": (_NUM, 0, False),
+        "unified_memory": (_BOOL, None, False), "sm_count": (_INT, 0, False),
+        "price_per_hour": (_NUM, 0, False)},
+}
+VENDORS = ("nvidia", "amd")
+
+
+def _fits(kind: str, v: Any) -> bool:
+    if kind == _STR:
+        return isinstance(v, str)
+    if kind == _BOOL:
+        return isinstance(v, bool)
+    if kind == _MAP:
+        return isinstance(v, dict)
+    if kind == _STRS:
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    return isinstance(v, int) if kind == _INT else math.isfinite(v)
+
+
+def check_entry(kind: str, key: str, entry: Any, origin: str) -> None:
+    """Raise BadInput naming the first field of `entry` that does not fit its kind."""
+    if not isinstance(entry, dict):
+        raise BadInput(f"{kind} entry {key!r} in {origin} must be a mapping")
+
+    def bad(field: str, what: str) -> BadInput:
+        return BadInput(f"{kind} entry {key!r} in {origin}: {field} must be {what}, got "
+                        f"{entry.get(field)!r}", hint="docs/catalogs.md describes each field")
+
+    for field, (what, least, required) in _FIELDS[kind].items():
+        v = entry.get(field)
+        if v is None:
+            if required:
+                raise bad(field, what)
+            continue
+        if not _fits(what, v):
+            raise bad(field, what)
+        if least is not None and v < least:
+            raise bad(field, f"{what} >= {least:g}")
+    if kind == "gpus":
+        if entry.get("vendor", "nvidia") not in VENDORS:
+            raise bad("vendor", " or ".join(VENDORS))
+        cc = entry.get("compute_capability")
+        if cc is not None and (isinstance(cc, bool) or not isinstance(cc, (str, int, float))):
+            raise bad("compute_capability", 'a string such as "9.0"')
+        for name, tf in (entry.get("tflops") or {}).items():
+            if tf is not None and not (_fits(_NUM, tf) and tf >= 0):
+                raise BadInput(f"gpus entry {key!r} in {origin}: tflops.{name} must be a "
+                               f"number >= 0 or null, got {tf!r}")
