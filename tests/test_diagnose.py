@@ -343,6 +343,26 @@ def test_files_without_timestamps_use_interval(tmp_path, capsys):
     assert d["observed"]["preemptions_per_s"] == 18.0
 
 
+def test_extreme_values_are_read_not_crashed_on(tmp_path, capsys):
+    """Found by fuzzing the shared samples: an integer beyond any float (prometheus_client
+    keeps it exact) and a KV usage that underflows (1e-320 per running sequence) were
+    internal errors. The first sample is dropped; the second caps the advice at the ceiling."""
+    states = [{None: State(running=r, kv=kv, preemptions=7, finished=finished(f))}
+              for r, kv, f in ((40, 1e-320, 1000), (42, 1e-320, 1050))]
+    paths = []
+    for i, text in enumerate(series(states)):
+        if i == 0:
+            big = '_total{model_name="meta-llama/Llama-3.1-8B"} '
+            assert big + "7.0" in text
+            text = text.replace(big + "7.0", big + "9" * 400)
+        p = tmp_path / f"scrape{i}.prom"
+        p.write_text(text)
+        paths.append(str(p))
+    code, d, err = run_json(capsys, "diagnose", *paths)
+    assert code in (0, 1) and "internal error" not in err
+    assert d["recommended_max_num_seqs"] == 4096  # MAX_SEQS_CEILING
+
+
 def test_stdin_concatenated_scrapes(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(series(spiral()))))
     code, d, _ = run_json(capsys, "diagnose", "-")

@@ -122,8 +122,8 @@ def recommend(w: EngineWindow, pool_tokens: int | None, pool_source: str | None
     if sum_r <= 0 or sum_kv <= 0:
         return None
     per_seq = sum_kv / sum_r
-    n = int(math.floor(TARGET_KV / per_seq + 1e-9))
-    n = max(1, min(n, MAX_SEQS_CEILING))
+    ratio = TARGET_KV / per_seq  # inf when a gauge underflows (kv_cache_usage 1e-320)
+    n = MAX_SEQS_CEILING if ratio >= MAX_SEQS_CEILING else max(1, int(math.floor(ratio + 1e-9)))
     tokens = per_seq * pool_tokens if pool_tokens else None
     return Recommendation(n, per_seq, tokens, pool_tokens, pool_source, w.key)
 

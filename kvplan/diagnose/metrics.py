@@ -111,7 +111,7 @@ class Engine:
     def config_int(self, key: str) -> int | None:
         try:
             return int(float(self.cache_config[key]))
-        except (KeyError, ValueError):
+        except (KeyError, ValueError, OverflowError):  # absent, not a number, inf
             return None
 
 
@@ -205,13 +205,16 @@ def _engine_order(k: str):
 
 
 def _add(vals: dict, kind: str, fld: str, rank: int, name: str, s) -> None:
-    v = float(s.value)
+    try:
+        v = float(s.value)
+    except OverflowError:  # an integer beyond any float (prometheus_client keeps it exact)
+        return
     if kind == "hist_bucket":
         try:
             le = float(s.labels.get("le", "nan"))
         except ValueError:
             return
-        if math.isnan(le) or math.isnan(v):
+        if math.isnan(le) or not math.isfinite(v):
             return
         h = vals.setdefault(("hist", fld, rank), (name, Hist()))[1]
         h.buckets[le] = h.buckets.get(le, 0.0) + v
