@@ -199,6 +199,10 @@ def test_trace_input(tmp_path, capsys):
     ("{\"prompt_tokens\": 5}\n", "no prompt/output token columns"),
     ("{bad json\n", "is not valid JSON"),
     ("prompt_tokens,output_tokens\n-1,5\n", "must be positive"),
+    # found by fuzzing: inf counts overflowed int(), an inf arrival time the simulator's clock
+    ("prompt_tokens,output_tokens\ninf,5\n", "token counts must be finite numbers"),
+    ("prompt_tokens,output_tokens,timestamp\n5,5,0\n6,6,inf\n",
+     "row 2: arrival time must be a finite number, got 'inf'"),
 ])
 def test_bad_traces(tmp_path, capsys, content, msg):
     t = tmp_path / ("t.jsonl" if content.startswith("{") else "t.csv")

@@ -319,7 +319,7 @@ class Engine:
         k_done = (self.heap[0][0] - self.G) if self.heap else 10**9
         ctx = self.dec_base_sum / self.dec_n + self.G
         dt = self.perf.step_time(self.dec_n, ctx)
-        k_time = int((until - self.now) / dt) if until < math.inf else 10**9
+        k_time = int(min((until - self.now) / dt, 1e9))  # inf when `until` is
         k = min(k_done - 1, k_time, 100_000)
         if k < 2:
             return False

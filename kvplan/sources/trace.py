@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,8 +66,9 @@ def read_trace(path: str) -> Trace:
                                 "output_len, completion_tokens)")
         try:
             pi, oi = int(float(pv)), int(float(ov))
-        except (TypeError, ValueError):
-            raise BadInput(f"trace {path} row {n}: token counts must be numbers") from None
+        except (TypeError, ValueError, OverflowError):  # OverflowError: inf
+            raise BadInput(f"trace {path} row {n}: token counts must be finite numbers "
+                           f"(got prompt {pv!r}, output {ov!r})") from None
         if pi <= 0 or oi <= 0:
             raise BadInput(f"trace {path} row {n}: token counts must be positive "
                            f"(got prompt {pi}, output {oi})")
@@ -74,9 +76,13 @@ def read_trace(path: str) -> Trace:
         outputs.append(oi)
         if tv is not None:
             try:
-                times.append(float(tv))
+                t = float(tv)
             except (TypeError, ValueError):
-                raise BadInput(f"trace {path} row {n}: arrival time must be a number") from None
+                t = math.nan
+            if not math.isfinite(t):
+                raise BadInput(f"trace {path} row {n}: arrival time must be a finite number, "
+                               f"got {tv!r}")
+            times.append(t)
     if not prompts:
         raise BadInput(f"trace {path} has no requests")
     arrivals = None
