@@ -22,7 +22,6 @@ of blocks per request, taken at admission.
 from __future__ import annotations
 
 import heapq
-import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
