@@ -215,6 +215,9 @@ def test_bad_traces(tmp_path, capsys, content, msg):
 @pytest.mark.parametrize("args,msg", [
     (("--rate", "-3"), "--rate must be positive"),
     (("--prompt-tokens", "0"), "cannot read --prompt-tokens"),
+    # a sigma or percentile whose tail overflows a float (an internal error before)
+    (("--prompt-tokens", "lognormal:100:1000"), "cannot read --prompt-tokens"),
+    (("--output-tokens", "p50=800,p99=inf"), "cannot read --output-tokens"),
     (("--workload", "chatt"), "did you mean chat"),
     (("--preempt-risk", "2"), "--preempt-risk must be between 0 and 1"),
     (("--policy", "yolo"), "is not risk or guaranteed"),

@@ -130,7 +130,7 @@ def parse_lengths(text: str, what: str) -> LengthDist:
             raise ValueError
         sigma = math.log(v / med) / _norm_ppf(p / 100)
         return LengthDist.lognormal(med, sigma, f"p50={med:g}, p{p}={v:g} (log-normal)")
-    except (ValueError, KeyError, IndexError):
+    except (ValueError, KeyError, IndexError, OverflowError):  # Overflow: lognormal:100:1000
         raise BadInput(f"cannot read {what} {text!r}",
                        hint="use a positive mean (800), percentiles (p50=800,p99=6000), "
                             "fixed:N, lognormal:MEDIAN:SIGMA or uniform:LO:HI") from None
