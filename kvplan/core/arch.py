@@ -306,6 +306,8 @@ def check_field_types(t: dict[str, Any], where: str = "") -> None:
         elif k in _NUMBER_KEYS and (isinstance(v, bool) or not isinstance(v, (int, float))
                                     or not math.isfinite(v)):
             raise BadInput(f"config field {name!r} must be a number, got {v!r}")
+        elif k == "partial_rotary_factor" and not 0 < v <= 1:
+            raise BadInput(f"config field {name!r} must be in (0, 1], got {v!r}")
         elif k in _STR_KEYS and not isinstance(v, str):
             raise BadInput(f"config field {name!r} must be a string, got {v!r}")
         elif k in _DICT_KEYS:

@@ -151,10 +151,11 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     out = int(vision.get("out_hidden_size") or 0)
     if not d or not inter:
         return None
+    # at least one token: the processor resizes an image to a whole number of merged patches
     if qwen3:  # one 4096 x 4096 image; the 2-frame video is smaller
-        tokens, modality = _QWEN3_LONGEST_EDGE // (patch * merge) ** 2, "image"
+        tokens, modality = max(1, _QWEN3_LONGEST_EDGE // (patch * merge) ** 2), "image"
     else:  # the image, or a video of up to 7 frame pairs once max_model_len allows it
-        image = _QWEN2_MAX_PIXELS // (patch * merge) ** 2
+        image = max(1, _QWEN2_MAX_PIXELS // (patch * merge) ** 2)
         tokens = image * min(max(max_model_len // image, 1), _QWEN2_MAX_VIDEO_PAIRS)
         modality = "video"  # ties go to video
     items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs)

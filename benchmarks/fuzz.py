@@ -1,0 +1,177 @@
+"""Robustness: corrupt real inputs at random and count internal errors (exit 3).
+
+Every kind of input kvplan reads gets one value replaced by one of another type or an extreme
+one: a catalog model's config field (top level, text config or a nested object), a user
+catalog entry's field, a line of a /metrics scrape (tests/fixtures/metrics), a trace row and a
+`vllm serve` command line for `kvplan check`. kvplan must answer each with a result, "does
+not fit" or one line of bad input; anything else is listed with its input. Seeds are fixed,
+so a run is repeatable; memory is capped at 4 GiB per process (a layer count of 1e12 once
+exhausted it).
+
+Run:  python benchmarks/fuzz.py [--rounds N] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import io
+import json
+import random
+import resource
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kvplan.cli import main  # noqa: E402
+
+VALUES = [0, -1, 1.5, "8", "", None, True, [], {}, [1], {"a": 1}, 10**12, 10**30, "nan",
+          "inf", 1e308, 5e-324]
+
+
+def run(argv: list[str]) -> tuple[int | str, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code: int | str = main(argv)
+        except BaseException as e:  # noqa: BLE001 - what we are looking for
+            code = repr(e)
+    return code, err.getvalue().strip()
+
+
+def configs(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
+    models = yaml.safe_load((ROOT / "models.yaml").read_text())["models"]
+    out = []
+    for _ in range(rounds):
+        cfg = copy.deepcopy(models[rng.choice(sorted(models))]["config"])
+        tgt = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) \
+            and rng.random() < .5 else cfg
+        nested = [v for v in tgt.values() if isinstance(v, dict) and v]
+        if nested and rng.random() < .3:
+            tgt = rng.choice(nested)
+        key = rng.choice(sorted(tgt))
+        tgt[key] = rng.choice(VALUES)
+        (tmp / "config.json").write_text(json.dumps(cfg))
+        code, err = run(["size", str(tmp / "config.json"), "--gpu", rng.choice(
+            ["h100", "l4", "b200", "mi300x"]), "-tp", rng.choice(["1", "2", "8"])])
+        if code == 3 or not isinstance(code, int):
+            out.append(f"config {key}={tgt[key]!r}: {err or code}")
+    return out
+
+
+def catalogs(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
+    models = yaml.safe_load((ROOT / "models.yaml").read_text())["models"]
+    gpus = yaml.safe_load((ROOT / "gpus.yaml").read_text())["gpus"]
+    out = []
+    for _ in range(rounds):
+        if rng.random() < .5:
+            e = copy.deepcopy(models[rng.choice(sorted(models))])
+            key = rng.choice(sorted(k for k in e if k != "config"))
+            doc, argv = {"models": {"me/m": e}}, ["size", "me/m", "--gpu", "h100"]
+        else:
+            e = copy.deepcopy(gpus[rng.choice(sorted(gpus))])
+            key = rng.choice(sorted(e))
+            e["aliases"] = ["my-gpu"]
+            doc, argv = {"gpus": {"my-gpu": e}}, ["size", "llama-3.1-8b", "--gpu", "my-gpu"]
+        e[key] = rng.choice(VALUES)
+        f = tmp / "catalog.yaml"
+        f.write_text(yaml.safe_dump({"schema_version": 1, **doc}))
+        code, err = run([*argv, "--catalog", str(f)])
+        if code == 3 or not isinstance(code, int):
+            out.append(f"catalog {key}={e[key]!r}: {err or code}")
+    return out
+
+
+def scrapes(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
+    files = sorted((ROOT / "tests" / "fixtures" / "metrics").glob("*.prom"))
+    junk = ["NaN", "+Inf", "-Inf", "-1", "1e308", "x", "", "{", "}", '"', "0", "1e-320",
+            "9" * 400]
+    out = []
+    for _ in range(rounds):
+        paths = []
+        for j, src in enumerate(rng.sample(files, k=rng.choice([1, 2]))):
+            lines = src.read_text().split("\n")
+            for _ in range(rng.randint(1, 6)):
+                i = rng.randrange(len(lines))
+                toks = lines[i].split(" ")
+                toks[rng.randrange(len(toks))] = rng.choice(junk)
+                lines[i] = " ".join(toks)
+            p = tmp / f"scrape{j}.prom"
+            p.write_text("\n".join(lines))
+            paths.append(str(p))
+        code, err = run(["diagnose", *paths])
+        if code == 3 or not isinstance(code, int):
+            out.append(f"diagnose {[Path(p).name for p in paths]}: {err or code}")
+    return out
+
+
+def traces(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
+    out = []
+    for _ in range(rounds):
+        rows = [{"prompt_tokens": rng.randint(10, 4000), "output_tokens": rng.randint(1, 800),
+                 "timestamp": i * rng.random()} for i in range(rng.randint(1, 30))]
+        row = rng.choice(rows)
+        key = rng.choice(sorted(row))
+        row[key] = rng.choice(VALUES)
+        f = tmp / "trace.jsonl"
+        f.write_text("\n".join(json.dumps(r) for r in rows))
+        cmd = rng.choice(["recommend", "simulate", "throughput"])
+        code, err = run([cmd, "llama-3.1-8b", "--gpu", "h100", "--trace", str(f)])
+        if code == 3 or not isinstance(code, int):
+            out.append(f"{cmd} trace {key}={row[key]!r}: {err or code}")
+    return out
+
+
+def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
+    flags = ["-tp", "--max-model-len", "--kv-cache-dtype", "--gpu-memory-utilization",
+             "--max-num-seqs", "--max-num-batched-tokens", "--block-size", "--enforce-eager",
+             "-cc", "-O", "--limit-mm-per-prompt", "--media-io-kwargs",
+             "--mm-ipc-gpu-memory-gb", "--api-server-count", "--cpu-offload-gb", "-dp", "-pp",
+             "--quantization", "--kv-cache-memory-bytes", "--cudagraph-capture-sizes",
+             "--model", "--decode-context-parallel-size"]
+    values = ["1", "0", "-1", "8", "3", "auto", "1e9", "nan", "inf", "32k", "{", "{}",
+              '{"cudagraph_mode": 5}', '{"video": []}', "[1]", "fp8", "bogus", "", "1.5",
+              "9" * 20, "'", "--"]
+    model_ids = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
+                 "deepseek-ai/DeepSeek-R1", "ibm-granite/granite-4.0-h-small", "nope/nope"]
+    out = []
+    for _ in range(rounds):
+        toks = ["vllm", "serve", rng.choice(model_ids)]
+        for _ in range(rng.randint(0, 6)):
+            toks += [rng.choice(flags), rng.choice(values)]
+        cmd = " ".join(shlex.quote(t) for t in toks)
+        code, err = run(["check", "--cmd", cmd, "--gpu", rng.choice(["h100", "l4", "mi300x"]),
+                         "--vllm-version", rng.choice(["0.33", "0.28", "0.20", "0.11"])])
+        if code == 3 or not isinstance(code, int):
+            out.append(f"check {cmd}: {err or code}")
+    return out
+
+
+def main_() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=200, help="inputs per kind")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+    total = 0
+    with tempfile.TemporaryDirectory() as d:
+        for name, fn in (("config fields", configs), ("catalog entries", catalogs),
+                         ("/metrics scrapes", scrapes), ("traces", traces),
+                         ("check command lines", commands)):
+            found = fn(random.Random(a.seed), Path(d), a.rounds)
+            total += len(found)
+            print(f"{name}: {a.rounds} inputs, {len(found)} internal errors")
+            for f in found[:10]:
+                print("  " + f[:300])
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_())
