@@ -2,8 +2,8 @@
 
 Every kind of input kvplan reads gets one value replaced by one of another type or an extreme
 one: a catalog model's config field (top level, text config or a nested object), a user
-catalog entry's field, a line of a /metrics scrape (tests/fixtures/metrics), a trace row and a
-`vllm serve` command line for `kvplan check`. kvplan must answer each with a result, "does
+catalog entry's field, a line of a /metrics scrape (tests/fixtures/metrics), a trace row, a
+`vllm serve` command line and a manifest (tests/fixtures/check) for `kvplan check`. kvplan must answer each with a result, "does
 not fit" or one line of bad input; anything else is listed with its input. Seeds are fixed,
 so a run is repeatable; memory is capped at 4 GiB per process (a layer count of 1e12 once
 exhausted it).
@@ -154,6 +154,40 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
     return out
 
 
+def manifests(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
+    fixtures = sorted((ROOT / "tests" / "fixtures" / "check").glob("*.yaml"))
+    out = []
+    for _ in range(rounds):
+        src = rng.choice(fixtures)
+        try:
+            docs = list(yaml.safe_load_all(src.read_text()))
+        except yaml.YAMLError:
+            continue  # the malformed-YAML fixture
+        docs = [d for d in docs if isinstance(d, (dict, list))]
+        if not docs:
+            continue
+        doc = rng.choice(docs)
+        spots, stack = [], [(doc, ())]
+        while stack:
+            o, path = stack.pop()
+            items = o.items() if isinstance(o, dict) else enumerate(o) \
+                if isinstance(o, list) else ()
+            for k, v in items:
+                spots.append((o, k, path + (k,)))
+                stack.append((v, path + (k,)))
+        if not spots:
+            continue
+        parent, key, path = rng.choice(spots)
+        parent[key] = rng.choice(VALUES)
+        f = tmp / src.name
+        f.write_text(yaml.safe_dump_all(docs))
+        code, err = run(["check", str(f)])
+        if code == 3 or not isinstance(code, int):
+            out.append(f"check {src.name} {'.'.join(map(str, path))}={parent[key]!r}: "
+                       f"{err or code}")
+    return out
+
+
 def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=200, help="inputs per kind")
@@ -164,7 +198,7 @@ def main_() -> int:
     with tempfile.TemporaryDirectory() as d:
         for name, fn in (("config fields", configs), ("catalog entries", catalogs),
                          ("/metrics scrapes", scrapes), ("traces", traces),
-                         ("check command lines", commands)):
+                         ("check command lines", commands), ("check manifests", manifests)):
             found = fn(random.Random(a.seed), Path(d), a.rounds)
             total += len(found)
             print(f"{name}: {a.rounds} inputs, {len(found)} internal errors")
