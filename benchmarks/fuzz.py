@@ -4,9 +4,9 @@ Every kind of input kvplan reads gets one value replaced by one of another type 
 one: a catalog model's config field (top level, text config or a nested object), a user
 catalog entry's field, a line of a /metrics scrape (tests/fixtures/metrics), a trace row, a
 `vllm serve` command line and a manifest (tests/fixtures/check) for `kvplan check`. kvplan
-must answer each with a result, "does not fit" or one line of bad input; anything else is listed with its input. Seeds are fixed,
-so a run is repeatable; memory is capped at 4 GiB per process (a layer count of 1e12 once
-exhausted it).
+must answer each with a result, "does not fit" or one line of bad input; anything else is
+listed with its input. Seeds are fixed, so a run is repeatable; memory is capped at 4 GiB
+per process (a layer count of 1e12 once exhausted it).
 
 Run:  python benchmarks/fuzz.py [--rounds N] [--seed S]
 """
