@@ -922,3 +922,28 @@ def test_serve_rejects_model_flag_before_0_12(capsys):
     assert f["status"] == "fail" and "vllm serve in vLLM 0.11.0 rejects --model" in f["message"]
     assert known("--model ", "0.12")["status"] == "pass"
     assert known("--model=", "0.11")["status"] == "pass"
+
+
+@pytest.mark.parametrize("image,version", [
+    ("vllm/vllm-openai:v0.10.2", "0.10.2"),
+    ("vllm/vllm-openai:v0.28.0-cu130", "0.28.0"),
+    ("vllm/vllm-openai:v0.10.1.1", "0.10.1"),
+    ("rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909", "0.10.1"),  # AMD's images name it inside
+    ("vllm/vllm-openai:latest", None),
+    ("vllm/vllm-openai:nightly-01d4d1ad375dc5854779c593eee093bcebb0cada", None),
+    ("vllm/vllm-openai@sha256:0123", None),
+    # Red Hat AI Inference Server: the tag is the product's release, not vLLM's
+    ("registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.3", None),
+])
+def test_image_tags_give_the_vllm_release(image, version):
+    from kvplan.check.command import image_version
+
+    assert image_version(image) == version
+
+
+def test_an_assumed_release_is_said_in_the_header(capsys):
+    code = main(["check", "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct "
+                 "--max-model-len 8k", "--gpu", "h100"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "vllm 0.33 (assumed; set kvplan.io/vllm-version or --vllm-version)" in out

@@ -198,13 +198,17 @@ def image_engine(image: str | None) -> tuple[str, str] | None:
 
 
 def image_version(image: str | None) -> str | None:
-    """`vllm/vllm-openai:v0.10.2` -> '0.10.2' (None for `latest`, digests, other tags)."""
-    if not image or "@" in image:
+    """`vllm/vllm-openai:v0.10.2` -> '0.10.2'; `rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909` ->
+    '0.10.1'. None for `latest`, `nightly`, digests, other tags, and Red Hat AI Inference
+    Server images, whose tag is the product's release (3.2.3), not vLLM's."""
+    if not image or "@" in image or "/rhaiis/" in image:
         return None
     last = image.rsplit("/", 1)[-1]
     if ":" not in last:
         return None
-    m = re.match(r"^v?(\d+\.\d+(?:\.\d+)?)", last.split(":", 1)[1])
+    tag = last.split(":", 1)[1]
+    m = re.search(r"(?:^|[_-])vllm[_-]?v?(\d+\.\d+(?:\.\d+)?)", tag) or \
+        re.match(r"^v?(\d+\.\d+(?:\.\d+)?)", tag)
     return m.group(1) if m else None
 
 

@@ -96,8 +96,10 @@ def human(rep: Report, color: bool) -> str:
         bits = [fx.get("model") or "?", f"on {fx.get('gpu') or '?'}"]
         if fx.get("gpus"):
             bits[-1] += f" x{fx['gpus']}"
-        bits.append(f"{fx.get('engine')}" + (f" {fx['vllm_version']}" if fx.get("engine") ==
-                                             "vllm" else ""))
+        bits.append(f"{fx.get('engine')}" + (f" {fx['vllm_version']}" + (
+            " (assumed; set kvplan.io/vllm-version or --vllm-version)"
+            if fx.get("version_source") == "default"
+            else "") if fx.get("engine") == "vllm" else ""))
         reps = f"{t.replicas}-{t.replicas_max}" if t.replicas_max else str(t.replicas)
         bits.append(f"{reps} replica{'s' * (reps != '1')}")
         w = t.declared.workload
