@@ -257,7 +257,8 @@ _COUNT_KEYS = frozenset({
     "depth", "patch_size", "temporal_patch_size", "out_hidden_size", "in_channels",
     "num_position_embeddings", "position_embedding_size", "vt_hidden_size",
     "vt_intermediate_size", "vt_num_attention_heads", "vt_num_hidden_layers",
-    "output_proj_dims", "original_max_position_embeddings", "bits", "w_bit"})
+    "output_proj_dims", "original_max_position_embeddings", "bits", "w_bit", "num_bits",
+    "hc_mult", "max_num_tiles"})
 _POSITIVE_KEYS = frozenset({"hidden_size", "num_attention_heads", "vocab_size",
                             "global_head_dim", "n_embd", "n_head", "d_model", "num_heads",
                             # layer periods (taken modulo)
@@ -267,11 +268,13 @@ _POSITIVE_KEYS = frozenset({"hidden_size", "num_attention_heads", "vocab_size",
 _INT_KEYS = frozenset({"group_size", "q_group_size"})  # GPTQ writes -1 for per-channel
 _NUMBER_KEYS = frozenset({"partial_rotary_factor", "rope_theta", "factor", "beta_fast",
                           "beta_slow", "mscale", "mscale_all_dim", "low_freq_factor",
-                          "high_freq_factor", "compress_rope_theta"})
+                          "high_freq_factor", "compress_rope_theta", "rope_local_base_freq"})
 MAX_LAYERS = 10_000  # the deepest catalog models have 61-126 layers
 _STR_KEYS = frozenset({"model_type", "torch_dtype", "dtype", "hidden_act",
                        "hybrid_override_pattern", "rope_type", "type", "quant_method",
-                       "quant_algo", "fmt", "format", "activation_scheme", "moe_quant_algo"})
+                       "quant_algo", "fmt", "format", "activation_scheme", "moe_quant_algo",
+                       "expert_dtype", "mamba_ssm_dtype", "mamba_ssm_cache_dtype",
+                       "topk_method", "kv_cache_quant_algo"})
 _LIST_KEYS = {"architectures": str, "layer_types": str, "layers_block_type": str,
               "mlp_only_layers": int, "no_rope_layers": int, "cross_attention_layers": int,
               "compress_ratios": int, "deepstack_visual_indexes": int,
