@@ -270,6 +270,7 @@ _NUMBER_KEYS = frozenset({"partial_rotary_factor", "rope_theta", "factor", "beta
                           "beta_slow", "mscale", "mscale_all_dim", "low_freq_factor",
                           "high_freq_factor", "compress_rope_theta", "rope_local_base_freq"})
 MAX_LAYERS = 10_000  # the deepest catalog models have 61-126 layers
+MAX_ROPE_FACTOR = 1e4  # rope scaling factors in real configs: 4-64
 _STR_KEYS = frozenset({"model_type", "torch_dtype", "dtype", "hidden_act",
                        "hybrid_override_pattern", "rope_type", "type", "quant_method",
                        "quant_algo", "fmt", "format", "activation_scheme", "moe_quant_algo",
@@ -311,6 +312,9 @@ def check_field_types(t: dict[str, Any], where: str = "") -> None:
             raise BadInput(f"config field {name!r} must be a number, got {v!r}")
         elif k == "partial_rotary_factor" and not 0 < v <= 1:
             raise BadInput(f"config field {name!r} must be in (0, 1], got {v!r}")
+        elif k == "factor" and not 0 < v <= MAX_ROPE_FACTOR:
+            raise BadInput(f"config field {name!r} must be in (0, {MAX_ROPE_FACTOR:g}], "
+                           f"got {v!r}")
         elif k in _STR_KEYS and not isinstance(v, str):
             raise BadInput(f"config field {name!r} must be a string, got {v!r}")
         elif k in _DICT_KEYS:
@@ -395,7 +399,11 @@ def max_model_len_of(t: dict[str, Any]) -> tuple[int, str]:
             if rtype == "dynamic" and "original_max_position_embeddings" in rs:
                 pass  # dynamic with original length: derived length stays
             else:
-                return int(length * factor), f"{key} x rope_scaling factor {factor} ({rtype})"
+                scaled = length * factor
+                if not 0 < scaled < 2**53:
+                    raise BadInput(f"config field 'rope_scaling.factor' {factor!r} scales "
+                                   f"{key} {length} to {scaled:g} positions")
+                return int(scaled), f"{key} x rope_scaling factor {factor} ({rtype})"
     return length, key
 
 
