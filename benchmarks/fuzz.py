@@ -3,7 +3,8 @@
 Every kind of input kvplan reads gets one value replaced by one of another type or an extreme
 one: a catalog model's config field (top level, text config or a nested object), a user
 catalog entry's field, a line of a /metrics scrape (tests/fixtures/metrics), a trace row, a
-`vllm serve` command line and a manifest (tests/fixtures/check) for `kvplan check`. kvplan
+`vllm serve` command line and a manifest (tests/fixtures/check) for `kvplan check`, and a
+model's files on the test suite's local Hub server. kvplan
 must answer each with a result, "does not fit" or one line of bad input; anything else is
 listed with its input. Seeds are fixed, so a run is repeatable; memory is capped at 4 GiB
 per process (a layer count of 1e12 once exhausted it).
@@ -188,6 +189,63 @@ def manifests(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
     return out
 
 
+def hub_files(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
+    """A model's files served by the test suite's local Hub (tests/hubserver.py): the shard
+    index, hf_quant_config.json and a safetensors header corrupted."""
+    import os
+    import struct
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hubserver import FakeHub, Repo, safetensors_bytes, tensor_total
+
+    hub = FakeHub().start()
+    os.environ.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp / "hf"),
+                      HF_HUB_CACHE=str(tmp / "hf" / "hub"), KVPLAN_CACHE=str(tmp / "kv"))
+    import huggingface_hub.constants as c
+
+    c.HF_HUB_CACHE, c.HF_HUB_OFFLINE = str(tmp / "hf" / "hub"), False
+    models = yaml.safe_load((ROOT / "models.yaml").read_text())["models"]
+    cfg = json.dumps(models["meta-llama/Llama-3.1-8B-Instruct"]["config"]).encode()
+    shards = [{"model.embed_tokens.weight": ("BF16", [64, 32])},
+              {"lm_head.weight": ("BF16", [64, 32]), "model.norm.weight": ("F32", [32])}]
+    out = []
+    for n in range(rounds):
+        files = {"config.json": cfg}
+        kind = rng.choice(["index", "quant", "header"])
+        if kind == "index":
+            names = [f"model-0000{i + 1}-of-00002.safetensors" for i in range(2)]
+            index: dict = {"metadata": {"total_size": sum(map(tensor_total, shards))},
+                           "weight_map": {k: f for f, sh in zip(names, shards) for k in sh}}
+            spot = rng.choice(["metadata", "weight_map", "total_size"])
+            value = rng.choice(VALUES)
+            (index["metadata"] if spot == "total_size" else index)[spot] = value
+            files["model.safetensors.index.json"] = json.dumps(index).encode()
+            files.update({f: safetensors_bytes(sh) for f, sh in zip(names, shards)})
+            what = f"index {spot}={value!r}"
+        elif kind == "quant":
+            value = rng.choice([*VALUES, {"quantization": 5}, {"quantization": {"quant_algo": 5}},
+                                {"quantization": {"exclude_modules": "lm_head"}}])
+            files["hf_quant_config.json"] = json.dumps(value).encode()
+            files["model.safetensors"] = safetensors_bytes(shards[0])
+            what = f"hf_quant_config {value!r}"
+        else:
+            field = rng.choice(["dtype", "shape", "data_offsets"])
+            value = rng.choice([*VALUES, "F99", [-1, 5], [2**62, 2**62]])
+            head = {"w": {"dtype": "BF16", "shape": [128, 64], "data_offsets": [0, 16384]},
+                    "__metadata__": {"format": "pt"}}
+            head["w"][field] = value
+            raw = json.dumps(head).encode()
+            raw += b" " * (-len(raw) % 8)
+            files["model.safetensors"] = struct.pack("<Q", len(raw)) + raw + b"\0" * 16384
+            what = f"safetensors header {field}={value!r}"
+        hub.repos[f"fuzz/m{n}"] = Repo(files=files)
+        code, err = run(["size", f"fuzz/m{n}", "--gpu", "h100"])
+        if code == 3 or not isinstance(code, int):
+            out.append(f"hub {what}: {err or code}")
+    hub.stop()
+    return out
+
+
 def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=200, help="inputs per kind")
@@ -198,7 +256,8 @@ def main_() -> int:
     with tempfile.TemporaryDirectory() as d:
         for name, fn in (("config fields", configs), ("catalog entries", catalogs),
                          ("/metrics scrapes", scrapes), ("traces", traces),
-                         ("check command lines", commands), ("check manifests", manifests)):
+                         ("check command lines", commands), ("check manifests", manifests),
+                         ("Hub files", hub_files)):
             found = fn(random.Random(a.seed), Path(d), a.rounds)
             total += len(found)
             print(f"{name}: {a.rounds} inputs, {len(found)} internal errors")

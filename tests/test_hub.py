@@ -191,6 +191,17 @@ def test_malformed_config_on_hub(hub, capsys):
     assert code == 2 and "is not valid JSON" in err
 
 
+def test_malformed_hf_quant_config_on_hub(hub, capsys):
+    """Found by fuzzing the Hub files: `"quantization": 5` was an internal error."""
+    hub.repos["acme/bad-quant"] = Repo(files={
+        "config.json": json.dumps(catalog_config()).encode(),
+        "hf_quant_config.json": b'{"producer": {"name": "modelopt"}, "quantization": 5}',
+        "model.safetensors": safetensors_bytes(SINGLE)})
+    code, _, err = run(capsys, "size", "acme/bad-quant", "--gpu", "h100")
+    assert code == 2
+    assert "config field 'hf_quant_config.quantization' must be an object, got 5" in err
+
+
 def test_remote_code_architecture_is_read_not_run(hub, capsys):
     cfg = {"architectures": ["MyOwnForCausalLM"], "model_type": "my_own",
            "auto_map": {"AutoModelForCausalLM": "modeling_my_own.MyOwnForCausalLM"},

@@ -287,7 +287,7 @@ _KIND_NAMES = {str: "strings", int: "integers", dict: "objects"}
 _DICT_KEYS = frozenset({"quantization_config", "vision_config", "audio_config",
                         "rope_scaling", "rope_parameters", "attn_config",
                         "linear_attn_config", "full_attention", "sliding_attention",
-                        "config_groups"})
+                        "config_groups", "quantization", "producer"})  # last two: ModelOpt
 
 
 def check_field_types(t: dict[str, Any], where: str = "") -> None:
@@ -632,8 +632,12 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
     if mt in ("mllama_text_model", "mllama"):
         cross = set(t.get("cross_attention_layers") or [])
         enc = arch.vision_config or {}
-        tiles = int(enc.get("max_num_tiles", 4))
-        patches = (int(enc.get("image_size", 560)) // int(enc.get("patch_size", 14))) ** 2 + 1
+        tiles = int(enc.get("max_num_tiles") or 4)
+        size = enc.get("image_size") or 560
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise BadInput(f"config field 'vision_config.image_size' must be an integer, got "
+                           f"{size!r}")
+        patches = (size // int(enc.get("patch_size") or 14)) ** 2 + 1
         kv = total_kv_heads(t)
         hs = head_size(t)
         return [AttnLayer(CROSS, kv, hs, hs, encoder_len=tiles * patches) if i in cross

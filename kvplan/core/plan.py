@@ -109,13 +109,14 @@ def size_fleet(pt: perf.Point, n: int, out_mean: float, wl: Workload, t: Targets
         rate = wl.users / (wl.think_time_s + service_s)
     replicas, wait95 = 1, 0.0
     if rate:
-        replicas = max(1, math.ceil(rate / (rps * t.target_utilization)))
-        if t.peak_rate:
-            replicas = max(replicas, math.ceil(t.peak_rate / rps))
-        if replicas > MAX_REPLICAS:
+        need = max(rate / (rps * t.target_utilization), (t.peak_rate or 0) / rps)
+        if not need <= MAX_REPLICAS:  # inf too: a trace whose arrivals span 1e-323 s
             raise BadInput(f"{max(rate, t.peak_rate or 0):g} requests/s needs more than "
                            f"{MAX_REPLICAS:,} replicas of {rps:.3g} requests/s each",
                            hint="the rate is in requests per second; check its units")
+        replicas = max(1, math.ceil(rate / (rps * t.target_utilization)))
+        if t.peak_rate:
+            replicas = max(replicas, math.ceil(t.peak_rate / rps))
         for _ in range(10000):
             wait95 = queueing.wait_quantile(replicas * n, rate, service_s, 0.95, wl.burstiness)
             if t.ttft_p95_s is None or pt.ttft_ms / 1000 + wait95 <= t.ttft_p95_s:

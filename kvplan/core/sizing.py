@@ -15,7 +15,17 @@ from typing import Any
 
 from kvplan.core import blocks as B
 from kvplan.core import memory as M
-from kvplan.core.arch import DSV4, FULL, GDN, MLA, AttnLayer, ModelArch, StateLayer, normalize
+from kvplan.core.arch import (
+    DSV4,
+    FULL,
+    GDN,
+    MLA,
+    AttnLayer,
+    ModelArch,
+    StateLayer,
+    check_field_types,
+    normalize,
+)
 from kvplan.core.dtypes import (
     canonical,
     dtype_bytes,
@@ -525,6 +535,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     a = args or EngineArgs()
     version = VllmVersion.of(vllm_version)
     arch = normalize(model.config)
+    if model.hf_quant_config is not None:  # hf_quant_config.json (ModelOpt)
+        if not isinstance(model.hf_quant_config, dict):
+            raise BadInput("hf_quant_config.json is not a JSON object")
+        check_field_types(model.hf_quant_config, "hf_quant_config.")
     _validate_parallel(arch, a, version)
     _validate_fp8_blocks(model, arch, a)
     choices = version.block_size_choices()
