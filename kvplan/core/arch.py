@@ -258,17 +258,20 @@ _COUNT_KEYS = frozenset({
     "num_position_embeddings", "position_embedding_size", "vt_hidden_size",
     "vt_intermediate_size", "vt_num_attention_heads", "vt_num_hidden_layers",
     "output_proj_dims", "original_max_position_embeddings", "bits", "w_bit", "num_bits",
-    "hc_mult", "max_num_tiles"})
+    "hc_mult", "max_num_tiles", "image_size", "no_rope_layer_interval", "embed_dim",
+    "kv_n_heads", "rope_dim", "conf_num_hidden_layers", "mamba_d_ssm"})
 _POSITIVE_KEYS = frozenset({"hidden_size", "num_attention_heads", "vocab_size",
                             "global_head_dim", "n_embd", "n_head", "d_model", "num_heads",
                             # layer periods (taken modulo)
                             "full_attention_interval", "decoder_sparse_step",
                             "interleave_moe_layer_step", "attn_layer_period",
-                            "sliding_window_pattern", "spatial_merge_size", "patch_size"})
+                            "sliding_window_pattern", "spatial_merge_size", "patch_size",
+                            "no_rope_layer_interval", "image_size"})
 _INT_KEYS = frozenset({"group_size", "q_group_size"})  # GPTQ writes -1 for per-channel
 _NUMBER_KEYS = frozenset({"partial_rotary_factor", "rope_theta", "factor", "beta_fast",
                           "beta_slow", "mscale", "mscale_all_dim", "low_freq_factor",
-                          "high_freq_factor", "compress_rope_theta", "rope_local_base_freq"})
+                          "high_freq_factor", "compress_rope_theta", "rope_local_base_freq",
+                          "mlp_ratio", "block_ffn_dim_multiplier"})
 MAX_LAYERS = 10_000  # the deepest catalog models have 61-126 layers
 MAX_ROPE_FACTOR = 1e4  # rope scaling factors in real configs: 4-64
 _STR_KEYS = frozenset({"model_type", "torch_dtype", "dtype", "hidden_act",
@@ -281,7 +284,9 @@ _LIST_KEYS = {"architectures": str, "layer_types": str, "layers_block_type": str
               "compress_ratios": int, "deepstack_visual_indexes": int,
               "fullatt_block_indexes": int, "weight_block_size": int, "mrope_section": int,
               "ignore": str, "modules_to_not_convert": str, "exclude_modules": str,
-              "block_configs": dict}
+              "block_configs": dict, "hybrid_layer_pattern": int, "kda_layers": int,
+              "attn_layer_indices": int, "sparse_attention_freq": int,
+              "compress_rates": int}
 _KIND_NAMES = {str: "strings", int: "integers", dict: "objects"}
 # objects, whose own fields are checked the same way
 _DICT_KEYS = frozenset({"quantization_config", "vision_config", "audio_config",
