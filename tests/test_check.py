@@ -947,3 +947,23 @@ def test_an_assumed_release_is_said_in_the_header(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "vllm 0.33 (assumed; set kvplan.io/vllm-version or --vllm-version)" in out
+
+
+def test_a_release_newer_than_modelled_is_checked_as_the_newest_and_said(capsys):
+    """A CI job must not break the day vLLM 0.34 ships: the deployment is checked as 0.33
+    with a warning, and a flag 0.33 lacks only warns (it may be new)."""
+    code, rep = check_json(capsys, "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct "
+                           "--max-model-len 8k --brand-new-flag 3", "--gpu", "h100",
+                           "--vllm-version", "0.34.0")
+    assert code == 0
+    d = rep["deployments"][0]
+    assert d["vllm_version"] == "0.33" and d["vllm_version_requested"] == "0.34.0"
+    rel = one(d, "release-modelled")
+    assert rel["status"] == "warn" and "newer than the newest release kvplan models" in \
+        rel["message"]
+    flag = one(d, "flags-known")
+    assert flag["status"] == "warn" and "unless the newer release added it" in flag["message"]
+    # an older release than modelled is still bad input
+    code, _, err = run(capsys, "check", "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct",
+                       "--gpu", "h100", "--vllm-version", "0.5.4")
+    assert code == 2 and "outside the modelled range 0.6-0.33" in err

@@ -37,6 +37,8 @@ CHECKS: dict[str, str] = {
     "compile-cache-persisted": "vLLM's torch.compile cache (VLLM_CACHE_ROOT, default "
                                "~/.cache/vllm) is on a volume that outlives the pod (a cold "
                                "compile takes minutes and shrinks the KV cache)",
+    "release-modelled": "the deployment's vLLM release is one kvplan models (a newer one is "
+                        "checked as the newest, with a warning)",
     "late-allocations-fit": "what vLLM allocates after sizing the KV cache without budgeting "
                             "it (CUDA graphs it does not subtract, model runner V2's sampler "
                             "warm-up) fits in the memory gpu_memory_utilization leaves",
@@ -77,13 +79,20 @@ def _known_in(key: str) -> list[str]:
 def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
     """Every check on one target."""
     from kvplan.check import cache_checks, sizing_checks
-    from kvplan.core.versions import VllmVersion
+    from kvplan.core.versions import LATEST, VllmVersion, beyond_latest
     from kvplan.errors import BadInput
 
     out = Outcome(t)
     engine = t.command.engine
+    newer = engine == "vllm" and beyond_latest(t.vllm_version)
+    if newer:  # a release out after kvplan's: checked as the newest it models, and said so
+        out.add("release-modelled", WARN, f"vLLM {t.vllm_version} ({t.version_source}) is "
+                f"newer than the newest release kvplan models ({LATEST}); checked as {LATEST}: "
+                "flags it added are only warned about and its memory changes are not sized",
+                t.loc, fix="upgrade kvplan, or set kvplan.io/vllm-version to the release to "
+                "check against", current=t.vllm_version, suggested=LATEST)
     try:
-        version = VllmVersion.of(t.vllm_version)
+        version = VllmVersion.of(LATEST if newer else t.vllm_version)
     except BadInput as e:
         raise InputError(f"{e.message} ({t.version_source or 'vLLM version'})",
                          file=t.loc.file, line=t.loc.line,
@@ -91,10 +100,12 @@ def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
                          ) from None
     reg = _registry(version.text) if engine == "vllm" else None
     p = parse(t.command, reg)
+    if newer:
+        out.facts["vllm_version_requested"] = t.vllm_version
     out.facts.update(engine=engine, form=t.command.form, vllm_version=version.text,
                      vllm_release=reg.release if reg else None,
                      version_source=t.version_source or "default")
-    flags_known(out, p, reg)
+    flags_known(out, p, reg, lenient=newer)
     flag_values(out, p, reg)
     utilization_range(out, p, version.default_gpu_memory_utilization)
     sizing_checks.run(out, p, version.text, catalogs)
@@ -107,7 +118,9 @@ def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
     return out
 
 
-def flags_known(out: Outcome, p: Parsed, reg: Any) -> None:
+def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False) -> None:
+    """`lenient`: the target runs a release newer than `reg`'s, so an unknown flag may be new
+    in it (a warning, not a failure)."""
     if reg is None:
         names = {"sglang": "SGLang", "tgi": "TGI"}[p.engine]
         out.add("flags-known", SKIP, f"{names} flags are not validated (kvplan records vLLM's "
@@ -123,8 +136,9 @@ def flags_known(out: Outcome, p: Parsed, reg: Any) -> None:
         if elsewhere:
             why = (f" (it exists in vLLM {elsewhere[0]}–{elsewhere[-1]})" if len(elsewhere) > 1
                    else f" (it exists in vLLM {elsewhere[0]})")
-        out.add("flags-known", FAIL, f"unknown flag {f.key} for vLLM {reg.release}: `vllm "
-                f"serve` exits with 'unrecognized arguments'{why}", f.loc,
+        out.add("flags-known", WARN if lenient else FAIL, f"unknown flag {f.key} for vLLM "
+                f"{reg.release}: `vllm serve` exits with 'unrecognized arguments'{why}" + (
+                    " unless the newer release added it" if lenient else ""), f.loc,
                 fix=f"use {hint}" if hint else f"remove {f.key}", current=f.key, suggested=hint)
     for tok in p.extra:
         out.add("flags-known", FAIL, f"unexpected argument {tok.text!r}: vLLM's parser rejects "

@@ -61,7 +61,7 @@ def to_json(rep: Report) -> dict[str, Any]:
             "gpu": fx.get("gpu"), "gpus": fx.get("gpus"), "gpus_needed": fx.get("gpus_needed"),
             "replicas": t.replicas, "max_replicas": t.replicas_max,
             "vllm_version": fx.get("vllm_version"), "vllm_version_source": fx.get(
-                "version_source"),
+                "version_source"), "vllm_version_requested": fx.get("vllm_version_requested"),
             "workload": fx.get("workload") or (decl.preset or "chat" if decl else None),
             "rate": decl.rate if decl else None,
             "max_model_len": fx.get("max_model_len"), "max_num_seqs": fx.get("max_num_seqs"),
@@ -98,8 +98,9 @@ def human(rep: Report, color: bool) -> str:
             bits[-1] += f" x{fx['gpus']}"
         bits.append(f"{fx.get('engine')}" + (f" {fx['vllm_version']}" + (
             " (assumed; set kvplan.io/vllm-version or --vllm-version)"
-            if fx.get("version_source") == "default"
-            else "") if fx.get("engine") == "vllm" else ""))
+            if fx.get("version_source") == "default" else
+            f" (for {fx['vllm_version_requested']}, newer than kvplan models)"
+            if fx.get("vllm_version_requested") else "") if fx.get("engine") == "vllm" else ""))
         reps = f"{t.replicas}-{t.replicas_max}" if t.replicas_max else str(t.replicas)
         bits.append(f"{reps} replica{'s' * (reps != '1')}")
         w = t.declared.workload

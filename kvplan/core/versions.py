@@ -50,6 +50,12 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return v
 
 
+def beyond_latest(text: str | None) -> bool:
+    """A release newer than the newest kvplan models ('0.34.0' while LATEST is 0.33)."""
+    m = re.match(r"^v?(\d+)\.(\d+)", str(text or "").strip())
+    return bool(m) and (int(m.group(1)), int(m.group(2))) > parse_version_bounds()[1]
+
+
 def parse_version_bounds() -> tuple[tuple[int, int], tuple[int, int]]:
     lo = tuple(int(x) for x in SUPPORTED_RANGE[0].split("."))
     hi = tuple(int(x) for x in SUPPORTED_RANGE[1].split("."))
