@@ -47,18 +47,24 @@ def run(argv: list[str]) -> tuple[int | str, str]:
     return code, err.getvalue().strip()
 
 
+MUTATIONS = 1  # values corrupted per config (--mutations)
+
+
 def configs(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
     models = yaml.safe_load((ROOT / "models.yaml").read_text())["models"]
     out = []
     for _ in range(rounds):
         cfg = copy.deepcopy(models[rng.choice(sorted(models))]["config"])
-        tgt = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) \
-            and rng.random() < .5 else cfg
-        nested = [v for v in tgt.values() if isinstance(v, dict) and v]
-        if nested and rng.random() < .3:
-            tgt = rng.choice(nested)
-        key = rng.choice(sorted(tgt))
-        tgt[key] = rng.choice(VALUES)
+        for _ in range(MUTATIONS):
+            tgt = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) \
+                and rng.random() < .5 else cfg
+            nested = [v for v in tgt.values() if isinstance(v, dict) and v]
+            if nested and rng.random() < .3:
+                tgt = rng.choice(nested)
+            if not tgt:
+                continue
+            key = rng.choice(sorted(tgt))
+            tgt[key] = copy.deepcopy(rng.choice(VALUES))
         (tmp / "config.json").write_text(json.dumps(cfg))
         code, err = run(["size", str(tmp / "config.json"), "--gpu", rng.choice(
             ["h100", "l4", "b200", "mi300x"]), "-tp", rng.choice(["1", "2", "8"])])
@@ -81,7 +87,7 @@ def catalogs(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
             key = rng.choice(sorted(e))
             e["aliases"] = ["my-gpu"]
             doc, argv = {"gpus": {"my-gpu": e}}, ["size", "llama-3.1-8b", "--gpu", "my-gpu"]
-        e[key] = rng.choice(VALUES)
+        e[key] = copy.deepcopy(rng.choice(VALUES))
         f = tmp / "catalog.yaml"
         f.write_text(yaml.safe_dump({"schema_version": 1, **doc}))
         code, err = run([*argv, "--catalog", str(f)])
@@ -120,7 +126,7 @@ def traces(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
                  "timestamp": i * rng.random()} for i in range(rng.randint(1, 30))]
         row = rng.choice(rows)
         key = rng.choice(sorted(row))
-        row[key] = rng.choice(VALUES)
+        row[key] = copy.deepcopy(rng.choice(VALUES))
         f = tmp / "trace.jsonl"
         f.write_text("\n".join(json.dumps(r) for r in rows))
         cmd = rng.choice(["recommend", "simulate", "throughput"])
@@ -179,7 +185,7 @@ def manifests(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
         if not spots:
             continue
         parent, key, path = rng.choice(spots)
-        parent[key] = rng.choice(VALUES)
+        parent[key] = copy.deepcopy(rng.choice(VALUES))
         f = tmp / src.name
         f.write_text(yaml.safe_dump_all(docs))
         code, err = run(["check", str(f)])
@@ -217,7 +223,7 @@ def hub_files(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
             index: dict = {"metadata": {"total_size": sum(map(tensor_total, shards))},
                            "weight_map": {k: f for f, sh in zip(names, shards) for k in sh}}
             spot = rng.choice(["metadata", "weight_map", "total_size"])
-            value = rng.choice(VALUES)
+            value = copy.deepcopy(rng.choice(VALUES))
             (index["metadata"] if spot == "total_size" else index)[spot] = value
             files["model.safetensors.index.json"] = json.dumps(index).encode()
             files.update({f: safetensors_bytes(sh) for f, sh in zip(names, shards)})
@@ -250,7 +256,10 @@ def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=200, help="inputs per kind")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mutations", type=int, default=1, help="values corrupted per config")
     a = ap.parse_args()
+    global MUTATIONS
+    MUTATIONS = a.mutations
     resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
     total = 0
     with tempfile.TemporaryDirectory() as d:
