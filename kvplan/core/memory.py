@@ -76,7 +76,8 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "0.25 GiB TP2 RTX 4090)"),
     "non_torch_fi_allreduce_mib": (
         1620.0, "MiB per GPU when vLLM builds its FlashInfer all-reduce workspace",
-        "TP > 1 on Hopper / data-centre Blackwell from 0.17 (versions.flashinfer_allreduce): "
+        "TP > 1 on Hopper / data-centre Blackwell, 0.17-0.29 (versions.flashinfer_allreduce, "
+        "fi_allreduce_charged; a 0.30.0 TP2 H100 study shows none): "
         "0.19.0 H100 SXM logs print 2.06-2.10 GiB of non-torch memory at TP2 (6 logs) and "
         "2.13-2.21 GiB at TP4 (5 logs), 1.58 GiB above the NVLink TP term on average, against "
         "0.24-0.25 GiB at TP1 and 0.54-0.55 GiB at TP2 with 0.11"),

@@ -817,7 +817,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     fi_ar = version.flashinfer_allreduce(
         gpu.compute_capability, tp=tp, pp=pp, dp=a.data_parallel_size,
         enforce_eager=a.enforce_eager or compile_mode not in (None, 3),
-        profile_allreduce_bytes=mnbt * arch.hidden_size * dtype_bytes(model_dtype))
+        profile_allreduce_bytes=mnbt * arch.hidden_size * dtype_bytes(model_dtype)
+    ) and version.fi_allreduce_charged
     rocm_nt = gpu.vendor == "amd" and not version.at_least(0, 20)
     nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce,
                      fi_ar, rocm=rocm_nt, nvlink_tp8=gpu.vendor == "nvidia"
@@ -825,7 +826,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if fi_ar:
         notes.append(f"non-torch memory includes "
                      f"{M.const('non_torch_fi_allreduce_mib') / 1024:.2f} GiB per GPU for vLLM's "
-                     "FlashInfer all-reduce workspace (TP > 1 on Hopper / Blackwell, 0.17+)")
+                     "FlashInfer all-reduce workspace (TP > 1 on Hopper / Blackwell, "
+                     "0.17-0.29)")
     if gpu.unified_memory and a.kv_cache_memory_bytes is None:
         # vLLM reads free memory as the host's available RAM on an integrated GPU
         # (`MemorySnapshot.measure`, `is_integrated_gpu`): host use moves the KV pool

@@ -342,6 +342,18 @@ class VllmVersion:
         return self.at_least(0, 29) and 0 < profile_allreduce_bytes <= self.fi_allreduce_max_bytes(
             cc, tp)
 
+    @property
+    def fi_allreduce_charged(self) -> bool:
+        """Whether building the FlashInfer all-reduce workspace costs KV cache. Measured:
+        1.58 GiB per GPU at TP2/TP4 on 0.19.0 H100 logs and the 0.18-0.20.2 H200/B200 sweep;
+        nothing on 0.30.0 (2x H100, Llama-3.1-8B TP2: the default, the trtllm backend, and
+        the fusion without CUDA graphs all leave the KV cache of an eager start less the
+        graphs), nor on a 0.31.1 TP8 H100 start (1.38 GiB held beyond the weights in all).
+        FlashInfer 0.6.11 (vLLM 0.22) moved the workspace to torch symmetric memory and vLLM
+        0.25 made the multicast backend the single-node default, but no 0.21-0.29 start
+        measures it, so those releases keep the charge (the conservative side)."""
+        return not self.at_least(0, 30)
+
     def breakable_cudagraph(self, architectures: list[str], vendor: str = "nvidia",
                             env: bool | None = None) -> bool:
         """Whether vLLM runs breakable CUDA graphs, which set compilation mode NONE (no
