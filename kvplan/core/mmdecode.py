@@ -41,6 +41,13 @@ class FrontendReserve:
     def total(self) -> int:
         return self.raw_frames + self.decoders
 
+    def note(self) -> str:
+        parts = [f"{n / GiB:.2f} GiB {what}" for n, what in (
+            (self.raw_frames, "--mm-ipc-gpu-memory-gb"),
+            (self.decoders, "of GPU video decoders")) if n]
+        return (f"the API server's multimodal decoding takes {self.total / GiB:.2f} GiB of the "
+                f"KV cache after vLLM logs its size ({' + '.join(parts)})")
+
 
 def reserve(version: Any, *, multimodal: bool, mm_ipc_gpu_memory_gb: float,
             api_servers: int, video: dict[str, Any] | None,

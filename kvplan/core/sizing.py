@@ -900,13 +900,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                            1 if a.usage == "llm" else a.data_parallel_size),
                        video=a.video_io, loader_env=a.video_loader_backend)
     if frontend.total:
-        notes.append(f"the API server's multimodal decoding takes {frontend.total / GiB:.2f} "
-                     "GiB of the KV cache after vLLM logs its size ("
-                     + " + ".join(x for x in (
-                         f"{frontend.raw_frames / GiB:.2f} GiB --mm-ipc-gpu-memory-gb"
-                         if frontend.raw_frames else "",
-                         f"{frontend.decoders / GiB:.2f} GiB of GPU video decoders"
-                         if frontend.decoders else "") if x) + ")")
+        notes.append(frontend.note())
     for si, rng in enumerate(stages):
         graph = graph_estimate(rng) if profiled and a.estimate_cudagraphs else 0
         bud = M.budget(gpu.memory_bytes, util, weights[si],
