@@ -212,6 +212,14 @@ def test_bad_traces(tmp_path, capsys, content, msg):
     assert code == 2 and msg in err and "Traceback" not in err
 
 
+def test_an_absurd_ttft_slo_is_no_queue_limit_not_a_crash(capsys):
+    """Found by fuzzing annotations: a 1e308 s TTFT SLO overflowed the queue limit."""
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
+                         "--workload", "chat", "--rate", "5", "--ttft", "1e308", "--json")
+    assert code == 0, err
+    assert json.loads(out)["queue_depth_limit"] == 10**9
+
+
 @pytest.mark.parametrize("args,msg", [
     (("--rate", "-3"), "--rate must be positive"),
     (("--prompt-tokens", "0"), "cannot read --prompt-tokens"),

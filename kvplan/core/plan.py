@@ -205,7 +205,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
         why = why or (f"TTFT p95 {t.ttft_p95_s:g} s is below the {pt.ttft_ms / 1000:.2f} s "
                       f"prefill of a mean prompt on {gpu.id} TP{args.tensor_parallel_size}")
     budget = (t.ttft_p95_s - pt.ttft_ms / 1000) if t.ttft_p95_s else 2 * service_s
-    queue_limit = max(1, int(budget * per_replica_rps))
+    queue_limit = max(1, int(min(budget * per_replica_rps, 1e9)))  # a 1e308 s SLO: no limit
     gpus_per_replica = args.tensor_parallel_size * args.pipeline_parallel_size
     price = gpu.price_per_hour
     cost = price * gpus_per_replica * replicas if price else None
