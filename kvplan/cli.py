@@ -328,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     debug = os.environ.get("KVPLAN_DEBUG") == "1"
     args = sys.argv[1:] if argv is None else list(argv)
     try:
+        # our apps render help without rich (rich_markup_mode=None), but typer 0.19 still
+        # escapes "[default: ...]" for rich whenever rich is importable: "\[default: 1]"
+        typer.core.HAS_RICH = False
         cmd = typer.main.get_command(_app_for(args))
         _finite_floats(cmd)
         rv = cmd.main(args=args, prog_name="kvplan", standalone_mode=False)

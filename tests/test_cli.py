@@ -490,3 +490,9 @@ def test_absurd_rates_are_refused_not_hung(capsys):
     code, _, err = run(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--workload",
                        "chat", "--requests", "1000001")
     assert code == 2 and "at most 1,000,000" in err
+
+
+def test_help_shows_defaults_without_markup_escapes(capsys):
+    """typer escapes '[default: 1]' for rich even when help is rendered without it."""
+    code, out, _ = run(capsys, "size", "--help")
+    assert code == 0 and "[default: 1]" in out and "\\[" not in out
