@@ -2,7 +2,7 @@
 
 A user entry with a field of the wrong type is refused naming file, entry and field, before
 anything reads it; the tests hold the built-in files to the same table. Unknown keys are
-allowed (they carry provenance); the config itself is checked by `core/arch.py
+allowed (they carry provenance); the config itself is checked by `core/config_types.py
 check_field_types` when it is sized. Plain Python, not pydantic: `kvplan models add` writes
 the default user catalog, which every run then loads, and importing pydantic would add about
 90 ms to each `kvplan size` (benchmarks/speed.py measures 110 ms in all).

@@ -23,9 +23,9 @@ from kvplan.core.arch import (
     AttnLayer,
     ModelArch,
     StateLayer,
-    check_field_types,
     normalize,
 )
+from kvplan.core.config_types import check_field_types
 from kvplan.core.dtypes import (
     canonical,
     dtype_bytes,
