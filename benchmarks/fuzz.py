@@ -3,8 +3,8 @@
 Every kind of input kvplan reads gets one value replaced by one of another type or an extreme
 one: a catalog model's config field (top level, text config or a nested object), a user
 catalog entry's field, a line of a /metrics scrape (tests/fixtures/metrics), a trace row, a
-`vllm serve` command line and a manifest (tests/fixtures/check) for `kvplan check`, and a
-model's files on the test suite's local Hub server. kvplan
+`vllm serve` command line, a manifest, a shell script or a Dockerfile (tests/fixtures/check)
+for `kvplan check`, and a model's files on the test suite's local Hub server. kvplan
 must answer each with a result, "does not fit" or one line of bad input; anything else is
 listed with its input. Seeds are fixed, so a run is repeatable; memory is capped at 4 GiB
 per process (a layer count of 1e12 once exhausted it).
@@ -195,6 +195,31 @@ def manifests(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
     return out
 
 
+def scripts(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
+    """Shell scripts and Dockerfiles (tests/fixtures/check) with characters inserted or cut:
+    quotes, expansions, separators, instruction words."""
+    fixtures = sorted((ROOT / "tests" / "fixtures" / "check").glob("Dockerfile*")) + sorted(
+        (ROOT / "tests" / "fixtures" / "check").glob("*.sh"))
+    junk = ['"', "'", "\\", "$(", "${", "}", "`", "&&", "|", ";", "\n", "#", "=", "$X",
+            "${VAR:-8}", "ENV", "CMD", "[", "]", '"]', "exec", "vllm", "serve", "-tp", "nan"]
+    out = []
+    for _ in range(rounds):
+        src = rng.choice(fixtures)
+        text = src.read_text()
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(text) + 1)
+            if rng.random() < .6:
+                text = text[:i] + rng.choice(junk) + text[i:]
+            else:
+                text = text[:i] + text[i + rng.randint(1, 12):]
+        f = tmp / src.name
+        f.write_text(text)
+        code, err = run(["check", str(f), "--gpu", "h100"])
+        if code == 3 or not isinstance(code, int):
+            out.append(f"check {src.name} (mutated): {err or code}")
+    return out
+
+
 def hub_files(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
     """A model's files served by the test suite's local Hub (tests/hubserver.py): the shard
     index, hf_quant_config.json and a safetensors header corrupted."""
@@ -266,6 +291,7 @@ def main_() -> int:
         for name, fn in (("config fields", configs), ("catalog entries", catalogs),
                          ("/metrics scrapes", scrapes), ("traces", traces),
                          ("check command lines", commands), ("check manifests", manifests),
+                         ("check scripts and Dockerfiles", scripts),
                          ("Hub files", hub_files)):
             found = fn(random.Random(a.seed), Path(d), a.rounds)
             total += len(found)
