@@ -203,6 +203,9 @@ def test_trace_input(tmp_path, capsys):
     ("prompt_tokens,output_tokens\ninf,5\n", "token counts must be finite numbers"),
     ("prompt_tokens,output_tokens,timestamp\n5,5,0\n6,6,inf\n",
      "row 2: arrival time must be a finite number, got 'inf'"),
+    # nanosecond timestamps read as seconds: an hour spans 3.6e12 "seconds"
+    ("prompt_tokens,output_tokens,timestamp\n5,5,1750000000000000000\n6,6,1750003600000000000\n",
+     "arrival times span 3.6e+12 s"),
 ])
 def test_bad_traces(tmp_path, capsys, content, msg):
     t = tmp_path / ("t.jsonl" if content.startswith("{") else "t.csv")

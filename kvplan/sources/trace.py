@@ -17,6 +17,7 @@ PROMPT_KEYS = ("prompt_tokens", "input_tokens", "prompt_len", "input_len", "num_
 OUTPUT_KEYS = ("output_tokens", "completion_tokens", "output_len", "num_output_tokens",
                "output_length", "generated_tokens", "osl", "max_tokens")
 TIME_KEYS = ("arrival_time", "timestamp", "time", "t", "start_time")
+MAX_SPAN_S = 1e8  # about 3 years: longer is a unit mistake (ns timestamps span 3.6e12 an hour)
 
 
 @dataclass(frozen=True)
@@ -89,4 +90,9 @@ def read_trace(path: str) -> Trace:
     if len(times) == len(prompts):
         t0 = min(times)
         arrivals = sorted(t - t0 for t in times)
+        if arrivals[-1] > MAX_SPAN_S:
+            raise BadInput(f"trace {path}: its arrival times span {arrivals[-1]:.3g} s (over "
+                           f"{MAX_SPAN_S / 3.15e7:.0f} years)",
+                           hint="arrival times are read as seconds; convert milliseconds or "
+                                "nanoseconds first")
     return Trace(prompts, outputs, arrivals)
