@@ -827,7 +827,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append(f"non-torch memory includes "
                      f"{M.const('non_torch_fi_allreduce_mib') / 1024:.2f} GiB per GPU for vLLM's "
                      "FlashInfer all-reduce workspace (TP > 1 on Hopper / Blackwell, "
-                     "0.17-0.29)")
+                     "0.17-0.29" + ("; measured on 0.18-0.20, absent on 0.30, unmeasured "
+                                    "between: this release may leave that much more KV cache)"
+                                    if version.at_least(0, 21) else ")"))
     if gpu.unified_memory and a.kv_cache_memory_bytes is None:
         # vLLM reads free memory as the host's available RAM on an integrated GPU
         # (`MemorySnapshot.measure`, `is_integrated_gpu`): host use moves the KV pool
