@@ -496,3 +496,13 @@ def test_help_shows_defaults_without_markup_escapes(capsys):
     """typer escapes '[default: 1]' for rich even when help is rendered without it."""
     code, out, _ = run(capsys, "size", "--help")
     assert code == 0 and "[default: 1]" in out and "\\[" not in out
+
+
+def test_compilation_config_capture_size_must_be_an_integer(capsys):
+    """A non-integer max_cudagraph_capture_size in -cc was an internal error (int('x'))."""
+    code, _, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "-cc",
+                       '{"max_cudagraph_capture_size": "x"}')
+    assert code == 2 and "max_cudagraph_capture_size must be an integer, got 'x'" in err
+    code, out, _ = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "--json", "-cc",
+                       '{"max_cudagraph_capture_size": "64"}')
+    assert code == 0 and json.loads(out)["cudagraph_graphs"] == 22

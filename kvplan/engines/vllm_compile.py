@@ -48,7 +48,11 @@ def parse_compilation_config(text: str, *, what: str = "--compilation-config") -
                            "integers")
         out["cudagraph_capture_sizes"] = tuple(sizes)
     if raw.get("max_cudagraph_capture_size") is not None:
-        out["max_cudagraph_capture_size"] = int(raw["max_cudagraph_capture_size"])
+        size = raw["max_cudagraph_capture_size"]
+        if isinstance(size, bool) or not (isinstance(size, int) or str(size).strip().isdigit()):
+            raise BadInput(f"{what}: max_cudagraph_capture_size must be an integer, got "
+                           f"{size!r}")
+        out["max_cudagraph_capture_size"] = int(size)
     return out
 
 
