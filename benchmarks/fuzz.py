@@ -37,14 +37,16 @@ VALUES = [0, -1, 1.5, "8", "", None, True, [], {}, [1], {"a": 1}, 10**12, 10**30
           "inf", 1e308, 5e-324]
 
 
-def run(argv: list[str]) -> tuple[int | str, str]:
+def crash(argv: list[str]) -> str | None:
+    """What kvplan said when `argv` was an internal error (exit 3) or raised; None when it
+    answered with a result, "does not fit" or bad input."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            code: int | str = main(argv)
+            code = main(argv)
         except BaseException as e:  # noqa: BLE001 - what we are looking for
-            code = repr(e)
-    return code, err.getvalue().strip()
+            return repr(e)
+    return (err.getvalue().strip() or "exit 3") if code == 3 else None
 
 
 MUTATIONS = 1  # values corrupted per config (--mutations)
@@ -66,10 +68,10 @@ def configs(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
             key = rng.choice(sorted(tgt))
             tgt[key] = copy.deepcopy(rng.choice(VALUES))
         (tmp / "config.json").write_text(json.dumps(cfg))
-        code, err = run(["size", str(tmp / "config.json"), "--gpu", rng.choice(
+        said = crash(["size", str(tmp / "config.json"), "--gpu", rng.choice(
             ["h100", "l4", "b200", "mi300x"]), "-tp", rng.choice(["1", "2", "8"])])
-        if code == 3 or not isinstance(code, int):
-            out.append(f"config {key}={tgt[key]!r}: {err or code}")
+        if said:
+            out.append(f"config {key}={tgt[key]!r}: {said}")
     return out
 
 
@@ -90,9 +92,9 @@ def catalogs(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
         e[key] = copy.deepcopy(rng.choice(VALUES))
         f = tmp / "catalog.yaml"
         f.write_text(yaml.safe_dump({"schema_version": 1, **doc}))
-        code, err = run([*argv, "--catalog", str(f)])
-        if code == 3 or not isinstance(code, int):
-            out.append(f"catalog {key}={e[key]!r}: {err or code}")
+        said = crash([*argv, "--catalog", str(f)])
+        if said:
+            out.append(f"catalog {key}={e[key]!r}: {said}")
     return out
 
 
@@ -113,9 +115,9 @@ def scrapes(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
             p = tmp / f"scrape{j}.prom"
             p.write_text("\n".join(lines))
             paths.append(str(p))
-        code, err = run(["diagnose", *paths])
-        if code == 3 or not isinstance(code, int):
-            out.append(f"diagnose {[Path(p).name for p in paths]}: {err or code}")
+        said = crash(["diagnose", *paths])
+        if said:
+            out.append(f"diagnose {[Path(p).name for p in paths]}: {said}")
     return out
 
 
@@ -130,9 +132,9 @@ def traces(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
         f = tmp / "trace.jsonl"
         f.write_text("\n".join(json.dumps(r) for r in rows))
         cmd = rng.choice(["recommend", "simulate", "throughput"])
-        code, err = run([cmd, "llama-3.1-8b", "--gpu", "h100", "--trace", str(f)])
-        if code == 3 or not isinstance(code, int):
-            out.append(f"{cmd} trace {key}={row[key]!r}: {err or code}")
+        said = crash([cmd, "llama-3.1-8b", "--gpu", "h100", "--trace", str(f)])
+        if said:
+            out.append(f"{cmd} trace {key}={row[key]!r}: {said}")
     return out
 
 
@@ -144,7 +146,8 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
              "--quantization", "--kv-cache-memory-bytes", "--cudagraph-capture-sizes",
              "--model", "--decode-context-parallel-size"]
     values = ["1", "0", "-1", "8", "3", "auto", "1e9", "nan", "inf", "32k", "{", "{}",
-              '{"cudagraph_mode": 5}', '{"video": []}', "[1]", "fp8", "bogus", "", "1.5",
+              '{"cudagraph_mode": 5}', '{"max_cudagraph_capture_size": "x"}', '{"video": []}',
+              "[1]", "fp8", "bogus", "", "1.5",
               "9" * 20, "'", "--"]
     model_ids = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
                  "deepseek-ai/DeepSeek-R1", "ibm-granite/granite-4.0-h-small", "nope/nope"]
@@ -154,10 +157,10 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
         for _ in range(rng.randint(0, 6)):
             toks += [rng.choice(flags), rng.choice(values)]
         cmd = " ".join(shlex.quote(t) for t in toks)
-        code, err = run(["check", "--cmd", cmd, "--gpu", rng.choice(["h100", "l4", "mi300x"]),
+        said = crash(["check", "--cmd", cmd, "--gpu", rng.choice(["h100", "l4", "mi300x"]),
                          "--vllm-version", rng.choice(["0.33", "0.28", "0.20", "0.11"])])
-        if code == 3 or not isinstance(code, int):
-            out.append(f"check {cmd}: {err or code}")
+        if said:
+            out.append(f"check {cmd}: {said}")
     return out
 
 
@@ -188,10 +191,10 @@ def manifests(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
         parent[key] = copy.deepcopy(rng.choice(VALUES))
         f = tmp / src.name
         f.write_text(yaml.safe_dump_all(docs))
-        code, err = run(["check", str(f)])
-        if code == 3 or not isinstance(code, int):
+        said = crash(["check", str(f)])
+        if said:
             out.append(f"check {src.name} {'.'.join(map(str, path))}={parent[key]!r}: "
-                       f"{err or code}")
+                       f"{said}")
     return out
 
 
@@ -214,9 +217,9 @@ def scripts(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
                 text = text[:i] + text[i + rng.randint(1, 12):]
         f = tmp / src.name
         f.write_text(text)
-        code, err = run(["check", str(f), "--gpu", "h100"])
-        if code == 3 or not isinstance(code, int):
-            out.append(f"check {src.name} (mutated): {err or code}")
+        said = crash(["check", str(f), "--gpu", "h100"])
+        if said:
+            out.append(f"check {src.name} (mutated): {said}")
     return out
 
 
@@ -270,9 +273,9 @@ def hub_files(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
             files["model.safetensors"] = struct.pack("<Q", len(raw)) + raw + b"\0" * 16384
             what = f"safetensors header {field}={value!r}"
         hub.repos[f"fuzz/m{n}"] = Repo(files=files)
-        code, err = run(["size", f"fuzz/m{n}", "--gpu", "h100"])
-        if code == 3 or not isinstance(code, int):
-            out.append(f"hub {what}: {err or code}")
+        said = crash(["size", f"fuzz/m{n}", "--gpu", "h100"])
+        if said:
+            out.append(f"hub {what}: {said}")
     hub.stop()
     return out
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.units import GiB, MiB
+from kvplan.units import GiB, MiB, cdiv
 
 # name -> (value, unit, source / fitted range). One place for every empirical constant.
 EMPIRICAL: dict[str, tuple[float, str, str]] = {
@@ -309,7 +309,7 @@ def dsv4_stack_bytes(sm_count: int, compute_capability: str) -> int:
     against the default ROUNDUP(1,024 + 512, 256), times threads per SM, times SMs: 1.74 GiB
     on a 132-SM H200."""
     def slot(stack: int) -> int:
-        return -(-(stack + 512) // 256) * 256
+        return cdiv(stack + 512, 256) * 256
 
     grow = slot(DSV4_C128_STACK_B) - slot(1024)
     return grow * threads_per_sm(compute_capability) * sm_count
@@ -319,7 +319,7 @@ def v2_sampler_state_bytes(max_num_seqs: int, vocab: int) -> int:
     """The V2 runner's sampler state (`PenaltiesState`: output_bin_counts [seqs, vocab] and
     prompt_bin_mask [seqs, vocab/32]; `StructuredOutputsWorker.grammar_bitmask` [seqs,
     vocab/32]; int32, on the last stage): 0.616 GiB at 1,024 x 151,936."""
-    return max_num_seqs * (vocab + 2 * -(-vocab // 32)) * 4
+    return max_num_seqs * (vocab + 2 * cdiv(vocab, 32)) * 4
 
 
 def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = False,

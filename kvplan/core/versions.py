@@ -37,9 +37,12 @@ BREAKABLE_033 = BREAKABLE_029 | {
 SUPPORTED_RANGE = ("0.6", "0.33")
 
 
+_RELEASE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")  # tolerates 0.11.0rc1, v0.8.5.post1
+
+
 def parse_version(text: str) -> tuple[int, int, int]:
     """'0.20.2' -> (0, 20, 2); '0.33' -> (0, 33, 0); tolerates '0.11.0rc1', 'v0.8.5.post1'."""
-    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", str(text).strip())
+    m = _RELEASE.match(str(text).strip())
     if not m:
         raise BadInput(f"cannot read vLLM version {text!r}", hint="use e.g. 0.33 or 0.20.2")
     v = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
@@ -52,7 +55,7 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 def beyond_latest(text: str | None) -> bool:
     """A release newer than the newest kvplan models ('0.34.0' while LATEST is 0.33)."""
-    m = re.match(r"^v?(\d+)\.(\d+)", str(text or "").strip())
+    m = _RELEASE.match(str(text or "").strip())
     return bool(m) and (int(m.group(1)), int(m.group(2))) > parse_version_bounds()[1]
 
 
