@@ -357,16 +357,34 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
         130 + 420) * 2**20
 
 
-def test_rocm_non_torch_before_020():
-    # MI300X starts of 0.9-0.18 hold 1.18 GiB more outside torch, 1.79 GiB more at TP8
+def test_rocm_non_torch():
+    # MI300X starts hold 1.18 GiB more outside torch (0.9-0.18 images; 0.23, 0.29, 0.31
+    # images: 1.0-1.4 GiB of consumed memory beyond weights and V2 sampler state), 1.79 GiB
+    # more at TP8
     mi = Gpu("mi300x", "AMD Instinct MI300X", 196592 << 20, "gfx942", vendor="amd",
              interconnect_gbps=896)
     one = run(LLAMA31_8B, gpu=mi, version="0.18", max_model_len=8192)
     assert one.budget.non_torch == (130 + 1180) * 2**20
     eight = run(LLAMA31_8B, gpu=mi, version="0.18", max_model_len=8192, tensor_parallel_size=8)
     assert eight.budget.non_torch == (130 + 1180 + 1790 + 420) * 2**20
-    assert run(LLAMA31_8B, gpu=mi, version="0.20", max_model_len=8192
-               ).budget.non_torch == 130 * 2**20
+    assert run(LLAMA31_8B, gpu=mi, version="0.31", max_model_len=8192
+               ).budget.non_torch == (130 + 1180) * 2**20
+
+
+def test_gemma4_31b_mi300x_v031_real_start():
+    # vllm/vllm-openai-rocm 0.31.1 dev image, virtualised MI300X (191.69 GiB), 32k context,
+    # 16,384 batched tokens: "Available KV cache memory: 101.84 GiB", "Actual usage is 61.22
+    # GiB for consumed memory (weights + non-torch)" with "Model loading took 58.99 GiB"
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    mi = replace(resolve_gpu("mi300x"), memory_bytes=round(191.69 * GiB))
+    r = size(resolve_model("google/gemma-4-31B-it"), mi,
+             EngineArgs(max_model_len=32768, max_num_batched_tokens=16384,
+                        gpu_memory_utilization=0.9), "0.31.1")
+    assert abs(r.budget.available_kv / GiB - 101.84) < 0.2  # +0.13
+    # consumed = weights + non-torch + the V2 penalty/grammar state (1,024 x 262,144 vocab)
+    consumed = r.budget.weights + r.budget.non_torch + r.sampler_state_bytes
+    assert abs(consumed / GiB - 61.22) < 0.1  # 61.16
 
 
 def test_flashinfer_allreduce_workspace_rule():

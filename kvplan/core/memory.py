@@ -82,15 +82,17 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "2.13-2.21 GiB at TP4 (5 logs), 1.58 GiB above the NVLink TP term on average, against "
         "0.24-0.25 GiB at TP1 and 0.54-0.55 GiB at TP2 with 0.11"),
     "non_torch_rocm_mib": (
-        1180.0, "MiB per GPU on ROCm, vLLM before 0.20",
+        1180.0, "MiB per GPU on ROCm",
         "what MI300X starts hold beyond the CUDA-fitted terms, weights taken as logged: "
         "+1.0 to +1.6 GiB (median 1.2) on 22 starts at TP1-TP4 of Llama-3.3-70B (BF16, FP8), "
         "Qwen3-235B and Qwen3-VL-30B with vLLM 0.11.2-0.18 (Red Hat AI Inference Server "
         "sweep, benchmarks/cases_sweep.yaml), +1.35 and +1.38 GiB on a 0.11.0 TP1 and a 0.9.2 "
-        "TP2 log. ROCm 0.2x logs (0.23, 0.28, 0.29/0.31 on a virtualised MI300X) do not "
-        "show it consistently, so it is not applied from 0.20"),
+        "TP2 log; 1.03-1.17 GiB of consumed memory beyond weights and the V2 sampler state "
+        "on 0.31 vllm-openai-rocm starts of Gemma 4 E2B, E4B and 31B (2.5 for the 26B-A4B "
+        "MoE, 1.4 for E2B at 0.29), +0.95 GiB on a 0.23 start. A 0.28 source build (torch "
+        "2.12.1+rocm7.2) held none"),
     "non_torch_rocm_tp8_mib": (
-        1790.0, "MiB per GPU more on ROCm at TP*PP >= 8, vLLM before 0.20",
+        1790.0, "MiB per GPU more on ROCm at TP*PP >= 8",
         "RCCL over 8 xGMI peers: TP8 MI300X starts of DeepSeek-R1 (0.11.2-0.18, 7 starts) "
         "and Qwen3-235B (0.11.2, 2) hold +2.8 to +3.0 GiB beyond the CUDA terms, 1.75 GiB "
         "more than TP1-TP4"),
@@ -328,7 +330,7 @@ def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = Fa
     custom all-reduce (IPC buffers) runs only over NVLink within a node and not with
     --disable-custom-all-reduce (`custom_all_reduce.py`: disabled when the group spans
     nodes or the GPUs are not fully connected). `fi_allreduce`: the FlashInfer all-reduce
-    workspace is built as well. `rocm`: the extra that MI300X starts of vLLM 0.9-0.18 show.
+    workspace is built as well. `rocm`: the extra that MI300X starts of vLLM's images show.
     `nvlink_tp8`: the extra of TP >= 8 over NVLink."""
     extra = 0.0
     if rocm:

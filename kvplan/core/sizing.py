@@ -819,9 +819,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         enforce_eager=a.enforce_eager or compile_mode not in (None, 3),
         profile_allreduce_bytes=mnbt * arch.hidden_size * dtype_bytes(model_dtype)
     ) and version.fi_allreduce_charged
-    rocm_nt = gpu.vendor == "amd" and not version.at_least(0, 20)
     nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce,
-                     fi_ar, rocm=rocm_nt, nvlink_tp8=gpu.vendor == "nvidia"
+                     fi_ar, rocm=gpu.vendor == "amd", nvlink_tp8=gpu.vendor == "nvidia"
                      and gpu.interconnect_gbps > 0 and tp >= 8)
     if fi_ar:
         notes.append(f"non-torch memory includes "
@@ -841,13 +840,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("vLLM 0.27-0.30 count an activation segment left split after the profile "
                      "run as used memory (fixed in 0.31): public starts lost up to 1.6 GiB of "
                      "KV cache per GPU to it, mostly at TP1; not in this estimate")
-    if rocm_nt:
-        notes.append("ROCm: non-torch memory includes the extra MI300X starts of vLLM "
-                     "0.9-0.18 show (1.15 GiB, 2.9 GiB at TP8; docs/methodology.md)")
-    elif gpu.vendor == "amd" and a.kv_cache_memory_bytes is None:
-        notes.append("ROCm: HIP graphs are counted at 6.8x the CUDA estimate, but non-torch "
-                     "memory on public MI300X logs of vLLM 0.2x ranges from 0.1 to 3.6 GiB "
-                     "(docs/accuracy.md); --kv-cache-memory-bytes from a real start fixes it")
+    if gpu.vendor == "amd" and a.kv_cache_memory_bytes is None:
+        rocm = M.const("non_torch_rocm_mib") + (
+            M.const("non_torch_rocm_tp8_mib") if tp * pp >= 8 else 0)
+        notes.append(f"ROCm: non-torch memory includes the {rocm / 1024:.2f} GiB per GPU that "
+                     "MI300X starts of vLLM's images hold beyond the CUDA terms; a 0.28 "
+                     "source build held none (docs/methodology.md), and "
+                     "--kv-cache-memory-bytes from a real start fixes it")
     if gpu.vendor == "amd" and tp >= 8:
         notes.append("ROCm TP8: vLLM gives every rank the smallest rank's block count, and "
                      "public MI300X TP8 starts had a rank about 0.42 GiB below the one they "
