@@ -38,13 +38,14 @@ CASE_FILES = ("cases.yaml", "cases_sweep.yaml")
 
 # How the free-text GPU field of a case maps onto a catalog id (first match wins).
 GPU_PATTERNS = [
+    (r"GH200", "gh200"),  # before H200, which its name contains
     (r"H100.*(NVL)", "h100-nvl"), (r"H100.*PCIe", "h100-pcie"), (r"H100", "h100-sxm"),
     (r"H200", "h200-sxm"), (r"B300", "b300"), (r"H20\b", "h20"), (r"GB10|DGX Spark", "gb10"),
     (r"A100.*40", "a100-sxm4-40gb"), (r"A100", "a100-sxm4-80gb"),
     (r"L40S", "l40s"), (r"\bL4\b", "l4"), (r"A10G", "a10g"),
     (r"RTX 3090", "rtx-3090"), (r"RTX 4070 Laptop", "rtx-4070-laptop"), (r"RTX 4080", "rtx-4080"),
     (r"RTX 4090", "rtx-4090"),
-    (r"RTX 5090", "rtx-5090"),
+    (r"RTX 5090", "rtx-5090"), (r"RTX 5060 Ti", "rtx-5060-ti-16gb"),
     (r"RTX PRO 6000", "rtx-pro-6000"), (r"RTX A6000", "rtx-a6000"), (r"T4", "t4"),
     (r"MI300X", "mi300x"),
     (r"B200", "b200"),
@@ -126,6 +127,8 @@ def args_of(case: dict, version: str) -> EngineArgs:
         a.limit_mm_per_prompt = {str(k): int(v) for k, v in
                                  ast.literal_eval(m.group(1)).items()}
     a.disable_custom_all_reduce = bool(case.get("custom_all_reduce_disabled"))
+    if case.get("entrypoint") == "llm":  # the offline LLM class: its own batch defaults
+        a.usage = "llm"
     return a
 
 
@@ -152,7 +155,8 @@ def evaluate(case: dict) -> dict:
     avail = obs.get("available_kv_cache_gib")
     version = row["version"]
     # A. KV given
-    if avail and (obs.get("kv_cache_tokens") or conc or obs.get("gpu_blocks")) and not skip:
+    if avail and (obs.get("kv_cache_tokens") or conc or obs.get("gpu_blocks")
+                  or obs.get("estimated_max_model_len")) and not skip:
         a = args_of(case, version)
         a.kv_cache_memory_bytes = round(avail * GiB)
         gpu = resolve_gpu(gid) if gid else resolve_gpu(None, f"{80}GiB")
@@ -164,6 +168,10 @@ def evaluate(case: dict) -> dict:
                 row["A_conc_err"] = pct(r.max_concurrency, conc["value"])
             if obs.get("gpu_blocks"):
                 row["A_blocks_err"] = pct(r.num_gpu_blocks, obs["gpu_blocks"])
+            if obs.get("estimated_max_model_len") and r.largest_max_model_len:
+                # a refused start: "the estimated maximum model length is N"
+                row["A_maxlen_err"] = pct(r.largest_max_model_len,
+                                          obs["estimated_max_model_len"])
         except KvplanError as e:
             row["A_error"] = e.message
     # B. end to end
@@ -201,12 +209,13 @@ def main() -> int:
     cases = [(name, c) for name in CASE_FILES
              for c in yaml.safe_load((ROOT / "benchmarks" / name).read_text())]
     rows = [{**evaluate(c), "file": name} for name, c in cases]
-    lines = ["| case | vLLM | A tokens | A concurrency | A blocks | B avail (GiB) | "
-             "B tokens | C weights | note |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| case | vLLM | A tokens | A concurrency | A blocks | A max len | B avail (GiB) | "
+             "B tokens | C weights | note |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             r["id"], r["version"], fmt(r.get("A_tokens_err")), fmt(r.get("A_conc_err")),
-            fmt(r.get("A_blocks_err")), fmt(r.get("B_avail_gib_err"), ""),
+            fmt(r.get("A_blocks_err")), fmt(r.get("A_maxlen_err")),
+            fmt(r.get("B_avail_gib_err"), ""),
             fmt(r.get("B_tokens_err")),
             fmt(r.get("C_weights_err")) or (fmt(r.get("C_weights_est_err")) + " (est.)"
                                             if "C_weights_est_err" in r else ""),
@@ -219,6 +228,8 @@ def main() -> int:
     for k, label, target in (("A_tokens_err", "A: KV tokens, KV given", "<= 0.5 %"),
                              ("A_conc_err", "A: max concurrency, KV given", "<= 0.5 %"),
                              ("A_blocks_err", "A: blocks, KV given", "<= 0.5 %"),
+                             ("A_maxlen_err", "A: largest max_model_len of a refused start, "
+                              "KV given", "<= 0.5 %"),
                              ("B_avail_gib_err", "B: available KV (GiB)", "<= 0.75 GiB each"),
                              ("B_tokens_err", "B: KV tokens end to end", "median <= 3 %"),
                              ("C_weights_err", "C: weights vs Model loading took, exact "

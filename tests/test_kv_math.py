@@ -468,6 +468,25 @@ def test_deepseek_v4_flash_packed_groups_and_concurrency():
     assert r.fixed_blocks_per_request == 2 * 259 + 4099 + 2065 == 6682
 
 
+def test_deepseek_v4_flash_refused_start_of_022_offline_llm():
+    # vllm-project/vllm#44376: LLM(DeepSeek-V4-Flash, TP2 + EP, fp8 KV, block 256, 30,000
+    # tokens) on two GH200s: "(6.66 GiB KV cache is needed, which is larger than the available
+    # KV cache memory (5.44 GiB) ... the estimated maximum model length is 13528"
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    def start(usage):
+        return size(resolve_model("deepseek-ai/DeepSeek-V4-Flash"), resolve_gpu("gh200"),
+                    EngineArgs(tensor_parallel_size=2, enable_expert_parallel=True,
+                               kv_cache_dtype="fp8", block_size=256, max_model_len=30000,
+                               gpu_memory_utilization=0.95, usage=usage,
+                               kv_cache_memory_bytes=round(5.44 * GiB)), "0.22")
+
+    r = start("llm")  # the LLM class doubles the token budget: 16,384 in-flight tokens
+    assert not r.fits and "needs 6.66 GiB" in r.failure
+    assert abs(r.largest_max_model_len - 13528) <= 10  # 13,524: 5.44 is rounded to 10 MiB
+    assert start("serve").fits  # 8,192 in flight: one request needs 3.39 GiB
+
+
 def test_deepseek_v4_pro_tuple_layout_of_0202_real_start():
     # vLLM 0.20.2, DeepSeek-V4-Pro TP8 on H200, fp8, --max-model-len 8192 (Red Hat sweep
     # record f645b14b): "Available KV cache memory: 13.85 GiB", "GPU KV cache size: 27,042
