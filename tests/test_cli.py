@@ -51,7 +51,10 @@ def test_gpu_names_resolve(capsys, name):
                                       ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"),
                                       ("NVIDIA GeForce RTX 3090", "rtx-3090"),
                                       ("NVIDIA L40S", "l40s"), ("a100-80gb", "a100-sxm4-80gb"),
-                                      ("rtx4090", "rtx-4090")])
+                                      ("rtx4090", "rtx-4090"),
+                                      ("NVIDIA GeForce RTX 5060 Ti", "rtx-5060-ti-16gb"),
+                                      ("AMD Instinct MI300X VF", "mi300x-vf"),
+                                      ("AMD Instinct MI300X", "mi300x")])
 def test_nvidia_smi_and_gfd_names(capsys, name, gid):
     code, out, err = run(capsys, "size", "qwen2.5-1.5b-instruct", "--gpu", name, "--json",
                          "--max-model-len", "4096")
