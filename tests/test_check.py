@@ -422,6 +422,18 @@ def test_tensor_parallel_valid_and_gpu_count(capsys):
     assert one(dep, "tensor-parallel-valid")["status"] == "pass"
 
 
+def test_amd_gpu_operator_labels(capsys):
+    # amd.com/gpu.product-name (nodeSelector) and beta.amd.com/gpu.product-name (affinity),
+    # as the AMD GPU operator's labeller writes them; amd.com/gpu counts the GPUs
+    code, rep = check_json(capsys, FIX / "deployment-rocm.yaml")
+    bare, vf = rep["deployments"]
+    assert code == 0 and (bare["gpu"], vf["gpu"]) == ("mi300x", "mi300x-vf")
+    assert one(bare, "gpu-count-matches")["status"] == "pass"
+    # the virtual function reports 0.29 GiB less: 0.92 x that less KV cache
+    assert one(bare, "weights-fit")["message"].endswith("153.78 GiB left for the KV cache")
+    assert one(vf, "weights-fit")["message"].endswith("153.51 GiB left for the KV cache")
+
+
 # --- inputs ----------------------------------------------------------------------------------
 
 def test_shell_script_with_k8s_variables(capsys):

@@ -18,7 +18,8 @@ from kvplan.check.command import EnvVar, find_engine, set_version
 from kvplan.check.yamlsrc import Doc, Obj, int_at, text_of
 
 GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
-              "karpenter.k8s.aws/instance-gpu-name")
+              "karpenter.k8s.aws/instance-gpu-name", "amd.com/gpu.product-name",
+              "beta.amd.com/gpu.product-name")
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 POD_PATHS = {
     "Pod": ("spec",),
