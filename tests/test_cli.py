@@ -54,7 +54,15 @@ def test_gpu_names_resolve(capsys, name):
                                       ("rtx4090", "rtx-4090"),
                                       ("NVIDIA GeForce RTX 5060 Ti", "rtx-5060-ti-16gb"),
                                       ("AMD Instinct MI300X VF", "mi300x-vf"),
-                                      ("AMD Instinct MI300X", "mi300x")])
+                                      ("AMD Instinct MI300X", "mi300x"),
+                                      # GKE's cloud.google.com/gke-accelerator values
+                                      ("nvidia-tesla-t4", "t4"),
+                                      ("nvidia-tesla-a100", "a100-sxm4-40gb"),
+                                      ("nvidia-a100-80gb", "a100-sxm4-80gb"),
+                                      ("nvidia-h100-80gb", "h100-sxm"),
+                                      ("nvidia-h100-mega-80gb", "h100-sxm"),
+                                      ("nvidia-h200-141gb", "h200-sxm"), ("nvidia-b200", "b200"),
+                                      ("nvidia-rtx-pro-6000", "rtx-pro-6000")])
 def test_nvidia_smi_and_gfd_names(capsys, name, gid):
     code, out, err = run(capsys, "size", "qwen2.5-1.5b-instruct", "--gpu", name, "--json",
                          "--max-model-len", "4096")
