@@ -21,11 +21,6 @@ ALLOW_LONG = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
 SIZED = ("tensor-parallel-valid", "weights-fit", "late-allocations-fit", "max-model-len-fits",
          "max-num-seqs-safe", "replicas-cover-rate")
 # GKE accelerator labels that differ from kvplan's catalog names
-GKE = {"nvidia-tesla-a100": "a100-sxm4-40gb", "nvidia-a100-80gb": "a100-sxm4-80gb",
-       "nvidia-h100-mega-80gb": "h100-sxm", "nvidia-h200-141gb": "h200-sxm",
-       "nvidia-tesla-v100": "v100-sxm2-16gb"}
-
-
 def _path_like(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~")) or "{{" in name or "$" in name
 
@@ -50,15 +45,8 @@ def _skip_sized(out: Any, why: str) -> None:
 def _resolve_gpu(t: Any, catalogs: list[str] | None) -> Any:
     from kvplan.sources.resolve import resolve_gpu
 
-    def one(name: str) -> Any:
-        key = name.strip()
-        low = key.lower()
-        try:
-            return resolve_gpu(GKE.get(low, key), None, catalogs)
-        except BadInput:
-            if low.startswith("nvidia-"):
-                return resolve_gpu(low[len("nvidia-"):].removeprefix("tesla-"), None, catalogs)
-            raise
+    def one(name: str) -> Any:  # node-label values are catalog aliases (gpus.yaml)
+        return resolve_gpu(name.strip(), None, catalogs)
 
     if t.gpu:
         return one(t.gpu)
