@@ -22,6 +22,10 @@ def register(app: typer.Typer) -> None:
                                           "'vllm serve MODEL --max-model-len 32768'."),
         gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU type where a file "
                                           "does not say (nodeSelector, kvplan.io/gpu)."),
+        gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="The GPU's total "
+                                                 "memory where a file does not say "
+                                                 "(kvplan.io/gpu-memory), e.g. a MIG slice's "
+                                                 "19.5GiB."),
         vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="Target vLLM "
                                                    "release where the image tag does not say "
                                                    "(default 0.33)."),
@@ -53,7 +57,8 @@ def register(app: typer.Typer) -> None:
                            + ", ".join(PRESETS))
         if rate is not None and rate <= 0:
             raise BadInput("--rate must be positive")
-        defaults = Defaults(gpu=gpu, vllm_version=vllm_version, workload=workload, rate=rate)
+        defaults = Defaults(gpu=gpu, gpu_memory=gpu_memory, vllm_version=vllm_version,
+                            workload=workload, rate=rate)
         try:
             rep = check(list(files or []), cmd, defaults, catalog, strict, allow_empty)
         except InputError as e:

@@ -434,6 +434,25 @@ def test_amd_gpu_operator_labels(capsys):
     assert one(vf, "weights-fit")["message"].endswith("153.51 GiB left for the KV cache")
 
 
+def test_mig_slice_sized_with_its_memory(capsys, tmp_path):
+    # GFD's mixed-strategy label names the slice; kvplan.io/gpu-memory gives its memory and
+    # nvidia.com/mig-3g.20gb counts as the GPU
+    src = FIX / "deployment-mig.yaml"
+    code, rep = check_json(capsys, src)
+    dep = rep["deployments"][0]
+    assert code == 0 and dep["gpu"] == "a100-sxm4-40gb (19.5GiB)"
+    assert one(dep, "gpu-count-matches")["status"] == "pass"
+    # without the memory: one clear failure naming the slice and the way out
+    bare = tmp_path / "mig.yaml"
+    bare.write_text(src.read_text().replace("    kvplan.io/gpu-memory: 19.5GiB\n", ""))
+    code, rep = check_json(capsys, bare)
+    f = one(rep["deployments"][0], "sizing-inputs")
+    assert code == 1 and f["status"] == "fail" and "MIG slice (3g.20gb)" in f["message"]
+    assert "kvplan.io/gpu-memory" in f["fix"]
+    code, rep = check_json(capsys, bare, "--gpu-memory", "19.5GiB")
+    assert code == 0 and rep["deployments"][0]["gpu"] == "a100-sxm4-40gb (19.5GiB)"
+
+
 # --- inputs ----------------------------------------------------------------------------------
 
 def test_shell_script_with_k8s_variables(capsys):

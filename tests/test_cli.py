@@ -70,6 +70,17 @@ def test_nvidia_smi_and_gfd_names(capsys, name, gid):
     assert json.loads(out)["gpu"] == gid
 
 
+def test_mig_slice_needs_its_memory(capsys):
+    code, _, err = run(capsys, "size", "qwen3-4b", "--gpu", "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb")
+    assert code == 2 and "is a MIG slice (3g.20gb)" in err and "a100-sxm4-40gb" in err
+    assert "Traceback" not in err
+    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
+                       "--gpu-memory", "19.5GiB", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["gpu_memory_bytes"] == round(19.5 * 2**30)
+    assert d["gpu"].startswith("a100-sxm4-40gb")
+
+
 def test_unified_memory_gpu_says_the_pool_moves_with_host_use(capsys):
     # GB10: vLLM measures free memory from the host's available RAM (integrated GPU)
     code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "dgx-spark", "--json")

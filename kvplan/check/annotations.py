@@ -19,7 +19,7 @@ WORKLOAD_KEYS = {"workload": "preset", "prompt-tokens": "prompt_tokens",
                  "prefix-hit": "prefix_hit"}
 SLO_KEYS = {"ttft": "ttft", "tpot": "tpot", "preempt-risk": "preempt_risk", "policy": "policy",
             "target-utilization": "target_utilization", "n-plus-one": "n_plus_one"}
-OTHER_KEYS = ("gpu", "model", "vllm-version", "ignore")
+OTHER_KEYS = ("gpu", "gpu-memory", "model", "vllm-version", "ignore")
 KEYS = tuple(WORKLOAD_KEYS) + tuple(SLO_KEYS) + OTHER_KEYS
 
 
@@ -29,6 +29,7 @@ class Annotated:
 
     declared: Declared = field(default_factory=Declared)
     gpu: str | None = None
+    gpu_memory: str | None = None
     model: str | None = None
     vllm_version: str | None = None
     ignore: set[str] = field(default_factory=set)
@@ -39,6 +40,8 @@ class Annotated:
         t.declared, t.ignore = self.declared, set(self.ignore)
         if self.gpu:
             t.gpu, t.gpu_loc = self.gpu, self.locs["gpu"]
+        if self.gpu_memory:
+            t.gpu_memory = self.gpu_memory
         if self.model:
             t.model, t.model_loc = self.model, self.locs["model"]
         if self.vllm_version:
@@ -61,6 +64,8 @@ def read(values: dict[str, tuple[str, Loc]], where: Loc) -> Annotated:
             slo[SLO_KEYS[short]] = val
         elif short == "gpu":
             a.gpu = val
+        elif short == "gpu-memory":
+            a.gpu_memory = val
         elif short == "model":
             a.model = val
         elif short == "vllm-version":

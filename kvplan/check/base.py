@@ -90,6 +90,7 @@ class Target:
     command: Any  # command.EngineCommand
     gpu: str | None = None
     gpu_loc: Loc | None = None
+    gpu_memory: str | None = None  # a GPU's total memory (a MIG slice, a custom board)
     gpu_choices: list[str] = field(default_factory=list)  # several allowed node types
     gpu_count: int | None = None  # GPUs per replica (all pods of a group)
     gpu_count_loc: Loc | None = None

@@ -21,6 +21,7 @@ class Defaults:
     """Command-line values for what a file does not say."""
 
     gpu: str | None = None
+    gpu_memory: str | None = None
     vllm_version: str | None = None
     workload: str | None = None
     rate: float | None = None
@@ -103,6 +104,8 @@ def _cmd_target(cmd: str) -> Target:
 def _apply_defaults(t: Target, d: Defaults) -> None:
     if not t.gpu and not t.gpu_choices and d.gpu:
         t.gpu, t.gpu_loc = d.gpu, None
+    if not t.gpu_memory and d.gpu_memory:
+        t.gpu_memory = d.gpu_memory
     if not t.vllm_version and d.vllm_version:
         t.vllm_version, t.version_source = d.vllm_version, "--vllm-version"
     if t.declared.workload is None and (d.workload or d.rate):

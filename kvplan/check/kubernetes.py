@@ -21,6 +21,7 @@ GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
               "karpenter.k8s.aws/instance-gpu-name", "amd.com/gpu.product-name",
               "beta.amd.com/gpu.product-name")
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+MIG_RESOURCE = "nvidia.com/mig-"  # the device plugin's mixed strategy: nvidia.com/mig-3g.20gb
 POD_PATHS = {
     "Pod": ("spec",),
     "Deployment": ("spec", "template", "spec"),
@@ -127,7 +128,10 @@ def _mounts(pod: Obj | None, c: Obj, claims: tuple[str, ...] = ()) -> list[Mount
 
 def _gpu_count(c: Obj) -> tuple[int | None, Loc | None]:
     for section in ("limits", "requests"):
-        for key in GPU_RESOURCES:
+        res = c.get("resources", section)
+        mig = [k for k in res if isinstance(k, str) and k.startswith(MIG_RESOURCE)] \
+            if isinstance(res, dict) else []
+        for key in (*GPU_RESOURCES, *mig):
             if c.get("resources", section, key) is not None:
                 n = int_at(c, "resources", section, key, what=key)
                 return n, c.loc("resources", section, key)

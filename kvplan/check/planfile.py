@@ -99,6 +99,8 @@ class DeploymentSpec(_Strict):
     env: dict[str, Scalar] = Field(default_factory=dict, description="Environment, e.g. "
                                    "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
     gpu: str | None = Field(None, description="GPU id, alias, nvidia-smi name or GFD label")
+    gpu_memory: str | None = Field(None, description="The GPU's total memory, e.g. 19.5GiB "
+                                   "(a MIG slice, or a GPU not in the catalog)")
     gpus: int | None = Field(None, ge=1, description="GPUs per replica (checked against "
                              "tensor x pipeline x data parallel size)")
     replicas: int = Field(1, ge=1)
@@ -219,6 +221,7 @@ def plan_targets(doc) -> list:
                              f"runs {eng.engine}", file=where.file, line=where.line)
         t = Target(name=f"plan/{d.name}", kind="plan deployment", loc=doc.loc(*base, "name"),
                    command=eng, gpu=d.gpu, gpu_loc=doc.loc(*base, "gpu") if d.gpu else None,
+                   gpu_memory=d.gpu_memory,
                    gpu_count=d.gpus, gpu_count_loc=doc.loc(*base, "gpus") if d.gpus else None,
                    replicas=d.replicas, replicas_loc=doc.key_loc(*base, "replicas"),
                    replicas_source="replicas", model=d.model,

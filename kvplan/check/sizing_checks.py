@@ -45,10 +45,10 @@ def _skip_sized(out: Any, why: str) -> None:
 def _resolve_gpu(t: Any, catalogs: list[str] | None) -> Any:
     from kvplan.sources.resolve import resolve_gpu
 
-    def one(name: str) -> Any:  # node-label values are catalog aliases (gpus.yaml)
-        return resolve_gpu(name.strip(), None, catalogs)
+    def one(name: str | None) -> Any:  # node-label values are catalog aliases (gpus.yaml)
+        return resolve_gpu(name.strip() if name else None, t.gpu_memory, catalogs)
 
-    if t.gpu:
+    if t.gpu or not t.gpu_choices:
         return one(t.gpu)
     gpus = [one(n) for n in t.gpu_choices]
     return min(gpus, key=lambda g: g.memory_bytes)
@@ -76,12 +76,12 @@ def _inputs(out: Any, p: Parsed, catalogs: list[str] | None) -> tuple[Any, Any] 
                                           "InferenceServices that use it)" if t.template
                                           else "the model is not known"))
         return None
-    if not t.gpu and not t.gpu_choices:
+    if not t.gpu and not t.gpu_choices and not t.gpu_memory:
         status = SKIP if t.template else FAIL
         out.add("sizing-inputs", status, "cannot size: no GPU type", t.loc,
                 fix=None if t.template else
                 "add nodeSelector nvidia.com/gpu.product (e.g. NVIDIA-H100-80GB-HBM3), the "
-                "annotation kvplan.io/gpu, or pass --gpu")
+                "annotation kvplan.io/gpu, or pass --gpu (or --gpu-memory)")
         _skip_sized(out, "not sized: no GPU type")
         return None
     try:

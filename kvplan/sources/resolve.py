@@ -6,6 +6,7 @@ files first) -> the local Hugging Face cache -> the Hub (`kvplan/sources/hub.py`
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kvplan import catalog
@@ -13,6 +14,8 @@ from kvplan.core.sizing import Gpu, Model
 from kvplan.errors import BadInput
 from kvplan.sources.local import load_local
 from kvplan.units import parse_bytes
+
+_MIG = re.compile(r"[\s_-]MIG[\s_-]+(\d+g\.\d+gb(?:\+me)?)\s*$", re.I)
 
 
 def _unknown(kind: str, name: str, cat: catalog.Catalog, listing: str) -> BadInput:
@@ -85,6 +88,17 @@ def resolve_gpu(name: str | None, memory: str | None = None,
     if name:
         cat = catalog.load("gpus", catalogs)
         hit = cat.get(name)
+        mig = None if hit else _MIG.search(name)
+        if mig and not memory:  # GFD's "<GPU>-MIG-3g.20gb", nvidia-smi's "MIG 3g.20gb"
+            base = cat.get(name[:mig.start()].strip(" -_"))
+            raise BadInput(
+                f"GPU {name!r} is a MIG slice ({mig.group(1)}); kvplan has no table of MIG "
+                "slice memory", hint="give the slice's total memory as nvidia-smi or vLLM's "
+                "'Free memory on device (free/TOTAL GiB)' prints it: --gpu-memory SIZE (in "
+                "check's files the annotation kvplan.io/gpu-memory)" + (
+                    f" (the GPU is {base[0]})" if base else ""))
+        if mig:
+            hit = cat.get(name[:mig.start()].strip(" -_"))
         if not hit:
             raise _unknown("GPU", name, cat, "gpus")
         gpu = gpu_from_entry(*hit)
