@@ -857,8 +857,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
         sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size)
     stack = 0  # DeepSeek-V4's C128 compressor: stack growth, in non-torch and the graph probe
-    if (graphs and gpu.vendor == "nvidia" and version.dsv4_stack_counted_twice
-            and any(getattr(x, "compress_ratio", 0) == 128 for x in arch.layers)):
+    c128 = graphs and gpu.vendor == "nvidia" and any(
+        getattr(x, "compress_ratio", 0) == 128 for x in arch.layers)
+    if c128 and version.dsv4_stack_unmeasured and a.kv_cache_memory_bytes is None:
+        notes.append("DeepSeek-V4 on vLLM 0.22-0.32: the C128 compressor kernel first runs in "
+                     "the CUDA-graph probe, which this release counts in non-torch memory and "
+                     "in the graph estimate; 0.20-0.21's kernel grew the CUDA stack by 1.74 GiB "
+                     "on an H200 there (up to 3.5 GiB less KV cache), this release's CuTeDSL "
+                     "kernel is unmeasured and not in this estimate")
+    if c128 and version.dsv4_stack_counted_twice:
         stack = M.dsv4_stack_bytes(gpu.sm_count, gpu.compute_capability)
         nt += stack
         notes.append(f"DeepSeek-V4's C128 compressor kernel grows the CUDA stack by "

@@ -226,8 +226,16 @@ class VllmVersion:
         warm-up (the profile forward returns early without metadata), so the stack growth it
         causes lands in the first FULL capture's sample and again in the non-torch increase,
         measured after the probe (0.20.2 `gpu_worker.determine_available_memory`). Read in
-        0.20.2 only."""
-        return self.at_least(0, 20) and not self.at_least(0, 21)
+        0.20.2 and 0.21.0 (the same Triton kernel, `deepseek_compressor.py`). From 0.22.1
+        NVIDIA runs a CuTeDSL kernel through the same two counts (`dsv4_stack_unmeasured`)."""
+        return self.at_least(0, 20) and not self.at_least(0, 22)
+
+    @property
+    def dsv4_stack_unmeasured(self) -> bool:
+        """0.22-0.32 count a first compressor launch inside the graph probe twice as 0.20-0.21
+        do (read in 0.22.1-0.26.0), but launch a CuTeDSL kernel whose stack need is unknown;
+        0.33 probes the graphs after `memory_profiling` has measured, so once."""
+        return self.at_least(0, 22) and not self.at_least(0, 33)
 
     @property
     def kv_sharing_layers_keep_kv(self) -> bool:
