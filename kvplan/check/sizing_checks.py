@@ -20,7 +20,8 @@ ALLOW_LONG = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
               "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"}
 SIZED = ("tensor-parallel-valid", "weights-fit", "late-allocations-fit", "max-model-len-fits",
          "max-num-seqs-safe", "replicas-cover-rate")
-# GKE accelerator labels that differ from kvplan's catalog names
+
+
 def _path_like(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~")) or "{{" in name or "$" in name
 

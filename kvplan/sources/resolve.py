@@ -89,16 +89,15 @@ def resolve_gpu(name: str | None, memory: str | None = None,
         cat = catalog.load("gpus", catalogs)
         hit = cat.get(name)
         mig = None if hit else _MIG.search(name)
-        if mig and not memory:  # GFD's "<GPU>-MIG-3g.20gb", nvidia-smi's "MIG 3g.20gb"
-            base = cat.get(name[:mig.start()].strip(" -_"))
-            raise BadInput(
-                f"GPU {name!r} is a MIG slice ({mig.group(1)}); kvplan has no table of MIG "
-                "slice memory", hint="give the slice's total memory as nvidia-smi or vLLM's "
-                "'Free memory on device (free/TOTAL GiB)' prints it: --gpu-memory SIZE (in "
-                "check's files the annotation kvplan.io/gpu-memory)" + (
-                    f" (the GPU is {base[0]})" if base else ""))
-        if mig:
+        if mig:  # GFD's "<GPU>-MIG-3g.20gb", nvidia-smi's "<GPU> MIG 3g.20gb": the GPU's entry
             hit = cat.get(name[:mig.start()].strip(" -_"))
+            if not memory:
+                raise BadInput(
+                    f"GPU {name!r} is a MIG slice ({mig.group(1)}); kvplan has no table of MIG "
+                    "slice memory", hint="give the slice's total memory as nvidia-smi or "
+                    "vLLM's 'Free memory on device (free/TOTAL GiB)' prints it: --gpu-memory "
+                    "SIZE (in check's files the annotation kvplan.io/gpu-memory)" + (
+                        f" (the GPU is {hit[0]})" if hit else ""))
         if not hit:
             raise _unknown("GPU", name, cat, "gpus")
         gpu = gpu_from_entry(*hit)
