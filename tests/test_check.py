@@ -451,6 +451,14 @@ def test_mig_slice_sized_with_its_memory(capsys, tmp_path):
     assert "kvplan.io/gpu-memory" in f["fix"]
     code, rep = check_json(capsys, bare, "--gpu-memory", "19.5GiB")
     assert code == 0 and rep["deployments"][0]["gpu"] == "a100-sxm4-40gb (19.5GiB)"
+    # a value that is not a size: bad input at the annotation's line, or the flag's
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(src.read_text().replace("gpu-memory: 19.5GiB", "gpu-memory: lots"))
+    code, _, err = run(capsys, "check", bad)
+    assert code == 2 and f"{bad}:8: cannot read kvplan.io/gpu-memory 'lots'" in err
+    for value in ("lots", "0", "-5GiB"):
+        code, _, err = run(capsys, "check", bare, "--gpu-memory", value)
+        assert code == 2 and "--gpu-memory" in err and "Traceback" not in err
 
 
 # --- inputs ----------------------------------------------------------------------------------
@@ -561,6 +569,11 @@ def test_plan_file_errors_name_the_line(capsys, tmp_path):
     f.write_text((FIX / "plan.yaml").read_text().replace("preset: chat", "preset: chatty"))
     code, _, err = run(capsys, "check", f)
     assert code == 2 and "unknown workload 'chatty'; did you mean chat?" in err
+    f.write_text((FIX / "plan.yaml").read_text().replace("replicas: 3",
+                                                          "replicas: 3\n    gpu_memory: lots"))
+    code, _, err = run(capsys, "check", f)
+    assert code == 2 and f"{f}:10: deployments.0.gpu_memory: Value error, cannot read " \
+        "gpu_memory 'lots'" in err
 
 
 def test_schema(capsys):

@@ -114,6 +114,21 @@ class DeploymentSpec(_Strict):
     def _workload_name(cls, v: object) -> object:
         return {"preset": v} if isinstance(v, str) else v
 
+    @field_validator("gpu_memory")
+    @classmethod
+    def _gpu_memory(cls, v: str | None) -> str | None:
+        if v is not None:
+            from kvplan.errors import BadInput
+            from kvplan.units import parse_bytes
+
+            try:
+                ok = parse_bytes(v, what="gpu_memory") > 0
+            except BadInput as e:
+                raise ValueError(f"{e.message}: {e.hint}") from None
+            if not ok:
+                raise ValueError("must be positive")
+        return v
+
     @field_validator("ignore")
     @classmethod
     def _ignore(cls, v: list[str]) -> list[str]:
