@@ -11,6 +11,7 @@ the default user catalog, which every run then loads, and importing pydantic wou
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from kvplan.errors import BadInput
@@ -30,9 +31,11 @@ _FIELDS: dict[str, dict[str, tuple[str, float | None, bool]]] = {
         "marketed_gb": (_NUM, 0, False), "bandwidth_gbps": (_NUM, 0, False),
         "tflops": (_MAP, None, False), "interconnect_gbps": (_NUM, 0, False),
         "unified_memory": (_BOOL, None, False), "sm_count": (_INT, 0, False),
-        "price_per_hour": (_NUM, 0, False)},
+        "price_per_hour": (_NUM, 0, False), "mig": (_MAP, None, False),
+        "mig_slices": (_INT, 1, False)},
 }
 VENDORS = ("nvidia", "amd")
+_MIG_PROFILE = re.compile(r"\d+g\.\d+gb")
 
 
 def _fits(kind: str, v: Any) -> bool:
@@ -74,6 +77,12 @@ def check_entry(kind: str, key: str, entry: Any, origin: str) -> None:
         cc = entry.get("compute_capability")
         if cc is not None and (isinstance(cc, bool) or not isinstance(cc, (str, int, float))):
             raise bad("compute_capability", 'a string such as "9.0"')
+        for prof, gib in (entry.get("mig") or {}).items():
+            if not (isinstance(prof, str) and _MIG_PROFILE.fullmatch(prof)
+                    and _fits(_NUM, gib) and gib > 0):
+                raise BadInput(f"gpus entry {key!r} in {origin}: mig maps a profile such as "
+                               f"'3g.40gb' to its GiB, got {prof!r}: {gib!r}",
+                               hint="docs/catalogs.md describes each field")
         for name, tf in (entry.get("tflops") or {}).items():
             if tf is not None and not (_fits(_NUM, tf) and tf >= 0):
                 raise BadInput(f"gpus entry {key!r} in {origin}: tflops.{name} must be a "

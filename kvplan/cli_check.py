@@ -24,8 +24,8 @@ def register(app: typer.Typer) -> None:
                                           "does not say (nodeSelector, kvplan.io/gpu)."),
         gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="The GPU's total "
                                                  "memory where a file does not say "
-                                                 "(kvplan.io/gpu-memory), e.g. a MIG slice's "
-                                                 "19.5GiB."),
+                                                 "(kvplan.io/gpu-memory), e.g. 19.5GiB for a "
+                                                 "MIG slice the catalog lacks."),
         vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="Target vLLM "
                                                    "release where the image tag does not say "
                                                    "(default 0.33)."),

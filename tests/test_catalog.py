@@ -161,6 +161,11 @@ def test_user_entries_of_the_wrong_shape_are_named(tmp_path, capsys):
               "gpus entry 'my-gpu' in {f}: bandwidth_gbps must be a number, got 'x'"),
              ({"gpus": {"my-gpu": {**gpu, "bandwidth_gbps": 900, "tflops": {"bf16": [1]}}}},
               ["llama-3.1-8b", "--gpu", "my-gpu"], "tflops.bf16 must be a number >= 0 or null"),
+             ({"gpus": {"my-gpu": {**gpu, "bandwidth_gbps": 900, "mig": {"3g": 20}}}},
+              ["llama-3.1-8b", "--gpu", "my-gpu"], "mig maps a profile such as '3g.40gb' to its "
+              "GiB, got '3g': 20"),
+             ({"gpus": {"my-gpu": {**gpu, "bandwidth_gbps": 900, "mig_slices": 0}}},
+              ["llama-3.1-8b", "--gpu", "my-gpu"], "mig_slices must be an integer >= 1, got 0"),
              ({"models": {"me/m": model}}, ["me/m", "--gpu", "h100"],
               "models entry 'me/m' in {f}: aliases must be a list of strings, got 5"),
              ({"models": {"me/m": {"config": {}, "weights_bytes": 0}}}, ["me/m", "--gpu", "h100"],

@@ -435,25 +435,30 @@ def test_amd_gpu_operator_labels(capsys):
 
 
 def test_mig_slice_sized_with_its_memory(capsys, tmp_path):
-    # GFD's mixed-strategy label names the slice; kvplan.io/gpu-memory gives its memory and
-    # nvidia.com/mig-3g.20gb counts as the GPU
+    # GFD's mixed-strategy label names the slice, nvidia.com/mig-3g.20gb counts as the GPU,
+    # kvplan.io/gpu-memory overrides the catalog's 19.50 GiB
     src = FIX / "deployment-mig.yaml"
     code, rep = check_json(capsys, src)
     dep = rep["deployments"][0]
-    assert code == 0 and dep["gpu"] == "a100-sxm4-40gb (19.5GiB)"
+    assert code == 0 and dep["gpu"] == "a100-sxm4-40gb-mig-3g.20gb (19.4GiB)"
     assert one(dep, "gpu-count-matches")["status"] == "pass"
-    # without the memory: one clear failure naming the slice and the way out
     bare = tmp_path / "mig.yaml"
-    bare.write_text(src.read_text().replace("    kvplan.io/gpu-memory: 19.5GiB\n", ""))
+    bare.write_text(src.read_text().replace("    kvplan.io/gpu-memory: 19.4GiB\n", ""))
     code, rep = check_json(capsys, bare)
+    assert code == 0 and rep["deployments"][0]["gpu"] == "a100-sxm4-40gb-mig-3g.20gb"
+    # a profile without a catalog figure: one clear failure naming the way out
+    b200 = tmp_path / "b200.yaml"
+    b200.write_text(bare.read_text().replace("NVIDIA-A100-SXM4-40GB-MIG-3g.20gb",
+                                             "NVIDIA-B200-MIG-3g.90gb"))
+    code, rep = check_json(capsys, b200)
     f = one(rep["deployments"][0], "sizing-inputs")
-    assert code == 1 and f["status"] == "fail" and "MIG slice (3g.20gb)" in f["message"]
+    assert code == 1 and f["status"] == "fail" and "MIG slice (3g.90gb)" in f["message"]
     assert "kvplan.io/gpu-memory" in f["fix"]
-    code, rep = check_json(capsys, bare, "--gpu-memory", "19.5GiB")
-    assert code == 0 and rep["deployments"][0]["gpu"] == "a100-sxm4-40gb (19.5GiB)"
+    code, rep = check_json(capsys, b200, "--gpu-memory", "88GiB")
+    assert code == 0 and rep["deployments"][0]["gpu"] == "b200-mig-3g.90gb (88GiB)"
     # a value that is not a size: bad input at the annotation's line, or the flag's
     bad = tmp_path / "bad.yaml"
-    bad.write_text(src.read_text().replace("gpu-memory: 19.5GiB", "gpu-memory: lots"))
+    bad.write_text(src.read_text().replace("gpu-memory: 19.4GiB", "gpu-memory: lots"))
     code, _, err = run(capsys, "check", bad)
     assert code == 2 and f"{bad}:8: cannot read kvplan.io/gpu-memory 'lots'" in err
     for value in ("lots", "0", "-5GiB"):

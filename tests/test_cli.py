@@ -70,15 +70,29 @@ def test_nvidia_smi_and_gfd_names(capsys, name, gid):
     assert json.loads(out)["gpu"] == gid
 
 
-def test_mig_slice_needs_its_memory(capsys):
-    code, _, err = run(capsys, "size", "qwen3-4b", "--gpu", "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb")
-    assert code == 2 and "is a MIG slice (3g.20gb)" in err and "a100-sxm4-40gb" in err
-    assert "Traceback" not in err
-    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
-                       "--gpu-memory", "19.5GiB", "--json")
+def test_mig_slices(capsys):
+    from kvplan.sources.resolve import resolve_gpu
+
+    # nvidia-smi mig -lgip: A100-SXM4-40GB 3g.20gb 19.50 GiB (the smallest figure printed)
+    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb",
+                       "--json")
     d = json.loads(out)
-    assert code == 0 and d["gpu_memory_bytes"] == round(19.5 * 2**30)
-    assert d["gpu"].startswith("a100-sxm4-40gb")
+    assert code == 0 and d["gpu"] == "a100-sxm4-40gb-mig-3g.20gb"
+    assert d["gpu_memory_bytes"] == 19968 << 20
+    # A30 1g.6gb prints 5.81: 5,952 MiB, the 64 MiB step it is printed from
+    assert resolve_gpu("NVIDIA A30 MIG 1g.6gb").memory_bytes == 5952 << 20
+    # 3 of 7 slices of the compute, 19.5 / 39.5 GiB of the bandwidth, no NVLink
+    full, mig = resolve_gpu("a100-sxm4-40gb"), resolve_gpu("NVIDIA A100-SXM4-40GB MIG 3g.20gb")
+    assert mig.tflops["bf16"] == pytest.approx(full.tflops["bf16"] * 3 / 7)
+    assert mig.bandwidth_gbps == pytest.approx(full.bandwidth_gbps * 19968 / 40448)
+    assert mig.interconnect_gbps == 0
+    # --gpu-memory wins over the table; a profile the table lacks needs it
+    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb",
+                       "--gpu-memory", "19.6GiB", "--json")
+    assert code == 0 and json.loads(out)["gpu"] == "a100-sxm4-40gb-mig-3g.20gb (19.6GiB)"
+    code, _, err = run(capsys, "size", "qwen3-4b", "--gpu", "NVIDIA-B200-MIG-3g.90gb")
+    assert code == 2 and "MIG slice (3g.90gb)" in err and "b200" in err
+    assert "Traceback" not in err
 
 
 def test_unified_memory_gpu_says_the_pool_moves_with_host_use(capsys):

@@ -99,8 +99,8 @@ class DeploymentSpec(_Strict):
     env: dict[str, Scalar] = Field(default_factory=dict, description="Environment, e.g. "
                                    "VLLM_ALLOW_LONG_MAX_MODEL_LEN")
     gpu: str | None = Field(None, description="GPU id, alias, nvidia-smi name or GFD label")
-    gpu_memory: str | None = Field(None, description="The GPU's total memory, e.g. 19.5GiB "
-                                   "(a MIG slice, or a GPU not in the catalog)")
+    gpu_memory: str | None = Field(None, description="The GPU's total memory, e.g. 19.5GiB; "
+                                   "overrides the catalog's (a MIG slice, a GPU not in it)")
     gpus: int | None = Field(None, ge=1, description="GPUs per replica (checked against "
                              "tensor x pipeline x data parallel size)")
     replicas: int = Field(1, ge=1)

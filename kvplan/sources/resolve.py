@@ -15,7 +15,7 @@ from kvplan.errors import BadInput
 from kvplan.sources.local import load_local
 from kvplan.units import parse_bytes
 
-_MIG = re.compile(r"[\s_-]MIG[\s_-]+(\d+g\.\d+gb(?:\+me)?)\s*$", re.I)
+_MIG = re.compile(r"[\s_-]MIG[\s_-]+(\d+g\.\d+gb(?:[+-][a-z.]+)*)\s*$", re.I)
 
 
 def _unknown(kind: str, name: str, cat: catalog.Catalog, listing: str) -> BadInput:
@@ -82,6 +82,36 @@ def _gpu_memory(memory: str) -> int:
     return mem
 
 
+def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
+               memory: str | None) -> Gpu:
+    """A MIG slice of `gpu`. Its memory is what `nvidia-smi mig -lgip` prints for the profile
+    (inside the slice CUDA reports the same; the catalog's `mig` table keeps the smallest
+    figure seen across drivers) unless given. Compute scales with its share of the GPU's
+    `mig_slices`, bandwidth with its share of the memory; instances have no peer access."""
+    prof = re.split(r"[+-]", profile.lower())[0]  # 1g.24gb+me / -me: the same memory
+    table = entry.get("mig") or {}
+    if memory:
+        mem = _gpu_memory(memory)
+    elif prof in table:
+        mem = round(table[prof] * 1024 / 64) * 64 << 20  # printed to 2 decimals; 64 MiB steps
+    else:
+        raise BadInput(
+            f"GPU {name!r} is a MIG slice ({profile}) whose memory kvplan does not know for "
+            f"the {gpu.id}", hint="give the slice's total memory as `nvidia-smi mig -lgip` or "
+            "vLLM's 'Free memory on device (free/TOTAL GiB)' prints it: --gpu-memory SIZE (in "
+            "check's files the annotation kvplan.io/gpu-memory)")
+    slices = int(entry.get("mig_slices") or 7)
+    share = min(int(prof.split("g.")[0]), slices) / slices
+    return Gpu(**{**gpu.__dict__, "id": f"{gpu.id}-mig-{prof}" + (f" ({memory})" if memory
+                                                                    else ""),
+                  "name": f"{gpu.name} MIG {profile}", "memory_bytes": mem,
+                  "bandwidth_gbps": gpu.bandwidth_gbps * min(mem / gpu.memory_bytes, 1.0),
+                  "tflops": {k: v * share if v else v for k, v in gpu.tflops.items()},
+                  "sm_count": int(gpu.sm_count * share), "interconnect_gbps": 0.0,
+                  "price_per_hour": gpu.price_per_hour * share if gpu.price_per_hour
+                  else gpu.price_per_hour})
+
+
 def resolve_gpu(name: str | None, memory: str | None = None,
                 catalogs: list[str] | None = None) -> Gpu:
     """--gpu NAME (id, alias, nvidia-smi or GFD label) and/or --gpu-memory SIZE."""
@@ -91,15 +121,10 @@ def resolve_gpu(name: str | None, memory: str | None = None,
         mig = None if hit else _MIG.search(name)
         if mig:  # GFD's "<GPU>-MIG-3g.20gb", nvidia-smi's "<GPU> MIG 3g.20gb": the GPU's entry
             hit = cat.get(name[:mig.start()].strip(" -_"))
-            if not memory:
-                raise BadInput(
-                    f"GPU {name!r} is a MIG slice ({mig.group(1)}); kvplan has no table of MIG "
-                    "slice memory", hint="give the slice's total memory as nvidia-smi or "
-                    "vLLM's 'Free memory on device (free/TOTAL GiB)' prints it: --gpu-memory "
-                    "SIZE (in check's files the annotation kvplan.io/gpu-memory)" + (
-                        f" (the GPU is {hit[0]})" if hit else ""))
         if not hit:
             raise _unknown("GPU", name, cat, "gpus")
+        if mig:
+            return _mig_slice(gpu_from_entry(*hit), hit[1], name, mig.group(1), memory)
         gpu = gpu_from_entry(*hit)
         if memory:
             gpu = Gpu(**{**gpu.__dict__, "memory_bytes": _gpu_memory(memory),
