@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
         from kvplan.check.report import FORMATS, github_input_error, render
         from kvplan.check.runner import check
         from kvplan.render.term import use_color
-        from kvplan.units import parse_bytes
+        from kvplan.sources.resolve import parse_gpu_memory
 
         if fmt not in FORMATS:
             raise BadInput(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
@@ -58,8 +58,8 @@ def register(app: typer.Typer) -> None:
                            + ", ".join(PRESETS))
         if rate is not None and rate <= 0:
             raise BadInput("--rate must be positive")
-        if gpu_memory is not None and parse_bytes(gpu_memory, what="--gpu-memory") <= 0:
-            raise BadInput("--gpu-memory must be positive", hint="e.g. --gpu-memory 19.5GiB")
+        if gpu_memory is not None:
+            parse_gpu_memory(gpu_memory)
         defaults = Defaults(gpu=gpu, gpu_memory=gpu_memory, vllm_version=vllm_version,
                             workload=workload, rate=rate)
         try:

@@ -41,9 +41,10 @@ def parse_bytes(text: str | int | float, *, what: str = "size") -> int:
         return int(text)
     m = _SIZE_RE.match(str(text))
     unit = m.group(2).lower() if m else None
-    if not m or unit not in _BYTE_UNITS:
+    value = float(m.group(1)) * _BYTE_UNITS[unit] if m and unit in _BYTE_UNITS else math.nan
+    if not math.isfinite(value):  # unreadable, or beyond any float ('1e400')
         raise BadInput(f"cannot read {what} {text!r}", hint="use e.g. 24GiB, 80GB or a byte count")
-    return int(float(m.group(1)) * _BYTE_UNITS[unit])
+    return int(value)
 
 
 _VLLM_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from kvplan.check.base import Declared, InputError, Loc, Target
 from kvplan.check.planfile import CHECK_IDS, SloSpec, WorkloadSpec
 from kvplan.errors import BadInput
-from kvplan.units import parse_bytes
+from kvplan.sources.resolve import parse_gpu_memory
 
 PREFIX = "kvplan.io/"
 WORKLOAD_KEYS = {"workload": "preset", "prompt-tokens": "prompt_tokens",
@@ -68,11 +68,10 @@ def read(values: dict[str, tuple[str, Loc]], where: Loc) -> Annotated:
             a.gpu = val
         elif short == "gpu-memory":
             try:
-                if parse_bytes(val, what=key) <= 0:
-                    raise BadInput(f"{key} must be positive")
+                parse_gpu_memory(val, what=key)
             except BadInput as e:
                 raise InputError(e.message, file=loc.file, line=loc.line,
-                                 hint="e.g. 19.5GiB (a MIG slice's total)") from None
+                                 hint=e.hint) from None
             a.gpu_memory = val
         elif short == "model":
             a.model = val

@@ -119,14 +119,12 @@ class DeploymentSpec(_Strict):
     def _gpu_memory(cls, v: str | None) -> str | None:
         if v is not None:
             from kvplan.errors import BadInput
-            from kvplan.units import parse_bytes
+            from kvplan.sources.resolve import parse_gpu_memory
 
             try:
-                ok = parse_bytes(v, what="gpu_memory") > 0
+                parse_gpu_memory(v, what="gpu_memory")
             except BadInput as e:
                 raise ValueError(f"{e.message}: {e.hint}") from None
-            if not ok:
-                raise ValueError("must be positive")
         return v
 
     @field_validator("ignore")

@@ -75,10 +75,15 @@ def gpu_from_entry(key: str, e: dict[str, Any]) -> Gpu:
                price_per_hour=e.get("price_per_hour"))
 
 
-def _gpu_memory(memory: str) -> int:
-    mem = parse_bytes(memory, what="--gpu-memory")
-    if mem <= 0:
-        raise BadInput("--gpu-memory must be positive", hint="e.g. --gpu-memory 24GiB")
+MAX_GPU_MEMORY = 16 << 40  # 16 TiB, fifty times today's largest accelerator
+
+
+def parse_gpu_memory(memory: str, what: str = "--gpu-memory") -> int:
+    """A GPU's total memory as written ('24GiB'), in bytes."""
+    mem = parse_bytes(memory, what=what)
+    if not 0 < mem <= MAX_GPU_MEMORY:
+        raise BadInput(f"{what} {memory} is not a GPU's memory (0 to 16 TiB)",
+                       hint="e.g. 24GiB, or 19.5GiB for a MIG slice")
     return mem
 
 
@@ -91,7 +96,7 @@ def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
     prof = re.split(r"[+-]", profile.lower())[0]  # 1g.24gb+me / -me: the same memory
     table = entry.get("mig") or {}
     if memory:
-        mem = _gpu_memory(memory)
+        mem = parse_gpu_memory(memory)
     elif prof in table:
         mem = round(table[prof] * 1024 / 64) * 64 << 20  # printed to 2 decimals; 64 MiB steps
     else:
@@ -127,10 +132,10 @@ def resolve_gpu(name: str | None, memory: str | None = None,
             return _mig_slice(gpu_from_entry(*hit), hit[1], name, mig.group(1), memory)
         gpu = gpu_from_entry(*hit)
         if memory:
-            gpu = Gpu(**{**gpu.__dict__, "memory_bytes": _gpu_memory(memory),
+            gpu = Gpu(**{**gpu.__dict__, "memory_bytes": parse_gpu_memory(memory),
                          "id": f"{gpu.id} ({memory})"})
         return gpu
     if memory:
-        mem = _gpu_memory(memory)
+        mem = parse_gpu_memory(memory)
         return Gpu(id=f"custom-{memory}", name=f"custom GPU ({memory})", memory_bytes=mem)
     raise BadInput("no GPU given", hint="pass --gpu NAME (see `kvplan gpus`) or --gpu-memory 24GiB")
