@@ -422,6 +422,21 @@ def test_tensor_parallel_valid_and_gpu_count(capsys):
     assert one(dep, "tensor-parallel-valid")["status"] == "pass"
 
 
+def test_kv_cache_memory_bytes_beyond_the_gpu(capsys):
+    # vLLM allocates --kv-cache-memory-bytes as given: 78 GiB beside Qwen3-4B's 7.5 GiB of
+    # weights and its profile on an 79.19 GiB H100 runs out of memory at start-up
+    cmd = "vllm serve Qwen/Qwen3-4B --kv-cache-memory-bytes {}"
+    code, rep = check_json(capsys, "--cmd", cmd.format("78G"), "--gpu", "h100")
+    f = one(rep["deployments"][0], "weights-fit")
+    code2, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "h100", "--json")
+    kv_max = json.loads(out)["kv_cache_memory_bytes_max"]
+    assert code == 1 and f["status"] == "fail" and f["suggested"] == kv_max
+    assert f["fix"].startswith(f"--kv-cache-memory-bytes {kv_max} or less")
+    assert 67 * 2**30 < kv_max < 68 * 2**30
+    code, rep = check_json(capsys, "--cmd", cmd.format(kv_max), "--gpu", "h100")
+    assert code == 0 and one(rep["deployments"][0], "weights-fit")["status"] == "pass"
+
+
 def test_amd_gpu_operator_labels(capsys):
     # amd.com/gpu.product-name (nodeSelector) and beta.amd.com/gpu.product-name (affinity),
     # as the AMD GPU operator's labeller writes them; amd.com/gpu counts the GPUs

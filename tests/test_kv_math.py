@@ -357,6 +357,19 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
         130 + 420) * 2**20
 
 
+def test_kv_cache_memory_bytes_beyond_the_gpu_does_not_start():
+    # vLLM allocates --kv-cache-memory-bytes as told: weights + activation + non-torch +
+    # graphs + that must fit the GPU, less the 150 MiB vLLM itself leaves when it suggests
+    # the value "to fully utilize gpu memory"
+    base = run(LLAMA31_8B, max_model_len=8192, kv_cache_memory_bytes=GiB)
+    b = base.budget
+    non_kv = b.weights + b.activation + b.non_torch + b.cudagraph
+    room = H100.memory_bytes - non_kv - 150 * 2**20
+    assert run(LLAMA31_8B, max_model_len=8192, kv_cache_memory_bytes=room).fits
+    r = run(LLAMA31_8B, max_model_len=8192, kv_cache_memory_bytes=room + 2**20)
+    assert not r.fits and f"{room / GiB:.2f} GiB at most" in r.failure
+
+
 def test_rocm_non_torch():
     # MI300X starts hold 1.18 GiB more outside torch (0.9-0.18 images; 0.23, 0.29, 0.31
     # images: 1.0-1.4 GiB of consumed memory beyond weights and V2 sampler state), 1.79 GiB

@@ -29,7 +29,7 @@ def test_blocks_fill_but_never_exceed_the_pool(avail, mml):
 
 
 @settings(max_examples=40, deadline=None)
-@given(avail=st.integers(1 << 26, 100 * GiB))
+@given(avail=st.integers(1 << 26, 55 * GiB))  # beyond ~58 GiB the H100 itself runs out
 def test_largest_max_model_len_is_tight(avail):
     r = sized(GEMMA2_9B, kv_cache_memory_bytes=avail, max_model_len=8192)
     n = r.largest_max_model_len

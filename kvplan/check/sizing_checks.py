@@ -320,6 +320,14 @@ def _weights(out: Any, p: Parsed, r: Any) -> bool:
                 fix=hint or "use a larger GPU, more tensor parallelism or a quantized "
                 "checkpoint", current=round(b.weights / GiB, 2))
         return False
+    kv = r.args.kv_cache_memory_bytes
+    if kv is not None and kv > r.kv_cache_memory_bytes_max:
+        out.add("weights-fit", FAIL, r.failure, p.loc_of("kv_cache_memory_bytes"),
+                fix=f"{spelled(p.engine, 'kv_cache_memory_bytes')} "
+                    f"{r.kv_cache_memory_bytes_max} or less, or drop it for "
+                    "--gpu-memory-utilization", current=kv,
+                suggested=r.kv_cache_memory_bytes_max)
+        return False
     if b.kv_pool <= 0:
         fix = "raise --gpu-memory-utilization or use more tensor parallelism"
         if b.available_kv > 0:  # the frontend's multimodal decoding took the rest

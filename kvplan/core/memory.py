@@ -442,6 +442,11 @@ class Budget:
         return self.total - self.requested
 
 
+# what vLLM leaves free when it suggests --kv-cache-memory-bytes "to fully utilize gpu
+# memory" (`redundancy_buffer_memory`, gpu_worker.py 0.20-0.33): profiling may undercount
+REDUNDANCY_BUFFER = 150 * MiB
+
+
 def budget(total: int, utilization: float, weights: int, activation: int, non_torch_b: int,
            cudagraph: int, *, ceil_requested: bool, kv_cache_memory_bytes: int | None,
            frontend_reserved: int = 0) -> Budget:

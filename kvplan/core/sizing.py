@@ -214,6 +214,9 @@ class SizeResult:
     # 0.24-0.26; it must fit in the headroom (total - requested)
     outside_budget_bytes: int = 0
     safe_gpu_memory_utilization: float | None = None  # set when the late allocations OOM
+    # the most --kv-cache-memory-bytes the GPU holds beside weights, activations and graphs
+    # (vLLM's "to fully utilize gpu memory" figure, before the CUDA context)
+    kv_cache_memory_bytes_max: int = 0
 
     @property
     def usable_blocks(self) -> int:
@@ -253,6 +256,7 @@ class SizeResult:
             "moe_workspace_bytes": self.moe_workspace_bytes,
             "sampler_state_bytes": self.sampler_state_bytes,
             "outside_budget_bytes": self.outside_budget_bytes,
+            "kv_cache_memory_bytes_max": self.kv_cache_memory_bytes_max,
             "safe_gpu_memory_utilization": self.safe_gpu_memory_utilization,
             "available_kv_bytes": b.available_kv,
             "frontend_mm_reserved_bytes": b.frontend_reserved,
@@ -909,10 +913,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        video=a.video_io, loader_env=a.video_loader_backend)
     if frontend.total:
         notes.append(frontend.note())
+    non_kv = 0  # the largest stage's memory besides the KV cache (--kv-cache-memory-bytes)
     for si, rng in enumerate(stages):
         graph = graph_estimate(rng) if profiled and a.estimate_cudagraphs else 0
-        bud = M.budget(gpu.memory_bytes, util, weights[si],
-                       act if si == len(stages) - 1 else act_inner, nt, graph,
+        stage_act = act if si == len(stages) - 1 else act_inner
+        non_kv = max(non_kv, weights[si] + stage_act + nt + max(graph, late_graphs) + warm)
+        bud = M.budget(gpu.memory_bytes, util, weights[si], stage_act, nt, graph,
                        ceil_requested=version.requested_is_ceiled,
                        kv_cache_memory_bytes=a.kv_cache_memory_bytes,
                        frontend_reserved=frontend.total)
@@ -939,12 +945,21 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         avail_for_check = num_blocks * bpb
     largest = (B.estimate_max_model_len(groups, avail_for_check, derived, inflight, bpb,
                                         per_layer=per_layer_check) if groups else derived)
+    # vLLM's own "to fully utilize gpu memory" suggestion leaves the same 150 MiB
+    kv_max = max(gpu.memory_bytes - non_kv - M.REDUNDANCY_BUFFER, 0)
     fits, failure = True, None
     if bud.weights > bud.requested:
         fits = False
         failure = (f"weights need {bud.weights / GiB:.2f} GiB per GPU but only "
                    f"{bud.requested / GiB:.2f} GiB is requested "
                    f"({util:.2f} x {gpu.memory_bytes / GiB:.2f} GiB)")
+    elif a.kv_cache_memory_bytes is not None and a.kv_cache_memory_bytes > kv_max:
+        # vLLM allocates what it is told (no profile-based check) and runs out of memory
+        fits, hints = False, False  # the failure names the size that fits
+        failure = (f"--kv-cache-memory-bytes {a.kv_cache_memory_bytes / GiB:.2f} GiB does not fit "
+                   f"beside {non_kv / GiB:.2f} GiB of weights, activations and graphs on the "
+                   f"{gpu.memory_bytes / GiB:.2f} GiB GPU: vLLM runs out of memory allocating "
+                   f"it; {kv_max / GiB:.2f} GiB at most")
     elif bud.available_kv <= 0:
         fits = False
         failure = ("no memory left for the KV cache after weights, activations and graphs "
@@ -1033,7 +1048,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk),
         sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm,
-        safe_gpu_memory_utilization=safe)
+        safe_gpu_memory_utilization=safe, kv_cache_memory_bytes_max=kv_max)
 
 
 def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
