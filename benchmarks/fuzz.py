@@ -3,7 +3,8 @@
 Every kind of input kvplan reads gets one value replaced by one of another type or an extreme
 one: a catalog model's config field (top level, text config or a nested object), a user
 catalog entry's field, a line of a /metrics scrape (tests/fixtures/metrics), a trace row, a
-`vllm serve` command line, a manifest, a shell script or a Dockerfile (tests/fixtures/check)
+`vllm serve` command line, a `--gpu` name (MIG slices too) with a `--gpu-memory`, a manifest,
+a shell script or a Dockerfile (tests/fixtures/check)
 for `kvplan check`, and a model's files on the test suite's local Hub server. kvplan
 must answer each with a result, "does not fit" or one line of bad input; anything else is
 listed with its input. Seeds are fixed, so a run is repeatable; memory is capped at 4 GiB
@@ -164,6 +165,29 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
     return out
 
 
+def gpu_names(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
+    """--gpu as nvidia-smi, rocm-smi or a node label might spell it (MIG slices included),
+    cut or padded at random, with a --gpu-memory of any shape."""
+    gpus = yaml.safe_load((ROOT / "gpus.yaml").read_text())["gpus"]
+    names = [n for e in gpus.values() for n in [e["name"], *e.get("aliases", [])]]
+    slices = ["-MIG-3g.20gb", " MIG 1g.10gb+me", "_MIG_7g.80gb", "-MIG-0g.0gb", "-MIG-99g.1gb",
+              " MIG 2g.48gb-me", "-MIG-", ""]
+    memory = [None, "19.5GiB", "0", "-1", "nan", "1e400", "1e30TiB", "lots", "1", "16TiB"]
+    out = []
+    for _ in range(rounds):
+        name = rng.choice(names).replace(" ", rng.choice([" ", "-", "_"])) + rng.choice(slices)
+        if rng.random() < 0.2:
+            name = name[:rng.randrange(len(name) + 1)]
+        mem = rng.choice(memory)
+        more = ["--gpu-memory", mem] if mem is not None else []
+        for argv in (["size", "qwen3-4b", "--gpu", name, *more],
+                     ["check", "--cmd", "vllm serve Qwen/Qwen3-4B", "--gpu", name, *more]):
+            said = crash(argv)
+            if said:
+                out.append(f"{' '.join(argv)}: {said}")
+    return out
+
+
 def manifests(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
     fixtures = sorted((ROOT / "tests" / "fixtures" / "check").glob("*.yaml"))
     out = []
@@ -293,7 +317,8 @@ def main_() -> int:
     with tempfile.TemporaryDirectory() as d:
         for name, fn in (("config fields", configs), ("catalog entries", catalogs),
                          ("/metrics scrapes", scrapes), ("traces", traces),
-                         ("check command lines", commands), ("check manifests", manifests),
+                         ("check command lines", commands), ("GPU names", gpu_names),
+                         ("check manifests", manifests),
                          ("check scripts and Dockerfiles", scripts),
                          ("Hub files", hub_files)):
             found = fn(random.Random(a.seed), Path(d), a.rounds)
