@@ -57,6 +57,9 @@ def size_cmd(
     quantization: Optional[str] = typer.Option(None, "--quantization", "-q"),
     enable_prefix_caching: Optional[bool] = typer.Option(
         None, "--enable-prefix-caching/--no-enable-prefix-caching"),
+    enable_chunked_prefill: Optional[bool] = typer.Option(
+        None, "--enable-chunked-prefill/--no-enable-chunked-prefill",
+        help="Off: the profile runs max(max_model_len, the default) tokens at once."),
     disable_hybrid_kv_cache_manager: bool = typer.Option(False,
                                                          "--disable-hybrid-kv-cache-manager"),
     num_gpu_blocks_override: Optional[int] = typer.Option(None, "--num-gpu-blocks-override"),
@@ -151,6 +154,7 @@ def size_cmd(
         if max_num_batched_tokens else None,
         enforce_eager=enforce_eager, dtype=dtype, quantization=quantization,
         enable_prefix_caching=enable_prefix_caching,
+        enable_chunked_prefill=enable_chunked_prefill,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         num_gpu_blocks_override=num_gpu_blocks_override,
         disable_custom_all_reduce=disable_custom_all_reduce,

@@ -70,6 +70,17 @@ def test_nvidia_smi_and_gfd_names(capsys, name, gid):
     assert json.loads(out)["gpu"] == gid
 
 
+def test_chunked_prefill_off(capsys):
+    # the budget becomes max(max_model_len, 8,192) and a smaller explicit one is refused
+    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "h100", "--max-model-len", "32768",
+                       "--no-enable-chunked-prefill", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["max_num_batched_tokens"] == 32768
+    code, _, err = run(capsys, "size", "qwen3-4b", "--gpu", "h100", "--max-model-len", "32768",
+                       "--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192")
+    assert code == 2 and "smaller than --max-model-len 32768 with chunked prefill off" in err
+
+
 def test_mig_slices(capsys):
     from kvplan.sources.resolve import resolve_gpu
 
