@@ -74,6 +74,9 @@ def size_cmd(
     skip_mm_profiling: bool = typer.Option(False, "--skip-mm-profiling",
                                            help="Multimodal models: leave the vision encoder "
                                            "out of the profile run (as vLLM's flag)."),
+    entrypoint: str = typer.Option("serve", "--entrypoint", help="serve (vllm serve) or llm "
+                                   "(the offline LLM class: twice the token budget by "
+                                   "default, one API process)."),
     performance_mode: str = typer.Option("balanced", "--performance-mode",
                                          help="balanced, interactivity or throughput (vLLM "
                                          "0.17+; throughput doubles the batch defaults)."),
@@ -154,7 +157,7 @@ def size_cmd(
         if max_num_batched_tokens else None,
         enforce_eager=enforce_eager, dtype=dtype, quantization=quantization,
         enable_prefix_caching=enable_prefix_caching,
-        enable_chunked_prefill=enable_chunked_prefill,
+        enable_chunked_prefill=enable_chunked_prefill, usage=entrypoint,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         num_gpu_blocks_override=num_gpu_blocks_override,
         disable_custom_all_reduce=disable_custom_all_reduce,

@@ -81,6 +81,16 @@ def test_chunked_prefill_off(capsys):
     assert code == 2 and "smaller than --max-model-len 32768 with chunked prefill off" in err
 
 
+def test_offline_llm_entrypoint(capsys):
+    # the LLM class doubles vllm serve's token budget (8,192 -> 16,384 on an H100)
+    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "h100", "--entrypoint", "llm",
+                       "--json")
+    d = json.loads(out)
+    assert code == 0 and (d["entrypoint"], d["max_num_batched_tokens"]) == ("llm", 16384)
+    code, _, err = run(capsys, "size", "qwen3-4b", "--gpu", "h100", "--entrypoint", "offline")
+    assert code == 2 and "--entrypoint 'offline' is not serve or llm" in err
+
+
 def test_mig_slices(capsys):
     from kvplan.sources.resolve import resolve_gpu
 

@@ -233,6 +233,7 @@ class SizeResult:
             "tensor_parallel_size": a.tensor_parallel_size,
             "pipeline_parallel_size": a.pipeline_parallel_size,
             "data_parallel_size": a.data_parallel_size,
+            "entrypoint": a.usage,
             "decode_context_parallel_size": a.decode_context_parallel_size,
             "gpus_per_replica": a.tensor_parallel_size * a.pipeline_parallel_size,
             "kv_cache_dtype": self.kv_dtype,
@@ -611,6 +612,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "(vLLM only allows more with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")
         if mml < 1:
             raise BadInput("--max-model-len must be >= 1")
+    if a.usage not in ("serve", "llm"):
+        raise BadInput(f"--entrypoint {a.usage!r} is not serve or llm", flag="usage")
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
     version.moe_backend_kind(a.moe_backend)  # a value vLLM rejects is bad input
     if a.mm_encoder_tp_mode not in ("weights", "data"):
