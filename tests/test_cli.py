@@ -114,6 +114,12 @@ def test_mig_slices(capsys):
     code, _, err = run(capsys, "size", "qwen3-4b", "--gpu", "NVIDIA-B200-MIG-3g.90gb")
     assert code == 2 and "MIG slice (3g.90gb)" in err and "b200" in err
     assert "Traceback" not in err
+    # a CUDA process enumerates one MIG instance: no TP across slices, nor as a fit hint
+    code, _, err = run(capsys, "size", "qwen3-4b", "--gpu", "NVIDIA A30 MIG 2g.12gb", "-tp", "2")
+    assert code == 2 and "parallelism across MIG slices (2g.12gb)" in err
+    code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu",
+                       "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb")
+    assert code == 1 and "does not fit on this MIG slice: use a larger profile" in out
 
 
 def test_unified_memory_gpu_says_the_pool_moves_with_host_use(capsys):

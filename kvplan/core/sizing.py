@@ -87,6 +87,7 @@ class Gpu:
     sm_count: int = 0  # streaming multiprocessors (0: not in the catalog)
     tflops: dict[str, float | None] = field(default_factory=dict)
     price_per_hour: float | None = None
+    mig_profile: str = ""  # a MIG slice of the GPU ("3g.40gb"); "" for the whole GPU
 
 
 @dataclass(frozen=True)
@@ -614,6 +615,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             raise BadInput("--max-model-len must be >= 1")
     if a.usage not in ("serve", "llm"):
         raise BadInput(f"--entrypoint {a.usage!r} is not serve or llm", flag="usage")
+    if gpu.mig_profile and tp * pp > 1:  # NVIDIA MIG user guide, "CUDA_VISIBLE_DEVICES"
+        raise BadInput(f"tensor or pipeline parallelism across MIG slices ({gpu.mig_profile}): "
+                       "a CUDA process enumerates one MIG instance, and instances have no "
+                       "peer-to-peer access", hint="use one slice per engine (TP 1), a larger "
+                       "profile or whole GPUs", flag="tensor_parallel_size")
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
     version.moe_backend_kind(a.moe_backend)  # a value vLLM rejects is bad input
     if a.mm_encoder_tp_mode not in ("weights", "data"):
@@ -1176,7 +1182,7 @@ def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
               arch: ModelArch) -> str:
     """The smallest change that makes vLLM start: more TP, then an FP8 KV cache."""
     heads = arch.num_attention_heads or 1
-    for tp in (2, 4, 8, 16):
+    for tp in () if gpu.mig_profile else (2, 4, 8, 16):  # no TP across MIG slices
         if tp <= a.tensor_parallel_size or heads % tp:
             continue
         r = size(model, gpu, replace(a, tensor_parallel_size=tp), version, hints=False)
@@ -1190,4 +1196,6 @@ def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
             r = None
         if r is not None and r.fits:
             return "fits with --kv-cache-dtype fp8"
+    if gpu.mig_profile:
+        return "does not fit on this MIG slice: use a larger profile or a quantized checkpoint"
     return "does not fit at TP up to 16: use a quantized checkpoint, a larger GPU or PP"

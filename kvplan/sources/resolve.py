@@ -113,6 +113,7 @@ def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
                   "bandwidth_gbps": gpu.bandwidth_gbps * min(mem / gpu.memory_bytes, 1.0),
                   "tflops": {k: v * share if v else v for k, v in gpu.tflops.items()},
                   "sm_count": int(gpu.sm_count * share), "interconnect_gbps": 0.0,
+                  "mig_profile": prof,
                   "price_per_hour": gpu.price_per_hour * share if gpu.price_per_hour
                   else gpu.price_per_hour})
 
