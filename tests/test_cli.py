@@ -321,6 +321,9 @@ def test_models_and_gpus_listings(capsys):
     code, out, _ = run(capsys, "gpus", "--json")
     rows = json.loads(out)
     assert code == 0 and len(rows) >= 25
+    # MIG profiles listed with the bytes a slice is sized with (A30 1g.6gb prints 5.81 GiB)
+    a30 = next(r for r in rows if r["id"] == "a30")
+    assert a30["mig_profiles"]["1g.6gb"] == 5952 << 20
 
 
 def test_cudagraph_estimate_by_release_and_vendor(capsys):

@@ -38,6 +38,8 @@ def render_models(cat: Catalog, as_json: bool) -> None:
 
 
 def render_gpus(cat: Catalog, as_json: bool) -> None:
+    from kvplan.sources.resolve import mig_bytes
+
     rows = []
     for key, e in sorted(cat.items()):
         rows.append({
@@ -48,6 +50,7 @@ def render_gpus(cat: Catalog, as_json: bool) -> None:
             "bandwidth_gbps": e.get("bandwidth_gbps"),
             "tflops_bf16": (e.get("tflops") or {}).get("bf16"),
             "price_per_hour": e.get("price_per_hour"),
+            "mig_profiles": {k: mig_bytes(v) for k, v in (e.get("mig") or {}).items()},
             "source": cat.origin[key],
         })
     if as_json:

@@ -87,6 +87,12 @@ def parse_gpu_memory(memory: str, what: str = "--gpu-memory") -> int:
     return mem
 
 
+def mig_bytes(gib: float) -> int:
+    """A slice's memory from the GiB `nvidia-smi mig -lgip` prints to two decimals: slices
+    come in 64 MiB steps (5.81 -> 5,952 MiB)."""
+    return round(gib * 1024 / 64) * 64 << 20
+
+
 def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
                memory: str | None) -> Gpu:
     """A MIG slice of `gpu`. Its memory is what `nvidia-smi mig -lgip` prints for the profile
@@ -98,7 +104,7 @@ def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
     if memory:
         mem = parse_gpu_memory(memory)
     elif prof in table:
-        mem = round(table[prof] * 1024 / 64) * 64 << 20  # printed to 2 decimals; 64 MiB steps
+        mem = mig_bytes(table[prof])
     else:
         raise BadInput(
             f"GPU {name!r} is a MIG slice ({profile}) whose memory kvplan does not know for "
