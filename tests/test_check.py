@@ -435,6 +435,14 @@ def test_kv_cache_memory_bytes_beyond_the_gpu(capsys):
     assert 67 * 2**30 < kv_max < 68 * 2**30
     code, rep = check_json(capsys, "--cmd", cmd.format(kv_max), "--gpu", "h100")
     assert code == 0 and one(rep["deployments"][0], "weights-fit")["status"] == "pass"
+    # a low utilization does not shrink a given KV cache (no "unused" warning), and the 15 GiB
+    # of Llama-3.1-8B start beside 10 GiB of it though 0.1 x 79.19 GiB is less
+    code, rep = check_json(capsys, "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct "
+                           "--gpu-memory-utilization 0.1 --kv-cache-memory-bytes 10G "
+                           "--max-model-len 32768", "--gpu", "h100")
+    dep = rep["deployments"][0]
+    assert code == 0 and one(dep, "gpu-memory-utilization-range")["status"] == "pass"
+    assert one(dep, "weights-fit")["status"] == "pass"
 
 
 def test_amd_gpu_operator_labels(capsys):

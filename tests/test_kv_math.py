@@ -368,6 +368,11 @@ def test_kv_cache_memory_bytes_beyond_the_gpu_does_not_start():
     assert run(LLAMA31_8B, max_model_len=8192, kv_cache_memory_bytes=room).fits
     r = run(LLAMA31_8B, max_model_len=8192, kv_cache_memory_bytes=room + 2**20)
     assert not r.fits and f"{room / GiB:.2f} GiB at most" in r.failure
+    # and nothing compares it with gpu_memory_utilization x total: 15 GiB of weights start
+    # beside 10 GiB of KV cache at utilization 0.1 (7.92 GiB requested)
+    assert run(LLAMA31_8B, max_model_len=8192, gpu_memory_utilization=0.1,
+               kv_cache_memory_bytes=10 * GiB).fits
+    assert not run(LLAMA31_8B, max_model_len=8192, gpu_memory_utilization=0.1).fits
 
 
 def test_rocm_non_torch():

@@ -240,6 +240,10 @@ def utilization_range(out: Outcome, p: Parsed, default: float) -> None:
         out.add(cid, WARN, f"{name} {v:g} leaves under 5 % of the GPU for the CUDA context, "
                 "NCCL buffers and fragmentation outside the engine's accounting: OOM risk", loc,
                 fix=f"{name} 0.92", current=v, suggested=0.92)
+    elif p.engine == "vllm" and p.values.get("kv_cache_memory_bytes") is not None:
+        # the KV cache is the given size; vLLM only checks the requested share is free
+        out.add(cid, PASS, f"{name} {v:g} (the KV cache is --kv-cache-memory-bytes, which "
+                "vLLM sizes without it)", loc, current=v)
     elif v < 0.5:
         out.add(cid, WARN, f"{name} {v:g} leaves {1 - v:.0%} of the GPU unused by the KV "
                 "cache (fine only if another process shares the GPU)", loc,

@@ -315,12 +315,12 @@ def _weights(out: Any, p: Parsed, r: Any) -> bool:
                     f"{m.group(1)} GPUs {m.group(2)}")
         elif hint.startswith("fits with "):
             hint = hint.replace("fits with ", "use ", 1)
-    if b.weights > b.requested:
+    kv = r.args.kv_cache_memory_bytes
+    if b.weights > b.requested and kv is None:  # a given KV size is bounded by the GPU alone
         out.add("weights-fit", FAIL, f"{r.failure}: the engine cannot load the model", loc,
                 fix=hint or "use a larger GPU, more tensor parallelism or a quantized "
                 "checkpoint", current=round(b.weights / GiB, 2))
         return False
-    kv = r.args.kv_cache_memory_bytes
     if kv is not None and kv > r.kv_cache_memory_bytes_max:
         out.add("weights-fit", FAIL, r.failure, p.loc_of("kv_cache_memory_bytes"),
                 fix=f"{spelled(p.engine, 'kv_cache_memory_bytes')} "

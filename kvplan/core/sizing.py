@@ -957,7 +957,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # vLLM's own "to fully utilize gpu memory" suggestion leaves the same 150 MiB
     kv_max = max(gpu.memory_bytes - non_kv - M.REDUNDANCY_BUFFER, 0)
     fits, failure = True, None
-    if bud.weights > bud.requested:
+    # with --kv-cache-memory-bytes vLLM compares nothing with the requested share (the
+    # worker returns the given bytes after a compile-only profile run): the GPU bounds it
+    if bud.weights > bud.requested and a.kv_cache_memory_bytes is None:
         fits = False
         failure = (f"weights need {bud.weights / GiB:.2f} GiB per GPU but only "
                    f"{bud.requested / GiB:.2f} GiB is requested "
