@@ -573,6 +573,12 @@ def test_sglang_pool_matches_recommend_engine_sglang(capsys):
     # one --cmd is one replica; the plan needs rec["replicas"]
     r = one(dep, "replicas-cover-rate")
     assert code == 1 and r["status"] == "fail" and r["suggested"] == rec["replicas"] == 2
+    # SGLang's pool (0.95 x 79.19 - 7.50 GiB) is not held to vLLM's --kv-cache-memory-bytes
+    # bound, which would leave room for vLLM's profile
+    code, rep = check_json(capsys, "--cmd", "python -m sglang.launch_server --model-path "
+                           "Qwen/Qwen3-4B --mem-fraction-static 0.95", "--gpu", "h100")
+    w = one(rep["deployments"][0], "weights-fit")
+    assert code == 0 and w["status"] == "pass" and "67.73 GiB left" in w["message"]
 
 
 def test_plan_file(capsys):

@@ -280,7 +280,7 @@ def _sglang_pool(p: Parsed, model: Any, gpu: Any, a: Any, version: str) -> Any:
     kv = int(mfs * gpu.memory_bytes) - r.budget.weights
     if kv <= 0:
         return replace(base, gpu_memory_utilization=mfs)  # weights-fit reports it
-    return replace(base, kv_cache_memory_bytes=kv)
+    return replace(base, kv_cache_memory_bytes=kv, engine="sglang")
 
 
 def _late(out: Any, p: Parsed, r: Any, gpu: Any) -> None:
@@ -321,7 +321,7 @@ def _weights(out: Any, p: Parsed, r: Any) -> bool:
                 fix=hint or "use a larger GPU, more tensor parallelism or a quantized "
                 "checkpoint", current=round(b.weights / GiB, 2))
         return False
-    if kv is not None and kv > r.kv_cache_memory_bytes_max:
+    if kv is not None and r.args.engine == "vllm" and kv > r.kv_cache_memory_bytes_max:
         out.add("weights-fit", FAIL, r.failure, p.loc_of("kv_cache_memory_bytes"),
                 fix=f"{spelled(p.engine, 'kv_cache_memory_bytes')} "
                     f"{r.kv_cache_memory_bytes_max} or less, or drop it for "

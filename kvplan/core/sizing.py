@@ -143,6 +143,9 @@ class EngineArgs:
     estimate_cudagraphs: bool = True  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (0.20+ default 1)
     breakable_cudagraph: bool | None = None  # VLLM_USE_BREAKABLE_CUDAGRAPH (None: vLLM's default)
     usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
+    # whose start-up rules apply: "vllm", or "sglang", whose pool `kvplan check` passes as a
+    # given KV size (mem-fraction-static x total - weights) that vLLM's bounds do not govern
+    engine: str = "vllm"
     skip_mm_profiling: bool = False  # --skip-mm-profiling: no vision encoder in the profile
     # --language-model-only (= --limit-mm-per-prompt 0 for every modality): the vision tower
     # is neither loaded nor profiled (0.33 `interfaces._mark_tower_model`; Qwen VL models
@@ -964,7 +967,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         failure = (f"weights need {bud.weights / GiB:.2f} GiB per GPU but only "
                    f"{bud.requested / GiB:.2f} GiB is requested "
                    f"({util:.2f} x {gpu.memory_bytes / GiB:.2f} GiB)")
-    elif a.kv_cache_memory_bytes is not None and a.kv_cache_memory_bytes > kv_max:
+    elif a.engine == "vllm" and a.kv_cache_memory_bytes is not None and \
+            a.kv_cache_memory_bytes > kv_max:
         # vLLM allocates what it is told (no profile-based check) and runs out of memory
         fits, hints = False, False  # the failure names the size that fits
         failure = (f"--kv-cache-memory-bytes {a.kv_cache_memory_bytes / GiB:.2f} GiB does not fit "
