@@ -81,6 +81,17 @@ def test_chunked_prefill_off(capsys):
     assert code == 2 and "smaller than --max-model-len 32768 with chunked prefill off" in err
 
 
+def test_given_kv_cache_waterfall(capsys):
+    # a given KV size is bounded by the GPU, not by gpu_memory_utilization: the waterfall
+    # ends in what is left on the GPU, and says by how much a too-large one overruns it
+    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "h100",
+                       "--kv-cache-memory-bytes", "78G")
+    assert code == 1 and "KV cache as given" in out and "over the GPU by 10.19 GiB" in out
+    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "h100",
+                       "--kv-cache-memory-bytes", "40G")
+    assert code == 0 and "27.81 GiB" in out and "headroom" not in out
+
+
 def test_offline_llm_entrypoint(capsys):
     # the LLM class doubles vllm serve's token budget (8,192 -> 16,384 on an H100)
     code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "h100", "--entrypoint", "llm",

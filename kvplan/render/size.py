@@ -31,10 +31,13 @@ def render_size(r: SizeResult, stream=None) -> None:
           f"{r.model_dtype} weights · {r.kv_dtype} KV · block {r.block_size} "
           f"({r.block_size_reason})", "dim"),
         "",
-        p(f"Memory per GPU: {b.total / GiB:.2f} GiB total, gpu_memory_utilization "
-          f"{b.utilization:.2f}", "bold"),
+        p(f"Memory per GPU: {b.total / GiB:.2f} GiB total, " + (
+            "KV cache as given" if b.kv_override else
+            f"gpu_memory_utilization {b.utilization:.2f}"), "bold"),
     ]
     kv = max(b.kv_pool, 0)
+    free = b.total - b.weights - b.activation - b.non_torch - b.cudagraph - b.available_kv \
+        - r.outside_budget_bytes
     rows = [
         ("weights", b.weights, "blue", ("estimated from the config" if r.weights_estimated
                                          else "checkpoint size") + (
@@ -61,7 +64,9 @@ def render_size(r: SizeResult, stream=None) -> None:
             "multimodal decoding")] if b.frontend_reserved else []),
         ("headroom", b.headroom, "dim", f"the {1 - b.utilization:.2f} vLLM leaves unused" + (
             f"; {fmt_bytes(r.outside_budget_bytes)} of it taken after sizing"
-            if r.outside_budget_bytes else "")),
+            if r.outside_budget_bytes else "")) if not b.kv_override else
+        # a given KV size is not bounded by gpu_memory_utilization: what is left is the GPU's
+        ("free", max(free, 0), "dim", "left on the GPU beside a given KV cache"),
     ]
     styled, raw = [], []
     for label, n, colour, note in rows:
@@ -72,6 +77,8 @@ def render_size(r: SizeResult, stream=None) -> None:
     lines.append(table(styled, raw, align="lr"))
     if b.available_kv < 0:
         lines.append(p(f"  over budget by {fmt_bytes(-b.available_kv)}", "red"))
+    elif b.kv_override and free < 0:
+        lines.append(p(f"  over the GPU by {fmt_bytes(-free)}", "red"))
     lines += ["", p("KV cache", "bold")]
     kv_rows = [
         ["bytes per token", f"{fmt_bytes(r.kv_bytes_per_token_per_gpu)} per GPU · "
