@@ -375,6 +375,19 @@ def test_kv_cache_memory_bytes_beyond_the_gpu_does_not_start():
     assert not run(LLAMA31_8B, max_model_len=8192, gpu_memory_utilization=0.1).fits
 
 
+def test_qwen25_7b_l4_profile_oom_real_start():
+    # devinnicholson/llm-inference-benchmark, vLLM 0.21.0 on an L4: with 60,640 batched tokens
+    # the profile run ran out of memory after loading 14.29 GiB; with 8,192 it started
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    def start(mnbt):
+        return size(resolve_model("Qwen/Qwen2.5-7B-Instruct"), resolve_gpu("l4"),
+                    EngineArgs(max_model_len=3628, max_num_batched_tokens=mnbt, max_num_seqs=16,
+                               enforce_eager=True, dtype="float16"), "0.21.0")
+
+    assert not start(60640).fits and start(8192).fits
+
+
 def test_rocm_non_torch():
     # MI300X starts hold 1.18 GiB more outside torch (0.9-0.18 images; 0.23, 0.29, 0.31
     # images: 1.0-1.4 GiB of consumed memory beyond weights and V2 sampler state), 1.79 GiB
