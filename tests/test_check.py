@@ -445,6 +445,22 @@ def test_kv_cache_memory_bytes_beyond_the_gpu(capsys):
     assert one(dep, "weights-fit")["status"] == "pass"
 
 
+def test_lora_is_not_sized(capsys):
+    # stannum13/adapter-cache-tradeoffs: this start (8 adapters, rank 8) was refused with
+    # 0.09 GiB of KV cache, where sizing without LoRA finds 3.30 GiB: fail closed
+    cmd = ("vllm serve Qwen/Qwen2.5-7B-Instruct --enable-lora --max-loras 8 --max-lora-rank 8 "
+           "--gpu-memory-utilization 0.85 --max-model-len 4096")
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "l4", "--vllm-version", "0.23")
+    dep = rep["deployments"][0]
+    f = one(dep, "sizing-inputs")
+    assert code == 1 and f["status"] == "fail" and "LoRA adapters" in f["message"]
+    assert one(dep, "max-model-len-fits")["status"] == "skip"
+    code, rep = check_json(capsys, "--cmd", cmd.replace("--enable-lora --max-loras 8 "
+                                                        "--max-lora-rank 8 ", ""),
+                           "--gpu", "l4", "--vllm-version", "0.23")
+    assert code == 0  # the same deployment without LoRA passes
+
+
 def test_amd_gpu_operator_labels(capsys):
     # amd.com/gpu.product-name (nodeSelector) and beta.amd.com/gpu.product-name (affinity),
     # as the AMD GPU operator's labeller writes them; amd.com/gpu counts the GPUs

@@ -31,6 +31,7 @@ VLLM_FIELDS = {
     "--max-num-seqs": "max_num_seqs",
     "--max-num-batched-tokens": "max_num_batched_tokens",
     "--enforce-eager": "enforce_eager",
+    "--enable-lora": "enable_lora",  # not sized: LoRA memory is not modelled (sizing_checks)
     "--dtype": "dtype",
     "--quantization": "quantization",
     "--enable-prefix-caching": "enable_prefix_caching",
@@ -308,7 +309,7 @@ HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
 BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",
                "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
                "disable_custom_all_reduce", "skip_mm_profiling", "language_model_only",
-               "headless"}
+               "headless", "enable_lora"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:
