@@ -461,6 +461,21 @@ def test_lora_is_not_sized(capsys):
     assert code == 0  # the same deployment without LoRA passes
 
 
+def test_speculative_decoding_and_connectors_warn(capsys):
+    # sized, but a draft model's weights and KV layers (or a connector's buffers) come out of
+    # the KV cache: a warning says the pool is smaller than found
+    for flag in ("--speculative-config '{\"method\": \"eagle3\", \"model\": \"x/y\", "
+                 "\"num_speculative_tokens\": 3}'",
+                 "--kv-transfer-config '{\"kv_connector\": \"LMCacheConnectorV1\", "
+                 "\"kv_role\": \"kv_both\"}'"):
+        code, rep = check_json(capsys, "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct "
+                               f"--max-model-len 16384 {flag}", "--gpu", "h100")
+        dep = rep["deployments"][0]
+        f = one(dep, "sizing-inputs")
+        assert code == 0 and f["status"] == "warn" and "come out of the KV cache" in f["message"]
+        assert one(dep, "max-model-len-fits")["status"] == "pass"
+
+
 def test_amd_gpu_operator_labels(capsys):
     # amd.com/gpu.product-name (nodeSelector) and beta.amd.com/gpu.product-name (affinity),
     # as the AMD GPU operator's labeller writes them; amd.com/gpu counts the GPUs

@@ -32,6 +32,10 @@ VLLM_FIELDS = {
     "--max-num-batched-tokens": "max_num_batched_tokens",
     "--enforce-eager": "enforce_eager",
     "--enable-lora": "enable_lora",  # not sized: LoRA memory is not modelled (sizing_checks)
+    # sized without them, with a warning: a draft model's weights and KV layers, a connector's
+    # buffers come out of the KV cache
+    "--speculative-config": "speculative_config", "--speculative-model": "speculative_config",
+    "--kv-transfer-config": "kv_transfer_config",
     "--dtype": "dtype",
     "--quantization": "quantization",
     "--enable-prefix-caching": "enable_prefix_caching",

@@ -190,6 +190,16 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         for c in SIZED[1:]:
             out.add(c, SKIP, "not sized: LoRA memory is not modelled")
         return
+    unmodelled = [what for fld, what in (
+        ("speculative_config", "the speculative draft model (its weights and KV layers)"),
+        ("kv_transfer_config", "the KV connector's buffers")) if p.values.get(fld)]
+    if p.engine == "vllm" and unmodelled:
+        passed = next(f for f in out.findings if f.id == "sizing-inputs")
+        passed.status = WARN
+        passed.message += (f"; sized without {' and '.join(unmodelled)}, which come out of "
+                           "the KV cache: the pool is smaller than these checks find")
+        passed.fix = ("size from a real start with --kv-cache-memory-bytes, or accept the "
+                      "margin (kvplan.io/ignore: sizing-inputs)")
     try:
         a = _sglang_pool(p, model, gpu, a, version)
         r = size(model, gpu, a, version)
