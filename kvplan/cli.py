@@ -9,6 +9,7 @@ import json
 import math
 import os
 import sys
+from dataclasses import replace
 from typing import Any, Optional
 
 import typer
@@ -74,6 +75,9 @@ def size_cmd(
     skip_mm_profiling: bool = typer.Option(False, "--skip-mm-profiling",
                                            help="Multimodal models: leave the vision encoder "
                                            "out of the profile run (as vLLM's flag)."),
+    hf_overrides: Optional[str] = typer.Option(None, "--hf-overrides", help="JSON applied to "
+                                               "the model's HF config, as vLLM applies it "
+                                               "(e.g. YaRN rope_scaling for a longer context)."),
     entrypoint: str = typer.Option("serve", "--entrypoint", help="serve (vllm serve) or llm "
                                    "(the offline LLM class: twice the token budget by "
                                    "default, one API process)."),
@@ -182,6 +186,10 @@ def size_cmd(
     env_note = apply_assignments(args, env)
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)
+    if hf_overrides is not None:
+        from kvplan.engines.vllm_overrides import apply_hf_overrides, parse_hf_overrides
+
+        m = replace(m, config=apply_hf_overrides(m.config, parse_hf_overrides(hf_overrides)))
     g = resolve_gpu(gpu, gpu_memory, catalog)
     result = size(m, g, args, vllm_version)
     if env_note:

@@ -476,6 +476,24 @@ def test_speculative_decoding_and_connectors_warn(capsys):
         assert one(dep, "max-model-len-fits")["status"] == "pass"
 
 
+def test_hf_overrides_yarn_recipe(capsys):
+    # Qwen3's YaRN recipe: before 0.30 vLLM scales original_max_position_embeddings by the
+    # factor (32,768 x 4); 0.30+ take YaRN's max_position_embeddings (40,960) as scaled
+    cmd = ("vllm serve Qwen/Qwen3-8B --hf-overrides '{\"rope_scaling\": {\"rope_type\": "
+           "\"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}}' "
+           "--max-model-len 131072")
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", "0.29")
+    assert code == 0 and one(rep["deployments"][0], "max-model-len-fits")["status"] == "pass"
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", "0.33")
+    f = one(rep["deployments"][0], "max-model-len-fits")
+    assert code == 1 and f["suggested"] == 40960
+    # 0.6-0.11 spelled it --rope-scaling
+    code, rep = check_json(capsys, "--cmd", cmd.replace("--hf-overrides '{\"rope_scaling\": ",
+                                                        "--rope-scaling '").replace("}}'", "}'"),
+                           "--gpu", "h100", "--vllm-version", "0.9")
+    assert code == 0 and one(rep["deployments"][0], "max-model-len-fits")["status"] == "pass"
+
+
 def test_amd_gpu_operator_labels(capsys):
     # amd.com/gpu.product-name (nodeSelector) and beta.amd.com/gpu.product-name (affinity),
     # as the AMD GPU operator's labeller writes them; amd.com/gpu counts the GPUs

@@ -388,6 +388,26 @@ def test_qwen25_7b_l4_profile_oom_real_start():
     assert not start(60640).fits and start(8192).fits
 
 
+def test_hf_overrides_as_vllm_applies_them():
+    from kvplan.engines.vllm_overrides import apply_hf_overrides
+
+    cfg = {"rope_scaling": {"rope_type": "linear", "factor": 2.0, "x": 1},
+           "text_config": {"num_hidden_layers": 32, "hidden_size": 4096}, "head_dim": 128}
+    out = apply_hf_overrides(cfg, {"rope_scaling": {"rope_type": "yarn", "factor": 4.0},
+                                   "text_config": {"num_hidden_layers": 2}, "head_dim": 64})
+    assert out["rope_scaling"] == {"rope_type": "yarn", "factor": 4.0}  # a dict: set whole
+    assert out["text_config"] == {"num_hidden_layers": 2, "hidden_size": 4096}  # sub-config
+    assert out["head_dim"] == 64 and cfg["head_dim"] == 128  # a copy
+
+
+def test_yarn_max_len_by_release():
+    yarn = {**QWEN25_7B_INSTRUCT, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                   "original_max_position_embeddings": 32768}}
+    assert run(yarn, version="0.29", max_model_len=131072).max_model_len == 131072
+    with pytest.raises(BadInput, match="exceeds the model's maximum of 32768"):
+        run(yarn, version="0.30", max_model_len=131072)
+
+
 def test_rocm_non_torch():
     # MI300X starts hold 1.18 GiB more outside torch (0.9-0.18 images; 0.23, 0.29, 0.31
     # images: 1.0-1.4 GiB of consumed memory beyond weights and V2 sampler state), 1.79 GiB

@@ -36,6 +36,10 @@ VLLM_FIELDS = {
     # buffers come out of the KV cache
     "--speculative-config": "speculative_config", "--speculative-model": "speculative_config",
     "--kv-transfer-config": "kv_transfer_config",
+    # applied to the model's config before sizing (`engines/vllm_overrides.py`); 0.6-0.11's
+    # --rope-scaling / --rope-theta are overrides of those two keys
+    "--hf-overrides": "hf_overrides", "--rope-scaling": "hf_overrides",
+    "--rope-theta": "hf_overrides",
     "--dtype": "dtype",
     "--quantization": "quantization",
     "--enable-prefix-caching": "enable_prefix_caching",
@@ -391,6 +395,14 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
             value = parse_mm_limits(f.value, what=f.key)
         elif fld == "video_io":
             value = parse_video_io(f.value, what=f.key)
+        elif fld == "hf_overrides":
+            from kvplan.engines.vllm_overrides import parse_hf_overrides
+
+            key = {"--rope-scaling": "rope_scaling", "--rope-theta": "rope_theta"}.get(f.name)
+            new = {key: parse_hf_overrides(f.value, what=f.key) if key == "rope_scaling"
+                   else _convert("", f.value, "float", f.key)} if key else \
+                parse_hf_overrides(f.value, what=f.key)
+            value = {**(p.values.get("hf_overrides") or {}), **new}
         elif fld in ("compilation_config", "optimization_level"):
             for name, v in _compilation(fld, f).items():
                 p.values[name], p.set_by[name] = v, f

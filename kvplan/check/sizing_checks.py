@@ -145,12 +145,17 @@ def _long_model(model: Any, mml: int) -> Any:
 
 def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
     from kvplan.core.arch import normalize
-    from kvplan.core.sizing import size
+    from kvplan.core.sizing import derived_max_model_len, size
+    from kvplan.core.versions import VllmVersion
 
     got = _inputs(out, p, catalogs)
     if got is None:
         return
     model, gpu = got
+    if p.engine == "vllm" and p.values.get("hf_overrides"):  # as vLLM applies them to the config
+        from kvplan.engines.vllm_overrides import apply_hf_overrides
+
+        model = replace(model, config=apply_hf_overrides(model.config, p.values["hf_overrides"]))
     a = _engine_args(p)
     try:
         arch = normalize(model.config)
@@ -164,18 +169,19 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
             out.add(cid, SKIP, "not sized: the parallel layout is invalid")
         return
     mml = a.max_model_len
-    if mml and mml > 0 and mml > arch.max_position:
+    longest, longest_src = derived_max_model_len(arch, VllmVersion.of(version))
+    if mml and mml > 0 and mml > longest:
         allow = ALLOW_LONG.get(p.engine)
         if allow and (p.env_value(allow) or "").lower() in ("1", "true"):
             model = _long_model(model, mml)
         else:
             name = spelled(p.engine, "max_model_len")
             out.add("max-model-len-fits", FAIL, f"{name} {mml} exceeds the model's maximum of "
-                    f"{arch.max_position} ({arch.max_position_source}): the engine refuses to "
-                    "start", p.loc_of("max_model_len"), fix=f"{name} {arch.max_position}"
+                    f"{longest} ({longest_src}): the engine refuses to "
+                    "start", p.loc_of("max_model_len"), fix=f"{name} {longest}"
                     + (f" (or set {allow}=1 if the model really handles more)" if allow else ""),
-                    current=mml, suggested=arch.max_position)
-            a.max_model_len = arch.max_position
+                    current=mml, suggested=longest)
+            a.max_model_len = longest
     gmu = a.gpu_memory_utilization
     if gmu is not None and not 0 < gmu <= 1:
         for cid in SIZED[1:]:

@@ -282,8 +282,12 @@ def head_size(t: dict[str, Any]) -> int:
     return hidden // heads
 
 
-def max_model_len_of(t: dict[str, Any]) -> tuple[int, str]:
-    """vLLM `_get_and_verify_max_len`: min over the length keys, then rope scaling."""
+def max_model_len_of(t: dict[str, Any], *, yarn_from_original: bool = False
+                     ) -> tuple[int, str]:
+    """vLLM `_get_and_verify_max_len`: min over the length keys, then rope scaling.
+    `yarn_from_original` (before 0.30): YaRN scales original_max_position_embeddings by its
+    factor, and only su / longrope / llama3 leave the length as it is; 0.30 (read in the
+    0.30-0.33 wheels) takes YaRN's max_position_embeddings as already scaled."""
     found = [(int(t[k]), k) for k in MAX_LEN_KEYS if isinstance(t.get(k), (int, float))]
     if not found:
         return 2048, "no length field in config (vLLM's 2048 default)"
@@ -292,7 +296,16 @@ def max_model_len_of(t: dict[str, Any]) -> tuple[int, str]:
     if isinstance(rs, dict) and rs:
         rtype = rs.get("rope_type", rs.get("type", ""))
         factor = rs.get("factor")
-        if (factor and rtype not in _ROPE_NO_SCALE and "gemma3" not in t.get("model_type", "")
+        orig = rs.get("original_max_position_embeddings")
+        if yarn_from_original and rtype == "yarn" and factor and isinstance(orig, (int, float)):
+            scaled = orig * factor
+            if not 0 < scaled < 2**53:
+                raise BadInput(f"config field 'rope_scaling.factor' {factor!r} scales "
+                               f"original_max_position_embeddings {orig} to {scaled:g}")
+            return int(scaled), (f"rope_scaling original_max_position_embeddings {orig:g} x "
+                                 f"factor {factor:g} (yarn)")
+        no_scale = {"su", "longrope", "llama3"} if yarn_from_original else _ROPE_NO_SCALE
+        if (factor and rtype not in no_scale and "gemma3" not in t.get("model_type", "")
                 and rtype):
             if rtype == "dynamic" and "original_max_position_embeddings" in rs:
                 pass  # dynamic with original length: derived length stays

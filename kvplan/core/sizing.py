@@ -23,6 +23,7 @@ from kvplan.core.arch import (
     AttnLayer,
     ModelArch,
     StateLayer,
+    max_model_len_of,
     normalize,
 )
 from kvplan.core.config_types import check_field_types
@@ -306,6 +307,14 @@ class SizeResult:
 
 
 # --- defaults --------------------------------------------------------------------------------
+
+def derived_max_model_len(arch: ModelArch, version: VllmVersion) -> tuple[int, str]:
+    """The longest max_model_len vLLM allows for the config, and where it comes from: before
+    0.30 YaRN scales its original length (`arch.max_model_len_of`)."""
+    if version.at_least(0, 30):
+        return arch.max_position, arch.max_position_source
+    return max_model_len_of(arch.text_config, yarn_from_original=True)
+
 
 def batch_defaults(gpu: Gpu, version: VllmVersion, usage: str, world_size: int) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither.
@@ -597,8 +606,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                    ssm=canonical(ssm) if ssm != "auto" else model_dtype)
 
     # lengths and batch defaults
-    derived = arch.max_position
-    mml_src = f"config {arch.max_position_source}"
+    derived, derived_src = derived_max_model_len(arch, version)
+    mml_src = f"config {derived_src}"
     if a.max_model_len is None:
         mml = derived
     elif a.max_model_len == -1:
@@ -611,7 +620,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if mml > derived:
             raise BadInput(
                 f"--max-model-len {mml} exceeds the model's maximum of {derived} "
-                f"({arch.max_position_source})",
+                f"({derived_src})",
                 hint=f"use --max-model-len {derived} or less "
                      "(vLLM only allows more with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")
         if mml < 1:
