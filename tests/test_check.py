@@ -474,6 +474,15 @@ def test_speculative_decoding_and_connectors_warn(capsys):
         f = one(dep, "sizing-inputs")
         assert code == 0 and f["status"] == "warn" and "come out of the KV cache" in f["message"]
         assert one(dep, "max-model-len-fits")["status"] == "pass"
+    # DeepEP's buffers under expert parallelism, by flag or by 0.10-0.11's environment variable
+    base = "vllm serve Qwen/Qwen3-30B-A3B --max-model-len 16384 --enable-expert-parallel"
+    for cmd in (f"{base} --all2all-backend deepep_low_latency",
+                f"VLLM_ALL2ALL_BACKEND=deepep_high_throughput {base}"):
+        code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100")
+        f = one(rep["deployments"][0], "sizing-inputs")
+        assert f["status"] == "warn" and "all-to-all buffers" in f["message"]
+    code, rep = check_json(capsys, "--cmd", base, "--gpu", "h100")
+    assert one(rep["deployments"][0], "sizing-inputs")["status"] == "pass"
 
 
 def test_hf_overrides_yarn_recipe(capsys):

@@ -35,7 +35,7 @@ VLLM_FIELDS = {
     # sized without them, with a warning: a draft model's weights and KV layers, a connector's
     # buffers come out of the KV cache
     "--speculative-config": "speculative_config", "--speculative-model": "speculative_config",
-    "--kv-transfer-config": "kv_transfer_config",
+    "--kv-transfer-config": "kv_transfer_config", "--all2all-backend": "all2all_backend",
     # applied to the model's config before sizing (`engines/vllm_overrides.py`); 0.6-0.11's
     # --rope-scaling / --rope-theta are overrides of those two keys
     "--hf-overrides": "hf_overrides", "--rope-scaling": "hf_overrides",

@@ -196,9 +196,13 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         for c in SIZED[1:]:
             out.add(c, SKIP, "not sized: LoRA memory is not modelled")
         return
+    a2a = str(p.values.get("all2all_backend") or p.env_value("VLLM_ALL2ALL_BACKEND") or "")
     unmodelled = [what for fld, what in (
         ("speculative_config", "the speculative draft model (its weights and KV layers)"),
         ("kv_transfer_config", "the KV connector's buffers")) if p.values.get(fld)]
+    if a.enable_expert_parallel and a2a not in ("", "naive", "allgather_reducescatter",
+                                                  "passthrough"):
+        unmodelled.append(f"the {a2a} all-to-all buffers of expert parallelism")
     if p.engine == "vllm" and unmodelled:
         passed = next(f for f in out.findings if f.id == "sizing-inputs")
         passed.status = WARN
