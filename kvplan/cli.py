@@ -75,6 +75,12 @@ def size_cmd(
     skip_mm_profiling: bool = typer.Option(False, "--skip-mm-profiling",
                                            help="Multimodal models: leave the vision encoder "
                                            "out of the profile run (as vLLM's flag)."),
+    mamba_cache_dtype: str = typer.Option("auto", "--mamba-cache-dtype", help="Mamba / "
+                                          "linear-attention state dtype (auto, float32, "
+                                          "float16, bfloat16)."),
+    mamba_ssm_cache_dtype: str = typer.Option("auto", "--mamba-ssm-cache-dtype",
+                                              help="Their SSM state alone (auto: the "
+                                              "config's hint, else --mamba-cache-dtype)."),
     hf_overrides: Optional[str] = typer.Option(None, "--hf-overrides", help="JSON applied to "
                                                "the model's HF config, as vLLM applies it "
                                                "(e.g. YaRN rope_scaling for a longer context)."),
@@ -162,6 +168,7 @@ def size_cmd(
         enforce_eager=enforce_eager, dtype=dtype, quantization=quantization,
         enable_prefix_caching=enable_prefix_caching,
         enable_chunked_prefill=enable_chunked_prefill, usage=entrypoint,
+        mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         num_gpu_blocks_override=num_gpu_blocks_override,
         disable_custom_all_reduce=disable_custom_all_reduce,

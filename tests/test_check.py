@@ -503,6 +503,20 @@ def test_hf_overrides_yarn_recipe(capsys):
     assert code == 0 and one(rep["deployments"][0], "max-model-len-fits")["status"] == "pass"
 
 
+def test_mamba_state_dtype_flags(capsys):
+    # a float32 SSM state holds fewer tokens in the same pool; a dtype vLLM rejects fails
+    def tokens(extra):
+        code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-Next-80B-A3B-Thinking "
+                               f"-tp 4 --max-model-len 65536 {extra}", "--gpu", "h100")
+        return code, rep["deployments"][0]
+
+    _, base = tokens("")
+    _, fp32 = tokens("--mamba-ssm-cache-dtype float32")
+    assert fp32["kv_cache_tokens"] < base["kv_cache_tokens"]
+    code, bad = tokens("--mamba-ssm-cache-dtype fp8")
+    assert code == 1 and one(bad, "flag-values")["status"] == "fail"
+
+
 def test_amd_gpu_operator_labels(capsys):
     # amd.com/gpu.product-name (nodeSelector) and beta.amd.com/gpu.product-name (affinity),
     # as the AMD GPU operator's labeller writes them; amd.com/gpu counts the GPUs

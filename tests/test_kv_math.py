@@ -212,6 +212,25 @@ def test_nemotron_h_mamba2_fp32_ssm_state():
     assert r.blocks_per_request == 8 + 4
 
 
+def test_mamba_cache_dtype_flags():
+    # --mamba-ssm-cache-dtype wins over NemotronH's float32 default: ssm 128 x 64 x 128 x 2 B
+    r = run(NEMOTRON_H_8B, version="0.20.2", kv_cache_memory_bytes=GiB, max_model_len=8192,
+            mamba_ssm_cache_dtype="bfloat16")
+    assert r.state_bytes_per_request_per_gpu == 4 * (61440 + 2097152)
+    # --mamba-cache-dtype float32 doubles the conv state; the SSM state keeps its float32
+    r = run(NEMOTRON_H_8B, version="0.20.2", kv_cache_memory_bytes=GiB, max_model_len=8192,
+            mamba_cache_dtype="float32")
+    assert r.state_bytes_per_request_per_gpu == 4 * (2 * 61440 + 4194304)
+    # Falcon-H1 has no hint: the SSM state follows --mamba-cache-dtype
+    r = run(FALCON_H1_7B, version="0.20.2", kv_cache_memory_bytes=GiB,
+            mamba_cache_dtype="float32")
+    assert r.state_bytes_per_request_per_gpu == 44 * 2 * 1594368
+    with pytest.raises(BadInput, match="not auto, float32, float16 or bfloat16"):
+        run(FALCON_H1_7B, kv_cache_memory_bytes=GiB, mamba_ssm_cache_dtype="fp8")
+    with pytest.raises(BadInput, match="has no --mamba-cache-dtype"):
+        run(FALCON_H1_7B, version="0.9", kv_cache_memory_bytes=GiB, mamba_cache_dtype="float32")
+
+
 def test_falcon_h1_parallel_hybrid_has_attention_and_state_in_every_layer():
     r = run(FALCON_H1_7B, version="0.20.2", kv_cache_memory_bytes=GiB)
     # Mamba2 state: conv (3072 + 2*1*256) x 3 x 2 B + ssm 24 x 128 x 256 x 2 B = 1,594,368 B

@@ -36,6 +36,7 @@ VLLM_FIELDS = {
     # buffers come out of the KV cache
     "--speculative-config": "speculative_config", "--speculative-model": "speculative_config",
     "--kv-transfer-config": "kv_transfer_config", "--all2all-backend": "all2all_backend",
+    "--mamba-cache-dtype": "mamba_cache_dtype", "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
     # applied to the model's config before sizing (`engines/vllm_overrides.py`); 0.6-0.11's
     # --rope-scaling / --rope-theta are overrides of those two keys
     "--hf-overrides": "hf_overrides", "--rope-scaling": "hf_overrides",

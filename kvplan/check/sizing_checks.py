@@ -221,7 +221,7 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
                               f"{p.values['kv_cache_dtype']} (vLLM accepts it)")
         elif "dtype" in e.message:
             out.add("flag-values", FAIL, f"{e.message}: the engine refuses to start",
-                    p.loc_of("kv_cache_dtype"), fix=e.hint or "fix the flag")
+                    p.loc_of(e.flag or "kv_cache_dtype"), fix=e.hint or "fix the flag")
         elif e.flag == "tensor_parallel_size":  # a layout vLLM rejects (FP8 block split)
             tpv = next(f for f in out.findings if f.id == "tensor-parallel-valid")
             tpv.status, tpv.message = FAIL, f"{e.message}: the engine refuses to start"

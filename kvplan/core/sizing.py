@@ -144,6 +144,8 @@ class EngineArgs:
     estimate_cudagraphs: bool = True  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (0.20+ default 1)
     breakable_cudagraph: bool | None = None  # VLLM_USE_BREAKABLE_CUDAGRAPH (None: vLLM's default)
     usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
+    mamba_cache_dtype: str = "auto"  # --mamba-cache-dtype: conv (and by default SSM) state
+    mamba_ssm_cache_dtype: str = "auto"  # --mamba-ssm-cache-dtype: the SSM / recurrent state
     # whose start-up rules apply: "vllm", or "sglang", whose pool `kvplan check` passes as a
     # given KV size (mem-fraction-static x total - weights) that vLLM's bounds do not govern
     engine: str = "vllm"
@@ -601,9 +603,22 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "full-MLA page size per layer tuple, and the logged concurrency weights "
                      "groups by page bytes, above what the block pool admits (the 'sequences "
                      "that fit' figures)")
-    ssm = arch.ssm_state_dtype or model_dtype
-    dts = KvDtypes(kv=kv, conv=model_dtype,
-                   ssm=canonical(ssm) if ssm != "auto" else model_dtype)
+    # Mamba / linear-attention state dtypes (`MambaStateDtypeCalculator`, 0.33
+    # `layers/mamba/mamba_utils.py`): the conv state in --mamba-cache-dtype (auto: the model's),
+    # the SSM state in --mamba-ssm-cache-dtype, else the config's hint (NemotronH, Qwen3.5:
+    # `models/config.py`), else the conv state's
+    for flag, value in (("--mamba-cache-dtype", a.mamba_cache_dtype),
+                        ("--mamba-ssm-cache-dtype", a.mamba_ssm_cache_dtype)):
+        fld = flag[2:].replace("-", "_")
+        if value not in ("auto", "float32", "float16", "bfloat16"):
+            raise BadInput(f"{flag} {value!r} is not auto, float32, float16 or bfloat16",
+                           flag=fld)
+        if value != "auto" and not version.at_least(0, 10):
+            raise BadInput(f"vLLM {version.text} has no {flag} (0.10+)", flag=fld)
+    conv = model_dtype if a.mamba_cache_dtype == "auto" else a.mamba_cache_dtype
+    ssm = a.mamba_ssm_cache_dtype if a.mamba_ssm_cache_dtype != "auto" else (
+        arch.ssm_state_dtype if arch.ssm_state_dtype not in (None, "auto") else conv)
+    dts = KvDtypes(kv=kv, conv=conv, ssm=canonical(ssm))
 
     # lengths and batch defaults
     derived, derived_src = derived_max_model_len(arch, version)
