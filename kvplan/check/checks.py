@@ -56,6 +56,8 @@ class Outcome:
     def add(self, id_: str, status: str, message: str, loc: Loc | None = None,
             fix: str | None = None, current: Any = None, suggested: Any = None) -> Finding:
         f = Finding(id_, status, message, loc or self.target.loc, fix, current, suggested)
+        if status in (FAIL, WARN):  # a later finding overrules the check's earlier pass
+            self.findings = [g for g in self.findings if not (g.id == id_ and g.status == PASS)]
         self.findings.append(f)
         return f
 
