@@ -483,6 +483,17 @@ def test_speculative_decoding_and_connectors_warn(capsys):
         assert f["status"] == "warn" and "all-to-all buffers" in f["message"]
     code, rep = check_json(capsys, "--cmd", base, "--gpu", "h100")
     assert one(rep["deployments"][0], "sizing-inputs")["status"] == "pass"
+    # 0.33's speculative shorthand and the other flags sized without
+    for extra, says in (("--spec-method eagle3 --spec-model x/y --spec-tokens 3",
+                         "speculative draft model"),
+                        ("--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window",
+                         "wider KV dtype"),
+                        ("--disable-sliding-window", "--disable-sliding-window"),
+                        ("--enable-eplb", "redundant experts"),
+                        ("--prefill-context-parallel-size 2", "the KV cache differs")):
+        code, rep = check_json(capsys, "--cmd", f"{base} {extra}", "--gpu", "h100")
+        f = one(rep["deployments"][0], "sizing-inputs")
+        assert f["status"] == "warn" and says in f["message"], extra
 
 
 def test_hf_overrides_yarn_recipe(capsys):

@@ -35,6 +35,10 @@ VLLM_FIELDS = {
     # sized without them, with a warning: a draft model's weights and KV layers, a connector's
     # buffers come out of the KV cache
     "--speculative-config": "speculative_config", "--speculative-model": "speculative_config",
+    "--spec-method": "speculative_config", "--spec-model": "speculative_config",
+    "--kv-cache-dtype-skip-layers": "kv_cache_dtype_skip_layers",
+    "--disable-sliding-window": "disable_sliding_window", "--enable-eplb": "enable_eplb",
+    "--prefill-context-parallel-size": "prefill_context_parallel_size",
     "--kv-transfer-config": "kv_transfer_config", "--all2all-backend": "all2all_backend",
     "--mamba-cache-dtype": "mamba_cache_dtype", "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
     # applied to the model's config before sizing (`engines/vllm_overrides.py`); 0.6-0.11's
@@ -318,7 +322,7 @@ HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
 BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",
                "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
                "disable_custom_all_reduce", "skip_mm_profiling", "language_model_only",
-               "headless", "enable_lora"}
+               "headless", "enable_lora", "disable_sliding_window", "enable_eplb"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:

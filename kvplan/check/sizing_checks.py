@@ -196,20 +196,7 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         for c in SIZED[1:]:
             out.add(c, SKIP, "not sized: LoRA memory is not modelled")
         return
-    a2a = str(p.values.get("all2all_backend") or p.env_value("VLLM_ALL2ALL_BACKEND") or "")
-    unmodelled = [what for fld, what in (
-        ("speculative_config", "the speculative draft model (its weights and KV layers)"),
-        ("kv_transfer_config", "the KV connector's buffers")) if p.values.get(fld)]
-    if a.enable_expert_parallel and a2a not in ("", "naive", "allgather_reducescatter",
-                                                  "passthrough"):
-        unmodelled.append(f"the {a2a} all-to-all buffers of expert parallelism")
-    if p.engine == "vllm" and unmodelled:
-        passed = next(f for f in out.findings if f.id == "sizing-inputs")
-        passed.status = WARN
-        passed.message += (f"; sized without {' and '.join(unmodelled)}, which come out of "
-                           "the KV cache: the pool is smaller than these checks find")
-        passed.fix = ("size from a real start with --kv-cache-memory-bytes, or accept the "
-                      "margin (kvplan.io/ignore: sizing-inputs)")
+    _warn_unmodelled(out, p, a)
     try:
         a = _sglang_pool(p, model, gpu, a, version)
         r = size(model, gpu, a, version)
@@ -254,6 +241,36 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
     from kvplan.check.capacity_checks import seqs_and_replicas
 
     seqs_and_replicas(out, p, r, model, gpu, version)
+
+
+def _warn_unmodelled(out: Any, p: Parsed, a: Any) -> None:
+    """Flags kvplan sizes without: sizing-inputs warns, naming them. All but the context-
+    parallel split take memory from the KV cache."""
+    if p.engine != "vllm":
+        return
+    smaller = [what for fld, what in (
+        ("speculative_config", "the speculative draft model (its weights and KV layers)"),
+        ("kv_transfer_config", "the KV connector's buffers"),
+        ("kv_cache_dtype_skip_layers", "the layers --kv-cache-dtype-skip-layers keeps in a "
+         "wider KV dtype"),
+        ("disable_sliding_window", "--disable-sliding-window (sliding-window layers kept "
+         "whole, the length capped at the window)"),
+        ("enable_eplb", "the redundant experts of --enable-eplb")) if p.values.get(fld)]
+    a2a = str(p.values.get("all2all_backend") or p.env_value("VLLM_ALL2ALL_BACKEND") or "")
+    if a.enable_expert_parallel and a2a not in ("", "naive", "allgather_reducescatter",
+                                                  "passthrough"):
+        smaller.append(f"the {a2a} all-to-all buffers of expert parallelism")
+    other = ["the KV split of --prefill-context-parallel-size"] if str(
+        p.values.get("prefill_context_parallel_size") or "1") != "1" else []
+    if not smaller and not other:
+        return
+    passed = next(f for f in out.findings if f.id == "sizing-inputs")
+    passed.status = WARN
+    passed.message += "; sized without " + " and ".join(smaller + other) + (
+        ", which come out of the KV cache: the pool is smaller than these checks find"
+        if not other else ": the KV cache differs from what these checks find")
+    passed.fix = ("size from a real start with --kv-cache-memory-bytes, or accept the margin "
+                  "(kvplan.io/ignore: sizing-inputs)")
 
 
 def _engine_accepts_kv_dtype(p: Parsed, version: str) -> bool:
