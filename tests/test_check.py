@@ -528,6 +528,33 @@ def test_mamba_state_dtype_flags(capsys):
     assert code == 1 and one(bad, "flag-values")["status"] == "fail"
 
 
+def test_multi_node_data_parallel_counts_local_ranks(capsys, tmp_path):
+    # --data-parallel-size 4 --data-parallel-size-local 2: this node runs 2 of the 4 ranks
+    f = tmp_path / "dp.yaml"
+    f.write_text("""apiVersion: apps/v1
+kind: Deployment
+metadata: {name: dp}
+spec:
+  selector: {matchLabels: {app: dp}}
+  template:
+    metadata: {labels: {app: dp}}
+    spec:
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.33.0
+          command: ["vllm", "serve", "Qwen/Qwen3-30B-A3B", "-dp", "4", "-dpl", "2",
+                    "--enable-expert-parallel", "--max-model-len", "32768"]
+          resources: {limits: {nvidia.com/gpu: 2}}
+""")
+    code, rep = check_json(capsys, f)
+    g = one(rep["deployments"][0], "gpu-count-matches")
+    assert g["status"] == "pass" and "TP x PP x local DP = 2" in g["message"]
+    f.write_text(f.read_text().replace('"-dpl", "2",', ""))
+    code, rep = check_json(capsys, f)
+    assert one(rep["deployments"][0], "gpu-count-matches")["status"] == "fail"
+
+
 def test_amd_gpu_operator_labels(capsys):
     # amd.com/gpu.product-name (nodeSelector) and beta.amd.com/gpu.product-name (affinity),
     # as the AMD GPU operator's labeller writes them; amd.com/gpu counts the GPUs

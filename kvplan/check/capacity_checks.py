@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from kvplan.check.base import FAIL, PASS, SKIP
+from kvplan.check.checks import local_engines
 from kvplan.check.mapping import Parsed, spelled
 from kvplan.check.sizing_checks import replicas_fix
 
@@ -109,7 +110,7 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
     else:
         out.add("max-num-seqs-safe", PASS, f"{name} {current} <= the safe {safe}{at} for the "
                 f"declared {wl.name} workload", loc, current=current, suggested=safe)
-    _replicas_check(out, plan, n, wl, tg, gpu, r)
+    _replicas_check(out, plan, n, wl, tg, gpu, local_engines(p))
 
 
 def _over_blocks(out: Any, p: Parsed, over: tuple[int, int], fix: int, name: str,
@@ -138,7 +139,7 @@ def _why(plan: Any, tg: Any, engine: str) -> str:
     return why
 
 
-def _replicas_check(out: Any, plan: Any, n: int, wl: Any, tg: Any, gpu: Any, r: Any) -> None:
+def _replicas_check(out: Any, plan: Any, n: int, wl: Any, tg: Any, gpu: Any, dp: int) -> None:
     t = out.target
     cid = "replicas-cover-rate"
     if not tg.rate and not wl.users:
@@ -148,8 +149,7 @@ def _replicas_check(out: Any, plan: Any, n: int, wl: Any, tg: Any, gpu: Any, r: 
     needed, rps, rate = _replicas(pt, n, wl, tg)
     if n == plan.max_num_seqs:
         needed = plan.replicas
-    dp = r.args.data_parallel_size
-    pods = math.ceil(needed / dp)
+    pods = math.ceil(needed / dp)  # each pod runs its data-parallel engines
     have = t.replicas_max or t.replicas
     loc = t.replicas_loc or t.loc
     slo = f" and TTFT p95 <= {tg.ttft_p95_s:g} s" if tg.ttft_p95_s else ""

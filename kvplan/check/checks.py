@@ -254,14 +254,21 @@ def utilization_range(out: Outcome, p: Parsed, default: float) -> None:
         out.add(cid, PASS, f"{name} {v:g} is in [0.5, 0.95]", loc, current=v)
 
 
+def local_engines(p: Parsed) -> int:
+    """Data-parallel engines this container runs: --data-parallel-size-local when a DP group
+    spans nodes (each node runs its share), else --data-parallel-size."""
+    v = p.values
+    dp = v.get("data_parallel_size_local") or v.get("data_parallel_size") or 1
+    if p.engine == "sglang" and any(f.name == "--enable-dp-attention" for f in p.flags):
+        dp = 1
+    return dp
+
+
 def gpus_needed(p: Parsed) -> int:
     v = p.values
     tp = v.get("tensor_parallel_size") or 1
     pp = v.get("pipeline_parallel_size") or 1
-    dp = v.get("data_parallel_size") or 1
-    if p.engine == "sglang" and any(f.name == "--enable-dp-attention" for f in p.flags):
-        dp = 1
-    return tp * pp * dp
+    return tp * pp * local_engines(p)
 
 
 def _visible_devices(p: Parsed) -> tuple[int | None, Loc | None]:
@@ -281,7 +288,8 @@ def gpu_count(out: Outcome, p: Parsed) -> None:
     if vis is not None and (have is None or vis < have):
         have, loc = vis, vloc
     loc = loc or t.loc
-    parallel = f"TP x PP x DP = {need}"
+    parallel = f"TP x PP x DP = {need}" if not p.values.get("data_parallel_size_local") else \
+        f"TP x PP x local DP = {need}"
     out.facts["gpus_needed"] = need
     out.facts["gpus"] = have
     if have is None:

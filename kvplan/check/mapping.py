@@ -40,6 +40,7 @@ VLLM_FIELDS = {
     "--disable-sliding-window": "disable_sliding_window", "--enable-eplb": "enable_eplb",
     "--prefill-context-parallel-size": "prefill_context_parallel_size",
     "--kv-transfer-config": "kv_transfer_config", "--all2all-backend": "all2all_backend",
+    "--data-parallel-size-local": "data_parallel_size_local",  # this node's DP ranks
     "--mamba-cache-dtype": "mamba_cache_dtype", "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
     # applied to the model's config before sizing (`engines/vllm_overrides.py`); 0.6-0.11's
     # --rope-scaling / --rope-theta are overrides of those two keys
@@ -316,6 +317,7 @@ def _convert(fld: str, text: str, typ: str | None, what: str) -> Any:
 
 
 INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+              "data_parallel_size_local",
               "decode_context_parallel_size",
               "block_size", "max_num_seqs", "num_gpu_blocks_override", "max_total_tokens"}
 HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
