@@ -145,10 +145,15 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
              "-cc", "-O", "--limit-mm-per-prompt", "--media-io-kwargs",
              "--mm-ipc-gpu-memory-gb", "--api-server-count", "--cpu-offload-gb", "-dp", "-pp",
              "--quantization", "--kv-cache-memory-bytes", "--cudagraph-capture-sizes",
-             "--model", "--decode-context-parallel-size"]
+             "--model", "--decode-context-parallel-size", "--hf-overrides", "--rope-scaling",
+             "--mamba-ssm-cache-dtype", "--mamba-cache-dtype", "-dpl", "--enable-lora",
+             "--all2all-backend", "--enable-expert-parallel"]
     values = ["1", "0", "-1", "8", "3", "auto", "1e9", "nan", "inf", "32k", "{", "{}",
               '{"cudagraph_mode": 5}', '{"max_cudagraph_capture_size": "x"}', '{"video": []}',
-              "[1]", "fp8", "bogus", "", "1.5",
+              "[1]", "fp8", "bogus", "", "1.5", '{"num_hidden_layers": "x"}',
+              '{"rope_scaling": {"rope_type": "yarn", "factor": 1e308}}',
+              '{"max_position_embeddings": -1}', '{"text_config": 5}', "float32",
+              '{"rope_scaling": 5}', "deepep_low_latency",
               "9" * 20, "'", "--"]
     model_ids = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
                  "deepseek-ai/DeepSeek-R1", "ibm-granite/granite-4.0-h-small", "nope/nope"]
