@@ -459,6 +459,12 @@ def test_lora_is_not_sized(capsys):
                                                         "--max-lora-rank 8 ", ""),
                            "--gpu", "l4", "--vllm-version", "0.23")
     assert code == 0  # the same deployment without LoRA passes
+    for cmd in ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --lora-paths a=b/c",
+                "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --enable-lora",
+                "text-generation-launcher --model-id Qwen/Qwen3-8B --lora-adapters a/b"):
+        code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100")
+        f = one(rep["deployments"][0], "sizing-inputs")
+        assert code == 1 and f["status"] == "fail" and "LoRA adapters" in f["message"], cmd
 
 
 def test_speculative_decoding_and_connectors_warn(capsys):

@@ -94,8 +94,9 @@ SGLANG_FIELDS = {
     "--disable-radix-cache": "enable_prefix_caching",
     "--disable-cuda-graph": "enforce_eager",
     "--max-total-tokens": "max_total_tokens",
+    "--lora-paths": "lora_adapters", "--enable-lora": "enable_lora",  # not sized
 }
-SGLANG_BOOL = {"--disable-radix-cache", "--disable-cuda-graph", "--trust-remote-code",
+SGLANG_BOOL = {"--enable-lora", "--disable-radix-cache", "--disable-cuda-graph", "--trust-remote-code",
                "--enable-torch-compile", "--enable-dp-attention", "--skip-tokenizer-init",
                "--enable-metrics", "--log-requests", "--enable-mixed-chunk",
                "--disable-overlap-schedule", "--enable-ep-moe", "--is-embedding",
@@ -112,6 +113,7 @@ TGI_FIELDS = {
     "--kv-cache-dtype": "kv_cache_dtype",
     "--quantize": "quantization",
     "--dtype": "dtype",
+    "--lora-adapters": "lora_adapters",  # not sized
 }
 TGI_BOOL = {"--trust-remote-code", "--disable-custom-kernels", "--json-output",
             "--disable-grammar-support", "--enable-prefill-logprobs", "--disable-usage-stats",
