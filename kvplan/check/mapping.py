@@ -96,7 +96,8 @@ SGLANG_FIELDS = {
     "--max-total-tokens": "max_total_tokens",
     "--lora-paths": "lora_adapters", "--enable-lora": "enable_lora",  # not sized
 }
-SGLANG_BOOL = {"--enable-lora", "--disable-radix-cache", "--disable-cuda-graph", "--trust-remote-code",
+SGLANG_BOOL = {"--enable-lora", "--disable-radix-cache", "--disable-cuda-graph",
+               "--trust-remote-code",
                "--enable-torch-compile", "--enable-dp-attention", "--skip-tokenizer-init",
                "--enable-metrics", "--log-requests", "--enable-mixed-chunk",
                "--disable-overlap-schedule", "--enable-ep-moe", "--is-embedding",
