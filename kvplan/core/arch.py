@@ -297,13 +297,8 @@ def max_model_len_of(t: dict[str, Any], *, yarn_from_original: bool = False
         rtype = rs.get("rope_type", rs.get("type", ""))
         factor = rs.get("factor")
         orig = rs.get("original_max_position_embeddings")
-        if yarn_from_original and rtype == "yarn" and factor and isinstance(orig, (int, float)):
-            scaled = orig * factor
-            if not 0 < scaled < 2**53:
-                raise BadInput(f"config field 'rope_scaling.factor' {factor!r} scales "
-                               f"original_max_position_embeddings {orig} to {scaled:g}")
-            return int(scaled), (f"rope_scaling original_max_position_embeddings {orig:g} x "
-                                 f"factor {factor:g} (yarn)")
+        if yarn_from_original and rtype == "yarn" and isinstance(orig, (int, float)):
+            length, key = int(orig), "rope_scaling original_max_position_embeddings"
         no_scale = {"su", "longrope", "llama3"} if yarn_from_original else _ROPE_NO_SCALE
         if (factor and rtype not in no_scale and "gemma3" not in t.get("model_type", "")
                 and rtype):
