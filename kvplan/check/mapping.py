@@ -408,10 +408,12 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
         elif fld == "hf_overrides":
             from kvplan.engines.vllm_overrides import parse_hf_overrides
 
-            key = {"--rope-scaling": "rope_scaling", "--rope-theta": "rope_theta"}.get(f.name)
-            new = {key: parse_hf_overrides(f.value, what=f.key) if key == "rope_scaling"
-                   else _convert("", f.value, "float", f.key)} if key else \
-                parse_hf_overrides(f.value, what=f.key)
+            if f.name == "--rope-theta":
+                new = {"rope_theta": _convert("", f.value, "float", f.key)}
+            elif f.name == "--rope-scaling":
+                new = {"rope_scaling": parse_hf_overrides(f.value, what=f.key)}
+            else:
+                new = parse_hf_overrides(f.value, what=f.key)
             value = {**(p.values.get("hf_overrides") or {}), **new}
         elif fld in ("compilation_config", "optimization_level"):
             for name, v in _compilation(fld, f).items():
