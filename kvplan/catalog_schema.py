@@ -32,7 +32,8 @@ _FIELDS: dict[str, dict[str, tuple[str, float | None, bool]]] = {
         "tflops": (_MAP, None, False), "interconnect_gbps": (_NUM, 0, False),
         "unified_memory": (_BOOL, None, False), "sm_count": (_INT, 0, False),
         "price_per_hour": (_NUM, 0, False), "mig": (_MAP, None, False),
-        "mig_slices": (_INT, 1, False)},
+        "mig_slices": (_INT, 1, False), "mig_estimated": (_STRS, None, False),
+        "memory_source": (_STR, None, False)},
 }
 VENDORS = ("nvidia", "amd")
 _MIG_PROFILE = re.compile(r"\d+g\.\d+gb")

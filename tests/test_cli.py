@@ -133,6 +133,29 @@ def test_mig_slices(capsys):
     assert code == 1 and "does not fit on this MIG slice: use a larger profile" in out
 
 
+def test_estimated_gpu_memory_is_flagged(capsys):
+    from kvplan.sources.resolve import resolve_gpu
+
+    # H100 PCIe 1g.10gb on driver 525.125.06: -lgip 9.62, the slice shows 9856MiB
+    assert resolve_gpu("NVIDIA H100 PCIe MIG 1g.10gb").memory_bytes == 9856 << 20
+    assert resolve_gpu("NVIDIA H100 PCIe MIG 1g.10gb").memory_note == ""
+    # H20 borrows the GH200 96 GB table (3g.48gb 46.50): inferred, so size says so
+    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "NVIDIA-H20-MIG-3g.48gb", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["gpu_memory_bytes"] == 47616 << 20 and d["gpu_memory_estimated"]
+    assert any("3g.48gb slice memory of the h20 is inferred" in n for n in d["notes"])
+    # a whole GPU whose total is estimated (B300), and --gpu-memory replacing it
+    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "b300", "--json")
+    assert code == 0 and json.loads(out)["gpu_memory_estimated"]
+    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "b300", "--gpu-memory", "268GiB",
+                       "--json")
+    d = json.loads(out)
+    assert code == 0 and not d["gpu_memory_estimated"]
+    assert not any("estimate" in n and "GPU" in n for n in d["notes"])
+    code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "h100", "--json")
+    assert code == 0 and not json.loads(out)["gpu_memory_estimated"]
+
+
 def test_unified_memory_gpu_says_the_pool_moves_with_host_use(capsys):
     # GB10: vLLM measures free memory from the host's available RAM (integrated GPU)
     code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "dgx-spark", "--json")

@@ -89,6 +89,7 @@ class Gpu:
     tflops: dict[str, float | None] = field(default_factory=dict)
     price_per_hour: float | None = None
     mig_profile: str = ""  # a MIG slice of the GPU ("3g.40gb"); "" for the whole GPU
+    memory_note: str = ""  # why memory_bytes is an estimate ("" when a runtime printed it)
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,7 @@ class SizeResult:
     model: str
     gpu: str
     gpu_memory_bytes: int
+    gpu_memory_estimated: bool  # the catalog's total is inferred, not a runtime print
     args: EngineArgs
     version: VllmVersion
     arch: ModelArch
@@ -236,6 +238,7 @@ class SizeResult:
             "model": self.model,
             "gpu": self.gpu,
             "gpu_memory_bytes": self.gpu_memory_bytes,
+            "gpu_memory_estimated": self.gpu_memory_estimated,
             "vllm_version": self.version.text,
             "tensor_parallel_size": a.tensor_parallel_size,
             "pipeline_parallel_size": a.pipeline_parallel_size,
@@ -763,6 +766,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if estimated:
         notes.append("weights estimated from the config's parameter count (no checkpoint size "
                      "known)")
+    if gpu.memory_note:
+        notes.append(f"{gpu.memory_note}; --gpu-memory SIZE gives the one the GPU reports")
     if a.cpu_offload_gb:
         # `UVAOffloader.wrap_modules`: decoder-layer parameters move to pinned host memory,
         # parameter by parameter, until cpu_offload_gb GiB (per GPU) are offloaded
@@ -1068,7 +1073,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     state += sum(state_bytes(x.parallel_state, tp, dts) for i, x in enumerate(arch.layers)
                  if isinstance(x, AttnLayer) and x.parallel_state and i in stages[top_stage])
     return SizeResult(
-        model=model.id, gpu=gpu.id, gpu_memory_bytes=gpu.memory_bytes, args=a, version=version,
+        model=model.id, gpu=gpu.id, gpu_memory_bytes=gpu.memory_bytes,
+        gpu_memory_estimated=bool(gpu.memory_note), args=a, version=version,
         arch=arch, model_dtype=model_dtype, kv_dtype=kv, max_model_len=mml,
         max_model_len_source=mml_src, max_num_seqs=seqs, max_num_batched_tokens=mnbt,
         block_size=bs, block_size_reason=plan.reason, groups=groups, budget=bud,

@@ -72,7 +72,10 @@ def gpu_from_entry(key: str, e: dict[str, Any]) -> Gpu:
                unified_memory=bool(e.get("unified_memory")),
                sm_count=int(e.get("sm_count") or 0),
                tflops=dict(e.get("tflops") or {}),
-               price_per_hour=e.get("price_per_hour"))
+               price_per_hour=e.get("price_per_hour"),
+               memory_note="the catalog's total memory for this GPU is an estimate (no CUDA "
+               "print found)" if str(e.get("memory_source", "")).startswith("estimated")
+               else "")
 
 
 MAX_GPU_MEMORY = 16 << 40  # 16 TiB, fifty times today's largest accelerator
@@ -111,6 +114,10 @@ def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
             f"the {gpu.id}", hint="give the slice's total memory as `nvidia-smi mig -lgip` or "
             "vLLM's 'Free memory on device (free/TOTAL GiB)' prints it: --gpu-memory SIZE (in "
             "check's files the annotation kvplan.io/gpu-memory)")
+    note = ""
+    if not memory and prof in (entry.get("mig_estimated") or []):
+        note = (f"the {prof} slice memory of the {gpu.id} is inferred "
+                "(gpus.yaml mig_source)")
     slices = int(entry.get("mig_slices") or 7)
     share = min(int(prof.split("g.")[0]), slices) / slices
     return Gpu(**{**gpu.__dict__, "id": f"{gpu.id}-mig-{prof}" + (f" ({memory})" if memory
@@ -119,7 +126,7 @@ def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
                   "bandwidth_gbps": gpu.bandwidth_gbps * min(mem / gpu.memory_bytes, 1.0),
                   "tflops": {k: v * share if v else v for k, v in gpu.tflops.items()},
                   "sm_count": int(gpu.sm_count * share), "interconnect_gbps": 0.0,
-                  "mig_profile": prof,
+                  "mig_profile": prof, "memory_note": note,
                   "price_per_hour": gpu.price_per_hour * share if gpu.price_per_hour
                   else gpu.price_per_hour})
 
@@ -140,7 +147,7 @@ def resolve_gpu(name: str | None, memory: str | None = None,
         gpu = gpu_from_entry(*hit)
         if memory:
             gpu = Gpu(**{**gpu.__dict__, "memory_bytes": parse_gpu_memory(memory),
-                         "id": f"{gpu.id} ({memory})"})
+                         "id": f"{gpu.id} ({memory})", "memory_note": ""})
         return gpu
     if memory:
         mem = parse_gpu_memory(memory)
