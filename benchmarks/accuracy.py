@@ -46,7 +46,8 @@ GPU_PATTERNS = [
     (r"RTX 3090", "rtx-3090"), (r"RTX 4070 Laptop", "rtx-4070-laptop"), (r"RTX 4080", "rtx-4080"),
     (r"RTX 4090", "rtx-4090"),
     (r"RTX 5090", "rtx-5090"), (r"RTX 5060 Ti", "rtx-5060-ti-16gb"),
-    (r"RTX PRO 6000", "rtx-pro-6000"), (r"RTX A6000", "rtx-a6000"), (r"T4", "t4"),
+    (r"RTX PRO 6000|RTX 6000 Blackwell", "rtx-pro-6000"), (r"RTX A6000", "rtx-a6000"),
+    (r"T4", "t4"),
     (r"MI300X VF", "mi300x-vf"), (r"MI300X", "mi300x"),
     (r"B200", "b200"),
 ]
@@ -127,8 +128,12 @@ def args_of(case: dict, version: str) -> EngineArgs:
         a.limit_mm_per_prompt = {str(k): int(v) for k, v in
                                  ast.literal_eval(m.group(1)).items()}
     a.disable_custom_all_reduce = bool(case.get("custom_all_reduce_disabled"))
-    if case.get("entrypoint") == "llm":  # the offline LLM class: its own batch defaults
-        a.usage = "llm"
+    if case.get("entrypoint") in ("llm", "engine"):  # the offline LLM class / AsyncLLMEngine
+        a.usage = case["entrypoint"]  # from EngineArgs: their own batch defaults
+    if "--enable-lora" in flags:
+        a.enable_lora = True
+        a.max_loras = _flag_int(case, "max_loras") or 1
+        a.max_lora_rank = _flag_int(case, "max_lora_rank") or 16
     return a
 
 

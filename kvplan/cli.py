@@ -81,12 +81,20 @@ def size_cmd(
     mamba_ssm_cache_dtype: str = typer.Option("auto", "--mamba-ssm-cache-dtype",
                                               help="Their SSM state alone (auto: the "
                                               "config's hint, else --mamba-cache-dtype)."),
+    enable_lora: bool = typer.Option(False, "--enable-lora", help="LoRA adapter slots on every "
+                                     "linear layer (their memory is counted in the weights)."),
+    max_loras: int = typer.Option(1, "--max-loras", help="Adapter slots on the GPU (vLLM's "
+                                  "default 1); registered adapters beyond it wait in host "
+                                  "memory."),
+    max_lora_rank: int = typer.Option(16, "--max-lora-rank", help="Rank of each slot."),
+    fully_sharded_loras: bool = typer.Option(False, "--fully-sharded-loras"),
     hf_overrides: Optional[str] = typer.Option(None, "--hf-overrides", help="JSON applied to "
                                                "the model's HF config, as vLLM applies it "
                                                "(e.g. YaRN rope_scaling for a longer context)."),
-    entrypoint: str = typer.Option("serve", "--entrypoint", help="serve (vllm serve) or llm "
+    entrypoint: str = typer.Option("serve", "--entrypoint", help="serve (vllm serve), llm "
                                    "(the offline LLM class: twice the token budget by "
-                                   "default, one API process)."),
+                                   "default, one API process) or engine (AsyncLLMEngine "
+                                   "from EngineArgs: 2,048 tokens, 128 sequences)."),
     performance_mode: str = typer.Option("balanced", "--performance-mode",
                                          help="balanced, interactivity or throughput (vLLM "
                                          "0.17+; throughput doubles the batch defaults)."),
@@ -168,6 +176,8 @@ def size_cmd(
         enforce_eager=enforce_eager, dtype=dtype, quantization=quantization,
         enable_prefix_caching=enable_prefix_caching,
         enable_chunked_prefill=enable_chunked_prefill, usage=entrypoint,
+        enable_lora=enable_lora, max_loras=max_loras, max_lora_rank=max_lora_rank,
+        fully_sharded_loras=fully_sharded_loras,
         mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         num_gpu_blocks_override=num_gpu_blocks_override,

@@ -99,7 +99,7 @@ def test_offline_llm_entrypoint(capsys):
     d = json.loads(out)
     assert code == 0 and (d["entrypoint"], d["max_num_batched_tokens"]) == ("llm", 16384)
     code, _, err = run(capsys, "size", "qwen3-4b", "--gpu", "h100", "--entrypoint", "offline")
-    assert code == 2 and "--entrypoint 'offline' is not serve or llm" in err
+    assert code == 2 and "--entrypoint 'offline' is not serve, llm or engine" in err
 
 
 def test_mig_slices(capsys):

@@ -31,7 +31,8 @@ VLLM_FIELDS = {
     "--max-num-seqs": "max_num_seqs",
     "--max-num-batched-tokens": "max_num_batched_tokens",
     "--enforce-eager": "enforce_eager",
-    "--enable-lora": "enable_lora",  # not sized: LoRA memory is not modelled (sizing_checks)
+    "--enable-lora": "enable_lora", "--max-loras": "max_loras",  # LoRA slots (core/lora.py)
+    "--max-lora-rank": "max_lora_rank", "--fully-sharded-loras": "fully_sharded_loras",
     # sized without them, with a warning: a draft model's weights and KV layers, a connector's
     # buffers come out of the KV cache
     "--speculative-config": "speculative_config", "--speculative-model": "speculative_config",
@@ -322,12 +323,14 @@ def _convert(fld: str, text: str, typ: str | None, what: str) -> Any:
 INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
               "data_parallel_size_local",
               "decode_context_parallel_size",
-              "block_size", "max_num_seqs", "num_gpu_blocks_override", "max_total_tokens"}
+              "block_size", "max_num_seqs", "num_gpu_blocks_override", "max_total_tokens",
+              "max_loras", "max_lora_rank"}
 HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
 BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",
                "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
                "disable_custom_all_reduce", "skip_mm_profiling", "language_model_only",
-               "headless", "enable_lora", "disable_sliding_window", "enable_eplb"}
+               "headless", "enable_lora", "disable_sliding_window", "enable_eplb",
+               "fully_sharded_loras"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:

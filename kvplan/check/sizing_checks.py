@@ -187,14 +187,13 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         for cid in SIZED[1:]:
             out.add(cid, SKIP, "not sized: gpu_memory_utilization is outside (0, 1]")
         return
-    if p.values.get("enable_lora") or p.values.get("lora_adapters"):  # fail closed, as a dtype
-        passed = next(f for f in out.findings if f.id == "sizing-inputs")
+    if p.engine != "vllm" and (p.values.get("enable_lora") or p.values.get("lora_adapters")):
+        passed = next(f for f in out.findings if f.id == "sizing-inputs")  # fail closed
         passed.status, passed.fix = FAIL, "add kvplan.io/ignore: sizing-inputs to skip sizing"
-        passed.message = ("cannot size: kvplan does not model LoRA adapters, whose slots and "
-                          "buffers take KV cache (0.8-3.3 GiB on public vLLM starts, against "
-                          "sizing without them)")
+        passed.message = (f"cannot size: kvplan models vLLM's LoRA slots, not {p.engine}'s "
+                          "LoRA memory pool")
         for c in SIZED[1:]:
-            out.add(c, SKIP, "not sized: LoRA memory is not modelled")
+            out.add(c, SKIP, "not sized: LoRA memory is not modelled for this engine")
         return
     _warn_unmodelled(out, p, a)
     try:

@@ -144,9 +144,17 @@ class EngineArgs:
     flashinfer_moe_fp8: bool = True  # VLLM_USE_FLASHINFER_MOE_FP8=0 takes FP8 MoE off FlashInfer
     estimate_cudagraphs: bool = True  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (0.20+ default 1)
     breakable_cudagraph: bool | None = None  # VLLM_USE_BREAKABLE_CUDAGRAPH (None: vLLM's default)
-    usage: str = "serve"  # 'serve' (vllm serve) or 'llm' (offline LLM class)
+    # 'serve' (vllm serve), 'llm' (offline LLM class) or 'engine' (AsyncLLMEngine / LLMEngine
+    # built from EngineArgs directly, as RunPod's worker-vllm does)
+    usage: str = "serve"
     mamba_cache_dtype: str = "auto"  # --mamba-cache-dtype: conv (and by default SSM) state
     mamba_ssm_cache_dtype: str = "auto"  # --mamba-ssm-cache-dtype: the SSM / recurrent state
+    # --enable-lora: max_loras adapter slots of max_lora_rank on every wrapped layer (core/lora.py)
+    enable_lora: bool = False
+    max_loras: int = 1  # --max-loras (vLLM's default)
+    max_lora_rank: int = 16  # --max-lora-rank (vLLM's default)
+    fully_sharded_loras: bool = False  # --fully-sharded-loras
+    cudagraph_specialize_lora: bool = True  # --compilation-config cudagraph_specialize_lora
     # whose start-up rules apply: "vllm", or "sglang", whose pool `kvplan check` passes as a
     # given KV size (mem-fraction-static x total - weights) that vLLM's bounds do not govern
     engine: str = "vllm"
@@ -214,6 +222,7 @@ class SizeResult:
     cudagraph_mode: str = "FULL_AND_PIECEWISE"  # the CUDA-graph mode vLLM runs
     breakable_cudagraph: bool = False  # graphs broken around attention, no torch.compile
     rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
+    lora_bytes: int = 0  # LoRA adapter slots on the most loaded GPU, part of the weights
     load_extra_bytes: int = 0  # ROCm: what weight post-processing adds to the load figure
     moe_kernel: str | None = None  # fused-MoE kernel kind of the profile run (MoE models)
     moe_workspace_bytes: int = 0  # its scratch at the profile's token count
@@ -256,6 +265,7 @@ class SizeResult:
             "weights_total_bytes": self.weights_total_bytes,
             "weights_estimated": self.weights_estimated,
             "rope_cache_bytes": self.rope_cache_bytes,
+            "lora_bytes_per_gpu": self.lora_bytes,
             "load_extra_bytes": self.load_extra_bytes,
             "activation_bytes": b.activation,
             "non_torch_bytes": b.non_torch,
@@ -329,6 +339,8 @@ def batch_defaults(gpu: Gpu, version: VllmVersion, usage: str, world_size: int) 
     """
     if not version.v1:
         return 2048, 256
+    if usage == "engine":  # no usage-context entry: `SchedulerConfig.DEFAULT_MAX_NUM_*`
+        return 2048, 128
     mem = gpu.memory_bytes
     serve = usage != "llm"
     if version.largest_batch_tier and mem >= 160 * GiB:
@@ -643,8 +655,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "(vLLM only allows more with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")
         if mml < 1:
             raise BadInput("--max-model-len must be >= 1")
-    if a.usage not in ("serve", "llm"):
-        raise BadInput(f"--entrypoint {a.usage!r} is not serve or llm", flag="usage")
+    if a.usage not in ("serve", "llm", "engine"):
+        raise BadInput(f"--entrypoint {a.usage!r} is not serve, llm or engine", flag="usage")
     if gpu.mig_profile and tp * pp > 1:  # NVIDIA MIG user guide, "CUDA_VISIBLE_DEVICES"
         raise BadInput(f"tensor or pipeline parallelism across MIG slices ({gpu.mig_profile}): "
                        "a CUDA process enumerates one MIG instance, and instances have no "
@@ -679,6 +691,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         mnbt = max(mml, d_mnbt)
     else:
         mnbt = d_mnbt
+        if a.usage == "engine" and version.v1 and not version.at_least(0, 12) and (
+                arch.vision_config or arch.audio_config):  # `SchedulerConfig.__post_init__`
+            mnbt = max(mnbt, 5120)  # MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (to 0.11)
         if version.at_least(0, 33):
             mnbt = min(seqs * mml, mnbt)
     if a.max_num_seqs is None:
@@ -756,6 +771,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("VLLM_ROCM_USE_AITER: kvplan models AITER's MoE weight shuffle, not its "
                      "attention and GEMM kernels' share of the profile run")
     weights = [w + rope + x for w, x in zip(weights, extra)]
+    lora = _lora_bytes(arch, a, version, stages, dtype_bytes(model_dtype), notes)
+    weights = [w + x for w, x in zip(weights, lora)]
     if max(extra) >= 64 * MiB:
         notes.append(f"ROCm: vLLM's weight post-processing adds {max(extra) / GiB:.2f} GiB per "
                      "GPU to the load figure (padded copies"
@@ -901,6 +918,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     graphs = M.cudagraph_graphs(seqs, mnbt, mode=graph_mode, ceiling=version.cudagraph_ceiling(
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
         sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size)
+    if a.enable_lora:  # one capture per LoRA case
+        from kvplan.core.lora import graph_cases
+
+        graphs *= graph_cases(a.cudagraph_specialize_lora, v2=v2,
+                              at_least_012=version.at_least(0, 12))
     stack = 0  # DeepSeek-V4's C128 compressor: stack growth, in non-torch and the graph probe
     c128 = graphs and gpu.vendor == "nvidia" and any(
         getattr(x, "compress_ratio", 0) == 128 for x in arch.layers)
@@ -950,7 +972,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     frontend = reserve(version, multimodal=bool(arch.vision_config or arch.audio_config),
                        mm_ipc_gpu_memory_gb=a.mm_ipc_gpu_memory_gb,
                        api_servers=a.api_server_count if a.api_server_count is not None else (
-                           1 if a.usage == "llm" else a.data_parallel_size),
+                           1 if a.usage != "serve" else a.data_parallel_size),
                        video=a.video_io, loader_env=a.video_loader_backend)
     if frontend.total:
         notes.append(frontend.note())
@@ -1088,12 +1110,36 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         max_num_seqs_limit=seqs_limit,
         cudagraph_graphs=graphs if bud.cudagraph else 0, cudagraph_mode=graph_mode,
         breakable_cudagraph=breakable and graph_mode != "NONE",
-        rope_cache_bytes=rope,
+        rope_cache_bytes=rope, lora_bytes=max(lora),
         load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk),
         sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm,
         safe_gpu_memory_utilization=safe, kv_cache_memory_bytes_max=kv_max)
+
+
+def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: list[range],
+                d: int, notes: list[str]) -> list[int]:
+    """LoRA slot bytes on one GPU of each stage (allocated at load: in the weights)."""
+    if not a.enable_lora:
+        return [0] * len(stages)
+    from kvplan.core.lora import EMBEDDING_LORA, check_lora, lora_elems_per_stage
+
+    check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 12))
+    tp = a.tensor_parallel_size
+    ep = tp * a.data_parallel_size if a.enable_expert_parallel else 1
+    archs = set(arch.architectures)  # MistralForCausalLM ran as Llama before 0.16
+    emb = bool(archs & EMBEDDING_LORA) or (
+        "MistralForCausalLM" in archs and not version.at_least(0, 16))
+    elems = lora_elems_per_stage(arch, stages, tp, ep, fully_sharded=a.fully_sharded_loras,
+                                 experts=version.at_least(0, 12), embeddings=emb)
+    out = [int(e * a.max_loras * a.max_lora_rank * d) for e in elems]
+    notes.append(f"LoRA: {a.max_loras} adapter slot(s) of rank {a.max_lora_rank} take "
+                 f"{max(out) / GiB:.2f} GiB per GPU at load (in the weights); the number of "
+                 "registered adapters does not matter, they wait in host memory"
+                 + ("; CUDA graphs are captured with and without LoRA"
+                    if a.cudagraph_specialize_lora and version.at_least(0, 12) else ""))
+    return out
 
 
 def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
@@ -1216,7 +1262,20 @@ def _activation_shape(arch: ModelArch, expert_tp: int, tp: int,
 
 def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
               arch: ModelArch) -> str:
-    """The smallest change that makes vLLM start: more TP, then an FP8 KV cache."""
+    """The smallest change that makes vLLM start: fewer LoRA slots, more TP, then an FP8 KV
+    cache."""
+    lora = ""
+    for n in range(a.max_loras - 1, 0, -1) if a.enable_lora else ():  # slots cost in proportion
+        r = size(model, gpu, replace(a, max_loras=n), version, hints=False)
+        if r.fits:
+            lora = (f"fits with --max-loras {n} ({r.budget.available_kv / GiB:.2f} GiB of KV "
+                    "per GPU); or ")
+            break
+    return lora + _fit_hint_layout(model, gpu, a, version, arch)
+
+
+def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
+                     arch: ModelArch) -> str:
     heads = arch.num_attention_heads or 1
     for tp in () if gpu.mig_profile else (2, 4, 8, 16):  # no TP across MIG slices
         if tp <= a.tensor_parallel_size or heads % tp:

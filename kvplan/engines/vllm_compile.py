@@ -53,6 +53,12 @@ def parse_compilation_config(text: str, *, what: str = "--compilation-config") -
             raise BadInput(f"{what}: max_cudagraph_capture_size must be an integer, got "
                            f"{size!r}")
         out["max_cudagraph_capture_size"] = int(size)
+    spec = raw.get("cudagraph_specialize_lora")
+    if spec is not None:  # 0.12+: capture each size with and without active LoRA
+        if not isinstance(spec, bool):
+            raise BadInput(f"{what}: cudagraph_specialize_lora must be true or false, got "
+                           f"{spec!r}")
+        out["cudagraph_specialize_lora"] = spec
     return out
 
 

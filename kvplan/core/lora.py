@@ -1,0 +1,122 @@
+"""GPU memory of vLLM's LoRA adapter slots (`--enable-lora`).
+
+vLLM wraps every linear layer (and, for models that declare `embedding_modules`, the
+embedding and LM head) and gives each a zero-filled stack of `max_loras` adapter slots of rank
+`max_lora_rank` in the model dtype (`vllm/lora/layers/*.py` `create_lora_weights`, called
+from `LoRAModelManager._create_lora_modules` inside `GPUModelRunner.load_model`, so "Model
+loading took" includes them). Per wrapped module and slot, per unit of rank:
+
+* column-parallel (qkv, gate_up, q_b, kv_b, up): A holds the full input (one row per packed
+  slice), B the rank's share of the output;
+* row-parallel (o, down): A the rank's share of the input, B the full output (replicated on
+  every TP rank unless `--fully-sharded-loras`, which also splits the column A by TP);
+* replicated (MoE router, MLA q_a / kv_a): input + output;
+* routed experts (0.12+, `FusedMoEWithLoRA`): per local expert, w13's A and B and w2's;
+* embedding: A the full vocabulary, B the hidden size; LM head: the reverse.
+
+Adapters registered with `--lora-modules` live in host memory until a request uses one, so
+only `max_loras` and `max_lora_rank` matter at start-up. The profile run's dummy adapters are
+built on the CPU, and the LoRA kernels' transient buffers (fp32 [slices, tokens, rank]) are
+under 0.01 GiB for ranks up to 64, so neither is modelled.
+"""
+
+from __future__ import annotations
+
+from kvplan.core.arch import AttnLayer, ModelArch, StateLayer
+from kvplan.core.params import count_params, mlp_intermediate, moe_gated
+from kvplan.errors import BadInput
+
+# LoRAConfig.max_lora_rank's allowed values (vllm/config/lora.py `MaxLoRARanks`; 1 from 0.12)
+RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+# architectures whose model class declares `embedding_modules`, so vLLM also wraps
+# embed_tokens and lm_head (vLLM 0.33 `model_executor/models/*.py`; Qwen2, Gemma and, from
+# 0.16, MistralForCausalLM do not)
+EMBEDDING_LORA = frozenset({
+    "ApertusForCausalLM", "Cohere2ForCausalLM", "CohereForCausalLM", "DeciLMForCausalLM",
+    "Ernie4_5ForCausalLM", "Exaone4ForCausalLM", "ExaoneForCausalLM", "ExaoneMoEForCausalLM",
+    "FalconH1ForCausalLM", "GraniteForCausalLM", "GraniteMoeForCausalLM",
+    "GraniteMoeHybridForCausalLM", "GraniteMoeSharedForCausalLM", "InternLM3ForCausalLM",
+    "JambaForCausalLM", "Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "Llama4ForCausalLM",
+    "LlamaForCausalLM", "MiniCPM3ForCausalLM", "MiniCPMForCausalLM", "MixtralForCausalLM",
+    "NemotronForCausalLM", "NemotronHForCausalLM", "Phi3ForCausalLM", "PhiMoEForCausalLM",
+    "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
+    "SolarForCausalLM"})
+
+
+def check_lora(arch: ModelArch, max_loras: int, rank: int, *, rank_one: bool) -> None:
+    """Raise BadInput for a LoRA set-up vLLM refuses."""
+    if max_loras < 1:
+        raise BadInput(f"--max-loras {max_loras} must be >= 1", flag="max_loras")
+    allowed = RANKS if rank_one else RANKS[1:]
+    if rank not in allowed:
+        raise BadInput(f"--max-lora-rank {rank} is not one vLLM accepts",
+                       hint="use one of " + ", ".join(map(str, allowed)), flag="max_lora_rank")
+    if any(isinstance(x, AttnLayer) and x.kind == "dsv4" for x in arch.layers):
+        raise BadInput("vLLM does not support LoRA on DeepSeek-V4 (its model class is not "
+                       "SupportsLoRA)", hint="drop --enable-lora", flag="enable_lora")
+
+
+def _attn_elems(t: dict, arch: ModelArch, x: AttnLayer, tp: int, fs: bool) -> float:
+    """A + B elements of one attention block's wrapped linears, per slot and unit of rank."""
+    h, heads = arch.hidden_size, arch.num_attention_heads
+    col_a = 1 / tp if fs else 1.0  # --fully-sharded-loras splits A of column layers
+    row_b = 1 / tp if fs else 1.0  # ... and B of row layers
+    if x.kind == "mla":
+        nope, rope = int(t.get("qk_nope_head_dim") or 0), int(t.get("qk_rope_head_dim") or 0)
+        v, kv_lora = int(t.get("v_head_dim") or nope), int(t["kv_lora_rank"])
+        q_lora = int(t.get("q_lora_rank") or 0)
+        n = (h + kv_lora + rope)  # kv_a (replicated)
+        if q_lora:  # q_a (replicated) and q_b (column)
+            n += h + q_lora + q_lora * col_a + heads * (nope + rope) / tp
+        else:
+            n += h * col_a + heads * (nope + rope) / tp
+        n += kv_lora * col_a + heads * (nope + v) / tp  # kv_b (column)
+        return n + heads * v / tp + h * row_b  # o (row)
+    gate = 2 if t.get("attn_output_gate") or t.get("attention_output_gate") else 1
+    kv_local = max(1, x.num_kv_heads // tp)
+    qkv = 3 * h * col_a + heads * x.head_size * gate / tp + kv_local * (x.head_size
+                                                                        + x.head_size_v)
+    return qkv + heads * x.head_size_v / tp + h * row_b
+
+
+def lora_elems_per_stage(arch: ModelArch, stages: list[range], tp: int, ep: int, *,
+                         fully_sharded: bool, experts: bool, embeddings: bool) -> list[float]:
+    """Slot elements on one GPU of each pipeline stage, per adapter slot and unit of rank.
+    `experts`: routed experts are wrapped (0.12+); `embeddings`: embed_tokens / lm_head are."""
+    t, h = arch.text_config, arch.hidden_size
+    pc = count_params(arch)
+    col_a, row_b = (1 / tp, 1 / tp) if fully_sharded else (1.0, 1.0)
+    s13 = 2 if moe_gated(arch) else 1
+    per_layer = []
+    for x, lp in zip(arch.layers, pc.layers):
+        n = 0.0
+        if isinstance(x, AttnLayer):
+            n += _attn_elems(t, arch, x, tp, fully_sharded)
+        mixer = lp.state  # Mamba / linear-attention in and out projections
+        if mixer or isinstance(x, StateLayer):
+            n += h * col_a + h * row_b + mixer / h / tp
+        inter = mlp_intermediate(arch, lp)
+        if inter:  # dense MLP or shared expert: gate_up (column) and down (row)
+            n += s13 * h * col_a + s13 * inter / tp + inter / tp + h * row_b
+        if lp.expert:
+            n += h + arch.num_experts  # the router (ReplicatedLinear)
+            if experts:
+                moe_i = arch.moe_intermediate_size or arch.intermediate_size
+                i_pp = moe_i if ep > 1 else moe_i / tp
+                n += arch.num_experts / ep * (s13 * h * col_a + s13 * i_pp + i_pp + h * row_b)
+        per_layer.append(n)
+    out = [sum(per_layer[i] for i in rng) for rng in stages]
+    if embeddings:
+        out[0] += arch.vocab_size + h  # embedding: A [V, r], B [H, r]
+        out[-1] += h + arch.vocab_size * row_b  # LM head: A [r, H], B [V, r]
+    return out
+
+
+def graph_cases(v1_specialize: bool, *, v2: bool, at_least_012: bool) -> int:
+    """CUDA graphs are captured once per LoRA case: with and without active adapters (0.12+
+    `cudagraph_specialize_lora`, `cudagraph_dispatcher._get_lora_cases`; model runner V2
+    always), once before 0.12."""
+    if not at_least_012:
+        return 1
+    return 2 if v2 or v1_specialize else 1

@@ -1,0 +1,104 @@
+"""LoRA adapter slots (core/lora.py): hand-computed slot bytes, graphs, limits, real starts."""
+
+import pytest
+from configs import DEEPSEEK_V4_FLASH, LLAMA31_8B, QWEN25_7B_INSTRUCT
+
+from kvplan.core.arch import normalize
+from kvplan.core.lora import lora_elems_per_stage
+from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+from kvplan.errors import BadInput
+
+H100 = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 << 20, "9.0")
+MiB = 1 << 20
+QWEN3_30B_A3B = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+                 "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32,
+                 "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144,
+                 "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+                 "vocab_size": 151936, "max_position_embeddings": 40960,
+                 "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+
+
+def elems(config, tp=1, ep=1, pp_stages=None, **kw):
+    arch = normalize(config)
+    stages = pp_stages or [range(arch.num_layers)]
+    kw = {"fully_sharded": False, "experts": True, "embeddings": False, **kw}
+    return lora_elems_per_stage(arch, stages, tp, ep, **kw)
+
+
+def test_dense_slot_elements_by_hand():
+    # Qwen2.5-7B (H 3584, 28 heads of 128, 4 KV heads, I 18944, 28 layers), per slot and rank:
+    # qkv A 3 x 3584, B 3584 + 2 x 4 x 128; o A 3584, B 3584 -> 22,528
+    # gate_up A 2 x 3584, B 2 x 18944; down A 18944, B 3584 -> 67,584
+    assert elems(QWEN25_7B_INSTRUCT) == [28 * (22528 + 67584)]  # 4.8125 MiB in bf16
+    assert 2 * elems(QWEN25_7B_INSTRUCT)[0] == 4.8125 * MiB
+    # TP2: A of column layers stays whole, B of row layers too; the rest halves
+    # qkv 10752 + 1792 + 2 x 256, o 1792 + 3584, gate_up 7168 + 18944, down 9472 + 3584
+    assert elems(QWEN25_7B_INSTRUCT, tp=2) == [28 * (18432 + 39168)]
+    # --fully-sharded-loras splits those too
+    assert elems(QWEN25_7B_INSTRUCT, tp=2, fully_sharded=True) == [28 * (
+        5376 + 1792 + 512 + 1792 + 1792 + 3584 + 18944 + 9472 + 1792)]
+    # Llama-3.1-8B: 5 MiB of layers, and its embedding + LM head (V 128256 + H 4096, twice)
+    layers = 32 * (26624 + 55296)
+    assert elems(LLAMA31_8B) == [layers]
+    assert elems(LLAMA31_8B, embeddings=True) == [layers + 2 * (128256 + 4096)]
+    # PP2: the embedding on the first stage, the LM head on the last
+    assert elems(LLAMA31_8B, pp_stages=[range(16), range(16, 32)], embeddings=True) == [
+        layers / 2 + 132352, layers / 2 + 132352]
+
+
+def test_moe_experts_wrapped_from_012():
+    # per layer: 128 experts x (2 x 2048 + 2 x 768 + 768 + 2048), router 2048 + 128, attention
+    # qkv 3 x 2048 + 32 x 128 + 2 x 4 x 128, o 4096 + 2048
+    attn, router, experts = 17408, 2176, 128 * 8448
+    assert elems(QWEN3_30B_A3B) == [48 * (attn + router + experts)]
+    assert elems(QWEN3_30B_A3B, experts=False) == [48 * (attn + router)]
+    # expert parallel over 4 GPUs: 32 local experts at their full intermediate size
+    assert elems(QWEN3_30B_A3B, tp=4, ep=4) == [48 * (
+        6144 + 1024 + 256 + 1024 + 2048 + router + 32 * 8448)]
+
+
+def test_lora_in_the_budget():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h100 = resolve_model("Qwen/Qwen2.5-7B-Instruct"), resolve_gpu("h100")
+    base = size(m, h100, EngineArgs(max_model_len=4096), "0.23")
+    r = size(m, h100, EngineArgs(max_model_len=4096, enable_lora=True, max_loras=10,
+                                 max_lora_rank=8, gpu_memory_utilization=0.9), "0.23")
+    assert r.lora_bytes == 80 * 4.8125 * MiB == r.budget.weights - base.budget.weights
+    # the adapters' rank and slots (10 x 8) are inferred: the source gives rank 8, 10 adapters
+    assert r.to_json()["lora_bytes_per_gpu"] == r.lora_bytes
+    # 0.12+: every size is captured with and without active adapters
+    assert r.cudagraph_graphs == 2 * base.cudagraph_graphs
+    old = size(m, h100, EngineArgs(max_model_len=4096, enable_lora=True), "0.11")
+    assert old.cudagraph_graphs == size(m, h100, EngineArgs(max_model_len=4096),
+                                        "0.11").cudagraph_graphs
+    off = size(m, h100, EngineArgs(max_model_len=4096, enable_lora=True,
+                                   cudagraph_specialize_lora=False), "0.23")
+    assert off.cudagraph_graphs == base.cudagraph_graphs
+    # vLLM 0.23 logged 53.34 GiB (stannum13, 'ten rank-8 LoRA registrations'); kvplan 53.38
+    assert r.budget.available_kv / 2**30 == pytest.approx(53.34, abs=0.1)
+
+
+def test_lora_limits():
+    m = Model("qwen2.5-7b", QWEN25_7B_INSTRUCT)
+    with pytest.raises(BadInput, match="--max-lora-rank 24 is not one vLLM accepts"):
+        size(m, H100, EngineArgs(enable_lora=True, max_lora_rank=24, max_model_len=4096))
+    with pytest.raises(BadInput, match="--max-lora-rank 1"):  # rank 1 from 0.12
+        size(m, H100, EngineArgs(enable_lora=True, max_lora_rank=1, max_model_len=4096), "0.11")
+    assert size(m, H100, EngineArgs(enable_lora=True, max_lora_rank=1, max_model_len=4096),
+                "0.12").lora_bytes == 4.8125 * MiB / 2 * 2  # one slot of rank 1
+    with pytest.raises(BadInput, match="--max-loras 0"):
+        size(m, H100, EngineArgs(enable_lora=True, max_loras=0, max_model_len=4096))
+    with pytest.raises(BadInput, match="does not support LoRA on DeepSeek-V4"):
+        size(Model("v4", DEEPSEEK_V4_FLASH), H100, EngineArgs(
+            enable_lora=True, tensor_parallel_size=8, max_model_len=4096))
+
+
+def test_engine_entrypoint_defaults():
+    # AsyncLLMEngine.from_engine_args: ENGINE_CONTEXT has no usage-context entry, so the
+    # SchedulerConfig defaults apply: 2,048 tokens and 128 sequences, on any GPU
+    m = Model("qwen2.5-7b", QWEN25_7B_INSTRUCT)
+    r = size(m, H100, EngineArgs(max_model_len=4096, usage="engine"), "0.14")
+    assert (r.max_num_batched_tokens, r.max_num_seqs) == (2048, 128)
+    with pytest.raises(BadInput, match="not serve, llm or engine"):
+        size(m, H100, EngineArgs(usage="worker"))
