@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from kvplan.core.sizing import EngineArgs, size  # noqa: E402
 from kvplan.core.versions import VllmVersion  # noqa: E402
 from kvplan.engines.vllm_compile import parse_compilation_config  # noqa: E402
+from kvplan.engines.vllm_spec import speculative  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.sources.resolve import resolve_gpu, resolve_model  # noqa: E402
 
@@ -153,9 +154,18 @@ def evaluate(case: dict) -> dict:
         model = replace(model, weights_bytes=None, weights_layout=None, config={
             **model.config, "quantization_config": case["quantization_config_assumed"]})
     gid = gpu_id(case.get("gpu"))
-    if case.get("other_flags") and re.search(r"eagle|speculative|lmcache|cpu-offload",
-                                             str(case.get("other_flags")), re.I):
-        skip.append("speculative decoding / connector / offload changes the pool")
+    flags = str(case.get("other_flags") or "")
+    spec = None
+    m = re.search(r"--speculative-config[ =]*'*(\{[^}]*\})", flags)
+    if m:  # modelled: the drafter's layers, weights and graphs (core/specdec.py)
+        try:
+            spec = speculative(m.group(1), resolve_model)
+        except KvplanError as e:
+            skip.append(f"speculative decoding: {e.message}")
+    elif re.search(r"eagle|speculative", flags, re.I):
+        skip.append("speculative decoding without its --speculative-config")
+    if re.search(r"lmcache|cpu-offload", flags, re.I):
+        skip.append("connector / offload changes the pool")
     conc = obs.get("max_concurrency") or {}
     avail = obs.get("available_kv_cache_gib")
     version = row["version"]
@@ -163,7 +173,7 @@ def evaluate(case: dict) -> dict:
     if avail and (obs.get("kv_cache_tokens") or conc or obs.get("gpu_blocks")
                   or obs.get("estimated_max_model_len")) and not skip:
         a = args_of(case, version)
-        a.kv_cache_memory_bytes = round(avail * GiB)
+        a.kv_cache_memory_bytes, a.speculative = round(avail * GiB), spec
         gpu = resolve_gpu(gid) if gid else resolve_gpu(None, f"{80}GiB")
         try:
             r = size(model, gpu, a, version)
@@ -184,7 +194,8 @@ def evaluate(case: dict) -> dict:
         skip.append(f"B not compared: {case['b_skip']}")
     elif gid and not skip:
         try:
-            r = size(model, resolve_gpu(gid), args_of(case, version), version)
+            r = size(model, resolve_gpu(gid), replace(args_of(case, version), speculative=spec),
+                     version)
             row["weights_gib"] = r.budget.weights / GiB
             if avail is not None:
                 row["B_avail_gib_err"] = r.budget.available_kv / GiB - avail

@@ -88,6 +88,10 @@ def size_cmd(
                                   "memory."),
     max_lora_rank: int = typer.Option(16, "--max-lora-rank", help="Rank of each slot."),
     fully_sharded_loras: bool = typer.Option(False, "--fully-sharded-loras"),
+    speculative_config: Optional[str] = typer.Option(
+        None, "--speculative-config", help="vLLM's JSON: method (mtp, eagle, eagle3, "
+        "draft_model, dflash, ngram), num_speculative_tokens and the draft \"model\" (resolved "
+        "like MODEL): its layers join the KV cache, its weights the load."),
     hf_overrides: Optional[str] = typer.Option(None, "--hf-overrides", help="JSON applied to "
                                                "the model's HF config, as vLLM applies it "
                                                "(e.g. YaRN rope_scaling for a longer context)."),
@@ -207,6 +211,11 @@ def size_cmd(
         from kvplan.engines.vllm_overrides import apply_hf_overrides, parse_hf_overrides
 
         m = replace(m, config=apply_hf_overrides(m.config, parse_hf_overrides(hf_overrides)))
+    if speculative_config is not None:
+        from kvplan.engines.vllm_spec import speculative
+
+        args.speculative = speculative(speculative_config, lambda name: resolve_model(
+            name, catalog, token=token, offline=True if offline else None))
     g = resolve_gpu(gpu, gpu_memory, catalog)
     result = size(m, g, args, vllm_version)
     if env_note:

@@ -465,6 +465,27 @@ def test_lora_slots_are_sized(capsys):
         assert code == 1 and f["status"] == "fail" and "LoRA memory pool" in f["message"], cmd
 
 
+def test_speculative_config_is_sized(capsys):
+    # MTP on a GDN hybrid: its layer joins the KV cache and its weights the load, so the
+    # deployment holds fewer tokens, and sizing-inputs does not warn
+    base = ("vllm serve nvidia/Qwen3.6-27B-NVFP4 --max-model-len 65536 --kv-cache-dtype fp8 "
+            "--max-num-seqs 16")
+    code, rep = check_json(capsys, "--cmd", base, "--gpu", "b200")
+    plain = rep["deployments"][0]
+    code, rep = check_json(capsys, "--cmd", base + " --speculative-config "
+                           "'{\"method\": \"mtp\", \"num_speculative_tokens\": 2}'",
+                           "--gpu", "b200")
+    mtp = rep["deployments"][0]
+    assert code == 0 and one(mtp, "sizing-inputs")["status"] == "pass"
+    assert mtp["kv_cache_tokens"] < plain["kv_cache_tokens"]
+    # a draft kvplan cannot resolve still warns, with the reason
+    code, rep = check_json(capsys, "--cmd", base + " --speculative-config "
+                           "'{\"method\": \"medusa\", \"num_speculative_tokens\": 2}'",
+                           "--gpu", "b200")
+    f = one(rep["deployments"][0], "sizing-inputs")
+    assert f["status"] == "warn" and "medusa" in f["message"]
+
+
 def test_speculative_decoding_and_connectors_warn(capsys):
     # sized, but a draft model's weights and KV layers (or a connector's buffers) come out of
     # the KV cache: a warning says the pool is smaller than found

@@ -157,6 +157,7 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
 
         model = replace(model, config=apply_hf_overrides(model.config, p.values["hf_overrides"]))
     a = _engine_args(p)
+    spec_why = _speculative(p, a, version, catalogs)
     try:
         arch = normalize(model.config)
     except BadInput as e:
@@ -195,7 +196,7 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         for c in SIZED[1:]:
             out.add(c, SKIP, "not sized: LoRA memory is not modelled for this engine")
         return
-    _warn_unmodelled(out, p, a)
+    _warn_unmodelled(out, p, a, spec_why)
     try:
         a = _sglang_pool(p, model, gpu, a, version)
         r = size(model, gpu, a, version)
@@ -242,19 +243,42 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
     seqs_and_replicas(out, p, r, model, gpu, version)
 
 
-def _warn_unmodelled(out: Any, p: Parsed, a: Any) -> None:
+def _speculative(p: Parsed, a: Any, version: str, catalogs: list[str] | None) -> str:
+    """Size vLLM's `--speculative-config` JSON (the draft resolved like the model); the
+    reason it is not sized otherwise ("" when sized or absent)."""
+    from kvplan.core.specdec import check_version
+    from kvplan.core.versions import VllmVersion
+    from kvplan.engines.vllm_spec import speculative
+    from kvplan.sources.resolve import resolve_model
+
+    value = p.values.get("speculative_config")
+    if p.engine != "vllm" or not value:
+        return ""
+    if not str(value).lstrip().startswith("{"):
+        return "a draft given by --speculative-model / --spec-model, not --speculative-config"
+    try:
+        spec = speculative(value, lambda name: resolve_model(name, catalogs))
+        check_version(spec, VllmVersion.of(version))
+    except BadInput as e:
+        return e.message
+    a.speculative = spec
+    return ""
+
+
+def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
     """Flags kvplan sizes without: sizing-inputs warns, naming them. All but the context-
     parallel split take memory from the KV cache."""
     if p.engine != "vllm":
         return
     smaller = [what for fld, what in (
-        ("speculative_config", "the speculative draft model (its weights and KV layers)"),
+        ("speculative_config", f"the speculative draft model ({spec_why})"
+         if a.speculative is None else ""),
         ("kv_transfer_config", "the KV connector's buffers"),
         ("kv_cache_dtype_skip_layers", "the layers --kv-cache-dtype-skip-layers keeps in a "
          "wider KV dtype"),
         ("disable_sliding_window", "--disable-sliding-window (sliding-window layers kept "
          "whole, the length capped at the window)"),
-        ("enable_eplb", "the redundant experts of --enable-eplb")) if p.values.get(fld)]
+        ("enable_eplb", "the redundant experts of --enable-eplb")) if p.values.get(fld) and what]
     a2a = str(p.values.get("all2all_backend") or p.env_value("VLLM_ALL2ALL_BACKEND") or "")
     if a.enable_expert_parallel and a2a not in ("", "naive", "allgather_reducescatter",
                                                   "passthrough"):

@@ -350,16 +350,18 @@ def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = Fa
 def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *,
                             ceiling: int = 512, interactivity: bool = False,
                             sizes: tuple[int, ...] | None = None,
-                            max_size: int | None = None) -> list[int]:
+                            max_size: int | None = None, decode_q: int = 1) -> list[int]:
     """The batch sizes vLLM captures (0.33 `config/vllm.py` `_set_cudagraph_sizes`).
     `--cudagraph-capture-sizes` (`sizes`) are taken as given, up to the token budget. By
     default the grid goes up to min(2 x max_num_seqs, ceiling, max_num_batched_tokens), or to
     `--max-cudagraph-capture-size` (`max_size`): 1, 2, 4, then steps of 8 below 256 and 16
     from 256 (every size to 32 with --performance-mode interactivity). max_num_seqs (default
-    ceiling only) and the token budget are added where they fall inside."""
+    ceiling only) and the token budget are added where they fall inside. With speculative
+    decoding a decode step carries `decode_q` = 1 + k tokens per sequence, and the default
+    grid reaches 2 x max_num_seqs x decode_q (0.13+)."""
     if sizes:
         return sorted({x for x in sizes if x <= max_num_batched_tokens})
-    top = min(max_size or min(max_num_seqs * 2, ceiling), max_num_batched_tokens)
+    top = min(max_size or min(max_num_seqs * decode_q * 2, ceiling), max_num_batched_tokens)
     grid = set(range(1, min(top, 32) + 1)) if interactivity else {
         i for i in (1, 2, 4) if i <= top}
     grid |= set(range(8, min(top + 1, 256), 8)) | set(range(256, top + 1, 16))
@@ -390,14 +392,24 @@ def effective_cudagraph_mode(cudagraph_mode: str | None, compilation_mode: int |
 
 
 def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int,
-                     mode: str = "FULL_AND_PIECEWISE", **grid: Any) -> int:
+                     mode: str = "FULL_AND_PIECEWISE", *, round_to_q: bool = False,
+                     **grid: Any) -> int:
     """Graphs vLLM captures (`CudagraphDispatcher`): under FULL_AND_PIECEWISE (the default) a
     PIECEWISE graph per size and a FULL one per pure-decode size up to max_num_seqs;
-    PIECEWISE and FULL one per size; FULL_DECODE_ONLY the decode ones; NONE none."""
+    PIECEWISE and FULL one per size; FULL_DECODE_ONLY the decode ones; NONE none.
+    Speculative decoding (`decode_q` = 1 + k > 1): with FULL decode graphs the sizes are
+    rounded up to multiples of 1 + k (`round_to_q`, 0.12+:
+    `adjust_cudagraph_sizes_for_spec_decode`), and the decode ones span 1 + k to
+    max_num_seqs x (1 + k) (`initialize_cudagraph_keys`)."""
     if mode == "NONE":
         return 0
     sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens, **grid)
-    decode = sum(1 for x in sizes if x <= max_num_seqs)
+    q = grid.get("decode_q", 1)
+    if q > 1 and round_to_q and mode != "PIECEWISE" and sizes:
+        top = max(sizes)
+        sizes = sorted({-(-x // q) * q for x in sizes} - set(range(top + 1, top + q)))
+    decode = sum(1 for x in sizes if x <= max_num_seqs) if q == 1 else sum(
+        1 for x in sizes if q <= x <= max_num_seqs * q)
     return {"FULL_DECODE_ONLY": decode, "FULL_AND_PIECEWISE": len(sizes) + decode}.get(
         mode, len(sizes))
 

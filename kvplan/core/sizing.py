@@ -155,6 +155,7 @@ class EngineArgs:
     max_lora_rank: int = 16  # --max-lora-rank (vLLM's default)
     fully_sharded_loras: bool = False  # --fully-sharded-loras
     cudagraph_specialize_lora: bool = True  # --compilation-config cudagraph_specialize_lora
+    speculative: Any = None  # --speculative-config as a core.specdec.SpecDecode
     # whose start-up rules apply: "vllm", or "sglang", whose pool `kvplan check` passes as a
     # given KV size (mem-fraction-static x total - weights) that vLLM's bounds do not govern
     engine: str = "vllm"
@@ -223,6 +224,8 @@ class SizeResult:
     breakable_cudagraph: bool = False  # graphs broken around attention, no torch.compile
     rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
     lora_bytes: int = 0  # LoRA adapter slots on the most loaded GPU, part of the weights
+    draft_bytes: int = 0  # the speculative drafter's weights on the last stage's GPUs
+    draft_layers: int = 0  # the drafter's cache-owning layers (in the KV figures)
     load_extra_bytes: int = 0  # ROCm: what weight post-processing adds to the load figure
     moe_kernel: str | None = None  # fused-MoE kernel kind of the profile run (MoE models)
     moe_workspace_bytes: int = 0  # its scratch at the profile's token count
@@ -266,6 +269,11 @@ class SizeResult:
             "weights_estimated": self.weights_estimated,
             "rope_cache_bytes": self.rope_cache_bytes,
             "lora_bytes_per_gpu": self.lora_bytes,
+            "speculative": {"method": a.speculative.method,
+                            "num_speculative_tokens": a.speculative.num_speculative_tokens,
+                            "draft_layers": self.draft_layers,
+                            "draft_weights_bytes_per_gpu": self.draft_bytes}
+            if a.speculative else None,
             "load_extra_bytes": self.load_extra_bytes,
             "activation_bytes": b.activation,
             "non_torch_bytes": b.non_torch,
@@ -708,6 +716,18 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        "with chunked prefill off; vLLM refuses this",
                        hint="raise it or enable chunked prefill", flag="max_num_batched_tokens")
 
+    # speculative decoding: the drafter's cache layers join the pool on the last stage
+    spec = a.speculative
+    k_spec = spec.num_speculative_tokens if spec else 0
+    drafted: list[Any] = []
+    karch = arch  # the layers that keep a cache, the drafter's included
+    if spec:
+        from kvplan.core import specdec as SD
+
+        SD.check_version(spec, version)
+        drafted = SD.draft_layers(arch, spec)
+        karch = replace(arch, layers=SD.widen_states(arch.layers, k_spec, version) + drafted)
+
     # Mamba prefix-caching mode and block size
     prefix = a.enable_prefix_caching
     if prefix is None:
@@ -717,11 +737,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     gdn_fi = cc_major(cc) >= 9 and gpu.vendor == "nvidia"
     fi_checkpoint = align_mode and gdn_fi and GDN in arch.state_kinds
     state_blocks = {"all": ALL_STATES, "none": 1}.get(mode, 2 + int(fi_checkpoint))
+    if mode != "all" and version.at_least(0, 15):  # `MambaSpec.num_speculative_blocks`
+        state_blocks += k_spec
     if mode == "all":
         notes.append("prefix caching keeps a Mamba state per block ('all' mode): state "
                      "layers need as many blocks as attention")
     mla_block = version.mla_block_size(cc, arch.is_sparse_mla)
-    plan = choose_block_size(arch, user_block_size=a.block_size, mla_block=mla_block, tp=tp,
+    plan = choose_block_size(karch, user_block_size=a.block_size, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi)
     disable_hybrid = a.disable_hybrid_kv_cache_manager or (
         version.at_least(0, 33) and any(
@@ -730,7 +752,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                               for x in arch.layers):
         notes.append("hybrid KV-cache manager off: local-attention layers are charged as full "
                      "attention")
-    specs, spec_layer = layer_specs(arch, tp=tp, dt=dts, block=plan,
+    specs, spec_layer = layer_specs(karch, tp=tp, dt=dts, block=plan,
                                     inflight_state_blocks=state_blocks,
                                     disable_hybrid=disable_hybrid)
     if a.decode_context_parallel_size > 1:
@@ -749,6 +771,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # memory per pipeline stage
     stages = pp_partition(arch.num_layers, pp)
+    kv_stages = stages[:-1] + [range(stages[-1].start, stages[-1].stop + len(drafted))]
     stage_weights = partial(
         _weights_per_stage, model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,
         mistral_native=version.mistral_native_tower(model.id),
@@ -773,6 +796,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     weights = [w + rope + x for w, x in zip(weights, extra)]
     lora = _lora_bytes(arch, a, version, stages, dtype_bytes(model_dtype), notes)
     weights = [w + x for w, x in zip(weights, lora)]
+    draft_bytes = 0
+    if spec:
+        draft_bytes, draft_est = SD.draft_weight_bytes(
+            arch, spec, tp=tp, ep=tp * a.data_parallel_size if a.enable_expert_parallel else tp,
+            d=dtype_bytes(model_dtype), hf_quant=model.hf_quant_config, version=version)
+        weights[-1] += draft_bytes
+        notes.append(f"speculative decoding ({spec.method}, k={k_spec}): "
+                     + (f"{len(drafted)} draft layer(s) join the KV cache; " if drafted else "")
+                     + (f"the drafter loads {draft_bytes / GiB:.2f} GiB per GPU"
+                        + (" (estimated)" if draft_est else "") + "; " if draft_bytes else "")
+                     + "its share of the profile run's peak is not modelled")
     if max(extra) >= 64 * MiB:
         notes.append(f"ROCm: vLLM's weight post-processing adds {max(extra) / GiB:.2f} GiB per "
                      "GPU to the load figure (padded copies"
@@ -915,9 +949,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "log, so expect about that much less KV cache than shown")
     graph_mode = M.effective_cudagraph_mode(a.cudagraph_mode, compile_mode, a.enforce_eager,
                                             breakable=breakable)
+    if spec and "FULL" in graph_mode and cc_major(cc) == 12 and gpu.vendor == "nvidia":
+        # FlashInfer (the default backend on SM12x) without TRT-LLM decode supports less than
+        # UNIFORM_BATCH graphs: "... is not supported with spec-decode ... PIECEWISE"
+        graph_mode = "PIECEWISE"
+        notes.append("speculative decoding on this GPU's default attention backend "
+                     "(FlashInfer): vLLM captures PIECEWISE graphs only")
+    q_spec = 1 + k_spec if spec and version.at_least(0, 13) else 1
     graphs = M.cudagraph_graphs(seqs, mnbt, mode=graph_mode, ceiling=version.cudagraph_ceiling(
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
-        sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size)
+        sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size,
+        decode_q=q_spec, round_to_q=True)
     if a.enable_lora:  # one capture per LoRA case
         from kvplan.core.lora import graph_cases
 
@@ -954,7 +996,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # graphs captured after sizing and not subtracted (before 0.20, V2 before 0.29, or with
     # the estimate switched off), counted with the same estimate
-    late_graphs = max(map(graph_estimate, stages)) if graphs and not (
+    late_graphs = max(map(graph_estimate, kv_stages)) if graphs and not (
         profiled and a.estimate_cudagraphs) else 0
     if profiled and not a.estimate_cudagraphs:
         notes.append(f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: the CUDA graphs (about "
@@ -977,7 +1019,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if frontend.total:
         notes.append(frontend.note())
     non_kv = 0  # the largest stage's memory besides the KV cache (--kv-cache-memory-bytes)
-    for si, rng in enumerate(stages):
+    for si, rng in enumerate(kv_stages):  # the drafter's layers on the last stage
         graph = graph_estimate(rng) if profiled and a.estimate_cudagraphs else 0
         stage_act = act if si == len(stages) - 1 else act_inner
         non_kv = max(non_kv, weights[si] + stage_act + nt + max(graph, late_graphs) + warm)
@@ -1079,21 +1121,21 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # per-token figures
     tok_memo: dict[int, int] = {}  # identical layer objects cost the same
     tok = []
-    for x in arch.layers:
+    for x in karch.layers:
         if id(x) not in tok_memo:
             tok_memo[id(x)] = _tok_bytes(x, tp, kv)
         tok.append(tok_memo[id(x)])
     if old_v4:  # a token's share of a block: the tuple slots' pages, not the MLA group's
         share = bpb / B.full_page_sum(groups)
         tok = [t * share for t in tok]
-    top_stage = max(range(pp), key=lambda s: sum(tok[i] for i in stages[s]))
-    per_gpu = round(sum(tok[i] for i in stages[top_stage]))
+    top_stage = max(range(pp), key=lambda s: sum(tok[i] for i in kv_stages[s]))
+    per_gpu = round(sum(tok[i] for i in kv_stages[top_stage]))
     replica = round(sum(tok) * tp / a.decode_context_parallel_size)  # DCP: each token once
-    logical = round(sum(_tok_bytes(x, 1, kv) for x in arch.layers) if tp > 1 else sum(tok))
-    state = sum(state_bytes(x, tp, dts) for i, x in enumerate(arch.layers)
-                if isinstance(x, StateLayer) and i in stages[top_stage])
-    state += sum(state_bytes(x.parallel_state, tp, dts) for i, x in enumerate(arch.layers)
-                 if isinstance(x, AttnLayer) and x.parallel_state and i in stages[top_stage])
+    logical = round(sum(_tok_bytes(x, 1, kv) for x in karch.layers) if tp > 1 else sum(tok))
+    state = sum(state_bytes(x, tp, dts) for i, x in enumerate(karch.layers)
+                if isinstance(x, StateLayer) and i in kv_stages[top_stage])
+    state += sum(state_bytes(x.parallel_state, tp, dts) for i, x in enumerate(karch.layers)
+                 if isinstance(x, AttnLayer) and x.parallel_state and i in kv_stages[top_stage])
     return SizeResult(
         model=model.id, gpu=gpu.id, gpu_memory_bytes=gpu.memory_bytes,
         gpu_memory_estimated=bool(gpu.memory_note), args=a, version=version,
@@ -1110,7 +1152,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         max_num_seqs_limit=seqs_limit,
         cudagraph_graphs=graphs if bud.cudagraph else 0, cudagraph_mode=graph_mode,
         breakable_cudagraph=breakable and graph_mode != "NONE",
-        rope_cache_bytes=rope, lora_bytes=max(lora),
+        rope_cache_bytes=rope, lora_bytes=max(lora), draft_bytes=draft_bytes,
+        draft_layers=len(drafted),
         load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk),

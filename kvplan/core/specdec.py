@@ -1,0 +1,194 @@
+"""Speculative decoding (`--speculative-config`): what the drafter adds to vLLM's start-up.
+
+* KV cache: every drafter attention layer registers in the same forward context as the
+  target's, so `get_kv_cache_spec` gives it a spec and the planner puts it in the same pool
+  and groups (`v1/worker/gpu_model_runner.py`, `v1/core/kv_cache_utils.py`). MTP adds
+  `num_nextn_predict_layers` / `mtp_num_hidden_layers` layers shaped like the target's
+  full-attention (or MLA) layer, whatever `num_speculative_tokens` is (the layers are reused);
+  EAGLE / EAGLE-3 / DFlash / draft models add the draft config's layers. All of them sit on
+  the last pipeline stage and are split by the target's TP.
+* Mamba / linear-attention states: the conv state keeps `d_conv - 1 + k` columns
+  (`MambaStateShapeCalculator`: GDN from 0.10.2, Mamba2 0.17, KDA 0.28, ShortConv 0.29; never
+  Mamba1), and from 0.15 the start-up accounting reserves k more state blocks per request
+  (`MambaSpec.num_speculative_blocks`). Both apply to ngram too.
+* Weights: the drafter loads inside the same `DeviceMemoryProfiler` as the target, so "Model
+  loading took" includes it. It shares the target's embedding; MTP also shares the LM head,
+  DeepSeek / GLM MTP's own `shared_head.head` only from 0.16 (`_maybe_share_lm_head`).
+* CUDA graphs: capture sizes scale with 1 + k (`core/memory.py cudagraph_capture_sizes`).
+
+Not modelled: the drafter's share of the profile run's peak (0 to 1 GiB measured), its
+persistent buffers (0.27+, about 128 MiB per 8k tokens), medusa and parallel drafting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kvplan.core.arch import (
+    GDN,
+    KDA,
+    MAMBA2,
+    SHORTCONV,
+    AttnLayer,
+    Layer,
+    ModelArch,
+    StateLayer,
+    normalize,
+)
+from kvplan.core.versions import VllmVersion
+from kvplan.errors import BadInput
+
+# method names vLLM maps to "mtp" (0.11 `SpeculativeConfig.__post_init__`: "deprecated and
+# replaced with mtp"; before 0.11 they are the names themselves)
+MTP_NAMES = frozenset({"mtp", "deepseek_mtp", "qwen3_next_mtp", "glm4_moe_mtp", "ernie_mtp",
+                       "mimo_mtp", "longcat_flash_mtp", "qwen3_5_mtp", "openpangu_mtp",
+                       "glm4_moe_lite_mtp", "exaone_moe_mtp", "step3p5_mtp"})
+DRAFT_METHODS = ("eagle", "eagle3", "draft_model", "dflash")
+NO_DRAFT = ("ngram", "suffix", "ngram_gpu")
+# the release from which vLLM's V1 engine serves each method (kvplan models V1 from 0.10)
+_SINCE = {"eagle": (0, 10), "eagle3": (0, 10), "mtp": (0, 10), "ngram": (0, 10),
+          "suffix": (0, 11), "ngram_gpu": (0, 15), "draft_model": (0, 15), "dflash": (0, 20)}
+# conv-state widening by state kind: the release whose shape calculator adds k
+_CONV_PLUS_K = {GDN: (0, 10, 2), MAMBA2: (0, 17), KDA: (0, 28), SHORTCONV: (0, 29)}
+
+
+@dataclass(frozen=True)
+class SpecDecode:
+    """A parsed `--speculative-config`: method, k and, for drafts, the draft model."""
+
+    method: str  # mtp | eagle | eagle3 | draft_model | dflash | ngram | suffix | ngram_gpu
+    num_speculative_tokens: int
+    draft: Any = None  # core.sizing.Model of the draft (eagle, eagle3, draft_model, dflash)
+
+
+def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
+    """A `--speculative-config` mapping (method, num_speculative_tokens) as a SpecDecode."""
+    method = str(cfg.get("method") or "").strip().lower()
+    if not method:
+        method = "draft_model" if cfg.get("model") else ""
+    method = "mtp" if method in MTP_NAMES else method
+    if method == "medusa":
+        raise BadInput("kvplan does not model medusa heads (removed in vLLM 0.33)",
+                       flag="speculative_config")
+    if method not in DRAFT_METHODS + NO_DRAFT + ("mtp",):
+        raise BadInput(f"speculative method {cfg.get('method')!r} is not one kvplan models",
+                       hint="mtp, eagle, eagle3, draft_model, dflash, ngram or suffix",
+                       flag="speculative_config")
+    k = cfg.get("num_speculative_tokens")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise BadInput(f"--speculative-config needs num_speculative_tokens >= 1, got {k!r}",
+                       flag="speculative_config")
+    if method in DRAFT_METHODS and draft is None:
+        raise BadInput(f"--speculative-config method {method} needs the draft \"model\"",
+                       flag="speculative_config")
+    return SpecDecode(method, k, draft if method in DRAFT_METHODS else None)
+
+
+def check_version(spec: SpecDecode, version: VllmVersion) -> None:
+    since = _SINCE[spec.method]
+    if not version.at_least(*since):
+        raise BadInput(f"kvplan models {spec.method} speculative decoding from vLLM "
+                       f"{since[0]}.{since[1]} (V1)", hint="use a later --vllm-version",
+                       flag="speculative_config")
+
+
+def mtp_layer_count(arch: ModelArch) -> int:
+    t = arch.text_config
+    n = t.get("num_nextn_predict_layers", t.get("mtp_num_hidden_layers"))
+    if n is None and arch.model_type in ("qwen3_next",):  # `Qwen3NextMTP`: one layer
+        n = 1
+    if not n:
+        raise BadInput(f"{arch.model_type} has no MTP layers (num_nextn_predict_layers / "
+                       "mtp_num_hidden_layers)", hint="use ngram or an EAGLE draft",
+                       flag="speculative_config")
+    return int(n)
+
+
+def _mtp_layer(arch: ModelArch) -> AttnLayer:
+    """The attention layer an MTP module copies: the target's last full-attention or MLA
+    layer (Qwen3-Next / Qwen3.5's MTP layer is full attention next to GDN layers)."""
+    for x in reversed(arch.layers):
+        if isinstance(x, AttnLayer) and x.kind in ("full", "mla"):
+            return replace(x, parallel_state=None)
+    raise BadInput(f"kvplan does not model the MTP module of {arch.model_type} (no full-"
+                   "attention or MLA layer to copy)", flag="speculative_config")
+
+
+def draft_arch(spec: SpecDecode) -> ModelArch | None:
+    return normalize(spec.draft.config) if spec.draft is not None else None
+
+
+def draft_layers(arch: ModelArch, spec: SpecDecode) -> list[Layer]:
+    """The drafter's cache-owning layers, appended after the target's."""
+    if spec.method == "mtp":
+        return [_mtp_layer(arch)] * mtp_layer_count(arch)
+    d = draft_arch(spec)
+    if d is None:
+        return []
+    return [x for x in d.layers if isinstance(x, AttnLayer)]
+
+
+def widen_states(layers: list[Layer], k: int, version: VllmVersion) -> list[Layer]:
+    """State layers whose conv state grows by k columns in this release."""
+    def wide(st: StateLayer) -> StateLayer:
+        since = _CONV_PLUS_K.get(st.kind)
+        return replace(st, d_conv=st.d_conv + k) if since and version.at_least(*since) else st
+
+    out: list[Layer] = []
+    for x in layers:
+        if isinstance(x, StateLayer):
+            x = wide(x)
+        elif isinstance(x, AttnLayer) and x.parallel_state is not None:
+            x = replace(x, parallel_state=wide(x.parallel_state))
+        out.append(x)
+    return out
+
+
+def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d: int,
+                       hf_quant: dict[str, Any] | None, version: VllmVersion) -> tuple[int, bool]:
+    """Bytes the drafter adds on one GPU of the last stage, and whether they are estimated.
+
+    MTP: n copies of the target's last full-attention layer (with its MLP or experts) plus
+    the 2H x H projection that joins embedding and hidden state, in the model dtype when the
+    checkpoint's quantization excludes `mtp` modules (NVIDIA's and Red Hat's NVFP4 releases)
+    and at the checkpoint's bytes per parameter otherwise; DeepSeek / GLM MTP also keep their
+    own vocab x hidden `shared_head.head` before 0.16. Drafts: the draft checkpoint less the
+    embedding it shares with the target (and the LM head, unless EAGLE-3's own vocabulary).
+    """
+    from kvplan.core.params import count_params, weight_bytes
+
+    h = arch.hidden_size
+    if spec.method == "mtp":
+        pc = count_params(arch)
+        i = max(j for j, x in enumerate(arch.layers)
+                if isinstance(x, AttnLayer) and x.kind in ("full", "mla"))
+        lp = pc.layers[i]
+        quant = hf_quant or arch.quantization or {}
+        excluded = "mtp" in str({k: v for k, v in quant.items()
+                                 if k in ("exclude_modules", "ignore", "modules_to_not_convert",
+                                          "ignored_layers", "quantization")})
+        wb = weight_bytes(arch, d, None, hf_quant)
+        lin, exp = (d, d) if excluded or not quant else (wb.linear, wb.expert)
+        kv_local = (lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads
+                    else 0)
+        layer = ((lp.split / tp + kv_local) * lin + lp.replicated * d + lp.expert / ep * exp
+                 + 2 * h * h / tp * d)
+        head = arch.vocab_size * h / tp * d if (
+            arch.model_type.startswith(("deepseek", "glm4_moe", "glm_moe"))
+            and not version.at_least(0, 16)) else 0
+        return int(mtp_layer_count(arch) * (layer + head)), True
+    da = draft_arch(spec)
+    if da is None:
+        return 0, False
+    dpc = count_params(da)
+    shared = 0
+    if spec.method != "draft_model" and da.vocab_size == arch.vocab_size and da.hidden_size == h:
+        shared += dpc.embed
+        if spec.method != "eagle3" and not da.tie_word_embeddings:
+            shared += dpc.lm_head
+    if spec.draft.weights_bytes:
+        layout = spec.draft.weights_layout or {}
+        total = spec.draft.weights_bytes - (layout.get("embed", 0) if shared else 0)
+        return int(total / tp), False
+    return int((dpc.total - shared) * d / tp), True

@@ -1,0 +1,39 @@
+"""vLLM's `--speculative-config` JSON -> `core.specdec.SpecDecode` (the draft model resolved
+through the caller's model resolver: catalog, local path or the Hub)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kvplan.errors import BadInput
+
+
+def parse_speculative_config(text: Any, *, what: str = "--speculative-config") -> dict[str, Any]:
+    """The JSON object vLLM takes (a mapping is taken as given)."""
+    if isinstance(text, dict):
+        return text
+    try:
+        raw = json.loads(str(text))
+    except ValueError:
+        raise BadInput(f"{what} {text!r} is not JSON",
+                       hint='e.g. \'{"method": "mtp", "num_speculative_tokens": 2}\'') from None
+    if not isinstance(raw, dict):
+        raise BadInput(f"{what} must be a JSON object")
+    return raw
+
+
+def speculative(text: Any, resolve_model: Callable[[str], Any], *,
+                what: str = "--speculative-config") -> Any:
+    """A SpecDecode for `text`; `resolve_model(name)` loads the draft model when one is
+    named (EAGLE heads, draft models)."""
+    from kvplan.core.specdec import NO_DRAFT, from_config
+
+    cfg = parse_speculative_config(text, what=what)
+    draft = None
+    name = cfg.get("model")
+    method = str(cfg.get("method") or "").lower()
+    if name and method not in NO_DRAFT and "mtp" not in method:
+        draft = resolve_model(str(name))
+    return from_config(cfg, draft)

@@ -1,0 +1,134 @@
+"""Speculative decoding (core/specdec.py): draft layers, MTP weights, graphs, real starts."""
+
+import json
+
+import pytest
+from configs import DEEPSEEK_V3, LLAMA31_8B, QWEN3_NEXT_80B
+
+from kvplan.core import memory as M
+from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+from kvplan.core.specdec import SpecDecode, from_config
+from kvplan.errors import BadInput
+
+GiB = 1 << 30
+H100 = Gpu("h100", "NVIDIA H100 80GB HBM3", 81559 << 20, "9.0")
+
+
+def gb10_start(avail_gib, spec=None):
+    """nvidia/Qwen3.6-27B-NVFP4 on a DGX Spark (vLLM 0.23.1 nightly, public logs): fp8 KV,
+    262,144 tokens, 8 sequences, 65,536 batched tokens, prefix caching on."""
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    a = EngineArgs(max_model_len=262144, max_num_seqs=8, max_num_batched_tokens=65536,
+                   kv_cache_dtype="fp8", quantization="modelopt", enable_prefix_caching=True,
+                   gpu_memory_utilization=0.7, kv_cache_memory_bytes=round(avail_gib * GiB),
+                   speculative=spec)
+    return size(resolve_model("nvidia/Qwen3.6-27B-NVFP4"), resolve_gpu("gb10"), a, "0.23")
+
+
+def test_mtp_on_a_gdn_hybrid_matches_the_logs():
+    # without MTP: "block size 1568", 47.84 GiB -> "1,505,068 tokens", 5.74x
+    r = gb10_start(47.84)
+    assert (r.block_size, r.kv_cache_tokens, round(r.max_concurrency, 2)) == (1568, 1505068, 5.74)
+    # MTP k=2: the conv state widens by 2 (block 1600), the MTP layer makes 17 full-attention
+    # layers against 48 GDN ("Add 3 padding layers"), each request reserves 2 + 2 state
+    # blocks: 48.6 GiB -> "1,394,129 tokens", 5.32x
+    mtp = gb10_start(48.6, SpecDecode("mtp", 2))
+    assert (mtp.block_size, mtp.kv_cache_tokens, round(mtp.max_concurrency, 2)) == (
+        1600, 1394129, 5.32)
+    # "Model loading took" grew 19.78 -> 20.57 GiB: one full-attention layer (gated q 2 x 5120
+    # x 24 x 256, o 24 x 256 x 5120, k/v 2 x 5120 x 4 x 256, MLP 3 x 5120 x 17408, norms)
+    # and the 2 x 5120 x 5120 projection, in bf16 (the NVFP4 release excludes mtp*)
+    extra = mtp.budget.weights - r.budget.weights
+    assert extra == pytest.approx(2 * (62914560 + 31457280 + 10485760 + 267386880
+                                       + 52428800), rel=0.001)
+    assert extra / GiB == pytest.approx(0.79, abs=0.01)
+    # FlashInfer on SM12x cannot replay FULL graphs of 1 + k tokens: PIECEWISE=9 (largest=48)
+    assert (mtp.cudagraph_mode, mtp.cudagraph_graphs) == ("PIECEWISE", 9)
+
+
+def test_mla_mtp_adds_one_layer():
+    m = Model("dsv3", {**DEEPSEEK_V3, "num_nextn_predict_layers": 1})
+    a = EngineArgs(tensor_parallel_size=8, kv_cache_memory_bytes=40 * GiB, max_model_len=32768)
+    base = size(m, H100, a, "0.23")
+    mtp = size(m, H100, EngineArgs(**{**a.__dict__, "speculative": SpecDecode("mtp", 1)}),
+               "0.23")
+    # 576-element latent x 2 B, replicated: 61 -> 62 layers
+    assert (base.kv_bytes_per_token_per_gpu, mtp.kv_bytes_per_token_per_gpu) == (
+        61 * 1152, 62 * 1152)
+    assert abs(mtp.num_gpu_blocks - base.num_gpu_blocks * 61 / 62) < 1
+    # DeepSeek's MTP module keeps its own vocab x hidden shared_head.head before 0.16
+    old = size(m, H100, EngineArgs(**{**a.__dict__, "speculative": SpecDecode("mtp", 1)}),
+               "0.15")
+    new = size(m, H100, EngineArgs(**{**a.__dict__, "speculative": SpecDecode("mtp", 1)}),
+               "0.16")
+    assert old.budget.weights - new.budget.weights == 129280 * 7168 * 2 // 8
+
+
+def test_ngram_widens_states_only():
+    m = Model("qwen3-next", QWEN3_NEXT_80B)
+    a = EngineArgs(tensor_parallel_size=4, kv_cache_memory_bytes=40 * GiB, max_model_len=32768)
+    base = size(m, H100, a, "0.22")
+    ng = size(m, H100, EngineArgs(**{**a.__dict__, "speculative": SpecDecode("ngram", 4)}),
+               "0.22")
+    assert ng.budget.weights == base.budget.weights
+    assert ng.kv_bytes_per_token_per_gpu == base.kv_bytes_per_token_per_gpu  # no draft layer
+    # GDN conv state: (4 - 1 + 4) columns instead of 3 of the conv dimension per request
+    conv = (2 * 16 * 128 + 32 * 128) // 4 * 2
+    assert ng.state_bytes_per_request_per_gpu - base.state_bytes_per_request_per_gpu == (
+        36 * conv * 4)
+
+
+def test_spec_decode_graph_sizes():
+    # max_num_seqs 8, k 6 (DFlash on FA2, 0.22.0): "PIECEWISE=15 (largest=112), FULL=8"
+    assert M.cudagraph_graphs(8, 32768, decode_q=7, round_to_q=True) == 15 + 8
+    # max_num_seqs 8, k 3 on FA2: "PIECEWISE=9 (largest=64), FULL=5 (largest=32)"
+    assert M.cudagraph_graphs(8, 32768, decode_q=4, round_to_q=True) == 9 + 5
+    # max_num_seqs 2, k 3: sizes 4, 8, 16 and FULL 4, 8
+    assert M.cudagraph_graphs(2, 16384, decode_q=4, round_to_q=True) == 3 + 2
+    # PIECEWISE only: no rounding, max 2 x 8 x 3 = 48 -> 9 sizes
+    assert M.cudagraph_graphs(8, 65536, "PIECEWISE", decode_q=3, round_to_q=True) == 9
+
+
+def test_speculative_bad_input():
+    for cfg, says in (({"method": "medusa", "num_speculative_tokens": 3}, "medusa"),
+                      ({"method": "mtp", "num_speculative_tokens": 0}, ">= 1"),
+                      ({"method": "lookahead", "num_speculative_tokens": 2}, "not one kvplan"),
+                      ({"method": "eagle3", "num_speculative_tokens": 2}, "draft \"model\"")):
+        with pytest.raises(BadInput, match=says):
+            from_config(cfg)
+    assert from_config({"method": "deepseek_mtp", "num_speculative_tokens": 1}).method == "mtp"
+    m = Model("llama", LLAMA31_8B)
+    with pytest.raises(BadInput, match="no MTP layers"):
+        size(m, H100, EngineArgs(speculative=SpecDecode("mtp", 1), max_model_len=4096))
+    draft = Model("draft", LLAMA31_8B)
+    with pytest.raises(BadInput, match="from vLLM 0.15"):
+        size(m, H100, EngineArgs(speculative=SpecDecode("draft_model", 2, draft),
+                                 max_model_len=4096), "0.14")
+
+
+def test_eagle_draft_layers_and_weights():
+    # an EAGLE-1 head for Llama-3.1-8B: one Llama decoder layer (+ fc 2H -> H in its
+    # checkpoint), embedding and LM head shared with the target
+    head = {**LLAMA31_8B, "num_hidden_layers": 1, "architectures": ["LlamaForCausalLMEagle"]}
+    m = Model("llama", LLAMA31_8B)
+    a = EngineArgs(kv_cache_memory_bytes=50 * GiB, max_model_len=8192)
+    base = size(m, H100, a, "0.23")
+    r = size(m, H100, EngineArgs(**{**a.__dict__, "speculative": SpecDecode(
+        "eagle", 3, Model("head", head))}), "0.23")
+    assert r.kv_bytes_per_token_per_gpu == base.kv_bytes_per_token_per_gpu * 33 // 32
+    # one layer: attention 4096 x (4096 + 2 x 1024) + 4096 x 4096, MLP 3 x 4096 x 14336, norms
+    layer = 4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096
+    assert r.budget.weights - base.budget.weights == pytest.approx(2 * (layer + 4096), abs=4)
+
+
+def test_cli_speculative_config(capsys):
+    from kvplan.cli import main
+
+    code = main(["size", "qwen3.6-27b", "--gpu", "b200", "--max-model-len", "32k",
+                 "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}',
+                 "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 0 and any("speculative decoding (mtp, k=2)" in n for n in d["notes"])
+    code = main(["size", "qwen3.6-27b", "--gpu", "b200", "--speculative-config", "{mtp"])
+    assert code == 2 and "is not JSON" in capsys.readouterr().err
