@@ -92,12 +92,18 @@ def test_spec_decode_graph_sizes():
 
 def test_speculative_bad_input():
     for cfg, says in (({"method": "medusa", "num_speculative_tokens": 3}, "medusa"),
-                      ({"method": "mtp", "num_speculative_tokens": 0}, ">= 1"),
+                      ({"method": "mtp", "num_speculative_tokens": 0}, "from 1 to 4096"),
                       ({"method": "lookahead", "num_speculative_tokens": 2}, "not one kvplan"),
                       ({"method": "eagle3", "num_speculative_tokens": 2}, "draft \"model\"")):
         with pytest.raises(BadInput, match=says):
             from_config(cfg)
     assert from_config({"method": "deepseek_mtp", "num_speculative_tokens": 1}).method == "mtp"
+    # MTP without k: vLLM's default is the model's MTP layer count
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    r = size(resolve_model("qwen3.6-27b"), resolve_gpu("b200"), EngineArgs(
+        max_model_len=32768, speculative=from_config({"method": "mtp"})))
+    assert r.to_json()["speculative"]["num_speculative_tokens"] == 1
     m = Model("llama", LLAMA31_8B)
     with pytest.raises(BadInput, match="no MTP layers"):
         size(m, H100, EngineArgs(speculative=SpecDecode("mtp", 1), max_model_len=4096))

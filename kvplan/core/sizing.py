@@ -718,13 +718,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # speculative decoding: the drafter's cache layers join the pool on the last stage
     spec = a.speculative
-    k_spec = spec.num_speculative_tokens if spec else 0
     drafted: list[Any] = []
     karch = arch  # the layers that keep a cache, the drafter's included
     if spec:
         from kvplan.core import specdec as SD
 
         SD.check_version(spec, version)
+        spec = SD.resolved(spec, arch)
+        a = replace(a, speculative=spec)  # vLLM's default k filled in
+    k_spec = spec.num_speculative_tokens if spec else 0
+    if spec:
         drafted = SD.draft_layers(arch, spec)
         karch = replace(arch, layers=SD.widen_states(arch.layers, k_spec, version) + drafted)
 

@@ -49,6 +49,7 @@ NO_DRAFT = ("ngram", "suffix", "ngram_gpu")
 # the release from which vLLM's V1 engine serves each method (kvplan models V1 from 0.10)
 _SINCE = {"eagle": (0, 10), "eagle3": (0, 10), "mtp": (0, 10), "ngram": (0, 10),
           "suffix": (0, 11), "ngram_gpu": (0, 15), "draft_model": (0, 15), "dflash": (0, 20)}
+MAX_TOKENS = 4096  # kvplan's bound (vLLM sets none; real drafts propose 1-16 tokens)
 # conv-state widening by state kind: the release whose shape calculator adds k
 _CONV_PLUS_K = {GDN: (0, 10, 2), MAMBA2: (0, 17), KDA: (0, 28), SHORTCONV: (0, 29)}
 
@@ -76,13 +77,28 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
                        hint="mtp, eagle, eagle3, draft_model, dflash, ngram or suffix",
                        flag="speculative_config")
     k = cfg.get("num_speculative_tokens")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise BadInput(f"--speculative-config needs num_speculative_tokens >= 1, got {k!r}",
-                       flag="speculative_config")
+    if k is None and method == "mtp":
+        k = 0  # vLLM's default: the model's MTP layer count (`mtp_layer_count`)
+    elif isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOKENS:
+        raise BadInput(f"--speculative-config needs num_speculative_tokens from 1 to "
+                       f"{MAX_TOKENS}, got {k!r}", flag="speculative_config")
     if method in DRAFT_METHODS and draft is None:
         raise BadInput(f"--speculative-config method {method} needs the draft \"model\"",
                        flag="speculative_config")
     return SpecDecode(method, k, draft if method in DRAFT_METHODS else None)
+
+
+def resolved(spec: SpecDecode, arch: ModelArch) -> SpecDecode:
+    """`spec` with vLLM's default k for MTP (its layer count), checked against it: more
+    tokens than MTP layers must be a multiple of them (`SpeculativeConfig.__post_init__`)."""
+    if spec.method != "mtp":
+        return spec
+    n = mtp_layer_count(arch)
+    k = spec.num_speculative_tokens or n
+    if k > n and k % n:
+        raise BadInput(f"num_speculative_tokens {k} is not a multiple of the model's {n} MTP "
+                       "layers; vLLM refuses it", flag="speculative_config")
+    return replace(spec, num_speculative_tokens=k)
 
 
 def check_version(spec: SpecDecode, version: VllmVersion) -> None:
