@@ -46,8 +46,9 @@ MTP_NAMES = frozenset({"mtp", "deepseek_mtp", "qwen3_next_mtp", "glm4_moe_mtp", 
                        "glm4_moe_lite_mtp", "exaone_moe_mtp", "step3p5_mtp"})
 DRAFT_METHODS = ("eagle", "eagle3", "draft_model", "dflash")
 NO_DRAFT = ("ngram", "suffix", "ngram_gpu")
-# the release from which vLLM's V1 engine serves each method (kvplan models V1 from 0.10)
-_SINCE = {"eagle": (0, 10), "eagle3": (0, 10), "mtp": (0, 10), "ngram": (0, 10),
+# the release from which vLLM's V1 engine serves each method (`_is_v1_supported_oracle`:
+# ngram, eagle and eagle3 in 0.8.5, deepseek_mtp in 0.9; earlier ones fell back to V0)
+_SINCE = {"eagle": (0, 8, 5), "eagle3": (0, 8, 5), "mtp": (0, 9), "ngram": (0, 8, 5),
           "suffix": (0, 11), "ngram_gpu": (0, 15), "draft_model": (0, 15), "dflash": (0, 20)}
 MAX_TOKENS = 4096  # kvplan's bound (vLLM sets none; real drafts propose 1-16 tokens)
 # conv-state widening by state kind: the release whose shape calculator adds k
@@ -105,7 +106,7 @@ def check_version(spec: SpecDecode, version: VllmVersion) -> None:
     since = _SINCE[spec.method]
     if not version.at_least(*since):
         raise BadInput(f"kvplan models {spec.method} speculative decoding from vLLM "
-                       f"{since[0]}.{since[1]} (V1)", hint="use a later --vllm-version",
+                       + ".".join(map(str, since)) + " (V1)", hint="use a later --vllm-version",
                        flag="speculative_config")
 
 
