@@ -147,15 +147,20 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
              "--quantization", "--kv-cache-memory-bytes", "--cudagraph-capture-sizes",
              "--model", "--decode-context-parallel-size", "--hf-overrides", "--rope-scaling",
              "--mamba-ssm-cache-dtype", "--mamba-cache-dtype", "-dpl", "--enable-lora",
-             "--all2all-backend", "--enable-expert-parallel"]
+             "--all2all-backend", "--enable-expert-parallel", "--max-loras", "--max-lora-rank",
+             "--fully-sharded-loras", "--speculative-config"]
     values = ["1", "0", "-1", "8", "3", "auto", "1e9", "nan", "inf", "32k", "{", "{}",
               '{"cudagraph_mode": 5}', '{"max_cudagraph_capture_size": "x"}', '{"video": []}',
               "[1]", "fp8", "bogus", "", "1.5", '{"num_hidden_layers": "x"}',
               '{"rope_scaling": {"rope_type": "yarn", "factor": 1e308}}',
               '{"max_position_embeddings": -1}', '{"text_config": 5}', "float32",
               '{"rope_scaling": 5}', "deepep_low_latency",
-              "9" * 20, "'", "--"]
+              "9" * 20, "'", "--", '{"method": "mtp", "num_speculative_tokens": 2}',
+              '{"method": "eagle3", "model": "qwen3-0.6b", "num_speculative_tokens": 1e9}',
+              '{"method": "ngram", "num_speculative_tokens": 4}', '{"method": "mtp"}',
+              '{"model": "nope/nope", "num_speculative_tokens": 2}', "64", "512"]
     model_ids = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
+                 "nvidia/Qwen3.6-27B-NVFP4", "Qwen/Qwen3-30B-A3B",
                  "deepseek-ai/DeepSeek-R1", "ibm-granite/granite-4.0-h-small", "nope/nope"]
     out = []
     for _ in range(rounds):

@@ -102,3 +102,14 @@ def test_engine_entrypoint_defaults():
     assert (r.max_num_batched_tokens, r.max_num_seqs) == (2048, 128)
     with pytest.raises(BadInput, match="not serve, llm or engine"):
         size(m, H100, EngineArgs(usage="worker"))
+
+
+def test_fit_hint_cuts_slots_then_rank():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    # Qwen3-30B-A3B's experts are wrapped (0.12+): 101 MiB per slot-rank, so 4 slots of rank
+    # 256 are 101 GiB; one slot of rank 64 fits an H100
+    r = size(resolve_model("Qwen/Qwen3-30B-A3B"), resolve_gpu("h100"), EngineArgs(
+        enable_lora=True, max_loras=4, max_lora_rank=256, max_model_len=8192), "0.33")
+    assert not r.fits and r.lora_bytes / 2**30 == pytest.approx(101.4, abs=0.1)
+    assert any(n.startswith("fits with --max-loras 1 --max-lora-rank 64 (") for n in r.notes)

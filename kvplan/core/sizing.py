@@ -1310,14 +1310,22 @@ def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
               arch: ModelArch) -> str:
     """The smallest change that makes vLLM start: fewer LoRA slots, more TP, then an FP8 KV
     cache."""
+    from kvplan.core.lora import RANKS
+
     lora = ""
-    for n in range(a.max_loras - 1, 0, -1) if a.enable_lora else ():  # slots cost in proportion
-        r = size(model, gpu, replace(a, max_loras=n), version, hints=False)
+    tries = [("--max-loras", {"max_loras": n}) for n in range(a.max_loras - 1, 0, -1)] + [
+        ("--max-loras 1 --max-lora-rank", {"max_loras": 1, "max_lora_rank": rk})
+        for rk in reversed(RANKS[1:]) if rk < a.max_lora_rank]
+    for flag, change in tries if a.enable_lora else ():  # slots cost in proportion
+        r = size(model, gpu, replace(a, **change), version, hints=False)
         if r.fits:
-            lora = (f"fits with --max-loras {n} ({r.budget.available_kv / GiB:.2f} GiB of KV "
-                    "per GPU); or ")
+            kv = r.budget.available_kv / GiB
+            lora = f"fits with {flag} {list(change.values())[-1]} ({kv:.2f} GiB of KV per GPU)"
             break
-    return lora + _fit_hint_layout(model, gpu, a, version, arch)
+    layout = _fit_hint_layout(model, gpu, a, version, arch)
+    if lora:
+        return lora + (f"; or {layout}" if layout.startswith("fits") else "")
+    return layout
 
 
 def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
