@@ -1035,3 +1035,21 @@ def test_frontend_reservation_rules():
     with pytest.raises(BadInput, match="set together"):
         reserve(v, multimodal=True, mm_ipc_gpu_memory_gb=0, api_servers=1,
                 video={"backend": "pynvvideocodec", "max_width": 1920}, loader_env=None)
+
+
+def test_group_size_rule_by_release():
+    # gpt-oss-20b + an EAGLE-3 head: 12 sliding-window layers and 12 + 1 full-attention ones.
+    # 0.18+ (13 < 1.5 x 12) and 0.12-0.17 (13 < 1.25 x 12) pad to (13 sw, 13 full): 2 groups;
+    # 0.10/0.11 take the smallest bucket: (12 sw), (12 full), (1 full + 11 padding)
+    from kvplan.core.blocks import make_groups
+    from kvplan.core.kvspec import Spec
+    from kvplan.core.versions import VllmVersion
+
+    sw, full = Spec("sliding", 16, 16 * 1024, window=128), Spec("full", 16, 16 * 1024)
+    specs = [sw, full] * 12 + [full]
+    for v, n in (("0.11", 3), ("0.12", 2), ("0.18", 2)):
+        assert len(make_groups(specs, VllmVersion.of(v).group_max_ratio)) == n, v
+    # 10 vs 13: only 0.18+'s 1.5 pads the smaller bucket
+    specs = [sw] * 10 + [full] * 13
+    assert [len(make_groups(specs, VllmVersion.of(v).group_max_ratio))
+            for v in ("0.17", "0.18")] == [3, 2]

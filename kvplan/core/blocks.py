@@ -40,8 +40,10 @@ class Group:
         return self.spec.block_size
 
 
-def make_groups(specs: list[Spec | None]) -> list[Group]:
-    """Group layers the way vLLM's hybrid KV-cache manager does."""
+def make_groups(specs: list[Spec | None], max_ratio: float | None = 1.5) -> list[Group]:
+    """Group layers the way vLLM's hybrid KV-cache manager does: the group size is the
+    smallest bucket's layer count, or the largest's when it is under `max_ratio` times the
+    smallest (`_get_kv_cache_groups_uniform_page_size`; None: no such rule)."""
     present = [(i, s) for i, s in enumerate(specs) if s is not None]
     if not present:
         return []  # attention-free model
@@ -58,7 +60,7 @@ def make_groups(specs: list[Spec | None]) -> list[Group]:
         buckets.setdefault(s, []).append(i)
     sizes = [len(v) for v in buckets.values()]
     group_size = min(sizes)
-    if max(sizes) < group_size * 1.5:
+    if max_ratio is not None and max(sizes) < group_size * max_ratio:
         group_size = max(sizes)
     groups = []
     for ids in buckets.values():

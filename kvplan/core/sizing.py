@@ -763,7 +763,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     old_v4 = arch.packed_kv and version.dsv4_tuple_layout
     if old_v4:
         specs = B.tuple_padded(specs)
-    groups = B.packed_groups(specs) if arch.packed_kv else B.make_groups(specs)
+    groups = B.packed_groups(specs) if arch.packed_kv else B.make_groups(
+        specs, version.group_max_ratio)
     bs = plan.block_size if arch.packed_kv else min(
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
     v2 = version.v2_model_runner(arch.architectures, bool(arch.num_experts),

@@ -554,6 +554,15 @@ class VllmVersion:
             return (1, 8, 16, 32, 64, 128)
         return (8, 16, 32, 64, 128)
 
+    @property
+    def group_max_ratio(self) -> float | None:
+        """Hybrid grouping: buckets under this multiple of the smallest share the largest's
+        group size (`_get_kv_cache_groups_uniform_page_size`: 1.5 from 0.18, 1.25 in
+        0.12-0.17, none before: the smallest bucket's count)."""
+        if self.at_least(0, 18):
+            return 1.5
+        return 1.25 if self.at_least(0, 12) else None
+
     def mla_block_size(self, compute_capability: str, sparse: bool) -> int:
         """Block size the default MLA backend forces (`platforms/cuda.py`).
 
