@@ -113,3 +113,13 @@ def test_fit_hint_cuts_slots_then_rank():
         enable_lora=True, max_loras=4, max_lora_rank=256, max_model_len=8192), "0.33")
     assert not r.fits and r.lora_bytes / 2**30 == pytest.approx(101.4, abs=0.1)
     assert any(n.startswith("fits with --max-loras 1 --max-lora-rank 64 (") for n in r.notes)
+
+
+def test_v0_builds_slots_after_the_profile():
+    # vLLM issue 14450: V0 loads the LoRA slots after sizing the KV cache
+    m = Model("qwen2.5-7b", QWEN25_7B_INSTRUCT)
+    base = size(m, H100, EngineArgs(max_model_len=4096), "0.7")
+    r = size(m, H100, EngineArgs(max_model_len=4096, enable_lora=True, max_loras=4,
+                                 max_lora_rank=64), "0.7")
+    assert r.budget.weights == base.budget.weights
+    assert r.outside_budget_bytes - base.outside_budget_bytes == 256 * 4.8125 * MiB

@@ -123,9 +123,26 @@ def test_eagle_draft_layers_and_weights():
     r = size(m, H100, EngineArgs(**{**a.__dict__, "speculative": SpecDecode(
         "eagle", 3, Model("head", head))}), "0.23")
     assert r.kv_bytes_per_token_per_gpu == base.kv_bytes_per_token_per_gpu * 33 // 32
-    # one layer: attention 4096 x (4096 + 2 x 1024) + 4096 x 4096, MLP 3 x 4096 x 14336, norms
+    # one layer: attention 4096 x (4096 + 2 x 1024) + 4096 x 4096, MLP 3 x 4096 x 14336, norms,
+    # and fc 2 x 4096 -> 4096
     layer = 4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096
-    assert r.budget.weights - base.budget.weights == pytest.approx(2 * (layer + 4096), abs=4)
+    fc = 2 * 4096 * 4096
+    assert r.budget.weights - base.budget.weights == pytest.approx(2 * (layer + 4096 + fc),
+                                                                     abs=4)
+
+
+def test_eagle3_head_weights():
+    # yuhuili/EAGLE3-LLaMA3.1-Instruct-8B: fc 3H -> H, its layer's qkv over 2H, MLP, a
+    # 32,000-row LM head (draft_vocab_size): 424,689,664 params, 849,379,328 B in 16 bits
+    # (the "850 MB" its Hub page lists, with the d2t / t2d maps)
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    target = resolve_model("meta-llama/Llama-3.1-8B-Instruct")
+    head = resolve_model("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+    a = EngineArgs(max_model_len=32768)
+    r = size(target, resolve_gpu("h100"), EngineArgs(**{**a.__dict__, "speculative":
+                                                         SpecDecode("eagle3", 3, head)}))
+    assert r.draft_bytes == pytest.approx(849379328, rel=0.001)
 
 
 def test_cli_speculative_config(capsys):
@@ -138,3 +155,21 @@ def test_cli_speculative_config(capsys):
     assert code == 0 and any("speculative decoding (mtp, k=2)" in n for n in d["notes"])
     code = main(["size", "qwen3.6-27b", "--gpu", "b200", "--speculative-config", "{mtp"])
     assert code == 2 and "is not JSON" in capsys.readouterr().err
+
+
+def test_dflash_draft_layers_bucket_by_head_shape():
+    # vLLM 0.22.0 on a DGX Spark, Qwen3.6-35B-A3B + z-lab's 8-layer DFlash draft, k=6:
+    # the draft's full-attention layers (4 KV heads of 128) have the target's page (2 of 256)
+    # but not its spec, so the buckets are 10, 8 and 30: group size 8, 2 + 1 + 4 groups
+    # ("Add 6 padding layers ... 60.00%", "Add 2 padding layers ... 6.67%"), 71.59 GiB ->
+    # "1,470,588 tokens", 7.35x
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    draft = resolve_model("z-lab/Qwen3.6-35B-A3B-DFlash")
+    a = EngineArgs(max_model_len=200000, max_num_seqs=8, max_num_batched_tokens=32768,
+                   kv_cache_dtype="bfloat16", enable_prefix_caching=True,
+                   kv_cache_memory_bytes=round(71.59 * GiB),
+                   speculative=SpecDecode("dflash", 6, draft))
+    r = size(resolve_model("nvidia/Qwen3.6-35B-A3B-NVFP4"), resolve_gpu("gb10"), a, "0.22")
+    assert (len(r.groups), r.block_size, round(r.max_concurrency, 2)) == (7, 1104, 7.35)
+    assert r.kv_cache_tokens == pytest.approx(1470588, rel=0.0005)

@@ -62,6 +62,9 @@ class Spec:
     state_blocks: int = 0  # Mamba: states held per request (ALL_STATES: one per block)
     per_token: int = 0  # attention: bytes per token in this layer on this GPU
     dcp: int = 1  # decode context parallelism: a block's tokens are spread over this many ranks
+    # attention: (KV heads on this GPU, K head size, V head size); vLLM's specs compare them,
+    # so layers of equal pages but other head shapes (a draft model's) bucket apart
+    shape: tuple[int, int, int] = ()
 
     @property
     def page(self) -> int:
@@ -264,8 +267,10 @@ def _specs_of(layer: AttnLayer | StateLayer | None, tp: int, dt: KvDtypes, block
     kind = layer.kind
     if disable_hybrid and kind in (SLIDING, CHUNKED):
         kind = FULL  # `unify_hybrid_kv_cache_specs`: local layers cost as full attention
+    shape = (max(1, layer.num_kv_heads // tp), layer.head_size, layer.head_size_v)
     out: list[Spec | None] = [Spec(kind, bs, bs * per_tok, window=layer.window,
-                                   encoder_len=layer.encoder_len, per_token=per_tok)]
+                                   encoder_len=layer.encoder_len, per_token=per_tok,
+                                   shape=shape)]
     if layer.indexer_bytes:
         out.append(Spec(INDEXER, bs, bs * layer.indexer_bytes, per_token=layer.indexer_bytes))
     if layer.parallel_state is not None:

@@ -799,7 +799,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "attention and GEMM kernels' share of the profile run")
     weights = [w + rope + x for w, x in zip(weights, extra)]
     lora = _lora_bytes(arch, a, version, stages, dtype_bytes(model_dtype), notes)
-    weights = [w + x for w, x in zip(weights, lora)]
+    late_lora = 0 if version.v1 else max(lora)  # V0 builds the slots after the profile
+    if version.v1:
+        weights = [w + x for w, x in zip(weights, lora)]
     draft_bytes = 0
     if spec:
         draft_bytes, draft_est = SD.draft_weight_bytes(
@@ -878,7 +880,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # penalty and grammar state on the last stage, charged from 0.27
     sampler_state = M.v2_sampler_state_bytes(seqs, arch.vocab_size) if v2_state else 0
     act += sampler_state
-    warm = 0  # outside the budget: V2's top-k/top-p warm-up after sizing, 0.24-0.26's state
+    warm = late_lora  # outside the budget: V0's LoRA slots, V2's top-k/top-p warm-up after
+    # sizing, 0.24-0.26's state
     if v2 and v2_fp32 is not None:
         warm = int(min(mnbt, seqs) * arch.vocab_size * 4 * M.const(copies)) + (
             0 if v2_state else M.v2_sampler_state_bytes(seqs, arch.vocab_size))
@@ -1182,8 +1185,12 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
                                  experts=version.at_least(0, 12), embeddings=emb)
     out = [int(e * a.max_loras * a.max_lora_rank * d) for e in elems]
     notes.append(f"LoRA: {a.max_loras} adapter slot(s) of rank {a.max_lora_rank} take "
-                 f"{max(out) / GiB:.2f} GiB per GPU at load (in the weights); the number of "
-                 "registered adapters does not matter, they wait in host memory"
+                 f"{max(out) / GiB:.2f} GiB per GPU " + (
+                     "at load (in the weights)" if version.v1 else
+                     "after the KV cache is sized (V0 builds them after its profile run, vLLM "
+                     "issue 14450: they must fit in what gpu_memory_utilization leaves)")
+                 + "; the number of registered adapters does not matter, they wait in host "
+                 "memory"
                  + ("; CUDA graphs are captured with and without LoRA"
                     if a.cudagraph_specialize_lora and version.at_least(0, 12) else ""))
     return out

@@ -204,8 +204,20 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
         shared += dpc.embed
         if spec.method != "eagle3" and not da.tie_word_embeddings:
             shared += dpc.lm_head
+    draft_vocab = int(da.text_config.get("draft_vocab_size") or 0)
+    if spec.method == "eagle3" and draft_vocab and dpc.lm_head:  # its own, smaller LM head
+        shared += dpc.lm_head - draft_vocab * da.hidden_size
+    hd = da.hidden_size
+    extra = 0  # the head's own input projections (`llama_eagle.py`, `llama_eagle3.py`)
+    if spec.method == "eagle":
+        extra = 2 * hd * hd  # fc: [embedding, hidden] -> hidden
+    elif spec.method == "eagle3":  # fc over three target hidden states, qkv over 2H
+        first = next((x for x in da.layers if isinstance(x, AttnLayer)), None)
+        qkv = (da.num_attention_heads * first.head_size + first.num_kv_heads
+               * (first.head_size + first.head_size_v)) if first else 0
+        extra = 3 * hd * hd + hd * qkv
     if spec.draft.weights_bytes:
         layout = spec.draft.weights_layout or {}
         total = spec.draft.weights_bytes - (layout.get("embed", 0) if shared else 0)
         return int(total / tp), False
-    return int((dpc.total - shared) * d / tp), True
+    return int((dpc.total - shared + extra) * d / tp), True
