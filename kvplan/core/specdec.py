@@ -126,6 +126,8 @@ def _mtp_layer(arch: ModelArch) -> AttnLayer:
     """The attention layer an MTP module copies: the target's last full-attention or MLA
     layer (Qwen3-Next / Qwen3.5's MTP layer is full attention next to GDN layers)."""
     for x in reversed(arch.layers):
+        if isinstance(x, AttnLayer) and x.kind == "dsv4":  # past the compress-ratio list:
+            return replace(x, compress_ratio=1)  # sliding window only (`attention.py`)
         if isinstance(x, AttnLayer) and x.kind in ("full", "mla"):
             return replace(x, parallel_state=None)
     raise BadInput(f"kvplan does not model the MTP module of {arch.model_type} (no full-"
@@ -179,7 +181,7 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
     if spec.method == "mtp":
         pc = count_params(arch)
         i = max(j for j, x in enumerate(arch.layers)
-                if isinstance(x, AttnLayer) and x.kind in ("full", "mla"))
+                if isinstance(x, AttnLayer) and x.kind in ("full", "mla", "dsv4"))
         lp = pc.layers[i]
         quant = hf_quant or arch.quantization or {}
         excluded = "mtp" in str({k: v for k, v in quant.items()
