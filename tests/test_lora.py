@@ -1,7 +1,7 @@
 """LoRA adapter slots (core/lora.py): hand-computed slot bytes, graphs, limits, real starts."""
 
 import pytest
-from configs import DEEPSEEK_V4_FLASH, LLAMA31_8B, QWEN25_7B_INSTRUCT
+from configs import DEEPSEEK_V4_FLASH, FALCON_7B, LLAMA31_8B, QWEN25_7B_INSTRUCT
 
 from kvplan.core.arch import normalize
 from kvplan.core.lora import lora_elems_per_stage
@@ -89,9 +89,13 @@ def test_lora_limits():
                 "0.12").lora_bytes == 4.8125 * MiB / 2 * 2  # one slot of rank 1
     with pytest.raises(BadInput, match="--max-loras 0"):
         size(m, H100, EngineArgs(enable_lora=True, max_loras=0, max_model_len=4096))
-    with pytest.raises(BadInput, match="does not support LoRA on DeepSeek-V4"):
-        size(Model("v4", DEEPSEEK_V4_FLASH), H100, EngineArgs(
-            enable_lora=True, tensor_parallel_size=8, max_model_len=4096))
+    # DeepSeek-V4's NVIDIA class is SupportsLoRA from 0.29; Falcon's is not in 0.33
+    v4 = EngineArgs(enable_lora=True, tensor_parallel_size=8, max_model_len=4096)
+    with pytest.raises(BadInput, match="does not support LoRA for DeepSeek-V4"):
+        size(Model("v4", DEEPSEEK_V4_FLASH), H100, v4, "0.28")
+    assert size(Model("v4", DEEPSEEK_V4_FLASH), H100, v4, "0.29").lora_bytes > 0
+    with pytest.raises(BadInput, match="does not support LoRA for FalconForCausalLM"):
+        size(Model("falcon", FALCON_7B), H100, EngineArgs(enable_lora=True, max_model_len=2048))
 
 
 def test_engine_entrypoint_defaults():

@@ -44,16 +44,51 @@ EMBEDDING_LORA = frozenset({
     "SolarForCausalLM"})
 
 
-def check_lora(arch: ModelArch, max_loras: int, rank: int, *, rank_one: bool) -> None:
-    """Raise BadInput for a LoRA set-up vLLM refuses."""
+# generative architectures of vLLM 0.33's registry whose model classes are not SupportsLoRA
+# (`model_executor/models/registry.py` and the classes' bases, `models/` included): vLLM
+# refuses --enable-lora for them; releases before 0.33 are taken to support no more
+NO_LORA = frozenset({
+    "AriaForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration", "BeamForCausalLM", "BeeForConditionalGeneration",
+    "BloomForCausalLM", "Cohere2MoeForCausalLM", "Cohere2VisionForConditionalGeneration",
+    "CohereAsrForConditionalGeneration", "Cosmos3EdgeForConditionalGeneration",
+    "DbrxForCausalLM", "DeepseekV41ForCausalLM", "DeepseekVLV2ForCausalLM",
+    "DomynEdgeForCausalLM", "DoryForCausalLM", "Dots3NoteForCausalLM", "FalconForCausalLM",
+    "FalconMambaForCausalLM", "FireRedASR2ForConditionalGeneration", "FlintForCausalLM",
+    "FunASRForConditionalGeneration", "FunAudioChatForConditionalGeneration",
+    "GPTJForCausalLM", "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration",
+    "Glm5NextForCausalLM", "HCXVisionV2ForCausalLM", "HrmTextForCausalLM",
+    "IQuestLoopCoderForCausalLM", "KananaVForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "KimiK3ForConditionalGeneration",
+    "KimiLinearForCausalLM", "KimiVLForConditionalGeneration",
+    "LlavaOnevision2ForConditionalGeneration", "LlavaOnevisionForConditionalGeneration",
+    "Mamba2ForCausalLM", "MambaForCausalLM", "MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM",
+    "MiMoV2OmniForCausalLM", "MiniMaxM3SparseForCausalLM",
+    "MiniMaxM3SparseForConditionalGeneration", "Moondream3ForCausalLM",
+    "MoonshotKimiaForCausalLM", "MossTranscribeDiarizeForConditionalGeneration",
+    "NemotronParseForConditionalGeneration", "OrionForCausalLM", "Ovis2_6ForCausalLM",
+    "Ovis2_6_MoeForCausalLM", "PaddleOCRVLForConditionalGeneration", "Phi3VForCausalLM",
+    "Phi4ForCausalLMV", "Qwen2AudioForConditionalGeneration", "RForConditionalGeneration",
+    "RadioMBartPrefixForCausalLM", "StableLmForCausalLM", "Step1ForCausalLM",
+    "Step3TextForCausalLM", "Step3VLForConditionalGeneration", "Step3p5ForCausalLM",
+    "Step3p7ForConditionalGeneration", "StepVLForConditionalGeneration", "Zamba2ForCausalLM"})
+
+
+def check_lora(arch: ModelArch, max_loras: int, rank: int, *, rank_one: bool,
+               dsv4_lora: bool) -> None:
+    """Raise BadInput for a LoRA set-up vLLM refuses (`dsv4_lora`: this release and GPU's
+    DeepSeek-V4 class is SupportsLoRA, NVIDIA's from 0.29)."""
     if max_loras < 1:
         raise BadInput(f"--max-loras {max_loras} must be >= 1", flag="max_loras")
     allowed = RANKS if rank_one else RANKS[1:]
     if rank not in allowed:
         raise BadInput(f"--max-lora-rank {rank} is not one vLLM accepts",
                        hint="use one of " + ", ".join(map(str, allowed)), flag="max_lora_rank")
-    if any(isinstance(x, AttnLayer) and x.kind == "dsv4" for x in arch.layers):
-        raise BadInput("vLLM does not support LoRA on DeepSeek-V4 (its model class is not "
+    dsv4 = any(isinstance(x, AttnLayer) and x.kind == "dsv4" for x in arch.layers)
+    no = sorted(set(arch.architectures) & NO_LORA)
+    if no or (dsv4 and not dsv4_lora):
+        name = no[0] if no else "DeepSeek-V4 on this release and GPU (NVIDIA from 0.29)"
+        raise BadInput(f"vLLM does not support LoRA for {name} (its model class is not "
                        "SupportsLoRA)", hint="drop --enable-lora", flag="enable_lora")
 
 
@@ -91,8 +126,11 @@ def lora_elems_per_stage(arch: ModelArch, stages: list[range], tp: int, ep: int,
     per_layer = []
     for x, lp in zip(arch.layers, pc.layers):
         n = 0.0
-        if isinstance(x, AttnLayer):
+        if isinstance(x, AttnLayer) and x.kind != "dsv4":
             n += _attn_elems(t, arch, x, tp, fully_sharded)
+        elif isinstance(x, AttnLayer):  # DeepSeek-V4's low-rank projections, as one column
+            attn = lp.split - lp.mlp - lp.state  # and one row layer (an approximation)
+            n += h * col_a + h * row_b + attn / h / tp
         mixer = lp.state  # Mamba / linear-attention in and out projections
         if mixer or isinstance(x, StateLayer):
             n += h * col_a + h * row_b + mixer / h / tp

@@ -798,7 +798,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("VLLM_ROCM_USE_AITER: kvplan models AITER's MoE weight shuffle, not its "
                      "attention and GEMM kernels' share of the profile run")
     weights = [w + rope + x for w, x in zip(weights, extra)]
-    lora = _lora_bytes(arch, a, version, stages, dtype_bytes(model_dtype), notes)
+    lora = _lora_bytes(arch, a, version, stages, dtype_bytes(model_dtype), notes, gpu.vendor)
     late_lora = 0 if version.v1 else max(lora)  # V0 builds the slots after the profile
     if version.v1:
         weights = [w + x for w, x in zip(weights, lora)]
@@ -1169,13 +1169,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
 
 def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: list[range],
-                d: int, notes: list[str]) -> list[int]:
+                d: int, notes: list[str], vendor: str) -> list[int]:
     """LoRA slot bytes on one GPU of each stage (allocated at load: in the weights)."""
     if not a.enable_lora:
         return [0] * len(stages)
     from kvplan.core.lora import EMBEDDING_LORA, check_lora, lora_elems_per_stage
 
-    check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 12))
+    check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 12),
+               dsv4_lora=vendor == "nvidia" and version.at_least(0, 29))
     tp = a.tensor_parallel_size
     ep = tp * a.data_parallel_size if a.enable_expert_parallel else 1
     archs = set(arch.architectures)  # MistralForCausalLM ran as Llama before 0.16
