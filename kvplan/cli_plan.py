@@ -164,6 +164,13 @@ def register(app: typer.Typer) -> None:
         emit_flags: bool = typer.Option(False, "--emit-flags", help="Print only the engine "
                                         "flags, shell-quoted, on one line."),
         top: int = typer.Option(3, "--top", help="Deployments shown side by side."),
+        enable_lora: bool = typer.Option(False, "--enable-lora", help="Size vLLM's LoRA "
+                                         "slots (as `kvplan size`)."),
+        max_loras: int = typer.Option(1, "--max-loras"),
+        max_lora_rank: int = typer.Option(16, "--max-lora-rank"),
+        speculative_config: Optional[str] = typer.Option(
+            None, "--speculative-config", help="vLLM's JSON, as `kvplan size`: the drafter's "
+            "memory is planned for, its speed-up is not."),
         vllm_version: Optional[str] = VERSION, env: Optional[list[str]] = ENV,
         catalog: Optional[list[str]] = CATALOG, as_json: bool = JSON_OPT,
     ) -> None:
@@ -189,10 +196,19 @@ def register(app: typer.Typer) -> None:
                     preempt_risk=preempt_risk, policy=policy,
                     target_utilization=target_utilization, redundancy=1 if n_plus_one else 0)
         m = resolve_model(model, catalog)
-        rec = recommend(m, gpu, tensor_parallel_size, kv_cache_dtype,
-                        _args(max_model_len, "auto", gpu_memory_utilization,
-                              max_num_batched_tokens, env=env),
-                        vllm_version, wl, t, engine, catalog, top)
+        base = _args(max_model_len, "auto", gpu_memory_utilization, max_num_batched_tokens,
+                     env=env)
+        if (enable_lora or speculative_config) and engine != "vllm":
+            raise BadInput("--enable-lora and --speculative-config are sized for --engine vllm")
+        base.enable_lora, base.max_loras, base.max_lora_rank = (enable_lora, max_loras,
+                                                                max_lora_rank)
+        if speculative_config is not None:
+            from kvplan.engines.vllm_spec import speculative
+
+            base.speculative = speculative(speculative_config,
+                                           lambda name: resolve_model(name, catalog))
+        rec = recommend(m, gpu, tensor_parallel_size, kv_cache_dtype, base, vllm_version, wl,
+                        t, engine, catalog, top)
         if emit_flags:
             import shlex
 

@@ -345,3 +345,22 @@ def test_recommend_sizes_the_pool_its_max_num_seqs_leaves(capsys):
             + default["cudagraph_bytes"] - capped["cudagraph_bytes"])
     assert abs(gained - drop / 2**30) <= 0.05
     assert capped["available_kv_bytes"] - default["available_kv_bytes"] == drop
+
+
+def test_recommend_plans_lora_and_speculative_memory(capsys):
+    # the LoRA slots shrink the pool (fewer safe sequences) and come back as flags
+    base = ["recommend", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "l4", "--rate", "2", "--json"]
+    assert main(base) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(base + ["--enable-lora", "--max-loras", "4", "--max-lora-rank", "32"]) == 0
+    lora = json.loads(capsys.readouterr().out)
+    assert lora["flags"][-5:] == ["--enable-lora", "--max-loras", "4", "--max-lora-rank", "32"]
+    assert lora["safe_max_num_seqs"] < plain["safe_max_num_seqs"]
+    assert any(a.startswith("LoRA: the adapter slots") for a in lora["advice"])
+    assert main(["recommend", "nvidia/Qwen3.6-27B-NVFP4", "--gpu", "b200", "--rate", "2",
+                 "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}',
+                 "--emit-flags"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip().endswith(
+        """--speculative-config '{"method":"mtp","num_speculative_tokens":2}'""")
+    assert main(base + ["--engine", "sglang", "--enable-lora"]) == 2

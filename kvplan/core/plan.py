@@ -147,6 +147,12 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     ceiling = capacity.mean_ceiling(d, usable)
     n = guaranteed if t.policy == "guaranteed" else safe
     notes: list[str] = []
+    if r.args.speculative:  # capacity yes, speed no
+        notes.append("speculative decoding: its draft layers and weights are in the KV figures; "
+                     "the throughput and latency shown are without it (no acceptance model)")
+    if r.args.enable_lora:
+        notes.append("LoRA: the adapter slots are in the weights; the throughput shown is "
+                     "without the LoRA kernels' cost")
     pm = perf.build(r, gpu)
     p_mean, o_mean, o_sq = _moments(wl)
     mnbt = r.max_num_batched_tokens

@@ -6,6 +6,7 @@ version spells them (`kvplan/engines/vllm_flags.json`).
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from kvplan.core.plan import Plan
@@ -39,6 +40,20 @@ def vllm_flags(p: Plan) -> list[str]:
         f += ["--enforce-eager"]
     if a.block_size:
         f += ["--block-size", str(a.block_size)]
+    if a.enable_lora:
+        f += ["--enable-lora"]
+        if a.max_loras != 1:
+            f += ["--max-loras", str(a.max_loras)]
+        if a.max_lora_rank != 16:
+            f += ["--max-lora-rank", str(a.max_lora_rank)]
+        if a.fully_sharded_loras:
+            f += ["--fully-sharded-loras"]
+    if a.speculative:
+        s = a.speculative
+        cfg = {"method": s.method, "num_speculative_tokens": s.num_speculative_tokens}
+        if s.draft is not None:
+            cfg["model"] = s.draft.id
+        f += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
     return f
 
 
