@@ -484,6 +484,13 @@ def test_speculative_config_is_sized(capsys):
                            "--gpu", "b200")
     f = one(rep["deployments"][0], "sizing-inputs")
     assert f["status"] == "warn" and "medusa" in f["message"]
+    # SGLang's and TGI's speculation is not sized: a warning, not silence
+    for cmd in ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B "
+                "--speculative-algorithm EAGLE3 --speculative-draft-model-path x/y",
+                "text-generation-launcher --model-id Qwen/Qwen3-8B --speculate 3"):
+        code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100")
+        f = one(rep["deployments"][0], "sizing-inputs")
+        assert f["status"] == "warn" and "speculative decoding" in f["message"], cmd
 
 
 def test_speculative_decoding_and_connectors_warn(capsys):

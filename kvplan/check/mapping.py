@@ -96,6 +96,7 @@ SGLANG_FIELDS = {
     "--disable-cuda-graph": "enforce_eager",
     "--max-total-tokens": "max_total_tokens",
     "--lora-paths": "lora_adapters", "--enable-lora": "enable_lora",  # not sized
+    "--speculative-algorithm": "speculative_algorithm",  # warned: the draft is not sized
 }
 SGLANG_BOOL = {"--enable-lora", "--disable-radix-cache", "--disable-cuda-graph",
                "--trust-remote-code",
@@ -116,6 +117,7 @@ TGI_FIELDS = {
     "--quantize": "quantization",
     "--dtype": "dtype",
     "--lora-adapters": "lora_adapters",  # not sized
+    "--speculate": "speculative_algorithm",  # warned: medusa / n-gram speculation
 }
 TGI_BOOL = {"--trust-remote-code", "--disable-custom-kernels", "--json-output",
             "--disable-grammar-support", "--enable-prefill-logprobs", "--disable-usage-stats",

@@ -269,6 +269,14 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
     """Flags kvplan sizes without: sizing-inputs warns, naming them. All but the context-
     parallel split take memory from the KV cache."""
     if p.engine != "vllm":
+        if p.values.get("speculative_algorithm"):  # SGLang / TGI drafts: not sized
+            passed = next(f for f in out.findings if f.id == "sizing-inputs")
+            passed.status = WARN
+            passed.message += (f"; sized without {p.engine}'s speculative decoding (its draft "
+                               "model and cache come out of the pool): the pool is smaller "
+                               "than these checks find")
+            passed.fix = ("size from a real start, or accept the margin "
+                          "(kvplan.io/ignore: sizing-inputs)")
         return
     smaller = [what for fld, what in (
         ("speculative_config", f"the speculative draft model ({spec_why})"
