@@ -124,7 +124,8 @@ def render_size(r: SizeResult, stream=None) -> None:
         full = r.concurrency_at.get(r.max_model_len, 0)
         seqs = "sequence" if full == 1 else "sequences"
         lines.append(f"{p('fits', 'green', 'bold')}: vLLM would start; {fmt_int(full)} {seqs} "
-                     f"of {fmt_int(r.max_model_len)} tokens fit, max_num_seqs is "
+                     f"of {fmt_int(r.max_model_len)} tokens fit{'s' if full == 1 else ''}, "
+                     "max_num_seqs is "
                      f"{fmt_int(r.max_num_seqs)}")
     else:
         lines.append(f"{p('does not fit', 'red', 'bold')}: {r.failure}")
