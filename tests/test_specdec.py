@@ -173,3 +173,26 @@ def test_dflash_draft_layers_bucket_by_head_shape():
     r = size(resolve_model("nvidia/Qwen3.6-35B-A3B-NVFP4"), resolve_gpu("gb10"), a, "0.22")
     assert (len(r.groups), r.block_size, round(r.max_concurrency, 2)) == (7, 1104, 7.35)
     assert r.kv_cache_tokens == pytest.approx(1470588, rel=0.0005)
+
+
+def test_speculators_format_draft(tmp_path):
+    # Red Hat's speculators checkpoints nest the decoder under transformer_layer_config and
+    # declare the method and k; vLLM reads them so (`configs/speculators/base.py`)
+    from kvplan.engines.vllm_spec import speculative
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    layer = {**LLAMA31_8B, "num_hidden_layers": 1, "architectures": ["LlamaForCausalLM"]}
+    (tmp_path / "config.json").write_text(json.dumps({
+        "architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
+        "draft_vocab_size": 32000, "norm_before_residual": True,
+        "speculators_config": {"algorithm": "eagle3",
+                               "proposal_methods": [{"proposal_type": "greedy",
+                                                     "speculative_tokens": 5}],
+                               "verifier": {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}},
+        "transformer_layer_config": layer}))
+    spec = speculative(json.dumps({"model": str(tmp_path)}), resolve_model)
+    assert (spec.method, spec.num_speculative_tokens) == ("eagle3", 5)
+    assert spec.draft.config["draft_vocab_size"] == 32000
+    r = size(resolve_model("meta-llama/Llama-3.1-8B-Instruct"), resolve_gpu("h100"),
+             EngineArgs(max_model_len=8192, speculative=spec))
+    assert r.draft_layers == 1 and r.to_json()["speculative"]["method"] == "eagle3"

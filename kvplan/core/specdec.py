@@ -64,6 +64,28 @@ class SpecDecode:
     draft: Any = None  # core.sizing.Model of the draft (eagle, eagle3, draft_model, dflash)
 
 
+def speculators_layer_config(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The decoder config of a speculators-format draft (Red Hat's `*-speculator.eagle3`),
+    as vLLM reads it (`transformers_utils/configs/speculators/base.py`:
+    `transformer_layer_config` plus the top level's `draft_vocab_size`); None otherwise."""
+    inner = config.get("transformer_layer_config")
+    if not config.get("speculators_model_type") or not isinstance(inner, dict):
+        return None
+    out = dict(inner)
+    if config.get("draft_vocab_size"):
+        out["draft_vocab_size"] = config["draft_vocab_size"]
+    return out
+
+
+def speculators_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """The method and k a speculators-format draft declares (`build_vllm_speculative_config`)."""
+    kind = str(config.get("speculators_model_type") or "")
+    methods = (config.get("speculators_config") or {}).get("proposal_methods") or [{}]
+    k = methods[0].get("speculative_tokens") if isinstance(methods[0], dict) else None
+    return {"method": {"peagle": "eagle3", "dflash2": "dflash"}.get(kind, kind),
+            "num_speculative_tokens": k}
+
+
 def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
     """A `--speculative-config` mapping (method, num_speculative_tokens) as a SpecDecode."""
     method = str(cfg.get("method") or "").strip().lower()

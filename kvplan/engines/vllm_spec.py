@@ -28,7 +28,14 @@ def speculative(text: Any, resolve_model: Callable[[str], Any], *,
                 what: str = "--speculative-config") -> Any:
     """A SpecDecode for `text`; `resolve_model(name)` loads the draft model when one is
     named (EAGLE heads, draft models)."""
-    from kvplan.core.specdec import NO_DRAFT, from_config
+    from dataclasses import replace
+
+    from kvplan.core.specdec import (
+        NO_DRAFT,
+        from_config,
+        speculators_defaults,
+        speculators_layer_config,
+    )
 
     cfg = parse_speculative_config(text, what=what)
     draft = None
@@ -36,4 +43,9 @@ def speculative(text: Any, resolve_model: Callable[[str], Any], *,
     method = str(cfg.get("method") or "").lower()
     if name and method not in NO_DRAFT and "mtp" not in method:
         draft = resolve_model(str(name))
+        inner = speculators_layer_config(draft.config)
+        if inner is not None:  # a speculators-format checkpoint: its decoder, its defaults
+            defaults = speculators_defaults(draft.config)
+            cfg = {**{k: v for k, v in defaults.items() if v is not None}, **cfg}
+            draft = replace(draft, config=inner)
     return from_config(cfg, draft)
