@@ -161,3 +161,17 @@ def test_sweep_says_what_the_cap_costs_in_throughput(capsys):
     assert code == 0, err
     assert f"the cap gives up {1 - capped / peak:.0%} of the uncapped peak ({peak:,.1f}" in out
     assert "more replicas" in out
+
+
+def test_simulate_sizes_lora_slots(capsys):
+    # Qwen2.5-7B on an L4: 4 slots of rank 64 take 1.20 GiB of the pool (and graphs double)
+    from kvplan.cli import main
+
+    argv = ["simulate", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "l4", "--concurrency", "8",
+            "--requests", "20", "--json"]
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--enable-lora", "--max-loras", "4", "--max-lora-rank", "64"]) == 0
+    lora = json.loads(capsys.readouterr().out)
+    assert lora["usable_blocks"] < plain["usable_blocks"]
+    assert any("LoRA slots" in n for n in lora["notes"])

@@ -14,13 +14,18 @@ from kvplan.units import parse_vllm_int
 
 
 def sized(model: Model, gpu: Gpu, tp: int, mml: str | None, kv: str, util: float | None,
-          mnbt: str | None, seqs: int | None, version: str | None
-          ) -> tuple[SizeResult, list[str]]:
+          mnbt: str | None, seqs: int | None, version: str | None,
+          extra: dict | None = None) -> tuple[SizeResult, list[str]]:
+    """`extra`: more EngineArgs fields (LoRA slots, a speculative config), whose memory the
+    simulated engine gets and whose speed it does not."""
     notes: list[str] = []
     args = EngineArgs(tensor_parallel_size=tp, kv_cache_dtype=kv, gpu_memory_utilization=util,
                       max_num_seqs=seqs,
                       max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens")
-                      if mnbt else None)
+                      if mnbt else None, **(extra or {}))
+    if args.enable_lora or args.speculative:
+        notes.append("LoRA slots / the speculative drafter are in the memory; the step times "
+                     "are without their kernels and without speculative decoding's speed-up")
     if mml is not None:
         args.max_model_len = -1 if str(mml).lower() in ("-1", "auto") else parse_vllm_int(
             mml, what="--max-model-len")
@@ -62,8 +67,8 @@ def _context(r: SizeResult, wl: Workload, notes: list[str]) -> dict:
 
 def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
                queue_limit, ttft, tpot, rate, burstiness, concurrency, duration, requests,
-               trace) -> dict:
-    r, notes = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version)
+               trace, extra=None) -> dict:
+    r, notes = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra)
     cfg = engine_config(r, seqs, admission_cap, queue_limit)
     pm = perf.build(r, gpu)
     tr = None
@@ -110,8 +115,8 @@ def bounded(load: Load) -> Load:
 
 def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, requests,
               model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
-              queue_limit, ttft, tpot) -> SweepResult:
-    r, notes = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version)
+              queue_limit, ttft, tpot, extra=None) -> SweepResult:
+    r, notes = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra)
     pm = perf.build(r, gpu)
     wlc = wl.clip(r.max_model_len)
     cap = recommended_cap(r, wlc)
