@@ -33,6 +33,12 @@ KVD = typer.Option("auto", "--kv-cache-dtype", help="recommend: 'auto|fp8' tries
 UTIL = typer.Option(None, "--gpu-memory-utilization")
 MNBT = typer.Option(None, "--max-num-batched-tokens")
 CATALOG = typer.Option(None, "--catalog")
+LORA = typer.Option(False, "--enable-lora", help="vLLM's LoRA slots' memory (as `kvplan "
+                    "size`), not the LoRA kernels' cost.")
+MAX_LORAS = typer.Option(1, "--max-loras")
+LORA_RANK = typer.Option(16, "--max-lora-rank")
+SPEC = typer.Option(None, "--speculative-config", help="vLLM's JSON (as `kvplan size`): the "
+                    "drafter's memory, not its speed-up.")
 JSON_OPT = typer.Option(False, "--json")
 ENV = typer.Option(None, "--env", help="NAME=VALUE of the server's environment (repeatable), "
                    "as `kvplan size --env`.")
@@ -95,6 +101,21 @@ def _args(mml, kvd, util, mnbt, tp=1, env=None):
 
         sys.stderr.write(f"kvplan: note: {note}\n")
     return a
+
+
+def memory_extras(enable_lora: bool, max_loras: int, max_lora_rank: int,
+                  speculative_config: str | None, catalog: list[str] | None) -> dict:
+    """The EngineArgs fields of --enable-lora ... and --speculative-config (the draft model
+    resolved like MODEL)."""
+    extra: dict = {"enable_lora": enable_lora, "max_loras": max_loras,
+                   "max_lora_rank": max_lora_rank}
+    if speculative_config is not None:
+        from kvplan.engines.vllm_spec import speculative
+        from kvplan.sources.resolve import resolve_model
+
+        extra["speculative"] = speculative(speculative_config,
+                                           lambda name: resolve_model(name, catalog))
+    return extra
 
 
 def register(app: typer.Typer) -> None:
@@ -164,13 +185,8 @@ def register(app: typer.Typer) -> None:
         emit_flags: bool = typer.Option(False, "--emit-flags", help="Print only the engine "
                                         "flags, shell-quoted, on one line."),
         top: int = typer.Option(3, "--top", help="Deployments shown side by side."),
-        enable_lora: bool = typer.Option(False, "--enable-lora", help="Size vLLM's LoRA "
-                                         "slots (as `kvplan size`)."),
-        max_loras: int = typer.Option(1, "--max-loras"),
-        max_lora_rank: int = typer.Option(16, "--max-lora-rank"),
-        speculative_config: Optional[str] = typer.Option(
-            None, "--speculative-config", help="vLLM's JSON, as `kvplan size`: the drafter's "
-            "memory is planned for, its speed-up is not."),
+        enable_lora: bool = LORA, max_loras: int = MAX_LORAS, max_lora_rank: int = LORA_RANK,
+        speculative_config: Optional[str] = SPEC,
         vllm_version: Optional[str] = VERSION, env: Optional[list[str]] = ENV,
         catalog: Optional[list[str]] = CATALOG, as_json: bool = JSON_OPT,
     ) -> None:
@@ -200,13 +216,9 @@ def register(app: typer.Typer) -> None:
                      env=env)
         if (enable_lora or speculative_config) and engine != "vllm":
             raise BadInput("--enable-lora and --speculative-config are sized for --engine vllm")
-        base.enable_lora, base.max_loras, base.max_lora_rank = (enable_lora, max_loras,
-                                                                max_lora_rank)
-        if speculative_config is not None:
-            from kvplan.engines.vllm_spec import speculative
-
-            base.speculative = speculative(speculative_config,
-                                           lambda name: resolve_model(name, catalog))
+        for k, v in memory_extras(enable_lora, max_loras, max_lora_rank, speculative_config,
+                                  catalog).items():
+            setattr(base, k, v)
         rec = recommend(m, gpu, tensor_parallel_size, kv_cache_dtype, base, vllm_version, wl,
                         t, engine, catalog, top)
         if emit_flags:

@@ -12,16 +12,21 @@ from kvplan.cli_plan import (
     CATALOG,
     JSON_OPT,
     KVD,
+    LORA,
+    LORA_RANK,
+    MAX_LORAS,
     MML,
     MNBT,
     OUTPUT,
     PREFIX,
     PROMPT,
+    SPEC,
     TRACE,
     UTIL,
     VERSION,
     WORKLOAD,
     build_workload,
+    memory_extras,
 )
 from kvplan.errors import BadInput
 
@@ -86,13 +91,8 @@ def register(app: typer.Typer) -> None:
         tpot: Optional[float] = typer.Option(None, "--tpot", help="Goodput TPOT SLO, ms."),
         plot: Optional[str] = typer.Option(None, "--plot", help="Write a PNG (needs the "
                                            "'plot' extra: pip install kvplan[plot])."),
-        enable_lora: bool = typer.Option(False, "--enable-lora", help="LoRA slots' memory "
-                                         "(as `kvplan size`)."),
-        max_loras: int = typer.Option(1, "--max-loras"),
-        max_lora_rank: int = typer.Option(16, "--max-lora-rank"),
-        speculative_config: Optional[str] = typer.Option(
-            None, "--speculative-config", help="The drafter's memory (as `kvplan size`), not "
-            "its speed-up."),
+        enable_lora: bool = LORA, max_loras: int = MAX_LORAS, max_lora_rank: int = LORA_RANK,
+        speculative_config: Optional[str] = SPEC,
         vllm_version: Optional[str] = VERSION,
         catalog: Optional[list[str]] = CATALOG, as_json: bool = JSON_OPT,
     ) -> None:
@@ -117,13 +117,8 @@ def register(app: typer.Typer) -> None:
                             burstiness, None, 0.0, prefix_hit)
         m = resolve_model(model, catalog)
         g = resolve_gpu(gpu, None, catalog)
-        extra: dict = {"enable_lora": enable_lora, "max_loras": max_loras,
-                       "max_lora_rank": max_lora_rank}
-        if speculative_config is not None:
-            from kvplan.engines.vllm_spec import speculative
-
-            extra["speculative"] = speculative(speculative_config,
-                                               lambda name: resolve_model(name, catalog))
+        extra = memory_extras(enable_lora, max_loras, max_lora_rank, speculative_config,
+                              catalog)
         common = dict(model=m, gpu=g, tp=tensor_parallel_size, mml=max_model_len, extra=extra,
                       kv=kv_cache_dtype, util=gpu_memory_utilization,
                       mnbt=max_num_batched_tokens, seqs=max_num_seqs, version=vllm_version,
