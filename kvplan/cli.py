@@ -88,6 +88,9 @@ def size_cmd(
                                   "memory."),
     max_lora_rank: int = typer.Option(16, "--max-lora-rank", help="Rank of each slot."),
     fully_sharded_loras: bool = typer.Option(False, "--fully-sharded-loras"),
+    lora_target_modules: Optional[str] = typer.Option(
+        None, "--lora-target-modules", help="Modules given LoRA slots (vLLM 0.19+), e.g. "
+        "'q_proj,v_proj' or 'o_proj down_proj'; default every linear layer."),
     speculative_config: Optional[str] = typer.Option(
         None, "--speculative-config", help="vLLM's JSON: method (mtp, eagle, eagle3, "
         "draft_model, dflash, ngram), num_speculative_tokens and the draft \"model\" (resolved "
@@ -182,6 +185,8 @@ def size_cmd(
         enable_chunked_prefill=enable_chunked_prefill, usage=entrypoint,
         enable_lora=enable_lora, max_loras=max_loras, max_lora_rank=max_lora_rank,
         fully_sharded_loras=fully_sharded_loras,
+        lora_target_modules=tuple(lora_target_modules.replace(",", " ").split())
+        if lora_target_modules is not None else None,
         mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         num_gpu_blocks_override=num_gpu_blocks_override,

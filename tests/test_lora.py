@@ -127,3 +127,21 @@ def test_v0_builds_slots_after_the_profile():
                                  max_lora_rank=64), "0.7")
     assert r.budget.weights == base.budget.weights
     assert r.outside_budget_bytes - base.outside_budget_bytes == 256 * 4.8125 * MiB
+
+
+def test_target_modules_limit_the_slots():
+    # --lora-target-modules q_proj v_proj wraps the packed qkv_proj only (vLLM wraps a packed
+    # module when any part is named): 28 x (3 x 3584 + 3584 + 2 x 512) per slot-rank
+    from kvplan.core.lora import target_categories
+
+    assert target_categories(("q_proj", "v_proj")) == frozenset({"qkv"})
+    assert target_categories(("o_proj", "down_proj", "experts")) == frozenset(
+        {"o", "down", "experts"})
+    assert target_categories(None) is None
+    m = Model("qwen2.5-7b", QWEN25_7B_INSTRUCT)
+    a = EngineArgs(max_model_len=4096, enable_lora=True, max_loras=4, max_lora_rank=64,
+                   lora_target_modules=("q_proj", "v_proj"))
+    r = size(m, H100, a, "0.19")
+    assert r.lora_bytes == 256 * 28 * (3 * 3584 + 3584 + 2 * 512) * 2
+    with pytest.raises(BadInput, match="no --lora-target-modules"):
+        size(m, H100, a, "0.18")

@@ -33,6 +33,7 @@ VLLM_FIELDS = {
     "--enforce-eager": "enforce_eager",
     "--enable-lora": "enable_lora", "--max-loras": "max_loras",  # LoRA slots (core/lora.py)
     "--max-lora-rank": "max_lora_rank", "--fully-sharded-loras": "fully_sharded_loras",
+    "--lora-target-modules": "lora_target_modules",
     # sized without them, with a warning: a draft model's weights and KV layers, a connector's
     # buffers come out of the KV cache
     "--speculative-config": "speculative_config", "--speculative-model": "speculative_config",
@@ -406,6 +407,8 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
             return
         elif fld == "cudagraph_capture_sizes":
             value = parse_int_list(f.value, what=f.key)
+        elif fld == "lora_target_modules":  # nargs="+": the names, space separated
+            value = tuple(f.value.replace(",", " ").split())
         elif fld == "limit_mm_per_prompt":
             value = parse_mm_limits(f.value, what=f.key)
         elif fld == "video_io":

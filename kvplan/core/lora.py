@@ -22,6 +22,8 @@ under 0.01 GiB for ranks up to 64, so neither is modelled.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kvplan.core.arch import AttnLayer, ModelArch, StateLayer
 from kvplan.core.params import count_params, mlp_intermediate, moe_gated
 from kvplan.errors import BadInput
@@ -92,7 +94,36 @@ def check_lora(arch: ModelArch, max_loras: int, rank: int, *, rank_one: bool,
                        "SupportsLoRA)", hint="drop --enable-lora", flag="enable_lora")
 
 
-def _attn_elems(t: dict, arch: ModelArch, x: AttnLayer, tp: int, fs: bool) -> float:
+# `--lora-target-modules` (0.19+) names module suffixes; a packed module is wrapped when it
+# or any of its parts is named (`lora/utils.py is_in_target_modules`). The categories kvplan
+# counts, by the names that select them:
+_CATEGORY = {
+    **dict.fromkeys(("qkv_proj", "q_proj", "k_proj", "v_proj", "q_a_proj", "q_b_proj",
+                     "kv_a_proj_with_mqa", "kv_b_proj", "fused_qkv_a_proj"), "qkv"),
+    "o_proj": "o",
+    **dict.fromkeys(("gate_up_proj", "gate_proj", "up_proj"), "gate_up"),
+    "down_proj": "down",
+    "gate": "router",
+    **dict.fromkeys(("in_proj", "out_proj", "in_proj_qkvz", "in_proj_ba", "in_proj_qkv"),
+                    "mixer"),
+    "embed_tokens": "embed", "lm_head": "lm_head"}
+# routed experts: the fused `experts` module, or their projections' names (an approximation)
+_EXPERT_NAMES = frozenset({"experts", "gate_proj", "up_proj", "down_proj", "gate_up_proj"})
+
+
+def target_categories(targets: list[str] | tuple[str, ...] | None) -> frozenset[str] | None:
+    """What `--lora-target-modules` wraps, as kvplan's categories (None: everything)."""
+    if targets is None:
+        return None
+    names = {str(x).strip() for x in targets if str(x).strip()}
+    cats = {_CATEGORY[n] for n in names if n in _CATEGORY}
+    if names & _EXPERT_NAMES:
+        cats.add("experts")
+    return frozenset(cats)
+
+
+def _attn_elems(t: dict, arch: ModelArch, x: AttnLayer, tp: int, fs: bool,
+                want: Callable[[str], bool]) -> float:
     """A + B elements of one attention block's wrapped linears, per slot and unit of rank."""
     h, heads = arch.hidden_size, arch.num_attention_heads
     col_a = 1 / tp if fs else 1.0  # --fully-sharded-loras splits A of column layers
@@ -101,52 +132,62 @@ def _attn_elems(t: dict, arch: ModelArch, x: AttnLayer, tp: int, fs: bool) -> fl
         nope, rope = int(t.get("qk_nope_head_dim") or 0), int(t.get("qk_rope_head_dim") or 0)
         v, kv_lora = int(t.get("v_head_dim") or nope), int(t["kv_lora_rank"])
         q_lora = int(t.get("q_lora_rank") or 0)
-        n = (h + kv_lora + rope)  # kv_a (replicated)
+        qkv = (h + kv_lora + rope)  # kv_a (replicated)
         if q_lora:  # q_a (replicated) and q_b (column)
-            n += h + q_lora + q_lora * col_a + heads * (nope + rope) / tp
+            qkv += h + q_lora + q_lora * col_a + heads * (nope + rope) / tp
         else:
-            n += h * col_a + heads * (nope + rope) / tp
-        n += kv_lora * col_a + heads * (nope + v) / tp  # kv_b (column)
-        return n + heads * v / tp + h * row_b  # o (row)
-    gate = 2 if t.get("attn_output_gate") or t.get("attention_output_gate") else 1
-    kv_local = max(1, x.num_kv_heads // tp)
-    qkv = 3 * h * col_a + heads * x.head_size * gate / tp + kv_local * (x.head_size
-                                                                        + x.head_size_v)
-    return qkv + heads * x.head_size_v / tp + h * row_b
+            qkv += h * col_a + heads * (nope + rope) / tp
+        qkv += kv_lora * col_a + heads * (nope + v) / tp  # kv_b (column)
+        o = heads * v / tp + h * row_b  # o (row)
+    else:
+        gate = 2 if t.get("attn_output_gate") or t.get("attention_output_gate") else 1
+        kv_local = max(1, x.num_kv_heads // tp)
+        qkv = 3 * h * col_a + heads * x.head_size * gate / tp + kv_local * (
+            x.head_size + x.head_size_v)
+        o = heads * x.head_size_v / tp + h * row_b
+    return qkv * want("qkv") + o * want("o")
 
 
 def lora_elems_per_stage(arch: ModelArch, stages: list[range], tp: int, ep: int, *,
-                         fully_sharded: bool, experts: bool, embeddings: bool) -> list[float]:
+                         fully_sharded: bool, experts: bool, embeddings: bool,
+                         targets: frozenset[str] | None = None) -> list[float]:
     """Slot elements on one GPU of each pipeline stage, per adapter slot and unit of rank.
-    `experts`: routed experts are wrapped (0.12+); `embeddings`: embed_tokens / lm_head are."""
+    `experts`: routed experts are wrapped (0.12+); `embeddings`: embed_tokens / lm_head are;
+    `targets`: `target_categories` of --lora-target-modules (None: every module)."""
     t, h = arch.text_config, arch.hidden_size
     pc = count_params(arch)
     col_a, row_b = (1 / tp, 1 / tp) if fully_sharded else (1.0, 1.0)
     s13 = 2 if moe_gated(arch) else 1
+
+    def want(cat: str) -> bool:
+        return targets is None or cat in targets
+
     per_layer = []
     for x, lp in zip(arch.layers, pc.layers):
         n = 0.0
         if isinstance(x, AttnLayer) and x.kind != "dsv4":
-            n += _attn_elems(t, arch, x, tp, fully_sharded)
-        elif isinstance(x, AttnLayer):  # DeepSeek-V4's low-rank projections, as one column
-            attn = lp.split - lp.mlp - lp.state  # and one row layer (an approximation)
-            n += h * col_a + h * row_b + attn / h / tp
+            n += _attn_elems(t, arch, x, tp, fully_sharded, want)
+        elif isinstance(x, AttnLayer) and want("qkv"):  # DeepSeek-V4's low-rank projections,
+            attn = lp.split - lp.mlp - lp.state  # as one column and one row layer
+            n += h * col_a + h * row_b + attn / h / tp  # (an approximation)
         mixer = lp.state  # Mamba / linear-attention in and out projections
-        if mixer or isinstance(x, StateLayer):
+        if (mixer or isinstance(x, StateLayer)) and want("mixer"):
             n += h * col_a + h * row_b + mixer / h / tp
         inter = mlp_intermediate(arch, lp)
         if inter:  # dense MLP or shared expert: gate_up (column) and down (row)
-            n += s13 * h * col_a + s13 * inter / tp + inter / tp + h * row_b
+            n += (s13 * h * col_a + s13 * inter / tp) * want("gate_up")
+            n += (inter / tp + h * row_b) * want("down")
         if lp.expert:
-            n += h + arch.num_experts  # the router (ReplicatedLinear)
-            if experts:
+            n += (h + arch.num_experts) * want("router")  # ReplicatedLinear
+            if experts and want("experts"):
                 moe_i = arch.moe_intermediate_size or arch.intermediate_size
                 i_pp = moe_i if ep > 1 else moe_i / tp
                 n += arch.num_experts / ep * (s13 * h * col_a + s13 * i_pp + i_pp + h * row_b)
         per_layer.append(n)
     out = [sum(per_layer[i] for i in rng) for rng in stages]
-    if embeddings:
+    if embeddings and want("embed"):
         out[0] += arch.vocab_size + h  # embedding: A [V, r], B [H, r]
+    if embeddings and want("lm_head"):
         out[-1] += h + arch.vocab_size * row_b  # LM head: A [r, H], B [V, r]
     return out
 

@@ -155,6 +155,7 @@ class EngineArgs:
     max_lora_rank: int = 16  # --max-lora-rank (vLLM's default)
     fully_sharded_loras: bool = False  # --fully-sharded-loras
     cudagraph_specialize_lora: bool = True  # --compilation-config cudagraph_specialize_lora
+    lora_target_modules: tuple[str, ...] | None = None  # --lora-target-modules (0.19+)
     speculative: Any = None  # --speculative-config as a core.specdec.SpecDecode
     # whose start-up rules apply: "vllm", or "sglang", whose pool `kvplan check` passes as a
     # given KV size (mem-fraction-static x total - weights) that vLLM's bounds do not govern
@@ -1173,7 +1174,16 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
     """LoRA slot bytes on one GPU of each stage (allocated at load: in the weights)."""
     if not a.enable_lora:
         return [0] * len(stages)
-    from kvplan.core.lora import EMBEDDING_LORA, check_lora, lora_elems_per_stage
+    from kvplan.core.lora import (
+        EMBEDDING_LORA,
+        check_lora,
+        lora_elems_per_stage,
+        target_categories,
+    )
+
+    if a.lora_target_modules is not None and not version.at_least(0, 19):
+        raise BadInput(f"vLLM {version.text} has no --lora-target-modules (0.19+)",
+                       flag="lora_target_modules")
 
     check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 12),
                dsv4_lora=vendor == "nvidia" and version.at_least(0, 29))
@@ -1183,7 +1193,8 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
     emb = bool(archs & EMBEDDING_LORA) or (
         "MistralForCausalLM" in archs and not version.at_least(0, 16))
     elems = lora_elems_per_stage(arch, stages, tp, ep, fully_sharded=a.fully_sharded_loras,
-                                 experts=version.at_least(0, 12), embeddings=emb)
+                                 experts=version.at_least(0, 12), embeddings=emb,
+                                 targets=target_categories(a.lora_target_modules))
     out = [int(e * a.max_loras * a.max_lora_rank * d) for e in elems]
     notes.append(f"LoRA: {a.max_loras} adapter slot(s) of rank {a.max_lora_rank} take "
                  f"{max(out) / GiB:.2f} GiB per GPU " + (
