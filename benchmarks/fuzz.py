@@ -148,7 +148,7 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
              "--model", "--decode-context-parallel-size", "--hf-overrides", "--rope-scaling",
              "--mamba-ssm-cache-dtype", "--mamba-cache-dtype", "-dpl", "--enable-lora",
              "--all2all-backend", "--enable-expert-parallel", "--max-loras", "--max-lora-rank",
-             "--fully-sharded-loras", "--speculative-config"]
+             "--fully-sharded-loras", "--speculative-config", "--lora-target-modules"]
     values = ["1", "0", "-1", "8", "3", "auto", "1e9", "nan", "inf", "32k", "{", "{}",
               '{"cudagraph_mode": 5}', '{"max_cudagraph_capture_size": "x"}', '{"video": []}',
               "[1]", "fp8", "bogus", "", "1.5", '{"num_hidden_layers": "x"}',
@@ -158,7 +158,8 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
               "9" * 20, "'", "--", '{"method": "mtp", "num_speculative_tokens": 2}',
               '{"method": "eagle3", "model": "qwen3-0.6b", "num_speculative_tokens": 1e9}',
               '{"method": "ngram", "num_speculative_tokens": 4}', '{"method": "mtp"}',
-              '{"model": "nope/nope", "num_speculative_tokens": 2}', "64", "512"]
+              '{"model": "nope/nope", "num_speculative_tokens": 2}', "64", "512",
+              "q_proj v_proj", "experts", "lm_head,embed_tokens"]
     model_ids = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
                  "nvidia/Qwen3.6-27B-NVFP4", "Qwen/Qwen3-30B-A3B",
                  "deepseek-ai/DeepSeek-R1", "ibm-granite/granite-4.0-h-small", "nope/nope"]

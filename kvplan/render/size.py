@@ -27,7 +27,8 @@ def render_size(r: SizeResult, stream=None) -> None:
     layers = sum(1 for x in r.arch.layers if x is not None)
     lines = [
         f"{p(r.model, 'bold')} on {p(r.gpu, 'bold')} · vLLM {r.version.text} · {par}",
-        p(f"{r.arch.family_label} · {layers}/{r.arch.num_layers} layers keep a cache · "
+        p(f"{r.arch.family_label} · {layers}/{r.arch.num_layers} layers keep a cache"
+          + (f" (+{r.draft_layers} draft)" if r.draft_layers else "") + " · "
           f"{r.model_dtype} weights · {r.kv_dtype} KV · block {r.block_size} "
           f"({r.block_size_reason})", "dim"),
         "",
