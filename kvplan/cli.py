@@ -157,6 +157,7 @@ def size_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """KV-cache capacity of MODEL on GPU, computed the way vLLM computes it."""
+    from kvplan.core.lora import parse_target_modules
     from kvplan.core.sizing import EngineArgs, size
     from kvplan.sources.resolve import resolve_gpu, resolve_model
     from kvplan.units import parse_int_list, parse_mm_limits, parse_video_io, parse_vllm_int
@@ -185,7 +186,7 @@ def size_cmd(
         enable_chunked_prefill=enable_chunked_prefill, usage=entrypoint,
         enable_lora=enable_lora, max_loras=max_loras, max_lora_rank=max_lora_rank,
         fully_sharded_loras=fully_sharded_loras,
-        lora_target_modules=tuple(lora_target_modules.replace(",", " ").split())
+        lora_target_modules=parse_target_modules(lora_target_modules)
         if lora_target_modules is not None else None,
         mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,

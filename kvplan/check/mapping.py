@@ -34,8 +34,9 @@ VLLM_FIELDS = {
     "--enable-lora": "enable_lora", "--max-loras": "max_loras",  # LoRA slots (core/lora.py)
     "--max-lora-rank": "max_lora_rank", "--fully-sharded-loras": "fully_sharded_loras",
     "--lora-target-modules": "lora_target_modules",
-    # sized without them, with a warning: a draft model's weights and KV layers, a connector's
-    # buffers come out of the KV cache
+    # --speculative-config is sized when kvplan can resolve it (sizing_checks._speculative);
+    # the rest are sized without, with a warning: a draft model's weights and KV layers, a
+    # connector's buffers come out of the KV cache
     "--speculative-config": "speculative_config", "--speculative-model": "speculative_config",
     "--spec-method": "speculative_config", "--spec-model": "speculative_config",
     "--kv-cache-dtype-skip-layers": "kv_cache_dtype_skip_layers",
@@ -408,7 +409,9 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
         elif fld == "cudagraph_capture_sizes":
             value = parse_int_list(f.value, what=f.key)
         elif fld == "lora_target_modules":  # nargs="+": the names, space separated
-            value = tuple(f.value.replace(",", " ").split())
+            from kvplan.core.lora import parse_target_modules
+
+            value = parse_target_modules(f.value)
         elif fld == "limit_mm_per_prompt":
             value = parse_mm_limits(f.value, what=f.key)
         elif fld == "video_io":

@@ -719,7 +719,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # speculative decoding: the drafter's cache layers join the pool on the last stage
     spec = a.speculative
-    drafted: list[Any] = []
+    k_spec, drafted = 0, []
     karch = arch  # the layers that keep a cache, the drafter's included
     if spec:
         from kvplan.core import specdec as SD
@@ -727,9 +727,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         SD.check_version(spec, version)
         spec = SD.resolved(spec, arch)
         a = replace(a, speculative=spec)  # vLLM's default k filled in
-    k_spec = spec.num_speculative_tokens if spec else 0
-    if spec:
-        drafted = SD.draft_layers(arch, spec)
+        k_spec, drafted = spec.num_speculative_tokens, SD.draft_layers(arch, spec)
         karch = replace(arch, layers=SD.widen_states(arch.layers, k_spec, version) + drafted)
 
     # Mamba prefix-caching mode and block size
@@ -1175,8 +1173,8 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
     if not a.enable_lora:
         return [0] * len(stages)
     from kvplan.core.lora import (
-        EMBEDDING_LORA,
         check_lora,
+        embeddings_wrapped,
         lora_elems_per_stage,
         target_categories,
     )
@@ -1184,14 +1182,11 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
     if a.lora_target_modules is not None and not version.at_least(0, 19):
         raise BadInput(f"vLLM {version.text} has no --lora-target-modules (0.19+)",
                        flag="lora_target_modules")
-
     check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 12),
                dsv4_lora=vendor == "nvidia" and version.at_least(0, 29))
     tp = a.tensor_parallel_size
     ep = tp * a.data_parallel_size if a.enable_expert_parallel else 1
-    archs = set(arch.architectures)  # MistralForCausalLM ran as Llama before 0.16
-    emb = bool(archs & EMBEDDING_LORA) or (
-        "MistralForCausalLM" in archs and not version.at_least(0, 16))
+    emb = embeddings_wrapped(arch.architectures, mistral_as_llama=not version.at_least(0, 16))
     elems = lora_elems_per_stage(arch, stages, tp, ep, fully_sharded=a.fully_sharded_loras,
                                  experts=version.at_least(0, 12), embeddings=emb,
                                  targets=target_categories(a.lora_target_modules))
@@ -1330,13 +1325,14 @@ def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
               arch: ModelArch) -> str:
     """The smallest change that makes vLLM start: fewer LoRA slots, more TP, then an FP8 KV
     cache."""
-    from kvplan.core.lora import RANKS
+    lora, tries = "", []
+    if a.enable_lora:  # slots cost in proportion: fewer, then one of a smaller rank
+        from kvplan.core.lora import RANKS
 
-    lora = ""
-    tries = [("--max-loras", {"max_loras": n}) for n in range(a.max_loras - 1, 0, -1)] + [
-        ("--max-loras 1 --max-lora-rank", {"max_loras": 1, "max_lora_rank": rk})
-        for rk in reversed(RANKS[1:]) if rk < a.max_lora_rank]
-    for flag, change in tries if a.enable_lora else ():  # slots cost in proportion
+        tries = [("--max-loras", {"max_loras": n}) for n in range(a.max_loras - 1, 0, -1)] + [
+            ("--max-loras 1 --max-lora-rank", {"max_loras": 1, "max_lora_rank": rk})
+            for rk in reversed(RANKS[1:]) if rk < a.max_lora_rank]
+    for flag, change in tries:
         r = size(model, gpu, replace(a, **change), version, hints=False)
         if r.fits:
             kv = r.budget.available_kv / GiB

@@ -144,16 +144,23 @@ def mtp_layer_count(arch: ModelArch) -> int:
     return int(n)
 
 
-def _mtp_layer(arch: ModelArch) -> AttnLayer:
-    """The attention layer an MTP module copies: the target's last full-attention or MLA
-    layer (Qwen3-Next / Qwen3.5's MTP layer is full attention next to GDN layers)."""
-    for x in reversed(arch.layers):
-        if isinstance(x, AttnLayer) and x.kind == "dsv4":  # past the compress-ratio list:
-            return replace(x, compress_ratio=1)  # sliding window only (`attention.py`)
-        if isinstance(x, AttnLayer) and x.kind in ("full", "mla"):
-            return replace(x, parallel_state=None)
+def _mtp_source(arch: ModelArch) -> int:
+    """The index of the target layer an MTP module copies: the last full-attention, MLA or
+    DeepSeek-V4 layer (Qwen3-Next / Qwen3.5's MTP layer is full attention next to GDN)."""
+    for i in range(arch.num_layers - 1, -1, -1):
+        x = arch.layers[i]
+        if isinstance(x, AttnLayer) and x.kind in ("full", "mla", "dsv4"):
+            return i
     raise BadInput(f"kvplan does not model the MTP module of {arch.model_type} (no full-"
                    "attention or MLA layer to copy)", flag="speculative_config")
+
+
+def _mtp_layer(arch: ModelArch) -> AttnLayer:
+    """The attention layer of an MTP module."""
+    x = arch.layers[_mtp_source(arch)]
+    if x.kind == "dsv4":  # past the compress-ratio list: sliding window only (`attention.py`)
+        return replace(x, compress_ratio=1)
+    return replace(x, parallel_state=None)
 
 
 def draft_arch(spec: SpecDecode) -> ModelArch | None:
@@ -201,10 +208,7 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
 
     h = arch.hidden_size
     if spec.method == "mtp":
-        pc = count_params(arch)
-        i = max(j for j, x in enumerate(arch.layers)
-                if isinstance(x, AttnLayer) and x.kind in ("full", "mla", "dsv4"))
-        lp = pc.layers[i]
+        lp = count_params(arch).layers[_mtp_source(arch)]
         quant = hf_quant or arch.quantization or {}
         excluded = "mtp" in str({k: v for k, v in quant.items()
                                  if k in ("exclude_modules", "ignore", "modules_to_not_convert",
@@ -228,6 +232,10 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
         shared += dpc.embed
         if spec.method != "eagle3" and not da.tie_word_embeddings:
             shared += dpc.lm_head
+    if spec.draft.weights_bytes:
+        layout = spec.draft.weights_layout or {}
+        total = spec.draft.weights_bytes - (layout.get("embed", 0) if shared else 0)
+        return int(total / tp), False
     draft_vocab = int(da.text_config.get("draft_vocab_size") or 0)
     if spec.method == "eagle3" and draft_vocab and dpc.lm_head:  # its own, smaller LM head
         shared += dpc.lm_head - draft_vocab * da.hidden_size
@@ -240,8 +248,4 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
         qkv = (da.num_attention_heads * first.head_size + first.num_kv_heads
                * (first.head_size + first.head_size_v)) if first else 0
         extra = 3 * hd * hd + hd * qkv
-    if spec.draft.weights_bytes:
-        layout = spec.draft.weights_layout or {}
-        total = spec.draft.weights_bytes - (layout.get("embed", 0) if shared else 0)
-        return int(total / tp), False
     return int((dpc.total - shared + extra) * d / tp), True
