@@ -407,9 +407,8 @@ def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int,
     q = grid.get("decode_q", 1)
     if q > 1 and round_to_q and mode != "PIECEWISE" and sizes:
         top = max(sizes)
-        sizes = sorted({-(-x // q) * q for x in sizes} - set(range(top + 1, top + q)))
-    decode = sum(1 for x in sizes if x <= max_num_seqs) if q == 1 else sum(
-        1 for x in sizes if q <= x <= max_num_seqs * q)
+        sizes = sorted({cdiv(x, q) * q for x in sizes} - set(range(top + 1, top + q)))
+    decode = sum(1 for x in sizes if q <= x <= max_num_seqs * q)
     return {"FULL_DECODE_ONLY": decode, "FULL_AND_PIECEWISE": len(sizes) + decode}.get(
         mode, len(sizes))
 
