@@ -7,6 +7,7 @@ files first) -> the local Hugging Face cache -> the Hub (`kvplan/sources/hub.py`
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from kvplan import catalog
@@ -120,15 +121,14 @@ def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
                 "(gpus.yaml mig_source)")
     slices = int(entry.get("mig_slices") or 7)
     share = min(int(prof.split("g.")[0]), slices) / slices
-    return Gpu(**{**gpu.__dict__, "id": f"{gpu.id}-mig-{prof}" + (f" ({memory})" if memory
-                                                                    else ""),
-                  "name": f"{gpu.name} MIG {profile}", "memory_bytes": mem,
-                  "bandwidth_gbps": gpu.bandwidth_gbps * min(mem / gpu.memory_bytes, 1.0),
-                  "tflops": {k: v * share if v else v for k, v in gpu.tflops.items()},
-                  "sm_count": int(gpu.sm_count * share), "interconnect_gbps": 0.0,
-                  "mig_profile": prof, "memory_note": note,
-                  "price_per_hour": gpu.price_per_hour * share if gpu.price_per_hour
-                  else gpu.price_per_hour})
+    return replace(gpu, id=f"{gpu.id}-mig-{prof}" + (f" ({memory})" if memory else ""),
+                   name=f"{gpu.name} MIG {profile}", memory_bytes=mem,
+                   bandwidth_gbps=gpu.bandwidth_gbps * min(mem / gpu.memory_bytes, 1.0),
+                   tflops={k: v * share if v else v for k, v in gpu.tflops.items()},
+                   sm_count=int(gpu.sm_count * share), interconnect_gbps=0.0,
+                   mig_profile=prof, memory_note=note,
+                   price_per_hour=gpu.price_per_hour * share if gpu.price_per_hour
+                   else gpu.price_per_hour)
 
 
 def resolve_gpu(name: str | None, memory: str | None = None,
@@ -146,8 +146,8 @@ def resolve_gpu(name: str | None, memory: str | None = None,
             return _mig_slice(gpu_from_entry(*hit), hit[1], name, mig.group(1), memory)
         gpu = gpu_from_entry(*hit)
         if memory:
-            gpu = Gpu(**{**gpu.__dict__, "memory_bytes": parse_gpu_memory(memory),
-                         "id": f"{gpu.id} ({memory})", "memory_note": ""})
+            gpu = replace(gpu, memory_bytes=parse_gpu_memory(memory), id=f"{gpu.id} ({memory})",
+                          memory_note="")
         return gpu
     if memory:
         mem = parse_gpu_memory(memory)
