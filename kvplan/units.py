@@ -114,6 +114,21 @@ def parse_video_io(text: str, *, what: str = "--media-io-kwargs") -> dict[str, A
     return raw.get("video") or {}
 
 
+def parse_json_object(text: Any, *, what: str, hint: str) -> dict[str, Any]:
+    """A flag's JSON object (a mapping is taken as given); `hint` shows a good one."""
+    if isinstance(text, dict):
+        return text
+    import json
+
+    try:
+        raw = json.loads(str(text))
+    except ValueError:
+        raise BadInput(f"{what} {text!r} is not JSON", hint=hint) from None
+    if not isinstance(raw, dict):
+        raise BadInput(f"{what} must be a JSON object, got {text!r}")
+    return raw
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling division for non-negative ints."""
     return -(-a // b)

@@ -11,10 +11,9 @@ The common use is YaRN for a longer context, e.g. Qwen3's
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from kvplan.errors import BadInput
+from kvplan.units import parse_json_object
 
 # dict-valued config entries that are sub-configs (PreTrainedConfig) in transformers;
 # `quantization_config` is a plain dict there
@@ -24,16 +23,9 @@ _SUB_CONFIGS = ("text_config", "llm_config", "language_config", "text_model_conf
 
 def parse_hf_overrides(text: str, *, what: str = "--hf-overrides") -> dict[str, Any]:
     """The JSON object `--hf-overrides` takes."""
-    try:
-        raw = json.loads(str(text))
-    except ValueError:
-        raise BadInput(f"{what} {text!r} is not JSON",
-                       hint='e.g. --hf-overrides \'{"rope_scaling": {"rope_type": "yarn", '
-                            '"factor": 4.0, "original_max_position_embeddings": 32768}}\'') \
-            from None
-    if not isinstance(raw, dict):
-        raise BadInput(f"{what} must be a JSON object, got {text!r}")
-    return raw
+    return parse_json_object(text, what=what, hint='e.g. --hf-overrides \'{"rope_scaling": '
+                             '{"rope_type": "yarn", "factor": 4.0, '
+                             '"original_max_position_embeddings": 32768}}\'')
 
 
 def apply_hf_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

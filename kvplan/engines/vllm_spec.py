@@ -3,25 +3,16 @@ through the caller's model resolver: catalog, local path or the Hub)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from kvplan.errors import BadInput
+from kvplan.units import parse_json_object
 
 
 def parse_speculative_config(text: Any, *, what: str = "--speculative-config") -> dict[str, Any]:
     """The JSON object vLLM takes (a mapping is taken as given)."""
-    if isinstance(text, dict):
-        return text
-    try:
-        raw = json.loads(str(text))
-    except ValueError:
-        raise BadInput(f"{what} {text!r} is not JSON",
-                       hint='e.g. \'{"method": "mtp", "num_speculative_tokens": 2}\'') from None
-    if not isinstance(raw, dict):
-        raise BadInput(f"{what} must be a JSON object")
-    return raw
+    return parse_json_object(text, what=what,
+                             hint='e.g. \'{"method": "mtp", "num_speculative_tokens": 2}\'')
 
 
 def speculative(text: Any, resolve_model: Callable[[str], Any], *,
