@@ -36,7 +36,8 @@ _FIELDS: dict[str, dict[str, tuple[str, float | None, bool]]] = {
         "memory_source": (_STR, None, False)},
 }
 VENDORS = ("nvidia", "amd")
-_MIG_PROFILE = re.compile(r"\d+g\.\d+gb")
+MIG_PROFILE = r"\d+g\.\d+gb"  # a MIG GPU-instance profile name: 3g.40gb
+_MIG_PROFILE = re.compile(MIG_PROFILE)
 
 
 def _fits(kind: str, v: Any) -> bool:

@@ -11,12 +11,13 @@ from dataclasses import replace
 from typing import Any
 
 from kvplan import catalog
+from kvplan.catalog_schema import MIG_PROFILE
 from kvplan.core.sizing import Gpu, Model
 from kvplan.errors import BadInput
 from kvplan.sources.local import load_local
 from kvplan.units import parse_bytes
 
-_MIG = re.compile(r"[\s_-]MIG[\s_-]+(\d+g\.\d+gb(?:[+-][a-z.]+)*)\s*$", re.I)
+_MIG = re.compile(rf"[\s_-]MIG[\s_-]+({MIG_PROFILE}(?:[+-][a-z.]+)*)\s*$", re.I)
 
 
 def _unknown(kind: str, name: str, cat: catalog.Catalog, listing: str) -> BadInput:
