@@ -75,6 +75,11 @@ def test_lora_in_the_budget():
     off = size(m, h100, EngineArgs(max_model_len=4096, enable_lora=True,
                                    cudagraph_specialize_lora=False), "0.23")
     assert off.cudagraph_graphs == base.cudagraph_graphs
+    twice = "captured with and without active adapters"
+    assert any(twice in n for n in r.notes) and not any(twice in n for n in off.notes)
+    eager = size(m, h100, EngineArgs(max_model_len=4096, enable_lora=True,
+                                     enforce_eager=True), "0.23")
+    assert eager.cudagraph_graphs == 0 and not any(twice in n for n in eager.notes)
     # vLLM 0.23 logged 53.34 GiB (stannum13, 'ten rank-8 LoRA registrations'); kvplan 53.38
     assert r.budget.available_kv / 2**30 == pytest.approx(53.34, abs=0.1)
 

@@ -936,8 +936,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         # (`MemorySnapshot.measure`, `is_integrated_gpu`): host use moves the KV pool
         notes.append("unified memory: vLLM counts the host's RAM use during profiling as "
                      "non-torch memory, so the KV pool moves with what else runs (public GB10 "
-                     "logs: -2.3 to +3.5 GiB from this estimate); --kv-cache-memory-bytes "
-                     "fixes it")
+                     "starts logged from 2.3 GiB more to 6.7 GiB less than this estimate); "
+                     "--kv-cache-memory-bytes fixes it")
     if version.profile_pins_split_segments and a.kv_cache_memory_bytes is None:
         notes.append("vLLM 0.27-0.30 count an activation segment left split after the profile "
                      "run as used memory (fixed in 0.31): public starts lost up to 1.6 GiB of "
@@ -969,8 +969,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if a.enable_lora:  # one capture per LoRA case
         from kvplan.core.lora import graph_cases
 
-        graphs *= graph_cases(a.cudagraph_specialize_lora, v2=v2,
-                              at_least_012=version.at_least(0, 12))
+        cases = graph_cases(a.cudagraph_specialize_lora, v2=v2,
+                            at_least_012=version.at_least(0, 12))
+        if graphs and cases > 1:
+            notes.append("LoRA: CUDA graphs are captured with and without active adapters "
+                         "(twice the graphs)")
+        graphs *= cases
     stack = 0  # DeepSeek-V4's C128 compressor: stack growth, in non-torch and the graph probe
     c128 = graphs and gpu.vendor == "nvidia" and any(
         getattr(x, "compress_ratio", 0) == 128 for x in arch.layers)
@@ -1197,9 +1201,7 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
                      "after the KV cache is sized (V0 builds them after its profile run, vLLM "
                      "issue 14450: they must fit in what gpu_memory_utilization leaves)")
                  + "; the number of registered adapters does not matter, they wait in host "
-                 "memory"
-                 + ("; CUDA graphs are captured with and without LoRA"
-                    if a.cudagraph_specialize_lora and version.at_least(0, 12) else ""))
+                 "memory")
     return out
 
 
