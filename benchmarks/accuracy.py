@@ -48,7 +48,7 @@ GPU_PATTERNS = [
     (r"RTX 4090", "rtx-4090"),
     (r"RTX 5090", "rtx-5090"), (r"RTX 5060 Ti", "rtx-5060-ti-16gb"),
     (r"RTX PRO 6000|RTX 6000 Blackwell", "rtx-pro-6000"), (r"RTX A6000", "rtx-a6000"),
-    (r"T4", "t4"),
+    (r"V100.*32", "v100-sxm2-32gb"), (r"T4", "t4"),
     (r"MI300X VF", "mi300x-vf"), (r"MI300X", "mi300x"),
     (r"B200", "b200"),
 ]

@@ -228,7 +228,11 @@ def test_mamba_cache_dtype_flags():
     with pytest.raises(BadInput, match="not auto, float32, float16 or bfloat16"):
         run(FALCON_H1_7B, kv_cache_memory_bytes=GiB, mamba_ssm_cache_dtype="fp8")
     with pytest.raises(BadInput, match="has no --mamba-cache-dtype"):
-        run(FALCON_H1_7B, version="0.9", kv_cache_memory_bytes=GiB, mamba_cache_dtype="float32")
+        run(FALCON_H1_7B, version="0.9.2", kv_cache_memory_bytes=GiB, mamba_cache_dtype="float32")
+    # 0.9.1 still served Falcon-H1 on V0 only (`SupportsV0Only`), whose Mamba cache is not modelled
+    with pytest.raises(BadInput, match="V0 engine, whose separate Mamba state cache") as e:
+        run(FALCON_H1_7B, version="0.9.1", kv_cache_memory_bytes=GiB)
+    assert e.value.hint == "size it for vLLM 0.9.2 or later (V1)"
 
 
 def test_falcon_h1_parallel_hybrid_has_attention_and_state_in_every_layer():

@@ -144,6 +144,7 @@ class EngineArgs:
     flashinfer_moe_fp8: bool = True  # VLLM_USE_FLASHINFER_MOE_FP8=0 takes FP8 MoE off FlashInfer
     estimate_cudagraphs: bool = True  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (0.20+ default 1)
     breakable_cudagraph: bool | None = None  # VLLM_USE_BREAKABLE_CUDAGRAPH (None: vLLM's default)
+    use_v1: bool | None = None  # VLLM_USE_V1 (None: unset; 0.8-0.10 fall back to V0 as needed)
     # 'serve' (vllm serve), 'llm' (offline LLM class) or 'engine' (AsyncLLMEngine / LLMEngine
     # built from EngineArgs directly, as RunPod's worker-vllm does)
     usage: str = "serve"
@@ -570,6 +571,42 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             estimated)
 
 
+def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
+            a: EngineArgs) -> tuple[VllmVersion, str | None]:
+    """The engine generation this start runs on, and a note when it is not the release's
+    default: 0.8-0.10 fall back to V0 for what V1 lacks (`VllmVersion.v0_fallback`), and
+    `VLLM_USE_V1` picks or forbids it (`EngineArgs.create_engine_config`)."""
+    v = version.text
+    if not version.at_least(0, 8):
+        note = (f"VLLM_USE_V1=1: vLLM {v}'s experimental V1 engine is not modelled; sized "
+                "as V0" if a.use_v1 else None)
+        engine = version
+    elif version.at_least(0, 11):
+        if a.use_v1 is False:
+            raise BadInput(f"VLLM_USE_V1=0: vLLM {v} has no V0 engine and refuses to start",
+                           hint="unset VLLM_USE_V1")
+        return version, None
+    else:
+        why = version.v0_fallback(cc=gpu.compute_capability, vendor=gpu.vendor,
+                                  kv_cache_dtype=a.kv_cache_dtype,
+                                  architectures=arch.architectures, mla=MLA in arch.kinds)
+        if why and a.use_v1:  # `_raise_or_fallback`
+            raise BadInput(f"VLLM_USE_V1=1 with vLLM {v}: {why}, so vLLM refuses to start",
+                           hint="unset VLLM_USE_V1 to let it fall back to V0")
+        if not why and a.use_v1 is not False:
+            return version, None
+        engine = replace(version, engine_v0=True)
+        note = (f"vLLM {v} runs this start on its V0 engine: "
+                + (f"{why} (V1 falls back, `_is_v1_supported_oracle`)" if why
+                   else "VLLM_USE_V1=0"))
+    if arch.is_hybrid_state:
+        first = version.first_v1(arch.architectures)
+        raise BadInput(f"vLLM {v} serves {'/'.join(arch.architectures) or arch.model_type} on "
+                       "its V0 engine, whose separate Mamba state cache kvplan does not model",
+                       hint=f"size it for vLLM {first} or later (V1)")
+    return engine, note
+
+
 # --- main ------------------------------------------------------------------------------------
 
 def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
@@ -579,6 +616,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     a = args or EngineArgs()
     version = VllmVersion.of(vllm_version)
     arch = normalize(model.config)
+    version, engine_note = _engine(version, arch, gpu, a)
     if model.hf_quant_config is not None:  # hf_quant_config.json (ModelOpt)
         if not isinstance(model.hf_quant_config, dict):
             raise BadInput("hf_quant_config.json is not a JSON object")
@@ -589,7 +627,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if a.block_size and choices and a.block_size not in choices:
         raise BadInput(f"vLLM {version.text} rejects --block-size {a.block_size}",
                        hint=f"use one of {', '.join(map(str, choices))}")
-    notes: list[str] = list(arch.notes)
+    notes: list[str] = list(arch.notes) + ([engine_note] if engine_note else [])
     tp, pp = a.tensor_parallel_size, a.pipeline_parallel_size
     cc = gpu.compute_capability
 

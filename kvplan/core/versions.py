@@ -75,6 +75,19 @@ V2_RUNNER_ARCHS_026 = frozenset({
     "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM", "DeepseekV4ForCausalLM"})
 
 
+# `SupportsV0Only` generative classes by registry name: the first release whose V1 serves
+# them (read in the 0.8.5, 0.9.0, 0.9.1, 0.9.2, 0.10.0, 0.10.1 and 0.10.2 wheels)
+_V0_ONLY_UNTIL = {
+    **dict.fromkeys(("JambaForCausalLM", "MambaForCausalLM", "FalconMambaForCausalLM",
+                     "MiniMaxForCausalLM", "MiniMaxText01ForCausalLM",
+                     "MiniMaxM1ForCausalLM"), (0, 10, 1)),
+    **dict.fromkeys(("BambaForCausalLM", "Mamba2ForCausalLM", "Zamba2ForCausalLM",
+                     "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
+                     "NemotronHForCausalLM"), (0, 9, 2)),
+    "Plamo2ForCausalLM": (0, 10, 2),
+    **dict.fromkeys(("Phi4FlashForCausalLM", "MllamaForConditionalGeneration"), (0, 11, 0)),
+}
+
 # kept on the V1 runner on ROCm from 0.29 (`use_v2_model_runner`)
 _V1_ON_ROCM = frozenset({"DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM"})
 
@@ -93,6 +106,7 @@ class VllmVersion:
 
     text: str
     v: tuple[int, int, int]
+    engine_v0: bool = False  # 0.8-0.10 fell back to (or were told to use) the V0 engine
 
     @classmethod
     def of(cls, text: str | None) -> VllmVersion:
@@ -105,8 +119,54 @@ class VllmVersion:
     # --- engine generation ---
     @property
     def v1(self) -> bool:
-        """V1 engine is the default from 0.8.0 (V0 removed in 0.11.0)."""
-        return self.at_least(0, 8)
+        """V1 engine is the default from 0.8.0 (V0 removed in 0.11.0), unless this start fell
+        back to V0 (`v0_fallback`, `engine_v0`)."""
+        return self.at_least(0, 8) and not self.engine_v0
+
+    def v0_fallback(self, *, cc: str, vendor: str, kv_cache_dtype: str,
+                    architectures: list[str], mla: bool) -> str | None:
+        """Why vLLM 0.8.0-0.10.2 runs this start on its V0 engine instead of V1 (None: it
+        does not). `EngineArgs._is_v1_supported_oracle`, read in the 0.8.0, 0.8.1, 0.8.2,
+        0.8.4, 0.8.5, 0.9.0, 0.9.2, 0.10.0, 0.10.1 and 0.10.2 wheels:
+        * compute capability below 8.0 (V100, T4), 0.8.0-0.10.1;
+        * any --kv-cache-dtype other than auto in 0.8.0/0.8.1; from 0.8.2 one V1 can store:
+          fp8 through FlashAttention 3 (Hopper) only, in 0.10.0/0.10.1 anything on SM100
+          (`is_kv_cache_dtype_supported`), in 0.10.2 also any 16-bit name and MLA's fp8
+          (FlashMLA / CUTLASS MLA); ROCm takes every dtype from 0.9;
+        * a model class marked `SupportsV0Only` (`_V0_ONLY_UNTIL`): Jamba, Mamba and
+          MiniMax-Text-01 to 0.10.0; Bamba, Mamba2, Zamba2, Falcon-H1, granite-4.0-h and
+          Nemotron-H to 0.9.1; Plamo2 to 0.10.1; Phi-4-mini-flash and Llama 3.2 Vision
+          (mllama) throughout."""
+        if not self.at_least(0, 8) or self.at_least(0, 11):
+            return None
+        nvidia = vendor == "nvidia"
+        if nvidia and self.v < (0, 10, 2) and cc_major(cc) < 8:
+            return f"compute capability {cc} is below V1's 8.0"
+        kvd = (kv_cache_dtype or "auto").lower()
+        if kvd != "auto" and not self._v1_stores_kv(kvd, cc, nvidia, mla):
+            return f"--kv-cache-dtype {kv_cache_dtype} is not one V1 stores on this GPU"
+        for arch in architectures:
+            until = _V0_ONLY_UNTIL.get(arch)
+            if until and self.v < until:
+                return f"{arch} is a V0-only model class"
+        return None
+
+    @staticmethod
+    def first_v1(architectures: list[str]) -> str:
+        """The first release whose V1 engine serves these architectures."""
+        v = max([_V0_ONLY_UNTIL.get(a, (0, 8, 0)) for a in architectures] or [(0, 8, 0)])
+        return ".".join(map(str, v[:2] if v[2] == 0 else v))
+
+    def _v1_stores_kv(self, kvd: str, cc: str, nvidia: bool, mla: bool) -> bool:
+        if not self.at_least(0, 8, 2):
+            return False
+        if not nvidia:
+            return self.at_least(0, 9)
+        if self.at_least(0, 10) and cc == "10.0":
+            return True
+        if self.at_least(0, 10, 2) and (mla or not kvd.startswith("fp8")):
+            return True
+        return kvd.startswith("fp8") and cc_major(cc) == 9
 
     # --- memory budget ---
     @property

@@ -35,6 +35,9 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
     "VLLM_USE_FLASHINFER_MOE_FP8": (
         "flashinfer_moe_fp8", "0: FP8 MoE off FlashInfer's kernels (0.16+; unset or 1: "
         "FlashInfer first, which pads non-gated experts to 128 rows from 0.17)"),
+    "VLLM_USE_V1": (
+        "use_v1", "0: the V0 engine (0.8-0.10; 0.11+ refuse to start); 1: V1 only, where "
+        "0.8-0.10 would fall back to V0 vLLM refuses to start"),
     "VLLM_VIDEO_LOADER_BACKEND": (
         "video_loader_backend", "video loader of multimodal models (default opencv); "
         "pynvvideocodec decodes on the GPU, which vLLM 0.25+ carves out of the KV cache"),
