@@ -196,3 +196,22 @@ def test_speculators_format_draft(tmp_path):
     r = size(resolve_model("meta-llama/Llama-3.1-8B-Instruct"), resolve_gpu("h100"),
              EngineArgs(max_model_len=8192, speculative=spec))
     assert r.draft_layers == 1 and r.to_json()["speculative"]["method"] == "eagle3"
+
+
+def test_deepseek_v4_mtp_start_on_the_023_026_layout():
+    # vLLM 0.25.0, DeepSeek-V4-Flash TP2 on RTX PRO 6000s with MTP k=2 (public write-up):
+    # "Available KV cache memory: 10.29 GiB", "GPU KV cache size: 1,993,100 tokens",
+    # "Maximum concurrency for 1,048,576 tokens per request: 1.90x"
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    a = EngineArgs(tensor_parallel_size=2, kv_cache_dtype="fp8", max_model_len=1048576,
+                   max_num_seqs=64, max_num_batched_tokens=4096, enable_prefix_caching=True,
+                   kv_cache_memory_bytes=round(10.29 * GiB),
+                   speculative=from_config({"method": "mtp", "num_speculative_tokens": 2}))
+    r = size(resolve_model("deepseek-ai/DeepSeek-V4-Flash"), resolve_gpu("rtx-pro-6000"), a,
+             "0.25.0")
+    # padded sliding pages; per page size its largest count in one group (0.33: 1,002,240)
+    assert r.bytes_per_block == 37440 * 22 + 8640 * 21 + 1728 * 20 == 1039680
+    assert r.num_gpu_blocks == round(10.29 * GiB) // 1039680 == 10627
+    assert f"{r.max_concurrency:.2f}" == "1.90"
+    assert r.kv_cache_tokens == 1992350  # logged 1,993,100: 10.29 GiB is rounded

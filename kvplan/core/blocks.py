@@ -205,7 +205,7 @@ def kv_cache_tokens(groups: list[Group], num_blocks: int, max_model_len: int,
     return num_blocks // len(groups) * min_bs * groups[0].spec.dcp
 
 
-# --- DeepSeek-V4 before vLLM 0.23 (0.20.2 `v1/core/kv_cache_utils.py`) ---------------------
+# --- DeepSeek-V4 before vLLM 0.27 (0.20.2-0.26 `v1/core/kv_cache_utils.py`) ----------------
 
 def _is_full(s: Spec) -> bool:
     return s.type_key[0] == "full"
@@ -239,6 +239,22 @@ def tuple_bytes_per_block(groups: list[Group], layer_filter: set[int] | None = N
                 runs[s.page] = runs.get(s.page, 0) + 1
         slots = max([slots, *runs.values()])
     return slots * sum(full_pages)
+
+
+def bucketed_bytes_per_block(groups: list[Group], layer_filter: set[int] | None = None) -> int:
+    """DeepSeek-V4 in 0.23-0.26 (`_bucket_layers_by_page_size`, `_get_kv_cache_config_packed`;
+    0.23 `_get_kv_cache_config_deepseek_v4` gives the same bytes): a block ID reserves, for
+    each (padded) page size, that page times its largest count in any one group (per pipeline
+    stage with `layer_filter`). V4-Flash: 37,440 x 22 + 8,640 x 21 + 1,728 x 20 = 1,039,680 B."""
+    most: dict[int, int] = {}
+    for g in groups:
+        runs: dict[int, int] = {}
+        for i, s in zip(g.layer_ids, g.specs):
+            if layer_filter is None or i in layer_filter:
+                runs[s.page] = runs.get(s.page, 0) + 1
+        for page, n in runs.items():
+            most[page] = max(most.get(page, 0), n)
+    return sum(page * n for page, n in most.items())
 
 
 def full_page_sum(groups: list[Group]) -> int:

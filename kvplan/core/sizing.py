@@ -659,12 +659,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             # 0.20.2 `DeepseekV4MLAAttention.__init__`: assert kv_cache_dtype.startswith("fp8")
             raise BadInput(f"vLLM {version.text} refuses DeepSeek-V4 with --kv-cache-dtype "
                            "auto (it asserts an fp8 cache)", hint="use --kv-cache-dtype fp8")
-        notes.append("DeepSeek-V4 cache layout as vLLM 0.33 packs it (block-outermost groups)"
-                     if not version.dsv4_tuple_layout else
-                     "DeepSeek-V4 cache layout of vLLM 0.20-0.22: each block reserves every "
+        notes.append("DeepSeek-V4 cache layout of vLLM 0.20-0.22: each block reserves every "
                      "full-MLA page size per layer tuple, and the logged concurrency weights "
                      "groups by page bytes, above what the block pool admits (the 'sequences "
-                     "that fit' figures)")
+                     "that fit' figures)" if version.dsv4_tuple_layout else
+                     "DeepSeek-V4 cache layout of vLLM 0.23-0.26: sliding pages padded to the "
+                     "MLA pages, each block reserves every page size times its largest count "
+                     "in one group, and the logged concurrency weights groups by page bytes, "
+                     "above what the block pool admits (the 'sequences that fit' figures)"
+                     if version.dsv4_bucketed_layout else
+                     "DeepSeek-V4 cache layout as vLLM 0.33 packs it (block-outermost groups)")
     # Mamba / linear-attention state dtypes (`MambaStateDtypeCalculator`, 0.33
     # `layers/mamba/mamba_utils.py`): the conv state in --mamba-cache-dtype (auto: the model's),
     # the SSM state in --mamba-ssm-cache-dtype, else the config's hint (NemotronH, Qwen3.5:
@@ -797,7 +801,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                     disable_hybrid=disable_hybrid)
     if a.decode_context_parallel_size > 1:
         specs = _dcp_specs(specs, a.decode_context_parallel_size)
-    old_v4 = arch.packed_kv and version.dsv4_tuple_layout
+    old_v4 = arch.packed_kv and (version.dsv4_tuple_layout or version.dsv4_bucketed_layout)
     if old_v4:
         specs = B.tuple_padded(specs)
     groups = B.packed_groups(specs) if arch.packed_kv else B.make_groups(
@@ -1076,7 +1080,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        kv_cache_memory_bytes=a.kv_cache_memory_bytes,
                        frontend_reserved=frontend.total)
         layer_set = {k for k, li in enumerate(spec_layer) if li in rng}
-        bpb = (B.tuple_bytes_per_block if old_v4 else B.bytes_per_block)(groups, layer_set)
+        bpb = (B.bucketed_bytes_per_block if old_v4 and version.dsv4_bucketed_layout
+               else B.tuple_bytes_per_block if old_v4 else B.bytes_per_block)(groups, layer_set)
         nblocks = max(bud.kv_pool, 0) // bpb if bpb else 0
         stage_rows.append({"stage": si, "layers": len(rng), "weights_bytes": weights[si],
                            "available_kv_bytes": bud.available_kv, "bytes_per_block": bpb,

@@ -371,6 +371,15 @@ class VllmVersion:
         return not self.at_least(0, 23)
 
     @property
+    def dsv4_bucketed_layout(self) -> bool:
+        """DeepSeek-V4 in 0.23-0.26 (read in the 0.23.0-0.26.0 wheels): the same padded
+        sliding pages and page-weighted "Maximum concurrency" as before 0.23, but a block ID
+        reserves each page size times its largest count in one group
+        (`blocks.bucketed_bytes_per_block`). From 0.27 the pages are not padded (0.27/0.28
+        then taken as 0.33's layout)."""
+        return self.at_least(0, 23) and not self.at_least(0, 27)
+
+    @property
     def rocm_moe_padding_kept(self) -> bool:
         """ROCm re-binds unquantized MoE weights to their padded views up to 0.29; 0.30 copies
         them back (`UnquantizedFusedMoEMethod.process_weights_after_loading`)."""
