@@ -93,8 +93,8 @@ def size_cmd(
         "'q_proj,v_proj' or 'o_proj down_proj'; default every linear layer."),
     speculative_config: Optional[str] = typer.Option(
         None, "--speculative-config", help="vLLM's JSON: method (mtp, eagle, eagle3, "
-        "draft_model, dflash, ngram), num_speculative_tokens and the draft \"model\" (resolved "
-        "like MODEL): its layers join the KV cache, its weights the load."),
+        "draft_model, dflash, dspark, ngram), num_speculative_tokens and the draft \"model\" "
+        "(resolved like MODEL): its layers join the KV cache, its weights the load."),
     hf_overrides: Optional[str] = typer.Option(None, "--hf-overrides", help="JSON applied to "
                                                "the model's HF config, as vLLM applies it "
                                                "(e.g. YaRN rope_scaling for a longer context)."),

@@ -215,3 +215,61 @@ def test_deepseek_v4_mtp_start_on_the_023_026_layout():
     assert r.num_gpu_blocks == round(10.29 * GiB) // 1039680 == 10627
     assert f"{r.max_concurrency:.2f}" == "1.90"
     assert r.kv_cache_tokens == 1992350  # logged 1,993,100: 10.29 GiB is rounded
+
+
+def test_dspark_on_deepseek_v4_matches_the_0260_b300_start():
+    # vLLM 0.26.0, DeepSeek-V4-Flash-0731 on one B300 (public blog), --speculative-config
+    # '{"method":"dspark","num_speculative_tokens":7}', block 256, fp8, EP: "Model loading
+    # took 156.32 GiB", "Available KV cache memory: 86.74 GiB", "GPU KV cache size: 913,657
+    # tokens", "Maximum concurrency for 65,536 tokens per request: 13.94x"
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, b300 = resolve_model("deepseek-ai/DeepSeek-V4-Flash"), resolve_gpu("b300")
+    spec = from_config({"method": "dspark", "num_speculative_tokens": 7})
+    a = EngineArgs(kv_cache_dtype="fp8", max_model_len=65536, block_size=256,
+                   enable_expert_parallel=True, kv_cache_memory_bytes=round(86.74 * GiB),
+                   speculative=spec)
+    r = size(m, b300, a, "0.26.0")
+    # three sliding-window-only stages (n_mtp_layers) join the pool: one more 37,440 B page
+    assert r.bytes_per_block == 37440 * 23 + 8640 * 21 + 1728 * 20 == 1077120
+    assert f"{r.max_concurrency:.2f}" == "13.94"
+    assert abs(r.kv_cache_tokens - 913657) / 913657 < 0.0005
+    # 3 stages of the target's layer, the 3H x H main_proj and the rank-256 Markov head
+    assert r.budget.weights / GiB == pytest.approx(156.32, abs=0.05)
+    with pytest.raises(BadInput, match="from 1 to 4096, got None"):  # k is required
+        from_config({"method": "dspark"})
+    with pytest.raises(BadInput, match="has none"):  # no V4 stages to draft from
+        size(Model("llama", LLAMA31_8B), H100, EngineArgs(max_model_len=4096, speculative=spec),
+             "0.26")
+    with pytest.raises(BadInput, match="dspark speculative decoding from vLLM 0.25"):
+        size(m, b300, a, "0.24")
+    with pytest.raises(BadInput, match="pipeline parallelism"):
+        size(m, b300, EngineArgs(kv_cache_dtype="fp8", pipeline_parallel_size=2,
+                                 speculative=spec, max_model_len=4096), "0.29")
+    dsp = Model("v4-dspark", {**m.config, "dspark_block_size": 8})
+    with pytest.raises(BadInput, match="dspark_block_size"):  # 0.26-0.27 only
+        size(dsp, b300, EngineArgs(kv_cache_dtype="fp8", max_model_len=4096, speculative=spec),
+             "0.26")
+    assert size(dsp, b300, EngineArgs(kv_cache_dtype="fp8", max_model_len=4096,
+                                      speculative=spec), "0.28").fits
+
+
+def test_dspark_qwen3_draft_joins_the_target_group():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    draft = resolve_model("deepseek-ai/dspark_qwen3_8b_block7")
+    spec = from_config({"method": "dspark", "model": "x"}, draft)
+    assert spec.num_speculative_tokens == 7 and spec.k_from_draft  # its block_size, 0.31+
+    m, h100 = resolve_model("Qwen/Qwen3-8B"), resolve_gpu("h100")
+    base = size(m, h100, EngineArgs(max_model_len=4096), "0.31")
+    r = size(m, h100, EngineArgs(max_model_len=4096, speculative=spec), "0.31")
+    # 5 full-attention layers of 8 KV heads x 128, the target's spec: one group, +20 KiB/token
+    assert r.kv_bytes_per_token_per_gpu - base.kv_bytes_per_token_per_gpu == 5 * 4096
+    assert len(r.groups) == 1
+    # 5 Qwen3-8B layers + fc (5 x 4096 x 4096) + Markov head (2 x 151,936 x 256), bf16; the
+    # embedding and LM head are the target's
+    layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 12288 + 2 * 4096 + 2 * 128
+    drafter = (5 * layer + 4096 + 5 * 4096 * 4096 + 2 * 151936 * 256) * 2
+    assert r.budget.weights - base.budget.weights == drafter
+    with pytest.raises(BadInput, match="needs num_speculative_tokens"):
+        size(m, h100, EngineArgs(max_model_len=4096, speculative=spec), "0.30")

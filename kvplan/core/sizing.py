@@ -769,6 +769,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         SD.check_version(spec, version)
         spec = SD.resolved(spec, arch)
         a = replace(a, speculative=spec)  # vLLM's default k filled in
+        if spec.method == SD.DSPARK:
+            SD.check_dspark(arch, spec, version, a.pipeline_parallel_size)
         k_spec, drafted = spec.num_speculative_tokens, SD.draft_layers(arch, spec)
         karch = replace(arch, layers=SD.widen_states(arch.layers, k_spec, version) + drafted)
 
@@ -809,7 +811,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     bs = plan.block_size if arch.packed_kv else min(
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
     v2 = version.v2_model_runner(arch.architectures, bool(arch.num_experts),
-                                 arch.is_hybrid_state, gpu.vendor)
+                                 arch.is_hybrid_state, gpu.vendor) or bool(
+        spec and spec.method == "dspark")  # DSpark runs on model runner V2 only
     v2_graphs, v2_fp32, v2_state, v2_mm = version.v2_profile() if v2 else (True, None, False,
                                                                           True)
     inflight = mnbt * version.inflight_batches(pp, v2)

@@ -45,11 +45,13 @@ MTP_NAMES = frozenset({"mtp", "deepseek_mtp", "qwen3_next_mtp", "glm4_moe_mtp", 
                        "mimo_mtp", "longcat_flash_mtp", "qwen3_5_mtp", "openpangu_mtp",
                        "glm4_moe_lite_mtp", "exaone_moe_mtp", "step3p5_mtp"})
 DRAFT_METHODS = ("eagle", "eagle3", "draft_model", "dflash")
+DSPARK = "dspark"  # DeepSeek's block drafter: DeepSeek-V4's own mtp.* stages or a draft model
 NO_DRAFT = ("ngram", "suffix", "ngram_gpu")
 # the release from which vLLM's V1 engine serves each method (`_is_v1_supported_oracle`:
 # ngram, eagle and eagle3 in 0.8.5, deepseek_mtp in 0.9; earlier ones fell back to V0)
 _SINCE = {"eagle": (0, 8, 5), "eagle3": (0, 8, 5), "mtp": (0, 9), "ngram": (0, 8, 5),
-          "suffix": (0, 11), "ngram_gpu": (0, 15), "draft_model": (0, 15), "dflash": (0, 20)}
+          "suffix": (0, 11), "ngram_gpu": (0, 15), "draft_model": (0, 15), "dflash": (0, 20),
+          DSPARK: (0, 25)}
 MAX_TOKENS = 4096  # kvplan's bound (vLLM sets none; real drafts propose 1-16 tokens)
 # conv-state widening by state kind: the release whose shape calculator adds k
 _CONV_PLUS_K = {GDN: (0, 10, 2), MAMBA2: (0, 17), KDA: (0, 28), SHORTCONV: (0, 29)}
@@ -59,9 +61,10 @@ _CONV_PLUS_K = {GDN: (0, 10, 2), MAMBA2: (0, 17), KDA: (0, 28), SHORTCONV: (0, 2
 class SpecDecode:
     """A parsed `--speculative-config`: method, k and, for drafts, the draft model."""
 
-    method: str  # mtp | eagle | eagle3 | draft_model | dflash | ngram | suffix | ngram_gpu
+    method: str  # mtp | eagle | eagle3 | draft_model | dflash | dspark | ngram | suffix | ngram_gpu
     num_speculative_tokens: int
     draft: Any = None  # core.sizing.Model of the draft (eagle, eagle3, draft_model, dflash)
+    k_from_draft: bool = False  # DSpark's k taken from the draft's block size (vLLM 0.31+)
 
 
 def speculators_layer_config(config: dict[str, Any]) -> dict[str, Any] | None:
@@ -95,11 +98,14 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
     if method == "medusa":
         raise BadInput("kvplan does not model medusa heads (removed in vLLM 0.33)",
                        flag="speculative_config")
-    if method not in DRAFT_METHODS + NO_DRAFT + ("mtp",):
+    if method not in DRAFT_METHODS + NO_DRAFT + ("mtp", DSPARK):
         raise BadInput(f"speculative method {cfg.get('method')!r} is not one kvplan models",
-                       hint="mtp, eagle, eagle3, draft_model, dflash, ngram or suffix",
+                       hint="mtp, eagle, eagle3, draft_model, dflash, dspark, ngram or suffix",
                        flag="speculative_config")
     k = cfg.get("num_speculative_tokens")
+    k_from_draft = k is None and method == DSPARK and draft is not None
+    if k_from_draft:
+        k = _dspark_block(draft.config)  # 0.31+ default: the drafter's block size
     if k is None and method == "mtp":
         k = 0  # vLLM's default: the model's MTP layer count (`mtp_layer_count`)
     elif isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOKENS:
@@ -108,12 +114,24 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
     if method in DRAFT_METHODS and draft is None:
         raise BadInput(f"--speculative-config method {method} needs the draft \"model\"",
                        flag="speculative_config")
-    return SpecDecode(method, k, draft if method in DRAFT_METHODS else None)
+    return SpecDecode(method, k, draft if method in DRAFT_METHODS + (DSPARK,) else None,
+                      k_from_draft)
+
+
+def _dspark_block(config: dict[str, Any]) -> int | None:
+    t = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    n = t.get("dspark_block_size", t.get("block_size"))
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
 def resolved(spec: SpecDecode, arch: ModelArch) -> SpecDecode:
     """`spec` with vLLM's default k for MTP (its layer count), checked against it: more
     tokens than MTP layers must be a multiple of them (`SpeculativeConfig.__post_init__`)."""
+    if spec.method == DSPARK:
+        if spec.draft is None and "dsv4" not in arch.kinds:
+            raise BadInput("dspark without a draft \"model\" drafts from DeepSeek-V4's own "
+                           f"mtp.* stages; {arch.model_type} has none", flag="speculative_config")
+        return spec
     if spec.method != "mtp":
         return spec
     n = mtp_layer_count(arch)
@@ -130,6 +148,7 @@ def check_version(spec: SpecDecode, version: VllmVersion) -> None:
         raise BadInput(f"kvplan models {spec.method} speculative decoding from vLLM "
                        + ".".join(map(str, since)) + " (V1)", hint="use a later --vllm-version",
                        flag="speculative_config")
+
 
 
 def mtp_layer_count(arch: ModelArch) -> int:
@@ -163,6 +182,30 @@ def _mtp_layer(arch: ModelArch) -> AttnLayer:
     return replace(x, parallel_state=None)
 
 
+def dspark_stages(arch: ModelArch) -> int:
+    """DeepSeek-V4's DSpark stages: `n_mtp_layers` (default 3) decoder layers built from the
+    checkpoint's mtp.* weights, past `compress_ratios`, so sliding-window only
+    (`DSparkDeepseekV4ForCausalLM`, 0.25+)."""
+    return int(arch.text_config.get("n_mtp_layers") or 3)
+
+
+def check_dspark(arch: ModelArch, spec: SpecDecode, version: VllmVersion, pp: int) -> None:
+    """What vLLM refuses with DSpark: no k before 0.31 (`SpeculativeConfig.__post_init__`),
+    pipeline parallelism before 0.30 (`load_dspark_model`) and, in 0.26-0.27, DeepSeek-V4
+    with k below its `dspark_block_size`."""
+    if spec.k_from_draft and not version.at_least(0, 31):
+        raise BadInput(f"vLLM {version.text} needs num_speculative_tokens with dspark (0.31+ "
+                       "take the draft's block size)", flag="speculative_config")
+    if pp > 1 and not version.at_least(0, 30):
+        raise BadInput(f"vLLM {version.text} does not run DSpark with pipeline parallelism "
+                       "(0.30+)", flag="speculative_config")
+    block = _dspark_block(arch.text_config) if spec.draft is None else None
+    if (block and spec.num_speculative_tokens < block and version.at_least(0, 26)
+            and not version.at_least(0, 28)):
+        raise BadInput(f"DSpark requires num_speculative_tokens >= dspark_block_size ({block})"
+                       f" in vLLM {version.text}", flag="speculative_config")
+
+
 def draft_arch(spec: SpecDecode) -> ModelArch | None:
     return normalize(spec.draft.config) if spec.draft is not None else None
 
@@ -171,6 +214,8 @@ def draft_layers(arch: ModelArch, spec: SpecDecode) -> list[Layer]:
     """The drafter's cache-owning layers, appended after the target's."""
     if spec.method == "mtp":
         return [_mtp_layer(arch)] * mtp_layer_count(arch)
+    if spec.method == DSPARK and spec.draft is None:
+        return [_mtp_layer(arch)] * dspark_stages(arch)
     d = draft_arch(spec)
     if d is None:
         return []
@@ -207,6 +252,18 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
     from kvplan.core.params import count_params, weight_bytes
 
     h = arch.hidden_size
+    if spec.method == DSPARK and spec.draft is None:  # DeepSeek-V4's own mtp.* stages
+        from kvplan.core.params import count_params, weight_bytes
+
+        lp = count_params(arch).layers[_mtp_source(arch)]
+        wb = weight_bytes(arch, d, None, hf_quant)
+        t = arch.text_config
+        targets = len(t.get("dspark_target_layer_ids") or [0, 0, 0])
+        rank = int(t.get("dspark_markov_rank") or 256)
+        layer = lp.split / tp * wb.linear + lp.replicated * d + lp.expert / ep * wb.expert
+        main_proj = targets * h * h * wb.linear  # replicated, the target's quantization
+        markov = 2 * arch.vocab_size * rank / tp * d  # w1 embedding, w2 head, vocab-split
+        return int(dspark_stages(arch) * layer + main_proj + markov), True
     if spec.method == "mtp":
         lp = count_params(arch).layers[_mtp_source(arch)]
         quant = hf_quant or arch.quantization or {}
@@ -241,7 +298,12 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
         shared += dpc.lm_head - draft_vocab * da.hidden_size
     hd = da.hidden_size
     extra = 0  # the head's own input projections (`llama_eagle.py`, `llama_eagle3.py`)
-    if spec.method == "eagle":
+    if spec.method == DSPARK:  # `qwen3_dspark.py`: fc over the target layers, Markov head
+        dt = da.text_config
+        targets = len(dt.get("target_layer_ids") or dt.get("dspark_target_layer_ids") or [])
+        extra = targets * hd * hd + 2 * da.vocab_size * int(
+            dt.get("markov_rank") or dt.get("dspark_markov_rank") or 256)
+    elif spec.method == "eagle":
         extra = 2 * hd * hd  # fc: [embedding, hidden] -> hidden
     elif spec.method == "eagle3":  # fc over three target hidden states, qkv over 2H
         first = next((x for x in da.layers if isinstance(x, AttnLayer)), None)
