@@ -94,8 +94,19 @@ def test_deepseek_v3_mla_latent_is_replicated(tp):
 
 
 def test_deepseek_v3_mla_block_size_by_version():
-    assert run(DEEPSEEK_V3, version="0.20.2", kv_cache_memory_bytes=GiB).block_size == 64
-    assert run(DEEPSEEK_V3, version="0.33", kv_cache_memory_bytes=GiB).block_size == 16
+    def bs(version, gpu=H100, **kw):
+        return run(DEEPSEEK_V3, gpu=gpu, version=version, kv_cache_memory_bytes=GiB,
+                   **kw).block_size
+
+    b200, mi300x = B200, Gpu("mi300x", "AMD Instinct MI300X", 192 * GiB, "gfx942", vendor="amd")
+    # Hopper: FlashMLA's forced 64 to 0.17; from 0.18 the chosen backend's preferred size:
+    # FA3-MLA's 16, FlashMLA's 64 with an fp8 cache (FA3-MLA stores none)
+    assert (bs("0.17.1"), bs("0.18.1"), bs("0.20.2"), bs("0.33")) == (64, 16, 16, 16)
+    assert bs("0.20.2", kv_cache_dtype="fp8") == 64
+    # SM100: CUTLASS-MLA 128, FlashInfer-MLA 64 (0.15-0.17), then its preferred 32
+    assert (bs("0.14.1", b200), bs("0.16", b200), bs("0.18.1", b200), bs("0.33", b200)) == (
+        128, 64, 32, 32)
+    assert bs("0.33", mi300x) == bs("0.33", L4) == 16  # Triton-MLA
     assert run(DEEPSEEK_V3, kv_cache_dtype="fp8", kv_cache_memory_bytes=GiB
                ).kv_bytes_per_token_per_gpu == 35136
 

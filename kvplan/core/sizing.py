@@ -788,7 +788,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if mode == "all":
         notes.append("prefix caching keeps a Mamba state per block ('all' mode): state "
                      "layers need as many blocks as attention")
-    mla_block = version.mla_block_size(cc, arch.is_sparse_mla)
+    mla_block = version.mla_block_size(
+        cc, arch.is_sparse_mla, fp8_kv=kv.startswith("fp8"), vendor=gpu.vendor,
+        qk_nope=int(arch.text_config.get("qk_nope_head_dim") or 1))
     plan = choose_block_size(karch, user_block_size=a.block_size, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi)
     disable_hybrid = a.disable_hybrid_kv_cache_manager or (

@@ -632,19 +632,36 @@ class VllmVersion:
             return 1.5
         return 1.25 if self.at_least(0, 12) else None
 
-    def mla_block_size(self, compute_capability: str, sparse: bool) -> int:
-        """Block size the default MLA backend forces (`platforms/cuda.py`).
-
-        <=0.20: FlashMLA (Hopper) 64, CUTLASS-MLA (Blackwell) 128, sparse FlashMLA 64.
-        0.33: FLASH_ATTN_MLA (Hopper, MultipleOf 16) 16, FlashInfer-MLA (Blackwell) 32,
-        Triton-MLA elsewhere 16; sparse backends 64.
+    def mla_block_size(self, compute_capability: str, sparse: bool, *, fp8_kv: bool = False,
+                       qk_nope: int = 128, vendor: str = "nvidia") -> int:
+        """Block size of the default MLA backend (no --block-size). Read in the 0.8.5-0.33.0
+        wheels with a helper: up to 0.17 `CudaPlatform.check_and_update_config` forces it;
+        from 0.18 `Platform.update_block_size_for_backend` takes the chosen backend's
+        `get_preferred_block_size(16)` (its smallest supported size when 16 is not one).
+        * Hopper: FlashMLA's 64 to 0.17 (FA3-MLA runs on it from 0.12); from 0.18 FA3-MLA's 16
+          with a 16-bit cache and FlashMLA's 64 with fp8 (FA3-MLA stores no fp8).
+        * SM100: Triton-MLA's 16 to 0.9; CUTLASS-MLA's 128 on 10.0 from 0.10 (every 10.x from
+          0.13); FlashInfer-MLA's 64 in 0.15-0.17 when qk_nope_head_dim is 128; from 0.18
+          FlashInfer-MLA's 32 (its [32, 64]) for qk_nope 64 or 128 (and 192 from 0.19), else
+          CUTLASS's 128.
+        * Other NVIDIA (Ampere, Ada, SM12x) and ROCm: Triton-MLA's 16.
+        * Sparse MLA (DeepSeek-V3.2, GLM-5): 64 (its indexer cache's backend).
         """
-        major = cc_major(compute_capability)
         if sparse:
             return 64
-        if self.at_least(0, 33):
-            return {9: 16, 10: 32}.get(major, 16)
-        return {9: 64, 10: 128}.get(major, 16)
+        if vendor != "nvidia":
+            return 16
+        major, cc = cc_major(compute_capability), _cc(compute_capability)
+        if major == 9:
+            return 16 if self.at_least(0, 18) and not fp8_kv else 64
+        if major != 10 or not self.at_least(0, 10):
+            return 16
+        if self.at_least(0, 18):
+            return 32 if qk_nope in ((64, 128, 192) if self.at_least(0, 19) else (64, 128)) \
+                else 128
+        if self.at_least(0, 15) and qk_nope == 128:
+            return 64
+        return 128 if cc == (10, 0) or self.at_least(0, 13) else 16
 
 
 def fp8_fnuz(cc: str | None) -> bool:
