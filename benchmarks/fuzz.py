@@ -159,10 +159,13 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
               '{"method": "eagle3", "model": "qwen3-0.6b", "num_speculative_tokens": 1e9}',
               '{"method": "ngram", "num_speculative_tokens": 4}', '{"method": "mtp"}',
               '{"model": "nope/nope", "num_speculative_tokens": 2}', "64", "512",
-              "q_proj v_proj", "experts", "lm_head,embed_tokens"]
+              "q_proj v_proj", "experts", "lm_head,embed_tokens",
+              '{"method": "dspark", "num_speculative_tokens": 7}',
+              '{"method": "dspark", "model": "deepseek-ai/dspark_qwen3_8b_block7"}']
     model_ids = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
                  "nvidia/Qwen3.6-27B-NVFP4", "Qwen/Qwen3-30B-A3B",
-                 "deepseek-ai/DeepSeek-R1", "ibm-granite/granite-4.0-h-small", "nope/nope"]
+                 "deepseek-ai/DeepSeek-R1", "ibm-granite/granite-4.0-h-small", "nope/nope",
+                 "deepseek-ai/DeepSeek-V4-Flash", "ai21labs/AI21-Jamba-1.5-Mini"]
     out = []
     for _ in range(rounds):
         toks = ["vllm", "serve", rng.choice(model_ids)]
@@ -170,9 +173,17 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
             toks += [rng.choice(flags), rng.choice(values)]
         cmd = " ".join(shlex.quote(t) for t in toks)
         said = crash(["check", "--cmd", cmd, "--gpu", rng.choice(["h100", "l4", "mi300x"]),
-                         "--vllm-version", rng.choice(["0.33", "0.28", "0.20", "0.11"])])
+                         "--vllm-version", rng.choice(["0.33", "0.28", "0.20", "0.11",
+                                                       "0.9.2", "0.26"])])
         if said:
             out.append(f"check {cmd}: {said}")
+        env = rng.choice(["VLLM_USE_V1=0", "VLLM_USE_V1=1", "VLLM_USE_V1=x", "VLLM_USE_V1="])
+        argv = ["size", toks[2], "--gpu", rng.choice(["v100-32gb", "l40s", "h100", "b200"]),
+                "--env", env, "--vllm-version", rng.choice(["0.7.3", "0.8.5", "0.10.1", "0.33"]),
+                *toks[3:5]]
+        said = crash(argv)
+        if said:
+            out.append(f"{' '.join(argv)}: {said}")
     return out
 
 

@@ -75,7 +75,8 @@ _KIND_NAMES = {str: "strings", int: "integers", dict: "objects"}
 _DICT_KEYS = frozenset({"quantization_config", "vision_config", "audio_config",
                         "rope_scaling", "rope_parameters", "attn_config",
                         "linear_attn_config", "full_attention", "sliding_attention",
-                        "config_groups", "quantization", "producer"})  # last two: ModelOpt
+                        "config_groups", "quantization", "producer",  # last two: ModelOpt
+                        "sparse_attention_config"})
 
 
 def check_field_types(t: dict[str, Any], where: str = "") -> None:
