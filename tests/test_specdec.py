@@ -273,3 +273,31 @@ def test_dspark_qwen3_draft_joins_the_target_group():
     assert r.budget.weights - base.budget.weights == drafter
     with pytest.raises(BadInput, match="needs num_speculative_tokens"):
         size(m, h100, EngineArgs(max_model_len=4096, speculative=spec), "0.30")
+
+
+def test_dspark_probabilistic_logits_and_scheduled_tokens():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, b300 = resolve_model("deepseek-ai/DeepSeek-V4-Flash"), resolve_gpu("b300")
+
+    def start(version, sample="greedy", **kw):
+        spec = from_config({"method": "dspark", "num_speculative_tokens": 7,
+                            "draft_sample_method": sample})
+        return size(m, b300, EngineArgs(kv_cache_dtype="fp8", max_model_len=65536,
+                                        speculative=spec, **kw), version)
+
+    # [1024 sequences, k = 7, 129,280 vocabulary]: fp32 to 0.27 (3.45 GiB), bf16 from 0.28;
+    # allocated before the profile, so charged only from 0.27 (`total_consumed`)
+    greedy, prob = start("0.27.1"), start("0.27.1", "probabilistic")
+    assert prob.budget.activation - greedy.budget.activation == 1024 * 7 * 129280 * 4
+    assert start("0.28", "probabilistic").budget.activation - start("0.28").budget.activation \
+        == 1024 * 7 * 129280 * 2
+    assert start("0.26", "probabilistic").budget.activation == start("0.26").budget.activation
+    with pytest.raises(BadInput, match="draft_sample_method 'exact'"):
+        from_config({"method": "dspark", "num_speculative_tokens": 7,
+                     "draft_sample_method": "exact"})
+    # 0.25-0.27 keep k - 1 slots per request: 2,048 - 6 x 1,024 <= 0 refuses to start
+    with pytest.raises(BadInput, match="refuses to start") as e:
+        start("0.26", max_num_batched_tokens=2048)
+    assert e.value.flag == "max_num_batched_tokens"
+    assert start("0.28", max_num_batched_tokens=2048).fits

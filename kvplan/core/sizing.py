@@ -771,6 +771,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         a = replace(a, speculative=spec)  # vLLM's default k filled in
         if spec.method == SD.DSPARK:
             SD.check_dspark(arch, spec, version, a.pipeline_parallel_size)
+        SD.check_scheduled_tokens(spec, version, mnbt, seqs)
         k_spec, drafted = spec.num_speculative_tokens, SD.draft_layers(arch, spec)
         karch = replace(arch, layers=SD.widen_states(arch.layers, k_spec, version) + drafted)
 
@@ -936,6 +937,20 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                          "warm-up after the KV cache is sized" + (
                              "" if v2_state else ", and its penalty / grammar state")
                          + ") sits above gpu_memory_utilization; leave that much free")
+    if spec and v2 and spec.draft_sample == "probabilistic" and spec.method not in SD.NO_DRAFT:
+        # `DraftModelSpeculator.__init__`: the cached proposal distribution [max_num_reqs, k,
+        # vocab], fp32 to 0.27, the head dtype from 0.28 (`draft_logits_spec`); allocated
+        # before the profile, so charged only where it counts `total_consumed` (0.27+)
+        logits = seqs * k_spec * arch.vocab_size * (
+            dtype_bytes(model_dtype) if version.at_least(0, 28) else 4)
+        if version.at_least(0, 27):
+            act += logits
+        else:
+            warm += logits
+        notes.append(f"draft_sample_method probabilistic: the drafter keeps {logits / GiB:.2f} "
+                     f"GiB of draft logits ({seqs} sequences x k={k_spec} x vocabulary)"
+                     + ("" if version.at_least(0, 27) else
+                        ", above gpu_memory_utilization in this release"))
     if shape.moe_kernel.startswith("deepgemm") and a.moe_backend == "auto":
         notes.append("MoE scratch sized for DeepGEMM, which this release picks for block-FP8 "
                      "experts when the deep_gemm package is installed (the vllm/vllm-openai "

@@ -65,6 +65,7 @@ class SpecDecode:
     num_speculative_tokens: int
     draft: Any = None  # core.sizing.Model of the draft (eagle, eagle3, draft_model, dflash)
     k_from_draft: bool = False  # DSpark's k taken from the draft's block size (vLLM 0.31+)
+    draft_sample: str = "greedy"  # draft_sample_method (0.24+); probabilistic keeps logits
 
 
 def speculators_layer_config(config: dict[str, Any]) -> dict[str, Any] | None:
@@ -114,8 +115,12 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
     if method in DRAFT_METHODS and draft is None:
         raise BadInput(f"--speculative-config method {method} needs the draft \"model\"",
                        flag="speculative_config")
+    sample = str(cfg.get("draft_sample_method") or "greedy").lower()
+    if sample not in ("greedy", "probabilistic", "synthetic"):
+        raise BadInput(f"--speculative-config draft_sample_method {sample!r} is not greedy, "
+                       "probabilistic or synthetic", flag="speculative_config")
     return SpecDecode(method, k, draft if method in DRAFT_METHODS + (DSPARK,) else None,
-                      k_from_draft)
+                      k_from_draft, sample)
 
 
 def _dspark_block(config: dict[str, Any]) -> int | None:
@@ -204,6 +209,24 @@ def check_dspark(arch: ModelArch, spec: SpecDecode, version: VllmVersion, pp: in
             and not version.at_least(0, 28)):
         raise BadInput(f"DSpark requires num_speculative_tokens >= dspark_block_size ({block})"
                        f" in vLLM {version.text}", flag="speculative_config")
+
+
+def check_scheduled_tokens(spec: SpecDecode, version: VllmVersion, mnbt: int, seqs: int) -> None:
+    """0.25-0.27 draft DFlash and DSpark in parallel and keep k - 1 slots per request out of
+    the token budget (`_set_max_num_scheduled_tokens`, `max_num_new_slots_for_drafting`):
+    vLLM refuses to start when nothing is left. 0.28+ draft in a separate pass."""
+    if spec.method not in ("dflash", DSPARK) or not version.at_least(0, 25) \
+            or version.at_least(0, 28):
+        return
+    left = mnbt - (spec.num_speculative_tokens - 1) * seqs
+    if left <= 0:
+        raise BadInput(f"{spec.method} with k={spec.num_speculative_tokens} keeps "
+                       f"{spec.num_speculative_tokens - 1} draft slots per request: "
+                       f"--max-num-batched-tokens {mnbt} leaves {left} scheduled tokens for "
+                       f"{seqs} sequences, and vLLM {version.text} refuses to start",
+                       hint=f"raise --max-num-batched-tokens above "
+                            f"{(spec.num_speculative_tokens - 1) * seqs} or lower "
+                            "--max-num-seqs", flag="max_num_batched_tokens")
 
 
 def draft_arch(spec: SpecDecode) -> ModelArch | None:
