@@ -364,3 +364,18 @@ def test_recommend_plans_lora_and_speculative_memory(capsys):
     assert out.strip().endswith(
         """--speculative-config '{"method":"mtp","num_speculative_tokens":2}'""")
     assert main(base + ["--engine", "sglang", "--enable-lora"]) == 2
+
+
+def test_recommend_keeps_dspark_draft_slots_inside_the_token_budget(capsys):
+    # vLLM 0.25-0.27 keep k - 1 = 6 slots per request for DSpark's parallel drafting and
+    # refuse to start when 8,192 - 6 x max_num_seqs <= 0: the plan stops at 1,365
+    spec = '{"method":"dspark","num_speculative_tokens":7}'
+    code, out, err = run(capsys, "recommend", "deepseek-ai/DeepSeek-V4-Flash", "--gpu", "b300",
+                         "--speculative-config", spec, "--vllm-version", "0.26", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["max_num_seqs"] == (8192 - 1) // 6 == 1365
+    code, out, err = run(capsys, "size", "deepseek-ai/DeepSeek-V4-Flash", "--gpu", "b300",
+                         "--speculative-config", spec, "--vllm-version", "0.26",
+                         "--max-num-seqs", "1366")
+    assert code == 2 and "refuses to start" in err

@@ -17,6 +17,7 @@ from kvplan.core import capacity, perf, queueing
 from kvplan.core.arch import normalize
 from kvplan.core.mm import encoder_profile
 from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, size
+from kvplan.core.specdec import parallel_draft_slots
 from kvplan.core.workload import Workload
 from kvplan.errors import BadInput
 from kvplan.units import GiB
@@ -164,6 +165,13 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
         notes.append(f"max_num_seqs {mnbt} (not {n}): vLLM needs max_num_batched_tokens "
                      f"({mnbt}) >= max_num_seqs; raise --max-num-batched-tokens to run more")
         n = mnbt
+    slots = parallel_draft_slots(r.args.speculative, r.version) if r.args.speculative else 0
+    if slots and n * slots >= mnbt:  # 0.25-0.27 DFlash / DSpark: k - 1 slots per request
+        cap = (mnbt - 1) // slots
+        notes.append(f"max_num_seqs {cap} (not {n}): {r.args.speculative.method}'s {slots} "
+                     f"draft slots per request must leave scheduled tokens in "
+                     f"max_num_batched_tokens ({mnbt}); raise it to run more")
+        n = cap
     feasible, why = True, ""
     if n < 1:
         feasible, why = False, ("not one sequence fits with the required safety"

@@ -211,21 +211,26 @@ def check_dspark(arch: ModelArch, spec: SpecDecode, version: VllmVersion, pp: in
                        f" in vLLM {version.text}", flag="speculative_config")
 
 
-def check_scheduled_tokens(spec: SpecDecode, version: VllmVersion, mnbt: int, seqs: int) -> None:
-    """0.25-0.27 draft DFlash and DSpark in parallel and keep k - 1 slots per request out of
-    the token budget (`_set_max_num_scheduled_tokens`, `max_num_new_slots_for_drafting`):
-    vLLM refuses to start when nothing is left. 0.28+ draft in a separate pass."""
+def parallel_draft_slots(spec: SpecDecode, version: VllmVersion) -> int:
+    """Token slots per request 0.25-0.27 keep out of the budget for DFlash and DSpark, which
+    draft in parallel (`max_num_new_slots_for_drafting`: k - 1); 0 otherwise (0.28+ draft in
+    a separate pass)."""
     if spec.method not in ("dflash", DSPARK) or not version.at_least(0, 25) \
             or version.at_least(0, 28):
-        return
-    left = mnbt - (spec.num_speculative_tokens - 1) * seqs
-    if left <= 0:
-        raise BadInput(f"{spec.method} with k={spec.num_speculative_tokens} keeps "
-                       f"{spec.num_speculative_tokens - 1} draft slots per request: "
-                       f"--max-num-batched-tokens {mnbt} leaves {left} scheduled tokens for "
-                       f"{seqs} sequences, and vLLM {version.text} refuses to start",
-                       hint=f"raise --max-num-batched-tokens above "
-                            f"{(spec.num_speculative_tokens - 1) * seqs} or lower "
+        return 0
+    return spec.num_speculative_tokens - 1
+
+
+def check_scheduled_tokens(spec: SpecDecode, version: VllmVersion, mnbt: int, seqs: int) -> None:
+    """vLLM refuses to start when the draft slots leave no scheduled tokens
+    (`_set_max_num_scheduled_tokens`: max_num_batched_tokens - slots x max_num_seqs <= 0)."""
+    slots = parallel_draft_slots(spec, version)
+    if slots and mnbt - slots * seqs <= 0:
+        raise BadInput(f"{spec.method} with k={spec.num_speculative_tokens} keeps {slots} draft "
+                       f"slots per request: --max-num-batched-tokens {mnbt} leaves "
+                       f"{mnbt - slots * seqs} scheduled tokens for {seqs} sequences, and vLLM "
+                       f"{version.text} refuses to start",
+                       hint=f"raise --max-num-batched-tokens above {slots * seqs} or lower "
                             "--max-num-seqs", flag="max_num_batched_tokens")
 
 
