@@ -107,6 +107,9 @@ def test_deepseek_v3_mla_block_size_by_version():
     assert (bs("0.14.1", b200), bs("0.16", b200), bs("0.18.1", b200), bs("0.33", b200)) == (
         128, 64, 32, 32)
     assert bs("0.33", mi300x) == bs("0.33", L4) == 16  # Triton-MLA
+    # to 0.17 the forced size overrides --block-size; from 0.18 the user's size is kept
+    assert bs("0.17.1", block_size=16) == 64 and bs("0.18.1", block_size=32) == 32
+    assert bs("0.16", B200, block_size=32) == 32 and bs("0.16", B200, block_size=16) == 64
     assert run(DEEPSEEK_V3, kv_cache_dtype="fp8", kv_cache_memory_bytes=GiB
                ).kv_bytes_per_token_per_gpu == 35136
 

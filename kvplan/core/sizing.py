@@ -792,7 +792,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     mla_block = version.mla_block_size(
         cc, arch.is_sparse_mla, fp8_kv=kv.startswith("fp8"), vendor=gpu.vendor,
         qk_nope=int(arch.text_config.get("qk_nope_head_dim") or 1))
-    plan = choose_block_size(karch, user_block_size=a.block_size, mla_block=mla_block, tp=tp,
+    user_bs = a.block_size
+    if user_bs and arch.is_mla and mla_block > 16 and gpu.vendor == "nvidia" and \
+            not version.at_least(0, 18) and user_bs % mla_block and not (
+                user_bs == 32 and mla_block == 64 and cc_major(cc) == 10):
+        # to 0.17 `check_and_update_config` forces the MLA backend's size over --block-size
+        # ("Forcing kv cache block size to 64 for FlashMLA backend"; FlashInfer-MLA keeps 32)
+        notes.append(f"vLLM {version.text} forces --block-size {user_bs} to {mla_block} for "
+                     "its MLA backend")
+        user_bs = mla_block
+    plan = choose_block_size(karch, user_block_size=user_bs, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi)
     disable_hybrid = a.disable_hybrid_kv_cache_manager or (
         version.at_least(0, 33) and any(
