@@ -12,9 +12,10 @@ GiB = 2**30
 
 
 def fallback(version, cc="9.0", kv="auto", archs=("LlamaForCausalLM",), mla=False,
-             vendor="nvidia"):
-    return VllmVersion.of(version).v0_fallback(cc=cc, vendor=vendor, kv_cache_dtype=kv,
-                                               architectures=list(archs), mla=mla)
+             vendor="nvidia", **kw):
+    r = VllmVersion.of(version).v0_fallback(cc=cc, vendor=vendor, kv_cache_dtype=kv,
+                                            architectures=list(archs), mla=mla, **kw)
+    return r[0] if r else None
 
 
 def test_compute_capability_below_8_runs_v0_from_0_8_to_0_10_1():
@@ -44,6 +45,23 @@ def test_v0_only_model_classes():
     assert fallback("0.10.1", archs=["JambaForCausalLM"]) is None
     assert fallback("0.9.1", archs=["NemotronHForCausalLM"]) is not None
     assert fallback("0.9.2", archs=["NemotronHForCausalLM"]) is None
+
+
+def test_other_v0_fallbacks_by_release():
+    assert fallback("0.8.2", quantization="bitsandbytes") is not None
+    assert fallback("0.8.3", quantization="bitsandbytes") is None
+    assert fallback("0.8.5", quantization="gguf") is not None
+    assert fallback("0.9.0", quantization="gguf") is None
+    assert fallback("0.9.1", dtype="float32") is not None
+    assert fallback("0.9.2", dtype="float32") is None
+    assert fallback("0.8.2", cpu_offload=True) is not None
+    assert fallback("0.8.3", cpu_offload=True) is None
+    assert fallback("0.8.5", pp=2) is not None and fallback("0.9.0", pp=2) is None
+    # to 0.8.2 LoRA and PP are "off by default": VLLM_USE_V1=1 runs them on V1
+    r = VllmVersion.of("0.8.2").v0_fallback(cc="9.0", vendor="nvidia", kv_cache_dtype="auto",
+                                            architectures=[], mla=False, lora=True)
+    assert r == ("--enable-lora is off by default on V1", False)
+    assert fallback("0.8.3", lora=True) is None
 
 
 def test_v100_on_0_8_5_is_sized_as_v0():

@@ -587,13 +587,16 @@ def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
                            hint="unset VLLM_USE_V1")
         return version, None
     else:
-        why = version.v0_fallback(cc=gpu.compute_capability, vendor=gpu.vendor,
-                                  kv_cache_dtype=a.kv_cache_dtype,
-                                  architectures=arch.architectures, mla=MLA in arch.kinds)
-        if why and a.use_v1:  # `_raise_or_fallback`
+        fallback = version.v0_fallback(
+            cc=gpu.compute_capability, vendor=gpu.vendor, kv_cache_dtype=a.kv_cache_dtype,
+            architectures=arch.architectures, mla=MLA in arch.kinds,
+            quantization=a.quantization, dtype=a.dtype, cpu_offload=a.cpu_offload_gb > 0,
+            lora=a.enable_lora, pp=a.pipeline_parallel_size)
+        why, strict = fallback or ("", False)
+        if why and a.use_v1 and strict:  # `_raise_or_fallback`
             raise BadInput(f"VLLM_USE_V1=1 with vLLM {v}: {why}, so vLLM refuses to start",
                            hint="unset VLLM_USE_V1 to let it fall back to V0")
-        if not why and a.use_v1 is not False:
+        if (not why or a.use_v1) and a.use_v1 is not False:  # `_warn_or_fallback`: V1
             return version, None
         engine = replace(version, engine_v0=True)
         note = (f"vLLM {v} runs this start on its V0 engine: "

@@ -124,10 +124,14 @@ class VllmVersion:
         return self.at_least(0, 8) and not self.engine_v0
 
     def v0_fallback(self, *, cc: str, vendor: str, kv_cache_dtype: str,
-                    architectures: list[str], mla: bool) -> str | None:
-        """Why vLLM 0.8.0-0.10.2 runs this start on its V0 engine instead of V1 (None: it
-        does not). `EngineArgs._is_v1_supported_oracle`, read in the 0.8.0, 0.8.1, 0.8.2,
-        0.8.4, 0.8.5, 0.9.0, 0.9.2, 0.10.0, 0.10.1 and 0.10.2 wheels:
+                    architectures: list[str], mla: bool, quantization: str | None = None,
+                    dtype: str = "auto", cpu_offload: bool = False, lora: bool = False,
+                    pp: int = 1) -> tuple[str, bool] | None:
+        """Why vLLM 0.8.0-0.10.2 runs this start on its V0 engine instead of V1, and whether
+        `VLLM_USE_V1=1` makes that a refusal (`_raise_or_fallback`) rather than an
+        experimental V1 start (`_warn_or_fallback`); None when V1 runs it.
+        `EngineArgs._is_v1_supported_oracle`, read in the 0.8.0-0.8.5,
+        0.9.0, 0.9.1, 0.9.2, 0.10.0, 0.10.1 and 0.10.2 wheels:
         * compute capability below 8.0 (V100, T4), 0.8.0-0.10.1;
         * any --kv-cache-dtype other than auto in 0.8.0/0.8.1; from 0.8.2 one V1 can store:
           fp8 through FlashAttention 3 (Hopper) only, in 0.10.0/0.10.1 anything on SM100
@@ -136,19 +140,38 @@ class VllmVersion:
         * a model class marked `SupportsV0Only` (`_V0_ONLY_UNTIL`): Jamba, Mamba and
           MiniMax-Text-01 to 0.10.0; Bamba, Mamba2, Zamba2, Falcon-H1, granite-4.0-h and
           Nemotron-H to 0.9.1; Plamo2 to 0.10.1; Phi-4-mini-flash and Llama 3.2 Vision
-          (mllama) throughout."""
+          (mllama) throughout;
+        * --quantization bitsandbytes to 0.8.2, gguf to 0.8.5 (`V1_UNSUPPORTED_QUANT`);
+          --dtype float32 to 0.9.1 (`V1_SUPPORTED_DTYPES`); --cpu-offload-gb to 0.8.2;
+        * --enable-lora and pipeline parallelism to 0.8.2 ("off by default": VLLM_USE_V1=1
+          runs them on V1); in 0.8.3-0.8.5 pipeline parallelism without the Ray executor
+          (kvplan takes vLLM's default executor, not Ray)."""
         if not self.at_least(0, 8) or self.at_least(0, 11):
             return None
-        nvidia = vendor == "nvidia"
-        if nvidia and self.v < (0, 10, 2) and cc_major(cc) < 8:
-            return f"compute capability {cc} is below V1's 8.0"
+        nvidia, early = vendor == "nvidia", not self.at_least(0, 8, 3)
         kvd = (kv_cache_dtype or "auto").lower()
-        if kvd != "auto" and not self._v1_stores_kv(kvd, cc, nvidia, mla):
-            return f"--kv-cache-dtype {kv_cache_dtype} is not one V1 stores on this GPU"
-        for arch in architectures:
-            until = _V0_ONLY_UNTIL.get(arch)
-            if until and self.v < until:
-                return f"{arch} is a V0-only model class"
+        quant = (quantization or "").lower()
+        strict = [
+            (nvidia and self.v < (0, 10, 2) and cc_major(cc) < 8,
+             f"compute capability {cc} is below V1's 8.0"),
+            (kvd != "auto" and not self._v1_stores_kv(kvd, cc, nvidia, mla),
+             f"--kv-cache-dtype {kv_cache_dtype} is not one V1 stores on this GPU"),
+            (quant == "gguf" and not self.at_least(0, 9) or quant == "bitsandbytes" and early,
+             f"--quantization {quant} is not served by V1"),
+            (str(dtype).lower() in ("float32", "float") and self.v < (0, 9, 2),
+             "--dtype float32 is not served by V1"),
+            (cpu_offload and early, "--cpu-offload-gb is not served by V1"),
+            (pp > 1 and not early and not self.at_least(0, 9),
+             "pipeline parallelism without the Ray executor is not served by V1"),
+        ]
+        strict += [(self.v < until, f"{arch} is a V0-only model class")
+                   for arch in architectures if (until := _V0_ONLY_UNTIL.get(arch))]
+        for hit, why in strict:
+            if hit:
+                return why, True
+        if early and (lora or pp > 1):
+            return ("--enable-lora" if lora else "pipeline parallelism") + " is off by " \
+                "default on V1", False
         return None
 
     @staticmethod
