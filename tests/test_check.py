@@ -1187,3 +1187,12 @@ def test_a_release_newer_than_modelled_is_checked_as_the_newest_and_said(capsys)
     code, _, err = run(capsys, "check", "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct",
                        "--gpu", "h100", "--vllm-version", "0.5.4")
     assert code == 2 and "outside the modelled range 0.6-0.33" in err
+
+
+def test_check_says_when_vllm_falls_back_to_v0(capsys):
+    # vLLM 0.9.2 serves an fp8 KV cache on an L40S (FlashAttention 2) only on its V0 engine
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen2.5-7B-Instruct "
+                           "--kv-cache-dtype fp8 --max-model-len 8192", "--gpu", "l40s",
+                           "--vllm-version", "0.9.2")
+    msg = one(rep["deployments"][0], "sizing-inputs")["message"]
+    assert "runs this start on its V0 engine: --kv-cache-dtype fp8" in msg
