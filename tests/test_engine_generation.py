@@ -71,6 +71,7 @@ def test_v100_on_0_8_5_is_sized_as_v0():
     m, g = resolve_model("Qwen/Qwen2.5-7B-Instruct"), resolve_gpu("v100-32gb")
     r = size(m, g, EngineArgs(max_model_len=32768, gpu_memory_utilization=0.9), "0.8.5")
     assert any("V0 engine: compute capability 7.0" in n for n in r.notes)
+    assert r.to_json()["engine"] == "v0" and not r.to_json()["model_runner_v2"]
     assert r.max_num_batched_tokens == 32768 and r.max_num_seqs == 256  # V0's defaults
     assert r.budget.available_kv / GiB == pytest.approx(9.88, abs=0.1)
     assert r.budget.activation / GiB == pytest.approx(4.35, abs=0.1)

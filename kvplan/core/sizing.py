@@ -224,6 +224,7 @@ class SizeResult:
     cudagraph_graphs: int = 0  # graphs the CUDA-graph estimate counts (0 when none is subtracted)
     cudagraph_mode: str = "FULL_AND_PIECEWISE"  # the CUDA-graph mode vLLM runs
     breakable_cudagraph: bool = False  # graphs broken around attention, no torch.compile
+    model_runner_v2: bool = False  # the V1 engine's model runner V2 (`use_v2_model_runner`)
     rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
     lora_bytes: int = 0  # LoRA adapter slots on the most loaded GPU, part of the weights
     draft_bytes: int = 0  # the speculative drafter's weights on the last stage's GPUs
@@ -254,6 +255,8 @@ class SizeResult:
             "gpu_memory_bytes": self.gpu_memory_bytes,
             "gpu_memory_estimated": self.gpu_memory_estimated,
             "vllm_version": self.version.text,
+            "engine": "v1" if self.version.v1 else "v0",
+            "model_runner_v2": self.model_runner_v2,
             "tensor_parallel_size": a.tensor_parallel_size,
             "pipeline_parallel_size": a.pipeline_parallel_size,
             "data_parallel_size": a.data_parallel_size,
@@ -1236,7 +1239,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         concurrency_at=conc_at, stages=stage_rows, notes=notes, vision_profile=enc,
         max_num_seqs_limit=seqs_limit,
         cudagraph_graphs=graphs if bud.cudagraph else 0, cudagraph_mode=graph_mode,
-        breakable_cudagraph=breakable and graph_mode != "NONE",
+        breakable_cudagraph=breakable and graph_mode != "NONE", model_runner_v2=v2,
         rope_cache_bytes=rope, lora_bytes=max(lora), draft_bytes=draft_bytes,
         draft_layers=len(drafted),
         load_extra_bytes=max(extra),
