@@ -217,3 +217,22 @@ def test_aiter_moe_shuffle_replaces_the_padded_weights():
     # without the padding only the last layer's originals stay cached
     assert extra("0.18", rocm_aiter=True, rocm_moe_padding=False) == (768 + 384) * MiB
     assert extra("0.18", rocm_aiter=True, rocm_aiter_moe=False) == 22_145_925_120
+
+
+def test_rocm_tp8_pool_follows_the_smallest_worker():
+    # 12 MI300X TP8 starts (DeepSeek-R1, Qwen3-235B, Llama-4-Maverick; 0.11.2-0.18) logged
+    # 0.416-0.429 GiB more available memory than their block counts hold: every worker takes
+    # the smallest worker's block count (`get_kv_cache_configs`). DeepSeek-R1 0.11.2: 87.09
+    # GiB logged, 82,769 blocks of 16 x 70,272 B
+    m = Model("r1", DEEPSEEK_V3)
+
+    def run(tp, **kw):
+        return size(m, MI300X, EngineArgs(tensor_parallel_size=tp, max_model_len=8192, **kw),
+                    "0.11.2")
+
+    r8 = run(8)
+    assert r8.budget.available_kv - r8.budget.kv_pool == 430 << 20
+    assert (round(87.09 * 2**30) - (430 << 20)) // (16 * 70272) == 82768  # logged 82,769
+    assert run(4).budget.kv_pool == run(4).budget.available_kv
+    given = run(8, kv_cache_memory_bytes=80 << 30)  # one figure for every worker
+    assert given.budget.kv_pool == given.budget.available_kv

@@ -96,6 +96,12 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "RCCL over 8 xGMI peers: TP8 MI300X starts of DeepSeek-R1 (0.11.2-0.18, 7 starts) "
         "and Qwen3-235B (0.11.2, 2) hold +2.8 to +3.0 GiB beyond the CUDA terms, 1.75 GiB "
         "more than TP1-TP4"),
+    "rocm_tp8_smallest_worker_mib": (
+        430.0, "MiB less KV memory on the smallest of 8 MI300X workers",
+        "every worker takes the smallest worker's block count (`get_kv_cache_configs`); the "
+        "12 MI300X TP8 starts of the Red Hat sweep (DeepSeek-R1, Qwen3-235B BF16 and FP8, "
+        "Llama-4-Maverick BF16 and FP8; 0.11.2-0.18) logged 0.416-0.429 GiB more available "
+        "memory than their block counts hold; TP1-TP4 MI300X and NVIDIA TP8 starts show none"),
     "non_torch_nvlink_tp8_mib": (
         430.0, "MiB per GPU more at TP >= 8 over NVLink (NVIDIA)",
         "TP8 starts on NVSwitch H200/B200 (54 starts, 0.11.0-0.20.0: DeepSeek-R1, V3.2, "
@@ -441,11 +447,14 @@ class Budget:
     available_kv: int  # what vLLM logs as "Available KV cache memory"
     kv_override: bool = False
     frontend_reserved: int = 0  # carved out after the log line (`mmdecode`)
+    rank_deficit: int = 0  # the smallest worker's shortfall against the logging one
 
     @property
     def kv_pool(self) -> int:
-        """What the KV cache gets: the logged figure less the frontend's reservation."""
-        return self.available_kv - self.frontend_reserved
+        """What the KV cache gets: the logged figure less the frontend's reservation and,
+        as every worker takes the smallest worker's block count (`get_kv_cache_configs`),
+        that worker's shortfall."""
+        return self.available_kv - self.frontend_reserved - self.rank_deficit
 
     @property
     def headroom(self) -> int:
@@ -460,7 +469,7 @@ REDUNDANCY_BUFFER = 150 * MiB
 
 def budget(total: int, utilization: float, weights: int, activation: int, non_torch_b: int,
            cudagraph: int, *, ceil_requested: bool, kv_cache_memory_bytes: int | None,
-           frontend_reserved: int = 0) -> Budget:
+           frontend_reserved: int = 0, rank_deficit: int = 0) -> Budget:
     requested = math.ceil(total * utilization) if ceil_requested else int(total * utilization)
     if kv_cache_memory_bytes is not None:
         return Budget(total, utilization, requested, weights, activation, non_torch_b, cudagraph,
@@ -468,7 +477,7 @@ def budget(total: int, utilization: float, weights: int, activation: int, non_to
                       frontend_reserved=frontend_reserved)
     avail = requested - weights - activation - non_torch_b - cudagraph
     return Budget(total, utilization, requested, weights, activation, non_torch_b, cudagraph,
-                  avail, frontend_reserved=frontend_reserved)
+                  avail, frontend_reserved=frontend_reserved, rank_deficit=rank_deficit)
 
 
 def gib(n: int) -> float:

@@ -1105,6 +1105,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        video=a.video_io, loader_env=a.video_loader_backend)
     if frontend.total:
         notes.append(frontend.note())
+    rank_deficit = 0  # ROCm TP8: the pool follows a worker below the one that logs
+    if gpu.vendor == "amd" and tp * pp >= 8 and a.kv_cache_memory_bytes is None:
+        rank_deficit = int(M.const("rocm_tp8_smallest_worker_mib") * MiB)
+        notes.append(f"ROCm at {tp * pp} GPUs: every worker takes the smallest worker's block "
+                     f"count, and MI300X TP8 starts' smallest worker held "
+                     f"{rank_deficit / GiB:.2f} GiB less than the one that logs 'Available KV "
+                     "cache memory' (empirical)")
     non_kv = 0  # the largest stage's memory besides the KV cache (--kv-cache-memory-bytes)
     for si, rng in enumerate(kv_stages):  # the drafter's layers on the last stage
         graph = graph_estimate(rng) if profiled and a.estimate_cudagraphs else 0
@@ -1113,7 +1120,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         bud = M.budget(gpu.memory_bytes, util, weights[si], stage_act, nt, graph,
                        ceil_requested=version.requested_is_ceiled,
                        kv_cache_memory_bytes=a.kv_cache_memory_bytes,
-                       frontend_reserved=frontend.total)
+                       frontend_reserved=frontend.total, rank_deficit=rank_deficit)
         layer_set = {k for k, li in enumerate(spec_layer) if li in rng}
         bpb = (B.bucketed_bytes_per_block if old_v4 and version.dsv4_bucketed_layout
                else B.tuple_bytes_per_block if old_v4 else B.bytes_per_block)(groups, layer_set)
