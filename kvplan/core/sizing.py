@@ -799,11 +799,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         cc, arch.is_sparse_mla, fp8_kv=kv.startswith("fp8"), vendor=gpu.vendor,
         qk_nope=int(arch.text_config.get("qk_nope_head_dim") or 1))
     user_bs = a.block_size
-    if user_bs and arch.is_mla and mla_block > 16 and gpu.vendor == "nvidia" and \
-            not version.at_least(0, 18) and user_bs % mla_block and not (
-                user_bs == 32 and mla_block == 64 and cc_major(cc) == 10):
-        # to 0.17 `check_and_update_config` forces the MLA backend's size over --block-size
-        # ("Forcing kv cache block size to 64 for FlashMLA backend"; FlashInfer-MLA keeps 32)
+    if user_bs and arch.is_mla and version.mla_forces_block(user_bs, mla_block, cc, gpu.vendor):
         notes.append(f"vLLM {version.text} forces --block-size {user_bs} to {mla_block} for "
                      "its MLA backend")
         user_bs = mla_block
@@ -830,7 +826,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
     v2 = version.v2_model_runner(arch.architectures, bool(arch.num_experts),
                                  arch.is_hybrid_state, gpu.vendor) or bool(
-        spec and spec.method == "dspark")  # DSpark runs on model runner V2 only
+        spec and spec.method == SD.DSPARK)  # DSpark runs on model runner V2 only
     v2_graphs, v2_fp32, v2_state, v2_mm = version.v2_profile() if v2 else (True, None, False,
                                                                           True)
     inflight = mnbt * version.inflight_batches(pp, v2)

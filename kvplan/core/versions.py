@@ -686,6 +686,16 @@ class VllmVersion:
             return 64
         return 128 if cc == (10, 0) or self.at_least(0, 13) else 16
 
+    def mla_forces_block(self, user_block: int, mla_block: int, compute_capability: str,
+                         vendor: str) -> bool:
+        """Up to 0.17 `check_and_update_config` forces the MLA backend's size over a
+        --block-size that is not a multiple of it ("Forcing kv cache block size to 64 for
+        FlashMLA backend"; FlashInfer-MLA keeps 32); from 0.18 the user's size is kept."""
+        return (vendor == "nvidia" and mla_block > 16 and not self.at_least(0, 18)
+                and user_block % mla_block != 0
+                and not (user_block == 32 and mla_block == 64
+                         and cc_major(compute_capability) == 10))
+
 
 def fp8_fnuz(cc: str | None) -> bool:
     """MI300-series GPUs (gfx94x) use the fnuz FP8 format (`RocmPlatform.is_fp8_fnuz`)."""
