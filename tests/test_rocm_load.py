@@ -232,6 +232,7 @@ def test_rocm_tp8_pool_follows_the_smallest_worker():
 
     r8 = run(8)
     assert r8.budget.available_kv - r8.budget.kv_pool == 430 << 20
+    assert r8.to_json()["smallest_worker_shortfall_bytes"] == 430 << 20
     assert (round(87.09 * 2**30) - (430 << 20)) // (16 * 70272) == 82768  # logged 82,769
     assert run(4).budget.kv_pool == run(4).budget.available_kv
     given = run(8, kv_cache_memory_bytes=80 << 30)  # one figure for every worker

@@ -294,6 +294,7 @@ class SizeResult:
             "safe_gpu_memory_utilization": self.safe_gpu_memory_utilization,
             "available_kv_bytes": b.available_kv,
             "frontend_mm_reserved_bytes": b.frontend_reserved,
+            "smallest_worker_shortfall_bytes": b.rank_deficit,
             "kv_pool_bytes": b.kv_pool,
             "kv_bytes_per_token": self.kv_bytes_per_token_replica,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,

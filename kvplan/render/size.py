@@ -66,6 +66,9 @@ def render_size(r: SizeResult, stream=None) -> None:
         *([("frontend decode", b.frontend_reserved, "magenta",
             f"taken from the logged {fmt_bytes(b.available_kv)} for the API server's "
             "multimodal decoding")] if b.frontend_reserved else []),
+        *([("smallest worker", b.rank_deficit, "magenta",
+            f"taken from the logged {fmt_bytes(b.available_kv)}: every worker takes the "
+            "smallest worker's blocks (empirical)")] if b.rank_deficit else []),
         ("headroom", b.headroom, "dim", f"the {1 - b.utilization:.2f} vLLM leaves unused" + (
             f"; {fmt_bytes(r.outside_budget_bytes)} of it taken after sizing"
             if r.outside_budget_bytes else "")) if not b.kv_override else
