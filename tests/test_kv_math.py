@@ -1071,3 +1071,24 @@ def test_group_size_rule_by_release():
     specs = [sw] * 10 + [full] * 13
     assert [len(make_groups(specs, VllmVersion.of(v).group_max_ratio))
             for v in ("0.17", "0.18")] == [3, 2]
+
+
+def test_deepseek_v4_startup_check_before_029_charges_the_tuple_layout():
+    # 0.23-0.28 `_max_memory_usage_bytes_from_groups` keeps a DeepSeek-V4 branch: a block
+    # costs (largest per-page count in a group) x (the MLA pages' sum), 22 x 47,808 B for
+    # Flash, checked against the whole pool; 0.29+ charge the stride and reserve the null
+    # block. Auto-fit at 8 GiB (re-derived from the 0.27.1 and 0.29.0 code)
+    from kvplan.sources.resolve import resolve_model
+
+    flash = resolve_model("deepseek-ai/DeepSeek-V4-Flash")
+
+    def fit(version, gib=8, mml=-1):
+        return size(flash, H200, EngineArgs(tensor_parallel_size=8, kv_cache_dtype="fp8",
+                                            max_model_len=mml,
+                                            kv_cache_memory_bytes=round(gib * GiB)), version)
+
+    assert fit("0.27.1").max_model_len == 380160
+    assert fit("0.29").max_model_len == 483072
+    r = fit("0.27.1", 10.3, 1048576)  # the 0.33 layout alone would take it
+    assert not r.fits and "needs 10.56 GiB" in r.failure
+    assert fit("0.29", 10.3, 1048576).fits

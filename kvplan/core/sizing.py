@@ -1126,9 +1126,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                            "available_kv_bytes": bud.available_kv, "bytes_per_block": bpb,
                            "num_gpu_blocks": nblocks})
         if best is None or nblocks < best[0]:
-            best = (nblocks, bud, bpb)
+            # DeepSeek-V4 before 0.29: the start-up check charges the tuple layout's bytes
+            # per block (`_max_memory_usage_bytes_from_groups`), whatever the allocation
+            check_bpb = (B.tuple_bytes_per_block(groups, layer_set)
+                         if arch.packed_kv and not version.at_least(0, 29) else bpb)
+            best = (nblocks, bud, bpb, check_bpb)
     assert best is not None
-    num_blocks, bud, bpb = best
+    num_blocks, bud, bpb, check_bpb = best
     if not groups:
         num_blocks = 1  # attention-free: vLLM keeps one dummy block
         notes.append("attention-free model: no KV cache, state only")
@@ -1137,10 +1141,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # the start-up check and the auto-fit
     per_layer_check = version.v1 and not version.at_least(0, 14)
-    avail_for_check = bud.kv_pool - (bpb if version.at_least(0, 33) else 0)
+    # 0.29+ plan against the usable blocks: the null block is reserved
+    # (`get_kv_cache_configs`, `_check_enough_kv_cache_memory`)
+    avail_for_check = bud.kv_pool - (bpb if version.at_least(0, 29) else 0)
     if a.num_gpu_blocks_override:
         avail_for_check = num_blocks * bpb
-    largest = (B.estimate_max_model_len(groups, avail_for_check, derived, inflight, bpb,
+    largest = (B.estimate_max_model_len(groups, avail_for_check, derived, inflight, check_bpb,
                                         per_layer=per_layer_check) if groups else derived)
     # vLLM's own "to fully utilize gpu memory" suggestion leaves the same 150 MiB
     kv_max = max(gpu.memory_bytes - non_kv - M.REDUNDANCY_BUFFER, 0)
@@ -1177,7 +1183,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             mml = min(largest, derived)
             mml_src = f"auto-fit (largest that fits, config allows {derived})"
     elif groups:
-        need = B.needed_bytes(groups, mml, inflight, bpb, per_layer=per_layer_check)
+        need = B.needed_bytes(groups, mml, inflight, check_bpb, per_layer=per_layer_check)
         if need > avail_for_check:
             fits = False
             failure = (f"max_model_len {mml} needs {need / GiB:.2f} GiB of KV cache for one "

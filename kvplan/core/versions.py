@@ -65,14 +65,18 @@ def parse_version_bounds() -> tuple[tuple[int, int], tuple[int, int]]:
     return lo, hi  # type: ignore[return-value]
 
 
-# `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES` (config/vllm.py) in the 0.24 and 0.26/0.27.1 wheels
+# `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES` (config/vllm.py): 0.24 lists these only; from 0.25
+# the MoE architectures listed by release join the dense ones (0.24.0-0.28.0 wheels)
 V2_RUNNER_ARCHS_024 = frozenset({
     "Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
     "LlamaForCausalLM", "MistralForCausalLM"})
-V2_RUNNER_ARCHS_026 = frozenset({
-    "DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
-    "InklingForConditionalGeneration", "KimiK3ForConditionalGeneration",
-    "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM", "DeepseekV4ForCausalLM"})
+_V2_RUNNER_MOE = (  # (first release, architectures), cumulative
+    ((0, 25), {"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}),
+    ((0, 26), {"InklingForCausalLM", "InklingForConditionalGeneration",
+               "LongcatFlashNgramForCausalLM"}),
+    ((0, 27), {"KimiK3ForConditionalGeneration"}),
+    ((0, 28), {"DeepseekV4ForCausalLM"}),
+)
 
 
 # `SupportsV0Only` generative classes by registry name: the first release whose V1 serves
@@ -523,7 +527,9 @@ class VllmVersion:
         if self.at_least(0, 29):
             return not (vendor == "amd" and any(a in _V1_ON_ROCM for a in architectures))
         if self.at_least(0, 25):
-            return any(a in V2_RUNNER_ARCHS_026 for a in architectures) or not (moe or hybrid)
+            listed = set().union(*(names for since, names in _V2_RUNNER_MOE
+                                   if self.at_least(*since)))
+            return any(a in listed for a in architectures) or not (moe or hybrid)
         if self.at_least(0, 24):
             return any(a in V2_RUNNER_ARCHS_024 for a in architectures)
         return False
