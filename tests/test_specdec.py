@@ -301,3 +301,20 @@ def test_dspark_probabilistic_logits_and_scheduled_tokens():
         start("0.26", max_num_batched_tokens=2048)
     assert e.value.flag == "max_num_batched_tokens"
     assert start("0.28", max_num_batched_tokens=2048).fits
+
+
+def test_multi_module_mtp_widens_sliding_windows_from_028():
+    # `SlidingWindowSpec.extra_retained_tokens` (0.28+): k - 1 more tokens kept in every
+    # window when more than one MTP module drafts (Step-3.7-Flash: 3 MTP layers, window 512)
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h200 = resolve_model("stepfun-ai/Step-3.7-Flash"), resolve_gpu("h200")
+
+    def windows(version, k):
+        spec = from_config({"method": "mtp", "num_speculative_tokens": k})
+        r = size(m, h200, EngineArgs(tensor_parallel_size=8, max_model_len=65536,
+                                     kv_cache_memory_bytes=40 * GiB, speculative=spec), version)
+        return {g.spec.window for g in r.groups if g.spec.window}
+
+    assert windows("0.28", 3) == {514} and windows("0.28", 1) == {512}
+    assert windows("0.27.1", 3) == {512}

@@ -818,6 +818,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                     disable_hybrid=disable_hybrid)
     if a.decode_context_parallel_size > 1:
         specs = _dcp_specs(specs, a.decode_context_parallel_size)
+    if spec and version.at_least(0, 28) and SD.multi_module_mtp(arch, spec):
+        # 0.28+ keep k - 1 more tokens inside every sliding window for a chain of MTP modules
+        # (`SlidingWindowSpec.extra_retained_tokens`; 0.33 `num_prefill_lookahead_tokens`)
+        specs = [replace(x, window=x.window + k_spec - 1) if x is not None and x.window
+                 else x for x in specs]
     old_v4 = arch.packed_kv and (version.dsv4_tuple_layout or version.dsv4_bucketed_layout)
     if old_v4:
         specs = B.tuple_padded(specs)

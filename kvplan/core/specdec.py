@@ -234,6 +234,12 @@ def check_scheduled_tokens(spec: SpecDecode, version: VllmVersion, mnbt: int, se
                             "--max-num-seqs", flag="max_num_batched_tokens")
 
 
+def multi_module_mtp(arch: ModelArch, spec: SpecDecode) -> bool:
+    """MTP drafting through more than one module (`SpeculativeConfig.use_multi_module_mtp`:
+    min(MTP layers, k) > 1)."""
+    return spec.method == "mtp" and min(mtp_layer_count(arch), spec.num_speculative_tokens) > 1
+
+
 def draft_arch(spec: SpecDecode) -> ModelArch | None:
     return normalize(spec.draft.config) if spec.draft is not None else None
 
