@@ -5,8 +5,9 @@
   and groups (`v1/worker/gpu_model_runner.py`, `v1/core/kv_cache_utils.py`). MTP adds
   `num_nextn_predict_layers` / `mtp_num_hidden_layers` layers shaped like the target's
   full-attention (or MLA) layer, whatever `num_speculative_tokens` is (the layers are reused);
-  EAGLE / EAGLE-3 / DFlash / draft models add the draft config's layers. All of them sit on
-  the last pipeline stage and are split by the target's TP.
+  EAGLE / EAGLE-3 / DFlash / draft models add the draft config's layers; DSpark (0.25+, V2
+  runner) adds DeepSeek-V4's `n_mtp_layers` sliding-window stages or its draft's layers. All
+  of them sit on the last pipeline stage and are split by the target's TP.
 * Mamba / linear-attention states: the conv state keeps `d_conv - 1 + k` columns
   (`MambaStateShapeCalculator`: GDN from 0.10.2, Mamba2 0.17, KDA 0.28, ShortConv 0.29; never
   Mamba1), and from 0.15 the start-up accounting reserves k more state blocks per request
@@ -16,8 +17,12 @@
   DeepSeek / GLM MTP's own `shared_head.head` only from 0.16 (`_maybe_share_lm_head`).
 * CUDA graphs: capture sizes scale with 1 + k (`core/memory.py cudagraph_capture_sizes`).
 
-Not modelled: the drafter's share of the profile run's peak (0 to 1 GiB measured), its
-persistent buffers (0.27+, about 128 MiB per 8k tokens), medusa and parallel drafting.
+* Probabilistic draft sampling keeps a [max_num_seqs, k, vocab] logits cache on V2 (sized in
+  `sizing`); 0.25-0.27 keep k - 1 token slots per request for DFlash / DSpark's parallel
+  drafting (`check_scheduled_tokens`).
+
+Not modelled: the drafter's share of the profile run's peak (0 to 1 GiB measured), its other
+persistent buffers (0.27+, about 128 MiB per 8k tokens) and medusa.
 """
 
 from __future__ import annotations
