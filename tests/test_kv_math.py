@@ -1091,4 +1091,6 @@ def test_deepseek_v4_startup_check_before_029_charges_the_tuple_layout():
     assert fit("0.29").max_model_len == 483072
     r = fit("0.27.1", 10.3, 1048576)  # the 0.33 layout alone would take it
     assert not r.fits and "needs 10.56 GiB" in r.failure
+    # the weights fit: the hint is about the context, not a quantized checkpoint
+    assert "lower --max-model-len" in r.notes[-1] and "quantized" not in r.notes[-1]
     assert fit("0.29", 10.3, 1048576).fits

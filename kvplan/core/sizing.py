@@ -1203,7 +1203,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                    f"model needs its own block; use --max-num-seqs {num_blocks} or fewer "
                    "(or --enforce-eager, or cudagraph_mode PIECEWISE in --compilation-config)")
     if not fits and hints:
-        notes.append(_fit_hint(model, gpu, a, vllm_version, arch))
+        notes.append(_fit_hint(model, gpu, a, vllm_version, arch,
+                               kv_bound=str(failure).startswith("max_model_len")))
 
     bpr = B.blocks_per_request(groups, mml, inflight) if groups else 1
     conc = num_blocks / bpr if bpr else 0.0
@@ -1417,7 +1418,7 @@ def _activation_shape(arch: ModelArch, expert_tp: int, tp: int,
 
 
 def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
-              arch: ModelArch) -> str:
+              arch: ModelArch, *, kv_bound: bool = False) -> str:
     """The smallest change that makes vLLM start: fewer LoRA slots, more TP, then an FP8 KV
     cache."""
     lora, tries = "", []
@@ -1433,14 +1434,14 @@ def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
             kv = r.budget.available_kv / GiB
             lora = f"fits with {flag} {list(change.values())[-1]} ({kv:.2f} GiB of KV per GPU)"
             break
-    layout = _fit_hint_layout(model, gpu, a, version, arch)
+    layout = _fit_hint_layout(model, gpu, a, version, arch, kv_bound)
     if lora:
         return lora + (f"; or {layout}" if layout.startswith("fits") else "")
     return layout
 
 
 def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
-                     arch: ModelArch) -> str:
+                     arch: ModelArch, kv_bound: bool) -> str:
     heads = arch.num_attention_heads or 1
     for tp in () if gpu.mig_profile else (2, 4, 8, 16):  # no TP across MIG slices
         if tp <= a.tensor_parallel_size or heads % tp:
@@ -1456,6 +1457,10 @@ def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
             r = None
         if r is not None and r.fits:
             return "fits with --kv-cache-dtype fp8"
+    if kv_bound:  # the weights fit; one request's KV cache does not
+        return ("no TP up to 16" + (" and no fp8 KV cache" if a.kv_cache_dtype == "auto"
+                                    else "") + " fits one request: lower --max-model-len to "
+                "the largest that fits, or give the KV cache more memory")
     if gpu.mig_profile:
         return "does not fit on this MIG slice: use a larger profile or a quantized checkpoint"
     return "does not fit at TP up to 16: use a quantized checkpoint, a larger GPU or PP"
