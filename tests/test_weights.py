@@ -514,3 +514,20 @@ def test_trtllm_nvfp4_moe_pads_rows_and_hidden_on_blackwell(capsys):
     assert abs(weights("0.20.2") - base - per * (1920 * 2816 - 1856 * 2688)) < 64
     # Hopper: no TRT-LLM path, only the router's fp32 -> bf16
     assert weights("0.16.0", "h200") - weights("0.20.2", "h200") == 23 * 128 * 2688 * 2
+
+
+def test_checkpoint_mtp_modules_are_not_loaded():
+    # DeepSeek-V3's 688,586,727,753 B include the 14B-parameter MTP module (layer 61 with its
+    # own embedding and shared head), which vLLM skips without MTP drafting: the exact size
+    # now rescales to the 61-layer estimate (79.53 GiB per GPU at TP8), not 2.3 % above it
+    from dataclasses import replace
+
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    h200 = resolve_gpu("h200")
+    for name, tp in (("deepseek-ai/DeepSeek-V3", 8), ("Qwen/Qwen3.5-122B-A10B", 4)):
+        m = resolve_model(name)
+        exact = size(m, h200, EngineArgs(tensor_parallel_size=tp, max_model_len=8192), "0.20")
+        est = size(replace(m, weights_bytes=None), h200,
+                   EngineArgs(tensor_parallel_size=tp, max_model_len=8192), "0.20")
+        assert abs(exact.budget.weights / est.budget.weights - 1) < 0.001

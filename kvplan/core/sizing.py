@@ -65,6 +65,7 @@ from kvplan.core.params import (
     rope_cache_bytes,
     weight_bytes,
 )
+from kvplan.core.specdec import mtp_checkpoint_bytes
 from kvplan.core.tensors import TensorSummary
 from kvplan.core.versions import VllmVersion, cc_major
 from kvplan.errors import BadInput
@@ -563,8 +564,11 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
              + sum(x.replicated - x.repl_quant for x in pc.layers))
             * wb.other
             + pc.lm_head * wb.lm_head_bytes)
-    est_total = quantizable + rest
-    skipped = (pc.vision + pc.audio - vision) * wb.other + (
+    # the MTP modules a checkpoint carries, which vLLM skips unless it drafts with them (then
+    # `specdec.draft_weight_bytes` adds them): stored, so part of an exact size
+    mtp = mtp_checkpoint_bytes(arch, d, model.hf_quant_config) if model.weights_bytes else 0
+    est_total = quantizable + rest + mtp
+    skipped = (pc.vision + pc.audio - vision) * wb.other + mtp + (
         0 if kv_unused else sum(x.kv_unused for x in pc.layers) * wb.linear * online)
     scale, total, estimated = 1.0, quantizable * online + rest - skipped, True
     if model.weights_bytes:

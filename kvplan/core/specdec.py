@@ -277,6 +277,42 @@ def widen_states(layers: list[Layer], k: int, version: VllmVersion) -> list[Laye
     return out
 
 
+def _mtp_module_bytes(arch: ModelArch, d: int, hf_quant: dict[str, Any] | None, tp: int,
+                      ep: int) -> float:
+    """One MTP module on one GPU: the target's last full-attention layer (with its MLP or
+    experts) at the checkpoint's bytes per parameter, in the model dtype when the
+    quantization excludes `mtp` modules (NVIDIA's and Red Hat's NVFP4 releases), plus the
+    2H x H projection that joins embedding and hidden state."""
+    from kvplan.core.params import count_params, weight_bytes
+
+    h = arch.hidden_size
+    lp = count_params(arch).layers[_mtp_source(arch)]
+    quant = hf_quant or arch.quantization or {}
+    excluded = "mtp" in str({k: v for k, v in quant.items()
+                             if k in ("exclude_modules", "ignore", "modules_to_not_convert",
+                                      "ignored_layers", "quantization")})
+    wb = weight_bytes(arch, d, None, hf_quant)
+    lin, exp = (d, d) if excluded or not quant else (wb.linear, wb.expert)
+    kv_local = lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads else 0
+    return ((lp.split / tp + kv_local) * lin + lp.replicated * d + lp.expert / ep * exp
+            + 2 * h * h / tp * d)
+
+
+def mtp_checkpoint_bytes(arch: ModelArch, d: int, hf_quant: dict[str, Any] | None) -> int:
+    """Bytes of the MTP modules a checkpoint stores beside the model (0 without any), which
+    vLLM skips unless it drafts with them (`DeepseekV2ForCausalLM.load_weights`: layers past
+    `num_hidden_layers`; Qwen3.5 / Qwen3-Next: `mtp.*`). DeepSeek-V3's layer 61 also keeps
+    its own embedding and `shared_head.head` copies (the 14B-parameter MTP module of its
+    685B total)."""
+    t = arch.text_config
+    n = t.get("num_nextn_predict_layers", t.get("mtp_num_hidden_layers"))
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        return 0
+    own_vocab = 2 * arch.vocab_size * arch.hidden_size * d if arch.model_type.startswith(
+        "deepseek") else 0
+    return int(n * (_mtp_module_bytes(arch, d, hf_quant, 1, 1) + own_vocab))
+
+
 def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d: int,
                        hf_quant: dict[str, Any] | None, version: VllmVersion) -> tuple[int, bool]:
     """Bytes the drafter adds on one GPU of the last stage, and whether they are estimated.
@@ -304,21 +340,11 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
         markov = 2 * arch.vocab_size * rank / tp * d  # w1 embedding, w2 head, vocab-split
         return int(dspark_stages(arch) * layer + main_proj + markov), True
     if spec.method == "mtp":
-        lp = count_params(arch).layers[_mtp_source(arch)]
-        quant = hf_quant or arch.quantization or {}
-        excluded = "mtp" in str({k: v for k, v in quant.items()
-                                 if k in ("exclude_modules", "ignore", "modules_to_not_convert",
-                                          "ignored_layers", "quantization")})
-        wb = weight_bytes(arch, d, None, hf_quant)
-        lin, exp = (d, d) if excluded or not quant else (wb.linear, wb.expert)
-        kv_local = (lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads
-                    else 0)
-        layer = ((lp.split / tp + kv_local) * lin + lp.replicated * d + lp.expert / ep * exp
-                 + 2 * h * h / tp * d)
         head = arch.vocab_size * h / tp * d if (
             arch.model_type.startswith(("deepseek", "glm4_moe", "glm_moe"))
             and not version.at_least(0, 16)) else 0
-        return int(mtp_layer_count(arch) * (layer + head)), True
+        return int(mtp_layer_count(arch) * (_mtp_module_bytes(arch, d, hf_quant, tp, ep)
+                                            + head)), True
     da = draft_arch(spec)
     if da is None:
         return 0, False
