@@ -436,9 +436,11 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
         if algo == "MIXED_PRECISION" and q.get("quantized_layers"):
             return _modelopt_mixed(q, d)
         lin = _modelopt_bytes(algo, q.get("group_size"))
-        if q.get("exclude_modules"):
-            return _mixed_by_ignore(ignored_fractions(q["exclude_modules"], arch, globs=True),
-                                    lin, d)
+        # hf_quant_config.json's `exclude_modules`, or config.json's `ignore` (vLLM reads
+        # either: `ModelOptQuantConfigBase.from_config`, fnmatch patterns both)
+        excluded = q.get("exclude_modules") or q.get("ignore")
+        if excluded:
+            return _mixed_by_ignore(ignored_fractions(excluded, arch, globs=True), lin, d)
     elif method in ("nvfp4",):
         lin = NVFP4_BYTES
     elif method == "mxfp4":
