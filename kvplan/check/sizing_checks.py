@@ -230,7 +230,7 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
                      tensor_parallel_size=a.tensor_parallel_size)
     if r.version.engine_v0:  # 0.8-0.10 moved this start to V0: say so where it was sized
         passed = next(f for f in out.findings if f.id == "sizing-inputs")
-        passed.message += "; " + next(n for n in r.notes if "on its V0 engine" in n)
+        passed.message += f"; {r.engine_note}"
     if not _weights(out, p, r):
         for cid in SIZED[2:]:
             out.add(cid, SKIP, "not sized: the weights do not fit")

@@ -225,6 +225,7 @@ class SizeResult:
     cudagraph_graphs: int = 0  # graphs the CUDA-graph estimate counts (0 when none is subtracted)
     cudagraph_mode: str = "FULL_AND_PIECEWISE"  # the CUDA-graph mode vLLM runs
     breakable_cudagraph: bool = False  # graphs broken around attention, no torch.compile
+    engine_note: str | None = None  # why this start runs on an engine other than the default
     model_runner_v2: bool = False  # the V1 engine's model runner V2 (`use_v2_model_runner`)
     rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
     lora_bytes: int = 0  # LoRA adapter slots on the most loaded GPU, part of the weights
@@ -601,11 +602,14 @@ def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
             quantization=a.quantization, dtype=a.dtype, cpu_offload=a.cpu_offload_gb > 0,
             lora=a.enable_lora, pp=a.pipeline_parallel_size)
         why, strict = fallback or ("", False)
-        if why and a.use_v1 and strict:  # `_raise_or_fallback`
-            raise BadInput(f"VLLM_USE_V1=1 with vLLM {v}: {why}, so vLLM refuses to start",
-                           hint="unset VLLM_USE_V1 to let it fall back to V0")
-        if (not why or a.use_v1) and a.use_v1 is not False:  # `_warn_or_fallback`: V1
-            return version, None
+        if a.use_v1 is not False:  # VLLM_USE_V1 unset or 1
+            if not why:
+                return version, None
+            if a.use_v1:  # `_raise_or_fallback` refuses; `_warn_or_fallback` runs V1
+                if strict:
+                    raise BadInput(f"VLLM_USE_V1=1 with vLLM {v}: {why}, so vLLM refuses to "
+                                   "start", hint="unset VLLM_USE_V1 to let it fall back to V0")
+                return version, None
         engine = replace(version, engine_v0=True)
         note = (f"vLLM {v} runs this start on its V0 engine: "
                 + (f"{why} (V1 falls back, `_is_v1_supported_oracle`)" if why
@@ -1260,6 +1264,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         max_num_seqs_limit=seqs_limit,
         cudagraph_graphs=graphs if bud.cudagraph else 0, cudagraph_mode=graph_mode,
         breakable_cudagraph=breakable and graph_mode != "NONE", model_runner_v2=v2,
+        engine_note=engine_note,
         rope_cache_bytes=rope, lora_bytes=max(lora), draft_bytes=draft_bytes,
         draft_layers=len(drafted),
         load_extra_bytes=max(extra),

@@ -160,7 +160,6 @@ def check_version(spec: SpecDecode, version: VllmVersion) -> None:
                        flag="speculative_config")
 
 
-
 def mtp_layer_count(arch: ModelArch) -> int:
     t = arch.text_config
     n = t.get("num_nextn_predict_layers", t.get("mtp_num_hidden_layers"))
@@ -328,8 +327,6 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
 
     h = arch.hidden_size
     if spec.method == DSPARK and spec.draft is None:  # DeepSeek-V4's own mtp.* stages
-        from kvplan.core.params import count_params, weight_bytes
-
         lp = count_params(arch).layers[_mtp_source(arch)]
         wb = weight_bytes(arch, d, None, hf_quant)
         t = arch.text_config
