@@ -148,7 +148,8 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
              "--model", "--decode-context-parallel-size", "--hf-overrides", "--rope-scaling",
              "--mamba-ssm-cache-dtype", "--mamba-cache-dtype", "-dpl", "--enable-lora",
              "--all2all-backend", "--enable-expert-parallel", "--max-loras", "--max-lora-rank",
-             "--fully-sharded-loras", "--speculative-config", "--lora-target-modules"]
+             "--fully-sharded-loras", "--speculative-config", "--lora-target-modules",
+             "--kv-cache-dtype-skip-layers"]
     values = ["1", "0", "-1", "8", "3", "auto", "1e9", "nan", "inf", "32k", "{", "{}",
               '{"cudagraph_mode": 5}', '{"max_cudagraph_capture_size": "x"}', '{"video": []}',
               "[1]", "fp8", "bogus", "", "1.5", '{"num_hidden_layers": "x"}',
@@ -161,7 +162,9 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
               '{"model": "nope/nope", "num_speculative_tokens": 2}', "64", "512",
               "q_proj v_proj", "experts", "lm_head,embed_tokens",
               '{"method": "dspark", "num_speculative_tokens": 7}',
-              '{"method": "dspark", "model": "deepseek-ai/dspark_qwen3_8b_block7"}']
+              '{"method": "dspark", "model": "deepseek-ai/dspark_qwen3_8b_block7"}',
+              "nvfp4", "turboquant_4bit_nc", "int4_per_token_head", "octave_k3v4",
+              "ultraquant_4bit", "nvfp4_ds_mla", "0 1 sliding_window", "31,x"]
     model_ids = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
                  "nvidia/Qwen3.6-27B-NVFP4", "Qwen/Qwen3-30B-A3B",
                  "deepseek-ai/DeepSeek-R1", "ibm-granite/granite-4.0-h-small", "nope/nope",
@@ -172,7 +175,7 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
         for _ in range(rng.randint(0, 6)):
             toks += [rng.choice(flags), rng.choice(values)]
         cmd = " ".join(shlex.quote(t) for t in toks)
-        said = crash(["check", "--cmd", cmd, "--gpu", rng.choice(["h100", "l4", "mi300x"]),
+        said = crash(["check", "--cmd", cmd, "--gpu", rng.choice(["h100", "l4", "mi300x", "b200"]),
                          "--vllm-version", rng.choice(["0.33", "0.28", "0.20", "0.11",
                                                        "0.9.2", "0.26"])])
         if said:

@@ -45,7 +45,14 @@ def size_cmd(
     max_model_len: Optional[str] = typer.Option(None, "--max-model-len",
                                                 help="32768, 32K (=32768), 32k (=32000), "
                                                 "-1/auto to auto-fit."),
-    kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype"),
+    kv_cache_dtype: str = typer.Option(
+        "auto", "--kv-cache-dtype", help="auto, bfloat16, float16, fp8 (fp8_e4m3, fp8_e5m2, "
+        "fp8_inc), and from vLLM 0.20 the quantized formats: int8/fp8/int4_per_token_head, "
+        "nvfp4, nvfp4_4over6, nvfp4_ds_mla, turboquant_k8v4/4bit_nc/k3v4_nc/3bit_nc, "
+        "ultraquant_4bit, octave_* (see `kvplan size --help` and docs/methodology.md §2b)."),
+    kv_cache_dtype_skip_layers: Optional[str] = typer.Option(
+        None, "--kv-cache-dtype-skip-layers", help="Layers kept in the model dtype, as vLLM's "
+        "flag (0.19+): indices and/or sliding_window, commas or spaces ('0 1 30 31')."),
     gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization"),
     kv_cache_memory_bytes: Optional[str] = typer.Option(None, "--kv-cache-memory-bytes",
                                                         help="Skip profiling: KV memory per "
@@ -176,6 +183,8 @@ def size_cmd(
         decode_context_parallel_size=decode_context_parallel_size,
         enable_expert_parallel=enable_expert_parallel,
         max_model_len=mml, kv_cache_dtype=kv_cache_dtype,
+        kv_cache_dtype_skip_layers=tuple((kv_cache_dtype_skip_layers or "").replace(
+            ",", " ").split()),
         gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kvb,
         block_size=block_size, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=parse_vllm_int(max_num_batched_tokens,

@@ -272,14 +272,18 @@ def test_sizing_inputs(capsys):
     f = one(rep["deployments"][0], "sizing-inputs")
     assert f["status"] == "fail" and f["message"] == "cannot size: no GPU type"
     assert code == 1
-    # a KV cache dtype vLLM 0.33 accepts but kvplan does not model: fail closed, say why
+    # a quantized KV cache dtype (0.20+) is sized: NVFP4 on a B200 (SM100)
     code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --kv-cache-dtype nvfp4",
                            "--gpu", "b200")
     dep = rep["deployments"][0]
-    f = one(dep, "sizing-inputs")
-    assert f["status"] == "fail" and "kvplan does not model --kv-cache-dtype nvfp4" in \
-        f["message"]
+    assert one(dep, "sizing-inputs")["status"] == "pass"
     assert one(dep, "flag-values")["status"] == "pass"
+    # ... and refused where vLLM has no backend for it (NVFP4 off SM100 before 0.32)
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --kv-cache-dtype nvfp4",
+                           "--gpu", "h100", "--vllm-version", "0.31")
+    f = one(rep["deployments"][0], "flag-values")
+    assert f["status"] == "fail" and "no attention backend for --kv-cache-dtype nvfp4" in \
+        f["message"]
     # the annotation names the model the path holds
     code, rep = check_json(capsys, FIX / "deployment-model-path.yaml")
     dep = rep["deployments"][0]
@@ -518,8 +522,6 @@ def test_speculative_decoding_and_connectors_warn(capsys):
     # 0.33's speculative shorthand and the other flags sized without
     for extra, says in (("--spec-method eagle3 --spec-model x/y --spec-tokens 3",
                          "speculative draft model"),
-                        ("--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window",
-                         "wider KV dtype"),
                         ("--disable-sliding-window", "--disable-sliding-window"),
                         ("--enable-eplb", "redundant experts"),
                         ("--prefill-context-parallel-size 2", "the KV cache differs")):

@@ -408,6 +408,8 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
             return
         elif fld == "cudagraph_capture_sizes":
             value = parse_int_list(f.value, what=f.key)
+        elif fld == "kv_cache_dtype_skip_layers":  # nargs="+": indices / sliding_window
+            value = tuple(f.value.replace(",", " ").split())
         elif fld == "lora_target_modules":  # nargs="+": the names, space separated
             from kvplan.core.lora import parse_target_modules
 

@@ -202,7 +202,13 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         r = size(model, gpu, a, version)
     except BadInput as e:
         passed = next(f for f in out.findings if f.id == "sizing-inputs")
-        if "dtype" in e.message and _engine_accepts_kv_dtype(p, version):
+        if e.message.startswith("kvplan does not"):
+            passed.status, passed.fix = FAIL, "add kvplan.io/ignore: sizing-inputs to skip sizing"
+            passed.message = f"cannot size: {e.message}"
+        elif e.flag == "kv_cache_dtype":  # vLLM has no backend for it here
+            out.add("flag-values", FAIL, f"{e.message}: the engine refuses to start",
+                    p.loc_of("kv_cache_dtype"), fix=e.hint or "fix the flag")
+        elif "dtype" in e.message and _engine_accepts_kv_dtype(p, version):
             passed.status, passed.fix = FAIL, "add kvplan.io/ignore: sizing-inputs to skip sizing"
             passed.message = (f"cannot size: kvplan does not model --kv-cache-dtype "
                               f"{p.values['kv_cache_dtype']} (vLLM accepts it)")
@@ -285,8 +291,6 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
         ("speculative_config", f"the speculative draft model ({spec_why})"
          if a.speculative is None else ""),
         ("kv_transfer_config", "the KV connector's buffers"),
-        ("kv_cache_dtype_skip_layers", "the layers --kv-cache-dtype-skip-layers keeps in a "
-         "wider KV dtype"),
         ("disable_sliding_window", "--disable-sliding-window (sliding-window layers kept "
          "whole, the length capped at the window)"),
         ("enable_eplb", "the redundant experts of --enable-eplb")) if p.values.get(fld) and what]

@@ -29,6 +29,12 @@ from kvplan.core.arch import (
     StateLayer,
 )
 from kvplan.core.dtypes import FP8_DS_MLA_BYTES_PER_TOKEN, dtype_bytes
+from kvplan.core.kvquant import (
+    NVFP4_DS_MLA,
+    NVFP4_DS_MLA_BYTES,
+    head_token_bytes,
+    is_quantized,
+)
 from kvplan.errors import BadInput
 from kvplan.units import cdiv
 
@@ -101,9 +107,26 @@ class Spec:
 
 @dataclass(frozen=True)
 class KvDtypes:
-    kv: str  # resolved kv cache dtype name ('bfloat16', 'fp8', 'fp8_ds_mla', ...)
+    kv: str  # resolved kv cache dtype name ('bfloat16', 'fp8', 'fp8_ds_mla', 'nvfp4', ...)
     conv: str  # Mamba conv state dtype
     ssm: str  # Mamba SSM / recurrent state dtype
+    # a quantized format's exceptions (core/kvquant.py): the model dtype, the layers kept in
+    # it (--kv-cache-dtype-skip-layers and TurboQuant's boundary layers), the rotary width
+    # (Octave) and the format sliding-window layers are sized as when that differs (int4 in
+    # 0.25-0.27, whose SlidingWindowSpec has no int4 branch: the 8-bit size)
+    model: str = ""
+    skip: frozenset[int] = frozenset()
+    skip_sliding: bool = False
+    rope_dim: int = 0
+    sliding_kv: str = ""
+
+    def for_layer(self, index: int, layer: AttnLayer) -> str:
+        """The KV dtype one attention layer stores."""
+        if index in self.skip or (self.skip_sliding and layer.kind == SLIDING):
+            return self.model
+        if self.sliding_kv and layer.kind == SLIDING:
+            return self.sliding_kv
+        return self.kv
 
 
 def kv_heads_per_gpu(total: int, tp: int) -> int:
@@ -112,13 +135,17 @@ def kv_heads_per_gpu(total: int, tp: int) -> int:
 
 
 @lru_cache(maxsize=4096)
-def attn_bytes_per_token(layer: AttnLayer, tp: int, kv: str) -> int:
+def attn_bytes_per_token(layer: AttnLayer, tp: int, kv: str, rope_dim: int = 0) -> int:
     """Bytes one token costs in one attention layer on one GPU."""
     if layer.kind == MLA:
         if kv == "fp8_ds_mla":
             return FP8_DS_MLA_BYTES_PER_TOKEN
+        if kv == NVFP4_DS_MLA:
+            return NVFP4_DS_MLA_BYTES
         return layer.head_size * dtype_bytes(kv)  # latent replicated on every TP rank
     heads = kv_heads_per_gpu(layer.num_kv_heads, tp)
+    if is_quantized(kv):
+        return heads * head_token_bytes(kv, layer.head_size, layer.head_size_v, rope_dim)
     return heads * (layer.head_size + layer.head_size_v) * dtype_bytes(kv)
 
 
@@ -183,7 +210,8 @@ def choose_block_size(arch: ModelArch, *, user_block_size: int | None, mla_block
     if not states or not attns:
         return BlockPlan(bs, why)
     mamba_page = max(state_bytes(s, tp, dt) for s in states)
-    attn_1tok = attn_bytes_per_token(attns[0], tp, dt.kv)
+    first = next(i for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer))
+    attn_1tok = attn_bytes_per_token(attns[0], tp, dt.for_layer(first, attns[0]), dt.rope_dim)
     align = max(min_kernel_block, bs)
     if arch.is_mla:
         align = max(align, 128)
@@ -236,19 +264,22 @@ def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
     """
     out: list[Spec | None] = []
     owners: list[int] = []
-    memo: dict[int, list[Spec | None]] = {}  # identical layer objects give identical specs
+    # identical layer objects in the same KV dtype give identical specs
+    memo: dict[tuple[int, str], list[Spec | None]] = {}
     for i, layer in enumerate(arch.layers):
-        specs = memo.get(id(layer))
+        kv = dt.for_layer(i, layer) if isinstance(layer, AttnLayer) else ""
+        specs = memo.get((id(layer), kv))
         if specs is None:
-            specs = memo[id(layer)] = _specs_of(layer, tp, dt, block, inflight_state_blocks,
-                                                disable_hybrid)
+            specs = memo[id(layer), kv] = _specs_of(layer, tp, dt, block, inflight_state_blocks,
+                                                    disable_hybrid, kv)
         out.extend(specs)
         owners.extend([i] * len(specs))
     return out, owners
 
 
 def _specs_of(layer: AttnLayer | StateLayer | None, tp: int, dt: KvDtypes, block: BlockPlan,
-              inflight_state_blocks: int, disable_hybrid: bool) -> list[Spec | None]:
+              inflight_state_blocks: int, disable_hybrid: bool, kv: str = ""
+              ) -> list[Spec | None]:
     """The specs one layer registers."""
     bs = block.block_size
 
@@ -263,7 +294,7 @@ def _specs_of(layer: AttnLayer | StateLayer | None, tp: int, dt: KvDtypes, block
         return [state(layer)]
     if layer.kind == DSV4:
         return list(dsv4_specs(layer, bs))
-    per_tok = attn_bytes_per_token(layer, tp, dt.kv)
+    per_tok = attn_bytes_per_token(layer, tp, kv or dt.kv, dt.rope_dim)
     kind = layer.kind
     if disable_hybrid and kind in (SLIDING, CHUNKED):
         kind = FULL  # `unify_hybrid_kv_cache_specs`: local layers cost as full attention

@@ -140,17 +140,16 @@ def _layer_terms(result: SizeResult) -> tuple[float, float, int, float, float]:
     attention FLOPs per token of context; depends only on the model, TP/PP and dtypes."""
     arch = result.arch
     tp, pp = result.args.tensor_parallel_size, result.args.pipeline_parallel_size
-    kv = result.kv_dtype
-    key = (id(arch), tp, pp, kv, result.model_dtype)
+    dts = _dts(result)
+    key = (id(arch), tp, pp, dts)
     hit = _TERMS.get(key)
     if hit is not None and hit[0] is arch:  # the arch held here keeps its id unique
         return hit[1]
     full = window_b = state = attn_flops = 0.0
     window = 0
-    dts = _dts(result)
-    for layer in arch.layers:
+    for i, layer in enumerate(arch.layers):
         if isinstance(layer, AttnLayer):
-            b = attn_bytes_per_token(layer, tp, kv) / pp
+            b = attn_bytes_per_token(layer, tp, dts.for_layer(i, layer), dts.rope_dim) / pp
             if layer.kind in ("sliding", "chunked"):
                 window_b += b
                 window = max(window, layer.window)
@@ -176,6 +175,8 @@ def _dts(result: SizeResult):
     from kvplan.core.dtypes import canonical
     from kvplan.core.kvspec import KvDtypes
 
+    if result.kv_dtypes is not None:
+        return result.kv_dtypes
     ssm = result.arch.ssm_state_dtype or result.model_dtype
     return KvDtypes(kv=result.kv_dtype, conv=result.model_dtype,
                     ssm=canonical(ssm) if ssm != "auto" else result.model_dtype)

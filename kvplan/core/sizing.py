@@ -34,14 +34,17 @@ from kvplan.core.dtypes import (
     resolve_kv_dtype,
     resolve_model_dtype,
 )
+from kvplan.core.kvquant import is_quantized
 from kvplan.core.kvspec import (
     ALL_STATES,
     INDEXER,
+    BlockPlan,
     KvDtypes,
     Spec,
     attn_bytes_per_token,
     choose_block_size,
     dsv4_specs,
+    kv_heads_per_gpu,
     layer_specs,
     state_bytes,
 )
@@ -122,6 +125,9 @@ class EngineArgs:
     enable_expert_parallel: bool = False
     max_model_len: int | None = None  # None: from the config; -1: auto-fit (0.14+)
     kv_cache_dtype: str = "auto"
+    # --kv-cache-dtype-skip-layers: layer indices and/or 'sliding_window' kept in the model
+    # dtype under a quantized --kv-cache-dtype (core/kvquant.py)
+    kv_cache_dtype_skip_layers: tuple[str, ...] = ()
     gpu_memory_utilization: float | None = None
     kv_cache_memory_bytes: int | None = None
     block_size: int | None = None
@@ -243,6 +249,7 @@ class SizeResult:
     # the most --kv-cache-memory-bytes the GPU holds beside weights, activations and graphs
     # (vLLM's "to fully utilize gpu memory" figure, before the CUDA context)
     kv_cache_memory_bytes_max: int = 0
+    kv_dtypes: KvDtypes | None = None  # per-layer KV dtypes (quantized formats, skip layers)
 
     @property
     def usable_blocks(self) -> int:
@@ -267,6 +274,7 @@ class SizeResult:
             "gpus_per_replica": a.tensor_parallel_size * a.pipeline_parallel_size,
             "kv_cache_dtype": self.kv_dtype,
             "kv_cache_dtype_requested": a.kv_cache_dtype,
+            "kv_cache_dtype_skip_layers": sorted(self.kv_dtypes.skip) if self.kv_dtypes else [],
             "dtype": self.model_dtype,
             "architecture": self.arch.family_label,
             "gpu_memory_utilization": b.utilization,
@@ -651,7 +659,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                       model_type=arch.model_type)
     mo_kv = modelopt_kv_dtype(arch.quantization, model.hf_quant_config,
                               config_json_from=version.modelopt_kv_auto,
-                              hf_quant_from=version.at_least(0, 20))
+                              hf_quant_from=version.at_least(0, 20),
+                              nvfp4=version.at_least(0, 20))
     sparse = None
     if DSV4 in arch.kinds:  # `_resolve_dsv4_kv_cache_dtype`: auto and fp8 -> fp8_ds_mla
         sparse = "auto+fp8"
@@ -699,7 +708,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     conv = model_dtype if a.mamba_cache_dtype == "auto" else a.mamba_cache_dtype
     ssm = a.mamba_ssm_cache_dtype if a.mamba_ssm_cache_dtype != "auto" else (
         arch.ssm_state_dtype if arch.ssm_state_dtype not in (None, "auto") else conv)
-    dts = KvDtypes(kv=kv, conv=conv, ssm=canonical(ssm))
+    dts = _quantized_kv(KvDtypes(kv=kv, conv=conv, ssm=canonical(ssm)), arch, gpu, a,
+                        version, model_dtype, notes)
 
     # lengths and batch defaults
     derived, derived_src = derived_max_model_len(arch, version)
@@ -814,6 +824,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         user_bs = mla_block
     plan = choose_block_size(karch, user_block_size=user_bs, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi)
+    if dts.skip and dts.kv != model_dtype and version.at_least(0, 25):
+        plan = _heterogeneous_block(plan, arch, dts, tp, cc, version)
     disable_hybrid = a.disable_hybrid_kv_cache_manager or (
         version.at_least(0, 33) and any(
             isinstance(x, AttnLayer) and x.kind == "chunked" for x in arch.layers))
@@ -870,6 +882,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("VLLM_ROCM_USE_AITER: kvplan models AITER's MoE weight shuffle, not its "
                      "attention and GEMM kernels' share of the profile run")
     weights = [w + rope + x for w, x in zip(weights, extra)]
+    if is_quantized(kv):
+        weights = [w + q for w, q in zip(weights, _quantized_kv_buffers(
+            arch, dts, a, stages, seqs, mnbt, cc, version, notes))]
     lora = _lora_bytes(arch, a, version, stages, dtype_bytes(model_dtype), notes, gpu.vendor)
     late_lora = 0 if version.v1 else max(lora)  # V0 builds the slots after the profile
     if version.v1:
@@ -976,6 +991,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"GiB of draft logits ({seqs} sequences x k={k_spec} x vocabulary)"
                      + ("" if version.at_least(0, 27) else
                         ", above gpu_memory_utilization in this release"))
+    if dts.kv.startswith("turboquant_") and version.at_least(0, 24):
+        tq = _turboquant_workspace(arch, dts, tp, seqs, mml, model_dtype, version)
+        warm += tq
+        notes.append(f"TurboQuant's decode workspace ({tq / GiB:.2f} GiB) is reserved after "
+                     "the profile, above gpu_memory_utilization (read in the source)")
     if shape.moe_kernel.startswith("deepgemm") and a.moe_backend == "auto":
         notes.append("MoE scratch sized for DeepGEMM, which this release picks for block-FP8 "
                      "experts when the deep_gemm package is installed (the vllm/vllm-openai "
@@ -1231,19 +1251,22 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             conc_at[n] = usable // r if r else 0
 
     # per-token figures
-    tok_memo: dict[int, int] = {}  # identical layer objects cost the same
+    tok_memo: dict[tuple[int, str], float] = {}  # identical layers in one dtype cost the same
     tok = []
-    for x in karch.layers:
-        if id(x) not in tok_memo:
-            tok_memo[id(x)] = _tok_bytes(x, tp, kv)
-        tok.append(tok_memo[id(x)])
+    for i, x in enumerate(karch.layers):
+        key = (id(x), dts.for_layer(i, x) if isinstance(x, AttnLayer) else "")
+        if key not in tok_memo:
+            tok_memo[key] = _tok_bytes(x, tp, key[1] or kv, dts.rope_dim)
+        tok.append(tok_memo[key])
     if old_v4:  # a token's share of a block: the tuple slots' pages, not the MLA group's
         share = bpb / B.full_page_sum(groups)
         tok = [t * share for t in tok]
     top_stage = max(range(pp), key=lambda s: sum(tok[i] for i in kv_stages[s]))
     per_gpu = round(sum(tok[i] for i in kv_stages[top_stage]))
     replica = round(sum(tok) * tp / a.decode_context_parallel_size)  # DCP: each token once
-    logical = round(sum(_tok_bytes(x, 1, kv) for x in karch.layers) if tp > 1 else sum(tok))
+    logical = round(sum(_tok_bytes(x, 1, dts.for_layer(i, x) if isinstance(x, AttnLayer)
+                                   else kv, dts.rope_dim) for i, x in enumerate(karch.layers))
+                    if tp > 1 else sum(tok))
     state = sum(state_bytes(x, tp, dts) for i, x in enumerate(karch.layers)
                 if isinstance(x, StateLayer) and i in kv_stages[top_stage])
     state += sum(state_bytes(x.parallel_state, tp, dts) for i, x in enumerate(karch.layers)
@@ -1271,7 +1294,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk),
         sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm,
-        safe_gpu_memory_utilization=safe, kv_cache_memory_bytes_max=kv_max)
+        safe_gpu_memory_utilization=safe, kv_cache_memory_bytes_max=kv_max, kv_dtypes=dts)
 
 
 def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: list[range],
@@ -1400,14 +1423,14 @@ def _kv_heads(layer: Any) -> int:
     return layer.num_kv_heads if isinstance(layer, AttnLayer) and layer.kind != "mla" else 0
 
 
-def _tok_bytes(layer: Any, tp: int, kv: str) -> float:
+def _tok_bytes(layer: Any, tp: int, kv: str, rope_dim: int = 0) -> float:
     if not isinstance(layer, AttnLayer):
         return 0
     if layer.kind == DSV4:  # what a token adds: the compressed KV and indexer pages
         return sum(sp.page / sp.block_size for sp in dsv4_specs(layer, 256)
                    if sp.kind in (MLA, INDEXER))
     extra = layer.indexer_bytes
-    return attn_bytes_per_token(layer, tp, kv) + extra
+    return attn_bytes_per_token(layer, tp, kv, rope_dim) + extra
 
 
 def _activation_shape(arch: ModelArch, expert_tp: int, tp: int,
@@ -1473,3 +1496,169 @@ def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
     if gpu.mig_profile:
         return "does not fit on this MIG slice: use a larger profile or a quantized checkpoint"
     return "does not fit at TP up to 16: use a quantized checkpoint, a larger GPU or PP"
+
+
+def _quantized_kv(dts: KvDtypes, arch: ModelArch, gpu: Any, a: EngineArgs,
+                  version: VllmVersion, model_dtype: str, notes: list[str]) -> KvDtypes:
+    """A quantized --kv-cache-dtype (core/kvquant.py) and --kv-cache-dtype-skip-layers:
+    refuse what vLLM refuses and settle which layers stay in the model dtype
+    (`Attention.__init__`: a listed index, or 'sliding_window' for windowed layers)."""
+    from kvplan.core import kvquant as Q
+
+    kv, flag = dts.kv, "kv_cache_dtype_skip_layers"
+    user = [str(x).strip() for x in a.kv_cache_dtype_skip_layers if str(x).strip()]
+    if user and not version.at_least(0, 19):
+        raise BadInput(f"vLLM {version.text} has no --kv-cache-dtype-skip-layers (0.19+)",
+                       flag=flag)
+    bad = [x for x in user if x != "sliding_window" and not x.isdigit()]
+    if bad:
+        raise BadInput(f"--kv-cache-dtype-skip-layers {bad[0]!r} is not a layer index or "
+                       "sliding_window", flag=flag)
+    attn = [(i, x) for i, x in enumerate(arch.layers[:arch.num_layers])
+            if isinstance(x, AttnLayer)]
+    windowed = any(x.kind in ("sliding", "chunked") for _, x in attn)
+    if Q.is_quantized(kv):
+        Q.check_supported(
+            kv, version_at_least=version.at_least, vendor=gpu.vendor,
+            cc_major=cc_major(gpu.compute_capability), gpu_arch=gpu.compute_capability or "",
+            is_mla=arch.is_mla, sparse_mla=arch.is_sparse_mla,
+            sinks=arch.model_type == "gpt_oss", has_sliding=windowed,
+            head_sizes={(x.head_size, x.head_size_v) for _, x in attn},
+            rope_dim=_rope_dim(arch), dcp=a.decode_context_parallel_size,
+            model_dtype=model_dtype, vtext=version.text)
+        cc = cc_major(gpu.compute_capability)
+        if kv in Q.PER_TOKEN_HEAD + Q.NVFP4 and cc == 9 and not version.at_least(0, 22):
+            notes.append(f"vLLM {version.text} lets FLASH_ATTN (FlashAttention 3) claim {kv} on "
+                         "Hopper, whose cache view does not fit this page (read in the source, "
+                         "not seen in a log): pass --attention-backend "
+                         + ("TRITON_ATTN" if kv in Q.PER_TOKEN_HEAD else "FLASHINFER"))
+        if kv in Q.NVFP4 and cc != 10 and not version.at_least(0, 25):
+            notes.append(f"vLLM {version.text} runs NVFP4 KV through FlashInfer's trtllm-gen "
+                         "kernels, built for SM100; off Blackwell data-centre GPUs expect a "
+                         "failure at the first forward (read in the source)")
+        if kv in Q.TURBOQUANT and windowed and not version.at_least(0, 28):
+            raise BadInput(f"vLLM {version.text} sizes TurboQuant's sliding-window and chunked "
+                           "layers as plain uint8 pages its backend cannot read (the "
+                           "TurboQuant spec covers full attention until 0.28)",
+                           hint="use vLLM 0.28 or later, or --kv-cache-dtype fp8",
+                           flag="kv_cache_dtype")
+    if "sliding_window" in user and kv in Q.TURBOQUANT and not version.at_least(0, 32):
+        raise BadInput(f"vLLM {version.text} sorts TurboQuant's skip list as integers and "
+                       "fails on 'sliding_window' (fixed in 0.32)",
+                       hint="list the sliding-window layers' indices instead", flag=flag)
+    skip = {int(x) for x in user if x.isdigit()}
+    auto = Q.boundary_skip(kv, arch.num_layers, arch.is_hybrid_state, version.at_least)
+    skip |= set(auto)
+    skip_sw = "sliding_window" in user
+    if arch.is_mla and not version.at_least(0, 26):
+        skip, skip_sw = set(), False  # MLA layers read the index list from 0.26
+    kept = sorted(i for i, x in attn if i in skip or (skip_sw and x.kind == "sliding"))
+    if kept and kv != model_dtype:
+        if version.at_least(0, 25) and (windowed or arch.is_hybrid_state):
+            raise BadInput("kvplan does not size a skip list beside sliding-window or Mamba "
+                           f"layers on vLLM {version.text}: they pad to a shared page "
+                           "(`_align_heterogeneous_kv_block_size`)",
+                           hint="size with --kv-cache-dtype auto or fp8, or a full-attention "
+                                "model", flag=flag)
+        fmt = "TurboQuant" if kv in Q.TURBOQUANT else "UltraQuant"
+        why = (f"{fmt}'s boundary layers" if auto and not user else
+               "--kv-cache-dtype-skip-layers" if not auto else
+               f"{fmt}'s boundary layers and --kv-cache-dtype-skip-layers")
+        shown = ", ".join(map(str, kept[:8])) + (" ..." if len(kept) > 8 else "")
+        notes.append(f"{len(kept)} of {len(attn)} attention layers keep a {model_dtype} KV "
+                     f"cache ({why}): {shown}")
+    sliding_kv = ("int8_per_token_head" if kv == "int4_per_token_head"
+                  and not version.at_least(0, 28) else "")
+    return replace(dts, model=model_dtype, skip=frozenset(kept), skip_sliding=False,
+                   rope_dim=_rope_dim(arch) if kv in Q.OCTAVE else 0, sliding_kv=sliding_kv)
+
+
+def _rope_dim(arch: ModelArch) -> int:
+    """Rotary dims of the first attention layer (`rope_dim_from_hf_config`)."""
+    t = arch.text_config
+    rp = t.get("rope_parameters") if isinstance(t.get("rope_parameters"), dict) else {}
+    part = float(rp.get("partial_rotary_factor") or t.get("partial_rotary_factor") or 1)
+    head = next((x.head_size for x in arch.layers if isinstance(x, AttnLayer)), 0)
+    return int(head * part)
+
+
+def _heterogeneous_block(plan: BlockPlan, arch: ModelArch, dts: KvDtypes, tp: int, cc: str,
+                         version: VllmVersion) -> BlockPlan:
+    """0.25+: layers kept in the model dtype share the block pool with the quantized ones,
+    so `_align_heterogeneous_kv_block_size` raises the block until the quantized page covers
+    a model-dtype page of one kernel block (16 tokens). The quantized page per token is the
+    spec class's up to 0.27 (no TurboQuant branch: uint8 K and V) and, from 0.28, the first
+    attention layer's backend's packing (a layer kept in the model dtype has a plain backend,
+    which packs only NVFP4, on SM100 through FlashInfer)."""
+    from kvplan.core import kvquant as Q
+
+    i, first = next((i, x) for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer))
+    heads, hs = kv_heads_per_gpu(first.num_kv_heads, tp), first.head_size
+    kv, plain = dts.kv, 2 * heads * hs  # one byte per element
+    if not version.at_least(0, 28):
+        packs = kv in Q.PER_TOKEN_HEAD + Q.NVFP4
+    elif i in dts.skip:
+        packs = kv in Q.NVFP4 and cc_major(cc) == 10
+    else:
+        packs = Q.is_quantized(kv)
+    primary = heads * Q.head_token_bytes(kv, hs, hs, dts.rope_dim) if packs else plain
+    padded = 2 * heads * hs * dtype_bytes(dts.model)
+    bs = Q.hetero_block_size(plan.block_size, primary, padded, plan.mamba_page_padded)
+    if bs == plan.block_size:
+        return plan
+    return replace(plan, block_size=bs, reason=f"raised so the {kv} page covers a "
+                   f"{dts.model} page of one kernel block")
+
+
+def _quantized_kv_buffers(arch: ModelArch, dts: KvDtypes, a: EngineArgs, stages: list[range],
+                          seqs: int, mnbt: int, cc: str, version: VllmVersion,
+                          notes: list[str]) -> list[int]:
+    """Buffers a quantized KV format's layers allocate while the model is built, so inside
+    "Model loading took" (per stage): TurboQuant's decode buffers in 0.20 (fp32
+    [max_num_seqs, heads, 32, D + 1] + [.., D] + [..]: `Attention._init_turboquant_buffers`;
+    0.21+ share a lazily grown workspace) and FlashInfer's FP8 output buffer for NVFP4
+    ([max_num_batched_tokens, heads, D]: `FlashInferImpl._nvfp4_fp8_out`, every NVFP4 layer
+    in 0.21-0.31, SM100 only from 0.32)."""
+    from kvplan.core import kvquant as Q
+
+    kv, tp = dts.kv, a.tensor_parallel_size
+    q_heads = max(1, arch.num_attention_heads // tp)
+    if kv in Q.TURBOQUANT and not version.at_least(0, 21):
+        def per_layer(d: int) -> int:
+            return 4 * seqs * q_heads * (Q.TQ_DECODE_SPLITS * (d + 1) + d + 1)
+        what = f"TurboQuant's decode buffers (max_num_seqs {seqs})"
+    elif kv in Q.NVFP4 and (cc_major(cc) == 10 or not version.at_least(0, 32)):
+        def per_layer(d: int) -> int:
+            return mnbt * q_heads * d
+        what = f"FlashInfer's FP8 output buffers (max_num_batched_tokens {mnbt:,})"
+    else:
+        return [0] * len(stages)
+    out = [sum(per_layer(x.head_size) for i, x in enumerate(arch.layers)
+               if i in st and isinstance(x, AttnLayer) and i not in dts.skip)
+           for st in stages]
+    if max(out) >= 64 * MiB:
+        notes.append(f"{what}: {max(out) / GiB:.2f} GiB per GPU, allocated with the model "
+                     "(in vLLM's 'Model loading took')")
+    return out
+
+
+def _turboquant_workspace(arch: ModelArch, dts: KvDtypes, tp: int, seqs: int, mml: int,
+                          model_dtype: str, version: VllmVersion) -> int:
+    """`TurboQuantMetadataBuilder._reserve_workspace` (0.24+): the larger of the split-KV decode
+    buffers (fp32 [max_num_seqs, heads, 32, D + 1], [.., D] in the model dtype, fp32 [..]) and
+    the continuation-prefill copy (2 x fp16 [1, KV heads, max_model_len rounded to the
+    block, D]), each piece rounded to 256 bytes; built once the backends are initialised,
+    after the profile's peak is read."""
+    from kvplan.core.kvquant import TQ_DECODE_SPLITS
+
+    x = next(x for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer)
+             and i not in dts.skip)
+    q, kvh, d = max(1, arch.num_attention_heads // tp), kv_heads_per_gpu(x.num_kv_heads, tp), \
+        x.head_size
+
+    def r256(n: int) -> int:
+        return -(-n // 256) * 256
+    decode = (r256(seqs * q * TQ_DECODE_SPLITS * (d + 1) * 4) + r256(seqs * q * d * dtype_bytes(
+        model_dtype)) + r256(seqs * q * 4))
+    cont = 2 * r256(kvh * cdiv(max(mml - 1, 0), 16) * 16 * d * 2)
+    return max(decode, cont)

@@ -605,7 +605,9 @@ class VllmVersion:
         """Accepted `--kv-cache-dtype` values (`config/cache.py CacheDType`)."""
         base = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
         if self.at_least(0, 20):
-            return base + ("bfloat16", "float16", "fp8_ds_mla")
+            from kvplan.core.kvquant import accepted  # the quantized formats (core/kvquant.py)
+
+            return base + ("bfloat16", "float16", "fp8_ds_mla") + accepted(self.at_least)
         if self.at_least(0, 11):
             return base + ("bfloat16",)
         return base

@@ -10,6 +10,7 @@ import json
 import shlex
 
 from kvplan.core.plan import Plan
+from kvplan.errors import BadInput
 from kvplan.units import GiB
 
 
@@ -32,6 +33,8 @@ def vllm_flags(p: Plan) -> list[str]:
         f += ["--gpu-memory-utilization", f"{a.gpu_memory_utilization:g}"]
     if a.kv_cache_dtype != "auto":
         f += ["--kv-cache-dtype", a.kv_cache_dtype]
+    if a.kv_cache_dtype_skip_layers:
+        f += ["--kv-cache-dtype-skip-layers", *a.kv_cache_dtype_skip_layers]
     if a.quantization:
         f += ["--quantization", a.quantization]
     if a.dtype != "auto":
@@ -88,6 +91,12 @@ def tgi_flags(p: Plan) -> list[str]:
 
 
 def flags_for(p: Plan, engine: str) -> list[str]:
+    from kvplan.core.kvquant import is_quantized
+
+    if engine != "vllm" and is_quantized(p.result.kv_dtype):
+        raise BadInput(f"{engine} has no {p.result.kv_dtype} KV cache (a vLLM format), so this "
+                       "plan's pool does not carry over", hint="plan with --kv-cache-dtype "
+                       "auto or fp8 for that engine")
     return {"vllm": vllm_flags, "sglang": sglang_flags, "tgi": tgi_flags}[engine](p)
 
 

@@ -1,0 +1,173 @@
+"""Quantized KV-cache formats (core/kvquant.py): per-head bytes, boundary layers, the 0.25+
+block alignment, the buffers they add, vLLM's refusals and real starts."""
+
+import pytest
+from configs import LLAMA31_8B
+
+from kvplan.core import kvquant as Q
+from kvplan.core.dtypes import modelopt_kv_dtype
+from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+from kvplan.errors import BadInput
+from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+GiB = 1 << 30
+H100 = Gpu("h100", "NVIDIA H100 80GB HBM3", 81559 << 20, "9.0")
+LLAMA = Model("meta-llama/Llama-3.1-8B-Instruct", LLAMA31_8B, weights_bytes=16_060_522_496)
+
+
+@pytest.mark.parametrize("kv,d,want", [
+    # per_token_head: 8-bit K and V + one fp32 scale each (inline); int4 halves the values
+    ("int8_per_token_head", 128, 264), ("fp8_per_token_head", 256, 520),
+    ("int4_per_token_head", 128, 136), ("int4_per_token_head", 64, 72),
+    # NVFP4: 4-bit values + one fp8 scale per 16, K and V
+    ("nvfp4", 128, 144), ("nvfp4_4over6", 256, 288), ("nvfp4", 64, 72),
+    # TurboQuant slots (PR 38479's table at head 128: 196 / 134 (136 in the PR) / 118 / 102)
+    ("turboquant_k8v4", 128, 196), ("turboquant_4bit_nc", 128, 134),
+    ("turboquant_k3v4_nc", 128, 118), ("turboquant_3bit_nc", 128, 102),
+    ("turboquant_k8v4", 64, 100), ("turboquant_3bit_nc", 256, 198),
+    # UltraQuant: FP4 codes + a UE8M0 scale per 32 values ("D=256 -> 272 B/slot")
+    ("ultraquant_4bit", 256, 272), ("ultraquant_4bit", 128, 136),
+])
+def test_head_token_bytes(kv, d, want):
+    assert Q.head_token_bytes(kv, d, d) == want
+
+
+def test_octave_slots():
+    # OctaveFormat at head 256 with 64 rotary dims: 242 -> 248, 210 -> 216, 196
+    assert [Q.octave_slot(k, 256, 64) for k in Q.OCTAVE] == [248, 216, 196]
+
+
+def test_boundary_layers():
+    def at(*v):
+        return v <= (0, 33)
+
+    assert Q.boundary_skip("turboquant_k8v4", 32, False, at) == [0, 1, 30, 31]
+    assert Q.boundary_skip("turboquant_k8v4", 4, False, at) == [0, 1, 2, 3]
+    assert Q.boundary_skip("turboquant_k8v4", 3, False, at) == [0, 2]
+    assert Q.boundary_skip("turboquant_k8v4", 1, False, at) == []
+    assert Q.boundary_skip("turboquant_k8v4", 32, True, at) == []  # hybrids: none (0.21+)
+    assert Q.boundary_skip("nvfp4", 32, False, at) == []
+    with pytest.raises(BadInput, match="hybrid"):
+        Q.boundary_skip("turboquant_k8v4", 32, True, lambda *v: v <= (0, 20))
+
+
+def test_heterogeneous_block_size():
+    # primary page per token vs a bf16 page of one 16-token kernel block
+    assert Q.hetero_block_size(16, 2048, 4096) == 32  # uint8 / fp8 primary: 2 x
+    assert Q.hetero_block_size(16, 1152, 4096) == 64  # NVFP4 at head 128, 8 heads
+    assert Q.hetero_block_size(64, 2048, 4096) == 64  # never below the chosen size
+    assert Q.hetero_block_size(16, 4096, 4096) == 16
+
+
+def _llama(kv, version, **kw):
+    return size(LLAMA, H100, EngineArgs(kv_cache_dtype=kv, **kw), version)
+
+
+def test_turboquant_on_llama():
+    # 28 layers x 8 heads x 196 B + the 4 boundary layers in bf16 (8 x 512 B)
+    r = _llama("turboquant_k8v4", "0.24")
+    assert r.kv_bytes_per_token_per_gpu == 28 * 8 * 196 + 4 * 4096 == 60288
+    assert sorted(r.kv_dtypes.skip) == [0, 1, 30, 31] and r.block_size == 16
+    assert r.to_json()["kv_cache_dtype_skip_layers"] == [0, 1, 30, 31]
+    # 0.25+: layer 0 (bf16, FLASH_ATTN) sizes the primary page as uint8 K and V: block 32
+    assert _llama("turboquant_k8v4", "0.25").block_size == 32
+    # 0.20: fp32 decode buffers of max_num_seqs (1,024 on an H100) x 32 heads x (32 x 129
+    # + 129) per TurboQuant layer, inside "Model loading took"
+    extra = 28 * 4 * 1024 * 32 * (32 * 129 + 129)
+    assert extra == 15_623_258_112
+    assert (_llama("turboquant_k8v4", "0.20").budget.weights
+            - _llama("auto", "0.20").budget.weights) == extra
+
+
+def test_nvfp4_and_per_token_head_on_llama():
+    r = _llama("nvfp4", "0.33", max_num_batched_tokens=8192)
+    assert r.kv_bytes_per_token_per_gpu == 32 * 8 * 144  # 0.281 x bf16
+    # 0.21-0.31 allocate FlashInfer's FP8 output buffer [8192 tokens, 32 heads, 128] per layer
+    old = _llama("nvfp4", "0.24", max_num_batched_tokens=8192)
+    base = _llama("auto", "0.24", max_num_batched_tokens=8192)
+    assert old.budget.weights - base.budget.weights == 32 * 8192 * 32 * 128 == GiB
+    assert _llama("int8_per_token_head", "0.33").kv_bytes_per_token_per_gpu == 32 * 8 * 264
+    # fp8 with two layers kept in bf16: 30 x 2,048 + 2 x 4,096; block 32 from 0.25
+    r = _llama("fp8", "0.28", kv_cache_dtype_skip_layers=("0", "31"))
+    assert (r.kv_bytes_per_token_per_gpu, r.block_size) == (69632, 32)
+    assert _llama("fp8", "0.24", kv_cache_dtype_skip_layers=("0", "31")).block_size == 16
+
+
+def test_int4_sliding_layers_before_028():
+    # gpt-oss-20b: 12 sliding + 12 full layers, 8 KV heads of 64. 0.25-0.27's
+    # SlidingWindowSpec has no int4 branch, so its layers cost the 8-bit size
+    m = resolve_model("openai/gpt-oss-20b")
+    g = resolve_gpu("h100")
+    r26 = size(m, g, EngineArgs(kv_cache_dtype="int4_per_token_head"), "0.26")
+    r28 = size(m, g, EngineArgs(kv_cache_dtype="int4_per_token_head"), "0.28")
+    assert r26.kv_bytes_per_token_per_gpu == 12 * 8 * 72 + 12 * 8 * 136
+    assert r28.kv_bytes_per_token_per_gpu == 24 * 8 * 72
+
+
+@pytest.mark.parametrize("model,gpu,kv,version,says", [
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", "nvfp4", "0.31", "SM100 only before 0.32"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", "nvfp4_4over6", "0.33", "trtllm-gen"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "b200", "nvfp4", "0.20", "not yet supported"),
+    ("deepseek-ai/DeepSeek-V3", "b200", "nvfp4", "0.33", "no MLA backend"),
+    ("deepseek-ai/DeepSeek-V3", "b200", "nvfp4_ds_mla", "0.33", "sparse MLA"),
+    ("openai/gpt-oss-20b", "h100", "turboquant_k8v4", "0.33", "attention sinks"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", "octave_k3v4", "0.33", "RDNA3 and CDNA3"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "mi300x", "octave_k3v4", "0.33", "head_size 256"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", "ultraquant_4bit", "0.33", "ROCm only"),
+    ("google/gemma-3-12b-it", "h100", "turboquant_k8v4", "0.27", "until 0.28"),
+])
+def test_vllm_refusals(model, gpu, kv, version, says):
+    with pytest.raises(BadInput, match=says) as e:
+        size(resolve_model(model), resolve_gpu(gpu), EngineArgs(kv_cache_dtype=kv), version)
+    assert e.value.flag == "kv_cache_dtype"
+
+
+def test_names_by_release():
+    with pytest.raises(BadInput, match="not accepted"):
+        _llama("turboquant_k8v4", "0.19")
+    with pytest.raises(BadInput, match="not accepted"):
+        _llama("int4_per_token_head", "0.24")
+    with pytest.raises(BadInput, match="0.19"):
+        _llama("fp8", "0.18", kv_cache_dtype_skip_layers=("0",))
+
+
+def test_sparse_mla_nvfp4_and_ultraquant():
+    r = size(resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("b200"),
+             EngineArgs(tensor_parallel_size=8, kv_cache_dtype="nvfp4_ds_mla"), "0.33")
+    fp8 = size(resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("b200"),
+               EngineArgs(tensor_parallel_size=8, kv_cache_dtype="fp8_ds_mla"), "0.33")
+    # 352 B against fp8_ds_mla's 656 per MLA layer; the indexer cache is unchanged
+    assert fp8.kv_bytes_per_token_per_gpu - r.kv_bytes_per_token_per_gpu == 61 * (656 - 352)
+    u = size(LLAMA, resolve_gpu("mi300x"), EngineArgs(kv_cache_dtype="ultraquant_4bit"), "0.33")
+    assert u.kv_bytes_per_token_per_gpu == 28 * 8 * 136 + 4 * 4096  # boundary layers kept
+
+
+def test_modelopt_nvfp4_kv_scheme():
+    q = {"quant_method": "modelopt", "kv_cache_scheme": {"num_bits": 4, "type": "float"}}
+    assert modelopt_kv_dtype(q, None, config_json_from=True, hf_quant_from=True,
+                             nvfp4=True) == "nvfp4"
+    assert modelopt_kv_dtype(q, None, config_json_from=True, hf_quant_from=True) is None
+    q = {"quant_method": "modelopt", "quantization": {"kv_cache_quant_algo": "NVFP4"}}
+    assert modelopt_kv_dtype(q, None, config_json_from=True, hf_quant_from=True,
+                             nvfp4=True) == "nvfp4"
+
+
+def test_real_starts():
+    # Qwen3-4B, turboquant_k8v4 on an Intel Arc Pro B70 (0.20.1 dev, block 64): "TQ: skipping
+    # layers ['0', '1', '34', '35']", 17.57 GiB -> "283,392 tokens", 69.19x
+    r = size(resolve_model("Qwen/Qwen3-4B"), Gpu("xpu", "Arc Pro B70", 32 * GiB),
+             EngineArgs(kv_cache_dtype="turboquant_k8v4", block_size=64, max_model_len=4096,
+                        max_num_seqs=4, kv_cache_memory_bytes=round(17.57 * GiB)), "0.20")
+    assert (r.kv_cache_tokens, round(r.max_concurrency, 2)) == (283392, 69.19)
+    # Qwen3.8-27B (as Qwen3.5-27B) at 262,144 tokens, turboquant_4bit_nc, a 5 GiB pin on an
+    # RTX 5090 with 0.27.1: "306,325 KV tokens (1.17x)"
+    r = size(resolve_model("Qwen/Qwen3.5-27B"), resolve_gpu("rtx5090"),
+             EngineArgs(kv_cache_dtype="turboquant_4bit_nc", max_model_len=262144,
+                        max_num_seqs=4, kv_cache_memory_bytes=5 * GiB), "0.27.1")
+    assert (r.kv_cache_tokens, round(r.max_concurrency, 2)) == (306325, 1.17)
+    # gemma-3-12b on a GB10 (fork of June 2026): nvfp4 53.1 GiB -> 1,072,364 tokens, 130.90x
+    r = size(resolve_model("google/gemma-3-12b-it"), resolve_gpu("gb10"),
+             EngineArgs(kv_cache_dtype="nvfp4", max_model_len=8192, max_num_batched_tokens=2048,
+                        language_model_only=True, kv_cache_memory_bytes=round(53.1 * GiB)),
+             "0.22")
+    assert abs(r.kv_cache_tokens / 1072364 - 1) < 1e-4 and round(r.max_concurrency, 1) == 130.9
