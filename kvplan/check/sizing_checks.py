@@ -377,12 +377,13 @@ def _late(out: Any, p: Parsed, r: Any, gpu: Any) -> None:
                 else "unified memory: the host's RAM use decides", loc)
         return
     if late <= b.headroom:
-        out.add(cid, PASS, f"{late / GiB:.2f} GiB allocated after sizing (CUDA graphs, sampler "
-                f"warm-up) fits in the {b.headroom / GiB:.2f} GiB left outside the budget", loc)
+        out.add(cid, PASS, f"{late / GiB:.2f} GiB allocated after sizing (CUDA graphs, "
+                f"warm-ups, workspaces) fits in the {b.headroom / GiB:.2f} GiB left outside "
+                "the budget", loc)
         return
     name, safe = spelled(p.engine, "gpu_memory_utilization"), r.safe_gpu_memory_utilization
     out.add(cid, WARN, f"{late / GiB:.2f} GiB allocated after the KV cache is sized (CUDA graphs "
-            f"vLLM does not subtract, the sampler's warm-up) exceeds the {b.headroom / GiB:.2f} "
+            f"vLLM does not subtract, warm-ups, workspaces) exceeds the {b.headroom / GiB:.2f} "
             "GiB outside the budget: OOM risk at start-up or on the first requests", loc,
             fix=f"{name} {safe:g}" if safe else f"lower {name}",
             current=b.utilization, suggested=safe)

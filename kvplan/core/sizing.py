@@ -1125,7 +1125,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         safe = math.floor((gpu.memory_bytes - late_graphs - warm - 512 * MiB)
                           / gpu.memory_bytes * 100) / 100
         notes.append(f"OOM risk: {(late_graphs + warm) / GiB:.2f} GiB allocated after the KV "
-                     f"cache is sized (CUDA graphs it does not subtract, the sampler's warm-up) "
+                     f"cache is sized (CUDA graphs it does not subtract, warm-ups, workspaces) "
                      f"exceeds the {headroom / GiB:.2f} GiB gpu_memory_utilization {util:g} "
                      f"leaves; use --gpu-memory-utilization {safe:g} or less")
     frontend = reserve(version, multimodal=bool(arch.vision_config or arch.audio_config),
