@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvplan import catalog as cat_mod
-from kvplan.core.plan import Plan, Targets, length_advice, search
+from kvplan.core.plan import Plan, Targets, kv_format_advice, length_advice, search
 from kvplan.core.sizing import EngineArgs, Model
 from kvplan.core.workload import Workload
 from kvplan.engines.emit import command_for, flags_for
@@ -102,5 +102,6 @@ def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
         if bad:  # a bug in kvplan, not in the user's input: never emit a flag vLLM rejects
             raise RuntimeError(f"emitted flags unknown to vLLM {version}: {bad}")
     cmd = command_for(best, engine, model.id)
-    advice = length_advice(best.result, wl.clip(best.max_model_len))
+    advice = length_advice(best.result, wl.clip(best.max_model_len)) + kv_format_advice(
+        best.result)
     return Recommendation(model, wl, t, engine, plans, rejected, flags, cmd, advice)

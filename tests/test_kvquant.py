@@ -171,3 +171,12 @@ def test_real_starts():
                         language_model_only=True, kv_cache_memory_bytes=round(53.1 * GiB)),
              "0.22")
     assert abs(r.kv_cache_tokens / 1072364 - 1) < 1e-4 and round(r.max_concurrency, 1) == 130.9
+
+
+def test_throughput_and_recommend_say_dequantisation_is_not_modelled():
+    from kvplan.core.plan import kv_format_advice
+
+    r = _llama("turboquant_4bit_nc", "0.33")
+    (note,) = kv_format_advice(r)
+    assert "upper bound" in note and "0.37-0.55x" in note
+    assert kv_format_advice(_llama("fp8", "0.33")) == []

@@ -20,6 +20,8 @@ class Curve:
     safe: int  # largest batch within a 1 % preemption risk
 
     def to_json(self) -> dict:
+        from kvplan.core.plan import kv_format_advice
+
         return {
             "model": self.result.model, "gpu": self.result.gpu,
             "tensor_parallel_size": self.result.args.tensor_parallel_size,
@@ -34,6 +36,8 @@ class Curve:
             "safe_max_num_seqs": self.safe,
             "max_model_len": self.result.max_model_len,
             "max_num_batched_tokens": self.result.max_num_batched_tokens,
+            "kv_cache_dtype": self.result.kv_dtype,
+            "notes": kv_format_advice(self.result),
         }
 
 

@@ -50,6 +50,9 @@ def render_curve(c, stream=None) -> None:
                  f"falls -- see `kvplan simulate`)")
     lines.append(f"safe --max-num-seqs {c.safe} (1 % preemption risk; `kvplan recommend` for "
                  "replicas and SLOs)")
+    from kvplan.core.plan import kv_format_advice
+
+    lines += [f"{p('note', 'yellow')}: {n}" for n in kv_format_advice(r)]
     out.write("\n".join(lines) + "\n")
 
 
