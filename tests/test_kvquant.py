@@ -180,3 +180,25 @@ def test_throughput_and_recommend_say_dequantisation_is_not_modelled():
     (note,) = kv_format_advice(r)
     assert "upper bound" in note and "0.37-0.55x" in note
     assert kv_format_advice(_llama("fp8", "0.33")) == []
+
+
+def test_cli_flags_and_output(capsys):
+    from kvplan.cli import main
+
+    code = main(["size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "b200",
+                 "--kv-cache-dtype", "nvfp4"])
+    out, _ = capsys.readouterr()
+    assert code == 0 and "3.56x fewer than bfloat16" in out  # 4,096 / 1,152 B per layer
+    code = main(["size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                 "--kv-cache-dtype", "fp8", "--kv-cache-dtype-skip-layers", "0 31", "--json"])
+    out, _ = capsys.readouterr()
+    import json
+
+    d = json.loads(out)
+    assert code == 0 and d["kv_cache_dtype_skip_layers"] == [0, 31]
+    assert d["kv_bytes_per_token"] == 30 * 2048 + 2 * 4096
+    code = main(["size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                 "--kv-cache-dtype", "nvfp4", "--vllm-version", "0.31"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "no attention backend for --kv-cache-dtype nvfp4" in err
+    assert len(err.strip().splitlines()) == 1

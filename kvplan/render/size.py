@@ -89,7 +89,8 @@ def render_size(r: SizeResult, stream=None) -> None:
     lines += ["", p("KV cache", "bold")]
     kv_rows = [
         ["bytes per token", f"{fmt_bytes(r.kv_bytes_per_token_per_gpu)} per GPU · "
-                            f"{fmt_bytes(r.kv_bytes_per_token_replica)} per replica"],
+                            f"{fmt_bytes(r.kv_bytes_per_token_replica)} per replica"
+                            + _quantized_gain(r)],
     ]
     if r.state_bytes_per_request_per_gpu:
         kv_rows.append(["state per request", f"{fmt_bytes(r.state_bytes_per_request_per_gpu)} "
@@ -137,3 +138,19 @@ def render_size(r: SizeResult, stream=None) -> None:
     for note in r.notes:
         lines.append(f"{p('note', 'yellow')}: {note}")
     out.write("\n".join(lines) + "\n")
+
+
+def _quantized_gain(r) -> str:
+    """' · 3.56x fewer than bfloat16' for a quantized KV format (attention layers only)."""
+    from kvplan.core.arch import AttnLayer
+    from kvplan.core.kvquant import is_quantized
+    from kvplan.core.kvspec import attn_bytes_per_token
+
+    dts = r.kv_dtypes
+    if dts is None or not is_quantized(r.kv_dtype):
+        return ""
+    tp = r.args.tensor_parallel_size
+    attn = [(i, x) for i, x in enumerate(r.arch.layers) if isinstance(x, AttnLayer)]
+    plain = sum(attn_bytes_per_token(x, tp, r.model_dtype) for _, x in attn)
+    packed = sum(attn_bytes_per_token(x, tp, dts.for_layer(i, x), dts.rope_dim) for i, x in attn)
+    return f" · {plain / packed:.2f}x fewer than {r.model_dtype}" if packed else ""
