@@ -202,3 +202,25 @@ def test_cli_flags_and_output(capsys):
     _, err = capsys.readouterr()
     assert code == 2 and "no attention backend for --kv-cache-dtype nvfp4" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_sglang_fp4_kv_cache_in_check(capsys):
+    import json
+
+    from kvplan.cli import main
+
+    def deployment(cmd, gpu):
+        main(["check", "--cmd", cmd, "--gpu", gpu, "--format", "json"])
+        return json.loads(capsys.readouterr().out)["deployments"][0]
+
+    def status(dep, fid):
+        return next(f for f in dep["checks"] if f["id"] == fid)["status"]
+
+    # SGLang's fp4_e2m1 (`MHATokenToKVPoolFP4`: k/2 bytes + a byte per 16) sizes as nvfp4,
+    # without vLLM's backend rules
+    dep = deployment("python -m sglang.launch_server --model-path Qwen/Qwen3-8B "
+                     "--kv-cache-dtype fp4_e2m1", "h100")
+    assert status(dep, "sizing-inputs") == "pass" and status(dep, "flag-values") == "pass"
+    dep = deployment("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 "
+                     "--tp 8 --kv-cache-dtype fp4_e2m1", "b200")
+    assert status(dep, "sizing-inputs") == "fail"

@@ -151,7 +151,10 @@ SPELLING = {
 }
 _KV_DTYPES = {"fp8_e4m3fn": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
               "fp8": "fp8", "bf16": "bfloat16", "bfloat16": "bfloat16", "auto": "auto",
-              "float16": "float16", "fp16": "float16"}
+              "float16": "float16", "fp16": "float16",
+              # SGLang's FP4 cache (`MHATokenToKVPoolFP4`): packed e2m1 values + one byte of
+              # scale per 16, the bytes of vLLM's nvfp4 page
+              "fp4_e2m1": "nvfp4"}
 
 
 def spelled(engine: str, fld: str) -> str:

@@ -115,6 +115,8 @@ def _engine_args(p: Parsed) -> Any:
 
     names = {f.name for f in fields(EngineArgs)}
     a = EngineArgs(**{k: v for k, v in p.values.items() if k in names})
+    if p.engine == "sglang":
+        a.engine = "sglang"  # its own KV formats (fp4_e2m1) and pool rules
     if p.values.get("headless") and a.api_server_count is None:
         a.api_server_count = 1  # `vllm serve --headless`: the worker counts one API process
     if p.engine == "vllm":

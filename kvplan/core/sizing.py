@@ -1517,7 +1517,11 @@ def _quantized_kv(dts: KvDtypes, arch: ModelArch, gpu: Any, a: EngineArgs,
     attn = [(i, x) for i, x in enumerate(arch.layers[:arch.num_layers])
             if isinstance(x, AttnLayer)]
     windowed = any(x.kind in ("sliding", "chunked") for _, x in attn)
-    if Q.is_quantized(kv):
+    if Q.is_quantized(kv) and a.engine != "vllm":  # SGLang's fp4_e2m1 (check/mapping.py)
+        if arch.is_mla:
+            raise BadInput(f"kvplan does not model {a.engine}'s FP4 MLA cache",
+                           hint="size with --kv-cache-dtype auto or fp8_e4m3")
+    elif Q.is_quantized(kv):
         Q.check_supported(
             kv, version_at_least=version.at_least, vendor=gpu.vendor,
             cc_major=cc_major(gpu.compute_capability), gpu_arch=gpu.compute_capability or "",
