@@ -115,6 +115,7 @@ def test_int4_sliding_layers_before_028():
     ("meta-llama/Llama-3.1-8B-Instruct", "mi300x", "octave_k3v4", "0.33", "head_size 256"),
     ("meta-llama/Llama-3.1-8B-Instruct", "h100", "ultraquant_4bit", "0.33", "ROCm only"),
     ("google/gemma-3-12b-it", "h100", "turboquant_k8v4", "0.27", "until 0.28"),
+    ("microsoft/phi-2", "b200", "nvfp4", "0.33", "not 80"),
 ])
 def test_vllm_refusals(model, gpu, kv, version, says):
     with pytest.raises(BadInput, match=says) as e:

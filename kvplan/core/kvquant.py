@@ -156,6 +156,11 @@ def check_supported(kv: str, *, version_at_least, vendor: str, cc_major: int, gp
                      "supported' in 0.20", hint="use vLLM 0.21 or later")
         if any(h != v for h, v in head_sizes) and version_at_least(0, 28):
             raise no("FlashInfer asserts equal K and V head sizes for NVFP4")
+        sizes = {64, 128, 256} | ({512} if version_at_least(0, 22) else set())
+        odd = sorted({h for h, _ in head_sizes} - sizes)
+        if odd:
+            raise no(f"FlashInfer supports head sizes {', '.join(map(str, sorted(sizes)))}, "
+                     f"not {odd[0]}")
         sm100 = cc_major == 10
         if kv == "nvfp4_4over6" and not sm100:
             raise no("nvfp4_4over6 needs FlashInfer's trtllm-gen store (SM100)",

@@ -991,11 +991,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"GiB of draft logits ({seqs} sequences x k={k_spec} x vocabulary)"
                      + ("" if version.at_least(0, 27) else
                         ", above gpu_memory_utilization in this release"))
-    if dts.kv.startswith("turboquant_") and version.at_least(0, 24):
+    if dts.kv.startswith("turboquant_") and version.at_least(0, 21):
         tq = _turboquant_workspace(arch, dts, tp, seqs, mml, model_dtype, version)
         warm += tq
-        notes.append(f"TurboQuant's decode workspace ({tq / GiB:.2f} GiB) is reserved after "
-                     "the profile, above gpu_memory_utilization (read in the source)")
+        notes.append(f"TurboQuant's decode workspace ({tq / GiB:.2f} GiB) is "
+                     + ("reserved after the profile" if version.at_least(0, 24) else
+                        "grown after the profile (capture, first requests), up to")
+                     + " above gpu_memory_utilization (read in the source)")
     if shape.moe_kernel.startswith("deepgemm") and a.moe_backend == "auto":
         notes.append("MoE scratch sized for DeepGEMM, which this release picks for block-FP8 "
                      "experts when the deep_gemm package is installed (the vllm/vllm-openai "
@@ -1648,8 +1650,10 @@ def _quantized_kv_buffers(arch: ModelArch, dts: KvDtypes, a: EngineArgs, stages:
 
 def _turboquant_workspace(arch: ModelArch, dts: KvDtypes, tp: int, seqs: int, mml: int,
                           model_dtype: str, version: VllmVersion) -> int:
-    """`TurboQuantMetadataBuilder._reserve_workspace` (0.24+): the larger of the split-KV decode
-    buffers (fp32 [max_num_seqs, heads, 32, D + 1], [.., D] in the model dtype, fp32 [..]) and
+    """`TurboQuantMetadataBuilder._reserve_workspace` (0.24+; 0.21-0.23 grow the shared
+    workspace to the same buffers lazily, in capture and on requests): the larger of the
+    split-KV decode buffers (fp32 [max_num_seqs, heads, 32, D + 1], [.., D] in the model
+    dtype, fp32 [..]) and
     the continuation-prefill copy (2 x fp16 [1, KV heads, max_model_len rounded to the
     block, D]), each piece rounded to 256 bytes; built once the backends are initialised,
     after the profile's peak is read."""
