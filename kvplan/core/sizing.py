@@ -20,6 +20,7 @@ from kvplan.core.arch import (
     FULL,
     GDN,
     MLA,
+    SLIDING,
     AttnLayer,
     ModelArch,
     StateLayer,
@@ -391,6 +392,10 @@ def _dcp_specs(specs: list[Spec | None], dcp: int) -> list[Spec | None]:
     block spans `block_size x dcp` tokens (`resolve_dcp_kv_block_size`); full attention and
     MLA only (vLLM 0.11 asserts it off for sliding windows)."""
     kinds = {s.kind for s in specs if s is not None}
+    if SLIDING in kinds:  # `SlidingWindowSpec.max_memory_usage_bytes` (0.33)
+        raise BadInput(f"vLLM refuses --decode-context-parallel-size {dcp} for a model with "
+                       "sliding-window layers ('DCP not support sliding window')",
+                       hint="drop -dcp", flag="decode_context_parallel_size")
     if kinds - {FULL, MLA, INDEXER}:
         raise BadInput(f"kvplan models --decode-context-parallel-size {dcp} for full-attention "
                        f"and MLA layers only; this model also has {', '.join(sorted(kinds))}")
