@@ -29,7 +29,8 @@ GPU = typer.Option(None, "--gpu", "-g", help="GPU id/alias/name; recommend takes
                    "(comma-separated) or 'any'.")
 VERSION = typer.Option(None, "--vllm-version")
 MML = typer.Option(None, "--max-model-len")
-KVD = typer.Option("auto", "--kv-cache-dtype", help="recommend: 'auto|fp8' tries both.")
+KVD = typer.Option("auto", "--kv-cache-dtype", help="recommend: names joined by | are each "
+                   "tried ('auto|fp8', 'fp8|nvfp4').")
 UTIL = typer.Option(None, "--gpu-memory-utilization")
 MNBT = typer.Option(None, "--max-num-batched-tokens")
 CATALOG = typer.Option(None, "--catalog")
