@@ -225,3 +225,22 @@ def test_sglang_fp4_kv_cache_in_check(capsys):
     dep = deployment("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 "
                      "--tp 8 --kv-cache-dtype fp4_e2m1", "b200")
     assert status(dep, "sizing-inputs") == "fail"
+
+
+def test_compressed_tensors_kv_cache_scheme():
+    # an llm-compressor FP8 checkpoint that also quantized its KV cache (kv_cache_scheme as
+    # llm-compressor writes it): vLLM 0.15+ stores fp8 for auto; 0.15-0.21 even when another
+    # dtype is asked for, 0.22+ only for auto; 0.14 kept the model dtype
+    q = {"quant_method": "compressed-tensors", "format": "float-quantized",
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+             "num_bits": 8, "type": "float", "strategy": "channel", "dynamic": False}}},
+         "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor",
+                             "dynamic": False, "symmetric": True},
+         "ignore": ["lm_head"]}
+    m = Model("x/Llama-3.1-8B-FP8-KV", {**LLAMA31_8B, "quantization_config": q})
+
+    def kv(version, asked="auto"):
+        return size(m, H100, EngineArgs(kv_cache_dtype=asked), version).kv_dtype
+
+    assert (kv("0.14"), kv("0.15"), kv("0.33")) == ("bfloat16", "fp8", "fp8")
+    assert (kv("0.20", "bfloat16"), kv("0.22", "bfloat16")) == ("fp8", "bfloat16")

@@ -673,6 +673,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         sparse = version.sparse_mla_kv(cc, max(1, arch.num_attention_heads // tp))
     kv = resolve_kv_dtype(a.kv_cache_dtype, model_dtype, allowed=version.kv_cache_dtypes,
                           modelopt_kv=mo_kv, sparse_mla=sparse)
+    if _compressed_tensors_kv(arch, a, version):
+        # llm-compressor checkpoints with a kv_cache_scheme (`Attention.__init__`): 0.15-0.21
+        # store fp8 whatever was asked, 0.22+ only for auto
+        if a.kv_cache_dtype != "auto" and not kv.startswith("fp8"):
+            notes.append(f"vLLM {version.text} stores this checkpoint's KV cache as fp8 (its "
+                         f"kv_cache_scheme), not the requested {a.kv_cache_dtype}")
+        kv = resolve_kv_dtype("fp8", model_dtype, allowed=version.kv_cache_dtypes,
+                              modelopt_kv=None, sparse_mla=sparse)
     if kv.startswith("fp8") and kv != "fp8_ds_mla" and cc_major(cc) < 8 and gpu.vendor == "nvidia":
         raise BadInput(f"--kv-cache-dtype {kv} needs compute capability 8.0+ "
                        f"({gpu.name} is {cc})", hint="use --kv-cache-dtype auto")
@@ -1675,3 +1683,15 @@ def _turboquant_workspace(arch: ModelArch, dts: KvDtypes, tp: int, seqs: int, mm
         model_dtype)) + r256(seqs * q * 4))
     cont = 2 * r256(kvh * cdiv(max(mml - 1, 0), 16) * 16 * d * 2)
     return max(decode, cont)
+
+
+def _compressed_tensors_kv(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> bool:
+    """Whether vLLM turns the cache of a compressed-tensors checkpoint that declares a
+    `kv_cache_scheme` into fp8: from 0.15 (`Attention.__init__`, "llm-compressor mdls need to
+    set cache_dtype to 'fp8' manually"; absent in the 0.14.1 wheel), overriding any requested
+    dtype up to 0.21 and only `auto` from 0.22 (the 0.20.2 and 0.22.1 wheels)."""
+    q = arch.quantization or {}
+    if (str(q.get("quant_method", "")).lower() != "compressed-tensors"
+            or not isinstance(q.get("kv_cache_scheme"), dict) or not version.at_least(0, 15)):
+        return False
+    return a.kv_cache_dtype == "auto" or not version.at_least(0, 22)
