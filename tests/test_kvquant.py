@@ -244,3 +244,21 @@ def test_compressed_tensors_kv_cache_scheme():
 
     assert (kv("0.14"), kv("0.15"), kv("0.33")) == ("bfloat16", "fp8", "fp8")
     assert (kv("0.20", "bfloat16"), kv("0.22", "bfloat16")) == ("fp8", "bfloat16")
+
+
+def test_fp8_e5m2_with_fp8_checkpoints_is_refused():
+    # `Attention.__init__`: "fp8_e5m2 kv-cache is not supported with fp8 checkpoints" for
+    # the fp8 / ModelOpt / quark / compressed-tensors KV-cache methods; compressed-tensors
+    # without a kv_cache_scheme is exempt from 0.24
+    fp8 = Model("x/Llama-FP8", {**LLAMA31_8B, "quantization_config": {
+        "quant_method": "fp8", "activation_scheme": "dynamic"}})
+    with pytest.raises(BadInput, match="not supported with fp8 checkpoints") as e:
+        size(fp8, H100, EngineArgs(kv_cache_dtype="fp8_e5m2"), "0.33")
+    assert e.value.flag == "kv_cache_dtype"
+    ct = Model("x/Llama-W8A8", {**LLAMA31_8B, "quantization_config": {
+        "quant_method": "compressed-tensors", "format": "float-quantized", "config_groups": {
+            "group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float",
+                                                           "strategy": "channel"}}}}})
+    assert size(ct, H100, EngineArgs(kv_cache_dtype="fp8_e5m2"), "0.24").kv_dtype == "fp8_e5m2"
+    with pytest.raises(BadInput, match="fp8 checkpoints"):
+        size(ct, H100, EngineArgs(kv_cache_dtype="fp8_e5m2"), "0.23")

@@ -673,6 +673,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         sparse = version.sparse_mla_kv(cc, max(1, arch.num_attention_heads // tp))
     kv = resolve_kv_dtype(a.kv_cache_dtype, model_dtype, allowed=version.kv_cache_dtypes,
                           modelopt_kv=mo_kv, sparse_mla=sparse)
+    method = str((arch.quantization or {}).get("quant_method") or a.quantization or "").lower()
+    if kv == "fp8_e5m2" and (method in ("fp8", "quark") or method.startswith("modelopt") or (
+            method == "compressed-tensors" and (
+                not version.at_least(0, 24)
+                or isinstance((arch.quantization or {}).get("kv_cache_scheme"), dict)))):
+        # the checkpoint's KV-cache method (`Attention.__init__` / `_init_kv_cache_quant`):
+        # compressed-tensors without a kv_cache_scheme is exempt from 0.24
+        raise BadInput("vLLM refuses --kv-cache-dtype fp8_e5m2 with an FP8-quantized "
+                       f"checkpoint ({method}): 'fp8_e5m2 kv-cache is not supported with fp8 "
+                       "checkpoints'", hint="use --kv-cache-dtype fp8 (e4m3)",
+                       flag="kv_cache_dtype")
     if _compressed_tensors_kv(arch, a, version):
         # llm-compressor checkpoints with a kv_cache_scheme (`Attention.__init__`): 0.15-0.21
         # store fp8 whatever was asked, 0.22+ only for auto
