@@ -1599,6 +1599,10 @@ def _quantized_kv(dts: KvDtypes, arch: ModelArch, gpu: Any, a: EngineArgs,
                      f"cache ({why}): {shown}")
     sliding_kv = ("int8_per_token_head" if kv == "int4_per_token_head"
                   and not version.at_least(0, 28) else "")
+    if sliding_kv and windowed:
+        notes.append(f"vLLM {version.text}'s SlidingWindowSpec has no int4 branch: the "
+                     "sliding-window layers are budgeted at the 8-bit size, which Triton's "
+                     "int4 cache view does not match (read in the source; 0.28 fixed it)")
     return replace(dts, model=model_dtype, skip=frozenset(kept), skip_sliding=False,
                    rope_dim=_rope_dim(arch) if kv in Q.OCTAVE else 0, sliding_kv=sliding_kv)
 
