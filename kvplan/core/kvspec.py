@@ -116,13 +116,12 @@ class KvDtypes:
     # 0.25-0.27, whose SlidingWindowSpec has no int4 branch: the 8-bit size)
     model: str = ""
     skip: frozenset[int] = frozenset()
-    skip_sliding: bool = False
     rope_dim: int = 0
     sliding_kv: str = ""
 
     def for_layer(self, index: int, layer: AttnLayer) -> str:
         """The KV dtype one attention layer stores."""
-        if index in self.skip or (self.skip_sliding and layer.kind == SLIDING):
+        if index in self.skip:
             return self.model
         if self.sliding_kv and layer.kind == SLIDING:
             return self.sliding_kv

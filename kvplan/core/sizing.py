@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from kvplan.core import blocks as B
+from kvplan.core import kvformats as KF
 from kvplan.core import memory as M
 from kvplan.core.arch import (
     DSV4,
@@ -39,13 +40,11 @@ from kvplan.core.kvquant import is_quantized
 from kvplan.core.kvspec import (
     ALL_STATES,
     INDEXER,
-    BlockPlan,
     KvDtypes,
     Spec,
     attn_bytes_per_token,
     choose_block_size,
     dsv4_specs,
-    kv_heads_per_gpu,
     layer_specs,
     state_bytes,
 )
@@ -673,25 +672,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         sparse = version.sparse_mla_kv(cc, max(1, arch.num_attention_heads // tp))
     kv = resolve_kv_dtype(a.kv_cache_dtype, model_dtype, allowed=version.kv_cache_dtypes,
                           modelopt_kv=mo_kv, sparse_mla=sparse)
-    method = str((arch.quantization or {}).get("quant_method") or a.quantization or "").lower()
-    if kv == "fp8_e5m2" and (method in ("fp8", "quark") or method.startswith("modelopt") or (
-            method == "compressed-tensors" and (
-                not version.at_least(0, 24)
-                or isinstance((arch.quantization or {}).get("kv_cache_scheme"), dict)))):
-        # the checkpoint's KV-cache method (`Attention.__init__` / `_init_kv_cache_quant`):
-        # compressed-tensors without a kv_cache_scheme is exempt from 0.24
-        raise BadInput("vLLM refuses --kv-cache-dtype fp8_e5m2 with an FP8-quantized "
-                       f"checkpoint ({method}): 'fp8_e5m2 kv-cache is not supported with fp8 "
-                       "checkpoints'", hint="use --kv-cache-dtype fp8 (e4m3)",
-                       flag="kv_cache_dtype")
-    if _compressed_tensors_kv(arch, a, version):
-        # llm-compressor checkpoints with a kv_cache_scheme (`Attention.__init__`): 0.15-0.21
-        # store fp8 whatever was asked, 0.22+ only for auto
-        if a.kv_cache_dtype != "auto" and not kv.startswith("fp8"):
-            notes.append(f"vLLM {version.text} stores this checkpoint's KV cache as fp8 (its "
-                         f"kv_cache_scheme), not the requested {a.kv_cache_dtype}")
-        kv = resolve_kv_dtype("fp8", model_dtype, allowed=version.kv_cache_dtypes,
-                              modelopt_kv=None, sparse_mla=sparse)
+    kv = KF.checkpoint_kv(kv, arch, a, version, notes, lambda req: resolve_kv_dtype(
+        req, model_dtype, allowed=version.kv_cache_dtypes, modelopt_kv=None, sparse_mla=sparse))
     if kv.startswith("fp8") and kv != "fp8_ds_mla" and cc_major(cc) < 8 and gpu.vendor == "nvidia":
         raise BadInput(f"--kv-cache-dtype {kv} needs compute capability 8.0+ "
                        f"({gpu.name} is {cc})", hint="use --kv-cache-dtype auto")
@@ -732,8 +714,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     conv = model_dtype if a.mamba_cache_dtype == "auto" else a.mamba_cache_dtype
     ssm = a.mamba_ssm_cache_dtype if a.mamba_ssm_cache_dtype != "auto" else (
         arch.ssm_state_dtype if arch.ssm_state_dtype not in (None, "auto") else conv)
-    dts = _quantized_kv(KvDtypes(kv=kv, conv=conv, ssm=canonical(ssm)), arch, gpu, a,
-                        version, model_dtype, notes)
+    dts = KF.per_layer(KvDtypes(kv=kv, conv=conv, ssm=canonical(ssm)), arch, gpu, a,
+                       version, model_dtype, notes)
 
     # lengths and batch defaults
     derived, derived_src = derived_max_model_len(arch, version)
@@ -849,7 +831,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     plan = choose_block_size(karch, user_block_size=user_bs, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi)
     if dts.skip and dts.kv != model_dtype and version.at_least(0, 25):
-        plan = _heterogeneous_block(plan, arch, dts, tp, cc, version)
+        plan = KF.heterogeneous_block(plan, arch, dts, tp, cc, version)
     disable_hybrid = a.disable_hybrid_kv_cache_manager or (
         version.at_least(0, 33) and any(
             isinstance(x, AttnLayer) and x.kind == "chunked" for x in arch.layers))
@@ -907,7 +889,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "attention and GEMM kernels' share of the profile run")
     weights = [w + rope + x for w, x in zip(weights, extra)]
     if is_quantized(kv):
-        weights = [w + q for w, q in zip(weights, _quantized_kv_buffers(
+        weights = [w + q for w, q in zip(weights, KF.load_buffers(
             arch, dts, a, stages, seqs, mnbt, cc, version, notes))]
     lora = _lora_bytes(arch, a, version, stages, dtype_bytes(model_dtype), notes, gpu.vendor)
     late_lora = 0 if version.v1 else max(lora)  # V0 builds the slots after the profile
@@ -1016,7 +998,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      + ("" if version.at_least(0, 27) else
                         ", above gpu_memory_utilization in this release"))
     if dts.kv.startswith("turboquant_") and version.at_least(0, 21):
-        tq = _turboquant_workspace(arch, dts, tp, seqs, mml, model_dtype, version)
+        tq = KF.turboquant_workspace(arch, dts, tp, seqs, mml, plan.block_size, model_dtype)
         warm += tq
         notes.append(f"TurboQuant's decode workspace ({tq / GiB:.2f} GiB) is "
                      + ("reserved after the profile" if version.at_least(0, 24) else
@@ -1523,190 +1505,3 @@ def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
         return "does not fit on this MIG slice: use a larger profile or a quantized checkpoint"
     return "does not fit at TP up to 16: use a quantized checkpoint, a larger GPU or PP"
 
-
-def _quantized_kv(dts: KvDtypes, arch: ModelArch, gpu: Any, a: EngineArgs,
-                  version: VllmVersion, model_dtype: str, notes: list[str]) -> KvDtypes:
-    """A quantized --kv-cache-dtype (core/kvquant.py) and --kv-cache-dtype-skip-layers:
-    refuse what vLLM refuses and settle which layers stay in the model dtype
-    (`Attention.__init__`: a listed index, or 'sliding_window' for windowed layers)."""
-    from kvplan.core import kvquant as Q
-
-    kv, flag = dts.kv, "kv_cache_dtype_skip_layers"
-    user = [str(x).strip() for x in a.kv_cache_dtype_skip_layers if str(x).strip()]
-    if user and not version.at_least(0, 19):
-        raise BadInput(f"vLLM {version.text} has no --kv-cache-dtype-skip-layers (0.19+)",
-                       flag=flag)
-    bad = [x for x in user if x != "sliding_window" and not x.isdigit()]
-    if bad:
-        raise BadInput(f"--kv-cache-dtype-skip-layers {bad[0]!r} is not a layer index or "
-                       "sliding_window", flag=flag)
-    attn = [(i, x) for i, x in enumerate(arch.layers[:arch.num_layers])
-            if isinstance(x, AttnLayer)]
-    windowed = any(x.kind in ("sliding", "chunked") for _, x in attn)
-    if Q.is_quantized(kv) and a.engine != "vllm":  # SGLang's fp4_e2m1 (check/mapping.py)
-        if arch.is_mla:
-            raise BadInput(f"kvplan does not model {a.engine}'s FP4 MLA cache",
-                           hint="size with --kv-cache-dtype auto or fp8_e4m3")
-    elif Q.is_quantized(kv):
-        Q.check_supported(
-            kv, version_at_least=version.at_least, vendor=gpu.vendor,
-            cc_major=cc_major(gpu.compute_capability), gpu_arch=gpu.compute_capability or "",
-            is_mla=arch.is_mla, sparse_mla=arch.is_sparse_mla,
-            sinks=arch.model_type == "gpt_oss", has_sliding=windowed,
-            head_sizes={(x.head_size, x.head_size_v) for _, x in attn},
-            rope_dim=_rope_dim(arch), dcp=a.decode_context_parallel_size,
-            model_dtype=model_dtype, vtext=version.text)
-        cc = cc_major(gpu.compute_capability)
-        if kv in Q.PER_TOKEN_HEAD + Q.NVFP4 and cc == 9 and not version.at_least(0, 22):
-            notes.append(f"vLLM {version.text} lets FLASH_ATTN (FlashAttention 3) claim {kv} on "
-                         "Hopper, whose cache view does not fit this page (read in the source, "
-                         "not seen in a log): pass --attention-backend "
-                         + ("TRITON_ATTN" if kv in Q.PER_TOKEN_HEAD else "FLASHINFER"))
-        if kv in Q.NVFP4 and cc != 10 and not version.at_least(0, 25):
-            notes.append(f"vLLM {version.text} runs NVFP4 KV through FlashInfer's trtllm-gen "
-                         "kernels, built for SM100; off Blackwell data-centre GPUs expect a "
-                         "failure at the first forward (read in the source)")
-        if kv in Q.TURBOQUANT and windowed and not version.at_least(0, 28):
-            raise BadInput(f"vLLM {version.text} sizes TurboQuant's sliding-window and chunked "
-                           "layers as plain uint8 pages its backend cannot read (the "
-                           "TurboQuant spec covers full attention until 0.28)",
-                           hint="use vLLM 0.28 or later, or --kv-cache-dtype fp8",
-                           flag="kv_cache_dtype")
-    if "sliding_window" in user and kv in Q.TURBOQUANT and not version.at_least(0, 32):
-        raise BadInput(f"vLLM {version.text} sorts TurboQuant's skip list as integers and "
-                       "fails on 'sliding_window' (fixed in 0.32)",
-                       hint="list the sliding-window layers' indices instead", flag=flag)
-    skip = {int(x) for x in user if x.isdigit()}
-    auto = Q.boundary_skip(kv, arch.num_layers, arch.is_hybrid_state, version.at_least)
-    skip |= set(auto)
-    skip_sw = "sliding_window" in user
-    if arch.is_mla and not version.at_least(0, 26):
-        skip, skip_sw = set(), False  # MLA layers read the index list from 0.26
-    kept = sorted(i for i, x in attn if i in skip or (skip_sw and x.kind == "sliding"))
-    if kept and kv != model_dtype:
-        if version.at_least(0, 25) and (windowed or arch.is_hybrid_state):
-            raise BadInput("kvplan does not size a skip list beside sliding-window or Mamba "
-                           f"layers on vLLM {version.text}: they pad to a shared page "
-                           "(`_align_heterogeneous_kv_block_size`)",
-                           hint="size with --kv-cache-dtype auto or fp8, or a full-attention "
-                                "model", flag=flag)
-        fmt = "TurboQuant" if kv in Q.TURBOQUANT else "UltraQuant"
-        why = (f"{fmt}'s boundary layers" if auto and not user else
-               "--kv-cache-dtype-skip-layers" if not auto else
-               f"{fmt}'s boundary layers and --kv-cache-dtype-skip-layers")
-        shown = ", ".join(map(str, kept[:8])) + (" ..." if len(kept) > 8 else "")
-        notes.append(f"{len(kept)} of {len(attn)} attention layers keep a {model_dtype} KV "
-                     f"cache ({why}): {shown}")
-    sliding_kv = ("int8_per_token_head" if kv == "int4_per_token_head"
-                  and not version.at_least(0, 28) else "")
-    if sliding_kv and windowed:
-        notes.append(f"vLLM {version.text}'s SlidingWindowSpec has no int4 branch: the "
-                     "sliding-window layers are budgeted at the 8-bit size, which Triton's "
-                     "int4 cache view does not match (read in the source; 0.28 fixed it)")
-    return replace(dts, model=model_dtype, skip=frozenset(kept), skip_sliding=False,
-                   rope_dim=_rope_dim(arch) if kv in Q.OCTAVE else 0, sliding_kv=sliding_kv)
-
-
-def _rope_dim(arch: ModelArch) -> int:
-    """Rotary dims of the first attention layer (`rope_dim_from_hf_config`)."""
-    t = arch.text_config
-    rp = t.get("rope_parameters") if isinstance(t.get("rope_parameters"), dict) else {}
-    part = float(rp.get("partial_rotary_factor") or t.get("partial_rotary_factor") or 1)
-    head = next((x.head_size for x in arch.layers if isinstance(x, AttnLayer)), 0)
-    return int(head * part)
-
-
-def _heterogeneous_block(plan: BlockPlan, arch: ModelArch, dts: KvDtypes, tp: int, cc: str,
-                         version: VllmVersion) -> BlockPlan:
-    """0.25+: layers kept in the model dtype share the block pool with the quantized ones,
-    so `_align_heterogeneous_kv_block_size` raises the block until the quantized page covers
-    a model-dtype page of one kernel block (16 tokens). The quantized page per token is the
-    spec class's up to 0.27 (no TurboQuant branch: uint8 K and V) and, from 0.28, the first
-    attention layer's backend's packing (a layer kept in the model dtype has a plain backend,
-    which packs only NVFP4, on SM100 through FlashInfer)."""
-    from kvplan.core import kvquant as Q
-
-    i, first = next((i, x) for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer))
-    heads, hs = kv_heads_per_gpu(first.num_kv_heads, tp), first.head_size
-    kv, plain = dts.kv, 2 * heads * hs  # one byte per element
-    if not version.at_least(0, 28):
-        packs = kv in Q.PER_TOKEN_HEAD + Q.NVFP4
-    elif i in dts.skip:
-        packs = kv in Q.NVFP4 and cc_major(cc) == 10
-    else:
-        packs = Q.is_quantized(kv)
-    primary = heads * Q.head_token_bytes(kv, hs, hs, dts.rope_dim) if packs else plain
-    padded = 2 * heads * hs * dtype_bytes(dts.model)
-    bs = Q.hetero_block_size(plan.block_size, primary, padded, plan.mamba_page_padded)
-    if bs == plan.block_size:
-        return plan
-    return replace(plan, block_size=bs, reason=f"raised so the {kv} page covers a "
-                   f"{dts.model} page of one kernel block")
-
-
-def _quantized_kv_buffers(arch: ModelArch, dts: KvDtypes, a: EngineArgs, stages: list[range],
-                          seqs: int, mnbt: int, cc: str, version: VllmVersion,
-                          notes: list[str]) -> list[int]:
-    """Buffers a quantized KV format's layers allocate while the model is built, so inside
-    "Model loading took" (per stage): TurboQuant's decode buffers in 0.20 (fp32
-    [max_num_seqs, heads, 32, D + 1] + [.., D] + [..]: `Attention._init_turboquant_buffers`;
-    0.21+ share a lazily grown workspace) and FlashInfer's FP8 output buffer for NVFP4
-    ([max_num_batched_tokens, heads, D]: `FlashInferImpl._nvfp4_fp8_out`, every NVFP4 layer
-    in 0.21-0.31, SM100 only from 0.32)."""
-    from kvplan.core import kvquant as Q
-
-    kv, tp = dts.kv, a.tensor_parallel_size
-    q_heads = max(1, arch.num_attention_heads // tp)
-    if kv in Q.TURBOQUANT and not version.at_least(0, 21):
-        def per_layer(d: int) -> int:
-            return 4 * seqs * q_heads * (Q.TQ_DECODE_SPLITS * (d + 1) + d + 1)
-        what = f"TurboQuant's decode buffers (max_num_seqs {seqs})"
-    elif kv in Q.NVFP4 and (cc_major(cc) == 10 or not version.at_least(0, 32)):
-        def per_layer(d: int) -> int:
-            return mnbt * q_heads * d
-        what = f"FlashInfer's FP8 output buffers (max_num_batched_tokens {mnbt:,})"
-    else:
-        return [0] * len(stages)
-    out = [sum(per_layer(x.head_size) for i, x in enumerate(arch.layers)
-               if i in st and isinstance(x, AttnLayer) and i not in dts.skip)
-           for st in stages]
-    if max(out) >= 64 * MiB:
-        notes.append(f"{what}: {max(out) / GiB:.2f} GiB per GPU, allocated with the model "
-                     "(in vLLM's 'Model loading took')")
-    return out
-
-
-def _turboquant_workspace(arch: ModelArch, dts: KvDtypes, tp: int, seqs: int, mml: int,
-                          model_dtype: str, version: VllmVersion) -> int:
-    """`TurboQuantMetadataBuilder._reserve_workspace` (0.24+; 0.21-0.23 grow the shared
-    workspace to the same buffers lazily, in capture and on requests): the larger of the
-    split-KV decode buffers (fp32 [max_num_seqs, heads, 32, D + 1], [.., D] in the model
-    dtype, fp32 [..]) and
-    the continuation-prefill copy (2 x fp16 [1, KV heads, max_model_len rounded to the
-    block, D]), each piece rounded to 256 bytes; built once the backends are initialised,
-    after the profile's peak is read."""
-    from kvplan.core.kvquant import TQ_DECODE_SPLITS
-
-    x = next(x for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer)
-             and i not in dts.skip)
-    q, kvh, d = max(1, arch.num_attention_heads // tp), kv_heads_per_gpu(x.num_kv_heads, tp), \
-        x.head_size
-
-    def r256(n: int) -> int:
-        return -(-n // 256) * 256
-    decode = (r256(seqs * q * TQ_DECODE_SPLITS * (d + 1) * 4) + r256(seqs * q * d * dtype_bytes(
-        model_dtype)) + r256(seqs * q * 4))
-    cont = 2 * r256(kvh * cdiv(max(mml - 1, 0), 16) * 16 * d * 2)
-    return max(decode, cont)
-
-
-def _compressed_tensors_kv(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> bool:
-    """Whether vLLM turns the cache of a compressed-tensors checkpoint that declares a
-    `kv_cache_scheme` into fp8: from 0.15 (`Attention.__init__`, "llm-compressor mdls need to
-    set cache_dtype to 'fp8' manually"; absent in the 0.14.1 wheel), overriding any requested
-    dtype up to 0.21 and only `auto` from 0.22 (the 0.20.2 and 0.22.1 wheels)."""
-    q = arch.quantization or {}
-    if (str(q.get("quant_method", "")).lower() != "compressed-tensors"
-            or not isinstance(q.get("kv_cache_scheme"), dict) or not version.at_least(0, 15)):
-        return False
-    return a.kv_cache_dtype == "auto" or not version.at_least(0, 22)

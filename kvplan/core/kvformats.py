@@ -1,0 +1,219 @@
+"""The KV dtype a start stores, layer by layer: what a checkpoint's quantization does to
+`--kv-cache-dtype`, the quantized formats' refusals and kept layers, the block size and the
+buffers they add (formulas in `core/kvquant.py`; methodology §2 and §2b)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from kvplan.core import kvquant as Q
+from kvplan.core.arch import AttnLayer, ModelArch
+from kvplan.core.dtypes import dtype_bytes
+from kvplan.core.kvspec import BlockPlan, KvDtypes, kv_heads_per_gpu
+from kvplan.core.versions import VllmVersion, cc_major
+from kvplan.errors import BadInput
+from kvplan.units import GiB, MiB, cdiv
+
+
+def checkpoint_kv(kv: str, arch: ModelArch, a: Any, version: VllmVersion, notes: list[str],
+                  resolve: Callable[[str], str]) -> str:
+    """What the checkpoint's quantization makes of the resolved KV dtype (`Attention.__init__`):
+    * fp8_e5m2 with an FP8-quantized checkpoint (fp8, ModelOpt, quark, compressed-tensors;
+      online `-q fp8` too) is refused, "fp8_e5m2 kv-cache is not supported with fp8
+      checkpoints"; compressed-tensors without a kv_cache_scheme is exempt from 0.24;
+    * a compressed-tensors checkpoint with a kv_cache_scheme stores fp8 (`resolve("fp8")`)."""
+    q = arch.quantization or {}
+    method = str(q.get("quant_method") or a.quantization or "").lower()
+    scheme = isinstance(q.get("kv_cache_scheme"), dict)
+    if kv == "fp8_e5m2" and (method in ("fp8", "quark") or method.startswith("modelopt") or (
+            method == "compressed-tensors" and (scheme or not version.at_least(0, 24)))):
+        raise BadInput("vLLM refuses --kv-cache-dtype fp8_e5m2 with an FP8-quantized "
+                       f"checkpoint ({method}): 'fp8_e5m2 kv-cache is not supported with fp8 "
+                       "checkpoints'", hint="use --kv-cache-dtype fp8 (e4m3)",
+                       flag="kv_cache_dtype")
+    if not _compressed_tensors_kv(arch, a, version):
+        return kv
+    if a.kv_cache_dtype != "auto" and not kv.startswith("fp8"):
+        notes.append(f"vLLM {version.text} stores this checkpoint's KV cache as fp8 (its "
+                     f"kv_cache_scheme), not the requested {a.kv_cache_dtype}")
+    return resolve("fp8")
+
+
+def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVersion,
+              model_dtype: str, notes: list[str]) -> KvDtypes:
+    """A quantized --kv-cache-dtype (core/kvquant.py) and --kv-cache-dtype-skip-layers:
+    refuse what vLLM refuses and settle which layers stay in the model dtype
+    (`Attention.__init__`: a listed index, or 'sliding_window' for windowed layers)."""
+    kv, flag = dts.kv, "kv_cache_dtype_skip_layers"
+    user = [str(x).strip() for x in a.kv_cache_dtype_skip_layers if str(x).strip()]
+    if user and not version.at_least(0, 19):
+        raise BadInput(f"vLLM {version.text} has no --kv-cache-dtype-skip-layers (0.19+)",
+                       flag=flag)
+    bad = [x for x in user if x != "sliding_window" and not x.isdigit()]
+    if bad:
+        raise BadInput(f"--kv-cache-dtype-skip-layers {bad[0]!r} is not a layer index or "
+                       "sliding_window", flag=flag)
+    attn = [(i, x) for i, x in enumerate(arch.layers[:arch.num_layers])
+            if isinstance(x, AttnLayer)]
+    windowed = any(x.kind in ("sliding", "chunked") for _, x in attn)
+    if Q.is_quantized(kv) and a.engine != "vllm":  # SGLang's fp4_e2m1 (check/mapping.py)
+        if arch.is_mla:
+            raise BadInput(f"kvplan does not model {a.engine}'s FP4 MLA cache",
+                           hint="size with --kv-cache-dtype auto or fp8_e4m3")
+    elif Q.is_quantized(kv):
+        Q.check_supported(
+            kv, version_at_least=version.at_least, vendor=gpu.vendor,
+            cc_major=cc_major(gpu.compute_capability), gpu_arch=gpu.compute_capability or "",
+            is_mla=arch.is_mla, sparse_mla=arch.is_sparse_mla,
+            sinks=arch.model_type == "gpt_oss", has_sliding=windowed,
+            head_sizes={(x.head_size, x.head_size_v) for _, x in attn},
+            rope_dim=rope_dim(arch), dcp=a.decode_context_parallel_size,
+            model_dtype=model_dtype, vtext=version.text)
+        cc = cc_major(gpu.compute_capability)
+        if kv in Q.PER_TOKEN_HEAD + Q.NVFP4 and cc == 9 and not version.at_least(0, 22):
+            notes.append(f"vLLM {version.text} lets FLASH_ATTN (FlashAttention 3) claim {kv} on "
+                         "Hopper, whose cache view does not fit this page (read in the source, "
+                         "not seen in a log): pass --attention-backend "
+                         + ("TRITON_ATTN" if kv in Q.PER_TOKEN_HEAD else "FLASHINFER"))
+        if kv in Q.NVFP4 and cc != 10 and not version.at_least(0, 25):
+            notes.append(f"vLLM {version.text} runs NVFP4 KV through FlashInfer's trtllm-gen "
+                         "kernels, built for SM100; off Blackwell data-centre GPUs expect a "
+                         "failure at the first forward (read in the source)")
+        if kv in Q.TURBOQUANT and windowed and not version.at_least(0, 28):
+            raise BadInput(f"vLLM {version.text} sizes TurboQuant's sliding-window and chunked "
+                           "layers as plain uint8 pages its backend cannot read (the "
+                           "TurboQuant spec covers full attention until 0.28)",
+                           hint="use vLLM 0.28 or later, or --kv-cache-dtype fp8",
+                           flag="kv_cache_dtype")
+    if "sliding_window" in user and kv in Q.TURBOQUANT and not version.at_least(0, 32):
+        raise BadInput(f"vLLM {version.text} sorts TurboQuant's skip list as integers and "
+                       "fails on 'sliding_window' (fixed in 0.32)",
+                       hint="list the sliding-window layers' indices instead", flag=flag)
+    skip = {int(x) for x in user if x.isdigit()}
+    auto = Q.boundary_skip(kv, arch.num_layers, arch.is_hybrid_state, version.at_least)
+    skip |= set(auto)
+    skip_sw = "sliding_window" in user
+    if arch.is_mla and not version.at_least(0, 26):
+        skip, skip_sw = set(), False  # MLA layers read the index list from 0.26
+    kept = sorted(i for i, x in attn if i in skip or (skip_sw and x.kind == "sliding"))
+    if kept and kv != model_dtype:
+        if version.at_least(0, 25) and (windowed or arch.is_hybrid_state):
+            raise BadInput("kvplan does not size a skip list beside sliding-window or Mamba "
+                           f"layers on vLLM {version.text}: they pad to a shared page "
+                           "(`_align_heterogeneous_kv_block_size`)",
+                           hint="size with --kv-cache-dtype auto or fp8, or a full-attention "
+                                "model", flag=flag)
+        fmt = "TurboQuant" if kv in Q.TURBOQUANT else "UltraQuant"
+        why = (f"{fmt}'s boundary layers" if auto and not user else
+               "--kv-cache-dtype-skip-layers" if not auto else
+               f"{fmt}'s boundary layers and --kv-cache-dtype-skip-layers")
+        shown = ", ".join(map(str, kept[:8])) + (" ..." if len(kept) > 8 else "")
+        notes.append(f"{len(kept)} of {len(attn)} attention layers keep a {model_dtype} KV "
+                     f"cache ({why}): {shown}")
+    sliding_kv = ("int8_per_token_head" if kv == "int4_per_token_head"
+                  and not version.at_least(0, 28) else "")
+    if sliding_kv and windowed:
+        notes.append(f"vLLM {version.text}'s SlidingWindowSpec has no int4 branch: the "
+                     "sliding-window layers are budgeted at the 8-bit size, which Triton's "
+                     "int4 cache view does not match (read in the source; 0.28 fixed it)")
+    return replace(dts, model=model_dtype, skip=frozenset(kept),
+                   rope_dim=rope_dim(arch) if kv in Q.OCTAVE else 0, sliding_kv=sliding_kv)
+
+
+def rope_dim(arch: ModelArch) -> int:
+    """Rotary dims of the first attention layer (`rope_dim_from_hf_config`)."""
+    t = arch.text_config
+    rp = t.get("rope_parameters") if isinstance(t.get("rope_parameters"), dict) else {}
+    part = float(rp.get("partial_rotary_factor") or t.get("partial_rotary_factor") or 1)
+    head = next((x.head_size for x in arch.layers if isinstance(x, AttnLayer)), 0)
+    return int(head * part)
+
+
+def heterogeneous_block(plan: BlockPlan, arch: ModelArch, dts: KvDtypes, tp: int, cc: str,
+                         version: VllmVersion) -> BlockPlan:
+    """0.25+: layers kept in the model dtype share the block pool with the quantized ones,
+    so `_align_heterogeneous_kv_block_size` raises the block until the quantized page covers
+    a model-dtype page of one kernel block (16 tokens). The quantized page per token is the
+    spec class's up to 0.27 (no TurboQuant branch: uint8 K and V) and, from 0.28, the first
+    attention layer's backend's packing (a layer kept in the model dtype has a plain backend,
+    which packs only NVFP4, on SM100 through FlashInfer)."""
+    i, first = next((i, x) for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer))
+    heads, hs = kv_heads_per_gpu(first.num_kv_heads, tp), first.head_size
+    kv, plain = dts.kv, 2 * heads * hs  # one byte per element
+    if not version.at_least(0, 28):
+        packs = kv in Q.PER_TOKEN_HEAD + Q.NVFP4
+    elif i in dts.skip:
+        packs = kv in Q.NVFP4 and cc_major(cc) == 10
+    else:
+        packs = Q.is_quantized(kv)
+    primary = heads * Q.head_token_bytes(kv, hs, hs, dts.rope_dim) if packs else plain
+    padded = 2 * heads * hs * dtype_bytes(dts.model)
+    bs = Q.hetero_block_size(plan.block_size, primary, padded, plan.mamba_page_padded)
+    if bs == plan.block_size:
+        return plan
+    return replace(plan, block_size=bs, reason=f"raised so the {kv} page covers a "
+                   f"{dts.model} page of one kernel block")
+
+
+def load_buffers(arch: ModelArch, dts: KvDtypes, a: Any, stages: list[range], seqs: int,
+                 mnbt: int, cc: str, version: VllmVersion, notes: list[str]) -> list[int]:
+    """Buffers a quantized KV format's layers allocate while the model is built, so inside
+    "Model loading took" (per stage): TurboQuant's decode buffers in 0.20 (fp32
+    [max_num_seqs, heads, 32, D + 1] + [.., D] + [..]: `Attention._init_turboquant_buffers`;
+    0.21+ share a lazily grown workspace) and FlashInfer's FP8 output buffer for NVFP4
+    ([max_num_batched_tokens, heads, D]: `FlashInferImpl._nvfp4_fp8_out`, every NVFP4 layer
+    in 0.21-0.31, SM100 only from 0.32)."""
+    kv, tp = dts.kv, a.tensor_parallel_size
+    q_heads = max(1, arch.num_attention_heads // tp)
+    if kv in Q.TURBOQUANT and not version.at_least(0, 21):
+        def per_layer(d: int) -> int:
+            return 4 * seqs * q_heads * (Q.TQ_DECODE_SPLITS * (d + 1) + d + 1)
+        what = f"TurboQuant's decode buffers (max_num_seqs {seqs})"
+    elif kv in Q.NVFP4 and (cc_major(cc) == 10 or not version.at_least(0, 32)):
+        def per_layer(d: int) -> int:
+            return mnbt * q_heads * d
+        what = f"FlashInfer's FP8 output buffers (max_num_batched_tokens {mnbt:,})"
+    else:
+        return [0] * len(stages)
+    out = [sum(per_layer(x.head_size) for i, x in enumerate(arch.layers)
+               if i in st and isinstance(x, AttnLayer) and i not in dts.skip)
+           for st in stages]
+    if max(out) >= 64 * MiB:
+        notes.append(f"{what}: {max(out) / GiB:.2f} GiB per GPU, allocated with the model "
+                     "(in vLLM's 'Model loading took')")
+    return out
+
+
+def turboquant_workspace(arch: ModelArch, dts: KvDtypes, tp: int, seqs: int, mml: int,
+                         block_size: int, model_dtype: str) -> int:
+    """`TurboQuantMetadataBuilder._reserve_workspace` (0.24+; 0.21-0.23 grow the shared
+    workspace to the same buffers lazily, in capture and on requests): the larger of the
+    split-KV decode buffers (fp32 [max_num_seqs, heads, 32, D + 1], [.., D] in the model dtype,
+    fp32 [..]) and the continuation-prefill copy (2 x fp16 [1, KV heads, max_model_len - 1
+    rounded up to the block, D]), each piece rounded to 256 bytes; built once the backends
+    are initialised, after the profile's peak is read."""
+    x = next(x for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer)
+             and i not in dts.skip)
+    q, d = max(1, arch.num_attention_heads // tp), x.head_size
+
+    def r256(n: int) -> int:
+        return -(-n // 256) * 256
+    decode = (r256(seqs * q * Q.TQ_DECODE_SPLITS * (d + 1) * 4)
+              + r256(seqs * q * d * dtype_bytes(model_dtype)) + r256(seqs * q * 4))
+    rows = cdiv(max(mml - 1, 0), block_size) * block_size
+    cont = 2 * r256(kv_heads_per_gpu(x.num_kv_heads, tp) * rows * d * 2)
+    return max(decode, cont)
+
+
+def _compressed_tensors_kv(arch: ModelArch, a: Any, version: VllmVersion) -> bool:
+    """Whether vLLM turns the cache of a compressed-tensors checkpoint that declares a
+    `kv_cache_scheme` into fp8: from 0.15 (`Attention.__init__`, "llm-compressor mdls need to
+    set cache_dtype to 'fp8' manually"; absent in the 0.14.1 wheel), overriding any requested
+    dtype up to 0.21 and only `auto` from 0.22 (the 0.20.2 and 0.22.1 wheels)."""
+    q = arch.quantization or {}
+    if (str(q.get("quant_method", "")).lower() != "compressed-tensors"
+            or not isinstance(q.get("kv_cache_scheme"), dict) or not version.at_least(0, 15)):
+        return False
+    return a.kv_cache_dtype == "auto" or not version.at_least(0, 22)
