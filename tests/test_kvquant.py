@@ -262,3 +262,19 @@ def test_fp8_e5m2_with_fp8_checkpoints_is_refused():
     assert size(ct, H100, EngineArgs(kv_cache_dtype="fp8_e5m2"), "0.24").kv_dtype == "fp8_e5m2"
     with pytest.raises(BadInput, match="fp8 checkpoints"):
         size(ct, H100, EngineArgs(kv_cache_dtype="fp8_e5m2"), "0.23")
+
+
+def test_diagnose_reads_the_skip_list_from_cache_config_info():
+    from kvplan.diagnose.crosscheck import cross_check
+
+    # vLLM's cache_config_info gauge prints the merged list TurboQuant started with
+    out, notes = cross_check(
+        "meta-llama/Llama-3.1-8B-Instruct", "h100", tp=1, max_model_len=32768,
+        vllm_version="0.33", catalogs=None,
+        cache_config={"cache_dtype": "turboquant_k8v4", "gpu_memory_utilization": "0.9",
+                      "kv_cache_dtype_skip_layers": "['0', '1', '30', '31']"})
+    r = size(resolve_model("meta-llama/Llama-3.1-8B-Instruct"), resolve_gpu("h100"),
+             EngineArgs(kv_cache_dtype="turboquant_k8v4", max_model_len=32768,
+                        gpu_memory_utilization=0.9), "0.33")
+    assert (out["predicted_num_gpu_blocks"], out["predicted_block_size"], notes) == (
+        r.num_gpu_blocks, 32, [])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kvplan.errors import BadInput
@@ -30,8 +31,12 @@ def cross_check(model: str, gpu: str, *, tp: int, max_model_len: int | None,
     override = _num(cache_config, "num_gpu_blocks_override", int)
     kvd = cache_config.get("cache_dtype") or "auto"
     notes: list[str] = []
+    # the label prints the list ("['0', '1', '30', '31']"; TurboQuant's boundary layers merged)
+    skip = tuple(re.findall(r"[A-Za-z_]+|\d+", cache_config.get("kv_cache_dtype_skip_layers")
+                            or ""))
     args = EngineArgs(tensor_parallel_size=tp, max_model_len=max_model_len, kv_cache_dtype=kvd,
-                      gpu_memory_utilization=util, num_gpu_blocks_override=override)
+                      gpu_memory_utilization=util, num_gpu_blocks_override=override,
+                      kv_cache_dtype_skip_layers=skip)
     try:
         r = size(m, g, args, vllm_version)
     except BadInput as e:
@@ -39,7 +44,7 @@ def cross_check(model: str, gpu: str, *, tp: int, max_model_len: int | None,
             raise
         notes.append(f"cross-check: cache_dtype {kvd} not understood ({e.line()}); sized "
                      "with --kv-cache-dtype auto")
-        args.kv_cache_dtype = "auto"
+        args.kv_cache_dtype, args.kv_cache_dtype_skip_layers = "auto", ()
         r = size(m, g, args, vllm_version)
     observed = _num(cache_config, "num_gpu_blocks", int)
     obs_bs = _num(cache_config, "block_size", int)
