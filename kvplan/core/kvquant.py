@@ -11,7 +11,7 @@ the vLLM 0.20.2-0.33.0 wheels (methodology §2b):
   `get_boundary_skip_layers`), `v1/attention/ops/rocm_octave.py` (`OctaveFormat`),
   `v1/attention/ops/ultraquant/format.py` (`slot_size`);
 * `platforms/interface.py` `_align_heterogeneous_kv_block_size` (0.25+) and
-  `model_executor/layers/attention/attention.py` (skip layers, `_largest_kernel_block_within`).
+  `model_executor/layers/attention/attention.py` (the layers kept in the model dtype).
 """
 
 from __future__ import annotations
@@ -104,21 +104,6 @@ def boundary_skip(kv: str, num_layers: int, hybrid: bool, version_at_least) -> l
     return sorted(set(range(n)) | set(range(num_layers - n, num_layers)))
 
 
-def preferred_backend(kv: str, vendor: str) -> str:
-    """The backend that stores the format (the others refuse it in `validate_configuration`)."""
-    if kv in PER_TOKEN_HEAD:
-        return "TRITON_ATTN"
-    if kv in NVFP4:
-        return "FLASHINFER"
-    if kv in _TQ_BITS:
-        return "TURBOQUANT"
-    if kv in OCTAVE:
-        return "ROCM_OCTAVE"
-    if kv == ULTRAQUANT:
-        return "ULTRAQUANT"
-    return "FLASHMLA_SPARSE"
-
-
 def check_supported(kv: str, *, version_at_least, vendor: str, cc_major: int, gpu_arch: str,
                     is_mla: bool, sparse_mla: bool, sinks: bool, has_sliding: bool,
                     head_sizes: set[tuple[int, int]], rope_dim: int, dcp: int,
@@ -207,15 +192,3 @@ def hetero_block_size(block_size: int, primary_tok: int, padded_tok: int,
     required = max(padded_tok * smallest_kernel_block, mamba_page_padded)
     return max(block_size, align * -(-required // (align * primary_tok)))
 
-
-def largest_kernel_block_within(per_token: int, page_budget: int, fallback: int,
-                                sizes: tuple[int, ...] | None, multiple_of: int | None) -> int:
-    """`_largest_kernel_block_within`: the largest kernel block whose page fits the shared
-    page (`MultipleOf` sizes expand to the largest aligned block, 0.30+)."""
-    cands = list(sizes or ())
-    if multiple_of:
-        cands.append(max(multiple_of, page_budget // per_token // multiple_of * multiple_of))
-    if not cands:
-        return fallback
-    fitting = [b for b in cands if b * per_token <= page_budget]
-    return max(fitting) if fitting else min(cands)
