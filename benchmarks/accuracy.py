@@ -100,6 +100,8 @@ def args_of(case: dict, version: str) -> EngineArgs:
         enforce_eager=bool(case.get("enforce_eager")),
         block_size=bs,
     )
+    if case.get("kv_cache_dtype_skip_layers"):  # indices (or sliding_window), as the flag
+        a.kv_cache_dtype_skip_layers = tuple(map(str, case["kv_cache_dtype_skip_layers"]))
     q = str(case.get("quantization") or "")
     if q in ("fp8",) and "fp8" not in case["model"].lower():
         a.quantization = "fp8"  # online FP8 quantization of a 16-bit checkpoint

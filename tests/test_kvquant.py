@@ -278,3 +278,50 @@ def test_diagnose_reads_the_skip_list_from_cache_config_info():
                         gpu_memory_utilization=0.9), "0.33")
     assert (out["predicted_num_gpu_blocks"], out["predicted_block_size"], notes) == (
         r.num_gpu_blocks, 32, [])
+
+
+def test_sliding_layers_beside_kept_layers():
+    g = resolve_gpu("h100")
+    # gpt-oss-20b, fp8 with its sliding layers kept in bf16 (0.33): layer 0 is sliding and
+    # kept, so the primary page is uint8 K and V (1,024 B a token) against bf16's 2,048:
+    # block 32, shared page 32,768; the bf16 sliding layers take the largest multiple of 16
+    # that fits (16 tokens, exactly the page); full layers 32 x 1,024 -- every page equal
+    r = size(resolve_model("openai/gpt-oss-20b"), g, EngineArgs(
+        kv_cache_dtype="fp8", kv_cache_dtype_skip_layers=("sliding_window",)), "0.33")
+    assert r.kv_bytes_per_token_per_gpu == 12 * 2048 + 12 * 1024
+    assert {(gr.spec.kind, gr.block_size, gr.spec.page) for gr in r.groups} == {
+        ("sliding", 16, 32768), ("full", 32, 32768)}
+    # TurboQuant on gemma-3 (0.33): the bf16 global boundary layer's page (32 x 8,192) is
+    # twice the shared page the padded sliding layers hold, and vLLM's unify asserts
+    with pytest.raises(BadInput, match="asserts") as e:
+        size(resolve_model("google/gemma-3-12b-it"), g,
+             EngineArgs(kv_cache_dtype="turboquant_k8v4"), "0.33")
+    assert e.value.flag == "kv_cache_dtype"
+    # still refused where the kernel blocks are not modelled (data-centre Blackwell)
+    with pytest.raises(BadInput, match="kvplan does not size"):
+        size(resolve_model("openai/gpt-oss-20b"), resolve_gpu("b200"), EngineArgs(
+            kv_cache_dtype="fp8", kv_cache_dtype_skip_layers=("sliding_window",)), "0.33")
+
+
+def test_gemma4_nvfp4_with_full_layers_kept_matches_the_fork_log():
+    # "Padding KV cache pages ... from 73728 to 131072 bytes": NVFP4 sliding pages padded to
+    # the bf16 full-attention page (0.22 dev build); 16.49 GiB -> 74,931 tokens, 9.15x
+    m = resolve_model("google/gemma-4-31B-it")
+    r = size(m, resolve_gpu("gb10"), EngineArgs(
+        kv_cache_dtype="nvfp4", kv_cache_dtype_skip_layers=tuple(str(i) for i in range(5, 60, 6)),
+        max_model_len=8192, max_num_batched_tokens=2048, language_model_only=True,
+        kv_cache_memory_bytes=round(16.49 * GiB)), "0.22")
+    assert {gr.spec.page for gr in r.groups} == {131072}
+    assert abs(r.kv_cache_tokens / 74931 - 1) < 5e-4 and round(r.max_concurrency, 2) == 9.15
+
+
+def test_sliding_block_multiple_of_expansion_from_030():
+    # gemma-3-12b, int8_per_token_head with global layer 5 kept: primary 8 x 520 = 4,160 B,
+    # block 32, shared page 133,120. Triton's MultipleOf(16) gives the sliding layers 16
+    # tokens in 0.28-0.29 (the base only) and 32 from 0.30 (expanded to what fits)
+    def sliding_block(version):
+        r = size(resolve_model("google/gemma-3-12b-it"), resolve_gpu("h100"), EngineArgs(
+            kv_cache_dtype="int8_per_token_head", kv_cache_dtype_skip_layers=("5",)), version)
+        return {gr.block_size for gr in r.groups if gr.spec.kind == "sliding"}
+
+    assert (sliding_block("0.29"), sliding_block("0.30")) == ({16}, {32})

@@ -99,10 +99,13 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
         skip, skip_sw = set(), False  # MLA layers read the index list from 0.26
     kept = sorted(i for i, x in attn if i in skip or (skip_sw and x.kind == "sliding"))
     if kept and kv != model_dtype:
-        if version.at_least(0, 25) and (windowed or arch.is_hybrid_state):
-            raise BadInput("kvplan does not size a skip list beside sliding-window or Mamba "
-                           f"layers on vLLM {version.text}: they pad to a shared page "
-                           "(`_align_heterogeneous_kv_block_size`)",
+        if version.at_least(0, 25) and (arch.is_hybrid_state or (windowed and (
+                gpu.vendor != "nvidia" or cc_major(gpu.compute_capability) == 10
+                or any(x.kind == "chunked" for _, x in attn)))):
+            raise BadInput("kvplan does not size a skip list beside Mamba layers, chunked "
+                           "layers, or sliding-window layers on ROCm or data-centre Blackwell "
+                           f"(FlashInfer's large pages) on vLLM {version.text}: they pad to a "
+                           "shared page (`_align_heterogeneous_kv_block_size`)",
                            hint="size with --kv-cache-dtype auto or fp8, or a full-attention "
                                 "model", flag=flag)
         fmt = "TurboQuant" if kv in Q.TURBOQUANT else "UltraQuant"
@@ -150,11 +153,46 @@ def heterogeneous_block(plan: BlockPlan, arch: ModelArch, dts: KvDtypes, tp: int
         packs = Q.is_quantized(kv)
     primary = heads * Q.head_token_bytes(kv, hs, hs, dts.rope_dim) if packs else plain
     padded = 2 * heads * hs * dtype_bytes(dts.model)
-    bs = Q.hetero_block_size(plan.block_size, primary, padded, plan.mamba_page_padded)
-    if bs == plan.block_size:
+    if padded <= primary:
         return plan
-    return replace(plan, block_size=bs, reason=f"raised so the {kv} page covers a "
-                   f"{dts.model} page of one kernel block")
+    bs = Q.hetero_block_size(plan.block_size, primary, padded, plan.mamba_page_padded)
+    shared = bs * primary  # `skip_page_size_padded`: every sliding-window page pads to it
+    sliding = tuple(_sliding_block(x, dts.for_layer(j, x), tp, shared, cc, version, dts)
+                    for j, x in enumerate(arch.layers)
+                    if isinstance(x, AttnLayer) and x.kind == "sliding")
+    return replace(plan, block_size=bs, skip_page_padded=shared, sliding_blocks=sliding,
+                   reason=plan.reason if bs == plan.block_size else
+                   f"raised so the {kv} page covers a {dts.model} page of one kernel block")
+
+
+def _sliding_block(x: AttnLayer, kv: str, tp: int, shared: int, cc: str,
+                   version: VllmVersion, dts: KvDtypes) -> tuple[tuple, int]:
+    """A sliding-window layer's block under the shared page (`_largest_kernel_block_within`):
+    the largest kernel block of its backend whose page fits. Kernel blocks: TurboQuant
+    16/32/64/128, FlashInfer (NVFP4; before compute capability 8.0) 16/32/64, FlashAttention
+    and Triton any multiple of 16, expanded to the largest that fits from 0.30 (0.25-0.29 take
+    the base, 16). The page per token is the unpadded spec's, without the per-token-head
+    scales up to 0.27 (`real_page_size_bytes`); the full page must still fit (vLLM asserts)."""
+    from kvplan.core.kvspec import attn_bytes_per_token
+
+    heads = kv_heads_per_gpu(x.num_kv_heads, tp)
+    full = attn_bytes_per_token(x, tp, kv, dts.rope_dim)
+    tok = 2 * heads * x.head_size if (kv in Q.PER_TOKEN_HEAD and not version.at_least(0, 28)
+                                      ) else full
+    if kv in Q.TURBOQUANT:
+        cands = [16, 32, 64, 128]
+    elif kv in Q.NVFP4 or cc_major(cc) < 8:
+        cands = [16, 32, 64]
+    else:
+        cands = [max(16, shared // tok // 16 * 16) if version.at_least(0, 30) else 16]
+    fitting = [b for b in cands if b * tok <= shared]
+    block = max(fitting) if fitting else min(cands)
+    if block * full > shared:
+        raise BadInput(f"vLLM cannot pad a {kv} sliding-window page of {block} tokens to the "
+                       f"{shared:,}-byte shared page (`page_size_padded` asserts); it fails to "
+                       "start", hint="drop --kv-cache-dtype-skip-layers or use vLLM 0.28+",
+                       flag="kv_cache_dtype_skip_layers")
+    return (kv, heads, x.head_size, x.head_size_v), block
 
 
 def load_buffers(arch: ModelArch, dts: KvDtypes, a: Any, stages: list[range], seqs: int,

@@ -180,6 +180,10 @@ class BlockPlan:
     block_size: int
     reason: str
     mamba_page_padded: int = 0
+    # 0.25+ with layers kept in the model dtype (`skip_page_size_padded`): every sliding-window
+    # page is padded to this shared page, its block chosen per (KV dtype, head shape)
+    skip_page_padded: int = 0
+    sliding_blocks: tuple[tuple[tuple, int], ...] = ()
 
 
 def choose_block_size(arch: ModelArch, *, user_block_size: int | None, mla_block: int,
@@ -298,6 +302,10 @@ def _specs_of(layer: AttnLayer | StateLayer | None, tp: int, dt: KvDtypes, block
     if disable_hybrid and kind in (SLIDING, CHUNKED):
         kind = FULL  # `unify_hybrid_kv_cache_specs`: local layers cost as full attention
     shape = (max(1, layer.num_kv_heads // tp), layer.head_size, layer.head_size_v)
+    if kind == SLIDING and block.skip_page_padded:  # `Attention.get_kv_cache_spec`, 0.25+
+        sw = dict(block.sliding_blocks)[(kv or dt.kv, *shape)]
+        return [Spec(kind, sw, sw * per_tok, page_padded=block.skip_page_padded,
+                     window=layer.window, per_token=per_tok, shape=shape)]
     out: list[Spec | None] = [Spec(kind, bs, bs * per_tok, window=layer.window,
                                    encoder_len=layer.encoder_len, per_token=per_tok,
                                    shape=shape)]
@@ -320,6 +328,14 @@ def unify_pages(specs: list[Spec]) -> list[Spec]:
             out.append(s)
         elif s.is_state:
             out.append(replace(s, page_padded=top))
+        elif top % s.page == 0 and s.page_padded:
+            # vLLM scales the block but keeps the padded page, which its own assert refuses
+            raise BadInput("vLLM cannot unify this KV cache: a sliding-window page padded to "
+                           "the shared page of the layers kept in the model dtype is smaller "
+                           "than another layer's page (`unify_kv_cache_spec_page_size` "
+                           "asserts); it fails to start",
+                           hint="drop --kv-cache-dtype-skip-layers / the quantized "
+                                "--kv-cache-dtype, or use fp8", flag="kv_cache_dtype")
         elif top % s.page == 0:
             ratio = top // s.page
             out.append(replace(s, block_size=s.block_size * ratio, real_page=s.real_page * ratio))
