@@ -297,9 +297,15 @@ def test_sliding_layers_beside_kept_layers():
         size(resolve_model("google/gemma-3-12b-it"), g,
              EngineArgs(kv_cache_dtype="turboquant_k8v4"), "0.33")
     assert e.value.flag == "kv_cache_dtype"
-    # still refused where the kernel blocks are not modelled (data-centre Blackwell)
+    # on a B200 the bf16 sliding layers run on FlashInfer, whose trtllm-gen pages go to 1,024
+    # tokens with grouped queries (64 heads / 8 KV): the largest that fits 32,768 B is 16
+    r = size(resolve_model("openai/gpt-oss-20b"), resolve_gpu("b200"), EngineArgs(
+        kv_cache_dtype="fp8", kv_cache_dtype_skip_layers=("sliding_window",)), "0.33")
+    assert {(gr.spec.kind, gr.block_size) for gr in r.groups} == {("sliding", 16),
+                                                                  ("full", 32)}
+    # refused where the backend is not modelled (gemma3's Triton composite on Blackwell)
     with pytest.raises(BadInput, match="kvplan does not size"):
-        size(resolve_model("openai/gpt-oss-20b"), resolve_gpu("b200"), EngineArgs(
+        size(resolve_model("google/gemma-3-12b-it"), resolve_gpu("b200"), EngineArgs(
             kv_cache_dtype="fp8", kv_cache_dtype_skip_layers=("sliding_window",)), "0.33")
 
 

@@ -16,6 +16,10 @@ from kvplan.core.versions import VllmVersion, cc_major
 from kvplan.errors import BadInput
 from kvplan.units import GiB, MiB, cdiv
 
+# multimodal prefix-LM model types (`MM_PREFIX_LM_MODELS`, 0.33 model_arch_config_convertor.py):
+# their first backend is a Triton composite (TRITON_FLASHINFER on data-centre Blackwell)
+MM_PREFIX_LM = ("bagel", "gemma3", "molmo2", "moondream3", "paligemma")
+
 
 def checkpoint_kv(kv: str, arch: ModelArch, a: Any, version: VllmVersion, notes: list[str],
                   resolve: Callable[[str], str]) -> str:
@@ -100,12 +104,14 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
     kept = sorted(i for i, x in attn if i in skip or (skip_sw and x.kind == "sliding"))
     if kept and kv != model_dtype:
         if version.at_least(0, 25) and (arch.is_hybrid_state or (windowed and (
-                gpu.vendor != "nvidia" or cc_major(gpu.compute_capability) == 10
-                or any(x.kind == "chunked" for _, x in attn)))):
+                gpu.vendor != "nvidia" or any(x.kind == "chunked" for _, x in attn)
+                or (cc_major(gpu.compute_capability) == 10 and bool(arch.vision_config)
+                    and arch.model_type.removesuffix("_text") in MM_PREFIX_LM)))):
             raise BadInput("kvplan does not size a skip list beside Mamba layers, chunked "
-                           "layers, or sliding-window layers on ROCm or data-centre Blackwell "
-                           f"(FlashInfer's large pages) on vLLM {version.text}: they pad to a "
-                           "shared page (`_align_heterogeneous_kv_block_size`)",
+                           "layers, or sliding-window layers on ROCm or (for multimodal "
+                           "prefix models, TRITON_FLASHINFER) data-centre Blackwell on vLLM "
+                           f"{version.text}: they pad to a shared page "
+                           "(`_align_heterogeneous_kv_block_size`)",
                            hint="size with --kv-cache-dtype auto or fp8, or a full-attention "
                                 "model", flag=flag)
         fmt = "TurboQuant" if kv in Q.TURBOQUANT else "UltraQuant"
@@ -157,7 +163,8 @@ def heterogeneous_block(plan: BlockPlan, arch: ModelArch, dts: KvDtypes, tp: int
         return plan
     bs = Q.hetero_block_size(plan.block_size, primary, padded, plan.mamba_page_padded)
     shared = bs * primary  # `skip_page_size_padded`: every sliding-window page pads to it
-    sliding = tuple(_sliding_block(x, dts.for_layer(j, x), tp, shared, cc, version, dts)
+    gqa = max(1, arch.num_attention_heads // tp) // heads
+    sliding = tuple(_sliding_block(x, dts.for_layer(j, x), tp, shared, cc, version, dts, gqa)
                     for j, x in enumerate(arch.layers)
                     if isinstance(x, AttnLayer) and x.kind == "sliding")
     return replace(plan, block_size=bs, skip_page_padded=shared, sliding_blocks=sliding,
@@ -166,23 +173,26 @@ def heterogeneous_block(plan: BlockPlan, arch: ModelArch, dts: KvDtypes, tp: int
 
 
 def _sliding_block(x: AttnLayer, kv: str, tp: int, shared: int, cc: str,
-                   version: VllmVersion, dts: KvDtypes) -> tuple[tuple, int]:
+                   version: VllmVersion, dts: KvDtypes, gqa: int) -> tuple[tuple, int]:
     """A sliding-window layer's block under the shared page (`_largest_kernel_block_within`):
     the largest kernel block of its backend whose page fits. Kernel blocks: TurboQuant
-    16/32/64/128, FlashInfer (NVFP4; before compute capability 8.0) 16/32/64, FlashAttention
-    and Triton any multiple of 16, expanded to the largest that fits from 0.30 (0.25-0.29 take
-    the base, 16). The page per token is the unpadded spec's, without the per-token-head
-    scales up to 0.27 (`real_page_size_bytes`); the full page must still fit (vLLM asserts)."""
+    16/32/64/128; FlashInfer (NVFP4, compute capability below 8.0, and every non-Triton layer
+    on data-centre Blackwell, its first backend) 16/32/64, up to 1024 with grouped queries
+    on SM100 (trtllm-gen's large pages); FlashAttention and Triton any multiple of 16,
+    expanded to the largest that fits from 0.30 (0.25-0.29 take the base, 16). The page per
+    token is the unpadded spec's, without the per-token-head scales up to 0.27
+    (`real_page_size_bytes`); the full page must still fit (vLLM asserts)."""
     from kvplan.core.kvspec import attn_bytes_per_token
 
     heads = kv_heads_per_gpu(x.num_kv_heads, tp)
     full = attn_bytes_per_token(x, tp, kv, dts.rope_dim)
     tok = 2 * heads * x.head_size if (kv in Q.PER_TOKEN_HEAD and not version.at_least(0, 28)
                                       ) else full
+    major = cc_major(cc)
     if kv in Q.TURBOQUANT:
         cands = [16, 32, 64, 128]
-    elif kv in Q.NVFP4 or cc_major(cc) < 8:
-        cands = [16, 32, 64]
+    elif kv in Q.NVFP4 or major < 8 or (major == 10 and kv not in Q.PER_TOKEN_HEAD):
+        cands = [16, 32, 64] + ([128, 256, 512, 1024] if major == 10 and gqa > 1 else [])
     else:
         cands = [max(16, shared // tok // 16 * 16) if version.at_least(0, 30) else 16]
     fitting = [b for b in cands if b * tok <= shared]
