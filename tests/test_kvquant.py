@@ -331,3 +331,17 @@ def test_sliding_block_multiple_of_expansion_from_030():
         return {gr.block_size for gr in r.groups if gr.spec.kind == "sliding"}
 
     assert (sliding_block("0.29"), sliding_block("0.30")) == ({16}, {32})
+
+
+def test_turboquant_020_buffers_match_vllms_fix_pr():
+    # vLLM PR 40798's table (main of April 2026, the 0.20 code): Llama-3.1-70B,
+    # turboquant_3bit_nc, TP2 on H200, 65,536 tokens, 0.90: "Model loading" 105.23 GiB with
+    # the per-layer buffers, 65.74 GiB without (0.21's shared workspace)
+    m, g = resolve_model("meta-llama/Llama-3.1-70B-Instruct"), resolve_gpu("h200")
+
+    def loaded(version):
+        a = EngineArgs(tensor_parallel_size=2, kv_cache_dtype="turboquant_3bit_nc",
+                       max_model_len=65536, gpu_memory_utilization=0.9)
+        return round(size(m, g, a, version).budget.weights / GiB, 2)
+
+    assert (loaded("0.20"), loaded("0.21")) == (105.23, 65.74)
