@@ -345,3 +345,21 @@ def test_turboquant_020_buffers_match_vllms_fix_pr():
         return round(size(m, g, a, version).budget.weights / GiB, 2)
 
     assert (loaded("0.20"), loaded("0.21")) == (105.23, 65.74)
+
+
+def test_nvfp4_on_a_gdn_hybrid_matches_the_fork_log():
+    # Qwen3.6-35B-A3B on a GB10 (fork of June 2026, 262,144 tokens, 128 sequences): the
+    # NVFP4 page per token (2 KV heads x 288 B) aligns to the Mamba page at 3,728 tokens
+    # ("Setting attention block size to 3728"), 65.48 GiB -> 11,146,226 tokens, 42.52x;
+    # its fp8 twin: block 2,096, 64.07 GiB -> 6,364,935 tokens
+    def start(kv, gib):
+        return size(resolve_model("nvidia/Qwen3.6-35B-A3B-NVFP4"), resolve_gpu("gb10"),
+                    EngineArgs(kv_cache_dtype=kv, max_model_len=262144, max_num_seqs=128,
+                               max_num_batched_tokens=65536, enable_prefix_caching=True,
+                               kv_cache_memory_bytes=round(gib * GiB)), "0.22")
+
+    r = start("nvfp4", 65.48)
+    assert (r.block_size, r.kv_cache_tokens, round(r.max_concurrency, 2)) == (
+        3728, 11146226, 42.52)
+    r = start("fp8", 64.07)
+    assert (r.block_size, r.kv_cache_tokens) == (2096, 6364935)
