@@ -1004,6 +1004,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      + ("reserved after the profile" if version.at_least(0, 24) else
                         "grown after the profile (capture, first requests), up to")
                      + " above gpu_memory_utilization (read in the source)")
+        if not version.at_least(0, 24) and not a.enforce_eager and a.cudagraph_mode != "NONE":
+            # `capture_model` locks the workspace; 0.24 reserves it up front
+            notes.append(f"vLLM {version.text} locks the workspace after CUDA-graph capture, so "
+                         "the first request whose cached prefix outgrows it crashes ('Workspace "
+                         "is locked but allocation from ... _continuation_prefill', vLLM issue "
+                         "43357): use 0.24+ or --enforce-eager")
     if shape.moe_kernel.startswith("deepgemm") and a.moe_backend == "auto":
         notes.append("MoE scratch sized for DeepGEMM, which this release picks for block-FP8 "
                      "experts when the deep_gemm package is installed (the vllm/vllm-openai "
