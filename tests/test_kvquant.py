@@ -363,3 +363,12 @@ def test_nvfp4_on_a_gdn_hybrid_matches_the_fork_log():
         3728, 11146226, 42.52)
     r = start("fp8", 64.07)
     assert (r.block_size, r.kv_cache_tokens) == (2096, 6364935)
+
+
+def test_every_layer_kept_builds_no_turboquant_workspace():
+    # Mistral-7B-v0.1 (every layer a 4,096-token window) with sliding_window kept: no layer
+    # stores TurboQuant, so no TurboQuant backend or workspace exists (it crashed kvplan)
+    r = size(resolve_model("mistralai/Mistral-7B-v0.1"), resolve_gpu("h100"), EngineArgs(
+        kv_cache_dtype="turboquant_k8v4", kv_cache_dtype_skip_layers=("sliding_window",)), "0.33")
+    assert r.kv_bytes_per_token_per_gpu == 32 * 8 * 128 * 2 * 2
+    assert not any("TurboQuant's decode workspace" in n for n in r.notes)

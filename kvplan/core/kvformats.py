@@ -242,8 +242,10 @@ def turboquant_workspace(arch: ModelArch, dts: KvDtypes, tp: int, seqs: int, mml
     fp32 [..]) and the continuation-prefill copy (2 x fp16 [1, KV heads, max_model_len - 1
     rounded up to the block, D]), each piece rounded to 256 bytes; built once the backends
     are initialised, after the profile's peak is read."""
-    x = next(x for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer)
-             and i not in dts.skip)
+    x = next((x for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer)
+              and i not in dts.skip), None)
+    if x is None:  # every layer kept in the model dtype: no TurboQuant backend is built
+        return 0
     q, d = max(1, arch.num_attention_heads // tp), x.head_size
 
     def r256(n: int) -> int:

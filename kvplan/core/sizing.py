@@ -997,9 +997,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"GiB of draft logits ({seqs} sequences x k={k_spec} x vocabulary)"
                      + ("" if version.at_least(0, 27) else
                         ", above gpu_memory_utilization in this release"))
-    if dts.kv.startswith("turboquant_") and version.at_least(0, 21):
-        tq = KF.turboquant_workspace(arch, dts, tp, seqs, mml, plan.block_size, model_dtype)
-        warm += tq
+    tq = KF.turboquant_workspace(arch, dts, tp, seqs, mml, plan.block_size, model_dtype) if (
+        dts.kv.startswith("turboquant_") and version.at_least(0, 21)) else 0
+    warm += tq
+    if tq:
         notes.append(f"TurboQuant's decode workspace ({tq / GiB:.2f} GiB) is "
                      + ("reserved after the profile" if version.at_least(0, 24) else
                         "grown after the profile (capture, first requests), up to")
