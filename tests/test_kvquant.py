@@ -372,3 +372,18 @@ def test_every_layer_kept_builds_no_turboquant_workspace():
         kv_cache_dtype="turboquant_k8v4", kv_cache_dtype_skip_layers=("sliding_window",)), "0.33")
     assert r.kv_bytes_per_token_per_gpu == 32 * 8 * 128 * 2 * 2
     assert not any("TurboQuant's decode workspace" in n for n in r.notes)
+
+
+def test_speculative_kv_cache_dtype_for_the_drafter():
+    # `speculative_config.kv_cache_dtype` (0.26+, model runner V2): the EAGLE3 head's layer
+    # stores fp8 (2 KiB a token) beside the target's bf16 (128 KiB)
+    from kvplan.core.specdec import from_config
+
+    draft = resolve_model("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+    spec = from_config({"method": "eagle3", "num_speculative_tokens": 3,
+                        "kv_cache_dtype": "fp8"}, draft)
+    m, g = resolve_model("meta-llama/Llama-3.1-8B-Instruct"), resolve_gpu("h100")
+    r = size(m, g, EngineArgs(speculative=spec), "0.28")
+    assert r.kv_bytes_per_token_per_gpu == 32 * 4096 + 2048
+    with pytest.raises(BadInput, match="0.26"):
+        size(m, g, EngineArgs(speculative=spec), "0.25")

@@ -267,3 +267,21 @@ def _compressed_tensors_kv(arch: ModelArch, a: Any, version: VllmVersion) -> boo
             or not isinstance(q.get("kv_cache_scheme"), dict) or not version.at_least(0, 15)):
         return False
     return a.kv_cache_dtype == "auto" or not version.at_least(0, 22)
+
+
+def draft_kv(dts: KvDtypes, asked: str, arch: ModelArch, v2: bool, version: VllmVersion,
+             model_dtype: str, notes: list[str]) -> KvDtypes:
+    """`speculative_config.kv_cache_dtype` (0.26+): the drafter's layers store this dtype;
+    model runner V2 applies it (`spec_decode/{eagle,dflash,dspark}/utils.py`), V1 ignores
+    it."""
+    from kvplan.core.dtypes import resolve_kv_dtype
+
+    if not version.at_least(0, 26):
+        raise BadInput(f"vLLM {version.text}'s --speculative-config has no kv_cache_dtype "
+                       "(0.26+)", flag="speculative_config")
+    kv = resolve_kv_dtype(asked, model_dtype, allowed=version.kv_cache_dtypes, modelopt_kv=None)
+    if not v2:
+        notes.append("the speculative kv_cache_dtype is read by model runner V2 only; this "
+                     "model runs V1, so the drafter keeps the target's KV dtype")
+        return dts
+    return replace(dts, draft_kv=kv, draft_from=len(arch.layers))

@@ -118,9 +118,15 @@ class KvDtypes:
     skip: frozenset[int] = frozenset()
     rope_dim: int = 0
     sliding_kv: str = ""
+    # a speculative drafter's own KV dtype (`speculative_config.kv_cache_dtype`) for the
+    # layers from `draft_from` on (the drafter's, appended after the target's)
+    draft_kv: str = ""
+    draft_from: int = 0
 
     def for_layer(self, index: int, layer: AttnLayer) -> str:
         """The KV dtype one attention layer stores."""
+        if self.draft_kv and index >= self.draft_from:
+            return self.draft_kv
         if index in self.skip:
             return self.model
         if self.sliding_kv and layer.kind == SLIDING:

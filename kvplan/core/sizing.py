@@ -820,6 +820,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if mode == "all":
         notes.append("prefix caching keeps a Mamba state per block ('all' mode): state "
                      "layers need as many blocks as attention")
+    v2 = version.v2_model_runner(arch.architectures, bool(arch.num_experts),
+                                 arch.is_hybrid_state, gpu.vendor) or bool(
+        spec and spec.method == SD.DSPARK)  # DSpark runs on model runner V2 only
+    if spec and spec.kv_cache_dtype:
+        dts = KF.draft_kv(dts, spec.kv_cache_dtype, arch, v2, version, model_dtype, notes)
     mla_block = version.mla_block_size(
         cc, arch.is_sparse_mla, fp8_kv=kv.startswith("fp8"), vendor=gpu.vendor,
         qk_nope=int(arch.text_config.get("qk_nope_head_dim") or 1))
@@ -856,9 +861,6 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         specs, version.group_max_ratio)
     bs = plan.block_size if arch.packed_kv else min(
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
-    v2 = version.v2_model_runner(arch.architectures, bool(arch.num_experts),
-                                 arch.is_hybrid_state, gpu.vendor) or bool(
-        spec and spec.method == SD.DSPARK)  # DSpark runs on model runner V2 only
     v2_graphs, v2_fp32, v2_state, v2_mm = version.v2_profile() if v2 else (True, None, False,
                                                                           True)
     inflight = mnbt * version.inflight_batches(pp, v2)

@@ -71,6 +71,7 @@ class SpecDecode:
     draft: Any = None  # core.sizing.Model of the draft (eagle, eagle3, draft_model, dflash)
     k_from_draft: bool = False  # DSpark's k taken from the draft's block size (vLLM 0.31+)
     draft_sample: str = "greedy"  # draft_sample_method (0.24+); probabilistic keeps logits
+    kv_cache_dtype: str | None = None  # the draft's own KV dtype (0.26+, model runner V2)
 
 
 def speculators_layer_config(config: dict[str, Any]) -> dict[str, Any] | None:
@@ -124,8 +125,12 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
     if sample not in ("greedy", "probabilistic", "synthetic"):
         raise BadInput(f"--speculative-config draft_sample_method {sample!r} is not greedy, "
                        "probabilistic or synthetic", flag="speculative_config")
+    kv = cfg.get("kv_cache_dtype")
+    if kv is not None and not isinstance(kv, str):
+        raise BadInput(f"--speculative-config kv_cache_dtype {kv!r} is not a dtype name",
+                       flag="speculative_config")
     return SpecDecode(method, k, draft if method in DRAFT_METHODS + (DSPARK,) else None,
-                      k_from_draft, sample)
+                      k_from_draft, sample, kv.lower() if kv else None)
 
 
 def _dspark_block(config: dict[str, Any]) -> int | None:
