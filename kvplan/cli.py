@@ -49,7 +49,7 @@ def size_cmd(
         "auto", "--kv-cache-dtype", help="auto, bfloat16, float16, fp8 (fp8_e4m3, fp8_e5m2, "
         "fp8_inc), and from vLLM 0.20 the quantized formats: int8/fp8/int4_per_token_head, "
         "nvfp4, nvfp4_4over6, nvfp4_ds_mla, turboquant_k8v4/4bit_nc/k3v4_nc/3bit_nc, "
-        "ultraquant_4bit, octave_* (see `kvplan size --help` and docs/methodology.md §2b)."),
+        "ultraquant_4bit, octave_* (docs/methodology.md §2b)."),
     kv_cache_dtype_skip_layers: Optional[str] = typer.Option(
         None, "--kv-cache-dtype-skip-layers", help="Layers kept in the model dtype, as vLLM's "
         "flag (0.19+): indices and/or sliding_window, commas or spaces ('0 1 30 31')."),
