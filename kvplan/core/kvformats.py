@@ -27,7 +27,10 @@ def checkpoint_kv(kv: str, arch: ModelArch, a: Any, version: VllmVersion, notes:
     * fp8_e5m2 with an FP8-quantized checkpoint (fp8, ModelOpt, quark, compressed-tensors;
       online `-q fp8` too) is refused, "fp8_e5m2 kv-cache is not supported with fp8
       checkpoints"; compressed-tensors without a kv_cache_scheme is exempt from 0.24;
-    * a compressed-tensors checkpoint with a kv_cache_scheme stores fp8 (`resolve("fp8")`)."""
+    * a compressed-tensors checkpoint with a kv_cache_scheme stores fp8 (`resolve("fp8")`)
+      from 0.15 ("llm-compressor mdls need to set cache_dtype to 'fp8' manually"; absent in
+      the 0.14.1 wheel), whatever was asked up to 0.21 and for `auto` only from 0.22 (the
+      0.20.2 and 0.22.1 wheels)."""
     q = arch.quantization or {}
     method = str(q.get("quant_method") or a.quantization or "").lower()
     scheme = isinstance(q.get("kv_cache_scheme"), dict)
@@ -37,7 +40,8 @@ def checkpoint_kv(kv: str, arch: ModelArch, a: Any, version: VllmVersion, notes:
                        f"checkpoint ({method}): 'fp8_e5m2 kv-cache is not supported with fp8 "
                        "checkpoints'", hint="use --kv-cache-dtype fp8 (e4m3)",
                        flag="kv_cache_dtype")
-    if not _compressed_tensors_kv(arch, a, version):
+    if not (method == "compressed-tensors" and scheme and version.at_least(0, 15) and (
+            a.kv_cache_dtype == "auto" or not version.at_least(0, 22))):
         return kv
     if a.kv_cache_dtype != "auto" and not kv.startswith("fp8"):
         notes.append(f"vLLM {version.text} stores this checkpoint's KV cache as fp8 (its "
@@ -62,6 +66,7 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
     attn = [(i, x) for i, x in enumerate(arch.layers[:arch.num_layers])
             if isinstance(x, AttnLayer)]
     windowed = any(x.kind in ("sliding", "chunked") for _, x in attn)
+    cc, rope = cc_major(gpu.compute_capability), rope_dim(arch)
     if Q.is_quantized(kv) and a.engine != "vllm":  # SGLang's fp4_e2m1 (check/mapping.py)
         if arch.is_mla:
             raise BadInput(f"kvplan does not model {a.engine}'s FP4 MLA cache",
@@ -69,13 +74,11 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
     elif Q.is_quantized(kv):
         Q.check_supported(
             kv, version_at_least=version.at_least, vendor=gpu.vendor,
-            cc_major=cc_major(gpu.compute_capability), gpu_arch=gpu.compute_capability or "",
-            is_mla=arch.is_mla, sparse_mla=arch.is_sparse_mla,
-            sinks=arch.model_type == "gpt_oss", has_sliding=windowed,
-            head_sizes={(x.head_size, x.head_size_v) for _, x in attn},
-            rope_dim=rope_dim(arch), dcp=a.decode_context_parallel_size,
-            model_dtype=model_dtype, vtext=version.text)
-        cc = cc_major(gpu.compute_capability)
+            cc=gpu.compute_capability or "", is_mla=arch.is_mla,
+            sparse_mla=arch.is_sparse_mla, sinks=arch.model_type == "gpt_oss",
+            has_sliding=windowed, head_sizes={(x.head_size, x.head_size_v) for _, x in attn},
+            rope_dim=rope, dcp=a.decode_context_parallel_size, model_dtype=model_dtype,
+            vtext=version.text)
         if kv in Q.PER_TOKEN_HEAD + Q.NVFP4 and cc == 9 and not version.at_least(0, 22):
             notes.append(f"vLLM {version.text} lets FLASH_ATTN (FlashAttention 3) claim {kv} on "
                          "Hopper, whose cache view does not fit this page (read in the source, "
@@ -105,7 +108,7 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
     if kept and kv != model_dtype:
         if version.at_least(0, 25) and (arch.is_hybrid_state or (windowed and (
                 gpu.vendor != "nvidia" or any(x.kind == "chunked" for _, x in attn)
-                or (cc_major(gpu.compute_capability) == 10 and bool(arch.vision_config)
+                or (cc == 10 and bool(arch.vision_config)
                     and arch.model_type.removesuffix("_text") in MM_PREFIX_LM)))):
             raise BadInput("kvplan does not size a skip list beside Mamba layers, chunked "
                            "layers, or sliding-window layers on ROCm or (for multimodal "
@@ -128,7 +131,7 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
                      "sliding-window layers are budgeted at the 8-bit size, which Triton's "
                      "int4 cache view does not match (read in the source; 0.28 fixed it)")
     return replace(dts, model=model_dtype, skip=frozenset(kept),
-                   rope_dim=rope_dim(arch) if kv in Q.OCTAVE else 0, sliding_kv=sliding_kv)
+                   rope_dim=rope if kv in Q.OCTAVE else 0, sliding_kv=sliding_kv)
 
 
 def rope_dim(arch: ModelArch) -> int:
@@ -235,13 +238,15 @@ def load_buffers(arch: ModelArch, dts: KvDtypes, a: Any, stages: list[range], se
 
 
 def turboquant_workspace(arch: ModelArch, dts: KvDtypes, tp: int, seqs: int, mml: int,
-                         block_size: int, model_dtype: str) -> int:
+                         block_size: int, model_dtype: str, version: VllmVersion) -> int:
     """`TurboQuantMetadataBuilder._reserve_workspace` (0.24+; 0.21-0.23 grow the shared
     workspace to the same buffers lazily, in capture and on requests): the larger of the
     split-KV decode buffers (fp32 [max_num_seqs, heads, 32, D + 1], [.., D] in the model dtype,
     fp32 [..]) and the continuation-prefill copy (2 x fp16 [1, KV heads, max_model_len - 1
     rounded up to the block, D]), each piece rounded to 256 bytes; built once the backends
     are initialised, after the profile's peak is read."""
+    if dts.kv not in Q.TURBOQUANT or not version.at_least(0, 21):
+        return 0  # 0.20's buffers are per layer, in the load (`load_buffers`)
     x = next((x for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer)
               and i not in dts.skip), None)
     if x is None:  # every layer kept in the model dtype: no TurboQuant backend is built
@@ -255,18 +260,6 @@ def turboquant_workspace(arch: ModelArch, dts: KvDtypes, tp: int, seqs: int, mml
     rows = cdiv(max(mml - 1, 0), block_size) * block_size
     cont = 2 * r256(kv_heads_per_gpu(x.num_kv_heads, tp) * rows * d * 2)
     return max(decode, cont)
-
-
-def _compressed_tensors_kv(arch: ModelArch, a: Any, version: VllmVersion) -> bool:
-    """Whether vLLM turns the cache of a compressed-tensors checkpoint that declares a
-    `kv_cache_scheme` into fp8: from 0.15 (`Attention.__init__`, "llm-compressor mdls need to
-    set cache_dtype to 'fp8' manually"; absent in the 0.14.1 wheel), overriding any requested
-    dtype up to 0.21 and only `auto` from 0.22 (the 0.20.2 and 0.22.1 wheels)."""
-    q = arch.quantization or {}
-    if (str(q.get("quant_method", "")).lower() != "compressed-tensors"
-            or not isinstance(q.get("kv_cache_scheme"), dict) or not version.at_least(0, 15)):
-        return False
-    return a.kv_cache_dtype == "auto" or not version.at_least(0, 22)
 
 
 def draft_kv(dts: KvDtypes, asked: str, arch: ModelArch, v2: bool, version: VllmVersion,

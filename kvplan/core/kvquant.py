@@ -104,12 +104,15 @@ def boundary_skip(kv: str, num_layers: int, hybrid: bool, version_at_least) -> l
     return sorted(set(range(n)) | set(range(num_layers - n, num_layers)))
 
 
-def check_supported(kv: str, *, version_at_least, vendor: str, cc_major: int, gpu_arch: str,
-                    is_mla: bool, sparse_mla: bool, sinks: bool, has_sliding: bool,
+def check_supported(kv: str, *, version_at_least, vendor: str, cc: str, is_mla: bool,
+                    sparse_mla: bool, sinks: bool, has_sliding: bool,
                     head_sizes: set[tuple[int, int]], rope_dim: int, dcp: int,
                     model_dtype: str, vtext: str) -> None:
     """Refuse what vLLM refuses ('No valid attention backend found ...'), one line each.
-    `gpu_arch`: the compute capability, a gfx name on ROCm."""
+    `cc`: the compute capability, a gfx name on ROCm."""
+    from kvplan.core.versions import cc_major as major_of
+
+    cc_major = major_of(cc)
     def no(why: str, hint: str = "use --kv-cache-dtype auto or fp8") -> BadInput:
         return BadInput(f"vLLM {vtext} has no attention backend for --kv-cache-dtype {kv} "
                         f"here: {why}", hint=hint, flag="kv_cache_dtype")
@@ -173,7 +176,7 @@ def check_supported(kv: str, *, version_at_least, vendor: str, cc_major: int, gp
             raise no("UltraQuant needs a head size that is a multiple of 32")
         return
     # Octave
-    if vendor != "amd" or not (gpu_arch == "gfx942" or gpu_arch.startswith("gfx11")):
+    if vendor != "amd" or not (cc == "gfx942" or cc.startswith("gfx11")):
         raise no("ROCM_OCTAVE runs on RDNA3 and CDNA3 (MI300X/MI325X) only")
     if {h for h, _ in head_sizes} != {256} or rope_dim != 64:
         raise no("ROCM_OCTAVE kernels need head_size 256 and 64 rotary dims")

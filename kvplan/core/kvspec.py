@@ -25,6 +25,7 @@ from kvplan.core.arch import (
     SHORTCONV,
     SLIDING,
     AttnLayer,
+    Layer,
     ModelArch,
     StateLayer,
 )
@@ -123,13 +124,13 @@ class KvDtypes:
     draft_kv: str = ""
     draft_from: int = 0
 
-    def for_layer(self, index: int, layer: AttnLayer) -> str:
-        """The KV dtype one attention layer stores."""
+    def for_layer(self, index: int, layer: Layer) -> str:
+        """The KV dtype layer `index` stores (only attention layers store one)."""
         if self.draft_kv and index >= self.draft_from:
             return self.draft_kv
         if index in self.skip:
             return self.model
-        if self.sliding_kv and layer.kind == SLIDING:
+        if self.sliding_kv and getattr(layer, "kind", "") == SLIDING:
             return self.sliding_kv
         return self.kv
 
@@ -276,7 +277,7 @@ def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
     # identical layer objects in the same KV dtype give identical specs
     memo: dict[tuple[int, str], list[Spec | None]] = {}
     for i, layer in enumerate(arch.layers):
-        kv = dt.for_layer(i, layer) if isinstance(layer, AttnLayer) else ""
+        kv = dt.for_layer(i, layer)
         specs = memo.get((id(layer), kv))
         if specs is None:
             specs = memo[id(layer), kv] = _specs_of(layer, tp, dt, block, inflight_state_blocks,
@@ -287,9 +288,9 @@ def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
 
 
 def _specs_of(layer: AttnLayer | StateLayer | None, tp: int, dt: KvDtypes, block: BlockPlan,
-              inflight_state_blocks: int, disable_hybrid: bool, kv: str = ""
+              inflight_state_blocks: int, disable_hybrid: bool, kv: str
               ) -> list[Spec | None]:
-    """The specs one layer registers."""
+    """The specs one layer registers (`kv`: the KV dtype it stores, `KvDtypes.for_layer`)."""
     bs = block.block_size
 
     def state(st: StateLayer) -> Spec:
@@ -303,13 +304,13 @@ def _specs_of(layer: AttnLayer | StateLayer | None, tp: int, dt: KvDtypes, block
         return [state(layer)]
     if layer.kind == DSV4:
         return list(dsv4_specs(layer, bs))
-    per_tok = attn_bytes_per_token(layer, tp, kv or dt.kv, dt.rope_dim)
+    per_tok = attn_bytes_per_token(layer, tp, kv, dt.rope_dim)
     kind = layer.kind
     if disable_hybrid and kind in (SLIDING, CHUNKED):
         kind = FULL  # `unify_hybrid_kv_cache_specs`: local layers cost as full attention
     shape = (max(1, layer.num_kv_heads // tp), layer.head_size, layer.head_size_v)
     if kind == SLIDING and block.skip_page_padded:  # `Attention.get_kv_cache_spec`, 0.25+
-        sw = dict(block.sliding_blocks)[(kv or dt.kv, *shape)]
+        sw = dict(block.sliding_blocks)[(kv, *shape)]
         return [Spec(kind, sw, sw * per_tok, page_padded=block.skip_page_padded,
                      window=layer.window, per_token=per_tok, shape=shape)]
     out: list[Spec | None] = [Spec(kind, bs, bs * per_tok, window=layer.window,

@@ -36,7 +36,6 @@ from kvplan.core.dtypes import (
     resolve_kv_dtype,
     resolve_model_dtype,
 )
-from kvplan.core.kvquant import is_quantized
 from kvplan.core.kvspec import (
     ALL_STATES,
     INDEXER,
@@ -890,9 +889,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("VLLM_ROCM_USE_AITER: kvplan models AITER's MoE weight shuffle, not its "
                      "attention and GEMM kernels' share of the profile run")
     weights = [w + rope + x for w, x in zip(weights, extra)]
-    if is_quantized(kv):
-        weights = [w + q for w, q in zip(weights, KF.load_buffers(
-            arch, dts, a, stages, seqs, mnbt, cc, version, notes))]
+    weights = [w + q for w, q in zip(weights, KF.load_buffers(
+        arch, dts, a, stages, seqs, mnbt, cc, version, notes))]
     lora = _lora_bytes(arch, a, version, stages, dtype_bytes(model_dtype), notes, gpu.vendor)
     late_lora = 0 if version.v1 else max(lora)  # V0 builds the slots after the profile
     if version.v1:
@@ -999,8 +997,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"GiB of draft logits ({seqs} sequences x k={k_spec} x vocabulary)"
                      + ("" if version.at_least(0, 27) else
                         ", above gpu_memory_utilization in this release"))
-    tq = KF.turboquant_workspace(arch, dts, tp, seqs, mml, plan.block_size, model_dtype) if (
-        dts.kv.startswith("turboquant_") and version.at_least(0, 21)) else 0
+    tq = KF.turboquant_workspace(arch, dts, tp, seqs, mml, plan.block_size, model_dtype,
+                                 version)
     warm += tq
     if tq:
         notes.append(f"TurboQuant's decode workspace ({tq / GiB:.2f} GiB) is "
@@ -1271,9 +1269,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     tok_memo: dict[tuple[int, str], float] = {}  # identical layers in one dtype cost the same
     tok = []
     for i, x in enumerate(karch.layers):
-        key = (id(x), dts.for_layer(i, x) if isinstance(x, AttnLayer) else "")
+        key = (id(x), dts.for_layer(i, x))
         if key not in tok_memo:
-            tok_memo[key] = _tok_bytes(x, tp, key[1] or kv, dts.rope_dim)
+            tok_memo[key] = _tok_bytes(x, tp, key[1], dts.rope_dim)
         tok.append(tok_memo[key])
     if old_v4:  # a token's share of a block: the tuple slots' pages, not the MLA group's
         share = bpb / B.full_page_sum(groups)
@@ -1281,9 +1279,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     top_stage = max(range(pp), key=lambda s: sum(tok[i] for i in kv_stages[s]))
     per_gpu = round(sum(tok[i] for i in kv_stages[top_stage]))
     replica = round(sum(tok) * tp / a.decode_context_parallel_size)  # DCP: each token once
-    logical = round(sum(_tok_bytes(x, 1, dts.for_layer(i, x) if isinstance(x, AttnLayer)
-                                   else kv, dts.rope_dim) for i, x in enumerate(karch.layers))
-                    if tp > 1 else sum(tok))
+    logical = round(sum(_tok_bytes(x, 1, dts.for_layer(i, x), dts.rope_dim)
+                        for i, x in enumerate(karch.layers)) if tp > 1 else sum(tok))
     state = sum(state_bytes(x, tp, dts) for i, x in enumerate(karch.layers)
                 if isinstance(x, StateLayer) and i in kv_stages[top_stage])
     state += sum(state_bytes(x.parallel_state, tp, dts) for i, x in enumerate(karch.layers)
