@@ -164,10 +164,15 @@ def size_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """KV-cache capacity of MODEL on GPU, computed the way vLLM computes it."""
-    from kvplan.core.lora import parse_target_modules
     from kvplan.core.sizing import EngineArgs, size
     from kvplan.sources.resolve import resolve_gpu, resolve_model
-    from kvplan.units import parse_int_list, parse_mm_limits, parse_video_io, parse_vllm_int
+    from kvplan.units import (
+        parse_int_list,
+        parse_mm_limits,
+        parse_names,
+        parse_video_io,
+        parse_vllm_int,
+    )
 
     mml = None
     if max_model_len is not None:
@@ -183,8 +188,7 @@ def size_cmd(
         decode_context_parallel_size=decode_context_parallel_size,
         enable_expert_parallel=enable_expert_parallel,
         max_model_len=mml, kv_cache_dtype=kv_cache_dtype,
-        kv_cache_dtype_skip_layers=tuple((kv_cache_dtype_skip_layers or "").replace(
-            ",", " ").split()),
+        kv_cache_dtype_skip_layers=parse_names(kv_cache_dtype_skip_layers),
         gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kvb,
         block_size=block_size, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=parse_vllm_int(max_num_batched_tokens,
@@ -195,7 +199,7 @@ def size_cmd(
         enable_chunked_prefill=enable_chunked_prefill, usage=entrypoint,
         enable_lora=enable_lora, max_loras=max_loras, max_lora_rank=max_lora_rank,
         fully_sharded_loras=fully_sharded_loras,
-        lora_target_modules=parse_target_modules(lora_target_modules)
+        lora_target_modules=parse_names(lora_target_modules)
         if lora_target_modules is not None else None,
         mamba_cache_dtype=mamba_cache_dtype, mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,

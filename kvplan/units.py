@@ -69,6 +69,12 @@ def parse_vllm_int(text: str | int, *, what: str) -> int:
     return int(float(m.group(1)) * _VLLM_SUFFIX.get(m.group(2), 1))
 
 
+def parse_names(text: str | None) -> tuple[str, ...]:
+    """A vLLM nargs="+" list of names (`--lora-target-modules`, `--kv-cache-dtype-skip-layers`),
+    separated by spaces or commas; None or "" is the empty list."""
+    return tuple((text or "").replace(",", " ").split())
+
+
 def parse_int_list(text: str, *, what: str) -> tuple[int, ...]:
     """A list of positive integers, separated by commas or spaces ("1,2,4,8" or "1 2 4 8")."""
     parts = [x for x in re.split(r"[\s,]+", str(text).strip()) if x]

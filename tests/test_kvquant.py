@@ -198,6 +198,9 @@ def test_cli_flags_and_output(capsys):
     d = json.loads(out)
     assert code == 0 and d["kv_cache_dtype_skip_layers"] == [0, 31]
     assert d["kv_bytes_per_token"] == 30 * 2048 + 2 * 4096
+    main(["size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100", "--kv-cache-dtype",
+          "fp8", "--kv-cache-dtype-skip-layers", "0,31", "--json"])  # comma form, same list
+    assert json.loads(capsys.readouterr()[0])["kv_cache_dtype_skip_layers"] == [0, 31]
     code = main(["size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
                  "--kv-cache-dtype", "nvfp4", "--vllm-version", "0.31"])
     _, err = capsys.readouterr()

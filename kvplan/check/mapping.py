@@ -14,7 +14,13 @@ from typing import Any
 from kvplan.check.base import Loc, Token
 from kvplan.check.command import EngineCommand
 from kvplan.errors import BadInput
-from kvplan.units import parse_int_list, parse_mm_limits, parse_video_io, parse_vllm_int
+from kvplan.units import (
+    parse_int_list,
+    parse_mm_limits,
+    parse_names,
+    parse_video_io,
+    parse_vllm_int,
+)
 
 # vLLM canonical flag -> EngineArgs field
 VLLM_FIELDS = {
@@ -411,12 +417,8 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
             return
         elif fld == "cudagraph_capture_sizes":
             value = parse_int_list(f.value, what=f.key)
-        elif fld == "kv_cache_dtype_skip_layers":  # nargs="+": indices / sliding_window
-            value = tuple(f.value.replace(",", " ").split())
-        elif fld == "lora_target_modules":  # nargs="+": the names, space separated
-            from kvplan.core.lora import parse_target_modules
-
-            value = parse_target_modules(f.value)
+        elif fld in ("kv_cache_dtype_skip_layers", "lora_target_modules"):  # nargs="+"
+            value = parse_names(f.value)
         elif fld == "limit_mm_per_prompt":
             value = parse_mm_limits(f.value, what=f.key)
         elif fld == "video_io":

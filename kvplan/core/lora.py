@@ -83,11 +83,6 @@ def embeddings_wrapped(architectures: list[str], *, mistral_as_llama: bool) -> b
     return bool(archs & EMBEDDING_LORA) or (mistral_as_llama and "MistralForCausalLM" in archs)
 
 
-def parse_target_modules(text: str) -> tuple[str, ...]:
-    """`--lora-target-modules` names, space or comma separated (vLLM's nargs="+")."""
-    return tuple(text.replace(",", " ").split())
-
-
 def check_lora(arch: ModelArch, max_loras: int, rank: int, *, rank_one: bool,
                dsv4_lora: bool) -> None:
     """Raise BadInput for a LoRA set-up vLLM refuses (`dsv4_lora`: this release and GPU's
