@@ -189,6 +189,20 @@ def evaluate(case: dict) -> dict:
                 # a refused start: "the estimated maximum model length is N"
                 row["A_maxlen_err"] = pct(r.largest_max_model_len,
                                           obs["estimated_max_model_len"])
+            # vLLM prints the GiB with 2 decimals: the pool was anywhere within +-0.005 GiB of
+            # it. "A within rounding": the log's figure lies between kvplan's at the two ends.
+            ends = []
+            for d in (-0.005, 0.005):
+                a.kv_cache_memory_bytes = round((avail + d) * GiB)
+                ends.append(size(model, gpu, a, version))
+            for key, obs_v, get in (("A_tokens_round", obs.get("kv_cache_tokens"),
+                                     lambda x: x.kv_cache_tokens),
+                                    ("A_conc_round", conc.get("value"),
+                                     lambda x: x.max_concurrency)):
+                if obs_v:
+                    lo, hi = sorted(get(x) for x in ends)
+                    gap = lo - obs_v if obs_v < lo else obs_v - hi if obs_v > hi else 0.0
+                    row[key] = 100.0 * gap / obs_v
         except KvplanError as e:
             row["A_error"] = e.message
     # B. end to end
@@ -245,6 +259,10 @@ def main() -> int:
     summary = []
     for k, label, target in (("A_tokens_err", "A: KV tokens, KV given", "<= 0.5 %"),
                              ("A_conc_err", "A: max concurrency, KV given", "<= 0.5 %"),
+                             ("A_tokens_round", "A: KV tokens, outside the range the logged "
+                              "GiB's rounding gives", "<= 0.5 %"),
+                             ("A_conc_round", "A: max concurrency, outside that range",
+                              "<= 0.5 %"),
                              ("A_blocks_err", "A: blocks, KV given", "<= 0.5 %"),
                              ("A_maxlen_err", "A: largest max_model_len of a refused start, "
                               "KV given", "<= 0.5 %"),
