@@ -91,6 +91,9 @@ class ModelArch:
     quantization: dict[str, Any] | None = None
     text_config: dict[str, Any] = field(default_factory=dict)
     vision_config: dict[str, Any] | None = None
+    # images attend bidirectionally to their prefix (`is_mm_prefix_lm`, 0.29-0.33
+    # model_arch_config_convertor.py): vLLM then prefers a Triton composite backend
+    mm_prefix_lm: bool = False
     audio_config: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -631,6 +634,11 @@ def _lfm2_ff(t: dict[str, Any]) -> int:
     return ff
 
 
+# `MM_PREFIX_LM_MODELS` (the top-level model_type), unchanged in the 0.29-0.33 wheels;
+# Gemma 4 asks its text config instead (`Gemma4ModelArchConfigConvertor.is_mm_prefix_lm`)
+MM_PREFIX_LM = ("bagel", "gemma3", "molmo2", "moondream3", "paligemma")
+
+
 @by_identity()
 def normalize(config: dict[str, Any]) -> ModelArch:
     """Turn a raw HF config (as loaded from config.json) into a `ModelArch` (memoised per
@@ -684,6 +692,10 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
         audio_config=config.get("audio_config") if isinstance(config.get("audio_config"), dict)
         else None,
     )
+    arch.mm_prefix_lm = (t.get("use_bidirectional_attention") == "vision"
+                         if str(config.get("model_type")).startswith("gemma4")
+                         else bool(config["is_mm_prefix_lm"]) if "is_mm_prefix_lm" in config
+                         else config.get("model_type") in MM_PREFIX_LM)
     arch.layers = _layers(t, arch)
     if not arch.layers:
         raise BadInput("config declares zero layers")

@@ -16,10 +16,6 @@ from kvplan.core.versions import VllmVersion, cc_major
 from kvplan.errors import BadInput
 from kvplan.units import GiB, MiB, cdiv
 
-# multimodal prefix-LM model types (`MM_PREFIX_LM_MODELS`, 0.33 model_arch_config_convertor.py):
-# their first backend is a Triton composite (TRITON_FLASHINFER on data-centre Blackwell)
-MM_PREFIX_LM = ("bagel", "gemma3", "molmo2", "moondream3", "paligemma")
-
 
 def checkpoint_kv(kv: str, arch: ModelArch, a: Any, version: VllmVersion, notes: list[str],
                   resolve: Callable[[str], str]) -> str:
@@ -108,8 +104,7 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
     if kept and kv != model_dtype:
         if version.at_least(0, 25) and (arch.is_hybrid_state or (windowed and (
                 gpu.vendor != "nvidia" or any(x.kind == "chunked" for _, x in attn)
-                or (cc == 10 and bool(arch.vision_config)
-                    and arch.model_type.removesuffix("_text") in MM_PREFIX_LM)))):
+                or (cc == 10 and arch.mm_prefix_lm)))):
             raise BadInput("kvplan does not size a skip list beside Mamba layers, chunked "
                            "layers, or sliding-window layers on ROCm or (for multimodal "
                            "prefix models, TRITON_FLASHINFER) data-centre Blackwell on vLLM "

@@ -195,10 +195,12 @@ class BlockPlan:
 
 def choose_block_size(arch: ModelArch, *, user_block_size: int | None, mla_block: int,
                       tp: int, dt: KvDtypes, align_mode: bool, gdn_flashinfer: bool,
-                      min_kernel_block: int = 16) -> BlockPlan:
+                      min_kernel_block: int = 16,
+                      default: tuple[int, str] = (16, "vLLM default")) -> BlockPlan:
     """Block size after backend preference and hybrid Mamba alignment.
 
-    Phase 1: user `--block-size` wins, else the MLA backend's forced size or 16.
+    Phase 1: user `--block-size` wins, else the MLA backend's forced size, else `default`
+    (16, or the attention backend's preference: `core/backends.py`).
     Phase 2 (hybrid state models): raise it so one attention page >= one state page
     (`_align_hybrid_block_size`); the state page is then padded to the attention page.
     """
@@ -213,7 +215,7 @@ def choose_block_size(arch: ModelArch, *, user_block_size: int | None, mla_block
     elif arch.is_mla:
         bs, why = mla_block, "MLA backend block size"
     else:
-        bs, why = 16, "vLLM default"
+        bs, why = default
     attns = [x for x in arch.layers if isinstance(x, AttnLayer)]
     states = [x for x in arch.layers if isinstance(x, StateLayer)] + [
         x.parallel_state for x in attns if x.parallel_state is not None]

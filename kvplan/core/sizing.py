@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from kvplan.core import backends as BK
 from kvplan.core import blocks as B
 from kvplan.core import kvformats as KF
 from kvplan.core import memory as M
@@ -832,9 +833,20 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append(f"vLLM {version.text} forces --block-size {user_bs} to {mla_block} for "
                      "its MLA backend")
         user_bs = mla_block
+    backend_bs = BK.preferred_block(
+        arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
+        multimodal=arch.vision_config is not None and towers_kept(
+            arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0],
+        dcp=a.decode_context_parallel_size)
     plan = choose_block_size(karch, user_block_size=user_bs, mla_block=mla_block, tp=tp,
-                             dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi)
+                             dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi,
+                             **({"default": backend_bs} if backend_bs else {}))
     if dts.skip and dts.kv != model_dtype and version.at_least(0, 25):
+        if backend_bs:
+            raise BadInput(f"kvplan does not size --kv-cache-dtype-skip-layers where the "
+                           f"attention backend sets the block ({backend_bs[1]}): the kept "
+                           "layers pad to a shared page (`_align_heterogeneous_kv_block_size`)",
+                           hint="size without the skip list", flag="kv_cache_dtype_skip_layers")
         plan = KF.heterogeneous_block(plan, arch, dts, tp, cc, version)
     disable_hybrid = a.disable_hybrid_kv_cache_manager or (
         version.at_least(0, 33) and any(

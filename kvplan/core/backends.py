@@ -1,0 +1,48 @@
+"""Where vLLM's choice of attention backend moves the KV block size of a non-MLA model
+(`Platform.update_block_size_for_backend`, phase 1: `_preferred_block_size_for_backends`,
+which asks the backend every attention layer shares for its preferred size). MLA backends'
+sizes are `VllmVersion.mla_block_size`; hybrid Mamba alignment is `choose_block_size`."""
+
+from __future__ import annotations
+
+from kvplan.core.arch import AttnLayer, ModelArch
+from kvplan.core.versions import VllmVersion, cc_major
+
+# KV dtypes both halves of a Triton composite accept (`supports_kv_cache_dtype`: Triton's
+# and FlashInfer's/FlashAttention's lists intersected, 0.30-0.33 wheels)
+COMPOSITE_KV = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+# the head sizes the composites take (`create_composite_attention_backend(head_sizes=...)`)
+COMPOSITE_HEADS = frozenset({256, 512})
+
+
+def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: VllmVersion,
+                    multimodal: bool, dcp: int) -> tuple[int, str] | None:
+    """The block size a backend imposes where it is not vLLM's 16, with vLLM's reason;
+    None otherwise. `kv` is --kv-cache-dtype as given; `multimodal`: image inputs are
+    enabled (not --language-model-only, not every modality limited to 0).
+
+    * 0.30+ on data-centre Blackwell (SM10x): a multimodal prefix-LM model whose heads are
+      all 256 or 512 wide (Gemma 3 4B/12B, Gemma 4 31B/26B-A4B, PaliGemma 2) runs the
+      TRITON_FLASHINFER composite, whose only kernel block is 64 (`triton_flashinfer.py`,
+      `kernel_block_sizes=(64,)`), so `AttentionBackend.get_preferred_block_size` returns
+      64. The composites support no decode context parallelism.
+    * 0.31+ on Hopper (SM9x) with an fp8 cache: a model whose widest head is 512 (Gemma 4;
+      `ModelArchitectureConfig.from_layers` takes the max over layers) runs FlashAttention 4
+      on those layers, whose SM90 FP8 kernel uses 64-token pages
+      (`FlashAttentionBackend._get_sm90_fa4_fp8_kv_block_size`, spec-less in
+      `get_preferred_block_size`; the TRITON_FLASH_ATTN composite inherits it).
+    Page unification then doubles the block of the group with the smaller page."""
+    if arch.is_mla or vendor != "nvidia" or not version.at_least(0, 30):
+        return None
+    heads = {x.head_size for x in arch.layers if isinstance(x, AttnLayer)}
+    if not heads:
+        return None
+    major = cc_major(cc)
+    if (major == 10 and arch.mm_prefix_lm and multimodal and dcp == 1
+            and heads <= COMPOSITE_HEADS and kv in COMPOSITE_KV):
+        return 64, "TRITON_FLASHINFER, the multimodal prefix-LM backend on SM10x, takes " \
+                   "64-token blocks only"
+    if major == 9 and version.at_least(0, 31) and kv in ("fp8", "fp8_e4m3") and \
+            max(heads) == 512:
+        return 64, "FlashAttention 4's SM90 FP8 kernel for 512-wide heads uses 64-token pages"
+    return None

@@ -1,0 +1,72 @@
+"""Block sizes an attention backend imposes (core/backends.py), hand-computed from the vLLM
+0.30-0.33 wheels: TRITON_FLASHINFER's 64-token blocks for multimodal prefix-LM models on
+SM10x, FlashAttention 4's 64-token SM90 FP8 pages for 512-wide heads."""
+
+import pytest
+
+from kvplan.core.sizing import EngineArgs, size
+from kvplan.errors import BadInput
+from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+
+def _run(model, gpu, version="0.33", **kw):
+    a = EngineArgs(max_model_len=32768, **kw)
+    r = size(resolve_model(model), resolve_gpu(gpu), a, version)
+    return r, sorted({(g.spec.kind, g.block_size) for g in r.groups})
+
+
+@pytest.mark.parametrize("tp,bpb", [(1, 5_242_880), (2, 2_621_440)])
+def test_gemma4_31b_fp8_on_hopper_takes_fa4_pages(tp, bpb):
+    # 64-token blocks for every layer (spec-less `_get_sm90_fa4_fp8_kv_block_size` sees the
+    # model's widest head, 512); the full layers' page (4 KV heads x 512 x K,V x 1 B = 4 KiB
+    # a token) is half the sliding one (16 x 256 x 2 = 8 KiB), so unification doubles it
+    r, blocks = _run("google/gemma-4-31B-it", "h100", kv_cache_dtype="fp8",
+                     tensor_parallel_size=tp)
+    assert r.block_size == 64 and blocks == [("full", 128), ("sliding", 64)]
+    # six groups of ten layers, each page 64 x 8 KiB (or 128 x 4 KiB) / TP
+    assert r.bytes_per_block == bpb == 10 * 64 * 16 * 256 * 2 // tp
+
+
+def test_gemma4_edge_models_fp8_on_hopper():
+    r, blocks = _run("google/gemma-4-E4B-it", "h100", kv_cache_dtype="fp8")
+    # sliding 2 x 256 x 2 = 1 KiB a token against the full layers' 2 x 512 x 2 = 2 KiB
+    assert blocks == [("full", 64), ("sliding", 128)] and r.bytes_per_block == 4 * 64 * 2048
+    r, blocks = _run("google/gemma-4-E2B-it", "h100", kv_cache_dtype="fp8",
+                     tensor_parallel_size=2)  # one KV head, replicated
+    assert blocks == [("full", 64), ("sliding", 128)] and r.bytes_per_block == 3 * 64 * 1024
+
+
+@pytest.mark.parametrize("version,kv", [("0.30", "fp8"), ("0.33", "auto"), ("0.33", "fp8_e5m2")])
+def test_gemma4_on_hopper_keeps_16_otherwise(version, kv):
+    # 0.30 has no FA4 FP8 kernel (the layers fall to TRITON_ATTN); bf16 and e5m2 caches
+    # do not take it
+    r, blocks = _run("google/gemma-4-31B-it", "h100", version, kv_cache_dtype=kv,
+                     tensor_parallel_size=2)
+    assert r.block_size == 16 and blocks == [("full", 32), ("sliding", 16)]
+
+
+@pytest.mark.parametrize("model,want", [
+    ("google/gemma-3-12b-it", 64), ("google/gemma-3-4b-it", 64),
+    ("google/gemma-3-27b-it", 16),  # 128-wide heads: the composite refuses them
+    ("google/gemma-4-31B-it", 64),  # use_bidirectional_attention "vision"
+    ("google/gemma-4-E4B-it", 16),  # not a prefix-LM: FlashInfer, 16
+])
+def test_multimodal_prefix_lm_on_blackwell(model, want):
+    r, _ = _run(model, "b200")
+    assert r.block_size == want
+
+
+def test_composite_needs_image_inputs_and_a_release_that_has_it():
+    assert _run("google/gemma-3-12b-it", "b200", language_model_only=True)[0].block_size == 16
+    assert _run("google/gemma-3-12b-it", "b200",
+                limit_mm_per_prompt={"image": 0})[0].block_size == 16
+    assert _run("google/gemma-3-12b-it", "b200", "0.29")[0].block_size == 16
+    assert _run("google/gemma-3-12b-it", "h100")[0].block_size == 16  # SM90: MultipleOf(16)
+    # the user's --block-size wins
+    assert _run("google/gemma-3-12b-it", "b200", block_size=32)[0].block_size == 32
+
+
+def test_skip_list_beside_a_backend_block_is_refused():
+    with pytest.raises(BadInput, match="attention backend sets the block"):
+        _run("google/gemma-4-31B-it", "h100", kv_cache_dtype="fp8",
+             kv_cache_dtype_skip_layers=("5",))
