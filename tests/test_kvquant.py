@@ -390,3 +390,41 @@ def test_speculative_kv_cache_dtype_for_the_drafter():
     assert r.kv_bytes_per_token_per_gpu == 32 * 4096 + 2048
     with pytest.raises(BadInput, match="0.26"):
         size(m, g, EngineArgs(speculative=spec), "0.25")
+
+
+@pytest.mark.parametrize("version", ["0.28", "0.33"])
+def test_gemma4_kept_layers_align_on_the_whole_model_head(version):
+    # `_align_heterogeneous_kv_block_size` builds its pages from get_head_size() = 512 and
+    # get_num_kv_heads() = 2 for Gemma 4 E4B, not from the first (256-wide) layer:
+    # nvfp4 2 x 2 x (256 + 32) = 1,152 B a token against bf16 2 x 512 x 2 x 2 = 4,096;
+    # block 16 x cdiv(16 x 4,096, 16 x 1,152) = 64, shared page 64 x 1,152 = 73,728
+    gpu = resolve_gpu("b200")
+    m = resolve_model("google/gemma-4-E4B-it")
+    r = size(m, gpu, EngineArgs(kv_cache_dtype="nvfp4", max_model_len=32768,
+                                kv_cache_dtype_skip_layers=("sliding_window",)), version)
+    # bf16 sliding layers (1 KiB a token at 2 x 256 x 2 x 2 B) take the largest FlashInfer
+    # block of 16/32/64 under 73,728 B: 32 (65,536 B, padded to 73,728); the nvfp4 full
+    # layers' 64 x 1,152 = 73,728 equals it, so nothing is unified; 4 layers a group
+    blocks = sorted({(g.spec.kind, g.block_size, g.spec.page_padded) for g in r.groups})
+    assert blocks == [("full", 64, 0), ("sliding", 32, 73_728)]
+    assert r.bytes_per_block == 4 * 73_728
+    # the full layers kept instead: the bf16 full page (64 x 4,096 = 262,144) is the
+    # largest, the nvfp4 sliding pages (64 x 576, padded to 73,728) pad up to it
+    r = size(m, gpu, EngineArgs(kv_cache_dtype="nvfp4", max_model_len=32768,
+                                kv_cache_dtype_skip_layers=("5", "11", "17", "23")), version)
+    assert r.bytes_per_block == 4 * 262_144
+
+
+def test_gemma4_31b_int8_per_token_head_with_full_layers_kept():
+    # 0.33, H100: int8 per-token-head pages of 16 x (2 x 512 + 8) = 16,512 B a token against
+    # bf16 16 x 512 x 2 x 2 = 32,768: block 16 x cdiv(16 x 32,768, 16 x 16,512) = 32, shared
+    # page 32 x 16,512 = 528,384. Sliding layers (16 x (2 x 256 + 8) = 8,320 B a token) take
+    # Triton's largest multiple of 16 under it, 48 (399,360 B, padded); the bf16 full
+    # layers' 32 x 4 x 512 x 2 x 2 = 262,144 pad up to 528,384; 10 layers a group
+    r = size(resolve_model("google/gemma-4-31B-it"), resolve_gpu("h100"),
+             EngineArgs(kv_cache_dtype="int8_per_token_head", max_model_len=32768,
+                        kv_cache_dtype_skip_layers=tuple(str(i) for i in range(5, 60, 6))),
+             "0.33")
+    assert sorted({(g.spec.kind, g.block_size) for g in r.groups}) == [("full", 32),
+                                                                     ("sliding", 48)]
+    assert r.bytes_per_block == 10 * 528_384

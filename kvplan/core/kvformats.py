@@ -145,9 +145,15 @@ def heterogeneous_block(plan: BlockPlan, arch: ModelArch, dts: KvDtypes, tp: int
     a model-dtype page of one kernel block (16 tokens). The quantized page per token is the
     spec class's up to 0.27 (no TurboQuant branch: uint8 K and V) and, from 0.28, the first
     attention layer's backend's packing (a layer kept in the model dtype has a plain backend,
-    which packs only NVFP4, on SM100 through FlashInfer)."""
-    i, first = next((i, x) for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer))
-    heads, hs = kv_heads_per_gpu(first.num_kv_heads, tp), first.head_size
+    which packs only NVFP4, on SM100 through FlashInfer). The page is built from the model's
+    whole-model head size and KV heads (`get_head_size`, `get_num_kv_heads`), which for a
+    model whose layers differ are the largest (Gemma 4: 512, `max(head_dim,
+    global_head_dim)` in its 0.19-0.27 convertor, `ModelArchitectureConfig.from_layers` from
+    0.28)."""
+    attn = [(i, x) for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer)]
+    i = attn[0][0]  # the first layer's backend aligns (`backend_classes[0]`)
+    heads = kv_heads_per_gpu(max(x.num_kv_heads for _, x in attn), tp)
+    hs = max(x.head_size for _, x in attn)
     kv, plain = dts.kv, 2 * heads * hs  # one byte per element
     if not version.at_least(0, 28):
         packs = kv in Q.PER_TOKEN_HEAD + Q.NVFP4
@@ -175,8 +181,9 @@ def _sliding_block(x: AttnLayer, kv: str, tp: int, shared: int, cc: str,
     """A sliding-window layer's block under the shared page (`_largest_kernel_block_within`):
     the largest kernel block of its backend whose page fits. Kernel blocks: TurboQuant
     16/32/64/128; FlashInfer (NVFP4, compute capability below 8.0, and every non-Triton layer
-    on data-centre Blackwell, its first backend) 16/32/64, up to 1024 with grouped queries
-    on SM100 (trtllm-gen's large pages); FlashAttention and Triton any multiple of 16,
+    on data-centre Blackwell, its first backend) 16/32/64 (its trtllm-gen pages of 128-1024
+    are offered only under a current vLLM config, which `get_kv_cache_spec` runs without,
+    0.25-0.33); FlashAttention and Triton any multiple of 16,
     expanded to the largest that fits from 0.30 (0.25-0.29 take the base, 16). The page per
     token is the unpadded spec's, without the per-token-head scales up to 0.27
     (`real_page_size_bytes`); the full page must still fit (vLLM asserts)."""
@@ -190,7 +197,7 @@ def _sliding_block(x: AttnLayer, kv: str, tp: int, shared: int, cc: str,
     if kv in Q.TURBOQUANT:
         cands = [16, 32, 64, 128]
     elif kv in Q.NVFP4 or major < 8 or (major == 10 and kv not in Q.PER_TOKEN_HEAD):
-        cands = [16, 32, 64] + ([128, 256, 512, 1024] if major == 10 and gqa > 1 else [])
+        cands = [16, 32, 64]
     else:
         cands = [max(16, shared // tok // 16 * 16) if version.at_least(0, 30) else 16]
     fitting = [b for b in cands if b * tok <= shared]
