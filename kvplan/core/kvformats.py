@@ -167,8 +167,7 @@ def heterogeneous_block(plan: BlockPlan, arch: ModelArch, dts: KvDtypes, tp: int
         return plan
     bs = Q.hetero_block_size(plan.block_size, primary, padded, plan.mamba_page_padded)
     shared = bs * primary  # `skip_page_size_padded`: every sliding-window page pads to it
-    gqa = max(1, arch.num_attention_heads // tp) // heads
-    sliding = tuple(_sliding_block(x, dts.for_layer(j, x), tp, shared, cc, version, dts, gqa)
+    sliding = tuple(_sliding_block(x, dts.for_layer(j, x), tp, shared, cc, version, dts)
                     for j, x in enumerate(arch.layers)
                     if isinstance(x, AttnLayer) and x.kind == "sliding")
     return replace(plan, block_size=bs, skip_page_padded=shared, sliding_blocks=sliding,
@@ -177,7 +176,7 @@ def heterogeneous_block(plan: BlockPlan, arch: ModelArch, dts: KvDtypes, tp: int
 
 
 def _sliding_block(x: AttnLayer, kv: str, tp: int, shared: int, cc: str,
-                   version: VllmVersion, dts: KvDtypes, gqa: int) -> tuple[tuple, int]:
+                   version: VllmVersion, dts: KvDtypes) -> tuple[tuple, int]:
     """A sliding-window layer's block under the shared page (`_largest_kernel_block_within`):
     the largest kernel block of its backend whose page fits. Kernel blocks: TurboQuant
     16/32/64/128; FlashInfer (NVFP4, compute capability below 8.0, and every non-Triton layer
