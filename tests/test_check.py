@@ -524,7 +524,8 @@ def test_speculative_decoding_and_connectors_warn(capsys):
                          "speculative draft model"),
                         ("--disable-sliding-window", "--disable-sliding-window"),
                         ("--enable-eplb", "redundant experts"),
-                        ("--prefill-context-parallel-size 2", "the KV cache differs")):
+                        ("--prefill-context-parallel-size 2", "the KV cache differs"),
+                        ("--attention-backend FLASH_ATTN", "attention backend FLASH_ATTN")):
         code, rep = check_json(capsys, "--cmd", f"{base} {extra}", "--gpu", "h100")
         f = one(rep["deployments"][0], "sizing-inputs")
         assert f["status"] == "warn" and says in f["message"], extra

@@ -49,6 +49,7 @@ VLLM_FIELDS = {
     "--disable-sliding-window": "disable_sliding_window", "--enable-eplb": "enable_eplb",
     "--prefill-context-parallel-size": "prefill_context_parallel_size",
     "--kv-transfer-config": "kv_transfer_config", "--all2all-backend": "all2all_backend",
+    "--attention-backend": "attention_backend",  # sized as vLLM's default choice (a warning)
     "--data-parallel-size-local": "data_parallel_size_local",  # this node's DP ranks
     "--mamba-cache-dtype": "mamba_cache_dtype", "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
     # applied to the model's config before sizing (`engines/vllm_overrides.py`); 0.6-0.11's

@@ -302,6 +302,10 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
         smaller.append(f"the {a2a} all-to-all buffers of expert parallelism")
     other = ["the KV split of --prefill-context-parallel-size"] if str(
         p.values.get("prefill_context_parallel_size") or "1") != "1" else []
+    backend = p.values.get("attention_backend") or p.env_value("VLLM_ATTENTION_BACKEND")
+    if backend:  # the block size is the chosen backend's (methodology §3, "Block size")
+        other.append(f"the block size of the attention backend {backend} (kvplan sizes "
+                     "with vLLM's default backend)")
     if not smaller and not other:
         return
     passed = next(f for f in out.findings if f.id == "sizing-inputs")
