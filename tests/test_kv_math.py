@@ -614,7 +614,7 @@ def test_deepseek_v4_refuses_bf16_kv_and_small_blocks():
 
 
 def test_mamba_cache_mode_with_prefix_caching_by_release():
-    # 0.18-0.32 (`MambaModelConfig.verify_and_update_config`): Gated-DeltaNet -> 'align',
+    # 0.18-0.27 (`MambaModelConfig.verify_and_update_config`): Gated-DeltaNet -> 'align',
     # two states per group; Mamba2 families that support it -> 'all', a state per block
     r = run(QWEN3_NEXT_80B, version="0.20.2", kv_cache_memory_bytes=GiB,
             enable_prefix_caching=True)
@@ -627,6 +627,32 @@ def test_mamba_cache_mode_with_prefix_caching_by_release():
     r = run(QWEN3_NEXT_80B, version="0.14", kv_cache_memory_bytes=GiB,
             enable_prefix_caching=True)
     assert r.blocks_per_request == -(-262144 // r.block_size) + 3
+
+
+def test_hybrids_default_to_align_mode_from_028_and_mamba2_checkpoints_from_032():
+    # 0.28+ turn prefix caching on for hybrids by default and make 'none' 'align'
+    # (`_set_default_chunked_prefill_and_prefix_caching_args`, `MambaModelConfig`), where
+    # 0.27 left it off: 4 Mamba groups x 1 state -> x 2
+    attn = lambda r: -(-8192 // r.block_size)  # noqa: E731
+    r = run(NEMOTRON_H_8B, version="0.27", kv_cache_memory_bytes=GiB, max_model_len=8192)
+    assert r.blocks_per_request == attn(r) + 4 * 1
+    r = run(NEMOTRON_H_8B, version="0.28", kv_cache_memory_bytes=GiB, max_model_len=8192)
+    assert r.blocks_per_request == attn(r) + 4 * 2
+    # 0.32+: `MambaMixer2.get_kv_cache_spec` adds a prefill checkpoint state per group
+    for v in ("0.32", "0.33"):
+        r = run(NEMOTRON_H_8B, version=v, kv_cache_memory_bytes=GiB, max_model_len=8192)
+        assert r.blocks_per_request == attn(r) + 4 * 3
+    r = run(NEMOTRON_H_8B, version="0.33", kv_cache_memory_bytes=GiB, max_model_len=8192,
+            enable_prefix_caching=False)  # 'none': one state
+    assert r.blocks_per_request == attn(r) + 4 * 1
+    from kvplan.sources.resolve import resolve_model
+
+    # Nemotron-3-Nano, 20 GiB at 32k on an H100 (re-derived from the 0.33 wheel): blocks of
+    # 2,096 tokens, 1,667 of 12,877,824 B; 16 attention + 4 Mamba groups x 3 = 28 a request
+    r = size(resolve_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), H100,
+             EngineArgs(kv_cache_memory_bytes=20 * GiB, max_model_len=32768), "0.33")
+    assert (r.block_size, r.num_gpu_blocks, r.blocks_per_request) == (2096, 1667, 28)
+    assert r.kv_cache_tokens == int(1667 / 28 * 32768) == 1_950_866
 
 
 def test_deepseek_v4_report_shows_the_fixed_per_request_blocks():

@@ -21,6 +21,7 @@ from kvplan.core.arch import (
     DSV4,
     FULL,
     GDN,
+    MAMBA2,
     MLA,
     SLIDING,
     AttnLayer,
@@ -813,8 +814,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     mode = _mamba_cache_mode(arch, bool(prefix), version)
     align_mode = mode == "align" and version.at_least(0, 33)  # FlashInfer GDN checkpoint
     gdn_fi = cc_major(cc) >= 9 and gpu.vendor == "nvidia"
-    fi_checkpoint = align_mode and gdn_fi and GDN in arch.state_kinds
-    state_blocks = {"all": ALL_STATES, "none": 1}.get(mode, 2 + int(fi_checkpoint))
+    # a prefill checkpoint state per request in 'align' mode (`num_prefill_checkpoint_blocks`,
+    # `MambaSpec.max_memory_usage_bytes`): FlashInfer's GDN prefill from 0.33, every Mamba2
+    # mixer from 0.32 (`MambaMixer2.get_kv_cache_spec`)
+    checkpoint = mode == "align" and ((align_mode and gdn_fi and GDN in arch.state_kinds) or (
+        MAMBA2 in arch.state_kinds and version.at_least(0, 32)))
+    state_blocks = {"all": ALL_STATES, "none": 1}.get(mode, 2 + int(checkpoint))
     if mode != "all" and version.at_least(0, 15):  # `MambaSpec.num_speculative_blocks`
         state_blocks += k_spec
     if mode == "all":
@@ -1432,13 +1437,14 @@ def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:
 
 def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> str:
     """vLLM's `mamba_cache_mode` (`MambaModelConfig.verify_and_update_config`): 'none'
-    without prefix caching; 0.33 always 'align'; from 0.18 'all' for the Mamba1/2 families
-    that support Mamba prefix caching and 'align' for the rest (GDN, KDA, short conv);
-    0.14-0.17 'all' for the former and prefix caching off for the rest; 0.11-0.13 off for
-    every hybrid (wheels read: 0.11.0, 0.14.1, 0.18.1, 0.20.2, 0.33.0)."""
+    without prefix caching; from 0.28 'align' (the default 'none' becomes it; 'all' only
+    when asked for); 0.18-0.27 'all' for the Mamba1/2 families that support Mamba prefix
+    caching and 'align' for the rest (GDN, KDA, short conv); 0.14-0.17 'all' for the former
+    and prefix caching off for the rest; 0.11-0.13 off for every hybrid (wheels read: 0.11.0,
+    0.14.1, 0.18.1, 0.20.2, 0.25.0, 0.27.1, 0.28.0, 0.32.0, 0.33.0)."""
     if not arch.is_hybrid_state or not prefix or not version.at_least(0, 14):
         return "none"  # 0.11 turned prefix caching off for every Mamba hybrid
-    if version.at_least(0, 33):
+    if version.at_least(0, 28):
         return "align"
     if arch.state_kinds <= {"mamba1", "mamba2"}:
         return "all"

@@ -586,8 +586,11 @@ class VllmVersion:
 
     @property
     def mamba_prefix_caching_default(self) -> bool:
-        """Hybrid models: prefix caching (Mamba 'align' mode) on by default in 0.33."""
-        return self.at_least(0, 33)
+        """Hybrid models: prefix caching (Mamba 'align' mode) on by default from 0.28
+        (`_set_default_chunked_prefill_and_prefix_caching_args` takes
+        `is_prefix_caching_supported`, true for generative hybrids from 0.26; 0.26-0.27 kept
+        hybrids out of the default; read in the 0.25.0-0.33.0 wheels)."""
+        return self.at_least(0, 28)
 
     @property
     def largest_batch_tier(self) -> bool:
