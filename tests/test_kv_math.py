@@ -1120,3 +1120,21 @@ def test_deepseek_v4_startup_check_before_029_charges_the_tuple_layout():
     # the weights fit: the hint is about the context, not a quantized checkpoint
     assert "lower --max-model-len" in r.notes[-1] and "quantized" not in r.notes[-1]
     assert fit("0.29", 10.3, 1048576).fits
+
+
+def test_glm5_stores_fp8_by_default_on_sm100_from_032():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, b200 = resolve_model("zai-org/GLM-5-FP8"), resolve_gpu("b200")
+
+    def kv(version, gpu=b200, dtype="auto"):
+        return size(m, gpu, EngineArgs(tensor_parallel_size=8, max_model_len=32768,
+                                       kv_cache_dtype=dtype), version)
+
+    r = kv("0.33")  # `GlmMoeDsaForCausalLM.verify_and_update_config`
+    # 78 sparse-MLA layers x (576 B plain fp8 on FLASHINFER_MLA_SPARSE + 132 B indexer key)
+    assert r.kv_dtype == "fp8_e4m3" and r.kv_bytes_per_token_per_gpu == 78 * (576 + 132)
+    assert any("GLM-5's KV cache as fp8" in n for n in r.notes)
+    assert kv("0.31").kv_dtype == "bfloat16"  # not in 0.31
+    assert kv("0.33", resolve_gpu("h200")).kv_dtype == "bfloat16"  # SM10x only
+    assert kv("0.33", dtype="bfloat16").kv_dtype == "bfloat16"  # asked for

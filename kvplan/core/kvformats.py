@@ -17,6 +17,19 @@ from kvplan.errors import BadInput
 from kvplan.units import GiB, MiB, cdiv
 
 
+def model_default_kv(arch: ModelArch, requested: str, cc: str, vendor: str,
+                     version: VllmVersion, notes: list[str]) -> str:
+    """A model's own default for `--kv-cache-dtype auto`: GLM-5 (`GlmMoeDsaForCausalLM`)
+    stores fp8_e4m3 on SM10x from 0.32 (`GlmMoeDsaForCausalLM.verify_and_update_config`,
+    models/config.py; absent in the 0.31.0 wheel)."""
+    if requested == "auto" and "GlmMoeDsaForCausalLM" in arch.architectures and \
+            vendor == "nvidia" and cc_major(cc) == 10 and version.at_least(0, 32):
+        notes.append(f"vLLM {version.text} stores GLM-5's KV cache as fp8 on SM10x when "
+                     "--kv-cache-dtype is auto (ask for bfloat16 to keep 16 bits)")
+        return "fp8_e4m3"
+    return requested
+
+
 def checkpoint_kv(kv: str, arch: ModelArch, a: Any, version: VllmVersion, notes: list[str],
                   resolve: Callable[[str], str]) -> str:
     """What the checkpoint's quantization makes of the resolved KV dtype (`Attention.__init__`):

@@ -671,8 +671,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         sparse = "auto+fp8"
     elif arch.is_sparse_mla:
         sparse = version.sparse_mla_kv(cc, max(1, arch.num_attention_heads // tp))
-    kv = resolve_kv_dtype(a.kv_cache_dtype, model_dtype, allowed=version.kv_cache_dtypes,
-                          modelopt_kv=mo_kv, sparse_mla=sparse)
+    kv = resolve_kv_dtype(
+        KF.model_default_kv(arch, a.kv_cache_dtype, cc, gpu.vendor, version, notes),
+        model_dtype, allowed=version.kv_cache_dtypes, modelopt_kv=mo_kv, sparse_mla=sparse)
     kv = KF.checkpoint_kv(kv, arch, a, version, notes, lambda req: resolve_kv_dtype(
         req, model_dtype, allowed=version.kv_cache_dtypes, modelopt_kv=None, sparse_mla=sparse))
     if kv.startswith("fp8") and kv != "fp8_ds_mla" and cc_major(cc) < 8 and gpu.vendor == "nvidia":
