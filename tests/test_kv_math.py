@@ -1138,3 +1138,15 @@ def test_glm5_stores_fp8_by_default_on_sm100_from_032():
     assert kv("0.31").kv_dtype == "bfloat16"  # not in 0.31
     assert kv("0.33", resolve_gpu("h200")).kv_dtype == "bfloat16"  # SM10x only
     assert kv("0.33", dtype="bfloat16").kv_dtype == "bfloat16"  # asked for
+
+
+def test_gpt_oss_captures_up_to_1024_on_every_gpu():
+    # `GptOssForCausalLMConfig` (0.13+): max capture size 1024 unless the user set sizes:
+    # 1, 2, 4 + 31 steps of 8 + 49 steps of 16 from 256 = 83 sizes, x 2 (PIECEWISE + FULL,
+    # max_num_seqs 1,024 on an H100)
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h100 = resolve_model("openai/gpt-oss-120b"), resolve_gpu("h100")
+    assert size(m, h100, EngineArgs(), "0.33").cudagraph_graphs == 166
+    assert size(m, h100, EngineArgs(max_cudagraph_capture_size=512),
+                "0.33").cudagraph_graphs == 102

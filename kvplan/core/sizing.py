@@ -1104,7 +1104,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     q_spec = 1 + k_spec if spec and version.at_least(0, 13) else 1
     graphs = M.cudagraph_graphs(seqs, mnbt, mode=graph_mode, ceiling=version.cudagraph_ceiling(
         gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
-        sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size,
+        sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size or (
+            # gpt-oss raises the default to 1024 for every GPU, 0.13+ ("Overriding max cuda
+            # graph capture size to 1024 for performance", `GptOssForCausalLMConfig`)
+            1024 if "GptOssForCausalLM" in arch.architectures and version.at_least(0, 13)
+            and not a.cudagraph_capture_sizes else None),
         decode_q=q_spec, round_to_q=True)
     if a.enable_lora:  # one capture per LoRA case
         from kvplan.core.lora import graph_cases
