@@ -1152,6 +1152,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # the estimate switched off), counted with the same estimate
     late_graphs = max(map(graph_estimate, kv_stages)) if graphs and not (
         profiled and a.estimate_cudagraphs) else 0
+    if profiled and a.estimate_cudagraphs and gpu.vendor == "nvidia" and cc_major(cc) == 10 \
+            and a.kv_cache_memory_bytes is None and not arch.is_mla:
+        notes.append("FlashInfer, the attention backend on SM10x, allocates its 394 MiB "
+                     "workspaces on first use, inside vLLM's CUDA-graph probe, which then "
+                     "counts them in the graph estimate; kvplan's estimate, fitted without a "
+                     "data-centre Blackwell start, leaves them out: expect up to 0.4-0.8 GiB "
+                     "less KV cache (source reading; methodology, 'Not modelled')")
     if profiled and not a.estimate_cudagraphs:
         notes.append(f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: the CUDA graphs (about "
                      f"{late_graphs / GiB:.2f} GiB per GPU) are captured after the KV cache "
