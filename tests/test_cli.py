@@ -291,6 +291,13 @@ def test_incomplete_config_names_field(tmp_path, capsys):
     ("text", "rope_scaling", "yarn", "'rope_scaling' must be an object"),
     ("text", "head_dim", 1.5, "'head_dim' must be a non-negative integer"),
     ("text", "num_hidden_layers", 10**12, "not a plausible layer count"),
+    # compressed-tensors scheme groups (fuzz seed 401)
+    ("text", "quantization_config", {"quant_method": "compressed-tensors",
+                                     "config_groups": {"a": 1}},
+     "'quantization_config.config_groups.a' must be an object"),
+    ("text", "quantization_config", {"quant_method": "compressed-tensors",
+                                     "config_groups": {"a": {"weights": {"num_bits": "4"}}}},
+     "'quantization_config.config_groups.a.weights.num_bits' must be a non-negative"),
 ])
 def test_config_field_of_the_wrong_type_is_named(tmp_path, capsys, where, key, value, says):
     """Mutations found by fuzzing real configs: each was an internal error (or, for the layer

@@ -72,10 +72,13 @@ _LIST_KEYS = {"architectures": str, "layer_types": str, "layers_block_type": str
               "compress_rates": int}
 _KIND_NAMES = {str: "strings", int: "integers", dict: "objects"}
 # objects, whose own fields are checked the same way
+# objects whose entries are objects too (compressed-tensors' scheme groups)
+_DICT_OF_DICTS = frozenset({"config_groups"})
 _DICT_KEYS = frozenset({"quantization_config", "vision_config", "audio_config",
                         "rope_scaling", "rope_parameters", "attn_config",
                         "linear_attn_config", "full_attention", "sliding_attention",
                         "config_groups", "quantization", "producer",  # last two: ModelOpt
+                        "weights", "input_activations",  # a config group's schemes
                         "sparse_attention_config"})
 
 
@@ -109,6 +112,12 @@ def check_field_types(t: dict[str, Any], where: str = "") -> None:
         elif k in _DICT_KEYS:
             if not isinstance(v, dict):
                 raise BadInput(f"config field {name!r} must be an object, got {v!r}")
+            if k in _DICT_OF_DICTS:  # every entry is itself an object
+                for gk, g in v.items():
+                    if g is not None and not isinstance(g, dict):
+                        raise BadInput(f"config field {f'{name}.{gk}'!r} must be an "
+                                       f"object, got {g!r}")
+                    check_field_types(g or {}, f"{name}.{gk}.")
             check_field_types(v, f"{name}.")
         elif k in _LIST_KEYS:
             kind = _LIST_KEYS[k]
