@@ -80,3 +80,32 @@ def test_flashinfer_workspace_risk_is_noted_on_blackwell_only():
     assert noted("b200") and not noted("h100")
     assert not noted("b200", "0.19")  # graphs not subtracted before 0.20
     assert not noted("b200", enforce_eager=True)  # no graph probe
+
+
+def test_rocm_sinks_take_aiter_unified_attention_blocks():
+    # gpt-oss on an MI300X, 0.33, 20 GiB at 32k (re-derived from the wheel): ROCM_ATTN
+    # refuses sinks, ROCM_AITER_UNIFIED_ATTN prefers 64; 36 layers x 64 x 8 KV heads x 64 x
+    # K,V x 2 B = 2,359,296 B a block; 1,025 blocks a request (sliding 128 + full)
+    r, _ = _run("openai/gpt-oss-120b", "mi300x", kv_cache_memory_bytes=20 << 30)
+    assert (r.block_size, r.bytes_per_block, r.num_gpu_blocks) == (64, 2_359_296, 9_102)
+    assert (r.blocks_per_request, r.kv_cache_tokens) == (1_025, 290_979)
+    # VLLM_ROCM_USE_AITER=1 puts ROCM_AITER_FA first (16); before 0.20 ROCM_ATTN took sinks
+    assert _run("openai/gpt-oss-120b", "mi300x", rocm_aiter=True)[0].block_size == 16
+    assert _run("openai/gpt-oss-120b", "mi300x", "0.18")[0].block_size == 16
+    assert _run("meta-llama/Llama-3.1-8B-Instruct", "mi300x")[0].block_size == 16
+
+
+def test_rocm_sparse_mla_blocks_and_fp8():
+    # DeepSeek-V3.2 TP8 on an MI300X, 0.33: ROCM_AITER_MLA_SPARSE and its indexer accept 16;
+    # fp8 stays plain fp8 (576 B + the 132 B indexer key, not fp8_ds_mla's 656)
+    kw = dict(kv_cache_memory_bytes=20 << 30, tensor_parallel_size=8)
+    r, _ = _run("deepseek-ai/DeepSeek-V3.2", "mi300x", **kw)
+    assert (r.block_size, r.bytes_per_block) == (16, 61 * 16 * (1_152 + 132))
+    r, _ = _run("deepseek-ai/DeepSeek-V3.2", "mi300x", kv_cache_dtype="fp8", **kw)
+    assert (r.kv_dtype, r.bytes_per_block, r.kv_cache_tokens) == ("fp8", 61 * 16 * (576 + 132),
+                                                                  497_232)
+    # before 0.18 the ROCm selector asserts block size 1 and refuses fp8
+    with pytest.raises(BadInput, match="block size 1 only"):
+        _run("deepseek-ai/DeepSeek-V3.2", "mi300x", "0.16", tensor_parallel_size=8)
+    assert _run("deepseek-ai/DeepSeek-V3.2", "mi300x", "0.16", tensor_parallel_size=8,
+                block_size=1)[0].block_size == 1

@@ -113,6 +113,11 @@ class ModelArch:
             if isinstance(x, AttnLayer) and x.parallel_state is not None}
 
     @property
+    def attention_sinks(self) -> bool:
+        """Learned attention sinks (gpt-oss), which some attention backends refuse."""
+        return self.model_type == "gpt_oss"
+
+    @property
     def is_hybrid_state(self) -> bool:
         return bool(self.state_kinds)
 

@@ -16,10 +16,19 @@ COMPOSITE_HEADS = frozenset({256, 512})
 
 
 def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: VllmVersion,
-                    multimodal: bool, dcp: int) -> tuple[int, str] | None:
+                    multimodal: bool, dcp: int, rocm_aiter: bool = False
+                    ) -> tuple[int, str] | None:
     """The block size a backend imposes where it is not vLLM's 16, with vLLM's reason;
     None otherwise. `kv` is --kv-cache-dtype as given; `multimodal`: image inputs are
-    enabled (not --language-model-only, not every modality limited to 0).
+    enabled (not --language-model-only, not every modality limited to 0); `rocm_aiter`:
+    VLLM_ROCM_USE_AITER=1.
+
+    * 0.20+ on ROCm: a model with attention sinks (gpt-oss), which ROCM_ATTN refuses
+      (`supports_sink`), runs ROCM_AITER_UNIFIED_ATTN wherever aiter is installed (the
+      vllm-openai-rocm image; `is_aiter_found_and_supported` ignores the environment),
+      whose `get_preferred_block_size` is 64 (`_get_backend_priorities`, rocm.py, the same
+      in the 0.20.2-0.33.0 wheels). With VLLM_ROCM_USE_AITER=1 ROCM_AITER_FA comes first
+      and keeps 16; without aiter TRITON_ATTN keeps 16.
 
     * 0.30+ on data-centre Blackwell (SM10x): a multimodal prefix-LM model whose heads are
       all 256 or 512 wide (Gemma 3 4B/12B, Gemma 4 31B/26B-A4B, PaliGemma 2) runs the
@@ -32,7 +41,14 @@ def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: 
       (`FlashAttentionBackend._get_sm90_fa4_fp8_kv_block_size`, spec-less in
       `get_preferred_block_size`; the TRITON_FLASH_ATTN composite inherits it).
     Page unification then doubles the block of the group with the smaller page."""
-    if arch.is_mla or vendor != "nvidia" or not version.at_least(0, 30):
+    if arch.is_mla:
+        return None
+    if vendor == "amd":
+        if arch.attention_sinks and version.at_least(0, 20) and not rocm_aiter:
+            return 64, "ROCM_AITER_UNIFIED_ATTN, ROCm's backend for attention sinks, " \
+                       "prefers 64-token blocks"
+        return None
+    if vendor != "nvidia" or not version.at_least(0, 30):
         return None
     heads = {x.head_size for x in arch.layers if isinstance(x, AttnLayer)}
     if not heads:

@@ -84,7 +84,7 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
         Q.check_supported(
             kv, version_at_least=version.at_least, vendor=gpu.vendor,
             cc=gpu.compute_capability or "", is_mla=arch.is_mla,
-            sparse_mla=arch.is_sparse_mla, sinks=arch.model_type == "gpt_oss",
+            sparse_mla=arch.is_sparse_mla, sinks=arch.attention_sinks,
             has_sliding=windowed, head_sizes={(x.head_size, x.head_size_v) for _, x in attn},
             rope_dim=rope, dcp=a.decode_context_parallel_size, model_dtype=model_dtype,
             vtext=version.text)

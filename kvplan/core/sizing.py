@@ -670,7 +670,19 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if DSV4 in arch.kinds:  # `_resolve_dsv4_kv_cache_dtype`: auto and fp8 -> fp8_ds_mla
         sparse = "auto+fp8"
     elif arch.is_sparse_mla:
-        sparse = version.sparse_mla_kv(cc, max(1, arch.num_attention_heads // tp))
+        sparse = version.sparse_mla_kv(cc, max(1, arch.num_attention_heads // tp), gpu.vendor)
+        if gpu.vendor == "amd" and not version.at_least(0, 18):
+            # `RocmPlatform.get_attn_backend_cls`: "Sparse MLA backend on ROCm only supports
+            # block size 1 for now"; "ROCMAiterMLASparseBackend doesn't support fp8
+            # kv_cache_dtype" (the 0.14.1-0.17.1 wheels)
+            if a.kv_cache_dtype.startswith("fp8"):
+                raise BadInput(f"vLLM {version.text} on ROCm has no fp8 KV cache for sparse "
+                               "MLA", hint="use --kv-cache-dtype auto or vLLM 0.18+",
+                               flag="kv_cache_dtype")
+            if a.block_size != 1:
+                raise BadInput(f"vLLM {version.text} on ROCm runs sparse MLA with block size "
+                               "1 only", hint="use --block-size 1 or vLLM 0.18+",
+                               flag="block_size")
     kv = resolve_kv_dtype(
         KF.model_default_kv(arch, a.kv_cache_dtype, cc, gpu.vendor, version, notes),
         model_dtype, allowed=version.kv_cache_dtypes, modelopt_kv=mo_kv, sparse_mla=sparse)
@@ -843,7 +855,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
         multimodal=arch.vision_config is not None and towers_kept(
             arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0],
-        dcp=a.decode_context_parallel_size)
+        dcp=a.decode_context_parallel_size, rocm_aiter=a.rocm_aiter)
     plan = choose_block_size(karch, user_block_size=user_bs, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi,
                              **({"default": backend_bs} if backend_bs else {}))

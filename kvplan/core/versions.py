@@ -622,7 +622,8 @@ class VllmVersion:
         wheel, absent in 0.12.0); a separate hf_quant_config.json counts from 0.20."""
         return self.at_least(0, 13)
 
-    def sparse_mla_kv(self, compute_capability: str, local_heads: int) -> str:
+    def sparse_mla_kv(self, compute_capability: str, local_heads: int,
+                      vendor: str = "nvidia") -> str:
         """Which requested KV dtypes DeepSeek-V3.2's sparse MLA stores as `fp8_ds_mla`
         (656 B per token per layer instead of 576 for plain fp8 or 1,152 for bf16):
         "auto+fp8" (both), "fp8" (fp8 values only) or "none".
@@ -632,12 +633,17 @@ class VllmVersion:
           FLASHMLA_SPARSE. On SM100 FLASHINFER_MLA_SPARSE (plain fp8) comes first when a
           rank has <= 16 heads (0.18 `_get_backend_priorities`) and, in 0.33, for any
           fp8 cache; 0.33 on SM120 (FLASHINFER_MLA_SPARSE_SM120) converts `auto` too.
+        * ROCm from 0.18: ROCM_AITER_MLA_SPARSE keeps plain fp8
+          (`_canonicalize_sparse_mla_kv_cache_dtype` converts for the CUDA sparse backends
+          only; before 0.18 `RocmPlatform.get_attn_backend_cls` refused fp8).
         Sweep logs agree: V3.2 with `auto` at 0.16-0.19 on H200/B200 stores bf16, and an
         NVFP4 checkpoint's fp8 cache at TP8 on B200 with 0.18 is plain fp8."""
         if not self.at_least(0, 11, 1):
             return "auto+fp8"
         if not self.at_least(0, 18):
             return "fp8"
+        if vendor == "amd":
+            return "none"
         major = cc_major(compute_capability)
         if major == 10 and (self.at_least(0, 33) or local_heads <= 16):
             return "none"
@@ -679,10 +685,13 @@ class VllmVersion:
           FlashInfer-MLA's 32 (its [32, 64]) for qk_nope 64 or 128 (and 192 from 0.19), else
           CUTLASS's 128.
         * Other NVIDIA (Ampere, Ada, SM12x) and ROCm: Triton-MLA's 16.
-        * Sparse MLA (DeepSeek-V3.2, GLM-5): 64 (its indexer cache's backend).
+        * Sparse MLA (DeepSeek-V3.2, GLM-5): 64 (its indexer cache's backend); on ROCm 16
+          from 0.18 (ROCM_AITER_MLA_SPARSE and the indexer list 1, [1, 64] or [1,
+          MultipleOf(16)], so 16 is supported and kept); before it block 1 only
+          (`RocmPlatform.get_attn_backend_cls` asserts it; sizing refuses other sizes).
         """
         if sparse:
-            return 64
+            return 16 if vendor == "amd" and self.at_least(0, 18) else 64
         if vendor != "nvidia":
             return 16
         major, cc = cc_major(compute_capability), _cc(compute_capability)
