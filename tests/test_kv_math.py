@@ -1150,3 +1150,24 @@ def test_gpt_oss_captures_up_to_1024_on_every_gpu():
     assert size(m, h100, EngineArgs(), "0.33").cudagraph_graphs == 166
     assert size(m, h100, EngineArgs(max_cudagraph_capture_size=512),
                 "0.33").cudagraph_graphs == 102
+
+
+def test_033_defaults_gb10_small_tier_rocm_v2_and_removed_architectures():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    llama = resolve_model("meta-llama/Llama-3.1-8B-Instruct")
+    # 0.33 `get_batch_defaults`: GB10 (cc 12.1) stays on the small tier despite its memory
+    r = size(llama, resolve_gpu("gb10"), EngineArgs(max_model_len=8192), "0.33")
+    assert (r.max_num_batched_tokens, r.max_num_seqs) == (2048, 256)
+    r = size(llama, resolve_gpu("gb10"), EngineArgs(max_model_len=8192), "0.32")
+    assert (r.max_num_batched_tokens, r.max_num_seqs) == (8192, 1024)
+    # `ROCM_DEFAULT_MRV1_ARCHITECTURES` kept DeepSeek-V3.2 on V1 in 0.29-0.31 only
+    v32, mi = resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("mi300x")
+    a = EngineArgs(tensor_parallel_size=8, max_model_len=8192)
+    assert not size(v32, mi, a, "0.31").model_runner_v2
+    assert size(v32, mi, a, "0.32").model_runner_v2
+    # `_PREVIOUSLY_SUPPORTED_MODELS`: Mllama ran until 0.10.2
+    vision = resolve_model("meta-llama/Llama-3.2-11B-Vision")
+    with pytest.raises(BadInput, match="no longer runs MllamaForConditionalGeneration"):
+        size(vision, H100, EngineArgs(max_model_len=8192), "0.11")
+    assert size(vision, H100, EngineArgs(max_model_len=8192), "0.10.2").fits

@@ -71,7 +71,7 @@ from kvplan.core.params import (
 )
 from kvplan.core.specdec import mtp_checkpoint_bytes
 from kvplan.core.tensors import TensorSummary
-from kvplan.core.versions import VllmVersion, cc_major
+from kvplan.core.versions import REMOVED_ARCHITECTURES, VllmVersion, cc_major
 from kvplan.errors import BadInput
 from kvplan.units import GiB, MiB, cdiv
 
@@ -370,7 +370,10 @@ def batch_defaults(gpu: Gpu, version: VllmVersion, usage: str, world_size: int) 
     serve = usage != "llm"
     if version.largest_batch_tier and mem >= 160 * GiB:
         return 16384, 1024
-    if mem >= 70 * GiB and "a100" not in gpu.name.lower():
+    # 0.33 keeps GB10 (DGX Spark, compute capability 12.1) on the small tier ("has the memory
+    # but not the compute of a large discrete GPU", `is_gb10`)
+    gb10 = version.at_least(0, 33) and gpu.compute_capability == "12.1"
+    if mem >= 70 * GiB and "a100" not in gpu.name.lower() and not gb10:
         return (8192 if serve else 16384), 1024
     return (2048 if serve else 8192), 256
 
@@ -649,6 +652,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if not isinstance(model.hf_quant_config, dict):
             raise BadInput("hf_quant_config.json is not a JSON object")
         check_field_types(model.hf_quant_config, "hf_quant_config.")
+    gone = next((x for x in arch.architectures
+                 if x in REMOVED_ARCHITECTURES and version.v > REMOVED_ARCHITECTURES[x]), None)
+    if gone:  # `ModelRegistry`: "was supported in vLLM until v..., and is not supported anymore"
+        last = ".".join(map(str, REMOVED_ARCHITECTURES[gone]))
+        raise BadInput(f"vLLM {version.text} no longer runs {gone} (supported until {last})",
+                       hint=f"use --vllm-version {last}")
     _validate_parallel(arch, a, version)
     _validate_fp8_blocks(model, arch, a)
     choices = version.block_size_choices()

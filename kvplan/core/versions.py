@@ -92,7 +92,33 @@ _V0_ONLY_UNTIL = {
     **dict.fromkeys(("Phi4FlashForCausalLM", "MllamaForConditionalGeneration"), (0, 11, 0)),
 }
 
-# kept on the V1 runner on ROCm from 0.29 (`use_v2_model_runner`)
+# architectures vLLM dropped, with the last release that ran them
+# (`_PREVIOUSLY_SUPPORTED_MODELS`, 0.33 model_executor/models/registry.py)
+REMOVED_ARCHITECTURES = {
+    "Phi3SmallForCausalLM": (0, 9, 2), "MotifForCausalLM": (0, 10, 2),
+    "Phi4FlashForCausalLM": (0, 10, 2), "DonutForConditionalGeneration": (0, 10, 2),
+    "MllamaForConditionalGeneration": (0, 10, 2), "Phi4MultimodalForCausalLM": (0, 12, 0),
+    "JAISLMHeadModel": (0, 22, 0), **dict.fromkeys((
+        "ErnieModel", "InternLM2VEForCausalLM", "QWenLMHeadModel",
+        "QwenVLForConditionalGeneration", "InternLMForCausalLM", "XverseForCausalLM",
+        "Dots1ForCausalLM", "BambaForCausalLM", "MiniMaxForCausalLM",
+        "MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM",
+        "MiniMaxVL01ForConditionalGeneration", "BaiChuanForCausalLM", "BaichuanForCausalLM",
+        "Tarsier2ForConditionalGeneration"), (0, 23, 0)),
+    **dict.fromkeys(("AquilaModel", "AquilaForCausalLM", "Grok1ModelForCausalLM",
+                     "Grok1ForCausalLM", "TarsierForConditionalGeneration",
+                     "MantisForConditionalGeneration", "AyaVisionForConditionalGeneration"),
+                    (0, 24, 0)),
+    **dict.fromkeys(("TeleChatForCausalLM", "PersimmonForCausalLM", "FuyuForCausalLM"),
+                    (0, 25, 0)),
+    **dict.fromkeys(("Plamo2ForCausalLM", "OuroForCausalLM"), (0, 26, 0)),
+    **dict.fromkeys(("ArcticForCausalLM", "ChameleonForConditionalGeneration",
+                     "Fairseq2LlamaForCausalLM", "HCXVisionForCausalLM", "MPTForCausalLM",
+                     "MptForCausalLM", "RWForCausalLM", "StableLMEpochForCausalLM"),
+                    (0, 28, 0)),
+}
+
+# kept on the V1 runner on ROCm in 0.29-0.31 (`ROCM_DEFAULT_MRV1_ARCHITECTURES`, gone in 0.32)
 _V1_ON_ROCM = frozenset({"DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM"})
 
 # `--moe-backend` values (vLLM 0.33 `config/kernel.py MoEBackend`; 0.18 had the first nine)
@@ -521,11 +547,12 @@ class VllmVersion:
     def v2_model_runner(self, architectures: list[str], moe: bool, hybrid: bool,
                         vendor: str = "nvidia") -> bool:
         """Model runner V2 by default (`VllmConfig.use_v2_model_runner`, read in the 0.24-0.33
-        wheels): every model from 0.29 (on ROCm DeepSeek-V3.2/V4 stay on V1); from 0.25 the
-        generate models that are neither MoE nor hybrid, and the listed MoE architectures; in
-        0.24 the listed architectures only; V1 before."""
+        wheels): every model from 0.29 (on ROCm DeepSeek-V3.2/V4 stay on V1 in 0.29-0.31);
+        from 0.25 the generate models that are neither MoE nor hybrid, and the listed MoE
+        architectures; in 0.24 the listed architectures only; V1 before."""
         if self.at_least(0, 29):
-            return not (vendor == "amd" and any(a in _V1_ON_ROCM for a in architectures))
+            return not (vendor == "amd" and not self.at_least(0, 32)
+                        and any(a in _V1_ON_ROCM for a in architectures))
         if self.at_least(0, 25):
             listed = set().union(*(names for since, names in _V2_RUNNER_MOE
                                    if self.at_least(*since)))
