@@ -1171,3 +1171,17 @@ def test_033_defaults_gb10_small_tier_rocm_v2_and_removed_architectures():
     with pytest.raises(BadInput, match="no longer runs MllamaForConditionalGeneration"):
         size(vision, H100, EngineArgs(max_model_len=8192), "0.11")
     assert size(vision, H100, EngineArgs(max_model_len=8192), "0.10.2").fits
+
+
+def test_longrope_defaults_to_its_original_length_from_012():
+    # Phi-3-mini-128k: max_position_embeddings 131,072, original 4,096, rope type longrope
+    cfg = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 3072,
+           "num_attention_heads": 32, "num_key_value_heads": 32, "num_hidden_layers": 32,
+           "intermediate_size": 8192, "vocab_size": 32064, "max_position_embeddings": 131072,
+           "original_max_position_embeddings": 4096, "torch_dtype": "bfloat16",
+           "rope_scaling": {"type": "longrope", "long_factor": [1.0] * 48,
+                            "short_factor": [1.0] * 48}}
+    m = Model("microsoft/Phi-3-mini-128k-instruct", cfg)
+    assert size(m, H100, EngineArgs(), "0.12").max_model_len == 4096
+    assert size(m, H100, EngineArgs(), "0.11").max_model_len == 131072
+    assert size(m, H100, EngineArgs(max_model_len=65536), "0.33").max_model_len == 65536

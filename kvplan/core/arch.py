@@ -321,6 +321,18 @@ def max_model_len_of(t: dict[str, Any], *, yarn_from_original: bool = False
     return length, key
 
 
+def longrope_default_len(t: dict[str, Any]) -> int | None:
+    """A LongRoPE checkpoint's default max_model_len, its original_max_position_embeddings
+    (0.12+ `_get_and_verify_max_len`: "For LongRoPE, default to original_max_position_
+    embeddings to avoid performance degradation for shorter sequences"; 'su' is LongRoPE's
+    old name). None for other checkpoints."""
+    for rs in (t.get("rope_scaling"), t.get("rope_parameters")):
+        if isinstance(rs, dict) and rs.get("rope_type", rs.get("type")) in ("longrope", "su"):
+            orig = t.get("original_max_position_embeddings")
+            return int(orig) if isinstance(orig, (int, float)) and orig > 0 else None
+    return None
+
+
 # --- layer classification -------------------------------------------------------------------
 
 def _attn(t: dict[str, Any], kind: str = FULL, *, heads: int | None = None,

@@ -27,6 +27,7 @@ from kvplan.core.arch import (
     AttnLayer,
     ModelArch,
     StateLayer,
+    longrope_default_len,
     max_model_len_of,
     normalize,
 )
@@ -743,7 +744,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # lengths and batch defaults
     derived, derived_src = derived_max_model_len(arch, version)
     mml_src = f"config {derived_src}"
-    if a.max_model_len is None:
+    longrope = longrope_default_len(arch.text_config) if version.at_least(0, 12) else None
+    if a.max_model_len is None and longrope:
+        mml = min(longrope, derived)
+        mml_src = (f"config original_max_position_embeddings, LongRoPE's default (up to "
+                   f"{derived} with --max-model-len)")
+    elif a.max_model_len is None:
         mml = derived
     elif a.max_model_len == -1:
         if not version.auto_max_model_len:
