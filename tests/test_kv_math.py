@@ -328,7 +328,15 @@ def test_max_model_len_above_model_limit():
 def test_bf16_refused_on_turing_and_fp32_checkpoint_runs_fp16():
     with pytest.raises(BadInput, match="compute capability 8.0"):
         run(LLAMA31_8B, gpu=T4, dtype="bfloat16")
-    assert run(GEMMA2_9B, gpu=T4, kv_cache_memory_bytes=GiB).model_dtype == "float16"
+    assert run(LLAMA31_8B, gpu=T4, kv_cache_memory_bytes=GiB).model_dtype == "float16"
+    # Gemma 2/3 and GLM-4 refuse float16 from 0.9 (`_FLOAT16_NOT_SUPPORTED_MODELS`), so
+    # `_resolve_auto_dtype` falls back to float32 where bfloat16 is missing: 4-byte KV
+    g = run(GEMMA2_9B, gpu=T4, kv_cache_memory_bytes=GiB)
+    assert g.model_dtype == g.kv_dtype == "float32"
+    assert run(GEMMA2_9B, gpu=T4, version="0.8", kv_cache_memory_bytes=GiB
+               ).model_dtype == "float16"
+    with pytest.raises(BadInput, match="refuses --dtype float16 for model type 'gemma2'"):
+        run(GEMMA2_9B, dtype="float16", kv_cache_memory_bytes=GiB)
 
 
 def test_flashinfer_sampler_and_custom_all_reduce_terms():

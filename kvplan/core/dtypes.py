@@ -38,14 +38,23 @@ def dtype_bytes(dtype: str) -> int:
     return DTYPE_BYTES[d]
 
 
+# model types vLLM runs in no float16 ("Numerical instability", `_FLOAT16_NOT_SUPPORTED_MODELS`
+# in config/model.py, the 0.9.2-0.33.0 wheels; plamo2 too until it was dropped after 0.26)
+FLOAT16_UNSUPPORTED = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4", "plamo2"})
+
+
 def resolve_model_dtype(config_dtype: str, user_dtype: str | None, compute_capability: str,
-                        *, v1: bool = True, model_type: str = "") -> str:
+                        *, v1: bool = True, model_type: str = "",
+                        fp16_checked: bool = False) -> str:
     """The dtype vLLM runs the model in (`--dtype auto` unless overridden).
 
     A float32 checkpoint runs in bfloat16 on sm80+ and float16 on older GPUs; vLLM 0.6
     (V0) chose float16 except for Gemma-2 (bfloat16). bfloat16 on a pre-sm80 GPU is refused.
+    `fp16_checked` (0.9+): the model types in FLOAT16_UNSUPPORTED refuse --dtype float16 and
+    fall back to float32 where bfloat16 is missing (Turing, Volta: `_resolve_auto_dtype`).
     """
     major = cc_major(compute_capability or "8.0")
+    no_fp16 = fp16_checked and model_type in FLOAT16_UNSUPPORTED
     if user_dtype and canonical(user_dtype) != "auto":
         d = canonical(user_dtype)
         if d not in ("float32", "float16", "bfloat16"):
@@ -53,7 +62,13 @@ def resolve_model_dtype(config_dtype: str, user_dtype: str | None, compute_capab
         if d == "bfloat16" and major < 8:
             raise BadInput(f"--dtype bfloat16 needs compute capability 8.0+, this GPU is "
                            f"{compute_capability}", hint="use --dtype float16")
+        if d == "float16" and no_fp16:
+            raise BadInput(f"vLLM refuses --dtype float16 for model type {model_type!r} "
+                           "('Numerical instability')",
+                           hint="use --dtype bfloat16" if major >= 8 else "use --dtype float32")
         return d
+    if no_fp16 and major < 8:
+        return "float32"
     d = canonical(config_dtype or "auto")
     if d in ("auto", "float32", "none"):
         if not v1 and model_type != "gemma2":

@@ -671,7 +671,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # dtypes
     model_dtype = resolve_model_dtype(arch.config_dtype, a.dtype, cc, v1=version.v1,
-                                      model_type=arch.model_type)
+                                      model_type=arch.model_type,
+                                      fp16_checked=version.at_least(0, 9))
     mo_kv = modelopt_kv_dtype(arch.quantization, model.hf_quant_config,
                               config_json_from=version.modelopt_kv_auto,
                               hf_quant_from=version.at_least(0, 20),
