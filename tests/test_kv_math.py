@@ -1193,3 +1193,20 @@ def test_longrope_defaults_to_its_original_length_from_012():
     assert size(m, H100, EngineArgs(), "0.12").max_model_len == 4096
     assert size(m, H100, EngineArgs(), "0.11").max_model_len == 131072
     assert size(m, H100, EngineArgs(max_model_len=65536), "0.33").max_model_len == 65536
+
+
+def test_gemma4_prefix_lm_raises_the_small_tier_token_budget():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    # 0.22+ `_get_min_mm_batched_tokens`: one 32-frame video of 70 + 8 tokens a frame = 2,496
+    # (vLLM logs "Raising max_num_batched_tokens from 2048 to 2496"); an A100 is on the
+    # 2,048 tier, so 2 x 2,496 in-flight tokens hold sliding-window blocks
+    m, a100 = resolve_model("google/gemma-4-31B-it"), resolve_gpu("a100-80gb")
+    a = EngineArgs(max_model_len=32768, kv_cache_memory_bytes=10 << 30)
+    r = size(m, a100, a, "0.33")
+    assert r.max_num_batched_tokens == 2496 and r.kv_cache_tokens == 46_138
+    assert size(m, a100, a, "0.21").max_num_batched_tokens == 2048
+    assert size(m, a100, replace(a, language_model_only=True), "0.33"
+                ).max_num_batched_tokens == 2048  # no prefix-LM mode without images
+    assert size(resolve_model("google/gemma-4-E4B-it"), a100, a, "0.33"
+                ).max_num_batched_tokens == 2048  # not a prefix-LM model

@@ -808,6 +808,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             mnbt = max(mnbt, 5120)  # MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (to 0.11)
         if version.at_least(0, 33):
             mnbt = min(seqs * mml, mnbt)
+    if not a.max_num_batched_tokens and version.at_least(0, 22) and arch.mm_prefix_lm and \
+            arch.vision_config is not None and arch.model_type.startswith("gemma4") and any(
+                towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)):
+        # a prefix-LM model takes one multimodal item in one batch: 0.22+ raise the default
+        # budget to its largest item (`_get_min_mm_batched_tokens`); Gemma 4's is a 32-frame
+        # video of 70 soft tokens + 8 markers a frame (`get_mm_max_tokens_per_item`)
+        item = max(32 * (70 + 2 + 6), int(arch.vision_config.get("default_output_length") or 0))
+        if item > mnbt:
+            notes.append(f"vLLM raises max_num_batched_tokens from {mnbt} to {item} so one "
+                         "Gemma 4 video fits a batch (prefix-LM multimodal input)")
+            mnbt = min(seqs * mml, item) if version.at_least(0, 33) else item
     if a.max_num_seqs is None:
         seqs = min(seqs, mnbt)
     if mnbt < seqs:  # `SchedulerConfig.verify_max_model_len` (0.33; the same check in V0)
