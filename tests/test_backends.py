@@ -10,7 +10,7 @@ from kvplan.sources.resolve import resolve_gpu, resolve_model
 
 
 def _run(model, gpu, version="0.33", **kw):
-    a = EngineArgs(max_model_len=32768, **kw)
+    a = EngineArgs(**{"max_model_len": 32768, **kw})
     r = size(resolve_model(model), resolve_gpu(gpu), a, version)
     return r, sorted({(g.spec.kind, g.block_size) for g in r.groups})
 
@@ -109,3 +109,26 @@ def test_rocm_sparse_mla_blocks_and_fp8():
         _run("deepseek-ai/DeepSeek-V3.2", "mi300x", "0.16", tensor_parallel_size=8)
     assert _run("deepseek-ai/DeepSeek-V3.2", "mi300x", "0.16", tensor_parallel_size=8,
                 block_size=1)[0].block_size == 1
+
+
+@pytest.mark.parametrize("model,says", [
+    ("openai/gpt-oss-20b", "attention sinks"),
+    ("google/gemma-3-12b-it", "multimodal-prefix"),
+    ("google/gemma-4-E4B-it", "Gemma 4 runs on Triton"),
+    ("deepseek-ai/DeepSeek-V2-Lite-Chat", "Triton-MLA"),
+    ("microsoft/Phi-3-mini-4k-instruct", "not 96"),
+])
+def test_fp8_on_ampere_where_triton_takes_the_layers(model, says):
+    # FA2 stores no fp8 and FlashInfer cannot take these layers, so Triton does, whose fp8
+    # cache "requires SM89+" (0.27+); Ada (L40S) runs them
+    with pytest.raises(BadInput, match=says):
+        _run(model, "a100-80gb", kv_cache_dtype="fp8", max_model_len=4096)
+    assert _run(model, "l40s", kv_cache_dtype="fp8", max_model_len=4096)[0].kv_dtype == "fp8"
+
+
+def test_fp8_on_ampere_through_flashinfer_is_sized():
+    r, _ = _run("meta-llama/Llama-3.1-8B-Instruct", "a100-80gb", kv_cache_dtype="fp8")
+    assert r.kv_dtype == "fp8"
+    r, _ = _run("google/gemma-3-12b-it", "a100-80gb", kv_cache_dtype="fp8",
+                language_model_only=True)  # no prefix-LM mode: FlashInfer
+    assert r.kv_dtype == "fp8"

@@ -62,3 +62,37 @@ def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: 
             max(heads) == 512:
         return 64, "FlashAttention 4's SM90 FP8 kernel for 512-wide heads uses 64-token pages"
     return None
+
+
+# head sizes FlashInfer's attention takes (`FlashInferBackend.get_supported_head_sizes`)
+FLASHINFER_HEADS = frozenset({64, 128, 256, 512})
+
+
+def triton_fp8_refusal(arch: ModelArch, *, kv: str, cc: str, vendor: str,
+                       version: VllmVersion, multimodal: bool) -> str | None:
+    """Why vLLM 0.27+ refuses an fp8 KV cache on Ampere (SM80/86/87), or None. FlashAttention
+    2 stores no fp8 (`flash_attn_supports_kv_cache_dtype`), so fp8 needs FlashInfer; where
+    FlashInfer cannot take the layers, Triton does, and its fp8 path "requires SM89+"
+    (`TritonAttentionImpl`/`TritonMLAImpl.__init__`, 0.25/0.26+; read in the 0.27.1-0.33.0
+    wheels)."""
+    if vendor != "nvidia" or not kv.startswith("fp8") or not version.at_least(0, 27):
+        return None
+    major, minor = (int(x) for x in (cc or "0.0").split(".")[:2])
+    if major != 8 or minor >= 9:
+        return None
+    heads = {x.head_size for x in arch.layers if isinstance(x, AttnLayer)}
+    if arch.is_mla:
+        why = "MLA runs on Triton-MLA there"
+    elif arch.attention_sinks:
+        why = "FlashInfer takes attention sinks on SM90/SM100/SM120 only"
+    elif heads - FLASHINFER_HEADS:
+        why = (f"FlashInfer takes head sizes 64/128/256/512, not "
+               f"{min(heads - FLASHINFER_HEADS)}")
+    elif arch.model_type.startswith("gemma4") and len(heads) > 1:
+        why = "Gemma 4 runs on Triton without FlashAttention 4 (`Gemma4Config`)"
+    elif arch.mm_prefix_lm and multimodal:
+        why = "FlashInfer has no multimodal-prefix attention"
+    else:
+        return None
+    return (f"vLLM {version.text} refuses an fp8 KV cache for this model on compute "
+            f"capability {cc}: {why}, and Triton's fp8 cache 'requires SM89+'")

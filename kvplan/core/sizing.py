@@ -699,6 +699,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         model_dtype, allowed=version.kv_cache_dtypes, modelopt_kv=mo_kv, sparse_mla=sparse)
     kv = KF.checkpoint_kv(kv, arch, a, version, notes, lambda req: resolve_kv_dtype(
         req, model_dtype, allowed=version.kv_cache_dtypes, modelopt_kv=None, sparse_mla=sparse))
+    mm_on = arch.vision_config is not None and towers_kept(
+        arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]
+    refused = BK.triton_fp8_refusal(arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
+                                    multimodal=mm_on)
+    if refused:
+        raise BadInput(refused, hint="use --kv-cache-dtype auto (or an Ada/Hopper GPU)",
+                       flag="kv_cache_dtype")
     if kv.startswith("fp8") and kv != "fp8_ds_mla" and cc_major(cc) < 8 and gpu.vendor == "nvidia":
         raise BadInput(f"--kv-cache-dtype {kv} needs compute capability 8.0+ "
                        f"({gpu.name} is {cc})", hint="use --kv-cache-dtype auto")
@@ -880,9 +887,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         user_bs = mla_block
     backend_bs = BK.preferred_block(
         arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
-        multimodal=arch.vision_config is not None and towers_kept(
-            arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0],
-        dcp=a.decode_context_parallel_size, rocm_aiter=a.rocm_aiter)
+        multimodal=mm_on, dcp=a.decode_context_parallel_size, rocm_aiter=a.rocm_aiter)
     plan = choose_block_size(karch, user_block_size=user_bs, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi,
                              **({"default": backend_bs} if backend_bs else {}))
