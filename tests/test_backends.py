@@ -75,7 +75,7 @@ def test_skip_list_beside_a_backend_block_is_refused():
 def test_flashinfer_workspace_risk_is_noted_on_blackwell_only():
     def noted(gpu, version="0.33", **kw):
         r, _ = _run("meta-llama/Llama-3.1-8B-Instruct", gpu, version, **kw)
-        return any("394 MiB workspaces" in n for n in r.notes)
+        return any("394 MiB attention workspaces" in n for n in r.notes)
 
     assert noted("b200") and not noted("h100")
     assert not noted("b200", "0.19")  # graphs not subtracted before 0.20

@@ -1196,13 +1196,23 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # the estimate switched off), counted with the same estimate
     late_graphs = max(map(graph_estimate, kv_stages)) if graphs and not (
         profiled and a.estimate_cudagraphs) else 0
-    if profiled and a.estimate_cudagraphs and gpu.vendor == "nvidia" and cc_major(cc) == 10 \
-            and a.kv_cache_memory_bytes is None and not arch.is_mla:
-        notes.append("FlashInfer, the attention backend on SM10x, allocates its 394 MiB "
-                     "workspaces on first use, inside vLLM's CUDA-graph probe, which then "
-                     "counts them in the graph estimate; kvplan's estimate, fitted without a "
-                     "data-centre Blackwell start, leaves them out: expect up to 0.4-0.8 GiB "
-                     "less KV cache (source reading; methodology, 'Not modelled')")
+    if gpu.vendor == "nvidia" and cc_major(cc) == 10 and a.kv_cache_memory_bytes is None:
+        risks = []
+        if profiled and a.estimate_cudagraphs and not arch.is_mla:
+            risks.append("FlashInfer's 394 MiB attention workspaces, first allocated inside "
+                         "the CUDA-graph probe and so counted in vLLM's graph estimate "
+                         "(0.4-0.8 GiB)")
+        if version.at_least(0, 30) and arch.num_experts and mnbt >= 16384:
+            risks.append("the TRT-LLM fused-MoE kernel's per-call scratch at this token "
+                         "budget (about 1 GiB for DeepSeek-R1 at TP8)")
+        if version.at_least(0, 30) and tp > 1:
+            risks.append("FlashInfer's all-reduce fusion workspace (about 0.75-1 GiB at "
+                         "TP8), not charged from 0.30")
+        if risks:
+            notes.append("data-centre Blackwell, read in the source but unmeasured (no "
+                         "public 0.30+ start prints it), not in this estimate: "
+                         + "; ".join(risks) + "; expect up to that much less KV cache "
+                         "(methodology, 'Not modelled')")
     if profiled and not a.estimate_cudagraphs:
         notes.append(f"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: the CUDA graphs (about "
                      f"{late_graphs / GiB:.2f} GiB per GPU) are captured after the KV cache "
