@@ -536,3 +536,17 @@ def test_checkpoint_mtp_modules_are_not_loaded():
         est = size(replace(m, weights_bytes=None), h200,
                    EngineArgs(tensor_parallel_size=tp, max_model_len=8192), "0.20")
         assert abs(exact.budget.weights / est.budget.weights - 1) < 0.001
+
+
+def test_gpt_oss_hopper_experts_keep_scales_twice_until_024():
+    # Hopper's Triton MXFP4 path pads only the intermediate (to 64) and, up to 0.24, keeps
+    # the original block scales beside the swizzled ones: 1 + (1/32) / (0.5 + 1/32)
+    from kvplan.core.arch import normalize
+    from kvplan.core.params import expert_padding
+    from kvplan.sources.resolve import resolve_model
+
+    arch = normalize(resolve_model("openai/gpt-oss-120b").config)
+    assert expert_padding(arch, 1, cc_major=9) == 1.0  # 2,880 is a multiple of 64
+    assert expert_padding(arch, 1, cc_major=9, scales_kept=True) == 0.5625 / 0.53125
+    assert expert_padding(arch, 4, cc_major=9) == 768 / 720  # 720 a rank -> 768
+    assert expert_padding(arch, 1, cc_major=10) == 3072 / 2880 * 2944 / 2880

@@ -680,11 +680,15 @@ def fp8_tensor_experts(arch: ModelArch, hf_quant: dict | None = None) -> bool:
 
 
 def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,
-                   cc_major: int = 9) -> float:
-    """vLLM's MXFP4 MoE kernels pad expert weights (`mxfp4_round_up_hidden_size_and_
-    intermediate_size`): hidden to a multiple of 256; the per-rank intermediate to 128 on
-    Ampere (Marlin) and Blackwell (TRT-LLM), 64 on Hopper (fitted: real Hopper logs of
-    gpt-oss-20b/120b load 13.47/64.38 GiB). Returns the byte multiplier for routed experts."""
+                   cc_major: int = 9, scales_kept: bool = False) -> float:
+    """The byte multiplier for MXFP4 routed experts as vLLM holds them
+    (`mxfp4_round_up_hidden_size_and_intermediate_size`, the 0.19-0.33 wheels):
+    * Ampere (Marlin) and Blackwell (TRT-LLM): hidden to a multiple of 256, the per-rank
+      intermediate to 128.
+    * Hopper (OpenAI's Triton `matmul_ogs`): the intermediate to 64, the hidden as it is.
+      Up to 0.24 the original block scales stayed beside their swizzled copies
+      (`scales_kept`; 0.25 `del layer.w13_weight_scale`), one more byte per 32 weights.
+    Real Hopper loads of gpt-oss-20b/120b with 0.11: 13.47/64.38 GiB."""
     method = str(quantization or (arch.quantization or {}).get("quant_method", "")).lower()
     if method != "mxfp4" or not arch.num_experts:
         return 1.0
@@ -692,5 +696,7 @@ def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,
     inter = (arch.moe_intermediate_size or arch.intermediate_size) // tp
     if not h or not inter:
         return 1.0
-    ia = 64 if cc_major == 9 else 128
-    return (-(-h // 256) * 256 / h) * (-(-inter // ia) * ia / inter)
+    if cc_major == 9:  # 0.5 B a weight + a 1-byte scale per 32, the scale held twice
+        kept = (0.5 + 2 / 32) / (0.5 + 1 / 32) if scales_kept else 1.0
+        return (-(-inter // 64) * 64 / inter) * kept
+    return (-(-h // 256) * 256 / h) * (-(-inter // 128) * 128 / inter)

@@ -492,8 +492,8 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
                        stages: list[range], cc: str, *, mla_absorb: bool = True,
                        mistral_native: bool = False, fi_pad: float = 1.0,
-                       fp32_router: bool = False,
-                       kv_unused: bool = False) -> tuple[list[int], int, bool]:
+                       fp32_router: bool = False, kv_unused: bool = False,
+                       mxfp4_scales_kept: bool = False) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -505,7 +505,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     """
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
-    pad = expert_padding(arch, tp, a.quantization, cc_major(cc)) * fi_pad
+    pad = expert_padding(arch, tp, a.quantization, cc_major(cc),
+                         scales_kept=mxfp4_scales_kept) * fi_pad
     tower_tp = tp if towers_tp_sharded(  # ranks a tower is split over
         arch.architectures, mistral_native=mistral_native,
         encoder_dp=a.mm_encoder_tp_mode == "data") else 1
@@ -933,7 +934,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         _weights_per_stage, model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,
         mistral_native=version.mistral_native_tower(model.id),
         fp32_router=arch.model_type == "nemotron_h" and version.fp32_router(cc, gpu.vendor),
-        kv_unused=version.kv_sharing_layers_keep_kv)
+        kv_unused=version.kv_sharing_layers_keep_kv,
+        mxfp4_scales_kept=not version.at_least(0, 25))
     fi_pad, fi_what = _fi_expert_pad(arch, model, a, gpu, version)
     weights, weights_total, estimated = stage_weights(fi_pad=fi_pad)
     if fi_pad > 1:
