@@ -132,3 +132,24 @@ def test_fp8_on_ampere_through_flashinfer_is_sized():
     r, _ = _run("google/gemma-3-12b-it", "a100-80gb", kv_cache_dtype="fp8",
                 language_model_only=True)  # no prefix-LM mode: FlashInfer
     assert r.kv_dtype == "fp8"
+
+
+def test_gemma3_image_prefix_composites_capture_piecewise_graphs_only():
+    # the composite's routing reports NEVER for Gemma 3's unclamped sliding windows, so
+    # FULL_AND_PIECEWISE drops to PIECEWISE: one graph a size (51 on H100, 83 on B200)
+    assert _run("google/gemma-3-12b-it", "h100", max_model_len=8192)[0].cudagraph_graphs == 51
+    assert _run("google/gemma-3-12b-it", "b200", max_model_len=8192)[0].cudagraph_graphs == 83
+    # no composite: 128-wide heads (27B), or images off
+    assert _run("google/gemma-3-27b-it", "h100", max_model_len=8192)[0].cudagraph_graphs == 102
+    assert _run("google/gemma-3-12b-it", "h100", max_model_len=8192,
+                language_model_only=True)[0].cudagraph_graphs == 102
+    assert _run("google/gemma-4-31B-it", "b200", max_model_len=8192)[0].cudagraph_graphs == 166
+
+
+def test_no_compilation_keeps_full_decode_graphs_from_030():
+    # `CUDAGraphMode.without_piecewise`: FULL_AND_PIECEWISE -> FULL_DECODE_ONLY (0.30+);
+    # earlier releases override to NONE
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+    assert _run(llama, "h100", max_model_len=8192, compilation_mode=0)[0].cudagraph_graphs == 51
+    assert _run(llama, "h100", "0.29", max_model_len=8192,
+                compilation_mode=0)[0].cudagraph_graphs == 0

@@ -54,14 +54,44 @@ def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: 
     if not heads:
         return None
     major = cc_major(cc)
-    if (major == 10 and arch.mm_prefix_lm and multimodal and dcp == 1
-            and heads <= COMPOSITE_HEADS and kv in COMPOSITE_KV):
+    if composite_backend(arch, kv=kv, cc=cc, vendor=vendor, version=version,
+                         multimodal=multimodal, dcp=dcp) == "TRITON_FLASHINFER":
         return 64, "TRITON_FLASHINFER, the multimodal prefix-LM backend on SM10x, takes " \
                    "64-token blocks only"
     if major == 9 and version.at_least(0, 31) and kv in ("fp8", "fp8_e4m3") and \
             max(heads) == 512:
         return 64, "FlashAttention 4's SM90 FP8 kernel for 512-wide heads uses 64-token pages"
     return None
+
+
+def composite_backend(arch: ModelArch, *, kv: str, cc: str, vendor: str,
+                      version: VllmVersion, multimodal: bool, dcp: int) -> str | None:
+    """The Triton composite a multimodal prefix-LM model with images on and 256/512-wide
+    heads runs (`_get_backend_priorities` puts it first): TRITON_FLASHINFER on SM10x from
+    0.30, TRITON_FLASH_ATTN on SM90 from 0.31 (0.30's FA4-only causal route takes no
+    256-wide heads there). None elsewhere; the composites support no DCP."""
+    if vendor != "nvidia" or not (arch.mm_prefix_lm and multimodal) or dcp != 1 or \
+            arch.is_mla or kv not in COMPOSITE_KV:
+        return None
+    heads = {x.head_size for x in arch.layers if isinstance(x, AttnLayer)}
+    if not heads or not heads <= COMPOSITE_HEADS:
+        return None
+    major = cc_major(cc)
+    if major == 10 and version.at_least(0, 30):
+        return "TRITON_FLASHINFER"
+    if major == 9 and version.at_least(0, 31):
+        return "TRITON_FLASH_ATTN"
+    return None
+
+
+def full_graphs_refused(arch: ModelArch, composite: str | None) -> bool:
+    """A composite's image-prefix routing reports no full-graph support (NEVER) when a
+    sliding window is not clamped for image prefixes (`MMPrefixAttentionRouting.
+    get_cudagraph_support`, `_has_unclamped_window`, 0.30-0.33): Gemma 3's sliding layers
+    set no `mm_prefix_clamp_sliding_window` (gemma3.py), Gemma 4's do. vLLM then captures
+    PIECEWISE graphs only (`resolve_cudagraph_mode_and_sizes`)."""
+    return composite is not None and arch.model_type.startswith("gemma3") and any(
+        isinstance(x, AttnLayer) and x.kind == "sliding" for x in arch.layers)
 
 
 # head sizes FlashInfer's attention takes (`FlashInferBackend.get_supported_head_sizes`)

@@ -381,19 +381,22 @@ CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PI
 
 
 def effective_cudagraph_mode(cudagraph_mode: str | None, compilation_mode: int | None,
-                             enforce_eager: bool, *, breakable: bool = False) -> str:
+                             enforce_eager: bool, *, breakable: bool = False,
+                             keep_full: bool = False) -> str:
     """The CUDA-graph mode vLLM runs: FULL_AND_PIECEWISE by default (V1), NONE with
-    --enforce-eager, and NONE when piecewise graphs are asked for without vLLM's compilation
-    (`VllmConfig.__post_init__`: "Cudagraph mode ... is not compatible with compilation mode
-    ... Overriding to NONE"; piecewise graphs need the split graph), unless the graphs are
-    breakable, which split around attention without it (`not VLLM_USE_BREAKABLE_CUDAGRAPH`
-    in that condition)."""
+    --enforce-eager. Piecewise graphs need vLLM's compilation (they split the compiled graph):
+    without it (mode != 3) a piecewise mode becomes NONE ("Cudagraph mode ... is not
+    compatible with compilation mode ... Overriding to NONE", 0.20.2), or from 0.30
+    (`keep_full`) loses only its piecewise part, FULL_AND_PIECEWISE becoming FULL_DECODE_ONLY
+    (`_normalize_piecewise_cudagraph_mode`, `CUDAGraphMode.without_piecewise`). Breakable
+    graphs, which split around attention without it, keep the mode
+    (`not VLLM_USE_BREAKABLE_CUDAGRAPH` in that condition)."""
     if enforce_eager:
         return "NONE"
     mode = cudagraph_mode or "FULL_AND_PIECEWISE"
     if (not breakable and compilation_mode is not None and compilation_mode != 3
             and "PIECEWISE" in mode):
-        return "NONE"
+        return "FULL_DECODE_ONLY" if keep_full and mode == "FULL_AND_PIECEWISE" else "NONE"
     return mode
 
 
