@@ -112,6 +112,11 @@ class ModelArch:
             x.parallel_state.kind for x in self.layers
             if isinstance(x, AttnLayer) and x.parallel_state is not None}
 
+    @cached_property
+    def attn_head_sizes(self) -> frozenset[int]:
+        """The head sizes of the attention layers (Gemma 4: 256 and 512)."""
+        return frozenset(x.head_size for x in self.layers if isinstance(x, AttnLayer))
+
     @property
     def attention_sinks(self) -> bool:
         """Learned attention sinks (gpt-oss), which some attention backends refuse."""

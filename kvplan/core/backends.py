@@ -6,7 +6,7 @@ sizes are `VllmVersion.mla_block_size`; hybrid Mamba alignment is `choose_block_
 from __future__ import annotations
 
 from kvplan.core.arch import AttnLayer, ModelArch
-from kvplan.core.versions import VllmVersion, cc_major
+from kvplan.core.versions import VllmVersion, cc_major, cc_tuple
 
 # KV dtypes both halves of a Triton composite accept (`supports_kv_cache_dtype`: Triton's
 # and FlashInfer's/FlashAttention's lists intersected, 0.30-0.33 wheels)
@@ -16,12 +16,11 @@ COMPOSITE_HEADS = frozenset({256, 512})
 
 
 def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: VllmVersion,
-                    multimodal: bool, dcp: int, rocm_aiter: bool = False
+                    composite: str | None, rocm_aiter: bool = False
                     ) -> tuple[int, str] | None:
     """The block size a backend imposes where it is not vLLM's 16, with vLLM's reason;
-    None otherwise. `kv` is --kv-cache-dtype as given; `multimodal`: image inputs are
-    enabled (not --language-model-only, not every modality limited to 0); `rocm_aiter`:
-    VLLM_ROCM_USE_AITER=1.
+    None otherwise. `kv` is the resolved KV dtype; `composite`: the Triton composite the
+    model runs (`composite_backend`); `rocm_aiter`: VLLM_ROCM_USE_AITER=1.
 
     * 0.20+ on ROCm: a model with attention sinks (gpt-oss), which ROCM_ATTN refuses
       (`supports_sink`), runs ROCM_AITER_UNIFIED_ATTN wherever aiter is installed (the
@@ -48,18 +47,13 @@ def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: 
             return 64, "ROCM_AITER_UNIFIED_ATTN, ROCm's backend for attention sinks, " \
                        "prefers 64-token blocks"
         return None
-    if vendor != "nvidia" or not version.at_least(0, 30):
+    if vendor != "nvidia" or not arch.attn_head_sizes:
         return None
-    heads = {x.head_size for x in arch.layers if isinstance(x, AttnLayer)}
-    if not heads:
-        return None
-    major = cc_major(cc)
-    if composite_backend(arch, kv=kv, cc=cc, vendor=vendor, version=version,
-                         multimodal=multimodal, dcp=dcp) == "TRITON_FLASHINFER":
+    if composite == "TRITON_FLASHINFER":
         return 64, "TRITON_FLASHINFER, the multimodal prefix-LM backend on SM10x, takes " \
                    "64-token blocks only"
-    if major == 9 and version.at_least(0, 31) and kv in ("fp8", "fp8_e4m3") and \
-            max(heads) == 512:
+    if cc_major(cc) == 9 and version.at_least(0, 31) and kv in ("fp8", "fp8_e4m3") and \
+            max(arch.attn_head_sizes) == 512:
         return 64, "FlashAttention 4's SM90 FP8 kernel for 512-wide heads uses 64-token pages"
     return None
 
@@ -73,8 +67,7 @@ def composite_backend(arch: ModelArch, *, kv: str, cc: str, vendor: str,
     if vendor != "nvidia" or not (arch.mm_prefix_lm and multimodal) or dcp != 1 or \
             arch.is_mla or kv not in COMPOSITE_KV:
         return None
-    heads = {x.head_size for x in arch.layers if isinstance(x, AttnLayer)}
-    if not heads or not heads <= COMPOSITE_HEADS:
+    if not arch.attn_head_sizes or not arch.attn_head_sizes <= COMPOSITE_HEADS:
         return None
     major = cc_major(cc)
     if major == 10 and version.at_least(0, 30):
@@ -107,10 +100,9 @@ def triton_fp8_refusal(arch: ModelArch, *, kv: str, cc: str, vendor: str,
     wheels)."""
     if vendor != "nvidia" or not kv.startswith("fp8") or not version.at_least(0, 27):
         return None
-    major, minor = (int(x) for x in (cc or "0.0").split(".")[:2])
-    if major != 8 or minor >= 9:
+    if not (8, 0) <= cc_tuple(cc) < (8, 9):
         return None
-    heads = {x.head_size for x in arch.layers if isinstance(x, AttnLayer)}
+    heads = arch.attn_head_sizes
     if arch.is_mla:
         why = "MLA runs on Triton-MLA there"
     elif arch.attention_sinks:

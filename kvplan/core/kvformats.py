@@ -166,7 +166,7 @@ def heterogeneous_block(plan: BlockPlan, arch: ModelArch, dts: KvDtypes, tp: int
     attn = [(i, x) for i, x in enumerate(arch.layers) if isinstance(x, AttnLayer)]
     i = attn[0][0]  # the first layer's backend aligns (`backend_classes[0]`)
     heads = kv_heads_per_gpu(max(x.num_kv_heads for _, x in attn), tp)
-    hs = max(x.head_size for _, x in attn)
+    hs = max(arch.attn_head_sizes)
     kv, plain = dts.kv, 2 * heads * hs  # one byte per element
     if not version.at_least(0, 28):
         packs = kv in Q.PER_TOKEN_HEAD + Q.NVFP4

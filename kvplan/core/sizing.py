@@ -817,8 +817,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if version.at_least(0, 33):
             mnbt = min(seqs * mml, mnbt)
     if not a.max_num_batched_tokens and version.at_least(0, 22) and arch.mm_prefix_lm and \
-            arch.vision_config is not None and arch.model_type.startswith("gemma4") and any(
-                towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)):
+            mm_on and arch.model_type.startswith("gemma4"):
         # a prefix-LM model takes one multimodal item in one batch: 0.22+ raise the default
         # budget to its largest item (`_get_min_mm_batched_tokens`); Gemma 4's is a 32-frame
         # video of 70 soft tokens + 8 markers a frame (`get_mm_max_tokens_per_item`)
@@ -886,9 +885,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append(f"vLLM {version.text} forces --block-size {user_bs} to {mla_block} for "
                      "its MLA backend")
         user_bs = mla_block
-    backend_bs = BK.preferred_block(
-        arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
-        multimodal=mm_on, dcp=a.decode_context_parallel_size, rocm_aiter=a.rocm_aiter)
+    composite = BK.composite_backend(arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
+                                     multimodal=mm_on, dcp=a.decode_context_parallel_size)
+    backend_bs = BK.preferred_block(arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
+                                    composite=composite, rocm_aiter=a.rocm_aiter)
     plan = choose_block_size(karch, user_block_size=user_bs, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi,
                              **({"default": backend_bs} if backend_bs else {}))
@@ -1142,9 +1142,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     graph_mode = M.effective_cudagraph_mode(a.cudagraph_mode, compile_mode, a.enforce_eager,
                                             breakable=breakable,
                                             keep_full=version.at_least(0, 30))
-    if "FULL" in graph_mode and BK.full_graphs_refused(arch, BK.composite_backend(
-            arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version, multimodal=mm_on,
-            dcp=a.decode_context_parallel_size)):
+    if "FULL" in graph_mode and BK.full_graphs_refused(arch, composite):
         # NEVER: PIECEWISE when attention is compiled piecewise (the default), else NONE
         graph_mode = "PIECEWISE" if "PIECEWISE" in graph_mode else "NONE"
         notes.append("this model's image-prefix attention backend takes no full CUDA "

@@ -602,7 +602,7 @@ class VllmVersion:
         greedy requests only."""
         if not self.at_least(0, 33) or vendor != "nvidia" or env is False:
             return False
-        return (8, 0) <= _cc(compute_capability) <= (12, 1)
+        return (8, 0) <= cc_tuple(compute_capability) <= (12, 1)
 
     @property
     def mamba_align_mode(self) -> bool:
@@ -721,7 +721,7 @@ class VllmVersion:
             return 16 if vendor == "amd" and self.at_least(0, 18) else 64
         if vendor != "nvidia":
             return 16
-        major, cc = cc_major(compute_capability), _cc(compute_capability)
+        major, cc = cc_major(compute_capability), cc_tuple(compute_capability)
         if major == 9:
             return 16 if self.at_least(0, 18) and not fp8_kv else 64
         if major != 10 or not self.at_least(0, 10):
@@ -749,7 +749,8 @@ def fp8_fnuz(cc: str | None) -> bool:
     return str(cc or "").startswith("gfx94")
 
 
-def _cc(cc: str | None) -> tuple[int, int]:
+def cc_tuple(cc: str | None) -> tuple[int, int]:
+    """(major, minor) of a compute capability string; (0, 0) when it is not one."""
     m = re.match(r"(\d+)\.(\d+)", cc or "")
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
