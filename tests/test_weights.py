@@ -550,3 +550,46 @@ def test_gpt_oss_hopper_experts_keep_scales_twice_until_024():
     assert expert_padding(arch, 1, cc_major=9, scales_kept=True) == 0.5625 / 0.53125
     assert expert_padding(arch, 4, cc_major=9) == 768 / 720  # 720 a rank -> 768
     assert expert_padding(arch, 1, cc_major=10) == 3072 / 2880 * 2944 / 2880
+
+
+def test_config_json_quantization_config_hides_hf_quant_config(capsys):
+    # vLLM reads hf_quant_config.json only when config.json has no quantization_config
+    # (`transformers_utils/config.py get_config`). The catalog's nvidia/Qwen3.6-35B-A3B-NVFP4
+    # config.json (ModelOpt 0.37.0 export) declares no KV scheme while its hf_quant_config.json
+    # (0.44.0) says FP8: `auto` is the model's bf16, as it was before the file was read (0.19).
+    for v in ("0.19", "0.33"):
+        d = _size_json(capsys, "nvidia/Qwen3.6-35B-A3B-NVFP4", "--gpu", "b200",
+                       "--max-model-len", "8192", "--vllm-version", v)
+        assert d["kv_cache_dtype"] == "bfloat16"
+        assert any("declares an fp8 KV cache" in n for n in d["notes"])
+    # 10 full-attention layers x 2 KV heads x 256 x (K+V) x 2 B
+    assert d["kv_bytes_per_token_per_gpu"] == 10 * 2 * 256 * 2 * 2
+    # the 27B's config.json carries the FP8 kv_cache_scheme itself: fp8, no note
+    d = _size_json(capsys, "nvidia/Qwen3.6-27B-NVFP4", "--gpu", "b200", "--max-model-len", "8192")
+    assert d["kv_cache_dtype"] == "fp8"
+    assert not any("hf_quant_config" in n for n in d["notes"])
+
+
+def test_quant_file_rules():
+    from kvplan.core.dtypes import quant_file_notes
+
+    fp8_file = {"producer": {"name": "modelopt", "version": "0.29.0"},
+                "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
+    alone = Model("m", dict(LLAMA31_8B), hf_quant_config=fp8_file)
+    assert alone.quant_file is fp8_file and alone.quant_file_for_kv is fp8_file
+    top = {"quant_method": "modelopt", "quant_algo": "FP8"}
+    both = Model("m", {**LLAMA31_8B, "quantization_config": top}, hf_quant_config=fp8_file)
+    assert both.quant_file is None and both.quant_file_for_kv is None
+    # modelopt_mixed without its per-layer map: the weight loader falls through to the file
+    # (`get_quant_config`), the KV scheme is still config.json's
+    mixed = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}
+    m = Model("m", {**LLAMA31_8B, "quantization_config": mixed}, hf_quant_config=fp8_file)
+    assert m.quant_file is fp8_file and m.quant_file_for_kv is None
+    # a config.json form with no quant_method and no nested `quantization` is not ModelOpt
+    # to vLLM (`_normalize_quantization_config`)
+    bare = {"quant_algo": "FP8", "kv_cache_scheme": "FP8", "producer": {"name": "modelopt"}}
+    assert "without quant_method" in quant_file_notes(bare, fp8_file, None, "auto",
+                                                      nvfp4=True)[0]
+    assert quant_file_notes(top, fp8_file, None, "fp8", nvfp4=True) == []
+    assert quant_file_notes(top, fp8_file, "fp8", "auto", nvfp4=True) == []
+    assert quant_file_notes(None, fp8_file, "fp8", "auto", nvfp4=True) == []

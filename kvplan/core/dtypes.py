@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import Any
 
 from kvplan.core.versions import cc_major
 from kvplan.errors import BadInput
@@ -126,6 +127,29 @@ def modelopt_kv_dtype(quant_config: dict | None, hf_quant: dict | None, *,
         if nvfp4 and isinstance(algo, str) and algo.lower() == "nvfp4":
             return "nvfp4"
     return None
+
+
+def quant_file_notes(top_q: Any, hf_quant: Any, used_kv: str | None, kv_arg: str, *,
+                     nvfp4: bool) -> list[str]:
+    """What a config.json `quantization_config` hides of hf_quant_config.json: vLLM reads
+    the file only without one (`transformers_utils/config.py get_config`), and sets a
+    ModelOpt quant_method only from a `quant_method` or the nested `quantization.quant_algo`
+    (`ModelArchConfigConvertorBase._normalize_quantization_config`)."""
+    if not isinstance(hf_quant, dict) or not isinstance(top_q, dict):
+        return []
+    if not top_q.get("quant_method") and not isinstance(top_q.get("quantization"), dict):
+        return ["config.json has a quantization_config without quant_method, so vLLM reads "
+                "neither it nor hf_quant_config.json as ModelOpt: sized unquantized, as vLLM "
+                "configures it ('auto' KV in the model dtype; its quantized tensors are "
+                "unlikely to load)"]
+    file_kv = modelopt_kv_dtype(None, hf_quant, config_json_from=True, hf_quant_from=True,
+                                nvfp4=nvfp4)
+    if (kv_arg or "auto").lower() != "auto" or not file_kv or file_kv == used_kv:
+        return []
+    stored = used_kv or "the model dtype"
+    return [f"hf_quant_config.json declares an {file_kv} KV cache, but vLLM reads config.json's "
+            f"quantization_config instead, which declares {used_kv or 'none'}: 'auto' stores "
+            f"{stored}; pass --kv-cache-dtype {file_kv} for the file's"]
 
 
 def resolve_kv_dtype(kv_cache_dtype: str, model_dtype: str, *, allowed: tuple[str, ...],

@@ -241,8 +241,8 @@ def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
     none = [0] * len(stages)
     d = dtype_bytes(model_dtype)
     tp, h, ep_on = a.tensor_parallel_size, arch.hidden_size, a.enable_expert_parallel
-    wb = weight_bytes(arch, d, a.quantization, model.hf_quant_config)
-    serialized = bool(arch.quantization or model.hf_quant_config)
+    wb = weight_bytes(arch, d, a.quantization, model.quant_file)
+    serialized = bool(arch.quantization or model.quant_file)
     path = fp8_path(arch.quantization or {})
 
     def part(b: float) -> str | None:

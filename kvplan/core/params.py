@@ -420,7 +420,7 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
     unless 8-bit. Embeddings, LM head and norms stay in the model dtype.
     """
     q = dict(arch.quantization or {})
-    if hf_quant and not q:
+    if hf_quant:  # the file as the loader reads it (`Model.quant_file`) comes first
         q = {"quant_method": "modelopt", **(hf_quant.get("quantization") or hf_quant)}
     method = str(quantization or q.get("quant_method", "")).lower()
     d = float(model_dtype_bytes)

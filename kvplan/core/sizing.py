@@ -36,6 +36,7 @@ from kvplan.core.dtypes import (
     canonical,
     dtype_bytes,
     modelopt_kv_dtype,
+    quant_file_notes,
     resolve_kv_dtype,
     resolve_model_dtype,
 )
@@ -108,6 +109,28 @@ class Model:
     weights_source: str = ""
     hf_quant_config: dict[str, Any] | None = None
     weights_layout: dict[str, Any] | None = None  # exact bytes by role (core/tensors.py)
+
+    @property
+    def quant_file_for_kv(self) -> dict[str, Any] | None:
+        """hf_quant_config.json as vLLM sees it: only when config.json has no top-level
+        `quantization_config` (`transformers_utils/config.py get_config`: "ModelOpt 0.29.0
+        and before saves the quantization config in a separate hf_quant_config.json"; the
+        0.10.2-0.33 wheels), so config.json's KV scheme wins when both are present."""
+        if not isinstance(self.hf_quant_config, dict) or "quantization_config" in self.config:
+            return None
+        return self.hf_quant_config
+
+    @property
+    def quant_file(self) -> dict[str, Any] | None:
+        """hf_quant_config.json as the weight loader sees it: `quant_file_for_kv`, or a
+        modelopt_mixed config.json without its per-layer map, for which `get_quant_config`
+        falls through to the file ("older ones keep it only in hf_quant_config.json")."""
+        q = self.config.get("quantization_config")
+        if (isinstance(q, dict) and isinstance(self.hf_quant_config, dict)
+                and str(q.get("quant_algo", "")).upper() == "MIXED_PRECISION"
+                and "quantized_layers" not in q):
+            return self.hf_quant_config
+        return self.quant_file_for_kv
 
 
 @dataclass
@@ -511,7 +534,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
         arch.architectures, mistral_native=mistral_native,
         encoder_dp=a.mm_encoder_tp_mode == "data") else 1
     d = dtype_bytes(model_dtype)
-    quantized_ckpt = bool(arch.quantization or model.hf_quant_config)
+    quantized_ckpt = bool(arch.quantization or model.quant_file)
     fp32 = canonical(arch.config_dtype) == "float32" and not quantized_ckpt
     shrink = d / 4 if fp32 else 1.0  # fp32 checkpoint loaded as 16-bit
     # online quantization (`-q fp8` / `-q bitsandbytes` on a 16-bit checkpoint) shrinks the
@@ -521,7 +544,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
         online = weight_bytes(arch, d, a.quantization).linear / d
     pc = count_params(arch)
     # the checkpoint as stored (for scaling to its exact size), then online quantization
-    wb = weight_bytes(arch, d, None, model.hf_quant_config)
+    wb = weight_bytes(arch, d, None, model.quant_file)
     # `MLACommonImpl.process_weights_after_loading` (V1): a quantized kv_b_proj is dequantized
     # into a 16-bit copy (the W_UK_T / W_UV views) kept next to it
     absorb = mla_absorb and wb.kv_b_bytes * online < d
@@ -585,7 +608,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             + pc.lm_head * wb.lm_head_bytes)
     # the MTP modules a checkpoint carries, which vLLM skips unless it drafts with them (then
     # `specdec.draft_weight_bytes` adds them): stored, so part of an exact size
-    mtp = mtp_checkpoint_bytes(arch, d, model.hf_quant_config) if model.weights_bytes else 0
+    mtp = mtp_checkpoint_bytes(arch, d, model.quant_file) if model.weights_bytes else 0
     est_total = quantizable + rest + mtp
     skipped = (pc.vision + pc.audio - vision) * wb.other + mtp + (
         0 if kv_unused else sum(x.kv_unused for x in pc.layers) * wb.linear * online)
@@ -674,10 +697,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     model_dtype = resolve_model_dtype(arch.config_dtype, a.dtype, cc, v1=version.v1,
                                       model_type=arch.model_type,
                                       fp16_checked=version.at_least(0, 9))
-    mo_kv = modelopt_kv_dtype(arch.quantization, model.hf_quant_config,
+    mo_kv = modelopt_kv_dtype(arch.quantization, model.quant_file_for_kv,
                               config_json_from=version.modelopt_kv_auto,
                               hf_quant_from=version.at_least(0, 20),
                               nvfp4=version.at_least(0, 20))
+    notes += quant_file_notes(model.config.get("quantization_config"), model.hf_quant_config,
+                              mo_kv, a.kv_cache_dtype, nvfp4=version.at_least(0, 20))
     sparse = None
     if DSV4 in arch.kinds:  # `_resolve_dsv4_kv_cache_dtype`: auto and fp8 -> fp8_ds_mla
         sparse = "auto+fp8"
@@ -963,7 +988,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if spec:
         draft_bytes, draft_est = SD.draft_weight_bytes(
             arch, spec, tp=tp, ep=tp * a.data_parallel_size if a.enable_expert_parallel else tp,
-            d=dtype_bytes(model_dtype), hf_quant=model.hf_quant_config, version=version)
+            d=dtype_bytes(model_dtype), hf_quant=model.quant_file, version=version)
         weights[-1] += draft_bytes
         notes.append(f"speculative decoding ({spec.method}, k={k_spec}): "
                      + (f"{len(drafted)} draft layer(s) join the KV cache; " if drafted else "")
@@ -1454,12 +1479,12 @@ def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
                                               else a.tensor_parallel_size)
     hidden, rows, cols = moe_hidden(arch), 0, 0
     if a.flashinfer_moe_fp8 and version.fi_fp8_moe(cc) and fp8_tensor_experts(
-            arch, model.hf_quant_config):
+            arch, model.quant_file):
         rows = version.fi_fp8_moe_alignment(gated)
         what = (f"FlashInfer's FP8 MoE kernels pad each GPU's expert rows to {rows}; "
                 "VLLM_USE_FLASHINFER_MOE_FP8=0 (--env) runs Triton's instead, without it")
     elif cc_major(cc) == 10 and is_nvfp4(
-            weight_bytes(arch, 2, a.quantization, model.hf_quant_config).expert):
+            weight_bytes(arch, 2, a.quantization, model.quant_file).expert):
         rows, cols = version.fi_fp4_moe_alignment(gated), version.fi_fp4_moe_hidden_alignment
         what = (f"FlashInfer's TRT-LLM NVFP4 MoE kernels pad each GPU's expert rows to {rows}"
                 + (f" and the hidden side to {cols}" if cols else ""))
@@ -1478,7 +1503,7 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     tp = a.tensor_parallel_size
     q = arch.quantization or {}
     qm = str(q.get("quant_method", "")).lower()
-    expert_bytes = weight_bytes(arch, 2, a.quantization, model.hf_quant_config).expert
+    expert_bytes = weight_bytes(arch, 2, a.quantization, model.quant_file).expert
     wna16 = qm in ("awq", "gptq", "awq_marlin", "gptq_marlin", "moe_wna16") or (
         qm == "compressed-tensors" and any(  # weight-only int groups (W4A16)
             (g or {}).get("weights", {}).get("type") == "int"
@@ -1490,7 +1515,7 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         fp8_block=qm == "fp8" and bool(q.get("weight_block_size")),
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
         nvfp4=is_nvfp4(expert_bytes), mxfp4=qm == "mxfp4", wna16=wna16,
-        fp8_tensor=a.flashinfer_moe_fp8 and fp8_tensor_experts(arch, model.hf_quant_config),
+        fp8_tensor=a.flashinfer_moe_fp8 and fp8_tensor_experts(arch, model.quant_file),
         unquantized=expert_bytes == 2, dp=a.data_parallel_size)
     experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
     # NVFP4 experts: FlashInfer's TRT-LLM kernel on SM100 writes an M x K output, its CUTLASS
