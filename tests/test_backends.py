@@ -153,3 +153,26 @@ def test_no_compilation_keeps_full_decode_graphs_from_030():
     assert _run(llama, "h100", max_model_len=8192, compilation_mode=0)[0].cudagraph_graphs == 51
     assert _run(llama, "h100", "0.29", max_model_len=8192,
                 compilation_mode=0)[0].cudagraph_graphs == 0
+
+
+@pytest.mark.parametrize("version,kv", [("0.24", "auto"), ("0.28", "fp8"), ("0.33", "fp8_e4m3")])
+def test_sparse_mla_on_sm120_stores_fp8_ds_mla(version, kv):
+    # FLASHINFER_MLA_SPARSE_SM120 (0.24+) canonicalises auto/fp8/fp8_e4m3 to fp8_ds_mla:
+    # (656 B latent + 132 B indexer key) x 61 layers, 64-token blocks (its [64, 256] /
+    # MultipleOf(64)); 20 GiB / (64 x 48,068 B) = 6,980 blocks
+    r, _ = _run("deepseek-ai/DeepSeek-V3.2", "rtx-pro-6000", version, kv_cache_dtype=kv,
+                tensor_parallel_size=8, max_model_len=32000, kv_cache_memory_bytes=20 << 30)
+    assert (r.kv_dtype, r.block_size, r.kv_bytes_per_token_per_gpu) == ("fp8_ds_mla", 64, 48068)
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (6980, 446720)
+
+
+@pytest.mark.parametrize("gpu,version,kw,says", [
+    ("rtx-pro-6000", "0.23", {}, "no sparse MLA backend for compute capability 12.0"),
+    ("a100-80gb", "0.33", {"pipeline_parallel_size": 2}, "compute capability 8.0"),
+    ("rtx-pro-6000", "0.33", {"kv_cache_dtype": "bfloat16"}, "only the packed fp8_ds_mla"),
+    ("rtx-pro-6000", "0.33", {"kv_cache_dtype": "fp8_e5m2"}, "only the packed fp8_ds_mla"),
+    ("rtx-pro-6000", "0.33", {"dtype": "float16"}, "bfloat16 models only"),
+])
+def test_sparse_mla_without_a_backend_is_refused(gpu, version, kw, says):
+    with pytest.raises(BadInput, match=says):
+        _run("deepseek-ai/DeepSeek-V3.2", gpu, version, tensor_parallel_size=8, **kw)

@@ -5,7 +5,7 @@ sizes are `VllmVersion.mla_block_size`; hybrid Mamba alignment is `choose_block_
 
 from __future__ import annotations
 
-from kvplan.core.arch import AttnLayer, ModelArch
+from kvplan.core.arch import DSV4, AttnLayer, ModelArch
 from kvplan.core.versions import VllmVersion, cc_major, cc_tuple
 
 # KV dtypes both halves of a Triton composite accept (`supports_kv_cache_dtype`: Triton's
@@ -118,3 +118,42 @@ def triton_fp8_refusal(arch: ModelArch, *, kv: str, cc: str, vendor: str,
         return None
     return (f"vLLM {version.text} refuses an fp8 KV cache for this model on compute "
             f"capability {cc}: {why}, and Triton's fp8 cache 'requires SM89+'")
+
+
+# the KV dtypes FLASHINFER_MLA_SPARSE_SM120 accepts (`supports_combination`), all stored as
+# the packed fp8_ds_mla layout (`_canonicalize_sparse_mla_kv_cache_dtype`)
+SM120_SPARSE_KV = ("auto", "fp8", "fp8_e4m3", "fp8_ds_mla")
+
+
+def sparse_mla_refusal(arch: ModelArch, *, requested_kv: str, model_dtype: str, cc: str,
+                       vendor: str, version: VllmVersion) -> tuple[str, str, str | None] | None:
+    """Why vLLM has no attention backend for a DeepSeek-V3.2-style sparse MLA model (V3.2,
+    GLM-5) on this NVIDIA GPU, as (message, hint, flag), or None. FlashMLA's sparse kernels
+    (FLASHMLA_SPARSE, and FlashInfer's and FlashAttention's sparse variants) run on SM90 and
+    SM100 only (`supports_compute_capability`); SM12x has FLASHINFER_MLA_SPARSE_SM120 from
+    0.24, which takes bfloat16 models with `index_topk` 2048 and stores only fp8_ds_mla
+    (its impl raises "requires the packed fp8_ds_mla KV cache layout"; the 0.24-0.33
+    wheels). DeepSeek-V4 has its own backends and is not judged here."""
+    if vendor != "nvidia" or not arch.is_sparse_mla or DSV4 in arch.kinds:
+        return None
+    major = cc_major(cc)
+    if major in (9, 10):
+        return None
+    if major != 12 or not version.at_least(0, 24):
+        return (f"vLLM {version.text} has no sparse MLA backend for compute capability {cc} "
+                "(FlashMLA's sparse kernels run on SM90/SM100"
+                + (", FLASHINFER_MLA_SPARSE_SM120 arrives in 0.24)" if major == 12 else ")"),
+                "use vLLM 0.24 or later" if major == 12
+                else "use a Hopper or data-centre Blackwell GPU", None)
+    name = "vLLM's SM12x sparse MLA backend (FLASHINFER_MLA_SPARSE_SM120)"
+    if (requested_kv or "auto").lower() not in SM120_SPARSE_KV:
+        return (f"{name} stores only the packed fp8_ds_mla cache, not {requested_kv}",
+                "use --kv-cache-dtype auto or fp8", "kv_cache_dtype")
+    if model_dtype != "bfloat16":
+        return (f"{name} runs bfloat16 models only, not {model_dtype}",
+                "use --dtype bfloat16", "dtype")
+    topk = arch.text_config.get("index_topk")
+    if topk is not None and int(topk) != 2048:
+        return (f"{name} requires index_topk 2048; this model has {topk}",
+                "use a Hopper or data-centre Blackwell GPU", None)
+    return None
