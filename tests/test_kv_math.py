@@ -663,6 +663,42 @@ def test_hybrids_default_to_align_mode_from_028_and_mamba2_checkpoints_from_032(
     assert r.kv_cache_tokens == int(1667 / 28 * 32768) == 1_950_866
 
 
+@pytest.mark.parametrize("version,ssm,want", [
+    # (block, blocks, blocks per request, tokens), re-derived from the 0.28-0.33 wheels
+    ("0.28", "auto", (768, 1011, 49, 676_090)),   # no checkpoint: 43 MLA + 3 groups x 2
+    ("0.29", "auto", (768, 1011, 52, 637_085)),   # FlashKDA's checkpoint: 3 groups x 3
+    ("0.33", "auto", (768, 1011, 52, 637_085)),
+    ("0.33", "bfloat16", (384, 2022, 95, 697_441)),  # bf16 recurrent state (0.30+)
+    ("0.29", "bfloat16", (768, 1011, 52, 637_085)),  # 0.29 keeps float32
+])
+def test_kimi_k3_flashkda_checkpoint_and_state_dtype(version, ssm, want):
+    # Kimi-K3 at TP8 on an H200, 20 GiB at 32k: 69 KDA layers (96 heads x 128; per GPU a
+    # conv state 4,608 x 3 x 2 B + a recurrent state 12 x 128 x 128 x 4 B = 814,080 B,
+    # padded to a 768-token MLA page of 1,152 B a token) in 3 groups of 24, 24 MLA layers.
+    # `KimiK3DeltaAttention.get_kv_cache_spec`: one prefill checkpoint block with FlashKDA
+    # (SM9x/10x/12x, bf16, head 128) from 0.29; 0.30+ honour --mamba-ssm-cache-dtype
+    from kvplan.sources.resolve import resolve_model
+
+    r = size(resolve_model("moonshotai/Kimi-K3"), H200,
+             EngineArgs(tensor_parallel_size=8, kv_cache_memory_bytes=20 * GiB,
+                        max_model_len=32768, mamba_ssm_cache_dtype=ssm), version)
+    assert (r.block_size, r.num_gpu_blocks, r.blocks_per_request, r.kv_cache_tokens) == want
+    if ssm == "auto":
+        assert r.bytes_per_block == 24 * 768 * 1152 == 21_233_664
+        assert r.num_gpu_blocks == 20 * GiB // r.bytes_per_block
+
+
+def test_kimi_k3_without_flashkda_keeps_two_states():
+    from kvplan.sources.resolve import resolve_model
+
+    m = resolve_model("moonshotai/Kimi-K3")
+    a = EngineArgs(tensor_parallel_size=8, kv_cache_memory_bytes=20 * GiB, max_model_len=32768)
+    r = size(m, L4, replace(a, pipeline_parallel_size=4), "0.33")  # SM89: Triton prefill
+    assert r.blocks_per_request == 43 + 3 * 2
+    with pytest.raises(BadInput, match="auto, float32 and bfloat16"):
+        size(m, H200, replace(a, mamba_ssm_cache_dtype="float16"), "0.33")
+
+
 def test_deepseek_v4_report_shows_the_fixed_per_request_blocks():
     import io
 

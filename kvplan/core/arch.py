@@ -83,6 +83,9 @@ class ModelArch:
     moe_intermediate_size: int = 0
     shared_expert_intermediate_size: int = 0
     ssm_state_dtype: str | None = None  # model-default Mamba SSM state dtype override
+    # Kimi-K3's KDA layers (`use_full_rank_gate` + `gate_lower_bound`): `KimiK3DeltaAttention`,
+    # whose prefill may run FlashKDA (`is_flashkda_supported`)
+    kda_gate_bound: bool = False
     sliding_all_layers: int = 0  # window copied to cache_config.sliding_window (Mistral-v0.1)
     is_mla: bool = False
     is_sparse_mla: bool = False  # DeepSeek-V3.2-style (fp8_ds_mla / indexer)
@@ -448,6 +451,8 @@ def _kimi_linear_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Laye
     kda = StateLayer(kind=KDA, k_heads=heads, k_dim=hd, v_heads=heads, v_dim=hd,
                      d_conv=_int(lac, "short_conv_kernel_size", default=4))
     arch.is_mla = True
+    arch.kda_gate_bound = bool(lac.get("use_full_rank_gate")) and \
+        lac.get("gate_lower_bound") is not None
     mla = _mla_layer(t)
     return [kda if i + 1 in kda_idx else mla for i in range(n)]
 

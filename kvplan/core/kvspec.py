@@ -174,9 +174,10 @@ def state_bytes(layer: StateLayer, tp: int, dt: KvDtypes) -> int:
                 + (layer.v_heads // tp) * layer.v_dim * layer.k_dim * ssm_b)
     if layer.kind == SHORTCONV:  # `short_conv_state_shape`: the conv state only
         return layer.intermediate // tp * width * conv_b
-    if layer.kind == KDA:  # `kda_state_dtype`: the recurrent state is always float32
+    if layer.kind == KDA:  # `kda_state_dtype`: the recurrent state in dt.ssm (float32 for auto)
         conv_dim = (layer.v_heads * layer.v_dim + 2 * layer.k_heads * layer.k_dim) // tp
-        return conv_dim * width * conv_b + (layer.v_heads // tp) * layer.v_dim * layer.v_dim * 4
+        return (conv_dim * width * conv_b
+                + (layer.v_heads // tp) * layer.v_dim * layer.v_dim * ssm_b)
     raise BadInput(f"unknown state layer kind {layer.kind}")
 
 

@@ -21,6 +21,7 @@ from kvplan.core.arch import (
     DSV4,
     FULL,
     GDN,
+    KDA,
     MAMBA2,
     MLA,
     SLIDING,
@@ -663,6 +664,19 @@ def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
     return engine, note
 
 
+def flashkda(arch: ModelArch, dts: KvDtypes, cc: str, vendor: str, version: VllmVersion) -> bool:
+    """Whether Kimi-K3's KDA prefill runs FlashKDA, which keeps one prefill checkpoint state per
+    request (`KimiK3DeltaAttention.get_kv_cache_spec`: `num_prefill_checkpoint_blocks=
+    int(backend == "flashkda")`, the 0.29-0.33 wheels): `is_flashkda_supported` wants CUDA SM9x,
+    SM10x or SM12x, 128-wide heads, bfloat16 activations, the gate's lower bound and (0.30+) a
+    bfloat16 or float32 recurrent state; `auto` prefers it to Triton."""
+    return (arch.kda_gate_bound and version.at_least(0, 29) and vendor == "nvidia"
+            and cc_major(cc) in (9, 10, 12) and dts.conv == "bfloat16"
+            and dts.ssm in ("bfloat16", "float32")
+            and all(x.v_dim == 128 for x in arch.layers
+                    if isinstance(x, StateLayer) and x.kind == KDA))
+
+
 # --- main ------------------------------------------------------------------------------------
 
 def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
@@ -776,6 +790,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     conv = model_dtype if a.mamba_cache_dtype == "auto" else a.mamba_cache_dtype
     ssm = a.mamba_ssm_cache_dtype if a.mamba_ssm_cache_dtype != "auto" else (
         arch.ssm_state_dtype if arch.ssm_state_dtype not in (None, "auto") else conv)
+    if KDA in arch.state_kinds:
+        # `kda_state_dtype`: the recurrent state is float32 for auto; 0.30+ honours float32
+        # and bfloat16 ("KDA recurrent state supports only auto, float32, and bfloat16"),
+        # 0.29 and earlier always float32
+        ssm = a.mamba_ssm_cache_dtype
+        if ssm == "float16" and version.at_least(0, 30):
+            raise BadInput("KDA's recurrent state supports only auto, float32 and bfloat16",
+                           hint="use --mamba-ssm-cache-dtype bfloat16",
+                           flag="mamba_ssm_cache_dtype")
+        if ssm == "auto" or not version.at_least(0, 30):
+            ssm = "float32"
     dts = KF.per_layer(KvDtypes(kv=kv, conv=conv, ssm=canonical(ssm)), arch, gpu, a,
                        version, model_dtype, notes)
 
@@ -894,7 +919,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # `MambaSpec.max_memory_usage_bytes`): FlashInfer's GDN prefill from 0.33, every Mamba2
     # mixer from 0.32 (`MambaMixer2.get_kv_cache_spec`)
     checkpoint = mode == "align" and ((align_mode and gdn_fi and GDN in arch.state_kinds) or (
-        MAMBA2 in arch.state_kinds and version.at_least(0, 32)))
+        MAMBA2 in arch.state_kinds and version.at_least(0, 32)) or flashkda(
+            arch, dts, cc, gpu.vendor, version))
     state_blocks = {"all": ALL_STATES, "none": 1}.get(mode, 2 + int(checkpoint))
     if mode != "all" and version.at_least(0, 15):  # `MambaSpec.num_speculative_blocks`
         state_blocks += k_spec
