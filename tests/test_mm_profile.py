@@ -69,7 +69,14 @@ def test_vision_profile_json(capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["vision_profile"] == {"modality": "image", "items": 1, "tokens_per_item": 16384,
                                    "encoder_peak_bytes": d["vision_profile"]["encoder_peak_bytes"]}
-    assert round(d["vision_profile"]["encoder_peak_bytes"] / GiB, 2) == 2.26
+    # 0.32+ normalise Qwen3-VL pixels on the GPU: uint8 pixels, 3 x 2 x 16^2 / 1,152 x 1/2 U
+    # (65,536 patches x 1,152 x 2 B = U) = 100,663,296 B below the bf16 ones of 0.31
+    assert round(d["vision_profile"]["encoder_peak_bytes"] / GiB, 2) == 2.17
+    assert main(["size", "Qwen/Qwen3-VL-8B-Instruct", "--gpu", "h100", "--json",
+                 "--vllm-version", "0.31"]) == 0
+    old = json.loads(capsys.readouterr().out)["vision_profile"]["encoder_peak_bytes"]
+    assert round(old / GiB, 2) == 2.26
+    assert old - d["vision_profile"]["encoder_peak_bytes"] == 100_663_296
     assert main(["size", "Qwen/Qwen3-VL-8B-Instruct", "--gpu", "h100", "--json",
                  "--skip-mm-profiling"]) == 0
     assert json.loads(capsys.readouterr().out)["vision_profile"] is None
@@ -128,3 +135,51 @@ def test_encoder_profile_by_release():
     assert prof("Qwen/Qwen3-VL-30B-A3B-Instruct", "0.10.2") is None
     assert prof("google/gemma-3-27b-it", "0.13.0") is None
     assert prof("google/gemma-3-27b-it", "0.20.2") is not None
+
+
+def test_pixel_bytes_by_runner_and_release():
+    from kvplan.core.mm import PixelBytes, pixel_bytes
+    from kvplan.core.sizing import mm_pixel_bytes
+    from kvplan.core.versions import VllmVersion
+
+    qwen25, qwen3 = ["Qwen2_5_VLForConditionalGeneration"], ["Qwen3VLForConditionalGeneration"]
+    v = VllmVersion.of
+    # V1 keeps the batched pixels through the decoder run; V2 frees them with the encoder batch
+    assert mm_pixel_bytes(qwen25, v("0.20.2"), False) == PixelBytes(2, 2)
+    assert mm_pixel_bytes(qwen25, v("0.28"), True) == PixelBytes(3, 0)  # uint8 + bf16 copy
+    assert mm_pixel_bytes(qwen25, v("0.30"), True) == PixelBytes(1, 0)  # uint8 into the tower
+    assert mm_pixel_bytes(qwen3, v("0.31"), True) == PixelBytes(2, 0)
+    assert mm_pixel_bytes(qwen3, v("0.32"), False) == PixelBytes(1, 1)
+    assert pixel_bytes(["Gemma3ForConditionalGeneration"], device_normalize=True,
+                       v2_runner=True) == PixelBytes(2, 0)
+
+
+def test_v2_holds_only_the_encoder_outputs_for_the_language_model_run():
+    # Qwen3-VL-30B-A3B at 0.33 on an H100 (V2): the language model's peak plus the outputs
+    # (16,384 tokens x 2,048 x (1 + 3 deepstack) x 2 B = 268,435,456 B); the 65,536 x 1,536
+    # bf16 pixels (201,326,592 B) are gone. --skip-mm-profiling gives the LM peak alone.
+    m = _model("Qwen/Qwen3-VL-30B-A3B-Instruct")
+    h100 = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 * (1 << 20), "9.0")
+    on = size(m, h100, EngineArgs(), "0.33")
+    off = size(m, h100, EngineArgs(skip_mm_profiling=True), "0.33")
+    assert on.vision_profile.held_for_lm == 16384 * 2048 * 4 * 2 == 268_435_456
+    assert on.budget.activation - off.budget.activation == 268_435_456
+
+
+def test_limit_mm_per_prompt_moves_the_profiled_item():
+    # Qwen2.5-VL with video off profiles one 16,384-token image, not the 114,688-token video
+    m = _model("Qwen/Qwen2.5-VL-7B-Instruct")
+    p = encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
+                        max_model_len=128000, max_num_batched_tokens=8192, max_num_seqs=256,
+                        limits={"video": 0})
+    assert (p.tokens_per_item, p.items, p.modality) == (16384, 1, "image")
+    # Gemma 3 at one image a prompt: max_num_seqs prompts of one image (`_get_max_items`)
+    g = _model("google/gemma-3-12b-it")
+    p = encoder_profile(g.config["architectures"], g.config["vision_config"], tp=1,
+                        max_model_len=131072, max_num_batched_tokens=8192, max_num_seqs=4,
+                        text_hidden=3840, limits={"image": 1})
+    assert (p.tokens_per_item, p.items) == (256, 4)
+    p = encoder_profile(g.config["architectures"], g.config["vision_config"], tp=1,
+                        max_model_len=131072, max_num_batched_tokens=8192, max_num_seqs=4,
+                        text_hidden=3840)
+    assert p.items == 32  # 8,192 // 256

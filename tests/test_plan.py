@@ -278,7 +278,10 @@ def test_length_advice_counts_the_qwen25_vl_video_profile():
     r = size(m, l40s, EngineArgs(), "0.33")  # default max_model_len 128,000: a 7-pair video
     (first, *_) = length_advice(r, preset("chat"))
     assert "--max-model-len 14336" in first
-    assert "vision profile from 114,688 to 16,384 tokens, up to 13.2 GiB" in first
+    # 0.33 normalises Qwen2.5-VL pixels on the GPU (uint8): the 7-pair video's encoder peak is
+    # 458,752 patches x 1,280 x 2 B x (5 + 3 x 3,420/1,280 + 3 x 2 x 14^2/1,280 / 2 + 0.1)
+    # = 15.35 - 0.50 GiB, the one-image profile's a seventh of the patches
+    assert "vision profile from 114,688 to 16,384 tokens, up to 12.7 GiB" in first
     r = size(m, l40s, EngineArgs(skip_mm_profiling=True), "0.33")
     assert "vision profile" not in length_advice(r, preset("chat"))[0]
 

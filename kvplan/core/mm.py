@@ -4,7 +4,9 @@ Gemma 3).
 vLLM 0.20.2 `GPUModelRunner.profile_run` first runs the encoder on the largest dummy item
 (`MultiModalBudget`, `compute_mm_encoder_budget`), keeps the pixels and encoder outputs while
 the language-model dummy forward runs, and measures the torch peak over both, so
-    peak = max(encoder peak, LM peak + pixels + encoder outputs).
+    peak = max(encoder peak, LM peak + pixels + encoder outputs);
+the V2 runner frees the pixels before the language model runs, and Qwen VL pixels reach the
+GPU as uint8 where vLLM normalises them on the device (`pixel_bytes`).
 The encoder peak counts the bf16 activations a ViT block keeps alive at once (FlashAttention
 backend: linear in the patch count), in units U = patches x vision hidden x 2 B: attention
 2 + 8/TP + 1 (+1 for the all-reduce output when TP > 1); MLP 5 + 3r/TP (+1) for Qwen2.5's
@@ -101,15 +103,44 @@ def _gelu_mlp_units(r: float, tp: int) -> float:
     return max(3 + 2 * r / tp, 4 + r / tp + (1 if tp > 1 else 0))
 
 
+@dataclass(frozen=True)
+class PixelBytes:
+    """Bytes per dummy pixel element (`during`: while the encoder runs; `after`: still held
+    during the language-model dummy run), from `pixel_bytes`."""
+
+    during: float = 2.0
+    after: float = 2.0
+
+
+def pixel_bytes(architectures: list[str], *, device_normalize: bool, v2_runner: bool,
+                both_copies: bool = False) -> PixelBytes:
+    """What the dummy pixels cost (`profile_run`).
+    * `device_normalize` (`mm_device_do_normalize`, on by default for Qwen2/2.5-VL from 0.28
+      and Qwen3-VL/3.5/3.6 from 0.32): the processor neither rescales nor normalises, so raw
+      uint8 pixels reach the GPU (`mm_input_norm.py`) and the ViT's bf16 copy is dropped after
+      the patch embedding (`qwen2_5_vl.py`, `qwen3_vl.py` 0.30+). `both_copies`: 0.28-0.29
+      normalised them before the tower (`_process_image_input`), so the uint8 and the bf16
+      copy are both held while it runs.
+    * `v2_runner`: V2's `execute_mm_encoder` builds the GPU batch as a local, freed before
+      the decoder's dummy run (`gpu/mm/encoder_runner.py`, 0.27-0.33); V1 keeps
+      `batched_dummy_mm_inputs` until `profile_run` ends."""
+    if not device_normalize or not any(a in QWEN2_VL + QWEN3_VL for a in architectures):
+        return PixelBytes(2.0, 0.0 if v2_runner else 2.0)
+    return PixelBytes(3.0 if both_copies else 1.0, 0.0 if v2_runner else 1.0)
+
+
 def _items(tokens: int, max_model_len: int, max_num_batched_tokens: int,
-           max_num_seqs: int) -> int:
-    """Items the profile encodes at once (`MultiModalBudget`, `compute_mm_encoder_budget`)."""
+           max_num_seqs: int, limit: int = 999) -> int:
+    """Items the profile encodes at once (`MultiModalBudget._get_max_items`: the budget over
+    one item, at most `max_num_seqs` prompts of `min(limit, max_model_len // tokens)`)."""
     budget = max(max_num_batched_tokens, tokens)
-    return max(1, min(budget // tokens, max_num_seqs * max(1, max_model_len // tokens)))
+    per_prompt = max(1, min(limit, max_model_len // tokens))
+    return max(1, min(budget // tokens, max_num_seqs * per_prompt))
 
 
 def _gemma3(vision: dict[str, Any], *, tp: int, text_hidden: int, max_model_len: int,
-            max_num_batched_tokens: int, max_num_seqs: int) -> EncoderProfile | None:
+            max_num_batched_tokens: int, max_num_seqs: int, limit: int,
+            px: PixelBytes) -> EncoderProfile | None:
     """Gemma 3: one 896 x 896 tile per dummy image (`Gemma3ProcessingInfo`, pan-and-scan off),
     all images through the SigLIP tower in one call (`GPUModelRunner.profile_run`)."""
     d = int(vision.get("hidden_size") or 0)
@@ -119,28 +150,34 @@ def _gemma3(vision: dict[str, Any], *, tp: int, text_hidden: int, max_model_len:
     if not d or not inter or not side:
         return None
     tokens = _GEMMA3_TOKENS_PER_IMAGE
-    items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs)
+    items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs, limit)
     patches = items * side * side
     r, extra = inter / d, (1 if tp > 1 else 0)
     attn = 3 + 4 / tp + extra  # input, LayerNorm output, q/k/v (sharded), attention output
     mlp = _gelu_mlp_units(r, tp)
-    held = 1 + 3 * patch * patch / d  # patch embeddings kept for the loop, bf16 pixels
-    pixels = patches * 3 * patch * patch * 2
+    # patch embeddings kept for the loop, and the pixels (U is 2 B a vision-hidden element)
+    held = 1 + 3 * patch * patch / d * px.during / 2
+    pixels = patches * 3 * patch * patch * px.after
     outputs = items * tokens * text_hidden * 2
     return EncoderProfile(tokens_per_item=tokens, items=items, modality="image",
                           encoder_peak=int(patches * d * 2 * (max(attn, mlp) + held)),
-                          held_for_lm=pixels + outputs)
+                          held_for_lm=int(pixels + outputs))
 
 
 def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, tp: int,
                     max_model_len: int, max_num_batched_tokens: int,
-                    max_num_seqs: int, text_hidden: int = 0) -> EncoderProfile | None:
-    """The encoder profile of a Qwen VL or Gemma 3 model (None for other models)."""
+                    max_num_seqs: int, text_hidden: int = 0,
+                    limits: dict[str, int] | None = None,
+                    px: PixelBytes = PixelBytes()) -> EncoderProfile | None:
+    """The encoder profile of a Qwen VL or Gemma 3 model (None for other models). `limits`:
+    --limit-mm-per-prompt (an unlisted modality allows 999); `px`: `pixel_bytes`."""
     qwen2 = any(a in QWEN2_VL for a in architectures)
     qwen3 = any(a in QWEN3_VL for a in architectures)
+    lim = {"image": 999, "video": 999, **(limits or {})}
     if vision and any(a in GEMMA3 for a in architectures):
         return _gemma3(vision, tp=tp, text_hidden=text_hidden, max_model_len=max_model_len,
-                       max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+                       max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                       limit=lim["image"], px=px)
     if not vision or not (qwen2 or qwen3):
         return None
     d = int(vision.get("hidden_size") or vision.get("embed_dim") or 0)
@@ -158,7 +195,10 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
         image = max(1, _QWEN2_MAX_PIXELS // (patch * merge) ** 2)
         tokens = image * min(max(max_model_len // image, 1), _QWEN2_MAX_VIDEO_PAIRS)
         modality = "video"  # ties go to video
-    items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs)
+        if lim["video"] <= 0:  # a modality limited to 0 is not profiled (`MultiModalBudget`)
+            tokens, modality = image, "image"
+    items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs,
+                   lim[modality])
     patches = items * tokens * merge * merge
     u = patches * d * 2
     r, extra = inter / d, (1 if tp > 1 else 0)
@@ -166,12 +206,16 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     if qwen3:
         mlp = _gelu_mlp_units(r, tp)
         deep = len(vision.get("deepstack_visual_indexes") or [])
-        held = 1 + 3 * t_patch * patch * patch / d + deep * out / (merge * merge * d) + 0.1
+    pix = 3 * t_patch * patch * patch / d * px.during / 2  # the pixels, in U
+    if qwen3:
+        mlp = _gelu_mlp_units(r, tp)
+        deep = len(vision.get("deepstack_visual_indexes") or [])
+        held = 1 + pix + deep * out / (merge * merge * d) + 0.1
     else:
         mlp, deep = 5 + 3 * r / tp + extra, 0
-        held = 3 * t_patch * patch * patch / d + 0.1
-    pixels = patches * 3 * t_patch * patch * patch * 2
+        held = pix + 0.1
+    pixels = patches * 3 * t_patch * patch * patch * px.after
     outputs = items * tokens * out * (1 + deep) * 2
     return EncoderProfile(tokens_per_item=tokens, items=items, modality=modality,
                           encoder_peak=int(u * (max(attn, mlp) + held)),
-                          held_for_lm=pixels + outputs)
+                          held_for_lm=int(pixels + outputs))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from kvplan.core import capacity, perf, queueing
 from kvplan.core.arch import normalize
 from kvplan.core.mm import encoder_profile
-from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, size
+from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, mm_pixel_bytes, size
 from kvplan.core.specdec import parallel_draft_slots
 from kvplan.core.workload import Workload
 from kvplan.errors import BadInput
@@ -246,7 +246,9 @@ def _vision_gain(r: SizeResult, cap: int) -> str:
     then = encoder_profile(r.arch.architectures, r.arch.vision_config,
                            tp=r.args.tensor_parallel_size, max_model_len=cap,
                            max_num_batched_tokens=r.max_num_batched_tokens,
-                           max_num_seqs=r.max_num_seqs)
+                           max_num_seqs=r.max_num_seqs, limits=r.args.limit_mm_per_prompt,
+                           px=mm_pixel_bytes(r.arch.architectures, r.version,
+                                             r.model_runner_v2))
     if then is None or now.encoder_peak - then.encoder_peak < GiB // 4:
         return ""
     return (f"; it also shrinks vLLM's vision profile from {now.tokens_per_item:,} to "

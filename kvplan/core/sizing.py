@@ -56,7 +56,9 @@ from kvplan.core.mm import (
     QWEN2_VL,
     QWEN3_VL,
     EncoderProfile,
+    PixelBytes,
     encoder_profile,
+    pixel_bytes,
     towers_kept,
     towers_tp_sharded,
 )
@@ -1142,7 +1144,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]:
         enc = encoder_profile(arch.architectures, arch.vision_config, tp=tp, max_model_len=mml,
                               max_num_batched_tokens=mnbt, max_num_seqs=seqs,
-                              text_hidden=arch.hidden_size)
+                              text_hidden=arch.hidden_size, limits=a.limit_mm_per_prompt,
+                              px=mm_pixel_bytes(arch.architectures, version, v2))
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
         act, act_inner = (max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB),
                               x + enc.held_for_lm) for x in (act, act_inner))
@@ -1552,6 +1555,16 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     # kernel (SM120) a packed M x 2K one (`oracle/nvfp4.py` order; `workspace_shapes`)
     packed = is_nvfp4(expert_bytes) and cc_major(gpu.compute_capability) != 10
     return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed)
+
+
+def mm_pixel_bytes(architectures: list[str], version: VllmVersion, v2: bool) -> PixelBytes:
+    """`mm.pixel_bytes` for this release: `mm_device_do_normalize` is on by default and taken
+    by Qwen2/2.5-VL from 0.28 and by Qwen3-VL/3.5/3.6 from 0.32
+    (`supports_mm_device_do_normalize`); 0.28-0.29 Qwen2.5-VL normalised outside the tower."""
+    qwen2 = any(x in QWEN2_VL for x in architectures)
+    normalize_on_gpu = version.at_least(0, 28) if qwen2 else version.at_least(0, 32)
+    return pixel_bytes(architectures, device_normalize=normalize_on_gpu, v2_runner=v2,
+                       both_copies=qwen2 and not version.at_least(0, 30))
 
 
 def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:
