@@ -593,3 +593,32 @@ def test_quant_file_rules():
     assert quant_file_notes(top, fp8_file, None, "fp8", nvfp4=True) == []
     assert quant_file_notes(top, fp8_file, "fp8", "auto", nvfp4=True) == []
     assert quant_file_notes(None, fp8_file, "fp8", "auto", nvfp4=True) == []
+
+
+def test_group_activation_ordering_is_refused_from_030():
+    # `normalize_and_validate_gptq_desc_act` / compressed-tensors actorder (0.30-0.33 wheels)
+    import pytest as _pt
+
+    from kvplan.errors import BadInput
+
+    gptq = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True}
+    for q, says in ((gptq, "desc_act=True"),
+                    ({**gptq, "desc_act": False, "dynamic": {r"+:.*down.*": {"desc_act": True}}},
+                     "dynamic rule"),
+                    ({"quant_method": "compressed-tensors", "config_groups": {"g": {
+                        "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int",
+                                                           "group_size": 128,
+                                                           "actorder": "group"}}}},
+                     "actorder='group'")):
+        m = Model("q", {**LLAMA31_8B, "quantization_config": q})
+        with _pt.raises(BadInput, match=says):
+            size(m, H100, EngineArgs(max_model_len=8192), "0.30")
+        assert size(m, H100, EngineArgs(max_model_len=8192), "0.29").fits
+    # one group per output channel makes the ordering a no-op; static ordering is kept
+    for q in ({**gptq, "group_size": -1},
+              {"quant_method": "compressed-tensors", "config_groups": {"g": {
+                  "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int",
+                                                     "group_size": 128,
+                                                     "actorder": "static"}}}}):
+        assert size(Model("q", {**LLAMA31_8B, "quantization_config": q}), H100,
+                    EngineArgs(max_model_len=8192), "0.33").fits

@@ -432,6 +432,39 @@ def _dcp_specs(specs: list[Spec | None], dcp: int) -> list[Spec | None]:
     return [None if s is None else replace(s, dcp=dcp) for s in specs]
 
 
+def _validate_act_order(arch: ModelArch, version: VllmVersion) -> None:
+    """0.30+ refuse group activation ordering: GPTQ `desc_act` with a group size
+    (`gptq_utils.normalize_and_validate_gptq_desc_act`, for gptq/gptq_marlin and moe_wna16,
+    its `dynamic` overrides included) and compressed-tensors `actorder` group/dynamic
+    (`CompressedTensorsConfig._quantization_scheme_map_from_config`; `true` validates as
+    group); the 0.30-0.33 wheels, absent in 0.29."""
+    q = arch.quantization or {}
+    if not version.at_least(0, 30) or not isinstance(q, dict):
+        return
+    method = str(q.get("quant_method", "")).lower()
+    why = None
+    if method == "gptq":
+        gs = q.get("group_size")
+        rules = [("", q)] + [(p, o) for p, o in (q.get("dynamic") or {}).items()
+                             if isinstance(o, dict) and not str(p).startswith("-:")]
+        for pattern, o in rules:
+            if o.get("desc_act", q.get("desc_act")) and o.get("group_size", gs) != -1:
+                why = ("GPTQ group activation ordering (desc_act=True)"
+                       + (f", enabled by dynamic rule {pattern!r}," if pattern else ""))
+                break
+    elif method == "compressed-tensors":
+        for g in (q.get("config_groups") or {}).values():
+            order = ((g or {}).get("weights") or {}).get("actorder")
+            if order is True or str(order).lower() in ("group", "dynamic"):
+                why = (f"compressed-tensors group/dynamic activation ordering "
+                       f"(actorder={order!r})")
+                break
+    if why:
+        raise BadInput(f"vLLM {version.text} refuses this checkpoint: {why} is no longer "
+                       "supported", hint="use a checkpoint without group activation ordering "
+                       "(desc_act=False / actorder static or weight), or vLLM 0.29")
+
+
 def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs) -> None:
     """Block-quantized FP8 checkpoints (`weight_block_size`): vLLM refuses a TP size that
     splits the MLP or expert intermediate into slices that are not whole quantization blocks
@@ -701,6 +734,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        hint=f"use --vllm-version {last}")
     _validate_parallel(arch, a, version)
     _validate_fp8_blocks(model, arch, a)
+    _validate_act_order(arch, version)
     choices = version.block_size_choices()
     if a.block_size and choices and a.block_size not in choices:
         raise BadInput(f"vLLM {version.text} rejects --block-size {a.block_size}",
