@@ -622,3 +622,20 @@ def test_group_activation_ordering_is_refused_from_030():
                                                      "actorder": "static"}}}}):
         assert size(Model("q", {**LLAMA31_8B, "quantization_config": q}), H100,
                     EngineArgs(max_model_len=8192), "0.33").fits
+
+
+def test_block_fp8_on_marlin_keeps_group_scales():
+    # `prepare_fp8_layer_for_marlin` / `prepare_fp8_moe_layer_for_marlin`: the 128 x 128 block
+    # scales become (K/128, N) bf16 group scales, 2/128 B a weight. Qwen3-30B-A3B-FP8 on an
+    # A100 (linears and experts on Marlin): re-derived from the 0.33 wheel 31,644,872,704 B
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m = resolve_model("Qwen/Qwen3-30B-A3B-FP8")
+    on = {g: size(m, resolve_gpu(g), EngineArgs(max_model_len=8192), "0.33").budget.weights
+          for g in ("a100-80gb", "l40s", "h100")}
+    assert abs(on["a100-80gb"] / 31_644_872_704 - 1) < 0.001
+    # block FP8 on Hopper keeps its block scales; on Ada only the attention linears (0.29+)
+    assert on["a100-80gb"] - on["h100"] > 0.014 * on["h100"]
+    assert 0 < on["l40s"] - on["h100"] < 16 << 20
+    old = size(m, resolve_gpu("l40s"), EngineArgs(max_model_len=8192), "0.28").budget.weights
+    assert old == on["h100"]

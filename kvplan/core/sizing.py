@@ -76,7 +76,7 @@ from kvplan.core.params import (
 )
 from kvplan.core.specdec import mtp_checkpoint_bytes
 from kvplan.core.tensors import TensorSummary
-from kvplan.core.versions import REMOVED_ARCHITECTURES, VllmVersion, cc_major
+from kvplan.core.versions import REMOVED_ARCHITECTURES, VllmVersion, cc_major, cc_tuple
 from kvplan.errors import BadInput
 from kvplan.units import GiB, MiB, cdiv
 
@@ -552,7 +552,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                        stages: list[range], cc: str, *, mla_absorb: bool = True,
                        mistral_native: bool = False, fi_pad: float = 1.0,
                        fp32_router: bool = False, kv_unused: bool = False,
-                       mxfp4_scales_kept: bool = False) -> tuple[list[int], int, bool]:
+                       mxfp4_scales_kept: bool = False,
+                       marlin_scales: tuple[float, float] = (0.0, 0.0)
+                       ) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -560,7 +562,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     the parts keep their proportions and the total matches the checkpoint. `fi_pad`: what
     FlashInfer's MoE kernels' padding multiplies the routed experts by (`_fi_expert_pad`);
     `fp32_router`: the routers are held in fp32 (Nemotron-H off Hopper/Blackwell);
-    `kv_unused`: KV-sharing layers still allocate K/V projections (Gemma 4 up to 0.29).
+    `kv_unused`: KV-sharing layers still allocate K/V projections (Gemma 4 up to 0.29);
+    `marlin_scales`: bytes a block-FP8 weight gains on FP8 Marlin, (linears, experts)
+    (`fp8_marlin_scales`), added after the rescaling as the load-time copy it is.
     """
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
@@ -585,8 +589,20 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     # into a 16-bit copy (the W_UK_T / W_UV views) kept next to it
     absorb = mla_absorb and wb.kv_b_bytes * online < d
 
+    def fp8_share(b: float) -> float:  # the 1-byte part of a part priced at b a parameter
+        return max(0.0, (d - b) / (d - 1)) if d > 1 else 0.0
+
     def mla_up(rng: range) -> float:
-        return sum(pc.layers[i].mla_up for i in rng) / tp * d if absorb else 0.0
+        up = sum(pc.layers[i].mla_up for i in rng) / tp * d if absorb else 0.0
+        if marlin_scales[0] or marlin_scales[1]:  # FP8 Marlin's expanded group scales
+            for i in rng:
+                lp = pc.layers[i]
+                lin = ((lp.split - lp.mlp - lp.state) * fp8_share(wb.linear)
+                       + lp.mlp * fp8_share(wb.mlp_bytes)
+                       + lp.state * fp8_share(wb.state_bytes)) / tp
+                up += (lin * marlin_scales[0]
+                       + lp.expert / ep * fp8_share(wb.expert) * marlin_scales[1])
+        return up
 
     keep_vision, keep_audio = towers_kept(arch.architectures, a.limit_mm_per_prompt,
                                           a.language_model_only)
@@ -655,6 +671,26 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
         total, estimated = int(exact - skipped * scale), False
     return ([int(scale * (w + e * pad + o) + up) for w, e, o, up in per_stage], int(total),
             estimated)
+
+
+def fp8_marlin_scales(arch: ModelArch, model: Model, gpu: Gpu, version: VllmVersion,
+                      d: int) -> tuple[float, float]:
+    """Bytes per weight a block-FP8 checkpoint (`weight_block_size`) gains where vLLM runs it
+    on FP8 Marlin, (linears, experts): `prepare_fp8_layer_for_marlin` /
+    `prepare_fp8_moe_layer_for_marlin` turn the (N/bn, K/bk) fp32 block scales into (K/bk, N)
+    group scales in the model dtype, d/bk bytes a weight (0.9+ wheels). Linears take Marlin
+    below SM90 (CUTLASS block FP8 needs SM90; Ada only from 0.29, when
+    `MarlinFP8ScaledMMLinearKernel.is_supported` drops its cc >= 8.9 guard), experts below
+    SM89 (Triton's FP8 MoE needs `supports_fp8`)."""
+    q = arch.quantization or {}
+    block = q.get("weight_block_size")
+    if (gpu.vendor != "nvidia" or model.quant_file or not version.at_least(0, 9)
+            or str(q.get("quant_method", "")).lower() != "fp8"
+            or not isinstance(block, list) or len(block) != 2):
+        return 0.0, 0.0
+    per, cc = d / int(block[1]), cc_tuple(gpu.compute_capability)
+    linears = cc < (8, 9) or (cc < (9, 0) and version.at_least(0, 29))
+    return (per if linears else 0.0), (per if cc < (8, 9) else 0.0)
 
 
 def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
@@ -1026,7 +1062,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         mistral_native=version.mistral_native_tower(model.id),
         fp32_router=arch.model_type == "nemotron_h" and version.fp32_router(cc, gpu.vendor),
         kv_unused=version.kv_sharing_layers_keep_kv,
-        mxfp4_scales_kept=not version.at_least(0, 25))
+        mxfp4_scales_kept=not version.at_least(0, 25),
+        marlin_scales=fp8_marlin_scales(arch, model, gpu, version, dtype_bytes(model_dtype)))
     fi_pad, fi_what = _fi_expert_pad(arch, model, a, gpu, version)
     weights, weights_total, estimated = stage_weights(fi_pad=fi_pad)
     if fi_pad > 1:
