@@ -90,6 +90,51 @@ def test_spec_decode_graph_sizes():
     assert M.cudagraph_graphs(8, 65536, "PIECEWISE", decode_q=3, round_to_q=True) == 9
 
 
+def test_v2_spec_decode_graphs_and_capture_sizes():
+    # 0.29+ add n x (1 + k) decode sizes to the default list; at k = 2, max_num_seqs 1024 and
+    # 8,192 tokens (H100) that is 3, 6, 12, 264, 312, 360, 408, 456 and 504 beyond the 51
+    base = M.cudagraph_capture_sizes(1024, 8192)
+    k2 = M.cudagraph_capture_sizes(1024, 8192, decode_q=3, decode_tiers=True)
+    assert len(base) == 51 and sorted(set(k2) - set(base)) == [3, 6, 12, 264, 312, 360, 408,
+                                                               456, 504]
+    # V2 (`_init_candidates`): PIECEWISE per unrounded size, FULL per distinct size rounded up
+    # to 1 + k, at most 512: k=2 60 + 56, k=3 51 + 49, k=1 51 + 50
+    for q, want in ((3, 116), (4, 100), (2, 101)):
+        assert M.cudagraph_graphs(1024, 8192, v2=True, decode_q=q, decode_tiers=True) == want
+    # V1 still rounds the list first: k=2 56 + 56
+    assert M.cudagraph_graphs(1024, 8192, round_to_q=True, decode_q=3, decode_tiers=True) == 112
+    # the drafter: its prefill manager as the target, plus (k >= 2) one FULL graph per size up
+    # to max_num_seqs at one token a request; k = 1 returns before the decode manager
+    assert M.drafter_cudagraph_graphs(1024, 8192, "FULL_AND_PIECEWISE", 2,
+                                      decode_tiers=True) == 116 + 60
+    assert M.drafter_cudagraph_graphs(1024, 8192, "FULL_AND_PIECEWISE", 1,
+                                      decode_tiers=True) == 101
+    assert M.drafter_cudagraph_graphs(1024, 8192, "PIECEWISE", 3, decode_tiers=True) == 51
+    # B200 (1,024 ceiling, 16,384 tokens) at k = 2: 97 + 93 target, 287 drafter graphs
+    assert M.cudagraph_graphs(1024, 16384, v2=True, ceiling=1024, decode_q=3,
+                              decode_tiers=True) == 190
+    assert M.drafter_cudagraph_graphs(1024, 16384, "FULL_AND_PIECEWISE", 2, ceiling=1024,
+                                      decode_tiers=True) == 287
+    # max_num_seqs joins a one-token grid only from 0.31
+    assert 100 not in M.cudagraph_capture_sizes(100, 8192, seqs_size=False)
+    assert 100 in M.cudagraph_capture_sizes(100, 8192)
+
+
+@pytest.mark.parametrize("cfg,target,drafter,mib", [
+    ({"method": "mtp", "num_speculative_tokens": 2}, 116, 176, 1070.5),
+    ({"method": "mtp", "num_speculative_tokens": 3}, 100, 151, 982.1),
+])
+def test_v2_drafter_graphs_join_the_estimate(cfg, target, drafter, mib):
+    # Qwen3.5-35B-A3B with its MTP layer on an H100 at 0.33: 130 MiB + 300 MiB (hybrid) +
+    # 0.133 MiB x (40 layers x target graphs + 1 MTP layer x drafter graphs)
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    r = size(resolve_model("Qwen/Qwen3.5-35B-A3B"), resolve_gpu("h100"),
+             EngineArgs(speculative=from_config(cfg)), "0.33")
+    assert (r.cudagraph_graphs, r.drafter_cudagraph_graphs) == (target, drafter)
+    assert round(r.budget.cudagraph / (1 << 20), 1) == mib
+
+
 def test_speculative_bad_input():
     for cfg, says in (({"method": "medusa", "num_speculative_tokens": 3}, "medusa"),
                       ({"method": "mtp", "num_speculative_tokens": 0}, "from 1 to 4096"),

@@ -356,23 +356,38 @@ def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = Fa
 def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *,
                             ceiling: int = 512, interactivity: bool = False,
                             sizes: tuple[int, ...] | None = None,
-                            max_size: int | None = None, decode_q: int = 1) -> list[int]:
+                            max_size: int | None = None, decode_q: int = 1,
+                            decode_tiers: bool = False, seqs_size: bool = True) -> list[int]:
     """The batch sizes vLLM captures (0.33 `config/vllm.py` `_set_cudagraph_sizes`).
     `--cudagraph-capture-sizes` (`sizes`) are taken as given, up to the token budget. By
-    default the grid goes up to min(2 x max_num_seqs, ceiling, max_num_batched_tokens), or to
-    `--max-cudagraph-capture-size` (`max_size`): 1, 2, 4, then steps of 8 below 256 and 16
-    from 256 (every size to 32 with --performance-mode interactivity). max_num_seqs (default
-    ceiling only) and the token budget are added where they fall inside. With speculative
-    decoding a decode step carries `decode_q` = 1 + k tokens per sequence, and the default
-    grid reaches 2 x max_num_seqs x decode_q (0.13+)."""
+    default the grid goes up to min(2 x max_num_seqs x decode_q, ceiling,
+    max_num_batched_tokens), or to `--max-cudagraph-capture-size` (`max_size`): 1, 2, 4, then
+    steps of 8 below 256 and 16 from 256 (every size to 32 with --performance-mode
+    interactivity); the token budget is added where it falls inside. With speculative
+    decoding a decode step carries `decode_q` = 1 + k tokens per sequence. When vLLM
+    computes the default (no `max_size`):
+    * `decode_tiers` (0.29+, decode_q > 1): n x decode_q for every request count n of the
+      same grid up to min(max_num_seqs, ceiling) plus that count itself
+      (`uniform_decode_sizes`), within the ceiling and the token budget;
+    * `seqs_size` (decode_q == 1): max_num_seqs itself (0.31+: `elif max_num_seqs <=
+      max_cudagraph_capture_size`; not in 0.12-0.30)."""
     if sizes:
         return sorted({x for x in sizes if x <= max_num_batched_tokens})
-    top = min(max_size or min(max_num_seqs * decode_q * 2, ceiling), max_num_batched_tokens)
+    top0 = max_size or min(max_num_seqs * decode_q * 2, ceiling)
+    top = min(top0, max_num_batched_tokens)
     grid = set(range(1, min(top, 32) + 1)) if interactivity else {
         i for i in (1, 2, 4) if i <= top}
     grid |= set(range(8, min(top + 1, 256), 8)) | set(range(256, top + 1, 16))
-    extra = (max_num_batched_tokens,) if max_size else (max_num_seqs, max_num_batched_tokens)
-    grid |= {x for x in extra if x <= top}
+    if max_num_batched_tokens <= top:
+        grid.add(max_num_batched_tokens)
+    if not max_size and decode_q > 1 and decode_tiers:
+        r = min(max_num_seqs, ceiling)
+        counts = ({n for n in (1, 2, 4) if n <= r} | set(range(8, min(r + 1, 256), 8))
+                  | set(range(256, r + 1, 16)) | {r})
+        grid |= {n * decode_q for n in counts
+                 if n * decode_q <= top0 and n * decode_q <= max_num_batched_tokens}
+    elif not max_size and decode_q == 1 and seqs_size and max_num_seqs <= top:
+        grid.add(max_num_seqs)
     return sorted(grid)
 
 
@@ -402,33 +417,63 @@ def effective_cudagraph_mode(cudagraph_mode: str | None, compilation_mode: int |
 
 def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int,
                      mode: str = "FULL_AND_PIECEWISE", *, round_to_q: bool = False,
-                     **grid: Any) -> int:
-    """Graphs vLLM captures (`CudagraphDispatcher`): under FULL_AND_PIECEWISE (the default) a
+                     v2: bool = False, **grid: Any) -> int:
+    """Graphs vLLM captures for the target model: under FULL_AND_PIECEWISE (the default) a
     PIECEWISE graph per size and a FULL one per pure-decode size up to max_num_seqs;
-    PIECEWISE and FULL one per size; FULL_DECODE_ONLY the decode ones; NONE none.
-    Speculative decoding (`decode_q` = 1 + k > 1): with FULL decode graphs the sizes are
-    rounded up to multiples of 1 + k (`round_to_q`, 0.12+:
-    `adjust_cudagraph_sizes_for_spec_decode`), and the decode ones span 1 + k to
-    max_num_seqs x (1 + k) (`initialize_cudagraph_keys`)."""
+    FULL_DECODE_ONLY the decode ones; PIECEWISE one per size; NONE none.
+    Speculative decoding (`decode_q` = 1 + k > 1):
+    * V1 (`CudagraphDispatcher`): with FULL decode graphs the sizes are rounded up to
+      multiples of 1 + k (`round_to_q`, 0.12+: `adjust_cudagraph_sizes_for_spec_decode`),
+      and the decode ones span 1 + k to max_num_seqs x (1 + k) (`initialize_cudagraph_keys`);
+    * V2 (`v2`, `CudaGraphManager._init_candidates`; the rounding runs only `if not
+      use_v2_model_runner`): a PIECEWISE graph per unrounded size, a FULL one per distinct
+      size rounded up to 1 + k, up to max_num_seqs x (1 + k) and the largest size."""
     if mode == "NONE":
         return 0
     sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens, **grid)
     q = grid.get("decode_q", 1)
-    if q > 1 and round_to_q and mode != "PIECEWISE" and sizes:
-        top = max(sizes)
-        sizes = sorted({cdiv(x, q) * q for x in sizes} - set(range(top + 1, top + q)))
-    decode = sum(1 for x in sizes if q <= x <= max_num_seqs * q)
-    return {"FULL_DECODE_ONLY": decode, "FULL_AND_PIECEWISE": len(sizes) + decode}.get(
-        mode, len(sizes))
+    if v2 and sizes:
+        top = min(max(sizes), max_num_seqs * q)
+        decode = len({cdiv(x, q) * q for x in sizes} & set(range(1, top + 1)))
+        pieces = len(sizes)
+    else:
+        if q > 1 and round_to_q and mode != "PIECEWISE" and sizes:
+            top = max(sizes)
+            sizes = sorted({cdiv(x, q) * q for x in sizes} - set(range(top + 1, top + q)))
+        decode = sum(1 for x in sizes if q <= x <= max_num_seqs * q)
+        pieces = len(sizes)
+    return {"FULL_DECODE_ONLY": decode, "FULL_AND_PIECEWISE": pieces + decode}.get(
+        mode, pieces)
+
+
+def drafter_cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int,
+                             mode: str, k: int, **grid: Any) -> int:
+    """Graphs V2's autoregressive drafters (EAGLE, EAGLE-3, single-module MTP) capture
+    (`TargetDependentARSpeculator.init_cudagraph_manager`, 0.29-0.33): a prefill manager
+    with the target's mode and sizes at 1 + k tokens a request, and for k >= 2 a decode
+    manager of FULL graphs at one token a request (FULL_DECODE_ONLY; none when the target
+    has no FULL graphs; `capture` returns early for k = 1)."""
+    if mode == "NONE" or k < 1:
+        return 0
+    grid = {**grid, "decode_q": 1 + k}
+    prefill = cudagraph_graphs(max_num_seqs, max_num_batched_tokens, mode, v2=True, **grid)
+    if k < 2 or "FULL" not in mode:
+        return prefill
+    sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens, **grid)
+    return prefill + sum(1 for x in sizes if x <= max_num_seqs)
 
 
 def cudagraph_estimate(num_layers_on_gpu: float, num_graphs: int, *,
-                       state_layers: bool = False, rocm: bool = False) -> int:
-    """CUDA-graph memory vLLM 0.20+ subtracts before sizing KV (empirical): vLLM measures the
-    first capture plus (n - 1) x one more per mode (`profile_cudagraph_memory`). HIP graphs
-    (`rocm`) take `cudagraph_rocm_factor` times as much."""
+                       state_layers: bool = False, rocm: bool = False,
+                       draft_layer_graphs: float = 0.0) -> int:
+    """CUDA-graph memory vLLM 0.20+ subtracts before sizing KV (empirical per layer and
+    graph). V1 measures the first capture plus (n - 1) x one more per mode; V2
+    (`profile_cudagraph_memory`, 0.29+) captures every PIECEWISE graph and every drafter
+    graph and extrapolates only the target's FULL graphs from its two largest. The drafter's
+    graphs add `draft_layer_graphs` (its layers x its graphs). HIP graphs (`rocm`) take
+    `cudagraph_rocm_factor` times as much."""
     mib = (const("cudagraph_base_mib") + const("cudagraph_per_layer_graph_mib")
-           * num_layers_on_gpu * num_graphs)
+           * (num_layers_on_gpu * num_graphs + draft_layer_graphs))
     if state_layers:
         mib += const("cudagraph_state_layers_mib")
     if rocm:

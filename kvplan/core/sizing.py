@@ -257,6 +257,7 @@ class SizeResult:
     # under FULL decode CUDA graphs (None where the rule does not apply)
     max_num_seqs_limit: int | None = None
     cudagraph_graphs: int = 0  # graphs the CUDA-graph estimate counts (0 when none is subtracted)
+    drafter_cudagraph_graphs: int = 0  # the drafter's own graphs in that estimate (V2, 0.29+)
     cudagraph_mode: str = "FULL_AND_PIECEWISE"  # the CUDA-graph mode vLLM runs
     breakable_cudagraph: bool = False  # graphs broken around attention, no torch.compile
     engine_note: str | None = None  # why this start runs on an engine other than the default
@@ -322,6 +323,7 @@ class SizeResult:
             "non_torch_bytes": b.non_torch,
             "cudagraph_bytes": b.cudagraph,
             "cudagraph_graphs": self.cudagraph_graphs,
+            "drafter_cudagraph_graphs": self.drafter_cudagraph_graphs,
             "cudagraph_mode": self.cudagraph_mode,
             "breakable_cudagraph": self.breakable_cudagraph,
             "moe_kernel": self.moe_kernel,
@@ -1284,14 +1286,20 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append("speculative decoding on this GPU's default attention backend "
                      "(FlashInfer): vLLM captures PIECEWISE graphs only")
     q_spec = 1 + k_spec if spec and version.at_least(0, 13) else 1
-    graphs = M.cudagraph_graphs(seqs, mnbt, mode=graph_mode, ceiling=version.cudagraph_ceiling(
-        gpu.compute_capability), interactivity=a.performance_mode == "interactivity",
-        sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size or (
-            # gpt-oss raises the default to 1024 for every GPU, 0.13+ ("Overriding max cuda
-            # graph capture size to 1024 for performance", `GptOssForCausalLMConfig`)
-            1024 if "GptOssForCausalLM" in arch.architectures and version.at_least(0, 13)
-            and not a.cudagraph_capture_sizes else None),
-        decode_q=q_spec, round_to_q=True)
+    grid = dict(ceiling=version.cudagraph_ceiling(gpu.compute_capability),
+                interactivity=a.performance_mode == "interactivity",
+                sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size or (
+                    # gpt-oss raises the default to 1024 for every GPU, 0.13+ ("Overriding max
+                    # cuda graph capture size to 1024 for performance", `GptOssForCausalLMConfig`)
+                    1024 if "GptOssForCausalLM" in arch.architectures
+                    and version.at_least(0, 13) and not a.cudagraph_capture_sizes else None),
+                decode_q=q_spec, decode_tiers=version.at_least(0, 29),
+                seqs_size=version.at_least(0, 31))
+    graphs = M.cudagraph_graphs(seqs, mnbt, mode=graph_mode, round_to_q=not v2, v2=v2, **grid)
+    # V2's autoregressive drafters capture their own graphs (0.29+), measured in the probe
+    draft_graphs = M.drafter_cudagraph_graphs(seqs, mnbt, graph_mode, k_spec, **grid) if (
+        spec and v2 and version.at_least(0, 29) and (spec.method in ("eagle", "eagle3") or (
+            spec.method == "mtp" and not SD.multi_module_mtp(arch, spec)))) else 0
     if a.enable_lora:  # one capture per LoRA case
         from kvplan.core.lora import graph_cases
 
@@ -1324,11 +1332,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     profiled = version.subtracts_cudagraph(gpu.vendor) and graphs and v2_graphs
 
     def graph_estimate(rng: range) -> int:
-        # graph nodes grow with depth in transformer blocks (mixer + FFN)
-        depth = len(rng) / 2 if arch.half_block_layers else len(rng)
+        # graph nodes grow with depth in transformer blocks (mixer + FFN); the drafter's
+        # layers (on the last stage) with its own graph count where it captures its own
+        n_draft = max(0, rng.stop - stages[-1].stop) if draft_graphs else 0
+        depth = len(rng) - n_draft
+        depth = depth / 2 if arch.half_block_layers else depth
         return stack + M.cudagraph_estimate(
             depth, graphs, state_layers=arch.is_hybrid_state and graph_mode != "PIECEWISE",
-            rocm=gpu.vendor == "amd")
+            rocm=gpu.vendor == "amd", draft_layer_graphs=n_draft * draft_graphs)
 
     # graphs captured after sizing and not subtracted (before 0.20, V2 before 0.29, or with
     # the estimate switched off), counted with the same estimate
@@ -1521,6 +1532,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         concurrency_at=conc_at, stages=stage_rows, notes=notes, vision_profile=enc,
         max_num_seqs_limit=seqs_limit,
         cudagraph_graphs=graphs if bud.cudagraph else 0, cudagraph_mode=graph_mode,
+        drafter_cudagraph_graphs=draft_graphs if bud.cudagraph else 0,
         breakable_cudagraph=breakable and graph_mode != "NONE", model_runner_v2=v2,
         engine_note=engine_note,
         rope_cache_bytes=rope, lora_bytes=max(lora), draft_bytes=draft_bytes,
