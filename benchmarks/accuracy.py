@@ -212,16 +212,22 @@ def evaluate(case: dict) -> dict:
         try:
             r = size(model, resolve_gpu(gid), replace(args_of(case, version), speculative=spec),
                      version)
-            row["weights_gib"] = r.budget.weights / GiB
+            # with pipeline parallelism the log's "Model loading took" and "Available KV cache
+            # memory" lines are the first stage's (local rank 0 logs them), kvplan's budget
+            # the limiting stage's
+            first = r.stages[0] if len(r.stages) > 1 else None
+            weights = first["weights_bytes"] if first else r.budget.weights
+            row["weights_gib"] = weights / GiB
             if avail is not None:
-                row["B_avail_gib_err"] = r.budget.available_kv / GiB - avail
+                row["B_avail_gib_err"] = (first["available_kv_bytes"] if first
+                                          else r.budget.available_kv) / GiB - avail
             tokens_obs = obs.get("kv_cache_tokens") or (
                 obs["gpu_blocks"] * 16 if obs.get("gpu_blocks") else None)
             if tokens_obs and r.fits:
                 row["B_tokens_err"] = pct(r.kv_cache_tokens, tokens_obs)
             if obs.get("model_loading_gib"):
                 key = "C_weights_est_err" if r.weights_estimated else "C_weights_err"
-                row[key] = pct(r.budget.weights / GiB, obs["model_loading_gib"])
+                row[key] = pct(weights / GiB, obs["model_loading_gib"])
         except KvplanError as e:
             row["B_error"] = e.message
     elif not gid:

@@ -74,6 +74,12 @@ from kvplan.core.params import (
     rope_cache_bytes,
     weight_bytes,
 )
+from kvplan.core.pipeline import (
+    EMBED_EVERY_STAGE,
+    LM_HEAD_EVERY_STAGE,
+    intermediate_tensor_bytes,
+    pp_partition,
+)
 from kvplan.core.specdec import mtp_checkpoint_bytes
 from kvplan.core.tensors import TensorSummary
 from kvplan.core.versions import REMOVED_ARCHITECTURES, VllmVersion, cc_major, cc_tuple
@@ -333,6 +339,8 @@ class SizeResult:
             "kv_cache_memory_bytes_max": self.kv_cache_memory_bytes_max,
             "safe_gpu_memory_utilization": self.safe_gpu_memory_utilization,
             "available_kv_bytes": b.available_kv,
+            # per pipeline stage; the first stage's figures are what vLLM logs
+            "pipeline_stages": [dict(x) for x in self.stages],
             "frontend_mm_reserved_bytes": b.frontend_reserved,
             "smallest_worker_shortfall_bytes": b.rank_deficit,
             "kv_pool_bytes": b.kv_pool,
@@ -405,18 +413,6 @@ def batch_defaults(gpu: Gpu, version: VllmVersion, usage: str, world_size: int) 
     if mem >= 70 * GiB and "a100" not in gpu.name.lower() and not gb10:
         return (8192 if serve else 16384), 1024
     return (2048 if serve else 8192), 256
-
-
-def pp_partition(num_layers: int, pp: int) -> list[range]:
-    """`distributed/utils.py get_pp_indices`: the remainder goes to stages -2, -3, ..."""
-    parts = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
-        parts[-i] += 1
-    out, start = [], 0
-    for p in parts:
-        out.append(range(start, start + p))
-        start += p
-    return out
 
 
 def _dcp_specs(specs: list[Spec | None], dcp: int) -> list[Spec | None]:
@@ -555,8 +551,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                        mistral_native: bool = False, fi_pad: float = 1.0,
                        fp32_router: bool = False, kv_unused: bool = False,
                        mxfp4_scales_kept: bool = False,
-                       marlin_scales: tuple[float, float] = (0.0, 0.0)
-                       ) -> tuple[list[int], int, bool]:
+                       marlin_scales: tuple[float, float] = (0.0, 0.0),
+                       towers_every_stage: bool = False) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -566,10 +562,14 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     `fp32_router`: the routers are held in fp32 (Nemotron-H off Hopper/Blackwell);
     `kv_unused`: KV-sharing layers still allocate K/V projections (Gemma 4 up to 0.29);
     `marlin_scales`: bytes a block-FP8 weight gains on FP8 Marlin, (linears, experts)
-    (`fp8_marlin_scales`), added after the rescaling as the load-time copy it is.
+    (`fp8_marlin_scales`), added after the rescaling as the load-time copy it is;
+    `towers_every_stage`: the multimodal towers are built on every pipeline stage.
+    Some models build the embedding or the LM head on every stage (`pipeline.py`).
     """
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
     ep = tp * dp if a.enable_expert_parallel else tp
+    embed_all = arch.model_type in EMBED_EVERY_STAGE
+    head_all = arch.model_type in LM_HEAD_EVERY_STAGE
     pad = expert_padding(arch, tp, a.quantization, cc_major(cc),
                          scales_kept=mxfp4_scales_kept) * fi_pad
     tower_tp = tp if towers_tp_sharded(  # ranks a tower is split over
@@ -620,10 +620,15 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                 lb, kvh = ts.layers[i], _kv_heads(arch.layers[i])
                 b += (lb.split / tp + lb.expert * pad / ep) * online + lb.replicated
                 b += (lb.kv * max(1, kvh // tp) / kvh if kvh else lb.kv / tp) * online
-            if si == 0:
-                b += ts.embed / tp + tower / tower_tp
+            if si == 0 or embed_all:
+                b += ts.embed / tp
+            if si == 0 or towers_every_stage:
+                b += tower / tower_tp
             if si == len(stages) - 1:
-                b += (ts.lm_head or (ts.embed if si else 0)) / tp + ts.other_split
+                tied_copy = ts.embed if si and not embed_all else 0
+                b += (ts.lm_head or tied_copy) / tp + ts.other_split
+            elif head_all:
+                b += (ts.lm_head or 0) / tp
             out.append(int(b * shrink + mla_up(rng)))
         return out, int((ts.loaded - ts.vision + tower) * shrink), False
     vision = towers
@@ -642,10 +647,14 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
         if fp32_router:  # the router rows are `replicated`, priced at 4 B instead
             other += sum(arch.num_experts * arch.hidden_size for i in rng
                          if pc.layers[i].expert) * (4 / wb.other - 1)
-        if si == 0:
-            other += pc.embed / tp + vision / tower_tp
-        if si == len(stages) - 1 and (pc.lm_head or si):
+        if si == 0 or embed_all:
+            other += pc.embed / tp
+        if si == 0 or towers_every_stage:
+            other += vision / tower_tp
+        if si == len(stages) - 1 and (pc.lm_head or (si and not embed_all)):
             head = (pc.lm_head or pc.embed) / tp
+        elif si < len(stages) - 1 and head_all:
+            head = pc.lm_head / tp
         per_stage.append(((attn * wb.linear + mlp * wb.mlp_bytes + state * wb.state_bytes
                            + repl_lin * wb.repl_bytes) * online,
                           expert * wb.expert * online, other * wb.other + head * wb.lm_head_bytes,
@@ -1065,7 +1074,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         fp32_router=arch.model_type == "nemotron_h" and version.fp32_router(cc, gpu.vendor),
         kv_unused=version.kv_sharing_layers_keep_kv,
         mxfp4_scales_kept=not version.at_least(0, 25),
-        marlin_scales=fp8_marlin_scales(arch, model, gpu, version, dtype_bytes(model_dtype)))
+        marlin_scales=fp8_marlin_scales(arch, model, gpu, version, dtype_bytes(model_dtype)),
+        # `_mark_tower_model` skips the towers past the first stage only under V2 from 0.33
+        towers_every_stage=not (v2 and version.at_least(0, 33)))
     fi_pad, fi_what = _fi_expert_pad(arch, model, a, gpu, version)
     weights, weights_total, estimated = stage_weights(fi_pad=fi_pad)
     if fi_pad > 1:
@@ -1219,9 +1230,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                               max_num_batched_tokens=mnbt, max_num_seqs=seqs,
                               text_hidden=arch.hidden_size, limits=a.limit_mm_per_prompt,
                               px=mm_pixel_bytes(arch.architectures, version, v2))
+    act_first = act_inner  # the first stage's (the only one V2 profiles the encoder on)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
-        act, act_inner = (max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB),
-                              x + enc.held_for_lm) for x in (act, act_inner))
+        with_enc = [max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB),
+                        x + enc.held_for_lm) for x in (act, act_inner)]
+        if v2 and pp > 1:  # V2 `profile_run`: the encoder only on `is_first_pp_rank`
+            act_first = with_enc[1]
+        else:
+            act, act_inner = with_enc
+            act_first = act_inner
         notes.append(f"the profile run also runs the vision encoder on {enc.items} "
                      f"{enc.modality} item(s) of {enc.tokens_per_item:,} tokens "
                      f"({enc.encoder_peak / GiB:.2f} GiB peak; --skip-mm-profiling skips it)")
@@ -1392,7 +1409,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     non_kv = 0  # the largest stage's memory besides the KV cache (--kv-cache-memory-bytes)
     for si, rng in enumerate(kv_stages):  # the drafter's layers on the last stage
         graph = graph_estimate(rng) if profiled and a.estimate_cudagraphs else 0
-        stage_act = act if si == len(stages) - 1 else act_inner
+        stage_act = act if si == len(stages) - 1 else act_first if si == 0 else act_inner
+        if si and version.v1:  # the previous stage's output, received into persistent buffers
+            stage_act += intermediate_tensor_bytes(arch.model_type, arch.hidden_size, mnbt,
+                                                   dtype_bytes(model_dtype))
         non_kv = max(non_kv, weights[si] + stage_act + nt + max(graph, late_graphs) + warm)
         bud = M.budget(gpu.memory_bytes, util, weights[si], stage_act, nt, graph,
                        ceil_requested=version.requested_is_ceiled,

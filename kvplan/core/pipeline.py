@@ -1,0 +1,48 @@
+"""Pipeline parallelism: how vLLM splits the layers and what each stage holds beyond them
+(read in the 0.9.2-0.33.0 wheels)."""
+
+from __future__ import annotations
+
+# Text models whose vLLM implementation builds the embedding (`VocabParallelEmbedding`) or the
+# LM head (`ParallelLMHead`) on every pipeline stage, without the `is_first_rank` /
+# `is_last_rank` guard Llama, dense Qwen and DeepSeek use (0.33 `model_executor/models/`:
+# e.g. `qwen3_moe.py Qwen3MoeModel.__init__`, `mixtral.py`, `nemotron_h.py`, `qwen3_5.py`
+# for the embedding only, `gpt_oss.py` for the LM head only; unchanged since 0.9 for Qwen3-MoE).
+EMBED_EVERY_STAGE = frozenset({
+    "bloom", "cohere", "cohere2", "dbrx", "falcon", "gemma", "gemma2", "gemma3_text",
+    "gemma3n_text", "gemma4_text", "gptj", "granitemoe", "granitemoehybrid",
+    "granitemoeshared", "internlm2", "jamba", "lfm2", "lfm2_moe", "mamba", "mamba2",
+    "minicpm", "mixtral", "nemotron_h", "olmoe", "opt", "orion", "phimoe", "qwen2_moe",
+    "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe", "qwen3_next", "qwen3_vl_moe_text",
+    "stablelm", "zamba2"})
+LM_HEAD_EVERY_STAGE = frozenset({
+    "bloom", "dbrx", "falcon", "gemma", "gemma3_text", "gemma4_text", "gpt_oss", "gptj",
+    "granitemoe", "granitemoehybrid", "granitemoeshared", "internlm2", "jamba", "mamba",
+    "mamba2", "minicpm", "mixtral", "nemotron_h", "olmoe", "opt", "orion", "phimoe",
+    "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_vl_moe_text", "stablelm", "zamba2"})
+# models whose stages pass only `hidden_states` (`make_empty_intermediate_tensors_factory
+# (["hidden_states"], ...)`); the others pass the residual too
+HIDDEN_ONLY = frozenset({"bloom", "chatglm", "dbrx", "falcon", "falcon_h1", "gpt2", "gptj",
+                         "moondream3", "olmo_hybrid", "opt", "orion", "stablelm", "step3p5"})
+
+
+def pp_partition(num_layers: int, pp: int) -> list[range]:
+    """`distributed/utils.py get_pp_indices`: the remainder goes to stages -2, -3, ..."""
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    out, start = [], 0
+    for p in parts:
+        out.append(range(start, start + p))
+        start += p
+    return out
+
+
+def intermediate_tensor_bytes(model_type: str, hidden_size: int, max_num_batched_tokens: int,
+                              dtype_bytes: int) -> int:
+    """What every stage after the first keeps to receive the previous stage's output: the
+    model's `make_empty_intermediate_tensors(batch_size=max_num_tokens)` in the model dtype,
+    persistent (V1 `_dummy_run` creates it inside the profile; V2 `load_model` after "Model
+    loading took"): hidden states and, for most models, the residual."""
+    keys = 1 if model_type in HIDDEN_ONLY else 2
+    return keys * max_num_batched_tokens * hidden_size * dtype_bytes
