@@ -1,5 +1,7 @@
 """LoRA adapter slots (core/lora.py): hand-computed slot bytes, graphs, limits, real starts."""
 
+import json
+
 import pytest
 from configs import DEEPSEEK_V4_FLASH, FALCON_7B, LLAMA31_8B, QWEN25_7B_INSTRUCT
 
@@ -150,3 +152,44 @@ def test_target_modules_limit_the_slots():
     assert r.lora_bytes == 256 * 28 * (3 * 3584 + 3584 + 2 * 512) * 2
     with pytest.raises(BadInput, match="no --lora-target-modules"):
         size(m, H100, a, "0.18")
+
+
+@pytest.mark.parametrize("model,extra,want", [
+    # --fully-sharded-loras leaves the LM head's B at the whole vocabulary on every GPU
+    # (`LogitsProcessorWithLoRA.create_lora_weights`); re-derived from the 0.33 wheel
+    ("meta-llama/Llama-3.1-70B-Instruct", ["-tp", "4", "--fully-sharded-loras"], 449_118_208),
+    ("meta-llama/Llama-3.1-8B-Instruct", ["-tp", "4", "--fully-sharded-loras"], 117_768_192),
+    ("Qwen/Qwen3-30B-A3B", ["-tp", "4", "--fully-sharded-loras"], 1_740_472_320),
+    # Qwen3-VL's language model declares embedding_modules (embed_tokens, lm_head wrapped),
+    # and Qwen3-VL-MoE's fused 3D experts take one w13 LoRA-A each (`FusedMoE3DWithLoRA`)
+    ("Qwen/Qwen3-VL-8B-Instruct", [], 389_120_000),
+    ("Qwen/Qwen3-VL-30B-A3B-Instruct", ["-tp", "2"], 4_258_627_584),
+])
+def test_lora_slots_match_vllm_033(capsys, model, extra, want):
+    from kvplan.cli import main
+
+    assert main(["size", model, "--gpu", "h100", "--enable-lora", "--max-loras", "4",
+                 "--max-lora-rank", "16", "--json", *extra]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["lora_bytes_per_gpu"] == want
+
+
+@pytest.mark.parametrize("extra,says", [
+    (["Qwen/Qwen3-30B-A3B", "-tp", "2", "--enable-expert-parallel", "--fully-sharded-loras"],
+     "expert-parallel together with --fully-sharded-loras"),
+    (["meta-llama/Llama-3.1-8B-Instruct", "-tp", "2", "--fully-sharded-loras",
+      "--max-lora-rank", "1"], "requires to divide it"),
+])
+def test_lora_set_ups_vllm_refuses(capsys, extra, says):
+    from kvplan.cli import main
+
+    assert main(["size", *extra, "--gpu", "h100", "--enable-lora"]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_lora_lm_head_vocabulary_limit():
+    from kvplan.core.lora import check_lora
+
+    big = normalize({**LLAMA31_8B, "vocab_size": 258_560})
+    with pytest.raises(BadInput, match="up to 258,048"):
+        check_lora(big, 4, 16, rank_one=True, dsv4_lora=False, head_wrapped=True)
+    check_lora(big, 4, 16, rank_one=True, dsv4_lora=False, head_wrapped=False)

@@ -43,7 +43,20 @@ EMBEDDING_LORA = frozenset({
     "LlamaForCausalLM", "MiniCPM3ForCausalLM", "MiniCPMForCausalLM", "MixtralForCausalLM",
     "NemotronForCausalLM", "NemotronHForCausalLM", "Phi3ForCausalLM", "PhiMoEForCausalLM",
     "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
-    "SolarForCausalLM"})
+    "SolarForCausalLM",
+    # multimodal wrappers whose language model declares them: `get_supported_lora_modules`
+    # collects `embedding_modules` from every submodule (`lora/utils.py`, 0.12+)
+    "Llama4ForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration"})
+
+# MoE models whose experts are one fused 3D weight (`is_3d_moe_weight`): vLLM wraps them with
+# `FusedMoE3DWithLoRA`, one w13 LoRA-A per expert instead of one each for w1 and w3
+# (`LoRAModelManager._is_3d_moe_model`, 0.33 `lora/layers/fused_moe.py`)
+THREE_D_MOE = frozenset({
+    "GptOssForCausalLM", "InternS1ProForConditionalGeneration",
+    "Qwen3OmniMoeThinkerForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration"})
 
 
 # generative architectures of vLLM 0.33's registry whose model classes are not SupportsLoRA
@@ -84,15 +97,33 @@ def embeddings_wrapped(architectures: list[str], *, mistral_as_llama: bool) -> b
 
 
 def check_lora(arch: ModelArch, max_loras: int, rank: int, *, rank_one: bool,
-               dsv4_lora: bool) -> None:
+               dsv4_lora: bool, tp: int = 1, fully_sharded: bool = False,
+               ep_fs_refused: bool = False, head_wrapped: bool = False,
+               vocab_limit: int = 258048) -> None:
     """Raise BadInput for a LoRA set-up vLLM refuses (`dsv4_lora`: this release and GPU's
-    DeepSeek-V4 class is SupportsLoRA, NVIDIA's from 0.29)."""
+    DeepSeek-V4 class is SupportsLoRA, NVIDIA's from 0.29).
+    * --fully-sharded-loras splits the rank over TP (`divide(max_lora_rank, tp_size)`);
+    * with expert parallelism on a MoE model (`ep_fs_refused`: 0.21+ `_verify_ep_fs`);
+    * an LM head under LoRA (`head_wrapped`) takes vocabularies up to `vocab_limit`
+      (`LogitsProcessorWithLoRA.create_lora_weights`: 257,024 to 0.16, 258,048 from 0.17)."""
     if max_loras < 1:
         raise BadInput(f"--max-loras {max_loras} must be >= 1", flag="max_loras")
     allowed = RANKS if rank_one else RANKS[1:]
     if rank not in allowed:
         raise BadInput(f"--max-lora-rank {rank} is not one vLLM accepts",
                        hint="use one of " + ", ".join(map(str, allowed)), flag="max_lora_rank")
+    if fully_sharded and rank % tp:
+        raise BadInput(f"--fully-sharded-loras splits --max-lora-rank {rank} over "
+                       f"{tp} GPUs, which vLLM requires to divide it",
+                       hint=f"use a rank divisible by {tp}", flag="max_lora_rank")
+    if fully_sharded and ep_fs_refused:
+        raise BadInput("vLLM's fused-MoE LoRA does not support --enable-expert-parallel "
+                       "together with --fully-sharded-loras",
+                       hint="drop one of them", flag="fully_sharded_loras")
+    if head_wrapped and arch.vocab_size > vocab_limit:
+        raise BadInput(f"vLLM's LoRA LM head takes vocabularies up to {vocab_limit:,}; this "
+                       f"model's is {arch.vocab_size:,}", hint="drop --enable-lora",
+                       flag="enable_lora")
     dsv4 = any(isinstance(x, AttnLayer) and x.kind == "dsv4" for x in arch.layers)
     no = sorted(set(arch.architectures) & NO_LORA)
     if no or (dsv4 and not dsv4_lora):
@@ -165,6 +196,7 @@ def lora_elems_per_stage(arch: ModelArch, stages: list[range], tp: int, ep: int,
     pc = count_params(arch)
     col_a, row_b = (1 / tp, 1 / tp) if fully_sharded else (1.0, 1.0)
     s13 = 2 if moe_gated(arch) else 1
+    three_d = bool(set(arch.architectures) & THREE_D_MOE)
 
     def want(cat: str) -> bool:
         return targets is None or cat in targets
@@ -189,13 +221,14 @@ def lora_elems_per_stage(arch: ModelArch, stages: list[range], tp: int, ep: int,
             if experts and want("experts"):
                 moe_i = arch.moe_intermediate_size or arch.intermediate_size
                 i_pp = moe_i if ep > 1 else moe_i / tp
-                n += arch.num_experts / ep * (s13 * h * col_a + s13 * i_pp + i_pp + h * row_b)
+                a13 = 1 if three_d else s13  # w13's LoRA-A: one for a fused 3D weight
+                n += arch.num_experts / ep * (a13 * h * col_a + s13 * i_pp + i_pp + h * row_b)
         per_layer.append(n)
     out = [sum(per_layer[i] for i in rng) for rng in stages]
     if embeddings and want("embed"):
         out[0] += arch.vocab_size + h  # embedding: A [V, r], B [H, r]
-    if embeddings and want("lm_head"):
-        out[-1] += h + arch.vocab_size * row_b  # LM head: A [r, H], B [V, r]
+    if embeddings and want("lm_head"):  # LM head: A [r, H], B [V, r], whole on every GPU
+        out[-1] += h + arch.vocab_size  # (`LogitsProcessorWithLoRA` has no sharded form)
     return out
 
 

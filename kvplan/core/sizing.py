@@ -1579,14 +1579,20 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
     if a.lora_target_modules is not None and not version.at_least(0, 19):
         raise BadInput(f"vLLM {version.text} has no --lora-target-modules (0.19+)",
                        flag="lora_target_modules")
-    check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 12),
-               dsv4_lora=vendor == "nvidia" and version.at_least(0, 29))
     tp = a.tensor_parallel_size
     ep = tp * a.data_parallel_size if a.enable_expert_parallel else 1
     emb = embeddings_wrapped(arch.architectures, mistral_as_llama=not version.at_least(0, 16))
+    targets = target_categories(a.lora_target_modules)
+    check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 12),
+               dsv4_lora=vendor == "nvidia" and version.at_least(0, 29), tp=tp,
+               fully_sharded=a.fully_sharded_loras,
+               ep_fs_refused=bool(arch.num_experts) and a.enable_expert_parallel
+               and version.at_least(0, 21),
+               head_wrapped=emb and (targets is None or "lm_head" in targets),
+               vocab_limit=258048 if version.at_least(0, 17) else 257024)
     elems = lora_elems_per_stage(arch, stages, tp, ep, fully_sharded=a.fully_sharded_loras,
                                  experts=version.at_least(0, 12), embeddings=emb,
-                                 targets=target_categories(a.lora_target_modules))
+                                 targets=targets)
     out = [int(e * a.max_loras * a.max_lora_rank * d) for e in elems]
     notes.append(f"LoRA: {a.max_loras} adapter slot(s) of rank {a.max_lora_rank} take "
                  f"{max(out) / GiB:.2f} GiB per GPU " + (
