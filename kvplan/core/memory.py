@@ -159,6 +159,7 @@ class ActivationShape:
     moe_hidden: int = 0  # K, the experts' input width (a latent MoE's; 0: `hidden`)
     moe_gated: bool = True  # w13 holds gate and up (N = 2 x intermediate)
     moe_packed_out: bool = False  # NVFP4 experts: FlashInfer's output is 2 K wide (packed)
+    moe_dp: int = 1  # data-parallel ranks whose tokens every MoE layer gathers
 
     def moe_workspace(self, tokens: int) -> int:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
@@ -285,8 +286,12 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     tokens = max_num_batched_tokens
     reqs = min(tokens, max_num_seqs)
     dense = const("act_mlp_copies") * shape.intermediate_local * tokens
-    moe = shape.moe_scratch_bytes(tokens, moe_chunk)
-    forward = hidden_copies_bytes(shape, tokens) + max(dense * shape.act_bytes, moe)
+    moe_tokens = tokens * shape.moe_dp  # DP > 1: the MoE input gathered over the DP ranks
+    moe = shape.moe_scratch_bytes(moe_tokens, moe_chunk)
+    gathered = (moe_tokens * (shape.moe_hidden or shape.hidden) * shape.act_bytes
+                if shape.moe_dp > 1 and shape.moe_intermediate_local else 0)
+    forward = hidden_copies_bytes(shape, tokens) + max(dense * shape.act_bytes,
+                                                       moe + gathered)
     copies = const("sampler_fp32_copies") if sampler_copies is None else sampler_copies
     sampler = reqs * shape.vocab * 4 * copies
     held = max(moe if shape.moe_kernel != "functional" else 0, workspace_floor)

@@ -567,10 +567,13 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     Some models build the embedding or the LM head on every stage (`pipeline.py`).
     """
     tp, dp = a.tensor_parallel_size, a.data_parallel_size
-    ep = tp * dp if a.enable_expert_parallel else tp
+    # routed experts are split over TP x DP: by expert with expert parallelism, else by rows
+    # (`FusedMoEParallelConfig.make` flattens TP across DP)
+    ep = tp * dp
+    moe_tp = 1 if a.enable_expert_parallel else tp * dp
     embed_all = arch.model_type in EMBED_EVERY_STAGE
     head_all = arch.model_type in LM_HEAD_EVERY_STAGE
-    pad = expert_padding(arch, tp, a.quantization, cc_major(cc),
+    pad = expert_padding(arch, moe_tp, a.quantization, cc_major(cc),
                          scales_kept=mxfp4_scales_kept) * fi_pad
     tower_tp = tp if towers_tp_sharded(  # ranks a tower is split over
         arch.architectures, mistral_native=mistral_native,
@@ -1103,7 +1106,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     draft_bytes = 0
     if spec:
         draft_bytes, draft_est = SD.draft_weight_bytes(
-            arch, spec, tp=tp, ep=tp * a.data_parallel_size if a.enable_expert_parallel else tp,
+            arch, spec, tp=tp, ep=tp * a.data_parallel_size,
             d=dtype_bytes(model_dtype), hf_quant=model.quant_file, version=version)
         weights[-1] += draft_bytes
         notes.append(f"speculative decoding ({spec.method}, k={k_spec}): "
@@ -1132,7 +1135,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "weights per GPU stay in host memory and cross PCIe on every forward pass "
                      "(the throughput model does not count that)")
     util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
-    shape = _activation_shape(arch, 1 if a.enable_expert_parallel else tp, tp, model_dtype)
+    # the experts' intermediate: whole with expert parallelism, else split over TP x DP
+    # (`FusedMoEParallelConfig.make`: `flatten_tp_across_dp_and_pcp` without EP)
+    shape = _activation_shape(arch, 1 if a.enable_expert_parallel
+                              else tp * a.data_parallel_size, tp, model_dtype)
     if shape.moe_intermediate_local:
         shape = _with_moe_kernel(shape, arch, model, a, gpu, version)
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
@@ -1362,15 +1368,31 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # the estimate switched off), counted with the same estimate
     late_graphs = max(map(graph_estimate, kv_stages)) if graphs and not (
         profiled and a.estimate_cudagraphs) else 0
+    dp_moe = a.data_parallel_size if arch.num_experts else 1
+    if (dp_moe > 1 and shape.moe_kernel == "flashinfer" and cc_major(cc) == 9
+            and a.kv_cache_memory_bytes is None):
+        # FlashInfer CUTLASS's per-call buffers (`getWorkspaceDeviceBufferSizes`, FlashInfer
+        # 0.7.2, the release vLLM 0.33 pins), torch-allocated, at the gathered M: permuted
+        # input and FC2 output, FC1 output, the fp8 copy of the input and its scales
+        m_moe, k = mnbt * dp_moe, shape.moe_hidden or shape.hidden
+        per_call = shape.top_k * m_moe * (16 + 3 * k + 4 * shape.moe_intermediate_local
+                                          + k // 32) + 4 * shape.local_experts * m_moe
+        notes.append(f"data parallel MoE on Hopper: FlashInfer's fused-MoE kernel allocates "
+                     f"its per-call scratch for the {m_moe:,} tokens gathered over {dp_moe} "
+                     f"DP ranks, about {per_call / GiB:.1f} GiB (read in FlashInfer's source, "
+                     "unmeasured) above this estimate's MoE workspace: expect up to that "
+                     "much less KV cache")
     if gpu.vendor == "nvidia" and cc_major(cc) == 10 and a.kv_cache_memory_bytes is None:
         risks = []
         if profiled and a.estimate_cudagraphs and not arch.is_mla:
             risks.append("FlashInfer's 394 MiB attention workspaces, first allocated inside "
                          "the CUDA-graph probe and so counted in vLLM's graph estimate "
                          "(0.4-0.8 GiB)")
-        if version.at_least(0, 30) and arch.num_experts and mnbt >= 16384:
+        if version.at_least(0, 30) and arch.num_experts and mnbt * dp_moe >= 16384:
             risks.append("the TRT-LLM fused-MoE kernel's per-call scratch at this token "
-                         "budget (about 1 GiB for DeepSeek-R1 at TP8)")
+                         "budget (about 1 GiB for DeepSeek-R1 at TP8 per 16,384 tokens"
+                         + (f"; every MoE layer here sees {mnbt * dp_moe:,} tokens, "
+                            f"gathered over {dp_moe} DP ranks" if dp_moe > 1 else "") + ")")
         if version.at_least(0, 30) and tp > 1:
             risks.append("FlashInfer's all-reduce fusion workspace (about 0.75-1 GiB at "
                          "TP8), not charged from 0.30")
@@ -1652,18 +1674,23 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
             and int((g or {}).get("weights", {}).get("num_bits") or 8) < 8
             and not (g or {}).get("input_activations")
             for g in (q.get("config_groups") or {}).values()))
+    dp = a.data_parallel_size
     kernel = version.moe_kernel(
-        gpu.compute_capability, moe_tp=1 if a.enable_expert_parallel else tp,
+        gpu.compute_capability, moe_tp=1 if a.enable_expert_parallel else tp * dp,
         fp8_block=qm == "fp8" and bool(q.get("weight_block_size")),
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
         nvfp4=is_nvfp4(expert_bytes), mxfp4=qm == "mxfp4", wna16=wna16,
         fp8_tensor=a.flashinfer_moe_fp8 and fp8_tensor_experts(arch, model.quant_file),
         unquantized=expert_bytes == 2, dp=a.data_parallel_size)
-    experts = arch.num_experts // (tp if a.enable_expert_parallel else 1)
+    experts = arch.num_experts // (tp * dp if a.enable_expert_parallel else 1)
     # NVFP4 experts: FlashInfer's TRT-LLM kernel on SM100 writes an M x K output, its CUTLASS
     # kernel (SM120) a packed M x 2K one (`oracle/nvfp4.py` order; `workspace_shapes`)
     packed = is_nvfp4(expert_bytes) and cc_major(gpu.compute_capability) != 10
-    return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed)
+    # with DP > 1 every MoE layer sees every DP rank's tokens, gathered unchunked
+    # (`MoEPrepareAndFinalizeNaiveDPEPModular.prepare`, `DPMetadata.sp_local_sizes`), with
+    # or without expert parallelism, and its kept workspace is sized for them
+    return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed,
+                   moe_dp=dp)
 
 
 def mm_pixel_bytes(architectures: list[str], version: VllmVersion, v2: bool) -> PixelBytes:

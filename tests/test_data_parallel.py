@@ -1,0 +1,36 @@
+"""Data parallelism with MoE models (vLLM 0.33 `FusedMoEParallelConfig.make`, the naive
+DP prepare/finalize), re-derived from the 0.31-0.33 wheels."""
+
+from kvplan.core.sizing import EngineArgs, size
+from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+
+def _run(model, gpu, **kw):
+    return size(resolve_model(model), resolve_gpu(gpu), EngineArgs(**kw), "0.33")
+
+
+def test_dp_without_ep_splits_the_experts_over_tp_x_dp():
+    # Qwen3-30B-A3B -dp 2 on H100s: without --enable-expert-parallel the experts' rows are
+    # split over TP x DP (`flatten_tp_across_dp_and_pcp`), the same bytes as EP2
+    flat = _run("Qwen/Qwen3-30B-A3B", "h100", data_parallel_size=2)
+    ep = _run("Qwen/Qwen3-30B-A3B", "h100", data_parallel_size=2, enable_expert_parallel=True)
+    one = _run("Qwen/Qwen3-30B-A3B", "h100")
+    assert flat.budget.weights == ep.budget.weights == 32_083_701_760
+    assert one.budget.weights > 1.9 * flat.budget.weights
+    assert flat.budget.available_kv == ep.budget.available_kv == 40_734_520_411
+
+
+def test_dp_gathers_every_rank_s_tokens_into_the_moe_layers():
+    # DeepSeek-R1 -dp 8 -ep on H200s: each MoE layer sees 8 x 8,192 tokens; FlashInfer
+    # CUTLASS keeps an M x K workspace (65,536 x 7,168 x 2 B = 939,524,096 B, not 117 MB),
+    # and the gathered bf16 input is as large again at the MoE point
+    r = _run("deepseek-ai/DeepSeek-R1", "h200", data_parallel_size=8,
+             enable_expert_parallel=True)
+    assert r.budget.activation == 6_805_848_064
+    assert r.budget.available_kv == 27_270_101_870
+    # FlashInfer's own per-call scratch at that M is a note, not a term (unmeasured)
+    assert any("about 14.6 GiB" in n for n in r.notes)
+    # one rank's tokens at DP 1: no gather
+    d1 = _run("Qwen/Qwen3-235B-A22B-FP8", "h100", tensor_parallel_size=4,
+              enable_expert_parallel=True)
+    assert d1.budget.activation == 3_445_456_896
