@@ -42,6 +42,11 @@ def size_cmd(
         1, "--decode-context-parallel-size", "-dcp",
         help="Shard each request's KV cache over this many TP ranks (vLLM 0.10.2+)."),
     enable_expert_parallel: bool = typer.Option(False, "--enable-expert-parallel"),
+    enable_eplb: bool = typer.Option(False, "--enable-eplb",
+                                     help="Expert parallel load balancing (vLLM 0.11+)."),
+    eplb_config: Optional[str] = typer.Option(
+        None, "--eplb-config", help='As vLLM: JSON, e.g. \'{"num_redundant_experts": 32}\' '
+        "(num_redundant_experts and window_size change memory)."),
     max_model_len: Optional[str] = typer.Option(None, "--max-model-len",
                                                 help="32768, 32K (=32768), 32k (=32000), "
                                                 "-1/auto to auto-fit."),
@@ -164,6 +169,7 @@ def size_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """KV-cache capacity of MODEL on GPU, computed the way vLLM computes it."""
+    from kvplan.core.eplb import parse_eplb_config
     from kvplan.core.sizing import EngineArgs, size
     from kvplan.sources.resolve import resolve_gpu, resolve_model
     from kvplan.units import (
@@ -186,7 +192,8 @@ def size_cmd(
         pipeline_parallel_size=pipeline_parallel_size,
         data_parallel_size=data_parallel_size,
         decode_context_parallel_size=decode_context_parallel_size,
-        enable_expert_parallel=enable_expert_parallel,
+        enable_expert_parallel=enable_expert_parallel, enable_eplb=enable_eplb,
+        **(parse_eplb_config(eplb_config) if eplb_config is not None else {}),
         max_model_len=mml, kv_cache_dtype=kv_cache_dtype,
         kv_cache_dtype_skip_layers=parse_names(kv_cache_dtype_skip_layers),
         gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kvb,

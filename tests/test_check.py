@@ -523,12 +523,21 @@ def test_speculative_decoding_and_connectors_warn(capsys):
     for extra, says in (("--spec-method eagle3 --spec-model x/y --spec-tokens 3",
                          "speculative draft model"),
                         ("--disable-sliding-window", "--disable-sliding-window"),
-                        ("--enable-eplb", "redundant experts"),
                         ("--prefill-context-parallel-size 2", "the KV cache differs"),
                         ("--attention-backend FLASH_ATTN", "attention backend FLASH_ATTN")):
         code, rep = check_json(capsys, "--cmd", f"{base} {extra}", "--gpu", "h100")
         f = one(rep["deployments"][0], "sizing-inputs")
         assert f["status"] == "warn" and says in f["message"], extra
+
+
+def test_eplb_is_sized(capsys):
+    # --enable-eplb with --eplb-config: the redundant experts and the rebalancing state are
+    # in the budget, so nothing is left unsized
+    cmd = ("vllm serve Qwen/Qwen3-30B-A3B --max-model-len 16384 --enable-expert-parallel "
+           "-dp 2 --enable-eplb --eplb-config '{\"num_redundant_experts\": 16}'")
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100")
+    assert code == 0
+    assert one(rep["deployments"][0], "sizing-inputs")["status"] == "pass"
 
 
 def test_hf_overrides_yarn_recipe(capsys):

@@ -34,3 +34,37 @@ def test_dp_gathers_every_rank_s_tokens_into_the_moe_layers():
     d1 = _run("Qwen/Qwen3-235B-A22B-FP8", "h100", tensor_parallel_size=4,
               enable_expert_parallel=True)
     assert d1.budget.activation == 3_445_456_896
+
+
+def test_eplb_redundant_experts_and_state():
+    # DeepSeek-R1 -dp 8 -ep --enable-eplb with 32 redundant experts on H200s (0.33):
+    # 288 physical experts, 36 a rank (+4 x 58 layers x 44,050,944 B of weights), and the
+    # state `EplbState.add_model` keeps: one layer's local experts (36 x 44,050,944 B),
+    # logical_to_physical_map (58 x 256 x 1,024 x 8 B), the 1,000-step load window
+    # (1,000 x 58 x 288 x 4 B) and the small maps
+    from kvplan.core.eplb import eplb_state_bytes
+
+    base = _run("deepseek-ai/DeepSeek-R1", "h200", data_parallel_size=8,
+                enable_expert_parallel=True)
+    r = _run("deepseek-ai/DeepSeek-R1", "h200", data_parallel_size=8,
+             enable_expert_parallel=True, enable_eplb=True, eplb_num_redundant_experts=32)
+    extra = 4 * 58 * 44_050_944
+    assert abs(r.budget.weights - base.budget.weights - extra) < 8 << 20
+    state = eplb_state_bytes(moe_layers=58, experts=256, redundant=32, window=1000,
+                             layer_expert_bytes=36 * 44_050_944, buffer_kept=True)
+    assert state == 1_585_833_984 + 121_634_816 + 66_816_000 + 58 * (256 * 8 + 288 * 12)
+    assert abs(base.budget.available_kv - r.budget.available_kv - extra - state) < 16 << 20
+
+
+def test_eplb_refusals():
+    import pytest
+
+    from kvplan.errors import BadInput
+
+    for kw, says in (({"enable_eplb": True}, "enable_expert_parallel must be True"),
+                     ({"enable_expert_parallel": True, "eplb_num_redundant_experts": 8},
+                      "EPLB is not enabled")):
+        with pytest.raises(BadInput, match=says):
+            _run("Qwen/Qwen3-30B-A3B", "h100", data_parallel_size=2, **kw)
+    with pytest.raises(BadInput, match="tensor or data parallelism"):
+        _run("Qwen/Qwen3-30B-A3B", "h100", enable_expert_parallel=True, enable_eplb=True)

@@ -47,6 +47,7 @@ VLLM_FIELDS = {
     "--spec-method": "speculative_config", "--spec-model": "speculative_config",
     "--kv-cache-dtype-skip-layers": "kv_cache_dtype_skip_layers",
     "--disable-sliding-window": "disable_sliding_window", "--enable-eplb": "enable_eplb",
+    "--eplb-config": "eplb_config",  # num_redundant_experts, window_size (`core/eplb.py`)
     "--prefill-context-parallel-size": "prefill_context_parallel_size",
     "--kv-transfer-config": "kv_transfer_config", "--all2all-backend": "all2all_backend",
     "--attention-backend": "attention_backend",  # sized as vLLM's default choice (a warning)
@@ -436,6 +437,12 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
             value = {**(p.values.get("hf_overrides") or {}), **new}
         elif fld in ("compilation_config", "optimization_level"):
             for name, v in _compilation(fld, f).items():
+                p.values[name], p.set_by[name] = v, f
+            return
+        elif fld == "eplb_config":
+            from kvplan.core.eplb import parse_eplb_config
+
+            for name, v in parse_eplb_config(f.value, what=f.key).items():
                 p.values[name], p.set_by[name] = v, f
             return
         elif fld == "kv_cache_dtype" and engine != "vllm":

@@ -294,8 +294,7 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
          if a.speculative is None else ""),
         ("kv_transfer_config", "the KV connector's buffers"),
         ("disable_sliding_window", "--disable-sliding-window (sliding-window layers kept "
-         "whole, the length capped at the window)"),
-        ("enable_eplb", "the redundant experts of --enable-eplb")) if p.values.get(fld) and what]
+         "whole, the length capped at the window)")) if p.values.get(fld) and what]
     a2a = str(p.values.get("all2all_backend") or p.env_value("VLLM_ALL2ALL_BACKEND") or "")
     if a.enable_expert_parallel and a2a not in ("", "naive", "allgather_reducescatter",
                                                   "passthrough"):

@@ -41,6 +41,7 @@ from kvplan.core.dtypes import (
     resolve_kv_dtype,
     resolve_model_dtype,
 )
+from kvplan.core.eplb import check_eplb, eplb_state_bytes
 from kvplan.core.kvspec import (
     ALL_STATES,
     INDEXER,
@@ -157,6 +158,9 @@ class EngineArgs:
     moe_backend: str = "auto"  # --moe-backend (vLLM 0.18+)
     mm_encoder_tp_mode: str = "weights"  # --mm-encoder-tp-mode (vLLM 0.10+): weights | data
     enable_expert_parallel: bool = False
+    enable_eplb: bool = False  # --enable-eplb (expert parallel load balancing, core/eplb.py)
+    eplb_num_redundant_experts: int = 0  # --eplb-config num_redundant_experts
+    eplb_window_size: int = 1000  # --eplb-config window_size
     max_model_len: int | None = None  # None: from the config; -1: auto-fit (0.14+)
     kv_cache_dtype: str = "auto"
     # --kv-cache-dtype-skip-layers: layer indices and/or 'sliding_window' kept in the model
@@ -574,7 +578,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     embed_all = arch.model_type in EMBED_EVERY_STAGE
     head_all = arch.model_type in LM_HEAD_EVERY_STAGE
     pad = expert_padding(arch, moe_tp, a.quantization, cc_major(cc),
-                         scales_kept=mxfp4_scales_kept) * fi_pad
+                         scales_kept=mxfp4_scales_kept) * fi_pad * eplb_copies(arch, a)
     tower_tp = tp if towers_tp_sharded(  # ranks a tower is split over
         arch.architectures, mistral_native=mistral_native,
         encoder_dp=a.mm_encoder_tp_mode == "data") else 1
@@ -687,6 +691,35 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             estimated)
 
 
+def _eplb_state(arch: ModelArch, model: Model, a: EngineArgs, version: VllmVersion,
+                model_dtype: str, stages: list[range]) -> list[int]:
+    """EPLB's state on one GPU of each stage (`eplb.eplb_state_bytes`), allocated after
+    "Model loading took" and before the profile."""
+    if not a.enable_eplb or not arch.num_experts:
+        return [0] * len(stages)
+    pc = count_params(arch)
+    wb = weight_bytes(arch, dtype_bytes(model_dtype), None, model.quant_file)
+    ranks = a.tensor_parallel_size * a.data_parallel_size
+    physical = arch.num_experts + a.eplb_num_redundant_experts
+    out = []
+    for rng in stages:
+        moe = [pc.layers[i].expert for i in rng if pc.layers[i].expert]
+        layer = (max(moe) / arch.num_experts) * -(-physical // ranks) * wb.expert if moe else 0
+        out.append(eplb_state_bytes(moe_layers=len(moe), experts=arch.num_experts,
+                                    redundant=a.eplb_num_redundant_experts,
+                                    window=a.eplb_window_size, layer_expert_bytes=layer,
+                                    buffer_kept=version.at_least(0, 14)))
+    return out
+
+
+def eplb_copies(arch: ModelArch, a: EngineArgs) -> float:
+    """What EPLB's redundant experts multiply each rank's expert weights by: (experts +
+    num_redundant_experts) physical experts over the EP ranks (`n_local_physical_experts`)."""
+    if not a.enable_eplb or not arch.num_experts:
+        return 1.0
+    return (arch.num_experts + a.eplb_num_redundant_experts) / arch.num_experts
+
+
 def fp8_marlin_scales(arch: ModelArch, model: Model, gpu: Gpu, version: VllmVersion,
                       d: int) -> tuple[float, float]:
     """Bytes per weight a block-FP8 checkpoint (`weight_block_size`) gains where vLLM runs it
@@ -783,6 +816,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         raise BadInput(f"vLLM {version.text} no longer runs {gone} (supported until {last})",
                        hint=f"use --vllm-version {last}")
     _validate_parallel(arch, a, version)
+    check_eplb(enabled=a.enable_eplb, redundant=a.eplb_num_redundant_experts,
+               expert_parallel=a.enable_expert_parallel,
+               ranks=a.tensor_parallel_size * a.data_parallel_size, experts=arch.num_experts,
+               version_ok=version.at_least(0, 11), version=version.text)
     _validate_fp8_blocks(model, arch, a)
     _validate_act_order(arch, version)
     choices = version.block_size_choices()
@@ -1428,6 +1465,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"count, and MI300X TP8 starts' smallest worker held "
                      f"{rank_deficit / GiB:.2f} GiB less than the one that logs 'Available KV "
                      "cache memory' (empirical)")
+    eplb_stage = _eplb_state(arch, model, a, version, model_dtype, stages)
+    if a.enable_eplb:
+        notes.append(f"EPLB: {a.eplb_num_redundant_experts} redundant experts (in the weights) "
+                     f"and {max(eplb_stage) / GiB:.2f} GiB per GPU of rebalancing state (load "
+                     "window, expert maps" + (", a one-layer expert buffer" if
+                                              version.at_least(0, 14) else "") + ")")
     non_kv = 0  # the largest stage's memory besides the KV cache (--kv-cache-memory-bytes)
     for si, rng in enumerate(kv_stages):  # the drafter's layers on the last stage
         graph = graph_estimate(rng) if profiled and a.estimate_cudagraphs else 0
@@ -1435,6 +1478,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if si and version.v1:  # the previous stage's output, received into persistent buffers
             stage_act += intermediate_tensor_bytes(arch.model_type, arch.hidden_size, mnbt,
                                                    dtype_bytes(model_dtype))
+        stage_act += eplb_stage[si] if si < len(eplb_stage) else 0
         non_kv = max(non_kv, weights[si] + stage_act + nt + max(graph, late_graphs) + warm)
         bud = M.budget(gpu.memory_bytes, util, weights[si], stage_act, nt, graph,
                        ceil_requested=version.requested_is_ceiled,
@@ -1682,7 +1726,8 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         nvfp4=is_nvfp4(expert_bytes), mxfp4=qm == "mxfp4", wna16=wna16,
         fp8_tensor=a.flashinfer_moe_fp8 and fp8_tensor_experts(arch, model.quant_file),
         unquantized=expert_bytes == 2, dp=a.data_parallel_size)
-    experts = arch.num_experts // (tp * dp if a.enable_expert_parallel else 1)
+    physical = arch.num_experts + (a.eplb_num_redundant_experts if a.enable_eplb else 0)
+    experts = physical // (tp * dp) if a.enable_expert_parallel else arch.num_experts
     # NVFP4 experts: FlashInfer's TRT-LLM kernel on SM100 writes an M x K output, its CUTLASS
     # kernel (SM120) a packed M x 2K one (`oracle/nvfp4.py` order; `workspace_shapes`)
     packed = is_nvfp4(expert_bytes) and cc_major(gpu.compute_capability) != 10
