@@ -4,10 +4,10 @@ every rank holds and the state vLLM keeps for rebalancing (0.33
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from kvplan.errors import BadInput
+from kvplan.units import parse_json_object
 
 MAX_EXPERT_REDUNDANCY = 1023  # `EplbState.add_model`: slots per logical expert = 1,024
 
@@ -15,13 +15,7 @@ MAX_EXPERT_REDUNDANCY = 1023  # `EplbState.add_model`: slots per logical expert 
 def parse_eplb_config(text: str, *, what: str = "--eplb-config") -> dict[str, Any]:
     """The `EngineArgs` fields an `--eplb-config` JSON sets (`EPLBConfig`: window_size > 0,
     num_redundant_experts >= 0; the rest does not change memory)."""
-    try:
-        raw = json.loads(str(text))
-    except ValueError:
-        raise BadInput(f"{what} {text!r} is not JSON",
-                       hint='e.g. \'{"num_redundant_experts": 32}\'') from None
-    if not isinstance(raw, dict):
-        raise BadInput(f"{what} must be a JSON object")
+    raw = parse_json_object(text, what=what, hint='e.g. \'{"num_redundant_experts": 32}\'')
     out: dict[str, Any] = {}
     for key, field, low in (("num_redundant_experts", "eplb_num_redundant_experts", 0),
                             ("window_size", "eplb_window_size", 1)):

@@ -7,11 +7,11 @@ backends, custom ops) does not change the memory budget kvplan models.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from kvplan.core.memory import CUDAGRAPH_MODES
 from kvplan.errors import BadInput
+from kvplan.units import parse_json_object
 
 # `CompilationMode`: 0 NONE, 1 STOCK_TORCH_COMPILE, 2 DYNAMO_TRACE_ONCE, 3 VLLM_COMPILE
 COMPILATION_MODES = {"NONE": 0, "STOCK_TORCH_COMPILE": 1, "DYNAMO_TRACE_ONCE": 2,
@@ -24,13 +24,7 @@ def parse_compilation_config(text: str, *, what: str = "--compilation-config") -
     s = str(text).strip()
     if s.isdigit():
         return {"compilation_mode": _mode(s, what)}
-    try:
-        raw = json.loads(s)
-    except ValueError:
-        raise BadInput(f"{what} {text!r} is not JSON",
-                       hint='e.g. \'{"cudagraph_mode": "FULL_DECODE_ONLY"}\'') from None
-    if not isinstance(raw, dict):
-        raise BadInput(f"{what} must be a JSON object")
+    raw = parse_json_object(s, what=what, hint='e.g. \'{"cudagraph_mode": "FULL_DECODE_ONLY"}\'')
     out: dict[str, Any] = {}
     if raw.get("cudagraph_mode") is not None:
         cg = str(raw["cudagraph_mode"]).strip().upper()
