@@ -90,6 +90,7 @@ def args_of(case: dict, version: str) -> EngineArgs:
     a = EngineArgs(
         tensor_parallel_size=int(case.get("tensor_parallel_size") or 1),
         pipeline_parallel_size=int(case.get("pipeline_parallel_size") or 1),
+        data_parallel_size=int(case.get("data_parallel_size") or 1),
         max_model_len=case.get("max_model_len"),
         kv_cache_dtype=str(case.get("kv_cache_dtype") or "auto"),
         gpu_memory_utilization=None if "gpu_memory_utilization" in (case.get("inferred") or [])
