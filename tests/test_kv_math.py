@@ -807,9 +807,13 @@ def test_hybrid_max_num_seqs_needs_a_block_each_with_full_cuda_graphs():
     kw = dict(max_model_len=8192, kv_cache_memory_bytes=GiB, tensor_parallel_size=4)
     r = run(QWEN3_NEXT_80B, version="0.20", max_num_seqs=1024, **kw)
     assert r.num_gpu_blocks < 1024 and not r.fits
-    assert f"max_num_seqs (1024) exceeds the {r.num_gpu_blocks} KV-cache blocks" in r.failure
+    assert (f"max_num_seqs (1024) exceeds the available Mamba cache blocks "
+            f"({r.num_gpu_blocks})") in r.failure
     assert run(QWEN3_NEXT_80B, version="0.20", max_num_seqs=r.num_gpu_blocks, **kw).fits
     assert run(QWEN3_NEXT_80B, version="0.20", max_num_seqs=1024, enforce_eager=True,
+               **kw).fits
+    # only FULL graphs need it (`cudagraph_mode.has_full_cudagraphs()`): PIECEWISE starts
+    assert run(QWEN3_NEXT_80B, version="0.33", max_num_seqs=1024, cudagraph_mode="PIECEWISE",
                **kw).fits
     assert run(QWEN3_NEXT_80B, version="0.19", max_num_seqs=1024, **kw).fits
     assert run(LLAMA31_8B, version="0.20", max_num_seqs=1024,
@@ -1233,6 +1237,9 @@ def test_longrope_defaults_to_its_original_length_from_012():
     assert size(m, H100, EngineArgs(), "0.12").max_model_len == 4096
     assert size(m, H100, EngineArgs(), "0.11").max_model_len == 131072
     assert size(m, H100, EngineArgs(max_model_len=65536), "0.33").max_model_len == 65536
+    # `_get_and_verify_max_len`: -1 starts (and so stays) at original_max_position_embeddings
+    r = size(m, H100, EngineArgs(max_model_len=-1), "0.33")
+    assert r.fits and r.max_model_len == 4096
 
 
 def test_gemma4_prefix_lm_raises_the_small_tier_token_budget():
@@ -1250,3 +1257,27 @@ def test_gemma4_prefix_lm_raises_the_small_tier_token_budget():
                 ).max_num_batched_tokens == 2048  # no prefix-LM mode without images
     assert size(resolve_model("google/gemma-4-E4B-it"), a100, a, "0.33"
                 ).max_num_batched_tokens == 2048  # not a prefix-LM model
+
+
+def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
+    # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
+    # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back
+    kw = dict(max_model_len=131072, num_gpu_blocks_override=8192)
+    r = run(LLAMA31_8B, version="0.33", **kw)
+    assert not r.fits and r.largest_max_model_len == 131056
+    r = run(LLAMA31_8B, version="0.33", max_model_len=-1, num_gpu_blocks_override=8192)
+    assert r.fits and r.max_model_len == 131056
+    # before 0.20.2 the check looks at the profiled pool, not the override
+    r = run(LLAMA31_8B, version="0.19", max_model_len=131072, num_gpu_blocks_override=1000)
+    assert r.fits and r.num_gpu_blocks == 1000
+
+
+def test_014_to_018_check_the_first_group_only():
+    # `_max_memory_usage_bytes_from_groups` 0.14-0.18: `any_spec = kv_cache_groups[0]`;
+    # gpt-oss's first group is sliding (128-token window): 4 GiB passes at 131,072
+    from kvplan.sources.resolve import resolve_model
+
+    m = resolve_model("openai/gpt-oss-120b")
+    a = EngineArgs(max_model_len=131072, kv_cache_memory_bytes=4 * GiB)
+    assert size(m, H100, a, "0.17").fits
+    assert not size(m, H100, a, "0.19").fits

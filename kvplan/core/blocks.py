@@ -150,23 +150,29 @@ def blocks_per_request(groups: list[Group], max_model_len: int, inflight: int) -
 
 
 def needed_bytes(groups: list[Group], max_model_len: int, inflight: int, bpb: int,
-                 *, per_layer: bool) -> int:
+                 *, per_layer: bool, first_group: bool = False) -> int:
     """KV bytes one request of `max_model_len` needs (the startup check).
 
-    0.14+: sum over groups of blocks x bytes_per_block (charges hybrid padding layers);
+    0.19+: sum over groups of blocks x bytes_per_block (charges hybrid padding layers);
+    0.14-0.18 (`first_group`): the first group's blocks only, times bytes_per_block
+    (`_max_memory_usage_bytes_from_groups`: `any_spec = kv_cache_groups[0].kv_cache_spec`);
     0.11/0.12: sum over layers of each layer's own worst case (`per_layer=True`).
     """
     if per_layer:
         return sum(s.blocks_per_request(max_model_len, inflight) * s.page
                    for g in groups for s in g.specs)
+    if first_group and groups:
+        return groups[0].blocks_per_request(max_model_len, inflight) * bpb
     return blocks_per_request(groups, max_model_len, inflight) * bpb
 
 
 def estimate_max_model_len(groups: list[Group], available: int, upper: int, inflight: int,
-                           bpb: int, *, per_layer: bool) -> int:
-    """Largest max_model_len whose single request fits `available` (vLLM's binary search)."""
+                           bpb: int, *, per_layer: bool, first_group: bool = False) -> int:
+    """Largest max_model_len up to `upper` (the configured length) whose single request
+    fits `available` (vLLM's binary search)."""
     def fits(n: int) -> bool:
-        return needed_bytes(groups, n, inflight, bpb, per_layer=per_layer) <= available
+        return needed_bytes(groups, n, inflight, bpb, per_layer=per_layer,
+                            first_group=first_group) <= available
 
     if not fits(1):
         return 0

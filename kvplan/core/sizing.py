@@ -940,7 +940,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     elif a.max_model_len == -1:
         if not version.auto_max_model_len:
             raise BadInput("--max-model-len -1/auto needs vLLM 0.14 or newer")
-        mml, mml_src = derived, "auto-fit"
+        # the search starts from the default length (`_get_and_verify_max_len`: LongRoPE's
+        # original_max_position_embeddings for -1 too)
+        mml, mml_src = (min(longrope, derived) if longrope else derived), "auto-fit"
     else:
         mml = a.max_model_len
         mml_src = "--max-model-len"
@@ -1507,13 +1509,19 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # the start-up check and the auto-fit
     per_layer_check = version.v1 and not version.at_least(0, 14)
-    # 0.29+ plan against the usable blocks: the null block is reserved
-    # (`get_kv_cache_configs`, `_check_enough_kv_cache_memory`)
-    avail_for_check = bud.kv_pool - (bpb if version.at_least(0, 29) else 0)
-    if a.num_gpu_blocks_override:
+    first_group = version.at_least(0, 14) and not version.at_least(0, 19)
+    # 0.20.2+ check an override's blocks (`get_kv_cache_configs`: "Reflect that in
+    # `available_memory`"), earlier releases the profiled pool; 0.29+ plan against the
+    # usable blocks: the null block is reserved (`_check_enough_kv_cache_memory`)
+    avail_for_check = bud.kv_pool
+    if a.num_gpu_blocks_override and version.at_least(0, 20, 2):
         avail_for_check = num_blocks * bpb
-    largest = (B.estimate_max_model_len(groups, avail_for_check, derived, inflight, check_bpb,
-                                        per_layer=per_layer_check) if groups else derived)
+    if version.at_least(0, 29):
+        avail_for_check -= bpb
+    start = mml  # the search runs up to the configured length
+    largest = (B.estimate_max_model_len(groups, avail_for_check, start, inflight, check_bpb,
+                                        per_layer=per_layer_check, first_group=first_group)
+               if groups else start)
     # vLLM's own "to fully utilize gpu memory" suggestion leaves the same 150 MiB
     kv_max = max(gpu.memory_bytes - non_kv - M.REDUNDANCY_BUFFER, 0)
     fits, failure = True, None
@@ -1544,25 +1552,30 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                    "--gpu-memory-utilization")
     elif a.max_model_len == -1:
         if largest <= 0:
-            fits, failure = False, "not even one token of context fits"
+            fits, failure = False, ("cannot auto-fit max_model_len: not enough GPU memory "
+                                    "available to serve even a single token")
         else:
-            mml = min(largest, derived)
-            mml_src = f"auto-fit (largest that fits, config allows {derived})"
+            mml = min(largest, start)
+            mml_src = f"auto-fit (largest that fits, config allows {start})"
     elif groups:
-        need = B.needed_bytes(groups, mml, inflight, check_bpb, per_layer=per_layer_check)
+        need = B.needed_bytes(groups, mml, inflight, check_bpb, per_layer=per_layer_check,
+                              first_group=first_group)
         if need > avail_for_check:
             fits = False
             failure = (f"max_model_len {mml} needs {need / GiB:.2f} GiB of KV cache for one "
                        f"request but only {avail_for_check / GiB:.2f} GiB is available; "
-                       f"the largest max_model_len that fits is {largest}")
-    seqs_limit = (num_blocks if version.mamba_seqs_need_blocks and not a.enforce_eager
+                       + (f"the largest max_model_len that fits is {largest}" if largest
+                          else "not even one token of context fits"))
+    # `resolve_cudagraph_mode_and_sizes`: with FULL graphs every decoding Mamba sequence
+    # needs its own block
+    seqs_limit = (num_blocks if version.mamba_seqs_need_blocks and "FULL" in graph_mode
                   and any(g.spec.is_state for g in groups) else None)
     if fits and seqs_limit is not None and seqs > seqs_limit:
         fits = False
-        failure = (f"max_num_seqs ({seqs}) exceeds the {num_blocks} KV-cache blocks: with FULL "
-                   "decode CUDA graphs every decoding sequence of a Mamba/linear-attention "
-                   f"model needs its own block; use --max-num-seqs {num_blocks} or fewer "
-                   "(or --enforce-eager, or cudagraph_mode PIECEWISE in --compilation-config)")
+        failure = (f"max_num_seqs ({seqs}) exceeds the available Mamba cache blocks "
+                   f"({num_blocks}): with FULL CUDA graphs every decoding sequence needs "
+                   f"one; use --max-num-seqs {num_blocks} or fewer (or --enforce-eager, or "
+                   "cudagraph_mode PIECEWISE in --compilation-config)")
     if not fits and hints:
         notes.append(_fit_hint(model, gpu, a, vllm_version, arch,
                                kv_bound=str(failure).startswith("max_model_len")))
