@@ -120,10 +120,10 @@ def _over_blocks(out: Any, p: Parsed, over: tuple[int, int], fix: int, name: str
     current, blocks = over
     src = f"{name} {current}" if "max_num_seqs" in p.values else \
         f"the default max-num-seqs {current}"
-    out.add("max-num-seqs-safe", FAIL, f"{src} exceeds the {blocks} KV-cache blocks: with FULL "
-            "decode CUDA graphs every decoding sequence of a Mamba/linear-attention model needs "
-            "its own block, so the engine refuses to start", loc, fix=f"{name} {fix}",
-            current=current, suggested=fix)
+    out.add("max-num-seqs-safe", FAIL, f"{src} exceeds the available Mamba cache blocks "
+            f"({blocks}): with FULL CUDA graphs every decoding sequence of a Mamba/linear-"
+            "attention model needs one, so the engine refuses to start", loc,
+            fix=f"{name} {fix}", current=current, suggested=fix)
 
 
 def _why(plan: Any, tg: Any, engine: str) -> str:
