@@ -119,7 +119,10 @@ def args_of(case: dict, version: str) -> EngineArgs:
     if re.search(r"--mm-encoder-tp-mode[ =]data", flags):
         a.mm_encoder_tp_mode = "data"
     a.flashinfer_sampler = case.get("sampler") == "flashinfer"
-    a.language_model_only = bool(re.search(r"language[_-]model[_-]only", flags, re.I))
+    # `fork_text_only`: a fork build whose patched backend served what upstream refuses for
+    # the multimodal model; sized text-only, which leaves its KV pages unchanged
+    a.language_model_only = bool(re.search(r"language[_-]model[_-]only", flags, re.I)
+                                 or case.get("fork_text_only"))
     m = re.search(r"(?:--compilation-config|-cc)[ =]*(\{[^}]*\}|\d)", flags)
     if m:
         for name, value in parse_compilation_config(m.group(1)).items():

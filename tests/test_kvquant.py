@@ -139,8 +139,18 @@ def test_sparse_mla_nvfp4_and_ultraquant():
                EngineArgs(tensor_parallel_size=8, kv_cache_dtype="fp8_ds_mla"), "0.33")
     # 352 B against fp8_ds_mla's 656 per MLA layer; the indexer cache is unchanged
     assert fp8.kv_bytes_per_token_per_gpu - r.kv_bytes_per_token_per_gpu == 61 * (656 - 352)
-    u = size(LLAMA, resolve_gpu("mi300x"), EngineArgs(kv_cache_dtype="ultraquant_4bit"), "0.33")
-    assert u.kv_bytes_per_token_per_gpu == 28 * 8 * 136 + 4 * 4096  # boundary layers kept
+    # a dense model's boundary layers stay bf16 on ROCM_ATTN (LHBNC/LBHNC), which shares no
+    # KV layout with ULTRAQUANT's LBNHC: vLLM 0.32+ fails at start-up (ROCm's selector
+    # filters layouts for TurboQuant runs only)
+    with pytest.raises(BadInput, match="No KV cache layout satisfies"):
+        size(LLAMA, resolve_gpu("mi300x"), EngineArgs(kv_cache_dtype="ultraquant_4bit"), "0.33")
+    # a hybrid keeps no layer: ULTRAQUANT alone, whose 64-token preference the Mamba
+    # alignment builds on (Qwen3.5-27B: 64 x cdiv(3,207,168, 64 x 1,088) = 3,008; 16 x its
+    # padded page = 52,363,264 B a block, 410 at 20 GiB; 11 + 6 blocks a request)
+    q = size(resolve_model("Qwen/Qwen3.5-27B"), resolve_gpu("mi300x"),
+             EngineArgs(kv_cache_dtype="ultraquant_4bit", kv_cache_memory_bytes=20 * GiB,
+                        max_model_len=32768), "0.33")
+    assert (q.block_size, q.num_gpu_blocks, q.kv_cache_tokens) == (3008, 410, 790287)
 
 
 def test_modelopt_nvfp4_kv_scheme():
@@ -294,9 +304,10 @@ def test_sliding_layers_beside_kept_layers():
     assert r.kv_bytes_per_token_per_gpu == 12 * 2048 + 12 * 1024
     assert {(gr.spec.kind, gr.block_size, gr.spec.page) for gr in r.groups} == {
         ("sliding", 16, 32768), ("full", 32, 32768)}
-    # TurboQuant on gemma-3 (0.33): the bf16 global boundary layer's page (32 x 8,192) is
-    # twice the shared page the padded sliding layers hold, and vLLM's unify asserts
-    with pytest.raises(BadInput, match="asserts") as e:
+    # TurboQuant on gemma-3 (0.33): its sliding-window layers have no backend
+    # (`TurboQuantAttentionBackend.supports_sliding_window` is False, 0.26+), which vLLM
+    # finds before its page unification would assert
+    with pytest.raises(BadInput, match="sliding-window layers") as e:
         size(resolve_model("google/gemma-3-12b-it"), g,
              EngineArgs(kv_cache_dtype="turboquant_k8v4"), "0.33")
     assert e.value.flag == "kv_cache_dtype"
@@ -428,3 +439,50 @@ def test_gemma4_31b_int8_per_token_head_with_full_layers_kept():
     assert sorted({(g.spec.kind, g.block_size) for g in r.groups}) == [("full", 32),
                                                                      ("sliding", 48)]
     assert r.bytes_per_block == 10 * 528_384
+
+
+@pytest.mark.parametrize("model,gpu,kw,says", [
+    # TurboQuant's boundary layers stay bf16 on FlashInfer (LBHNC/BLHNC) on SM10x; TurboQuant
+    # reads only LBNHC: "No KV cache layout satisfies every supported set" (0.29+)
+    ("meta-llama/Llama-3.1-8B-Instruct", "b200", {"kv_cache_dtype": "turboquant_k8v4"},
+     "No KV cache layout satisfies"),
+    # ... and on ROCm 0.29-0.30, before its selector filtered layouts for TurboQuant
+    ("meta-llama/Llama-3.1-8B-Instruct", "mi300x", {"kv_cache_dtype": "turboquant_4bit_nc",
+                                                     "_v": "0.30"},
+     "ROCM_ATTN"),
+    # TurboQuant has no sliding-window support (0.26+)
+    ("mistralai/Mistral-7B-v0.1", "h100", {"kv_cache_dtype": "turboquant_k8v4"},
+     "sliding-window layers"),
+    # FlashInfer, the only NVFP4 backend, has no multimodal-prefix attention
+    ("google/gemma-3-12b-it", "h100", {"kv_cache_dtype": "nvfp4"}, "multimodal-prefix"),
+    ("google/gemma-3-12b-it", "b200", {"kv_cache_dtype": "nvfp4_4over6"}, "multimodal-prefix"),
+    # a kept first layer runs the Triton composite, which refuses a per-token-head spec
+    ("google/gemma-3-12b-it", "h100", {"kv_cache_dtype": "int8_per_token_head",
+                                       "kv_cache_dtype_skip_layers": ("0",)},
+     "Composite backends require the same KV cache spec"),
+])
+def test_quantized_formats_vllm_033_refuses(model, gpu, kw, says):
+    kw = dict(kw)
+    version = kw.pop("_v", "0.33")
+    with pytest.raises(BadInput, match=says):
+        size(resolve_model(model), resolve_gpu(gpu), EngineArgs(max_model_len=8192, **kw),
+             version)
+
+
+def test_quantized_formats_that_still_size():
+    # Gemma 3 served text-only takes NVFP4 through FlashInfer (no prefix attention asked)
+    r = size(resolve_model("google/gemma-3-12b-it"), resolve_gpu("b200"),
+             EngineArgs(max_model_len=8192, kv_cache_dtype="nvfp4", language_model_only=True),
+             "0.33")
+    assert r.kv_dtype == "nvfp4"
+    # TurboQuant on Hopper: the boundary layers run FLASH_ATTN, which declares no layout
+    r = size(resolve_model("meta-llama/Llama-3.1-8B-Instruct"), resolve_gpu("h100"),
+             EngineArgs(max_model_len=8192, kv_cache_dtype="turboquant_k8v4"), "0.33")
+    assert r.fits
+    # gpt-oss on ROCm with a per-token-head cache runs Triton everywhere: 16-token blocks
+    # (ROCM_AITER_UNIFIED_ATTN takes no per-token-head dtypes); 20 GiB at 32k: 102,801
+    # blocks of 208,896 B, 822,207 tokens
+    r = size(resolve_model("openai/gpt-oss-20b"), resolve_gpu("mi300x"),
+             EngineArgs(max_model_len=32768, kv_cache_dtype="int8_per_token_head",
+                        kv_cache_memory_bytes=20 * GiB), "0.33")
+    assert (r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (16, 102801, 822207)

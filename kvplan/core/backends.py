@@ -11,23 +11,30 @@ from kvplan.core.versions import VllmVersion, cc_major, cc_tuple
 # KV dtypes both halves of a Triton composite accept (`supports_kv_cache_dtype`: Triton's
 # and FlashInfer's/FlashAttention's lists intersected, 0.30-0.33 wheels)
 COMPOSITE_KV = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+# KV dtypes ROCM_AITER_UNIFIED_ATTN stores (`supported_kv_cache_dtypes`, 0.20.2-0.33.0)
+AITER_UNIFIED_KV = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
 # the head sizes the composites take (`create_composite_attention_backend(head_sizes=...)`)
 COMPOSITE_HEADS = frozenset({256, 512})
 
 
 def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: VllmVersion,
-                    composite: str | None, rocm_aiter: bool = False
+                    composite: str | None, rocm_aiter: bool = False, kept: bool = False
                     ) -> tuple[int, str] | None:
     """The block size a backend imposes where it is not vLLM's 16, with vLLM's reason;
     None otherwise. `kv` is the resolved KV dtype; `composite`: the Triton composite the
-    model runs (`composite_backend`); `rocm_aiter`: VLLM_ROCM_USE_AITER=1.
+    model runs (`composite_backend`); `rocm_aiter`: VLLM_ROCM_USE_AITER=1; `kept`: some
+    layers stay in the model dtype (a second backend).
 
     * 0.20+ on ROCm: a model with attention sinks (gpt-oss), which ROCM_ATTN refuses
       (`supports_sink`), runs ROCM_AITER_UNIFIED_ATTN wherever aiter is installed (the
       vllm-openai-rocm image; `is_aiter_found_and_supported` ignores the environment),
       whose `get_preferred_block_size` is 64 (`_get_backend_priorities`, rocm.py, the same
       in the 0.20.2-0.33.0 wheels). With VLLM_ROCM_USE_AITER=1 ROCM_AITER_FA comes first
-      and keeps 16; without aiter TRITON_ATTN keeps 16.
+      and keeps 16; without aiter TRITON_ATTN keeps 16, and so does a per-token-head cache,
+      which that backend does not take (its `supported_kv_cache_dtypes`).
+    * 0.32+ on ROCm: UltraQuant's backend prefers 64-token blocks ("FlyDSL D=256 decode
+      geometry requires a 64-token KV block") when it is the only attention backend (no
+      layer kept); the hybrid Mamba alignment then builds on 64.
 
     * 0.30+ on data-centre Blackwell (SM10x): a multimodal prefix-LM model whose heads are
       all 256 or 512 wide (Gemma 3 4B/12B, Gemma 4 31B/26B-A4B, PaliGemma 2) runs the
@@ -43,9 +50,12 @@ def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: 
     if arch.is_mla:
         return None
     if vendor == "amd":
-        if arch.attention_sinks and version.at_least(0, 20) and not rocm_aiter:
+        if arch.attention_sinks and version.at_least(0, 20) and not rocm_aiter and \
+                kv in AITER_UNIFIED_KV:
             return 64, "ROCM_AITER_UNIFIED_ATTN, ROCm's backend for attention sinks, " \
                        "prefers 64-token blocks"
+        if kv == "ultraquant_4bit" and version.at_least(0, 32) and not kept:
+            return 64, "ULTRAQUANT's FlyDSL decode kernel takes 64-token blocks"
         return None
     if vendor != "nvidia" or not arch.attn_head_sizes:
         return None

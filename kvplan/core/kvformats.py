@@ -58,11 +58,68 @@ def checkpoint_kv(kv: str, arch: ModelArch, a: Any, version: VllmVersion, notes:
     return resolve("fp8")
 
 
+def _backend_refusals(kv: str, arch: ModelArch, attn: list, kept: list[int], gpu: Any,
+                      version: VllmVersion, multimodal: bool) -> None:
+    """Starts vLLM 0.26-0.33 refuse once the layers kept in the model dtype are known
+    (read in the 0.33 wheel with a helper; the same code in the releases named):
+    * TurboQuant (and UltraQuant from 0.32) has no sliding-window support
+      (`supports_sliding_window` is False: "No valid attention backend"), 0.26+;
+    * kept layers and quantized layers must share a KV layout (`get_supported_kv_cache_
+      layouts`, 0.29+): FlashInfer (SM10x) declares LBHNC/BLHNC and ROCM_ATTN LHBNC/LBHNC,
+      TurboQuant and UltraQuant only LBNHC ("No KV cache layout satisfies every supported
+      set"); ROCm's selector filters layouts for TurboQuant from 0.31, never for UltraQuant;
+    * FlashInfer, the only NVFP4 backend, has no multimodal-prefix attention
+      (`supports_mm_prefix`), so a prefix-LM model with images on has no backend;
+    * a kept first layer of such a model runs a Triton composite whose `customize_spec`
+      refuses a per-token-head primary spec ("Composite backends require the same KV cache
+      spec", `_align_heterogeneous_kv_block_size`, 0.30+ on SM10x, 0.31+ on SM90)."""
+    from kvplan.core.backends import composite_backend
+
+    v, fmt = version.text, kv
+    sw_free = kv in Q.TURBOQUANT or (kv == Q.ULTRAQUANT and version.at_least(0, 32))
+    if sw_free and version.at_least(0, 26) and any(
+            x.kind == "sliding" and i not in kept for i, x in attn):
+        raise BadInput(f"vLLM {v} has no attention backend for --kv-cache-dtype {fmt} on "
+                       "sliding-window layers (`supports_sliding_window`)",
+                       hint="keep them with --kv-cache-dtype-skip-layers sliding_window, or "
+                            "use fp8", flag="kv_cache_dtype")
+    cc, amd = cc_major(gpu.compute_capability), gpu.vendor == "amd"
+    layout = None
+    if kept and version.at_least(0, 29):
+        rocm_attn = amd and ((kv in Q.TURBOQUANT and not version.at_least(0, 31)) or (
+            kv == Q.ULTRAQUANT and version.at_least(0, 32)))
+        if kv in Q.TURBOQUANT and gpu.vendor == "nvidia" and cc == 10:
+            layout = "FLASHINFER (LBHNC/BLHNC)"
+        elif rocm_attn:
+            layout = "ROCM_ATTN (LHBNC/LBHNC)"
+    if layout:
+        raise BadInput(f"vLLM {v} fails at start-up with --kv-cache-dtype {fmt}: the layers "
+                       f"kept in the model dtype run {layout}, its backend reads only LBNHC "
+                       "('No KV cache layout satisfies every supported set')",
+                       hint="use fp8, a hybrid model (no boundary layers) or another GPU",
+                       flag="kv_cache_dtype")
+    mm_prefix = arch.mm_prefix_lm and multimodal and gpu.vendor == "nvidia"
+    if mm_prefix and kv in Q.NVFP4:
+        raise BadInput(f"vLLM {v} has no attention backend for --kv-cache-dtype {fmt} here: "
+                       "FlashInfer, the only NVFP4 backend, has no multimodal-prefix "
+                       "attention", hint="use a per-token-head format, fp8, or "
+                       "--language-model-only", flag="kv_cache_dtype")
+    if mm_prefix and kv in Q.PER_TOKEN_HEAD and attn and attn[0][0] in kept and \
+            composite_backend(arch, kv="auto", cc=gpu.compute_capability, vendor=gpu.vendor,
+                              version=version, multimodal=True, dcp=1):
+        raise BadInput(f"vLLM {v} fails at start-up: the kept first layer runs a Triton "
+                       f"composite backend, which refuses the {fmt} cache spec ('Composite "
+                       "backends require the same KV cache spec')",
+                       hint="keep a later layer, not the first, or use fp8",
+                       flag="kv_cache_dtype_skip_layers")
+
+
 def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVersion,
-              model_dtype: str, notes: list[str]) -> KvDtypes:
+              model_dtype: str, notes: list[str], *, multimodal: bool = False) -> KvDtypes:
     """A quantized --kv-cache-dtype (core/kvquant.py) and --kv-cache-dtype-skip-layers:
     refuse what vLLM refuses and settle which layers stay in the model dtype
-    (`Attention.__init__`: a listed index, or 'sliding_window' for windowed layers)."""
+    (`Attention.__init__`: a listed index, or 'sliding_window' for windowed layers).
+    `multimodal`: the towers are on, so a prefix-LM model's layers ask for `use_mm_prefix`."""
     kv, flag = dts.kv, "kv_cache_dtype_skip_layers"
     user = [str(x).strip() for x in a.kv_cache_dtype_skip_layers if str(x).strip()]
     if user and not version.at_least(0, 19):
@@ -114,6 +171,8 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
     if arch.is_mla and not version.at_least(0, 26):
         skip, skip_sw = set(), False  # MLA layers read the index list from 0.26
     kept = sorted(i for i, x in attn if i in skip or (skip_sw and x.kind == "sliding"))
+    if Q.is_quantized(kv) and a.engine == "vllm":
+        _backend_refusals(kv, arch, attn, kept, gpu, version, multimodal)
     if kept and kv != model_dtype:
         if version.at_least(0, 25) and (arch.is_hybrid_state or (windowed and (
                 gpu.vendor != "nvidia" or any(x.kind == "chunked" for _, x in attn)

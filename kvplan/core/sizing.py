@@ -925,7 +925,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if ssm == "auto" or not version.at_least(0, 30):
             ssm = "float32"
     dts = KF.per_layer(KvDtypes(kv=kv, conv=conv, ssm=canonical(ssm)), arch, gpu, a,
-                       version, model_dtype, notes)
+                       version, model_dtype, notes, multimodal=mm_on)
 
     # lengths and batch defaults
     derived, derived_src = derived_max_model_len(arch, version)
@@ -1068,7 +1068,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     composite = BK.composite_backend(arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
                                      multimodal=mm_on, dcp=a.decode_context_parallel_size)
     backend_bs = BK.preferred_block(arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
-                                    composite=composite, rocm_aiter=a.rocm_aiter)
+                                    composite=composite, rocm_aiter=a.rocm_aiter,
+                                    kept=bool(dts.skip))
     plan = choose_block_size(karch, user_block_size=user_bs, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi,
                              **({"default": backend_bs} if backend_bs else {}))
