@@ -358,6 +358,12 @@ def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = Fa
     return int((const("non_torch_base_mib") + extra) * MiB)
 
 
+def _size_grid(top: int) -> set[int]:
+    """vLLM's capture grid up to `top`: 1, 2, 4, steps of 8 below 256, steps of 16 from 256."""
+    return ({i for i in (1, 2, 4) if i <= top} | set(range(8, min(top + 1, 256), 8))
+            | set(range(256, top + 1, 16)))
+
+
 def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *,
                             ceiling: int = 512, interactivity: bool = False,
                             sizes: tuple[int, ...] | None = None,
@@ -380,15 +386,14 @@ def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *,
         return sorted({x for x in sizes if x <= max_num_batched_tokens})
     top0 = max_size or min(max_num_seqs * decode_q * 2, ceiling)
     top = min(top0, max_num_batched_tokens)
-    grid = set(range(1, min(top, 32) + 1)) if interactivity else {
-        i for i in (1, 2, 4) if i <= top}
-    grid |= set(range(8, min(top + 1, 256), 8)) | set(range(256, top + 1, 16))
+    grid = _size_grid(top)
+    if interactivity:
+        grid |= set(range(1, min(top, 32) + 1))
     if max_num_batched_tokens <= top:
         grid.add(max_num_batched_tokens)
     if not max_size and decode_q > 1 and decode_tiers:
         r = min(max_num_seqs, ceiling)
-        counts = ({n for n in (1, 2, 4) if n <= r} | set(range(8, min(r + 1, 256), 8))
-                  | set(range(256, r + 1, 16)) | {r})
+        counts = _size_grid(r) | {r}
         grid |= {n * decode_q for n in counts
                  if n * decode_q <= top0 and n * decode_q <= max_num_batched_tokens}
     elif not max_size and decode_q == 1 and seqs_size and max_num_seqs <= top:
@@ -440,13 +445,12 @@ def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int,
     if v2 and sizes:
         top = min(max(sizes), max_num_seqs * q)
         decode = len({cdiv(x, q) * q for x in sizes} & set(range(1, top + 1)))
-        pieces = len(sizes)
     else:
         if q > 1 and round_to_q and mode != "PIECEWISE" and sizes:
             top = max(sizes)
             sizes = sorted({cdiv(x, q) * q for x in sizes} - set(range(top + 1, top + q)))
         decode = sum(1 for x in sizes if q <= x <= max_num_seqs * q)
-        pieces = len(sizes)
+    pieces = len(sizes)
     return {"FULL_DECODE_ONLY": decode, "FULL_AND_PIECEWISE": pieces + decode}.get(
         mode, pieces)
 

@@ -222,6 +222,13 @@ class EngineArgs:
     video_io: dict[str, Any] | None = None
     video_loader_backend: str | None = None
 
+    @property
+    def moe_ranks(self) -> int:
+        """GPUs a MoE layer's routed experts are split over: TP x DP, by expert with
+        expert parallelism, else by rows (`FusedMoEParallelConfig.make` flattens TP across
+        DP)."""
+        return self.tensor_parallel_size * self.data_parallel_size
+
 
 @dataclass
 class SizeResult:
@@ -570,11 +577,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     `towers_every_stage`: the multimodal towers are built on every pipeline stage.
     Some models build the embedding or the LM head on every stage (`pipeline.py`).
     """
-    tp, dp = a.tensor_parallel_size, a.data_parallel_size
-    # routed experts are split over TP x DP: by expert with expert parallelism, else by rows
-    # (`FusedMoEParallelConfig.make` flattens TP across DP)
-    ep = tp * dp
-    moe_tp = 1 if a.enable_expert_parallel else tp * dp
+    tp = a.tensor_parallel_size
+    ep = a.moe_ranks  # routed experts split by expert (EP) or by rows
+    moe_tp = 1 if a.enable_expert_parallel else ep
     embed_all = arch.model_type in EMBED_EVERY_STAGE
     head_all = arch.model_type in LM_HEAD_EVERY_STAGE
     pad = expert_padding(arch, moe_tp, a.quantization, cc_major(cc),
@@ -699,12 +704,12 @@ def _eplb_state(arch: ModelArch, model: Model, a: EngineArgs, version: VllmVersi
         return [0] * len(stages)
     pc = count_params(arch)
     wb = weight_bytes(arch, dtype_bytes(model_dtype), None, model.quant_file)
-    ranks = a.tensor_parallel_size * a.data_parallel_size
     physical = arch.num_experts + a.eplb_num_redundant_experts
     out = []
     for rng in stages:
         moe = [pc.layers[i].expert for i in rng if pc.layers[i].expert]
-        layer = (max(moe) / arch.num_experts) * -(-physical // ranks) * wb.expert if moe else 0
+        layer = (max(moe) / arch.num_experts) * -(-physical // a.moe_ranks) * wb.expert \
+            if moe else 0
         out.append(eplb_state_bytes(moe_layers=len(moe), experts=arch.num_experts,
                                     redundant=a.eplb_num_redundant_experts,
                                     window=a.eplb_window_size, layer_expert_bytes=layer,
@@ -818,7 +823,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     _validate_parallel(arch, a, version)
     check_eplb(enabled=a.enable_eplb, redundant=a.eplb_num_redundant_experts,
                expert_parallel=a.enable_expert_parallel,
-               ranks=a.tensor_parallel_size * a.data_parallel_size, experts=arch.num_experts,
+               ranks=a.moe_ranks, experts=arch.num_experts,
                version_ok=version.at_least(0, 11), version=version.text)
     _validate_fp8_blocks(model, arch, a)
     _validate_act_order(arch, version)
@@ -931,8 +936,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     derived, derived_src = derived_max_model_len(arch, version)
     mml_src = f"config {derived_src}"
     longrope = longrope_default_len(arch.text_config) if version.at_least(0, 12) else None
+    default_len = min(longrope, derived) if longrope else derived
     if a.max_model_len is None and longrope:
-        mml = min(longrope, derived)
+        mml = default_len
         mml_src = (f"config original_max_position_embeddings, LongRoPE's default (up to "
                    f"{derived} with --max-model-len)")
     elif a.max_model_len is None:
@@ -942,7 +948,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             raise BadInput("--max-model-len -1/auto needs vLLM 0.14 or newer")
         # the search starts from the default length (`_get_and_verify_max_len`: LongRoPE's
         # original_max_position_embeddings for -1 too)
-        mml, mml_src = (min(longrope, derived) if longrope else derived), "auto-fit"
+        mml, mml_src = default_len, "auto-fit"
     else:
         mml = a.max_model_len
         mml_src = "--max-model-len"
@@ -1146,7 +1152,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     draft_bytes = 0
     if spec:
         draft_bytes, draft_est = SD.draft_weight_bytes(
-            arch, spec, tp=tp, ep=tp * a.data_parallel_size,
+            arch, spec, tp=tp, ep=a.moe_ranks,
             d=dtype_bytes(model_dtype), hf_quant=model.quant_file, version=version)
         weights[-1] += draft_bytes
         notes.append(f"speculative decoding ({spec.method}, k={k_spec}): "
@@ -1176,9 +1182,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "(the throughput model does not count that)")
     util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
     # the experts' intermediate: whole with expert parallelism, else split over TP x DP
-    # (`FusedMoEParallelConfig.make`: `flatten_tp_across_dp_and_pcp` without EP)
-    shape = _activation_shape(arch, 1 if a.enable_expert_parallel
-                              else tp * a.data_parallel_size, tp, model_dtype)
+    shape = _activation_shape(arch, 1 if a.enable_expert_parallel else a.moe_ranks, tp,
+                              model_dtype)
     if shape.moe_intermediate_local:
         shape = _with_moe_kernel(shape, arch, model, a, gpu, version)
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
@@ -1722,7 +1727,6 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
                      gpu: Gpu, version: VllmVersion) -> M.ActivationShape:
     """The activation shape with the fused-MoE kernel this release picks for these experts
     (`VllmVersion.moe_kernel`) and the experts on one GPU."""
-    tp = a.tensor_parallel_size
     q = arch.quantization or {}
     qm = str(q.get("quant_method", "")).lower()
     expert_bytes = weight_bytes(arch, 2, a.quantization, model.quant_file).expert
@@ -1732,16 +1736,15 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
             and int((g or {}).get("weights", {}).get("num_bits") or 8) < 8
             and not (g or {}).get("input_activations")
             for g in (q.get("config_groups") or {}).values()))
-    dp = a.data_parallel_size
     kernel = version.moe_kernel(
-        gpu.compute_capability, moe_tp=1 if a.enable_expert_parallel else tp * dp,
+        gpu.compute_capability, moe_tp=1 if a.enable_expert_parallel else a.moe_ranks,
         fp8_block=qm == "fp8" and bool(q.get("weight_block_size")),
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
         nvfp4=is_nvfp4(expert_bytes), mxfp4=qm == "mxfp4", wna16=wna16,
         fp8_tensor=a.flashinfer_moe_fp8 and fp8_tensor_experts(arch, model.quant_file),
         unquantized=expert_bytes == 2, dp=a.data_parallel_size)
     physical = arch.num_experts + (a.eplb_num_redundant_experts if a.enable_eplb else 0)
-    experts = physical // (tp * dp) if a.enable_expert_parallel else arch.num_experts
+    experts = physical // a.moe_ranks if a.enable_expert_parallel else arch.num_experts
     # NVFP4 experts: FlashInfer's TRT-LLM kernel on SM100 writes an M x K output, its CUTLASS
     # kernel (SM120) a packed M x 2K one (`oracle/nvfp4.py` order; `workspace_shapes`)
     packed = is_nvfp4(expert_bytes) and cc_major(gpu.compute_capability) != 10
@@ -1749,7 +1752,7 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     # (`MoEPrepareAndFinalizeNaiveDPEPModular.prepare`, `DPMetadata.sp_local_sizes`), with
     # or without expert parallelism, and its kept workspace is sized for them
     return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed,
-                   moe_dp=dp)
+                   moe_dp=a.data_parallel_size)
 
 
 def mm_pixel_bytes(architectures: list[str], version: VllmVersion, v2: bool) -> PixelBytes:
