@@ -68,3 +68,18 @@ def test_eplb_refusals():
             _run("Qwen/Qwen3-30B-A3B", "h100", data_parallel_size=2, **kw)
     with pytest.raises(BadInput, match="tensor or data parallelism"):
         _run("Qwen/Qwen3-30B-A3B", "h100", enable_expert_parallel=True, enable_eplb=True)
+
+
+def test_dp_without_ep_pads_the_rows_each_rank_holds():
+    # FlashInfer's FP8 MoE pads each rank's expert rows: without expert parallelism the rows
+    # are split over TP x DP (`FusedMoEConfig.intermediate_size_per_partition`), so -dp 4
+    # pads as -tp 4 does (Nemotron-3-Super latent experts: 1,344 / 4 = 336 -> 384 rows)
+    from kvplan.core.arch import normalize
+    from kvplan.core.sizing import _fi_expert_pad
+    from kvplan.core.versions import VllmVersion
+
+    m = resolve_model("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
+    arch, b200, v = normalize(m.config), resolve_gpu("b200"), VllmVersion.of("0.33")
+    dp4 = _fi_expert_pad(arch, m, EngineArgs(data_parallel_size=4), b200, v)[0]
+    assert dp4 == _fi_expert_pad(arch, m, EngineArgs(tensor_parallel_size=4), b200, v)[0]
+    assert round(dp4, 4) == round(384 / 336, 4)

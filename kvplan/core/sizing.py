@@ -229,6 +229,12 @@ class EngineArgs:
         DP)."""
         return self.tensor_parallel_size * self.data_parallel_size
 
+    @property
+    def expert_tp(self) -> int:
+        """How each routed expert's intermediate is split: whole with expert parallelism,
+        else over every MoE rank (`FusedMoEConfig.intermediate_size_per_partition`)."""
+        return 1 if self.enable_expert_parallel else self.moe_ranks
+
 
 @dataclass
 class SizeResult:
@@ -579,10 +585,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     """
     tp = a.tensor_parallel_size
     ep = a.moe_ranks  # routed experts split by expert (EP) or by rows
-    moe_tp = 1 if a.enable_expert_parallel else ep
     embed_all = arch.model_type in EMBED_EVERY_STAGE
     head_all = arch.model_type in LM_HEAD_EVERY_STAGE
-    pad = expert_padding(arch, moe_tp, a.quantization, cc_major(cc),
+    pad = expert_padding(arch, a.expert_tp, a.quantization, cc_major(cc),
                          scales_kept=mxfp4_scales_kept) * fi_pad * eplb_copies(arch, a)
     tower_tp = tp if towers_tp_sharded(  # ranks a tower is split over
         arch.architectures, mistral_native=mistral_native,
@@ -1182,8 +1187,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "(the throughput model does not count that)")
     util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
     # the experts' intermediate: whole with expert parallelism, else split over TP x DP
-    shape = _activation_shape(arch, 1 if a.enable_expert_parallel else a.moe_ranks, tp,
-                              model_dtype)
+    shape = _activation_shape(arch, a.expert_tp, tp, model_dtype)
     if shape.moe_intermediate_local:
         shape = _with_moe_kernel(shape, arch, model, a, gpu, version)
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
@@ -1702,8 +1706,7 @@ def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
             version.moe_backend_kind(a.moe_backend) not in (None, "flashinfer"):
         return 1.0, ""
     cc, gated = gpu.compute_capability, moe_gated(arch)
-    inter = arch.expert_intermediate_size // (1 if a.enable_expert_parallel
-                                              else a.tensor_parallel_size)
+    inter = arch.expert_intermediate_size // a.expert_tp
     hidden, rows, cols = moe_hidden(arch), 0, 0
     if a.flashinfer_moe_fp8 and version.fi_fp8_moe(cc) and fp8_tensor_experts(
             arch, model.quant_file):
@@ -1737,7 +1740,7 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
             and not (g or {}).get("input_activations")
             for g in (q.get("config_groups") or {}).values()))
     kernel = version.moe_kernel(
-        gpu.compute_capability, moe_tp=1 if a.enable_expert_parallel else a.moe_ranks,
+        gpu.compute_capability, moe_tp=a.expert_tp,
         fp8_block=qm == "fp8" and bool(q.get("weight_block_size")),
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
         nvfp4=is_nvfp4(expert_bytes), mxfp4=qm == "mxfp4", wna16=wna16,
