@@ -50,8 +50,13 @@ class EncoderProfile:
 REPLICATED_TOWERS = {"Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration"}
 
 
+# the per-prompt limit of a modality --limit-mm-per-prompt does not list
+# (`MultiModalConfig.get_limit_per_prompt`)
+DEFAULT_MM_LIMIT = 999
+
+
 # towers that also take video: a vision tower stays unless image and video are both limited
-# to 0 (`get_supported_mm_limits` lists video; an unlisted modality defaults to 999)
+# to 0 (`get_supported_mm_limits` lists video; an unlisted one allows DEFAULT_MM_LIMIT)
 VIDEO_TOWERS = QWEN2_VL + QWEN3_VL + ("Gemma4ForConditionalGeneration",)
 
 
@@ -65,7 +70,8 @@ def towers_kept(architectures: list[str], limits: dict[str, int] | None,
     if not limits:
         return True, True
     seen = ("image", "video") if any(a in VIDEO_TOWERS for a in architectures) else ("image",)
-    return (any(limits.get(m, 999) for m in seen), bool(limits.get("audio", 999)))
+    return (any(limits.get(m, DEFAULT_MM_LIMIT) for m in seen),
+            bool(limits.get("audio", DEFAULT_MM_LIMIT)))
 
 
 def towers_tp_sharded(architectures: list[str], *, mistral_native: bool = False,
@@ -130,7 +136,7 @@ def pixel_bytes(architectures: list[str], *, device_normalize: bool, v2_runner: 
 
 
 def _items(tokens: int, max_model_len: int, max_num_batched_tokens: int,
-           max_num_seqs: int, limit: int = 999) -> int:
+           max_num_seqs: int, limit: int = DEFAULT_MM_LIMIT) -> int:
     """Items the profile encodes at once (`MultiModalBudget._get_max_items`: the budget over
     one item, at most `max_num_seqs` prompts of `min(limit, max_model_len // tokens)`)."""
     budget = max(max_num_batched_tokens, tokens)
@@ -170,10 +176,10 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
                     limits: dict[str, int] | None = None,
                     px: PixelBytes = PixelBytes()) -> EncoderProfile | None:
     """The encoder profile of a Qwen VL or Gemma 3 model (None for other models). `limits`:
-    --limit-mm-per-prompt (an unlisted modality allows 999); `px`: `pixel_bytes`."""
+    --limit-mm-per-prompt (an unlisted modality allows DEFAULT_MM_LIMIT); `px`: `pixel_bytes`."""
     qwen2 = any(a in QWEN2_VL for a in architectures)
     qwen3 = any(a in QWEN3_VL for a in architectures)
-    lim = {"image": 999, "video": 999, **(limits or {})}
+    lim = {"image": DEFAULT_MM_LIMIT, "video": DEFAULT_MM_LIMIT, **(limits or {})}
     if vision and any(a in GEMMA3 for a in architectures):
         return _gemma3(vision, tp=tp, text_hidden=text_hidden, max_model_len=max_model_len,
                        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
