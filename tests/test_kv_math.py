@@ -180,6 +180,32 @@ def test_mistral_v01_all_layers_sliding():
     assert new.kv_cache_tokens == 716138
 
 
+def test_llama4_scout_chunked_groups_follow_vllms_default_by_release():
+    from kvplan.core.specdec import SpecDecode
+    from kvplan.sources.resolve import resolve_model
+
+    scout = resolve_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    kw = dict(tensor_parallel_size=4, max_model_len=131072, kv_cache_memory_bytes=20 << 30)
+    # 48 layers at 2 KV heads x 128 per GPU: 16,384 B per layer per 16-token block; with the
+    # groups, 12 layers share each tensor: 20 GiB / (12 x 16,384) = 109,226 blocks, and a
+    # request needs 8,192 blocks of full attention plus 3 chunked groups of
+    # cdiv(min(8,192 + 2 x 8,192, 131,072), 16) = 1,536
+    on = size(scout, H100, EngineArgs(**kw))
+    assert on.num_gpu_blocks == 109226 and on.blocks_per_request == 8192 + 3 * 1536
+    assert round(on.max_concurrency, 2) == 8.53 and on.kv_cache_tokens == 1118474
+    # full-attention costing: 20 GiB / (48 x 16,384) = 27,306 blocks of 8,192 per request
+    off = {"0.9.2": 27306, "0.10": 109226, "0.10.1": 27306, "0.13": 27306, "0.14": 109226}
+    for version, blocks in off.items():
+        r = size(scout, H100, EngineArgs(**kw), version)
+        assert r.num_gpu_blocks == blocks, version
+    ngram = size(scout, H100, EngineArgs(**kw, speculative=SpecDecode("ngram", 3, None)))
+    assert ngram.num_gpu_blocks == 109226  # n-gram drafting keeps the groups; EAGLE does not
+    from kvplan.core.versions import VllmVersion
+    assert not VllmVersion.of("0.33").chunked_local_groups(eagle_drafter=True)
+    assert size(scout, H100, EngineArgs(**kw, disable_hybrid_kv_cache_manager=True)
+                ).num_gpu_blocks == 27306
+
+
 def test_gemma4_e2b_kv_sharing_and_real_log():
     # vLLM 0.21 on an L4, --enforce-eager, max_model_len 8192: logged 129.66x, 9.92 GiB
     r = run(GEMMA4_E2B, gpu=L4, version="0.21", max_model_len=8192, enforce_eager=True,

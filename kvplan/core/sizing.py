@@ -1092,8 +1092,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                            hint="size without the skip list", flag="kv_cache_dtype_skip_layers")
         plan = KF.heterogeneous_block(plan, arch, dts, tp, cc, version)
     disable_hybrid = a.disable_hybrid_kv_cache_manager or (
-        version.at_least(0, 33) and any(
-            isinstance(x, AttnLayer) and x.kind == "chunked" for x in arch.layers))
+        any(isinstance(x, AttnLayer) and x.kind == "chunked" for x in arch.layers)
+        and not version.chunked_local_groups(bool(spec) and spec.method in SD.EAGLE_LIKE))
     if disable_hybrid and any(isinstance(x, AttnLayer) and x.kind in ("sliding", "chunked")
                               for x in arch.layers):
         notes.append("hybrid KV-cache manager off: local-attention layers are charged as full "

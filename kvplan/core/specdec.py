@@ -52,6 +52,8 @@ MTP_NAMES = frozenset({"mtp", "deepseek_mtp", "qwen3_next_mtp", "glm4_moe_mtp", 
 DRAFT_METHODS = ("eagle", "eagle3", "draft_model", "dflash")
 DSPARK = "dspark"  # DeepSeek's block drafter: DeepSeek-V4's own mtp.* stages or a draft model
 NO_DRAFT = ("ngram", "suffix", "ngram_gpu")
+# methods `SpeculativeConfig.use_eagle` names (drafting from the target's hidden states)
+EAGLE_LIKE = ("eagle", "eagle3", "mtp", "dflash", DSPARK)
 # the release from which vLLM's V1 engine serves each method (`_is_v1_supported_oracle`:
 # ngram, eagle and eagle3 in 0.8.5, deepseek_mtp in 0.9; earlier ones fell back to V0)
 _SINCE = {"eagle": (0, 8, 5), "eagle3": (0, 8, 5), "mtp": (0, 9), "ngram": (0, 8, 5),

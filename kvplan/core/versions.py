@@ -356,6 +356,17 @@ class VllmVersion:
         0.29; 0.30 builds `q_proj` alone (gemma4.py in the 0.21-0.29 / 0.30-0.33 wheels)."""
         return not self.at_least(0, 30)
 
+    def chunked_local_groups(self, eagle_drafter: bool) -> bool:
+        """Whether Llama 4's chunked-local layers keep their own KV groups by default.
+        Before 0.10 they are full-attention layers (no `ChunkedLocalAttentionSpec`); an
+        EAGLE-style drafter (`SpeculativeConfig.use_eagle`) always turns the hybrid manager
+        off; 0.10.1-0.13 turn it off unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1,
+        whose default becomes 1 in 0.14 (`VllmConfig.__post_init__`, envs.py; wheels read:
+        0.9.2, 0.10.0, 0.10.1, 0.12, 0.13, 0.14, 0.33)."""
+        if eagle_drafter or not self.at_least(0, 10):
+            return False
+        return self.at_least(0, 14) or not self.at_least(0, 10, 1)
+
     def fi_bf16_moe(self, compute_capability: str, dp: int = 1) -> bool:
         """Whether unquantized (16-bit) experts run on FlashInfer's MoE kernels: from 0.20
         (`oracle/unquantized.py _get_priority_backends`: FLASHINFER_TRTLLM, FLASHINFER_CUTLASS,
