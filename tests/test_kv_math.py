@@ -193,6 +193,10 @@ def test_llama4_scout_chunked_groups_follow_vllms_default_by_release():
     on = size(scout, H100, EngineArgs(**kw))
     assert on.num_gpu_blocks == 109226 and on.blocks_per_request == 8192 + 3 * 1536
     assert round(on.max_concurrency, 2) == 8.53 and on.kv_cache_tokens == 1118474
+    # ChunkedLocalAttentionBuilder takes no full graphs (NEVER, 0.11+): 51 piecewise sizes
+    # up to 512 and no FULL decode ones (vLLM PR 26034's log: "setting cudagraph_mode=PIECEWISE")
+    assert (on.cudagraph_mode, on.cudagraph_graphs) == ("PIECEWISE", 51)
+    assert size(scout, H100, EngineArgs(**kw), "0.10.2").cudagraph_mode == "PIECEWISE"  # default
     # full-attention costing: 20 GiB / (48 x 16,384) = 27,306 blocks of 8,192 per request
     off = {"0.9.2": 27306, "0.10": 109226, "0.10.1": 27306, "0.13": 27306, "0.14": 109226}
     for version, blocks in off.items():

@@ -87,14 +87,26 @@ def composite_backend(arch: ModelArch, *, kv: str, cc: str, vendor: str,
     return None
 
 
-def full_graphs_refused(arch: ModelArch, composite: str | None) -> bool:
-    """A composite's image-prefix routing reports no full-graph support (NEVER) when a
-    sliding window is not clamped for image prefixes (`MMPrefixAttentionRouting.
-    get_cudagraph_support`, `_has_unclamped_window`, 0.30-0.33): Gemma 3's sliding layers
-    set no `mm_prefix_clamp_sliding_window` (gemma3.py), Gemma 4's do. vLLM then captures
-    PIECEWISE graphs only (`resolve_cudagraph_mode_and_sizes`)."""
-    return composite is not None and arch.model_type.startswith("gemma3") and any(
-        isinstance(x, AttnLayer) and x.kind == "sliding" for x in arch.layers)
+def full_graphs_refused(arch: ModelArch, composite: str | None,
+                        version: VllmVersion) -> str | None:
+    """Why an attention backend reports no full-graph support (NEVER), or None; vLLM then
+    captures PIECEWISE graphs only (`resolve_cudagraph_mode_and_sizes`, 0.11+ in
+    `_check_and_update_cudagraph_mode`).
+    * Llama 4's chunked-local layers: `ChunkedLocalAttentionBuilder` is NEVER from 0.11
+      (chunked_local_attention.py; 0.10 took the underlying backend's support).
+    * A composite's image-prefix routing when a sliding window is not clamped for image
+      prefixes (`MMPrefixAttentionRouting.get_cudagraph_support`, `_has_unclamped_window`,
+      0.30-0.33): Gemma 3's sliding layers set no `mm_prefix_clamp_sliding_window`
+      (gemma3.py), Gemma 4's do."""
+    kinds = {x.kind for x in arch.layers if isinstance(x, AttnLayer)}
+    if "chunked" in kinds and version.at_least(0, 11):
+        return ("Llama 4's chunked local attention takes no full CUDA graphs: vLLM captures "
+                "PIECEWISE graphs only")
+    if composite is not None and arch.model_type.startswith("gemma3") and "sliding" in kinds:
+        return ("this model's image-prefix attention backend takes no full CUDA graphs "
+                "(Gemma 3's sliding windows are not clamped): vLLM captures PIECEWISE "
+                "graphs only")
+    return None
 
 
 # head sizes FlashInfer's attention takes (`FlashInferBackend.get_supported_head_sizes`)

@@ -407,8 +407,9 @@ CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PI
 
 def effective_cudagraph_mode(cudagraph_mode: str | None, compilation_mode: int | None,
                              enforce_eager: bool, *, breakable: bool = False,
-                             keep_full: bool = False) -> str:
-    """The CUDA-graph mode vLLM runs: FULL_AND_PIECEWISE by default (V1), NONE with
+                             keep_full: bool = False, default_full: bool = True) -> str:
+    """The CUDA-graph mode vLLM runs: FULL_AND_PIECEWISE by default from 0.11, PIECEWISE
+    before (`default_full`; `VllmConfig.__post_init__`, 0.10.2/0.11.0 wheels), NONE with
     --enforce-eager. Piecewise graphs need vLLM's compilation (they split the compiled graph):
     without it (mode != 3) a piecewise mode becomes NONE ("Cudagraph mode ... is not
     compatible with compilation mode ... Overriding to NONE", 0.20.2), or from 0.30
@@ -418,7 +419,7 @@ def effective_cudagraph_mode(cudagraph_mode: str | None, compilation_mode: int |
     (`not VLLM_USE_BREAKABLE_CUDAGRAPH` in that condition)."""
     if enforce_eager:
         return "NONE"
-    mode = cudagraph_mode or "FULL_AND_PIECEWISE"
+    mode = cudagraph_mode or ("FULL_AND_PIECEWISE" if default_full else "PIECEWISE")
     if (not breakable and compilation_mode is not None and compilation_mode != 3
             and "PIECEWISE" in mode):
         return "FULL_DECODE_ONLY" if keep_full and mode == "FULL_AND_PIECEWISE" else "NONE"

@@ -1344,13 +1344,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "log, so expect about that much less KV cache than shown")
     graph_mode = M.effective_cudagraph_mode(a.cudagraph_mode, compile_mode, a.enforce_eager,
                                             breakable=breakable,
-                                            keep_full=version.at_least(0, 30))
-    if "FULL" in graph_mode and BK.full_graphs_refused(arch, composite):
+                                            keep_full=version.at_least(0, 30),
+                                            default_full=version.at_least(0, 11))
+    if "FULL" in graph_mode and (why := BK.full_graphs_refused(arch, composite, version)):
         # NEVER: PIECEWISE when attention is compiled piecewise (the default), else NONE
         graph_mode = "PIECEWISE" if "PIECEWISE" in graph_mode else "NONE"
-        notes.append("this model's image-prefix attention backend takes no full CUDA "
-                     "graphs (Gemma 3's sliding windows are not clamped): vLLM captures "
-                     "PIECEWISE graphs only")
+        notes.append(why)
     if spec and "FULL" in graph_mode and cc_major(cc) == 12 and gpu.vendor == "nvidia":
         # FlashInfer (the default backend on SM12x) without TRT-LLM decode supports less than
         # UNIFORM_BATCH graphs: "... is not supported with spec-decode ... PIECEWISE"
