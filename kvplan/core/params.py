@@ -249,7 +249,7 @@ def _count_params(arch: ModelArch) -> ParamCount:
         vocab_ple = int(t.get("vocab_size_per_layer_input") or arch.vocab_size)
         pc.embed += vocab_ple * ple * arch.num_layers + h * ple * arch.num_layers
     if arch.vision_config:
-        pc.vision = _vision_params(arch.vision_config)
+        pc.vision = _vision_params(arch.vision_config, arch.hidden_size)
     if arch.audio_config:
         pc.audio = _audio_params(arch.audio_config)
     return pc
@@ -291,11 +291,14 @@ def vision_shape(vc: dict) -> tuple[int, int, int, bool]:
     return vh, vi, vl, gated
 
 
-def _vision_params(vc: dict) -> int:
+def _vision_params(vc: dict, text_hidden: int) -> int:
     """A ViT tower: blocks (attention 4d², a 2- or 3-matrix MLP, biases, two LayerNorms), patch
-    and learned position embeddings, and Qwen-VL's patch merger(s) (vLLM qwen2_5_vl.py /
-    qwen3_vl.py: one `merger` plus one per `deepstack_visual_indexes` entry). The small
-    text-side projectors of LLaVA-style wrappers are not counted."""
+    and learned position embeddings, Qwen-VL's patch merger(s) (vLLM qwen2_5_vl.py /
+    qwen3_vl.py: one `merger` plus one per `deepstack_visual_indexes` entry) and Llama 4's
+    pixel-shuffle adapter and projector (mllama4.py `Llama4VisionPixelShuffleMLP`: intermediate
+    -> projector_input_dim -> projector_output_dim; `Llama4MultiModalProjector`:
+    vision_output_dim -> the text hidden size; 61M parameters). The small text-side
+    projectors of LLaVA-style wrappers are not counted."""
     vh, vi, vl, gated = vision_shape(vc)  # gated: Qwen2.5-VL, Pixtral
     # biases and norms: qkv, proj and MLP biases; two LayerNorms, or RMSNorms when gated
     small = 7 * vh + 2 * vi if gated else 9 * vh + vi
@@ -310,6 +313,10 @@ def _vision_params(vc: dict) -> int:
             n += 2 * int(vc["position_embedding_size"]) * vh
         elif vc.get("image_size") and vc.get("model_type") != "pixtral":  # Pixtral: 2-D RoPE
             n += (int(vc["image_size"]) // patch) ** 2 * vh
+    if vc.get("model_type") == "llama4_vision_model":
+        pin, pout = int(vc["projector_input_dim"]), int(vc["projector_output_dim"])
+        n += vi * pin + pin * pout + int(vc["vision_output_dim"]) * text_hidden
+        n += 2 * vh  # the class embedding and its position
     merge = int(vc.get("spatial_merge_size") or 0)
     out = int(vc.get("out_hidden_size") or (vc.get("hidden_size") if vc.get("embed_dim") else 0)
               or 0)
