@@ -122,6 +122,22 @@ def test_gemma3_siglip_profile():
     assert p.held_for_lm == 32 * 4096 * 588 * 2 + 32 * 256 * 2560 * 2
 
 
+def test_llama4_profile_holds_17_tiles_of_embeddings_per_image():
+    # mllama4.py: a 16:1 dummy image is 16 tiles + the global one, (336/14)^2 = 576 patches
+    # (+ the class token) each, pixel-shuffled by 0.5 to 144 embeddings of width 5,120
+    m = _model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    for mnbt, items in ((8192, 3), (16384, 6)):  # H100's and B200's default budgets
+        p = _profile(m, 131072, mnbt, 1024)
+        assert (p.tokens_per_item, p.items, p.modality) == (17 * 144, items, "image")
+        outputs, pixels = items * 17 * 144 * 5120 * 2, items * 17 * 3 * 336 * 336 * 2
+        assert p.held_for_lm == outputs + pixels  # V1 keeps the bf16 pixels too
+    assert outputs == 150405120  # 0.14 GiB on a B200
+    # 6 x 17 x 577 patches x 1,408 x 2 B = U; MLP ratio 4: max(3 + 8, 4 + 4) + the patch
+    # embeddings and pixels held: U x (11 + 1 + 3 x 14^2 / 1408)
+    u = 6 * 17 * 577 * 1408 * 2
+    assert abs(p.encoder_peak - u * (11 + 1 + 3 * 196 / 1408)) < 2
+
+
 def test_encoder_profile_by_release():
     # Qwen VL from 0.11 (one dummy item fills the budget); Gemma 3 from 0.20 only
     h200 = Gpu("h200", "NVIDIA H200", 143771 << 20, "9.0")

@@ -1,5 +1,5 @@
 """The vision encoder's share of vLLM's profile run (Qwen2-VL / 2.5-VL / 3-VL / 3.5 / 3.6,
-Gemma 3).
+Gemma 3, Llama 4).
 
 vLLM 0.20.2 `GPUModelRunner.profile_run` first runs the encoder on the largest dummy item
 (`MultiModalBudget`, `compute_mm_encoder_budget`), keeps the pixels and encoder outputs while
@@ -14,7 +14,8 @@ gated MLP, max(3 + 2r/TP, 4 + r/TP (+1)) for Qwen3-VL (r = intermediate / hidden
 the whole run holds (pixels, Qwen3-VL's position embeddings and deepstack features). Gemma 3's
 SigLIP tower (`siglip.py`, FlashAttention per image): attention 3 + 4/TP (+1), the MLP as
 Qwen3-VL's, holding the patch embeddings and pixels; 256 pooled tokens per 896 x 896 image
-(pan-and-scan off). These are coefficients from reading the code, checked on two Qwen logs and
+(pan-and-scan off); Llama 4's tower is costed the same way on 17 tiles an image. These are
+coefficients from reading the code, checked on two Qwen logs and
 one Gemma 3 log (docs/methodology.md).
 """
 
@@ -32,6 +33,8 @@ _QWEN2_MAX_PIXELS = 12845056  # Qwen2-VL image processor `max_pixels`
 _QWEN3_LONGEST_EDGE = 16777216  # Qwen3-VL image processor `size.longest_edge` (pixels)
 _QWEN2_MAX_VIDEO_PAIRS = 7  # `_MAX_FRAMES_PER_VIDEO` = 14 frames, 2 per temporal patch
 GEMMA3 = ("Gemma3ForConditionalGeneration",)
+LLAMA4 = ("Llama4ForConditionalGeneration",)
+_LLAMA4_MAX_TILES = 16  # the Llama 4 image processor's `max_patches` (preprocessor_config.json)
 _GEMMA3_TOKENS_PER_IMAGE = 256  # `mm_tokens_per_image`: 4 x 4 average pooling of 64 x 64 patches
 
 
@@ -144,30 +147,51 @@ def _items(tokens: int, max_model_len: int, max_num_batched_tokens: int,
     return max(1, min(budget // tokens, max_num_seqs * per_prompt))
 
 
-def _gemma3(vision: dict[str, Any], *, tp: int, text_hidden: int, max_model_len: int,
-            max_num_batched_tokens: int, max_num_seqs: int, limit: int,
-            px: PixelBytes) -> EncoderProfile | None:
-    """Gemma 3: one 896 x 896 tile per dummy image (`Gemma3ProcessingInfo`, pan-and-scan off),
-    all images through the SigLIP tower in one call (`GPUModelRunner.profile_run`)."""
+def _tiled_vit(vision: dict[str, Any], *, tp: int, tokens: int, tiles: int, patches: int,
+               out_width: int, max_model_len: int, max_num_batched_tokens: int,
+               max_num_seqs: int, limit: int, px: PixelBytes) -> EncoderProfile | None:
+    """A ViT that encodes every dummy image as `tiles` fixed tiles of `patches` patches each,
+    all images in one call (`GPUModelRunner.profile_run`), `tokens` embeddings of `out_width`
+    per image held for the language model."""
     d = int(vision.get("hidden_size") or 0)
     inter = int(vision.get("intermediate_size") or 0)
     patch = int(vision.get("patch_size") or 14)
-    side = int(vision.get("image_size") or 896) // patch
-    if not d or not inter or not side:
+    if not d or not inter or not patches:
         return None
-    tokens = _GEMMA3_TOKENS_PER_IMAGE
     items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs, limit)
-    patches = items * side * side
+    total = items * tiles * patches
     r, extra = inter / d, (1 if tp > 1 else 0)
     attn = 3 + 4 / tp + extra  # input, LayerNorm output, q/k/v (sharded), attention output
     mlp = _gelu_mlp_units(r, tp)
     # patch embeddings kept for the loop, and the pixels (U is 2 B a vision-hidden element)
     held = 1 + 3 * patch * patch / d * px.during / 2
-    pixels = patches * 3 * patch * patch * px.after
-    outputs = items * tokens * text_hidden * 2
+    side = int(vision.get("image_size") or 0)
+    pixels = items * tiles * 3 * side * side * px.after
+    outputs = items * tokens * out_width * 2
     return EncoderProfile(tokens_per_item=tokens, items=items, modality="image",
-                          encoder_peak=int(patches * d * 2 * (max(attn, mlp) + held)),
+                          encoder_peak=int(total * d * 2 * (max(attn, mlp) + held)),
                           held_for_lm=int(pixels + outputs))
+
+
+def _gemma3(vision: dict[str, Any], *, text_hidden: int, **kw: Any) -> EncoderProfile | None:
+    """Gemma 3: one 896 x 896 tile per dummy image (`Gemma3ProcessingInfo`, pan-and-scan off),
+    256 pooled embeddings of the text width."""
+    side = int(vision.get("image_size") or 896) // int(vision.get("patch_size") or 14)
+    return _tiled_vit({"image_size": 896, **vision}, tokens=_GEMMA3_TOKENS_PER_IMAGE, tiles=1,
+                      patches=side * side, out_width=text_hidden, **kw)
+
+
+def _llama4(vision: dict[str, Any], *, text_hidden: int, **kw: Any) -> EncoderProfile | None:
+    """Llama 4: the dummy image is 16 tiles high (`get_image_size_with_most_features`, the
+    processor's `max_patches`), so 16 tiles plus the global one, each (336 / 14)^2 patches and
+    a class token through the tower, pixel-shuffled to a quarter: 17 x 144 embeddings of the
+    text width (mllama4.py `get_patch_per_chunk`; the tile separators carry none)."""
+    side = int(vision.get("image_size") or 0) // int(vision.get("patch_size") or 14)
+    ratio = float(vision.get("pixel_shuffle_ratio") or 0.5)
+    per_tile = side * side // int(round(1 / ratio**2))
+    tiles = _LLAMA4_MAX_TILES + 1
+    return _tiled_vit(vision, tokens=tiles * per_tile, tiles=tiles, patches=side * side + 1,
+                      out_width=text_hidden, **kw)
 
 
 def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, tp: int,
@@ -175,15 +199,17 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
                     max_num_seqs: int, text_hidden: int = 0,
                     limits: dict[str, int] | None = None,
                     px: PixelBytes = PixelBytes()) -> EncoderProfile | None:
-    """The encoder profile of a Qwen VL or Gemma 3 model (None for other models). `limits`:
+    """The encoder profile of a Qwen VL, Gemma 3 or Llama 4 model (None for other models). `limits`:
     --limit-mm-per-prompt (an unlisted modality allows DEFAULT_MM_LIMIT); `px`: `pixel_bytes`."""
     qwen2 = any(a in QWEN2_VL for a in architectures)
     qwen3 = any(a in QWEN3_VL for a in architectures)
     lim = {"image": DEFAULT_MM_LIMIT, "video": DEFAULT_MM_LIMIT, **(limits or {})}
-    if vision and any(a in GEMMA3 for a in architectures):
-        return _gemma3(vision, tp=tp, text_hidden=text_hidden, max_model_len=max_model_len,
-                       max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-                       limit=lim["image"], px=px)
+    tiled = _gemma3 if any(a in GEMMA3 for a in architectures) else (
+        _llama4 if any(a in LLAMA4 for a in architectures) else None)
+    if vision and tiled:
+        return tiled(vision, tp=tp, text_hidden=text_hidden, max_model_len=max_model_len,
+                     max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                     limit=lim["image"], px=px)
     if not vision or not (qwen2 or qwen3):
         return None
     d = int(vision.get("hidden_size") or vision.get("embed_dim") or 0)
