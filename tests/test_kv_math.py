@@ -1289,6 +1289,20 @@ def test_gemma4_prefix_lm_raises_the_small_tier_token_budget():
                 ).max_num_batched_tokens == 2048  # not a prefix-LM model
 
 
+def test_default_token_budget_capped_at_seqs_times_length_from_012():
+    # 0.12+ `EngineArgs._set_default_args`: min(max_num_seqs x max_model_len, default);
+    # 0.9-0.11 V1 set the server default without the cap (only `SchedulerConfig`'s own
+    # default, V0's and the engine context's, had it), and max_model_len itself with chunked
+    # prefill off
+    kw = dict(max_model_len=1024, max_num_seqs=2, kv_cache_memory_bytes=GiB)
+    assert run(LLAMA31_8B, version="0.12", **kw).max_num_batched_tokens == 2048
+    assert run(LLAMA31_8B, version="0.11", **kw).max_num_batched_tokens == 8192
+    assert run(LLAMA31_8B, version="0.11", usage="engine", **kw).max_num_batched_tokens == 2048
+    off = dict(max_model_len=4096, enable_chunked_prefill=False, kv_cache_memory_bytes=GiB)
+    assert run(LLAMA31_8B, version="0.11", **off).max_num_batched_tokens == 4096
+    assert run(LLAMA31_8B, version="0.12", **off).max_num_batched_tokens == 8192
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back

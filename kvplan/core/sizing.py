@@ -995,17 +995,22 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     chunked = a.enable_chunked_prefill
     if chunked is None:
         chunked = version.v1 or mml > 32768
+    # before 0.12 V1's `_set_default_args_v1` fills the default for the server and LLM
+    # contexts (max_model_len itself without chunked prefill); V0 and the engine context
+    # leave it to `SchedulerConfig.__post_init__`, which also caps it at max_num_seqs x
+    # max_model_len; 0.12+ `EngineArgs` caps every default (0.9.2-0.33 wheels)
+    v1_filled = version.v1 and not version.at_least(0, 12) and a.usage != "engine"
     if a.max_num_batched_tokens:
         mnbt = a.max_num_batched_tokens
     elif not chunked:
-        mnbt = max(mml, d_mnbt)
+        mnbt = mml if v1_filled else max(mml, d_mnbt)
     else:
         mnbt = d_mnbt
         if a.usage == "engine" and version.v1 and not version.at_least(0, 12) and (
                 arch.vision_config or arch.audio_config):  # `SchedulerConfig.__post_init__`
             mnbt = max(mnbt, 5120)  # MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (to 0.11)
-        if version.at_least(0, 33):
-            mnbt = min(seqs * mml, mnbt)
+    if not a.max_num_batched_tokens and not v1_filled:
+        mnbt = min(seqs * mml, mnbt)
     if not a.max_num_batched_tokens and version.at_least(0, 22) and arch.mm_prefix_lm and \
             mm_on and arch.model_type.startswith("gemma4"):
         # a prefix-LM model takes one multimodal item in one batch: 0.22+ raise the default
@@ -1015,7 +1020,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if item > mnbt:
             notes.append(f"vLLM raises max_num_batched_tokens from {mnbt} to {item} so one "
                          "Gemma 4 video fits a batch (prefix-LM multimodal input)")
-            mnbt = min(seqs * mml, item) if version.at_least(0, 33) else item
+            mnbt = min(seqs * mml, item)
     if a.max_num_seqs is None:
         seqs = min(seqs, mnbt)
     if mnbt < seqs:  # `SchedulerConfig.verify_max_model_len` (0.33; the same check in V0)
