@@ -1303,6 +1303,19 @@ def test_default_token_budget_capped_at_seqs_times_length_from_012():
     assert run(LLAMA31_8B, version="0.12", **off).max_num_batched_tokens == 8192
 
 
+def test_blackwell_trtllm_moe_note_only_where_trtllm_runs_the_experts():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    b200 = resolve_gpu("b200")
+
+    def risk(name):
+        notes = size(resolve_model(name), b200, EngineArgs(max_model_len=8192)).notes
+        return any("TRT-LLM fused-MoE" in n for n in notes)
+    # SiLU experts take FlashInfer TRT-LLM first on SM100 (0.33 `_get_priority_backends`);
+    # Gemma 4's gelu_tanh experts go to FlashInfer CUTLASS (TRT-LLM takes SiLU and ReLU^2)
+    assert risk("Qwen/Qwen3-30B-A3B") and not risk("google/gemma-4-26B-A4B")
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back

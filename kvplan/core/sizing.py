@@ -1441,7 +1441,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             risks.append("FlashInfer's 394 MiB attention workspaces, first allocated inside "
                          "the CUDA-graph probe and so counted in vLLM's graph estimate "
                          "(0.4-0.8 GiB)")
-        if version.at_least(0, 30) and arch.num_experts and mnbt * dp_moe >= 16384:
+        # unquantized GELU experts (Gemma 4 26B-A4B) skip TRT-LLM, which takes SiLU and
+        # ReLU² only (`TrtLlmBf16Experts._supports_activation`), for FlashInfer CUTLASS
+        moe_act = str(arch.text_config.get("hidden_activation") or arch.text_config.get(
+            "hidden_act") or "")
+        trtllm = not (moe_act.startswith("gelu") and not (arch.quantization or model.quant_file))
+        if version.at_least(0, 30) and arch.num_experts and mnbt * dp_moe >= 16384 and trtllm:
             risks.append("the TRT-LLM fused-MoE kernel's per-call scratch at this token "
                          "budget (about 1 GiB for DeepSeek-R1 at TP8 per 16,384 tokens"
                          + (f"; every MoE layer here sees {mnbt * dp_moe:,} tokens, "
