@@ -138,6 +138,29 @@ def test_llama4_profile_holds_17_tiles_of_embeddings_per_image():
     assert abs(p.encoder_peak - u * (11 + 1 + 3 * 196 / 1408)) < 2
 
 
+def test_gemma4_profiles_32_frame_videos_of_64_embeddings_a_frame():
+    # gemma4_mm.py: a 224 x 224 dummy frame scaled for 70 soft tokens: sqrt(630 / 196) x 224
+    # floors to 8 pooling units of 48 px = 24 x 24 patches, 64 embeddings; an item takes
+    # 32 x (70 + 8) = 2,496 of the budget (the 0.31.1 MI300X log: "6 video items" at 16,384)
+    m = _model("google/gemma-4-31B-it")
+    for mnbt, items in ((8192, 3), (16384, 6), (2496, 1)):
+        p = _profile(m, 32768, mnbt, 256)
+        assert (p.tokens_per_item, p.items, p.modality) == (2496, items, "video")
+        outputs = items * 32 * 64 * 5376 * 2
+        assert p.held_for_lm == outputs + items * 32 * 576 * 3 * 16 * 16 * 2
+    assert outputs == 22020096  # one video's embeddings: 21 MiB
+    # frames padded to 630 patches x 1,152 wide through the whole (untouched by TP) tower:
+    # MLP ratio 4304 / 1152: max(3 + 2r, 4 + r) + 1 + 3 x 16^2 / 1152 units
+    u, r = 1 * 32 * 630 * 1152 * 2, 4304 / 1152
+    assert abs(p.encoder_peak - u * (max(3 + 2 * r, 4 + r) + 1 + 768 / 1152)) < 2
+    # video limited to 0: a 280-token image, whose 224 x 224 dummy gives 256 embeddings
+    p = encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
+                        max_model_len=32768, max_num_batched_tokens=8192, max_num_seqs=256,
+                        text_hidden=5376, limits={"video": 0})
+    assert (p.tokens_per_item, p.items, p.modality) == (280, 29, "image")
+    assert p.held_for_lm == 29 * 256 * 5376 * 2 + 29 * 2304 * 3 * 256 * 2
+
+
 def test_encoder_profile_by_release():
     # Qwen VL from 0.11 (one dummy item fills the budget); Gemma 3 from 0.20 only
     h200 = Gpu("h200", "NVIDIA H200", 143771 << 20, "9.0")

@@ -1,5 +1,5 @@
 """The vision encoder's share of vLLM's profile run (Qwen2-VL / 2.5-VL / 3-VL / 3.5 / 3.6,
-Gemma 3, Llama 4).
+Gemma 3, Gemma 4, Llama 4).
 
 vLLM 0.20.2 `GPUModelRunner.profile_run` first runs the encoder on the largest dummy item
 (`MultiModalBudget`, `compute_mm_encoder_budget`), keeps the pixels and encoder outputs while
@@ -21,6 +21,7 @@ one Gemma 3 log (docs/methodology.md).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,9 @@ _QWEN2_MAX_VIDEO_PAIRS = 7  # `_MAX_FRAMES_PER_VIDEO` = 14 frames, 2 per tempora
 GEMMA3 = ("Gemma3ForConditionalGeneration",)
 LLAMA4 = ("Llama4ForConditionalGeneration",)
 _LLAMA4_MAX_TILES = 16  # the Llama 4 image processor's `max_patches` (preprocessor_config.json)
+GEMMA4 = ("Gemma4ForConditionalGeneration",)
+_GEMMA4_VIDEO_FRAMES, _GEMMA4_VIDEO_SOFT_TOKENS = 32, 70  # gemma4_mm.py `_VIDEO_MAX_*`
+_GEMMA4_DUMMY_SIDE = 224  # the dummy image / frame (`get_dummy_mm_data`: size unset)
 _GEMMA3_TOKENS_PER_IMAGE = 256  # `mm_tokens_per_image`: 4 x 4 average pooling of 64 x 64 patches
 
 
@@ -149,10 +153,12 @@ def _items(tokens: int, max_model_len: int, max_num_batched_tokens: int,
 
 def _tiled_vit(vision: dict[str, Any], *, tp: int, tokens: int, tiles: int, patches: int,
                out_width: int, max_model_len: int, max_num_batched_tokens: int,
-               max_num_seqs: int, limit: int, px: PixelBytes) -> EncoderProfile | None:
-    """A ViT that encodes every dummy image as `tiles` fixed tiles of `patches` patches each,
-    all images in one call (`GPUModelRunner.profile_run`), `tokens` embeddings of `out_width`
-    per image held for the language model."""
+               max_num_seqs: int, limit: int, px: PixelBytes, embeddings: int = 0,
+               modality: str = "image", pixel_patches: int = 0) -> EncoderProfile | None:
+    """A ViT that encodes every dummy item as `tiles` fixed tiles (or frames) of `patches`
+    patches each (`pixel_patches` of them carrying pixels, default all), all items in one
+    call (`GPUModelRunner.profile_run`); an item takes `tokens` of the budget and leaves
+    `embeddings` (default `tokens`) of `out_width` held for the language model."""
     d = int(vision.get("hidden_size") or 0)
     inter = int(vision.get("intermediate_size") or 0)
     patch = int(vision.get("patch_size") or 14)
@@ -165,10 +171,9 @@ def _tiled_vit(vision: dict[str, Any], *, tp: int, tokens: int, tiles: int, patc
     mlp = _gelu_mlp_units(r, tp)
     # patch embeddings kept for the loop, and the pixels (U is 2 B a vision-hidden element)
     held = 1 + 3 * patch * patch / d * px.during / 2
-    side = int(vision.get("image_size") or 0)
-    pixels = items * tiles * 3 * side * side * px.after
-    outputs = items * tokens * out_width * 2
-    return EncoderProfile(tokens_per_item=tokens, items=items, modality="image",
+    pixels = items * tiles * (pixel_patches or patches) * 3 * patch * patch * px.after
+    outputs = items * (embeddings or tokens) * out_width * 2
+    return EncoderProfile(tokens_per_item=tokens, items=items, modality=modality,
                           encoder_peak=int(total * d * 2 * (max(attn, mlp) + held)),
                           held_for_lm=int(pixels + outputs))
 
@@ -177,8 +182,8 @@ def _gemma3(vision: dict[str, Any], *, text_hidden: int, **kw: Any) -> EncoderPr
     """Gemma 3: one 896 x 896 tile per dummy image (`Gemma3ProcessingInfo`, pan-and-scan off),
     256 pooled embeddings of the text width."""
     side = int(vision.get("image_size") or 896) // int(vision.get("patch_size") or 14)
-    return _tiled_vit({"image_size": 896, **vision}, tokens=_GEMMA3_TOKENS_PER_IMAGE, tiles=1,
-                      patches=side * side, out_width=text_hidden, **kw)
+    return _tiled_vit(vision, tokens=_GEMMA3_TOKENS_PER_IMAGE, tiles=1, patches=side * side,
+                      out_width=text_hidden, **kw)
 
 
 def _llama4(vision: dict[str, Any], *, text_hidden: int, **kw: Any) -> EncoderProfile | None:
@@ -191,7 +196,39 @@ def _llama4(vision: dict[str, Any], *, text_hidden: int, **kw: Any) -> EncoderPr
     per_tile = side * side // int(round(1 / ratio**2))
     tiles = _LLAMA4_MAX_TILES + 1
     return _tiled_vit(vision, tokens=tiles * per_tile, tiles=tiles, patches=side * side + 1,
-                      out_width=text_hidden, **kw)
+                      out_width=text_hidden, pixel_patches=side * side, **kw)
+
+
+def _gemma4_soft_tokens(vision: dict[str, Any], side: int, max_soft: int) -> int:
+    """Soft tokens of a `side` x `side` image at `max_soft` tokens (gemma4_mm.py
+    `_compute_num_soft_tokens`: resized to whole pooling units within max_soft x k^2 patches,
+    k x k patches pooled to one)."""
+    patch, k = int(vision.get("patch_size") or 16), int(vision.get("pooling_kernel_size") or 3)
+    scale = math.sqrt(max_soft * k * k / ((side / patch) ** 2))
+    target = max(patch * k, math.floor(side * scale / (patch * k)) * patch * k)
+    return min((target // patch) ** 2 // (k * k), max_soft)
+
+
+def _gemma4(vision: dict[str, Any], *, text_hidden: int, limits: dict[str, int],
+            **kw: Any) -> EncoderProfile | None:
+    """Gemma 4 (gemma4_mm.py, 0.21-0.33): its largest item is a 32-frame video, 32 x (70
+    soft tokens + 8 markers) of the budget (`get_mm_max_tokens_per_item`); the dummy frames
+    are 224 x 224 (`get_dummy_mm_data`), resized for 70 soft tokens to 24 x 24 patches, 64
+    embeddings a frame. Every frame goes through the tower padded to 70 x 3^2 patches. With
+    video limited to 0 the item is an image of `default_output_length` (280) tokens, whose
+    224 x 224 dummy yields 256. The tower is whole on every GPU (`REPLICATED_TOWERS`)."""
+    k2 = int(vision.get("pooling_kernel_size") or 3) ** 2
+    if limits["video"] > 0:
+        frames, max_soft = _GEMMA4_VIDEO_FRAMES, _GEMMA4_VIDEO_SOFT_TOKENS
+        tokens, modality = frames * (max_soft + 2 + 6), "video"
+    else:
+        frames, max_soft = 1, int(vision.get("default_output_length") or 280)
+        tokens, modality = max_soft, "image"
+    soft = _gemma4_soft_tokens(vision, _GEMMA4_DUMMY_SIDE, max_soft)
+    kw.update(tp=1, limit=limits[modality])
+    return _tiled_vit(vision, tokens=tokens, tiles=frames, patches=max_soft * k2,
+                      out_width=text_hidden, embeddings=frames * soft, modality=modality,
+                      pixel_patches=soft * k2, **kw)
 
 
 def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, tp: int,
@@ -199,17 +236,20 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
                     max_num_seqs: int, text_hidden: int = 0,
                     limits: dict[str, int] | None = None,
                     px: PixelBytes = PixelBytes()) -> EncoderProfile | None:
-    """The encoder profile of a Qwen VL, Gemma 3 or Llama 4 model (None for other models). `limits`:
-    --limit-mm-per-prompt (an unlisted modality allows DEFAULT_MM_LIMIT); `px`: `pixel_bytes`."""
+    """The encoder profile of a Qwen VL, Gemma 3/4 or Llama 4 model (None for other models).
+    `limits`: --limit-mm-per-prompt (an unlisted modality allows DEFAULT_MM_LIMIT); `px`:
+    `pixel_bytes`."""
     qwen2 = any(a in QWEN2_VL for a in architectures)
     qwen3 = any(a in QWEN3_VL for a in architectures)
     lim = {"image": DEFAULT_MM_LIMIT, "video": DEFAULT_MM_LIMIT, **(limits or {})}
+    kw = dict(tp=tp, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
+              max_num_seqs=max_num_seqs, px=px)
+    if vision and any(a in GEMMA4 for a in architectures):
+        return _gemma4(vision, text_hidden=text_hidden, limits=lim, **kw)
     tiled = _gemma3 if any(a in GEMMA3 for a in architectures) else (
         _llama4 if any(a in LLAMA4 for a in architectures) else None)
     if vision and tiled:
-        return tiled(vision, tp=tp, text_hidden=text_hidden, max_model_len=max_model_len,
-                     max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-                     limit=lim["image"], px=px)
+        return tiled(vision, text_hidden=text_hidden, limit=lim["image"], **kw)
     if not vision or not (qwen2 or qwen3):
         return None
     d = int(vision.get("hidden_size") or vision.get("embed_dim") or 0)
