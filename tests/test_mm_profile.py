@@ -222,3 +222,10 @@ def test_limit_mm_per_prompt_moves_the_profiled_item():
                         max_model_len=131072, max_num_batched_tokens=8192, max_num_seqs=4,
                         text_hidden=3840)
     assert p.items == 32  # 8,192 // 256
+    # Qwen3-VL with images off profiles its 2-frame video: longest_edge 25,165,824 / 2 pixels
+    # a frame, (16 x 2)^2 pixels a token: 12,288 tokens from 49,152 two-frame patches
+    q = _model("Qwen/Qwen3-VL-30B-A3B-Instruct")
+    p = encoder_profile(q.config["architectures"], q.config["vision_config"], tp=1,
+                        max_model_len=32768, max_num_batched_tokens=8192, max_num_seqs=4,
+                        limits={"image": 0})
+    assert (p.tokens_per_item, p.items, p.modality) == (12288, 1, "video")

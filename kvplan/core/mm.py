@@ -32,6 +32,7 @@ QWEN3_VL = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGenerati
             "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
 _QWEN2_MAX_PIXELS = 12845056  # Qwen2-VL image processor `max_pixels`
 _QWEN3_LONGEST_EDGE = 16777216  # Qwen3-VL image processor `size.longest_edge` (pixels)
+_QWEN3_VIDEO_LONGEST_EDGE = 25165824  # its video processor's (video_preprocessor_config.json)
 _QWEN2_MAX_VIDEO_PAIRS = 7  # `_MAX_FRAMES_PER_VIDEO` = 14 frames, 2 per temporal patch
 GEMMA3 = ("Gemma3ForConditionalGeneration",)
 LLAMA4 = ("Llama4ForConditionalGeneration",)
@@ -263,6 +264,10 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     # at least one token: the processor resizes an image to a whole number of merged patches
     if qwen3:  # one 4096 x 4096 image; the 2-frame video is smaller
         tokens, modality = max(1, _QWEN3_LONGEST_EDGE // (patch * merge) ** 2), "image"
+        if lim["image"] <= 0:  # the video: two frames of longest_edge / 2 pixels each
+            # (`get_max_video_tokens`: video_max_pixels // temporal_patch_size)
+            tokens = max(1, _QWEN3_VIDEO_LONGEST_EDGE // t_patch // (patch * merge) ** 2)
+            modality = "video"
     else:  # the image, or a video of up to 7 frame pairs once max_model_len allows it
         image = max(1, _QWEN2_MAX_PIXELS // (patch * merge) ** 2)
         tokens = image * min(max(max_model_len // image, 1), _QWEN2_MAX_VIDEO_PAIRS)
