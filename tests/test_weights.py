@@ -646,3 +646,30 @@ def test_block_fp8_on_marlin_keeps_group_scales():
     assert 0 < on["l40s"] - on["h100"] < 16 << 20
     old = size(m, resolve_gpu("l40s"), EngineArgs(max_model_len=8192), "0.28").budget.weights
     assert old == on["h100"]
+
+
+def test_mxfp4_expert_padding_by_platform_and_release():
+    from kvplan.core.params import expert_padding
+    from kvplan.sources.resolve import resolve_model
+
+    oss = normalize(resolve_model("openai/gpt-oss-120b").config)  # hidden = intermediate = 2,880
+    sq = (3072 / 2880) ** 2
+    # ROCm: both dims to 256 (0.11, 0.19+), to 128 on gfx942 in 0.12-0.18 (2,944)
+    assert expert_padding(oss, 1, vendor="amd", release=(0, 33)) == sq
+    assert expert_padding(oss, 1, vendor="amd", release=(0, 14)) == (2944 / 2880) ** 2
+    assert expert_padding(oss, 1, vendor="amd", gfx950=True, release=(0, 14)) == sq
+    # Blackwell TRT-LLM: hidden to 256; intermediate to 256 before 0.27, then 128 (2,944)
+    assert expert_padding(oss, 1, cc_major=10, release=(0, 26)) == sq
+    assert expert_padding(oss, 1, cc_major=10, release=(0, 27)) == 3072 / 2880 * 2944 / 2880
+    assert expert_padding(oss, 1, cc_major=9) == 1.0  # Hopper: 2,880 is a multiple of 64
+
+
+def test_gpt_oss_120b_on_mi300x_pads_experts_and_uses_openai_triton(capsys):
+    d = _size_json(capsys, "openai/gpt-oss-120b", "--gpu", "mi300x")
+    h100 = _size_json(capsys, "openai/gpt-oss-120b", "--gpu", "h100")
+    # 36 x 128 experts of 3 x 3,072^2 at 0.5 + 1/32 B (and 3 x 3,072 bf16 biases) against
+    # 3 x 2,880^2: 8,397,914,112 B more than the unpadded Hopper layout (to 0.06 %: kvplan
+    # scales the parts to the checkpoint's exact size)
+    pad = d["weights_bytes_per_gpu"] - h100["weights_bytes_per_gpu"]
+    assert abs(pad / 8397914112 - 1) < 0.0006
+    assert d["moe_kernel"] == "oai_triton" and d["kv_cache_tokens"] == 2230781

@@ -687,14 +687,18 @@ def fp8_tensor_experts(arch: ModelArch, hf_quant: dict | None = None) -> bool:
 
 
 def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,
-                   cc_major: int = 9, scales_kept: bool = False) -> float:
+                   cc_major: int = 9, scales_kept: bool = False, *, vendor: str = "nvidia",
+                   gfx950: bool = False, release: tuple[int, int] = (0, 33)) -> float:
     """The byte multiplier for MXFP4 routed experts as vLLM holds them
-    (`mxfp4_round_up_hidden_size_and_intermediate_size`, the 0.19-0.33 wheels):
-    * Ampere (Marlin) and Blackwell (TRT-LLM): hidden to a multiple of 256, the per-rank
-      intermediate to 128.
+    (`mxfp4_round_up_hidden_size_and_intermediate_size`, 0.19-0.33; `Mxfp4MoEMethod.
+    create_weights` before; wheels 0.11-0.33):
+    * Ampere (Marlin): hidden to a multiple of 256, the per-rank intermediate to 128.
+    * Blackwell (TRT-LLM): hidden to 256, the intermediate to 256 up to 0.26, 128 from 0.27.
     * Hopper (OpenAI's Triton `matmul_ogs`): the intermediate to 64, the hidden as it is.
       Up to 0.24 the original block scales stayed beside their swizzled copies
       (`scales_kept`; 0.25 `del layer.w13_weight_scale`), one more byte per 32 weights.
+    * ROCm (OpenAI's Triton kernels, or AITER): both to 256; 0.12-0.18 to 128 except on
+      gfx950 (`get_padding_alignment`). gpt-oss-120b's 2,880 becomes 3,072: +7.8 GiB at TP1.
     Real Hopper loads of gpt-oss-20b/120b with 0.11: 13.47/64.38 GiB."""
     method = str(quantization or (arch.quantization or {}).get("quant_method", "")).lower()
     if method != "mxfp4" or not arch.num_experts:
@@ -703,7 +707,15 @@ def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,
     inter = (arch.moe_intermediate_size or arch.intermediate_size) // tp
     if not h or not inter:
         return 1.0
+
+    def up(n: int, m: int) -> float:
+        return -(-n // m) * m / n
+    if vendor == "amd":
+        m = 128 if (0, 12) <= release < (0, 19) and not gfx950 else 256
+        return up(h, m) * up(inter, m)
     if cc_major == 9:  # 0.5 B a weight + a 1-byte scale per 32, the scale held twice
         kept = (0.5 + 2 / 32) / (0.5 + 1 / 32) if scales_kept else 1.0
-        return (-(-inter // 64) * 64 / inter) * kept
-    return (-(-h // 256) * 256 / h) * (-(-inter // 128) * 128 / inter)
+        return up(inter, 64) * kept
+    if cc_major == 10:
+        return up(h, 256) * up(inter, 128 if release >= (0, 27) else 256)
+    return up(h, 256) * up(inter, 128)

@@ -569,7 +569,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                        fp32_router: bool = False, kv_unused: bool = False,
                        mxfp4_scales_kept: bool = False,
                        marlin_scales: tuple[float, float] = (0.0, 0.0),
-                       towers_every_stage: bool = False) -> tuple[list[int], int, bool]:
+                       towers_every_stage: bool = False, vendor: str = "nvidia",
+                       release: tuple[int, int] = (0, 33)) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -580,7 +581,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     `kv_unused`: KV-sharing layers still allocate K/V projections (Gemma 4 up to 0.29);
     `marlin_scales`: bytes a block-FP8 weight gains on FP8 Marlin, (linears, experts)
     (`fp8_marlin_scales`), added after the rescaling as the load-time copy it is;
-    `towers_every_stage`: the multimodal towers are built on every pipeline stage.
+    `towers_every_stage`: the multimodal towers are built on every pipeline stage;
+    `vendor`, `release`: what MXFP4 expert padding depends on (`expert_padding`).
     Some models build the embedding or the LM head on every stage (`pipeline.py`).
     """
     tp = a.tensor_parallel_size
@@ -588,7 +590,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     embed_all = arch.model_type in EMBED_EVERY_STAGE
     head_all = arch.model_type in LM_HEAD_EVERY_STAGE
     pad = expert_padding(arch, a.expert_tp, a.quantization, cc_major(cc),
-                         scales_kept=mxfp4_scales_kept) * fi_pad * eplb_copies(arch, a)
+                         scales_kept=mxfp4_scales_kept, vendor=vendor, gfx950=cc == "gfx950",
+                         release=release) * fi_pad * eplb_copies(arch, a)
     tower_tp = tp if towers_tp_sharded(  # ranks a tower is split over
         arch.architectures, mistral_native=mistral_native,
         encoder_dp=a.mm_encoder_tp_mode == "data") else 1
@@ -1135,7 +1138,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         mxfp4_scales_kept=not version.at_least(0, 25),
         marlin_scales=fp8_marlin_scales(arch, model, gpu, version, dtype_bytes(model_dtype)),
         # `_mark_tower_model` skips the towers past the first stage only under V2 from 0.33
-        towers_every_stage=not (v2 and version.at_least(0, 33)))
+        towers_every_stage=not (v2 and version.at_least(0, 33)),
+        vendor=gpu.vendor, release=version.v[:2])
     fi_pad, fi_what = _fi_expert_pad(arch, model, a, gpu, version)
     weights, weights_total, estimated = stage_weights(fi_pad=fi_pad)
     if fi_pad > 1:

@@ -253,7 +253,9 @@ class VllmVersion:
           DeepGEMM below TP 8 (0.14-0.15), FlashInfer CUTLASS (0.16-0.17, first in the
           fixed order), Triton for TP and FlashInfer CUTLASS for EP (0.18+
           `_get_priority_backends`); on Blackwell FlashInfer TRT-LLM (0.16+). MXFP4 experts
-          (gpt-oss): OpenAI's Triton kernels on Hopper, FlashInfer on SM100, Marlin below.
+          (gpt-oss): OpenAI's Triton kernels on Hopper and ROCm (`get_mxfp4_backend`, then
+          `_get_priority_backends_for_gpt_oss` without AITER), FlashInfer on SM100, Marlin
+          below.
           Weight-only int experts (AWQ, GPTQ, compressed-tensors W4A16) call the Marlin
           function, which allocates per call, until `oracle/int_wna16.py` (absent in the
           0.19.0 wheel, present in 0.20.2) moves them to the modular kernel.
@@ -268,7 +270,9 @@ class VllmVersion:
         chosen = self.moe_backend_kind(backend)
         if chosen:
             return chosen
-        if vendor != "nvidia":  # the DeepGEMM / FlashInfer / OpenAI-Triton picks are CUDA's
+        if vendor == "amd" and mxfp4 and self.at_least(0, 14):
+            return "oai_triton"  # ROCm runs MXFP4 experts on OpenAI's Triton kernels too
+        if vendor != "nvidia":  # the DeepGEMM / FlashInfer picks are CUDA's
             fp8_block = nvfp4 = mxfp4 = False
         major = cc_major(compute_capability)
         if nvfp4 and major in (10, 12) and self.at_least(0, 11):
