@@ -206,6 +206,17 @@ def test_llama4_scout_chunked_groups_follow_vllms_default_by_release():
     assert ngram.num_gpu_blocks == 109226  # n-gram drafting keeps the groups; EAGLE does not
     from kvplan.core.versions import VllmVersion
     assert not VllmVersion.of("0.33").chunked_local_groups(eagle_drafter=True)
+    # MiMo-V2-Flash's config has attention_chunk_size 128 and no chunked layer: an EAGLE-3
+    # draft turns the manager off, so its 48 layers (+ the draft's) share one group:
+    # 20 GiB / (48 x 10,240 + 8,192) = 42,974 blocks, 16,384 a request at 262,144 tokens
+    from kvplan.sources.resolve import resolve_gpu
+    mimo, h200 = resolve_model("XiaomiMiMo/MiMo-V2-Flash"), resolve_gpu("h200")
+    from kvplan.engines.vllm_spec import speculative
+    draft = speculative('{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", '
+                        '"num_speculative_tokens": 3}', resolve_model)
+    r = size(mimo, h200, EngineArgs(tensor_parallel_size=8, kv_cache_memory_bytes=20 << 30,
+                                     speculative=draft))
+    assert (r.num_gpu_blocks, r.blocks_per_request) == (42974, 16384)
     assert size(scout, H100, EngineArgs(**kw, disable_hybrid_kv_cache_manager=True)
                 ).num_gpu_blocks == 27306
 

@@ -1099,8 +1099,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                            "layers pad to a shared page (`_align_heterogeneous_kv_block_size`)",
                            hint="size without the skip list", flag="kv_cache_dtype_skip_layers")
         plan = KF.heterogeneous_block(plan, arch, dts, tp, cc, version)
+    # vLLM decides on `attention_chunk_size` in the text config, which MiMo-V2-Flash also
+    # carries without chunked layers (`VllmConfig.__post_init__`)
     disable_hybrid = a.disable_hybrid_kv_cache_manager or (
-        any(isinstance(x, AttnLayer) and x.kind == "chunked" for x in arch.layers)
+        arch.text_config.get("attention_chunk_size") is not None
         and not version.chunked_local_groups(bool(spec) and spec.method in SD.EAGLE_LIKE))
     if disable_hybrid and any(isinstance(x, AttnLayer) and x.kind in ("sliding", "chunked")
                               for x in arch.layers):
