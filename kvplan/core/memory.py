@@ -214,6 +214,20 @@ def mla_profile_scratch(max_model_len: int, max_num_seqs: int, block_size: int,
     return ws * heads_local * up_dim * act_bytes
 
 
+def triton_mla_logits_bytes(rows: int, heads: int, max_model_len: int, sm_count: int,
+                            kv_lora_rank: int) -> int:
+    """Triton-MLA's split-KV decode logits, reserved in the shared workspace at their worst
+    case (`_reserve_attn_logits_workspace`, triton_mla.py 0.25-0.33): fp32 [rows (max_num_seqs
+    x the decode query length), heads (x DCP), splits, kv_lora_rank + 1], splits = min(the
+    power of 2 at or above max_model_len / 512, 2 x the SM/CU count) (`_compute_num_kv_splits`;
+    uncapped when the catalog has no SM count). DeepSeek-R1 on an MI300X at TP8 and 163,840
+    tokens: 1,024 x 16 x 512 x 513 x 4 B = 16.0 GiB."""
+    splits = 1 << max(0, (max(1, max_model_len // 512) - 1).bit_length())
+    if sm_count:
+        splits = min(splits, 2 * sm_count)
+    return rows * heads * splits * (kv_lora_rank + 1) * 4
+
+
 def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, tp: int,
                  v033: bool, nvidia: bool) -> tuple[int, int]:
     """DeepSeek-V4's profile forward: (bytes alive at its peak besides the shared workspace,

@@ -1215,11 +1215,26 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     attn_point = floor = 0
     t, heads_local = arch.text_config, max(arch.num_attention_heads // tp, 1)
+    # the default MLA backend is Triton-MLA on Ampere, Ada, SM12x and ROCm without AITER
+    # (`VllmVersion.mla_block_size`); sparse MLA has its own backends
+    triton_mla = MLA in arch.kinds and not arch.is_sparse_mla and (
+        not a.rocm_aiter if gpu.vendor == "amd" else cc_major(cc) not in (9, 10))
     if version.v1 and MLA in arch.kinds:  # the MLA layer's point: hidden copies + scratch
         nope = int(t.get("qk_nope_head_dim") or 0)
         attn_point = M.hidden_copies_bytes(shape, mnbt) + M.mla_profile_scratch(
             mml, seqs, bs, heads_local, nope + int(t.get("v_head_dim") or nope),
             dtype_bytes(model_dtype), seqs_floor=not version.at_least(0, 33))
+        if triton_mla and version.at_least(0, 25):
+            logits = M.triton_mla_logits_bytes(
+                seqs * (1 + k_spec if spec else 1), heads_local * a.decode_context_parallel_size,
+                mml, gpu.sm_count, int(t.get("kv_lora_rank") or 0))
+            if version.at_least(0, 33):  # reserved in the profile forward, so KV sizes around it
+                floor = logits
+            elif logits >= 256 * MiB:
+                notes.append(f"Triton MLA reserves {logits / GiB:.2f} GiB for its split-KV "
+                             "decode logits when its metadata builder is made, after the KV "
+                             "cache is sized, on top of --gpu-memory-utilization (0.25-0.32; "
+                             "0.33 sizes the KV cache around it)")
     elif DSV4 in arch.kinds and any(getattr(x, "compress_ratio", 0) == 4 for x in arch.layers):
         attn_point, floor = M.dsv4_profile(t, tokens=mnbt, max_model_len=mml,
                                            heads_local=heads_local, tp=tp,
