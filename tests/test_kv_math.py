@@ -1327,6 +1327,25 @@ def test_blackwell_trtllm_moe_note_only_where_trtllm_runs_the_experts():
     assert risk("Qwen/Qwen3-30B-A3B") and not risk("google/gemma-4-26B-A4B")
 
 
+def test_triton_mla_logits_reserved_in_the_033_profile():
+    from kvplan.core.memory import triton_mla_logits_bytes
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    # 1,024 sequences x 16 heads (128 / TP8) x min(pow2(163,840 / 512) = 512, 2 x 304 CUs)
+    # x 513 x 4 B on an MI300X
+    assert triton_mla_logits_bytes(1024, 16, 163840, 304, 512) == 17213423616
+    assert triton_mla_logits_bytes(256, 16, 131072, 108, 512) == 256 * 16 * 216 * 513 * 4
+    r1, mi = resolve_model("deepseek-ai/DeepSeek-R1"), resolve_gpu("mi300x")
+    a = EngineArgs(tensor_parallel_size=8)
+    r = size(r1, mi, a)  # the reservation replaces the 3.76 GB MoE scratch in the workspace
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (64602, 1033632)
+    old = size(r1, mi, a, "0.32")  # reserved after the KV cache is sized: a note
+    assert old.kv_cache_tokens == 1233488 and any("16.03 GiB" in n for n in old.notes)
+    # FlashMLA / FA3-MLA on an H200: no Triton-MLA reservation
+    h200 = size(r1, resolve_gpu("h200"), a)
+    assert not any("Triton MLA" in n for n in h200.notes)
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back
