@@ -673,3 +673,16 @@ def test_gpt_oss_120b_on_mi300x_pads_experts_and_uses_openai_triton(capsys):
     pad = d["weights_bytes_per_gpu"] - h100["weights_bytes_per_gpu"]
     assert abs(pad / 8397914112 - 1) < 0.0006
     assert d["moe_kernel"] == "oai_triton" and d["kv_cache_tokens"] == 2230781
+
+
+def test_jamba_experts_only_on_the_expert_period_layers(capsys):
+    from kvplan.core.params import _is_moe_layer
+    from kvplan.sources.resolve import resolve_model
+
+    t = resolve_model("ai21labs/AI21-Jamba-1.5-Mini").config
+    # transformers `JambaConfig.layers_num_experts`: experts where i % 2 == 1
+    assert [i for i in range(32) if _is_moe_layer(t, i, 16)] == list(range(1, 32, 2))
+    d = _size_json(capsys, "ai21labs/AI21-Jamba-1.5-Mini", "--gpu", "h100", "-tp", "2")
+    # 16 MoE layers of 16 experts (3 x 4,096 x 14,336) and 16 dense MLPs: about 51.5B
+    # parameters, 95.8 GiB in bf16 (all 32 layers with experts would be 78.75 GiB more)
+    assert round(d["weights_total_bytes"] / (1 << 30), 1) == 95.8 and d["fits"]

@@ -73,6 +73,8 @@ def _is_moe_layer(t: dict, i: int, n_experts: int) -> bool:
         return False
     if i in set(t.get("mlp_only_layers") or []):
         return False
+    if t.get("expert_layer_period"):  # Jamba: transformers `JambaConfig.layers_num_experts`
+        return i % int(t["expert_layer_period"]) == int(t.get("expert_layer_offset") or 0)
     freq = t.get("moe_layer_freq")
     if isinstance(freq, list):
         return bool(freq[i]) if i < len(freq) else True
