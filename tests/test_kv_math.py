@@ -1346,6 +1346,21 @@ def test_triton_mla_logits_reserved_in_the_033_profile():
     assert not any("Triton MLA" in n for n in h200.notes)
 
 
+def test_glm52_builds_an_indexer_on_21_of_78_layers_from_024():
+    from kvplan.core.arch import indexer_layers
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    keep = indexer_layers({"index_topk_freq": 4, "index_skip_topk_offset": 3}, 78)
+    assert [i for i, k in enumerate(keep) if k] == [0, 1, 2] + list(range(6, 78, 4))
+    assert all(indexer_layers({}, 61))  # DeepSeek-V3.2: every layer
+    m, h200 = resolve_model("zai-org/GLM-5.2-FP8"), resolve_gpu("h200")
+    a = EngineArgs(tensor_parallel_size=8, kv_cache_memory_bytes=20 << 30)
+    # 64-token blocks of 78 x 1,152 B of MLA latent + 21 x 132 B of indexer keys
+    r = size(m, h200, a)
+    assert r.bytes_per_block == 64 * (78 * 1152 + 21 * 132) and r.kv_cache_tokens == 231808
+    assert size(m, h200, a, "0.23").bytes_per_block == 64 * 78 * (1152 + 132)
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back

@@ -366,6 +366,19 @@ def _sliding_layers_pattern(t: dict[str, Any], n: int) -> list[bool] | None:
     return None
 
 
+def indexer_layers(t: dict[str, Any], n: int) -> list[bool]:
+    """Which of a sparse-MLA model's layers build an indexer (IndexCache, vLLM 0.24+
+    `DeepseekV32Attention.__init__`): `index_topk_pattern` ('S' skips), else layer i skips when
+    max(i - index_skip_topk_offset + 1, 0) % index_topk_freq != 0 (offset 2, freq 1 by
+    default: every layer). GLM-5.2's freq 4, offset 3 keeps 21 of 78."""
+    pattern = t.get("index_topk_pattern")
+    if isinstance(pattern, (str, list)) and pattern:
+        return [i >= len(pattern) or pattern[i] != "S" for i in range(n)]
+    freq = max(1, int(t.get("index_topk_freq") or 1))
+    offset = int(t.get("index_skip_topk_offset", 2) or 0)
+    return [max(i - offset + 1, 0) % freq == 0 for i in range(n)]
+
+
 def _mla_layer(t: dict[str, Any]) -> AttnLayer:
     kv_lora = _int(t, "kv_lora_rank")
     rope = _int(t, "qk_rope_head_dim")
@@ -549,6 +562,9 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         arch.is_mla = True
         layer = _mla_layer(t)
         arch.is_sparse_mla = layer.indexer_bytes > 0
+        if arch.is_sparse_mla:
+            bare = replace(layer, indexer_bytes=0)
+            return [layer if keep else bare for keep in indexer_layers(t, n)]
         return [layer] * n
 
     # --- heterogeneous NAS blocks (Nemotron Super/Ultra, DeciLM) ---

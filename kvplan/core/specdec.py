@@ -195,6 +195,8 @@ def _mtp_layer(arch: ModelArch) -> AttnLayer:
     x = arch.layers[_mtp_source(arch)]
     if x.kind == "dsv4":  # past the compress-ratio list: sliding window only (`attention.py`)
         return replace(x, compress_ratio=1)
+    if x.kind == "mla" and arch.is_sparse_mla:  # MTP layers always build their indexer
+        x = replace(x, indexer_bytes=max(getattr(y, "indexer_bytes", 0) for y in arch.layers))
     return replace(x, parallel_state=None)
 
 
