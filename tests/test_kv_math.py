@@ -1361,6 +1361,17 @@ def test_glm52_builds_an_indexer_on_21_of_78_layers_from_024():
     assert size(m, h200, a, "0.23").bytes_per_block == 64 * 78 * (1152 + 132)
 
 
+def test_sm100_sparse_mla_fp8_cache_stays_plain_fp8_from_019():
+    from kvplan.core.versions import VllmVersion
+
+    # `_get_backend_priorities`: 0.18 puts FLASHINFER_MLA_SPARSE (plain fp8) first only at
+    # <= 16 heads a rank; 0.19+ for any fp8 cache, so 32 heads (TP4) stay 576 B, not 656
+    assert VllmVersion.of("0.18").sparse_mla_kv("10.0", 32) == "fp8"
+    assert VllmVersion.of("0.18").sparse_mla_kv("10.0", 16) == "none"
+    assert VllmVersion.of("0.19").sparse_mla_kv("10.0", 32) == "none"
+    assert VllmVersion.of("0.32").sparse_mla_kv("9.0", 32) == "fp8"  # Hopper: FlashMLA
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back

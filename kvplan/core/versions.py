@@ -673,9 +673,10 @@ class VllmVersion:
         * 0.11.1-0.17: the same hook converts fp8 values only (the 0.11.2-0.17.1 wheels).
         * 0.18+: the hook no longer converts; `MLAAttention` does when the backend is
           FLASHMLA_SPARSE. On SM100 FLASHINFER_MLA_SPARSE (plain fp8) comes first when a
-          rank has <= 16 heads (0.18 `_get_backend_priorities`) and, in 0.33, for any
-          fp8 cache; from 0.24 on SM12x FLASHINFER_MLA_SPARSE_SM120 converts `auto`, fp8
-          and fp8_e4m3 (`_canonicalize_sparse_mla_kv_cache_dtype`, the 0.24-0.33 wheels).
+          rank has <= 16 heads (0.18 `_get_backend_priorities`) and, from 0.19, for any
+          fp8 cache whatever the head count (the 0.19-0.33 wheels); from 0.24 on SM12x
+          FLASHINFER_MLA_SPARSE_SM120 converts `auto`, fp8 and fp8_e4m3
+          (`_canonicalize_sparse_mla_kv_cache_dtype`, the 0.24-0.33 wheels).
         * ROCm from 0.18: ROCM_AITER_MLA_SPARSE keeps plain fp8
           (`_canonicalize_sparse_mla_kv_cache_dtype` converts for the CUDA sparse backends
           only; before 0.18 `RocmPlatform.get_attn_backend_cls` refused fp8).
@@ -688,7 +689,7 @@ class VllmVersion:
         if vendor == "amd":
             return "none"
         major = cc_major(compute_capability)
-        if major == 10 and (self.at_least(0, 33) or local_heads <= 16):
+        if major == 10 and (self.at_least(0, 19) or local_heads <= 16):
             return "none"
         if major == 12 and self.at_least(0, 24):
             return "auto+fp8"
