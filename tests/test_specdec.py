@@ -363,3 +363,16 @@ def test_multi_module_mtp_widens_sliding_windows_from_028():
 
     assert windows("0.28", 3) == {514} and windows("0.28", 1) == {512}
     assert windows("0.27.1", 3) == {512}
+
+
+def test_mtp_joining_projection_whole_on_every_rank_for_deepseek():
+    from kvplan.core.arch import normalize
+    from kvplan.core.specdec import mtp_join_bytes
+    from kvplan.sources.resolve import resolve_model
+
+    def arch(name):
+        return normalize(resolve_model(name).config)
+    # deepseek_mtp.py `eh_proj = nn.Linear(2H, H)`: 2 x 7,168^2 x 2 B on each of 8 ranks
+    assert mtp_join_bytes(arch("deepseek-ai/DeepSeek-R1"), 8, 2, 1.0) == 205520896
+    # Qwen3-Next's `fc` is a ColumnParallelLinear: a quarter of 2 x 2,048^2 x 2 B at TP4
+    assert mtp_join_bytes(arch("Qwen/Qwen3-Next-80B-A3B-Instruct"), 4, 2, 1.0) == 4194304

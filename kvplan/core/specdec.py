@@ -59,6 +59,7 @@ EAGLE_LIKE = ("eagle", "eagle3", "mtp", "dflash", DSPARK)
 _SINCE = {"eagle": (0, 8, 5), "eagle3": (0, 8, 5), "mtp": (0, 9), "ngram": (0, 8, 5),
           "suffix": (0, 11), "ngram_gpu": (0, 15), "draft_model": (0, 15), "dflash": (0, 20),
           DSPARK: (0, 25)}
+_SPLIT_EH_PROJ = ("qwen3_next", "qwen3_5", "nemotron_h", "exaone")
 MAX_TOKENS = 4096  # kvplan's bound (vLLM sets none; real drafts propose 1-16 tokens)
 # conv-state widening by state kind: the release whose shape calculator adds k
 _CONV_PLUS_K = {GDN: (0, 10, 2), MAMBA2: (0, 17), KDA: (0, 28), SHORTCONV: (0, 29)}
@@ -290,10 +291,10 @@ def _mtp_module_bytes(arch: ModelArch, d: int, hf_quant: dict[str, Any] | None, 
     """One MTP module on one GPU: the target's last full-attention layer (with its MLP or
     experts) at the checkpoint's bytes per parameter, in the model dtype when the
     quantization excludes `mtp` modules (NVIDIA's and Red Hat's NVFP4 releases), plus the
-    2H x H projection that joins embedding and hidden state."""
+    2H x H projection that joins embedding and hidden state (whole on every rank unless the
+    model splits it, `_SPLIT_EH_PROJ`)."""
     from kvplan.core.params import count_params, weight_bytes
 
-    h = arch.hidden_size
     lp = count_params(arch).layers[_mtp_source(arch)]
     quant = hf_quant or arch.quantization or {}
     excluded = "mtp" in str({k: v for k, v in quant.items()
@@ -303,7 +304,19 @@ def _mtp_module_bytes(arch: ModelArch, d: int, hf_quant: dict[str, Any] | None, 
     lin, exp = (d, d) if excluded or not quant else (wb.linear, wb.expert)
     kv_local = lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads else 0
     return ((lp.split / tp + kv_local) * lin + lp.replicated * d + lp.expert / ep * exp
-            + 2 * h * h / tp * d)
+            + mtp_join_bytes(arch, tp, d, lin))
+
+
+def mtp_join_bytes(arch: ModelArch, tp: int, d: int, linear_bytes: float) -> float:
+    """The 2H -> H projection joining an MTP module's embedding and hidden state, on one GPU:
+    TP-split (`ColumnParallelLinear` fc / eh_proj) in Qwen3-Next / Qwen3.5, Nemotron-H and
+    EXAONE; a whole `nn.Linear` in the model dtype on every rank elsewhere (deepseek_mtp.py,
+    glm4_moe_mtp.py, step3p5_mtp.py, 0.11-0.33), quantized `ReplicatedLinear`s for
+    DeepSeek-V4 (e_proj / h_proj, deepseek_v4 mtp.py)."""
+    h = arch.hidden_size
+    if arch.model_type.startswith(_SPLIT_EH_PROJ):
+        return 2 * h * h / tp * d
+    return 2 * h * h * (linear_bytes if arch.model_type == "deepseek_v4" else d)
 
 
 def mtp_checkpoint_bytes(arch: ModelArch, d: int, hf_quant: dict[str, Any] | None) -> int:
