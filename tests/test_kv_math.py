@@ -1372,6 +1372,19 @@ def test_sm100_sparse_mla_fp8_cache_stays_plain_fp8_from_019():
     assert VllmVersion.of("0.32").sparse_mla_kv("9.0", 32) == "fp8"  # Hopper: FlashMLA
 
 
+def test_nemotron_h_ssm_state_default_by_release():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    # no mamba_ssm_cache_dtype in the config: float16 in 0.13-0.19, float32 from 0.20
+    # (`NemotronHForCausalLMConfig`); the state's bytes halve, so does the aligned block
+    m, h100 = resolve_model("nvidia/Nemotron-H-56B-Base-8K"), resolve_gpu("h100")
+    a = EngineArgs(tensor_parallel_size=8, kv_cache_memory_bytes=20 << 30)
+    r = size(m, h100, a, "0.19")
+    assert (r.block_size, r.num_gpu_blocks, round(r.max_concurrency, 1)) == (2080, 2016, 201.6)
+    r = size(m, h100, a, "0.20.2")
+    assert (r.block_size, r.num_gpu_blocks) == (4128, 1016)
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back

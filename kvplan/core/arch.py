@@ -490,7 +490,8 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         pattern = _req(t, "hybrid_override_pattern")
         if len(pattern) != n:
             raise BadInput(f"hybrid_override_pattern has {len(pattern)} symbols for {n} layers")
-        arch.ssm_state_dtype = t.get("mamba_ssm_cache_dtype") or "float32"
+        # the config's hint; the release decides the default (`sizing.ssm_state_default`)
+        arch.ssm_state_dtype = t.get("mamba_ssm_cache_dtype") or None
         out: list[Layer] = []
         for ch in pattern:
             if ch == "*":

@@ -927,8 +927,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if value != "auto" and not version.at_least(0, 10):
             raise BadInput(f"vLLM {version.text} has no {flag} (0.10+)", flag=fld)
     conv = model_dtype if a.mamba_cache_dtype == "auto" else a.mamba_cache_dtype
+    hint = ssm_state_default(arch, version)
     ssm = a.mamba_ssm_cache_dtype if a.mamba_ssm_cache_dtype != "auto" else (
-        arch.ssm_state_dtype if arch.ssm_state_dtype not in (None, "auto") else conv)
+        hint if hint not in (None, "auto") else conv)
     if KDA in arch.state_kinds:
         # `kda_state_dtype`: the recurrent state is float32 for auto; 0.30+ honours float32
         # and bfloat16 ("KDA recurrent state supports only auto, float32, and bfloat16"),
@@ -1799,6 +1800,19 @@ def mm_pixel_bytes(architectures: list[str], version: VllmVersion, v2: bool) -> 
     normalize_on_gpu = version.at_least(0, 28) if qwen2 else version.at_least(0, 32)
     return pixel_bytes(architectures, device_normalize=normalize_on_gpu, v2_runner=v2,
                        both_copies=qwen2 and not version.at_least(0, 30))
+
+
+def ssm_state_default(arch: ModelArch, version: VllmVersion) -> str | None:
+    """The SSM state dtype `auto` resolves to before the conv state's: the config's hint
+    (Qwen3.5 `mamba_ssm_dtype`, Nemotron-H `mamba_ssm_cache_dtype`). Nemotron-H's hook
+    (`NemotronHForCausalLMConfig.verify_and_update_config`) starts in 0.13 with float16 for
+    a config without one, float32 from 0.20; 0.10-0.12 have none, so the state takes the
+    model dtype (the 0.12.0, 0.13.0, 0.19.0 and 0.20.0 wheels)."""
+    if arch.model_type != "nemotron_h":
+        return arch.ssm_state_dtype
+    if not version.at_least(0, 13):
+        return None
+    return arch.ssm_state_dtype or ("float32" if version.at_least(0, 20) else "float16")
 
 
 def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:
