@@ -96,8 +96,8 @@ NEMOTRON_H_8B = {
     "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
     "num_hidden_layers": 8, "hybrid_override_pattern": "M-M*M-M-",
     "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8,
-    "conv_kernel": 4, "intermediate_size": 21504, "max_position_embeddings": 8192,
-    "vocab_size": 131072, "torch_dtype": "bfloat16",
+    "conv_kernel": 4, "chunk_size": 128, "intermediate_size": 21504,
+    "max_position_embeddings": 8192, "vocab_size": 131072, "torch_dtype": "bfloat16",
 }
 FALCON_H1_7B = {
     "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "hidden_size": 3072,

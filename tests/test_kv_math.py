@@ -22,6 +22,7 @@ from configs import (
 )
 
 from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+from kvplan.core.specdec import SpecDecode
 from kvplan.errors import BadInput
 
 GiB = 1 << 30
@@ -670,12 +671,34 @@ def test_mamba_cache_mode_with_prefix_caching_by_release():
     assert r.blocks_per_request == -(-262144 // r.block_size) + 3 * 2
     r = run(NEMOTRON_H_8B, version="0.20.2", kv_cache_memory_bytes=GiB, max_model_len=8192,
             enable_prefix_caching=True)
+    # 'all' aligns to the Mamba kernel's chunk (128): a 4,255,744 B state over 4,096 B a
+    # token is 1,039 tokens, 9 chunks = 1,152 (`_align_hybrid_block_size`; 1,040 without)
+    assert r.block_size == 1152
+    assert r.blocks_per_request == 5 * -(-8192 // 1152)  # attention + 4 Mamba groups
+    r = run(NEMOTRON_H_8B, version="0.20.2", kv_cache_memory_bytes=GiB, max_model_len=8192,
+            enable_prefix_caching=False)
     assert r.block_size == 1040
-    assert r.blocks_per_request == 5 * -(-8192 // 1040)  # attention + 4 Mamba groups
-    # 0.14 turned prefix caching off for models without Mamba prefix caching
+    # 0.12-0.14 turned prefix caching off for models without Mamba prefix caching; the
+    # Mamba2 families kept it ('all')
     r = run(QWEN3_NEXT_80B, version="0.14", kv_cache_memory_bytes=GiB,
             enable_prefix_caching=True)
     assert r.blocks_per_request == -(-262144 // r.block_size) + 3
+    r = run(NEMOTRON_H_8B, version="0.12", kv_cache_memory_bytes=GiB, max_model_len=8192,
+            enable_prefix_caching=True)
+    assert r.blocks_per_request == 5 * -(-8192 // r.block_size)
+    # GDN 'align' from 0.15: two states a group
+    r = run(QWEN3_NEXT_80B, version="0.15.1", kv_cache_memory_bytes=GiB,
+            enable_prefix_caching=True)
+    assert r.blocks_per_request == -(-262144 // r.block_size) + 3 * 2
+    # 'all' with k speculative tokens holds k more blocks a Mamba group from 0.16
+    spec = SpecDecode("ngram", 3, None)
+    r = run(NEMOTRON_H_8B, version="0.16", kv_cache_memory_bytes=GiB, max_model_len=8192,
+            enable_prefix_caching=True, speculative=spec)
+    assert r.blocks_per_request == -(-8192 // r.block_size) + 4 * (-(-8192 // r.block_size) + 3)
+    # align mode needs chunked prefill ("Chunked prefill is required", `MambaModelConfig`)
+    with pytest.raises(BadInput, match="without chunked prefill"):
+        run(QWEN3_NEXT_80B, version="0.33", kv_cache_memory_bytes=GiB,
+            enable_chunked_prefill=False, max_num_batched_tokens=262144)
 
 
 def test_hybrids_default_to_align_mode_from_028_and_mamba2_checkpoints_from_032():

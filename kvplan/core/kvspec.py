@@ -41,7 +41,9 @@ from kvplan.units import cdiv
 
 INDEXER = "indexer"  # DeepSeek-V3.2 indexer cache: an extra MLA-type layer per attention layer
 
-ALL_STATES = -1  # Mamba prefix caching that keeps a state per block ('all' mode)
+# Mamba prefix caching that keeps a state per block ('all' mode); ALL_STATES - k: and k
+# speculative blocks more (`MambaSpec.num_speculative_blocks`, 0.16+)
+ALL_STATES = -1
 
 # DeepSeek-V4 pages (vLLM 0.33 `models/deepseek_v4`, `v1/attention/backends/mla/sparse_swa.py`,
 # `compressor.py`): fp8_ds_mla rows of 448 fp8 NoPE + 64 bf16 RoPE values + 8 scale bytes, every
@@ -94,8 +96,8 @@ class Spec:
         """Blocks one request needs at `max_model_len` (`max_memory_usage_bytes` / page)."""
         b = self.block_size
         if self.is_state:
-            if self.state_blocks == ALL_STATES:  # `mamba_cache_mode` 'all'
-                return cdiv(max_model_len, b)
+            if self.state_blocks <= ALL_STATES:  # `mamba_cache_mode` 'all'
+                return cdiv(max_model_len, b) + ALL_STATES - self.state_blocks
             return self.state_blocks
         if self.kind == SLIDING:
             return cdiv(min(self.window - 1 + inflight, max_model_len), b) + 1
@@ -196,7 +198,7 @@ class BlockPlan:
 
 def choose_block_size(arch: ModelArch, *, user_block_size: int | None, mla_block: int,
                       tp: int, dt: KvDtypes, align_mode: bool, gdn_flashinfer: bool,
-                      min_kernel_block: int = 16,
+                      min_kernel_block: int = 16, chunk: int = 0,
                       default: tuple[int, str] = (16, "vLLM default")) -> BlockPlan:
     """Block size after backend preference and hybrid Mamba alignment.
 
@@ -204,6 +206,8 @@ def choose_block_size(arch: ModelArch, *, user_block_size: int | None, mla_block
     (16, or the attention backend's preference: `core/backends.py`).
     Phase 2 (hybrid state models): raise it so one attention page >= one state page
     (`_align_hybrid_block_size`); the state page is then padded to the attention page.
+    `chunk` ('all' mode, 0.12-0.27): whole multiples of lcm(the Mamba kernel's chunk, the
+    alignment) (`HybridAttentionMambaModelConfig`, then `_align_hybrid_block_size`).
     """
     if user_block_size:
         bs, why = user_block_size, "--block-size"
@@ -230,7 +234,11 @@ def choose_block_size(arch: ModelArch, *, user_block_size: int | None, mla_block
         align = max(align, 128)
     if align_mode and gdn_flashinfer and any(s.kind == GDN for s in states):
         align = math.lcm(align, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
-    need = align * cdiv(mamba_page, align * attn_1tok)
+    if chunk:
+        step = math.lcm(chunk, align)
+        need = step * cdiv(cdiv(mamba_page, attn_1tok), step)
+    else:
+        need = align * cdiv(mamba_page, align * attn_1tok)
     need = min_kernel_block * cdiv(need, min_kernel_block)
     if bs < need:
         bs, why = need, "raised so one attention page holds one Mamba state"

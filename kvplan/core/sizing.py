@@ -1072,6 +1072,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     state_blocks = {"all": ALL_STATES, "none": 1}.get(mode, 2 + int(checkpoint))
     if mode != "all" and version.at_least(0, 15):  # `MambaSpec.num_speculative_blocks`
         state_blocks += k_spec
+    elif mode == "all" and version.at_least(0, 16):
+        state_blocks -= k_spec  # ALL_STATES - k
+    if mode != "none" and not chunked and (mode == "align" or version.at_least(0, 33)):
+        raise BadInput("vLLM refuses Mamba prefix caching without chunked prefill (\"Chunked "
+                       "prefill is required\", `MambaModelConfig`)",
+                       hint="enable chunked prefill or add --no-enable-prefix-caching",
+                       flag="enable_chunked_prefill")
     if mode == "all":
         notes.append("prefix caching keeps a Mamba state per block ('all' mode): state "
                      "layers need as many blocks as attention")
@@ -1093,8 +1100,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     backend_bs = BK.preferred_block(arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
                                     composite=composite, rocm_aiter=a.rocm_aiter,
                                     kept=bool(dts.skip))
+    t = arch.text_config
     plan = choose_block_size(karch, user_block_size=user_bs, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi,
+                             chunk=int(t.get("mamba_chunk_size") or t.get("chunk_size") or 2048)
+                             if mode == "all" else 0,  # `get_mamba_chunk_size`
                              **({"default": backend_bs} if backend_bs else {}))
     if dts.skip and dts.kv != model_dtype and version.at_least(0, 25):
         if backend_bs:
@@ -1829,11 +1839,12 @@ def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:
 def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> str:
     """vLLM's `mamba_cache_mode` (`MambaModelConfig.verify_and_update_config`): 'none'
     without prefix caching; from 0.28 'align' (the default 'none' becomes it; 'all' only
-    when asked for); 0.18-0.27 'all' for the Mamba1/2 families that support Mamba prefix
-    caching and 'align' for the rest (GDN, KDA, short conv); 0.14-0.17 'all' for the former
-    and prefix caching off for the rest; 0.11-0.13 off for every hybrid (wheels read: 0.11.0,
-    0.14.1, 0.18.1, 0.20.2, 0.25.0, 0.27.1, 0.28.0, 0.32.0, 0.33.0)."""
-    if not arch.is_hybrid_state or not prefix or not version.at_least(0, 14):
+    when asked for); 0.15-0.27 'all' for the Mamba1/2 families that support Mamba prefix
+    caching and 'align' for the rest (GDN, KDA, short conv); 0.12-0.14 'all' for the former
+    and prefix caching off for the rest; 0.11 off for every hybrid (wheels read: 0.11.0,
+    0.12.0, 0.13.0, 0.14.1, 0.15.1, 0.16.0, 0.17.1, 0.18.1, 0.20.2, 0.25.0, 0.27.1, 0.28.0,
+    0.32.0, 0.33.0)."""
+    if not arch.is_hybrid_state or not prefix or not version.at_least(0, 12):
         return "none"  # 0.11 turned prefix caching off for every Mamba hybrid
     if version.at_least(0, 28):
         return "align"

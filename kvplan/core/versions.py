@@ -622,9 +622,10 @@ class VllmVersion:
     @property
     def mamba_align_mode(self) -> bool:
         """`mamba_cache_mode`: with prefix caching on, Mamba1/2 models that support it keep a
-        state per block ('all'), the others 2 states ('align') -- read in 0.18.1 and 0.20.2.
-        0.14.1 had only the first kind and turned prefix caching off for the rest."""
-        return self.at_least(0, 18)
+        state per block ('all'), the others 2 states ('align') -- read in 0.15.1, 0.16.0,
+        0.17.1, 0.18.1 and 0.20.2. 0.12-0.14 had only the first kind and turned prefix
+        caching off for the rest."""
+        return self.at_least(0, 15)
 
     @property
     def mamba_prefix_caching_default(self) -> bool:
