@@ -253,8 +253,8 @@ def test_flag_values(capsys):
     assert f[1]["fix"] == "use one of auto, fp8, fp8_e4m3, fp8_e5m2, fp8_inc"
     # 32k is a human-readable int from 0.8; in 0.6 --max-model-len takes a plain integer
     assert rep["deployments"][0]["max_model_len"] == 32000
-    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --max-model-len 32k",
-                           "--gpu", "h100", "--vllm-version", "0.6")
+    code, rep = check_json(capsys, "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct "
+                           "--max-model-len 32k", "--gpu", "h100", "--vllm-version", "0.6")
     f = one(rep["deployments"][0], "flag-values")
     assert f["status"] == "fail" and "'32k' is not an integer" in f["message"]
     code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --max-model-len 32K",

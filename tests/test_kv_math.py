@@ -1408,6 +1408,25 @@ def test_nemotron_h_ssm_state_default_by_release():
     assert (r.block_size, r.num_gpu_blocks) == (4128, 1016)
 
 
+def test_old_releases_without_the_hybrid_allocator_or_the_architecture():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    h100 = resolve_gpu("h100")
+    # V0 drops Gemma 2's interleaved window (all 42 layers a block); V1 before 0.9.1 unifies
+    # every layer to full attention and prints tokens / max_model_len
+    g2 = resolve_model("google/gemma-2-9b-it")
+    r = size(g2, h100, EngineArgs(), "0.6.6")
+    assert r.bytes_per_block == 16 * 42 * 2 * 8 * 256 * 2 and r.kv_cache_tokens == 160768
+    r = size(resolve_model("mistralai/Mistral-7B-v0.1"), h100, EngineArgs(), "0.8.5")
+    assert round(r.max_concurrency, 2) == round(r.kv_cache_tokens / 32768, 2) == 14.10
+    assert len(size(g2, h100, EngineArgs(), "0.9.1").groups) == 2  # the hybrid allocator
+    # the registry lists gpt-oss from 0.10.1, Gemma 3 from 0.8.0
+    with pytest.raises(BadInput, match="does not have GptOssForCausalLM yet"):
+        size(resolve_model("openai/gpt-oss-20b"), h100, EngineArgs(), "0.10.0")
+    with pytest.raises(BadInput, match="Gemma3ForConditionalGeneration"):
+        size(resolve_model("google/gemma-3-12b-it"), h100, EngineArgs(), "0.7.3")
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back

@@ -171,7 +171,7 @@ def test_encoder_profile_by_release():
                     version).vision_profile
 
     assert prof("Qwen/Qwen3-VL-30B-A3B-Instruct", "0.13.0") is not None
-    assert prof("Qwen/Qwen3-VL-30B-A3B-Instruct", "0.10.2") is None
+    assert prof("Qwen/Qwen2.5-VL-7B-Instruct", "0.10.2") is None
     assert prof("google/gemma-3-27b-it", "0.13.0") is None
     assert prof("google/gemma-3-27b-it", "0.20.2") is not None
 

@@ -83,7 +83,13 @@ from kvplan.core.pipeline import (
 )
 from kvplan.core.specdec import mtp_checkpoint_bytes
 from kvplan.core.tensors import TensorSummary
-from kvplan.core.versions import REMOVED_ARCHITECTURES, VllmVersion, cc_major, cc_tuple
+from kvplan.core.versions import (
+    ABSENT_UNTIL,
+    REMOVED_ARCHITECTURES,
+    VllmVersion,
+    cc_major,
+    cc_tuple,
+)
 from kvplan.errors import BadInput
 from kvplan.units import GiB, MiB, cdiv
 
@@ -825,6 +831,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if not isinstance(model.hf_quant_config, dict):
             raise BadInput("hf_quant_config.json is not a JSON object")
         check_field_types(model.hf_quant_config, "hf_quant_config.")
+    new = next((x for x in arch.architectures
+                if x in ABSENT_UNTIL and version.v <= ABSENT_UNTIL[x]), None)
+    if new:  # `ModelRegistry`: the architecture is not registered yet
+        after = ".".join(map(str, ABSENT_UNTIL[new]))
+        raise BadInput(f"vLLM {version.text} does not have {new} yet (its model registry "
+                       f"lists it after {after})", hint="use a later --vllm-version",
+                       flag="vllm_version")
     gone = next((x for x in arch.architectures
                  if x in REMOVED_ARCHITECTURES and version.v > REMOVED_ARCHITECTURES[x]), None)
     if gone:  # `ModelRegistry`: "was supported in vLLM until v..., and is not supported anymore"
@@ -1115,7 +1128,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         plan = KF.heterogeneous_block(plan, arch, dts, tp, cc, version)
     # vLLM decides on `attention_chunk_size` in the text config, which MiMo-V2-Flash also
     # carries without chunked layers (`VllmConfig.__post_init__`)
-    disable_hybrid = a.disable_hybrid_kv_cache_manager or (
+    # V0 (`ModelConfig` drops Gemma 2/3's interleaved window) and V1 before 0.9.1
+    # (`unify_hybrid_kv_cache_specs` on every start) have no hybrid allocator
+    disable_hybrid = a.disable_hybrid_kv_cache_manager or not version.hybrid_allocator or (
         arch.text_config.get("attention_chunk_size") is not None
         and not version.chunked_local_groups(bool(spec) and spec.method in SD.EAGLE_LIKE))
     if disable_hybrid and any(isinstance(x, AttnLayer) and x.kind in ("sliding", "chunked")
@@ -1638,7 +1653,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     conc = num_blocks / bpr if bpr else 0.0
     if old_v4:  # the figure vLLM logs; the block pool admits num_blocks / bpr
         conc = num_blocks / B.weighted_blocks_per_request(groups, mml, inflight)
-    if not version.v1:
+    if not version.hybrid_allocator:  # V0 and V1 before 0.9.1 print tokens / max_model_len
         conc = num_blocks * bs / mml
     tokens = B.kv_cache_tokens(groups, num_blocks, mml, conc,
                                from_concurrency=version.kv_tokens_from_concurrency,

@@ -92,6 +92,26 @@ _V0_ONLY_UNTIL = {
     **dict.fromkeys(("Phi4FlashForCausalLM", "MllamaForConditionalGeneration"), (0, 11, 0)),
 }
 
+# catalog architectures a release's model registry does not list yet, with the newest
+# release read that lacks them (`_TEXT_GENERATION_MODELS` / `_MULTIMODAL_MODELS` in the
+# registry.py of the 0.6.6-0.33.0 wheels; a release between two read ones may have it)
+ABSENT_UNTIL = {
+    "Qwen2_5_VLForConditionalGeneration": (0, 6, 6), "Gemma3ForConditionalGeneration": (0, 7, 3),
+    "Llama4ForConditionalGeneration": (0, 8, 2), "KimiVLForConditionalGeneration": (0, 8, 2),
+    "Mistral3ForConditionalGeneration": (0, 8, 2), "Qwen3ForCausalLM": (0, 8, 2),
+    "Qwen3MoeForCausalLM": (0, 8, 2), "GraniteMoeHybridForCausalLM": (0, 8, 5),
+    "MiMoForCausalLM": (0, 8, 5), "NemotronHForCausalLM": (0, 9, 0),
+    "GptOssForCausalLM": (0, 10, 0), "Qwen3NextForCausalLM": (0, 10, 1),
+    "DeepseekV32ForCausalLM": (0, 10, 2), "Qwen3VLForConditionalGeneration": (0, 10, 2),
+    "Qwen3VLMoeForConditionalGeneration": (0, 10, 2), "MiniMaxM2ForCausalLM": (0, 11, 0),
+    "MiMoV2FlashForCausalLM": (0, 13, 0), "Glm4MoeLiteForCausalLM": (0, 14, 1),
+    "KimiK25ForConditionalGeneration": (0, 14, 1), "GlmMoeDsaForCausalLM": (0, 15, 1),
+    "Qwen3_5ForConditionalGeneration": (0, 16, 0),
+    "Qwen3_5MoeForConditionalGeneration": (0, 16, 0), "SarvamMLAForCausalLM": (0, 17, 1),
+    "Gemma4ForConditionalGeneration": (0, 18, 1), "DeepseekV4ForCausalLM": (0, 19, 0),
+    "KimiK3ForConditionalGeneration": (0, 26, 0),
+}
+
 # architectures vLLM dropped, with the last release that ran them
 # (`_PREVIOUSLY_SUPPORTED_MODELS`, 0.33 model_executor/models/registry.py)
 REMOVED_ARCHITECTURES = {
@@ -359,6 +379,14 @@ class VllmVersion:
         """Gemma 4's KV-sharing layers allocate K/V projections (a full `qkv_proj`) up to
         0.29; 0.30 builds `q_proj` alone (gemma4.py in the 0.21-0.29 / 0.30-0.33 wheels)."""
         return not self.at_least(0, 30)
+
+    @property
+    def hybrid_allocator(self) -> bool:
+        """V1 from 0.9.1 groups sliding-window and full layers apart; V1 before it unifies
+        every layer to full attention (`unify_hybrid_kv_cache_specs`) and prints concurrency
+        as tokens / max_model_len, and V0 drops Gemma 2/3's interleaved window
+        (`ModelConfig`; the 0.6.6, 0.8.0, 0.9.0 and 0.9.1 wheels)."""
+        return self.v1 and self.at_least(0, 9, 1)
 
     def chunked_local_groups(self, eagle_drafter: bool) -> bool:
         """Whether Llama 4's chunked-local layers keep their own KV groups by default.
