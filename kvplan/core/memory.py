@@ -205,9 +205,10 @@ def mla_profile_scratch(max_model_len: int, max_num_seqs: int, block_size: int,
     (`MLAAttention.forward_impl` with no metadata: "simulate to worse case output size for
     `self.kv_b_proj(kv_c_normed)`", [chunked_prefill_workspace_size, heads, nope + v]).
     `determine_chunked_prefill_workspace_size`: min(max(8 x max_model_len, 4 x max_num_seqs x
-    block), 65,536) tokens, at least max_num_seqs x block before 0.33 (`seqs_floor`; 0.18.0),
-    rounded up to the block in 0.33 (`align_mla_chunked_context_workspace_size`). 512 MiB for
-    DeepSeek-R1 at TP8 (65,536 x 16 heads x 256 x 2 B); freed before the next layer."""
+    block), 65,536) tokens, at least max_num_seqs x block before 0.28 (`seqs_floor`; 0.18.0,
+    0.27.0), rounded up to the block from 0.28 (`align_mla_chunked_context_workspace_size`).
+    512 MiB for DeepSeek-R1 at TP8 (65,536 x 16 heads x 256 x 2 B); freed before the next
+    layer."""
     ws = min(max(8 * max_model_len, 4 * max_num_seqs * block_size), 64 * 1024)
     ws = max(ws, max_num_seqs * block_size) if seqs_floor else \
         -(-max(ws, block_size) // block_size) * block_size

@@ -1252,7 +1252,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         nope = int(t.get("qk_nope_head_dim") or 0)
         attn_point = M.hidden_copies_bytes(shape, mnbt) + M.mla_profile_scratch(
             mml, seqs, bs, heads_local, nope + int(t.get("v_head_dim") or nope),
-            dtype_bytes(model_dtype), seqs_floor=not version.at_least(0, 33))
+            dtype_bytes(model_dtype), seqs_floor=not version.at_least(0, 28))
         if triton_mla and version.at_least(0, 25):
             logits = M.triton_mla_logits_bytes(
                 seqs * (1 + k_spec if spec else 1), heads_local * a.decode_context_parallel_size,
