@@ -1427,6 +1427,22 @@ def test_old_releases_without_the_hybrid_allocator_or_the_architecture():
         size(resolve_model("google/gemma-3-12b-it"), h100, EngineArgs(), "0.7.3")
 
 
+def test_sparse_indexer_k_gather_reserved_beside_the_moe_scratch():
+    from kvplan.core.memory import indexer_gather_bytes
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    # 40 x 163,840 rows of 128 fp8 + 4 scale bytes, 256-aligned, + the 1 MiB radix scratch
+    assert indexer_gather_bytes(163840, 128, factor_rule=True) == \
+        163840 * 40 * 128 + 163840 * 40 * 4 + (1 << 20) == 866123776
+    # 0.32+ above 262,144 tokens: factor 2, 16 x L rows
+    assert indexer_gather_bytes(1 << 20, 128, factor_rule=True) == 16 * (1 << 20) * 132 + (1 << 20)
+    # on a B200 (TRT-LLM MoE's 224 MiB kept scratch) the reservation is the larger user of
+    # the workspace: 1,074,240 -> 1,066,176 tokens for DeepSeek-V3.2 at TP8
+    r = size(resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("b200"),
+             EngineArgs(tensor_parallel_size=8))
+    assert r.kv_cache_tokens == 1066176
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back

@@ -229,8 +229,24 @@ def triton_mla_logits_bytes(rows: int, heads: int, max_model_len: int, sm_count:
     return rows * heads * splits * (kv_lora_rank + 1) * 4
 
 
+def indexer_gather_bytes(max_model_len: int, head_dim: int, *, factor_rule: bool,
+                         compress: int = 1, radix: bool = True) -> int:
+    """The sparse indexer's K-gather reservation in the shared workspace, made in the
+    profile forward (`sparse_attn_indexer`, 0.13+): `get_max_prefill_buffer_size` // the
+    compress ratio rows of head_dim fp8 values and a 4-byte scale, each 256-aligned, and
+    the 1 MiB radix top-k scratch (0.20+). Rows: 40 x max_model_len to 0.31; from 0.32
+    8 x factor x max_model_len, factor 5 up to 262,144 tokens, else 2
+    (`sparse_mla_prefill_workspace_factor`). DeepSeek-V3.2 at 163,840 tokens: 826 MiB."""
+    length = max_model_len
+    rows = (8 * (5 if length <= 262144 else 2) if factor_rule else 40) * length // compress
+
+    def r256(x: int) -> int:
+        return -(-x // 256) * 256
+    return r256(rows * head_dim) + r256(rows * 4) + (MiB if radix else 0)
+
+
 def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, tp: int,
-                 v033: bool, nvidia: bool) -> tuple[int, int]:
+                 v033: bool, nvidia: bool, factor_rule: bool | None = None) -> tuple[int, int]:
     """DeepSeek-V4's profile forward: (bytes alive at its peak besides the shared workspace,
     the shared workspace's attention / indexer reservations).
 
@@ -246,8 +262,7 @@ def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, 
     The reservations (`WorkspaceManager.get_simultaneous`, views of the one buffer the MoE
     scratch uses, kept): the prefill gather 4 x (ceil(L/4) + window + T) x head_dim x 2 B
     (0.33 adds T x roundup(topk + 128, 128) x 4 + 4T) and the indexer's K gather
-    (`get_max_prefill_buffer_size` // 4 rows of index_head_dim + 4 B, + 1 MiB; 40L rows
-    to 0.32, 8 x (5 up to 262,144 tokens, else 2) x L in 0.33)."""
+    (`indexer_gather_bytes` with compress ratio 4; `factor_rule`: 0.32+, default `v033`)."""
     h, hc = int(t.get("hidden_size") or 0), int(t.get("hc_mult") or 1)
     d_head, q = int(t.get("head_dim") or 0), int(t.get("q_lora_rank") or 0)
     n, d = int(t.get("index_n_heads") or 64), int(t.get("index_head_dim") or 128)
@@ -265,14 +280,13 @@ def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, 
         point = tokens * per_tok + throwaway + (8 * tokens * topk if tp > 1 and nvidia else 0)
         gather = (r256(4 * (-(-length // 4) + window + tokens) * d_head * 2)
                   + r256(tokens * -(-(topk + 128) // 128) * 128 * 4) + r256(4 * tokens))
-        rows = 2 * (5 if length <= 262144 else 2) * length
     else:
         per_tok = (2 * hc * h + 4 * hc * (1 + hc) + 2 * h + 2 * pad * d_head + 4 * q
                    + 20 * d_head + 2 * heads_local * d_head + 16 * d + 3 * n * d + 6 * n)
         point = tokens * per_tok + throwaway
         gather = 4 * (-(-length // 4) + window + tokens) * d_head * 2
-        rows = 10 * length
-    indexer = r256(rows * d) + r256(rows * 4) + MiB
+    indexer = indexer_gather_bytes(length, d, compress=4,
+                                   factor_rule=v033 if factor_rule is None else factor_rule)
     return point, max(gather, indexer)
 
 

@@ -1253,6 +1253,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         attn_point = M.hidden_copies_bytes(shape, mnbt) + M.mla_profile_scratch(
             mml, seqs, bs, heads_local, nope + int(t.get("v_head_dim") or nope),
             dtype_bytes(model_dtype), seqs_floor=not version.at_least(0, 28))
+        if arch.is_sparse_mla and version.at_least(0, 13):  # V3.2's indexer K gather
+            floor = M.indexer_gather_bytes(mml, int(t.get("index_head_dim") or 128),
+                                           factor_rule=version.at_least(0, 32),
+                                           radix=version.at_least(0, 20))
         if triton_mla and version.at_least(0, 25):
             logits = M.triton_mla_logits_bytes(
                 seqs * (1 + k_spec if spec else 1), heads_local * a.decode_context_parallel_size,
@@ -1268,7 +1272,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         attn_point, floor = M.dsv4_profile(t, tokens=mnbt, max_model_len=mml,
                                            heads_local=heads_local, tp=tp,
                                            v033=version.at_least(0, 33),
-                                           nvidia=gpu.vendor == "nvidia")
+                                           nvidia=gpu.vendor == "nvidia",
+                                           factor_rule=version.at_least(0, 32))
 
     sampler_copies = M.const(copies)
     if v2 and version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler):
