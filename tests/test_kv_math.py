@@ -1443,6 +1443,23 @@ def test_sparse_indexer_k_gather_reserved_beside_the_moe_scratch():
     assert r.kv_cache_tokens == 1066176
 
 
+def test_kv_dtypes_no_backend_takes():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    mi, h100 = resolve_gpu("mi300x"), resolve_gpu("h100")
+    v32 = resolve_model("deepseek-ai/DeepSeek-V3.2")
+    fp8 = EngineArgs(tensor_parallel_size=8, kv_cache_dtype="fp8")
+    # ROCM_AITER_MLA_SPARSE lists fp8 only from 0.21
+    with pytest.raises(BadInput, match="no fp8 KV cache for sparse MLA"):
+        size(v32, mi, fp8, "0.20.2")
+    assert size(v32, mi, fp8, "0.21").fits is not None
+    with pytest.raises(BadInput, match="Intel Gaudi"):  # no CUDA/ROCm backend lists fp8_inc
+        size(Model("m", LLAMA31_8B), h100, EngineArgs(kv_cache_dtype="fp8_inc"))
+    with pytest.raises(BadInput, match="fp8_ds_mla"):
+        size(resolve_model("deepseek-ai/DeepSeek-R1"), mi,
+             EngineArgs(tensor_parallel_size=8, kv_cache_dtype="fp8_ds_mla"))
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back
