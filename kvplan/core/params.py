@@ -352,7 +352,8 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int) -> int:
     original length times the factor, and longrope adds the original length. Gemma 3 keeps a
     local and a global cache, and per-layer-type ropes (Gemma 4) use each type's head size,
     all of it for the "proportional" type (gemma4_rope.py). Llama 4's 10M positions cost 2.5
-    GiB per GPU, and Gemma 3's global cache, scaled 8x, costs 512 MiB."""
+    GiB per GPU, and Gemma 3's global cache, scaled 8x, costs 512 MiB. gpt-oss builds its
+    cache in fp32 (32 MiB); MiMo-V2-Flash has a second one for `swa_rope_theta`."""
     t = arch.text_config
     attn = [x for x in arch.layers if isinstance(x, AttnLayer)]
     if not attn or t.get("alibi") or arch.model_type in _NO_ROPE or not any(
@@ -372,8 +373,11 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int) -> int:
         return len(thetas) * length * int(t.get("qk_rope_head_dim") or 0) * 4
     by_type = {k: v for k, v in rp.items() if isinstance(v, dict)}  # per layer type
     ropes = [(k.split("_")[0], v) for k, v in by_type.items()] or [("", rp)]
-    if t.get("rope_local_base_freq") and not by_type:
-        ropes.append((SLIDING, {}))  # Gemma 3: the sliding layers' unscaled local rope
+    if (t.get("rope_local_base_freq") or t.get("swa_rope_theta")) and not by_type:
+        # Gemma 3: the sliding layers' unscaled local rope; MiMo-V2-Flash: `swa_rope_theta`
+        ropes.append((SLIDING, {}))
+    if arch.model_type == "gpt_oss":  # `get_rope(..., dtype=torch.float32)` (gpt_oss.py)
+        dtype_bytes = 4
     total = 0
     for kind, r in ropes:
         layer = next((x for x in attn if x.kind == kind), attn[0])
