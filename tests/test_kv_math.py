@@ -1460,6 +1460,24 @@ def test_kv_dtypes_no_backend_takes():
              EngineArgs(tensor_parallel_size=8, kv_cache_dtype="fp8_ds_mla"))
 
 
+def test_flashmla_sparse_workspace_with_an_fp8_ds_mla_cache():
+    from kvplan.core.memory import flashmla_sparse_bytes
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    # bf16 [8,192 x 16 x 576] + [5 x 163,840 x 576] + (0.31+) [8,192 x 64 x 576],
+    # [8,192 x 64 x 512], [8,192 x 16 x 512], 2 B each
+    full = 2 * (8192 * 16 * 576 + 819200 * 576 + 8192 * 64 * 576 + 8192 * 64 * 512
+                + 8192 * 16 * 512)
+    assert flashmla_sparse_bytes(8192, 16, 163840, q_head=576, kv_lora_rank=512, v031=True,
+                                 factor_rule=True) == full == 2369781760
+    assert flashmla_sparse_bytes(8192, 16, 163840, q_head=576, kv_lora_rank=512, v031=False,
+                                 factor_rule=False) == 2 * (8192 * 16 * 576 + 819200 * 576)
+    # larger than the H200's 1.75 GiB Triton MoE scratch at TP8: 935,296 -> 925,120 tokens
+    r = size(resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("h200"),
+             EngineArgs(tensor_parallel_size=8, kv_cache_dtype="fp8"))
+    assert r.kv_cache_tokens == 925120
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back

@@ -245,6 +245,25 @@ def indexer_gather_bytes(max_model_len: int, head_dim: int, *, factor_rule: bool
     return r256(rows * head_dim) + r256(rows * 4) + (MiB if radix else 0)
 
 
+def flashmla_sparse_bytes(tokens: int, heads_local: int, max_model_len: int, *,
+                          q_head: int, kv_lora_rank: int, v031: bool, factor_rule: bool) -> int:
+    """FlashMLA-sparse's reservation in the shared workspace with an fp8_ds_mla cache
+    (`FlashMLASparseImpl.__init__`, at model build, so inside the profile; 0.13+): the bf16
+    query concat [max_num_batched_tokens, heads, q_head] and the prefill gather
+    [factor x max_model_len, q_head] (factor 5; from 0.32 2 above 262,144 tokens); 0.31 adds
+    the prefill query buffers [tokens, heads padded to 64, q_head / kv_lora_rank] and
+    [tokens, heads, kv_lora_rank]. DeepSeek-V3.2 at TP8 on an H200 with 0.33: 2.21 GiB."""
+    def r256(x: int) -> int:
+        return -(-x // 256) * 256
+    factor = 2 if factor_rule and max_model_len > 262144 else 5
+    parts = [tokens * heads_local * q_head, factor * max_model_len * q_head]
+    if v031:
+        padded = -(-heads_local // 64) * 64
+        parts += [tokens * padded * q_head, tokens * padded * kv_lora_rank,
+                  tokens * heads_local * kv_lora_rank]
+    return sum(r256(2 * x) for x in parts)
+
+
 def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, tp: int,
                  v033: bool, nvidia: bool, factor_rule: bool | None = None) -> tuple[int, int]:
     """DeepSeek-V4's profile forward: (bytes alive at its peak besides the shared workspace,

@@ -1272,6 +1272,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             floor = M.indexer_gather_bytes(mml, int(t.get("index_head_dim") or 128),
                                            factor_rule=version.at_least(0, 32),
                                            radix=version.at_least(0, 20))
+            if kv == "fp8_ds_mla" and gpu.vendor == "nvidia" and cc_major(cc) in (9, 10):
+                kv_lora = int(t.get("kv_lora_rank") or 512)  # FlashMLA-sparse stores it
+                floor = max(floor, M.flashmla_sparse_bytes(
+                    mnbt, heads_local, mml, q_head=kv_lora + int(t.get("qk_rope_head_dim") or 64),
+                    kv_lora_rank=kv_lora, v031=version.at_least(0, 31),
+                    factor_rule=version.at_least(0, 32)))
         if triton_mla and version.at_least(0, 25):
             logits = M.triton_mla_logits_bytes(
                 seqs * (1 + k_spec if spec else 1), heads_local * a.decode_context_parallel_size,
