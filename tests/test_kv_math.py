@@ -695,6 +695,12 @@ def test_mamba_cache_mode_with_prefix_caching_by_release():
     r = run(NEMOTRON_H_8B, version="0.16", kv_cache_memory_bytes=GiB, max_model_len=8192,
             enable_prefix_caching=True, speculative=spec)
     assert r.blocks_per_request == -(-8192 // r.block_size) + 4 * (-(-8192 // r.block_size) + 3)
+    # 0.17.1-0.26 refuse an 'align' block above the token budget (`validate_block_size`)
+    with pytest.raises(BadInput, match="above --max-num-batched-tokens 512"):
+        run(QWEN3_NEXT_80B, version="0.25", kv_cache_memory_bytes=GiB,
+            enable_prefix_caching=True, max_num_batched_tokens=512)
+    assert run(QWEN3_NEXT_80B, version="0.27", kv_cache_memory_bytes=GiB,
+               enable_prefix_caching=True, max_num_batched_tokens=512).fits is not None
     # align mode needs chunked prefill ("Chunked prefill is required", `MambaModelConfig`)
     with pytest.raises(BadInput, match="without chunked prefill"):
         run(QWEN3_NEXT_80B, version="0.33", kv_cache_memory_bytes=GiB,

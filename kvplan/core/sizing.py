@@ -1141,6 +1141,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                            "layers pad to a shared page (`_align_heterogeneous_kv_block_size`)",
                            hint="size without the skip list", flag="kv_cache_dtype_skip_layers")
         plan = KF.heterogeneous_block(plan, arch, dts, tp, cc, version)
+    if mode == "align" and version.at_least(0, 17) and not version.at_least(0, 27) and \
+            plan.block_size > mnbt:  # `VllmConfig.validate_block_size` (0.17.1-0.26.0)
+        raise BadInput(f"vLLM {version.text} refuses Mamba 'align' prefix caching with a "
+                       f"{plan.block_size}-token block above --max-num-batched-tokens {mnbt}",
+                       hint=f"use --max-num-batched-tokens {plan.block_size} or more, or "
+                            "--no-enable-prefix-caching", flag="max_num_batched_tokens")
     # vLLM decides on `attention_chunk_size` in the text config, which MiMo-V2-Flash also
     # carries without chunked layers (`VllmConfig.__post_init__`)
     # V0 (`ModelConfig` drops Gemma 2/3's interleaved window) and V1 before 0.9.1
