@@ -1484,6 +1484,17 @@ def test_flashmla_sparse_workspace_with_an_fp8_ds_mla_cache():
     assert r.kv_cache_tokens == 925120
 
 
+def test_hybrid_blocks_align_to_32_for_256_wide_heads_on_blackwell_012_to_017():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    # FlashInfer issue 1993 (`HybridAttentionMambaModelConfig`, 0.12-0.17): Qwen3-Next's
+    # 256-wide heads on a B200 align the hybrid block to 32 tokens, 288 instead of 272
+    m, b200 = resolve_model("Qwen/Qwen3-Next-80B-A3B-Instruct"), resolve_gpu("b200")
+    a = EngineArgs(tensor_parallel_size=4, kv_cache_memory_bytes=20 << 30)
+    assert size(m, b200, a, "0.14").block_size == 288
+    assert size(m, b200, a, "0.18.1").block_size == 272
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back

@@ -1129,8 +1129,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                     composite=composite, rocm_aiter=a.rocm_aiter,
                                     kept=bool(dts.skip))
     t = arch.text_config
+    # 0.12-0.17 align hybrid blocks to 32 for 256-wide heads on data-centre Blackwell
+    # (FlashInfer issue 1993; `HybridAttentionMambaModelConfig`: 10.0 in 0.12-0.13, the 10.x
+    # family in 0.14-0.17)
+    fi_1993 = (arch.is_hybrid_state and gpu.vendor == "nvidia" and version.at_least(0, 12)
+               and not version.at_least(0, 18) and 256 in arch.attn_head_sizes
+               and (cc_tuple(cc) == (10, 0) or (cc_major(cc) == 10 and version.at_least(0, 14))))
     plan = choose_block_size(karch, user_block_size=user_bs, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi,
+                             min_kernel_block=32 if fi_1993 else 16,
                              chunk=int(t.get("mamba_chunk_size") or t.get("chunk_size") or 2048)
                              if mode == "all" else 0,  # `get_mamba_chunk_size`
                              **({"default": backend_bs} if backend_bs else {}))
