@@ -25,12 +25,13 @@ def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: 
     model runs (`composite_backend`); `rocm_aiter`: VLLM_ROCM_USE_AITER=1; `kept`: some
     layers stay in the model dtype (a second backend).
 
-    * 0.20+ on ROCm: a model with attention sinks (gpt-oss), which ROCM_ATTN refuses
+    * 0.19+ on ROCm: a model with attention sinks (gpt-oss), which ROCM_ATTN refuses
       (`supports_sink`), runs ROCM_AITER_UNIFIED_ATTN wherever aiter is installed (the
-      vllm-openai-rocm image; `is_aiter_found_and_supported` ignores the environment),
-      whose `get_preferred_block_size` is 64 (`_get_backend_priorities`, rocm.py, the same
-      in the 0.20.2-0.33.0 wheels). With VLLM_ROCM_USE_AITER=1 ROCM_AITER_FA comes first
-      and keeps 16; without aiter TRITON_ATTN keeps 16, and so does a per-token-head cache,
+      vllm-openai-rocm image; `is_aiter_found_and_supported` ignores the environment but
+      needs CDNA3+, so not on an MI250X), whose `get_preferred_block_size` is 64
+      (`_get_backend_priorities`, rocm.py, the same in the 0.19.0-0.33.0 wheels). With
+      VLLM_ROCM_USE_AITER=1 ROCM_AITER_FA comes first and keeps 16 once it takes sinks
+      (0.23); without aiter TRITON_ATTN keeps 16, and so does a per-token-head cache,
       which that backend does not take (its `supported_kv_cache_dtypes`).
     * 0.32+ on ROCm: UltraQuant's backend prefers 64-token blocks ("FlyDSL D=256 decode
       geometry requires a 64-token KV block") when it is the only attention backend (no
@@ -50,8 +51,9 @@ def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: 
     if arch.is_mla:
         return None
     if vendor == "amd":
-        if arch.attention_sinks and version.at_least(0, 20) and not rocm_aiter and \
-                kv in AITER_UNIFIED_KV:
+        aiter_fa_sinks = rocm_aiter and version.at_least(0, 23)  # ROCM_AITER_FA's sinks
+        if arch.attention_sinks and version.at_least(0, 19) and not aiter_fa_sinks and \
+                kv in AITER_UNIFIED_KV and cc != "gfx90a":
             return 64, "ROCM_AITER_UNIFIED_ATTN, ROCm's backend for attention sinks, " \
                        "prefers 64-token blocks"
         if kv == "ultraquant_4bit" and version.at_least(0, 32) and not kept:
