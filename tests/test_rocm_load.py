@@ -237,3 +237,19 @@ def test_rocm_tp8_pool_follows_the_smallest_worker():
     assert run(4).budget.kv_pool == run(4).budget.available_kv
     given = run(8, kv_cache_memory_bytes=80 << 30)  # one figure for every worker
     assert given.budget.kv_pool == given.budget.available_kv
+
+
+def test_gpt_oss_block_on_rocm_by_release_and_gfx():
+    from kvplan.core.sizing import EngineArgs, size
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    oss = resolve_model("openai/gpt-oss-20b")
+
+    def block(gpu, version, **kw):
+        return size(oss, resolve_gpu(gpu), EngineArgs(**kw), version).block_size
+    # ROCM_AITER_UNIFIED_ATTN (64) runs the sinks from 0.19 where aiter supports the GPU
+    assert (block("mi300x", "0.18.1"), block("mi300x", "0.19.0")) == (16, 64)
+    assert block("mi250x", "0.33") == 16  # gfx90a: no aiter, TRITON_ATTN
+    # VLLM_ROCM_USE_AITER=1: ROCM_AITER_FA takes sinks (and 16) only from 0.23
+    assert (block("mi300x", "0.22", rocm_aiter=True), block("mi300x", "0.23", rocm_aiter=True)) \
+        == (64, 16)
