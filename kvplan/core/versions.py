@@ -536,13 +536,16 @@ class VllmVersion:
         torch.compile) and keep piecewise graphs (`VllmConfig._maybe_enable_breakable_
         cudagraph`). `VLLM_USE_BREAKABLE_CUDAGRAPH` (`env`) decides when set; unset, vLLM turns
         it on for the architectures it lists: read in the 0.24.0-0.29.0 and 0.33.0 wheels
-        (absent in 0.20.2; releases between take the older list)."""
+        (absent in 0.20.2; releases between take the older list); on ROCm from 0.30 only
+        DeepseekV41ForCausalLM (`default_breakable_cudagraph_architectures`, 0.30-0.33)."""
         if not self.at_least(0, 24):
             return False
         if env is not None:
             return env
-        if self.at_least(0, 33):
-            listed = BREAKABLE_033 if vendor != "amd" else {"DeepseekV41ForCausalLM"}
+        if vendor == "amd" and self.at_least(0, 30):  # ROCm lists only V4.1 from 0.30
+            listed = {"DeepseekV41ForCausalLM"}
+        elif self.at_least(0, 33):
+            listed = BREAKABLE_033
         elif self.at_least(0, 29):
             listed = BREAKABLE_029 - ({"DeepseekV32ForCausalLM", "DeepseekV32MTPModel"}
                                       if vendor == "amd" else set())
