@@ -376,3 +376,22 @@ def test_mtp_joining_projection_whole_on_every_rank_for_deepseek():
     assert mtp_join_bytes(arch("deepseek-ai/DeepSeek-R1"), 8, 2, 1.0) == 205520896
     # Qwen3-Next's `fc` is a ColumnParallelLinear: a quarter of 2 x 2,048^2 x 2 B at TP4
     assert mtp_join_bytes(arch("Qwen/Qwen3-Next-80B-A3B-Instruct"), 4, 2, 1.0) == 4194304
+
+
+def test_mamba2_hybrids_align_blocks_to_the_narrow_state_before_032():
+    from kvplan.core.sizing import EngineArgs, size
+    from kvplan.core.specdec import SpecDecode
+    from kvplan.errors import BadInput
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h100 = resolve_model("ibm-granite/granite-4.0-h-tiny"), resolve_gpu("h100")
+
+    def run(k, version):
+        return size(m, h100, EngineArgs(enable_prefix_caching=False,
+                                         speculative=SpecDecode("ngram", k, None)), version)
+    # granite's model class reports the 806,400 B state without the k conv columns: 400-token
+    # blocks (819,200 B pages); with k=3 the mixer's 826,368 B state outgrows them
+    with pytest.raises(BadInput, match="826,368 B"):
+        run(3, "0.25")
+    assert run(1, "0.25").block_size == 400  # k=1 still fits the narrow page
+    assert run(3, "0.32").block_size == 416  # 0.32+ align to the widened state

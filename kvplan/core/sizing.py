@@ -1135,12 +1135,27 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     fi_1993 = (arch.is_hybrid_state and gpu.vendor == "nvidia" and version.at_least(0, 12)
                and not version.at_least(0, 18) and 256 in arch.attn_head_sizes
                and (cc_tuple(cc) == (10, 0) or (cc_major(cc) == 10 and version.at_least(0, 14))))
-    plan = choose_block_size(karch, user_block_size=user_bs, mla_block=mla_block, tp=tp,
+    # 0.17-0.31 align the block to the state shape the model class reports, which only
+    # Nemotron-H widens for speculative decoding (`get_mamba_state_shape_from_config`), while
+    # every `MambaMixer2` allocates the widened state (`get_state_shape`)
+    narrow = (k_spec and MAMBA2 in arch.state_kinds and arch.model_type != "nemotron_h"
+              and version.at_least(0, 17) and not version.at_least(0, 32))
+    plan = choose_block_size(replace(karch, layers=arch.layers + drafted) if narrow else karch,
+                             user_block_size=user_bs, mla_block=mla_block, tp=tp,
                              dt=dts, align_mode=align_mode, gdn_flashinfer=gdn_fi,
                              min_kernel_block=32 if fi_1993 else 16,
                              chunk=int(t.get("mamba_chunk_size") or t.get("chunk_size") or 2048)
                              if mode == "all" else 0,  # `get_mamba_chunk_size`
                              **({"default": backend_bs} if backend_bs else {}))
+    if narrow and plan.mamba_page_padded:
+        wide = max(state_bytes(x, tp, dts) for x in karch.layers if isinstance(x, StateLayer))
+        if wide > plan.mamba_page_padded:  # `MambaSpec.page_size_bytes` asserts
+            raise BadInput(f"vLLM {version.text} fails at start with speculative decoding on "
+                           f"this Mamba2 hybrid: its state widened for k={k_spec} ({wide:,} B) "
+                           f"outgrows the page aligned to the narrow state "
+                           f"({plan.mamba_page_padded:,} B; AssertionError page_size_padded "
+                           ">= page_size)", hint="use vLLM 0.32+ or no speculative decoding",
+                           flag="speculative_config")
     if dts.skip and dts.kv != model_dtype and version.at_least(0, 25):
         if backend_bs:
             raise BadInput(f"kvplan does not size --kv-cache-dtype-skip-layers where the "
