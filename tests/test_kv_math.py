@@ -1464,6 +1464,12 @@ def test_kv_dtypes_no_backend_takes():
     with pytest.raises(BadInput, match="fp8_ds_mla"):
         size(resolve_model("deepseek-ai/DeepSeek-R1"), mi,
              EngineArgs(tensor_parallel_size=8, kv_cache_dtype="fp8_ds_mla"))
+    # Hopper sparse MLA with DCP: FLASHMLA_SPARSE (FA's sparse MLA refuses DCP) needs the
+    # fp8_ds_mla cache ("DCP for FlashMLA sparse requires an fp8_ds_mla kv-cache", 0.29+)
+    dcp = EngineArgs(tensor_parallel_size=8, decode_context_parallel_size=8)
+    with pytest.raises(BadInput, match="decode context parallelism only on an fp8_ds_mla"):
+        size(v32, resolve_gpu("h200"), dcp)
+    assert size(v32, resolve_gpu("h200"), replace(dcp, kv_cache_dtype="fp8")).fits
 
 
 def test_flashmla_sparse_workspace_with_an_fp8_ds_mla_cache():

@@ -1184,6 +1184,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                     inflight_state_blocks=state_blocks,
                                     disable_hybrid=disable_hybrid)
     if a.decode_context_parallel_size > 1:
+        if (arch.is_sparse_mla and kv != "fp8_ds_mla" and gpu.vendor == "nvidia"
+                and cc_major(cc) == 9 and version.at_least(0, 29)):
+            # FlashAttention's sparse MLA refuses DCP, so FLASHMLA_SPARSE runs, whose
+            # `__init__` raises: "DCP for FlashMLA sparse requires an fp8_ds_mla kv-cache"
+            raise BadInput(f"vLLM {version.text} on Hopper runs sparse MLA with decode context "
+                           "parallelism only on an fp8_ds_mla cache",
+                           hint="add --kv-cache-dtype fp8, or drop -dcp",
+                           flag="decode_context_parallel_size")
         specs = _dcp_specs(specs, a.decode_context_parallel_size)
     if spec and version.at_least(0, 28) and SD.multi_module_mtp(arch, spec):
         # 0.28+ keep k - 1 more tokens inside every sliding window for a chain of MTP modules
