@@ -1501,6 +1501,14 @@ def test_hybrid_blocks_align_to_32_for_256_wide_heads_on_blackwell_012_to_017():
     assert size(m, b200, a, "0.18.1").block_size == 272
 
 
+def test_a_config_without_a_vocabulary_is_refused():
+    # the embedding and LM head need vocab_size; kvplan once read a missing one as 0 and
+    # left 2 x 1.05B parameters out of a Llama-3-70B estimate
+    cfg = {k: v for k, v in LLAMA31_8B.items() if k != "vocab_size"}
+    with pytest.raises(BadInput, match="lacks vocab_size"):
+        run(cfg)
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back

@@ -712,7 +712,7 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
         num_attention_heads=heads,
         hidden_size=hidden,
         intermediate_size=int(inter) if isinstance(inter, (int, float)) else 0,
-        vocab_size=_int(t, "vocab_size", "padded_vocab_size", default=0),
+        vocab_size=0,  # set below, once the layers are known
         config_dtype=str(t.get("dtype") or t.get("torch_dtype") or "auto"),
         max_position=0,
         max_position_source="",
@@ -743,5 +743,9 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
     arch.layers = _layers(t, arch)
     if not arch.layers:
         raise BadInput("config declares zero layers")
+    # the embedding and LM head: required (a wrapper may keep it at the top level)
+    vocab_keys = ("vocab_size", "padded_vocab_size")
+    arch.vocab_size = _int(t if any(t.get(k) is not None for k in vocab_keys) else config,
+                           *vocab_keys)
     arch.max_position, arch.max_position_source = max_model_len_of(t)
     return arch
