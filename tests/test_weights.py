@@ -686,3 +686,18 @@ def test_jamba_experts_only_on_the_expert_period_layers(capsys):
     # 16 MoE layers of 16 experts (3 x 4,096 x 14,336) and 16 dense MLPs: about 51.5B
     # parameters, 95.8 GiB in bf16 (all 32 layers with experts would be 78.75 GiB more)
     assert round(d["weights_total_bytes"] / (1 << 30), 1) == 95.8 and d["fits"]
+
+
+def test_bf16_experts_pad_to_128_rows_on_blackwell_trtllm(capsys):
+    # Qwen3-30B-A3B at TP4: 768 / 4 = 192 rows -> 256 (`align_moe_weights_for_fi`, gated from
+    # 0.29): 48 layers x 128 experts x 3 x 2,048 x 64 rows x 2 B = 4.5 GiB more a GPU
+    new = _size_json(capsys, "qwen3-30b-a3b", "--gpu", "b200", "-tp", "4")
+    old = _size_json(capsys, "qwen3-30b-a3b", "--gpu", "b200", "-tp", "4", "--vllm-version",
+                     "0.28")
+    grown = new["weights_bytes_per_gpu"] - old["weights_bytes_per_gpu"]
+    assert abs(grown - 48 * 128 * 3 * 2048 * 64 * 2) < 2 ** 20
+    assert new["kv_cache_tokens"] == 6135456
+    # EPLB leaves TRT-LLM, so no padding
+    eplb = _size_json(capsys, "qwen3-30b-a3b", "--gpu", "b200", "-tp", "4",
+                      "--enable-expert-parallel", "--enable-eplb")
+    assert eplb["weights_bytes_per_gpu"] < new["weights_bytes_per_gpu"]

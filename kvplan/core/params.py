@@ -664,6 +664,17 @@ def moe_gated(arch: ModelArch) -> bool:
     return arch.model_type != "nemotron_h"
 
 
+def trtllm_bf16_experts(arch: ModelArch) -> bool:
+    """Whether FlashInfer's TRT-LLM kernel takes these 16-bit experts' activation: SiLU
+    (gated) or ReLU² (non-gated) only (`TrtLlmBf16Experts._supports_activation`, 0.24-0.33);
+    Gemma 4's gelu_tanh experts go to FlashInfer CUTLASS instead."""
+    if not moe_gated(arch):
+        return True  # Nemotron-H's relu2
+    t = arch.text_config
+    act = str(t.get("hidden_activation") or t.get("hidden_act") or "silu").lower()
+    return act in ("silu", "swiglu", "swish")
+
+
 def moe_hidden(arch: ModelArch) -> int:
     """The width the routed experts take in and give out: Nemotron-3's latent MoE projects
     the hidden state to `moe_latent_size` first (`SharedFusedMoE(hidden_size=...)`)."""

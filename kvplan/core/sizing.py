@@ -73,6 +73,7 @@ from kvplan.core.params import (
     moe_hidden,
     ple_buffer_bytes,
     rope_cache_bytes,
+    trtllm_bf16_experts,
     weight_bytes,
 )
 from kvplan.core.pipeline import (
@@ -1553,11 +1554,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             risks.append("FlashInfer's 394 MiB attention workspaces, first allocated inside "
                          "the CUDA-graph probe and so counted in vLLM's graph estimate "
                          "(0.4-0.8 GiB)")
-        # unquantized GELU experts (Gemma 4 26B-A4B) skip TRT-LLM, which takes SiLU and
-        # ReLU² only (`TrtLlmBf16Experts._supports_activation`), for FlashInfer CUTLASS
-        moe_act = str(arch.text_config.get("hidden_activation") or arch.text_config.get(
-            "hidden_act") or "")
-        trtllm = not (moe_act.startswith("gelu") and not (arch.quantization or model.quant_file))
+        # unquantized GELU experts (Gemma 4 26B-A4B) skip TRT-LLM for FlashInfer CUTLASS
+        trtllm = trtllm_bf16_experts(arch) or bool(arch.quantization or model.quant_file)
         if version.at_least(0, 30) and arch.num_experts and mnbt * dp_moe >= 16384 and trtllm:
             risks.append("the TRT-LLM fused-MoE kernel's per-call scratch at this token "
                          "budget (about 1 GiB for DeepSeek-R1 at TP8 per 16,384 tokens"
@@ -1822,7 +1820,9 @@ def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
     * Static per-tensor FP8 experts (0.16+, SM90 / SM100 family): each rank's intermediate to
       `fi_fp8_moe_alignment` rows.
     * NVFP4 experts on FlashInfer TRT-LLM (first on the SM100 family): the intermediate to
-      `fi_fp4_moe_alignment` rows and, from 0.20, the hidden side to 256."""
+      `fi_fp4_moe_alignment` rows and, from 0.20, the hidden side to 256.
+    * 16-bit SiLU / ReLU² experts on TRT-LLM (SM100 family): the intermediate to 128
+      (non-gated from 0.24, gated from 0.29; not with EPLB)."""
     if not arch.num_experts or gpu.vendor != "nvidia" or \
             version.moe_backend_kind(a.moe_backend) not in (None, "flashinfer"):
         return 1.0, ""
@@ -1839,6 +1839,14 @@ def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
         rows, cols = version.fi_fp4_moe_alignment(gated), version.fi_fp4_moe_hidden_alignment
         what = (f"FlashInfer's TRT-LLM NVFP4 MoE kernels pad each GPU's expert rows to {rows}"
                 + (f" and the hidden side to {cols}" if cols else ""))
+    elif (cc_major(cc) == 10 and weight_bytes(arch, 2, a.quantization, model.quant_file).expert
+          == 2 and version.fi_bf16_moe(cc, a.data_parallel_size) and not a.enable_eplb
+          and a.moe_backend in ("auto", "flashinfer_trtllm") and trtllm_bf16_experts(arch)
+          and version.at_least(0, 29 if gated else 24)):
+        # 16-bit experts on TRT-LLM: the intermediate to 128 (`align_moe_weights_for_fi`,
+        # non-gated from 0.24, gated from 0.29; 0.33 `maybe_roundup_sizes`)
+        rows = 128
+        what = "FlashInfer's TRT-LLM bf16 MoE kernel pads each GPU's expert rows to 128"
     if not rows or not inter:
         return 1.0, ""
     pad = cdiv(inter, rows) * rows / inter
