@@ -409,13 +409,18 @@ def test_decode_context_parallel_flag(capsys):
 def test_fp8_block_checkpoint_rejects_tp_that_splits_a_block(capsys):
     # Qwen3-30B-A3B-FP8: 128x128 blocks, expert intermediate 768 -> 96 per GPU at TP8 (vLLM:
     # "The output_size of gate's and up's weight = 96 is not divisible by ... block_n = 128")
-    code, _, err = run(capsys, "size", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "h100", "-tp", "8")
+    code, _, err = run(capsys, "size", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "h100", "-tp", "8",
+                       "--vllm-version", "0.28")
     assert code == 2
     assert "the experts' intermediate per GPU (96) is not a multiple of its 128x128" in err
     assert "use --tensor-parallel-size 2, or add --enable-expert-parallel" in err
-    for flags in (["-tp", "2"], ["-tp", "8", "--enable-expert-parallel"]):
+    for flags in (["-tp", "2"], ["-tp", "8", "--enable-expert-parallel"],
+                  ["-tp", "8"]):  # 0.29+: gcd(128, 128, 96, 2,048) = 32-wide blocks, Triton
         code, _, err = run(capsys, "size", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "h100", *flags)
         assert code == 0, err
+    # at TP16 the gcd is 16, below the 32 vLLM refines to: refused
+    code, _, err = run(capsys, "size", "Qwen/Qwen3-30B-A3B-FP8", "--gpu", "h100", "-tp", "16")
+    assert code == 2 and "(48) is not a multiple" in err
 
 
 def test_cpu_offload_moves_weights_to_host_memory(capsys):

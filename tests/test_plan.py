@@ -316,13 +316,19 @@ def test_recommend_never_emits_more_seqs_than_the_token_budget(capsys):
 
 def test_search_falls_back_to_expert_parallel_for_fp8_block_splits(capsys):
     # Qwen3-235B-FP8 at TP8 splits its 1,536-wide experts into 192-wide slices of 128x128
-    # blocks, which vLLM rejects; with expert parallelism the experts stay whole
+    # blocks, which vLLM 0.28 rejects; with expert parallelism the experts stay whole
     code, out, err = run(capsys, "recommend", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "--gpu",
                          "h100", "-tp", "8", "--workload", "chat", "--rate", "20",
-                         "--max-model-len", "32768", "--json")
+                         "--max-model-len", "32768", "--vllm-version", "0.28", "--json")
     d = json.loads(out)
     assert code == 0, err
     assert "--tensor-parallel-size 8 --enable-expert-parallel" in d["command"]
+    # 0.29+ re-scale the experts to 64-wide blocks instead (`refine_fp8_moe_block_shape`)
+    code, out, err = run(capsys, "recommend", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "--gpu",
+                         "h100", "-tp", "8", "--workload", "chat", "--rate", "20",
+                         "--max-model-len", "32768", "--json")
+    assert code == 0, err
+    assert "--enable-expert-parallel" not in json.loads(out)["command"]
 
 
 def test_recommend_sizes_the_pool_its_max_num_seqs_leaves(capsys):

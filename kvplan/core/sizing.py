@@ -487,12 +487,31 @@ def _validate_act_order(arch: ModelArch, version: VllmVersion) -> None:
                        "(desc_act=False / actorder static or weight), or vLLM 0.29")
 
 
-def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs) -> None:
+def fp8_moe_refined_block(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> int:
+    """The finer block vLLM 0.29+ re-scales block-FP8 experts to when TP splits their
+    intermediate into partial blocks (`refine_fp8_moe_block_shape`: gcd(block_n, block_k,
+    intermediate per rank, hidden) when at least 32; only Triton takes it), or 0."""
+    q = arch.quantization or {}
+    block = q.get("weight_block_size")
+    if (not version.at_least(0, 29) or str(q.get("quant_method", "")).lower() != "fp8"
+            or not isinstance(block, list) or len(block) != 2 or not arch.num_experts):
+        return 0
+    bn, bk = int(block[0]), int(block[1])
+    local = arch.expert_intermediate_size // a.expert_tp
+    if not local or (local % bn == 0 and (a.expert_tp == 1 or local % bk == 0)):
+        return 0
+    refine = math.gcd(bn, bk, local, moe_hidden(arch))
+    return refine if refine >= 32 else 0
+
+
+def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs,
+                         version: VllmVersion) -> None:
     """Block-quantized FP8 checkpoints (`weight_block_size`): vLLM refuses a TP size that
     splits the MLP or expert intermediate into slices that are not whole quantization blocks
     (`Fp8MoEMethod.create_weights` / `validate_fp8_block_shape_moe`: "The output_size of gate's
     and up's weight = N is not divisible by weight quantization block_n"; `validate_fp8_block_
-    shape` for the dense down projection)."""
+    shape` for the dense down projection); from 0.29 the experts take a finer block instead
+    where one fits (`fp8_moe_refined_block`)."""
     q = arch.quantization or {}
     block = q.get("weight_block_size")
     tp = a.tensor_parallel_size
@@ -503,7 +522,7 @@ def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs) -> None:
     experts_fp8 = str(arch.text_config.get("expert_dtype", "fp8")).lower() not in ("fp4",)
     parts = []  # (what, full intermediate, its TP split, whether expert parallelism avoids it)
     moe_i = arch.expert_intermediate_size
-    if moe_i and experts_fp8:
+    if moe_i and experts_fp8 and not fp8_moe_refined_block(arch, a, version):
         ep = a.enable_expert_parallel
         parts.append(("the experts' intermediate", moe_i, 1 if ep else tp, not ep))
     dense = int(arch.text_config.get("intermediate_size") or 0)
@@ -850,7 +869,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                expert_parallel=a.enable_expert_parallel,
                ranks=a.moe_ranks, experts=arch.num_experts,
                version_ok=version.at_least(0, 11), version=version.text)
-    _validate_fp8_blocks(model, arch, a)
+    _validate_fp8_blocks(model, arch, a, version)
     _validate_act_order(arch, version)
     choices = version.block_size_choices()
     if a.block_size and choices and a.block_size not in choices:
@@ -1868,9 +1887,10 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
             and int((g or {}).get("weights", {}).get("num_bits") or 8) < 8
             and not (g or {}).get("input_activations")
             for g in (q.get("config_groups") or {}).values()))
+    refined = fp8_moe_refined_block(arch, a, version)  # Triton only
     kernel = version.moe_kernel(
         gpu.compute_capability, moe_tp=a.expert_tp,
-        fp8_block=qm == "fp8" and bool(q.get("weight_block_size")),
+        fp8_block=qm == "fp8" and bool(q.get("weight_block_size")) and not refined,
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
         nvfp4=is_nvfp4(expert_bytes), mxfp4=qm == "mxfp4", wna16=wna16,
         fp8_tensor=a.flashinfer_moe_fp8 and fp8_tensor_experts(arch, model.quant_file),
@@ -1997,7 +2017,10 @@ def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
     for tp in () if gpu.mig_profile else (2, 4, 8, 16):  # no TP across MIG slices
         if tp <= a.tensor_parallel_size or heads % tp:
             continue
-        r = size(model, gpu, replace(a, tensor_parallel_size=tp), version, hints=False)
+        try:
+            r = size(model, gpu, replace(a, tensor_parallel_size=tp), version, hints=False)
+        except BadInput:  # a layout vLLM refuses (an FP8 block split, say): try the next
+            continue
         if r.fits:
             return (f"fits with --tensor-parallel-size {tp} ({r.budget.weights / GiB:.1f} GiB of "
                     f"weights and {r.budget.available_kv / GiB:.1f} GiB of KV per GPU)")
