@@ -456,6 +456,11 @@ def test_flashinfer_moe_fp8_off_runs_triton_without_the_padding(capsys):
         40 * 512 * 64 * 1024 * 2 == 5 << 29
     assert (on["moe_kernel"], off["moe_kernel"]) == ("flashinfer", "modular")
     assert off["moe_workspace_bytes"] == 8192 * 22 * (1344 + 1344) * 2
+    # 0.24+ no longer read the variable: the padding stays, with a note
+    late = _size_json(capsys, "nemotron-3-super-fp8", "--gpu", "h200", "-tp", "2",
+                      "--vllm-version", "0.25", "--env", "VLLM_USE_FLASHINFER_MOE_FP8=0")
+    assert late["moe_kernel"] == "flashinfer"
+    assert any("no longer reads VLLM_USE_FLASHINFER_MOE_FP8" in n for n in late["notes"])
 
 
 def test_gemma4_edge_weights_follow_what_vllm_allocates(capsys):

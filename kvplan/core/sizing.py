@@ -1242,6 +1242,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         # `_mark_tower_model` skips the towers past the first stage only under V2 from 0.33
         towers_every_stage=not (v2 and version.at_least(0, 33)),
         vendor=gpu.vendor, release=version.v[:2])
+    if not a.flashinfer_moe_fp8 and version.at_least(0, 24):
+        notes.append(f"vLLM {version.text} no longer reads VLLM_USE_FLASHINFER_MOE_FP8 (gone "
+                     "in 0.24), so it is sized as unset; --moe-backend triton moves FP8 "
+                     "experts off FlashInfer")
     fi_pad, fi_what = _fi_expert_pad(arch, model, a, gpu, version)
     weights, weights_total, estimated = stage_weights(fi_pad=fi_pad)
     if fi_pad > 1:
@@ -1831,6 +1835,12 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
     return out
 
 
+def fi_moe_fp8(a: EngineArgs, version: VllmVersion) -> bool:
+    """VLLM_USE_FLASHINFER_MOE_FP8 (0 takes static FP8 experts off FlashInfer), which vLLM
+    reads up to 0.23 only (envs.py; gone in the 0.24.0 wheel)."""
+    return a.flashinfer_moe_fp8 or version.at_least(0, 24)
+
+
 def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
                    version: VllmVersion) -> tuple[float, str]:
     """What FlashInfer's MoE kernels' weight re-layout multiplies the routed experts by, and
@@ -1848,11 +1858,13 @@ def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
     cc, gated = gpu.compute_capability, moe_gated(arch)
     inter = arch.expert_intermediate_size // a.expert_tp
     hidden, rows, cols = moe_hidden(arch), 0, 0
-    if a.flashinfer_moe_fp8 and version.fi_fp8_moe(cc) and fp8_tensor_experts(
+    if fi_moe_fp8(a, version) and version.fi_fp8_moe(cc) and fp8_tensor_experts(
             arch, model.quant_file):
         rows = version.fi_fp8_moe_alignment(gated)
         what = (f"FlashInfer's FP8 MoE kernels pad each GPU's expert rows to {rows}; "
-                "VLLM_USE_FLASHINFER_MOE_FP8=0 (--env) runs Triton's instead, without it")
+                + ("--moe-backend triton" if version.at_least(0, 24)
+                   else "VLLM_USE_FLASHINFER_MOE_FP8=0 (--env)")
+                + " runs Triton's instead, without it")
     elif cc_major(cc) == 10 and is_nvfp4(
             weight_bytes(arch, 2, a.quantization, model.quant_file).expert):
         rows, cols = version.fi_fp4_moe_alignment(gated), version.fi_fp4_moe_hidden_alignment
@@ -1893,7 +1905,7 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         fp8_block=qm == "fp8" and bool(q.get("weight_block_size")) and not refined,
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
         nvfp4=is_nvfp4(expert_bytes), mxfp4=qm == "mxfp4", wna16=wna16,
-        fp8_tensor=a.flashinfer_moe_fp8 and fp8_tensor_experts(arch, model.quant_file),
+        fp8_tensor=fi_moe_fp8(a, version) and fp8_tensor_experts(arch, model.quant_file),
         unquantized=expert_bytes == 2, dp=a.data_parallel_size)
     physical = arch.num_experts + (a.eplb_num_redundant_experts if a.enable_eplb else 0)
     experts = physical // a.moe_ranks if a.enable_expert_parallel else arch.num_experts

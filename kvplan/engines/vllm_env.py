@@ -33,8 +33,9 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
         "breakable_cudagraph", "1: CUDA graphs broken around attention without torch.compile "
         "(0.24+; on by default for DeepSeek-V4 and other models vLLM lists, 0 opts out)"),
     "VLLM_USE_FLASHINFER_MOE_FP8": (
-        "flashinfer_moe_fp8", "0: FP8 MoE off FlashInfer's kernels (0.16+; unset or 1: "
-        "FlashInfer first, which pads non-gated experts to 128 rows from 0.17)"),
+        "flashinfer_moe_fp8", "0: FP8 MoE off FlashInfer's kernels (0.16-0.23; unset or 1: "
+        "FlashInfer first, which pads non-gated experts to 128 rows from 0.17; 0.24+ no "
+        "longer read it: use --moe-backend triton)"),
     "VLLM_USE_V1": (
         "use_v1", "0: the V0 engine (0.8-0.10; 0.11+ refuse to start); 1: V1 only, where "
         "0.8-0.10 would fall back to V0 vLLM refuses to start"),
