@@ -706,3 +706,16 @@ def test_bf16_experts_pad_to_128_rows_on_blackwell_trtllm(capsys):
     eplb = _size_json(capsys, "qwen3-30b-a3b", "--gpu", "b200", "-tp", "4",
                       "--enable-expert-parallel", "--enable-eplb")
     assert eplb["weights_bytes_per_gpu"] < new["weights_bytes_per_gpu"]
+
+
+def test_gemma4_experts_are_not_under_the_mlp(capsys):
+    # NVIDIA's Gemma-4-26B-A4B-NVFP4 excludes `layers.N.mlp*`; vLLM names the experts
+    # `layers.N.experts`, so they stay NVFP4 (the dense MLP and attention are 16-bit)
+    from kvplan.core.params import weight_bytes
+    from kvplan.sources.resolve import resolve_model
+
+    m = resolve_model("nvidia/Gemma-4-26B-A4B-NVFP4")
+    wb = weight_bytes(normalize(m.config), 2, None, m.quant_file)
+    assert wb.expert == 0.5 + 1 / 16 and wb.mlp_bytes == 2
+    d = _size_json(capsys, "nvidia/Gemma-4-26B-A4B-NVFP4", "--gpu", "b200")
+    assert round(d["weights_bytes_per_gpu"] / (1 << 30), 2) == 17.89

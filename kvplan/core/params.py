@@ -507,6 +507,8 @@ def _part_modules(arch: ModelArch) -> dict[str, list[tuple[str, float]]]:
     parameter counts (a checkpoint may keep q_b/kv_b 16-bit and quantize o_proj); elsewhere
     one matching name marks the part (weight 0 = any-match)."""
     parts = {k: [(m, 0.0) for m in v] for k, v in _PART_MODULES.items()}
+    if arch.model_type.startswith("gemma4"):  # experts beside the MLP (gemma4.py `.experts`)
+        parts["expert"] = [("experts.0.gate_proj", 0.0)]
     parts["mla_a"], parts["kv_b"] = [], []
     t = arch.text_config
     if any(isinstance(x, AttnLayer) and x.kind == MLA for x in arch.layers):

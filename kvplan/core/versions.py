@@ -337,10 +337,11 @@ class VllmVersion:
         """Rows FlashInfer's TRT-LLM NVFP4 MoE path pads each rank's expert intermediate to
         (`prepare_nvfp4_moe_layer_for_fi_or_cutlass` -> `align_fp4_moe_weights_for_fi`): 128
         for non-gated activations, which it takes from 0.17 (PR 33506; before, they ran on
-        other kernels); 16 for gated ones, 64 in 0.33 (0.18, 0.19, 0.20.2 and 0.33 wheels)."""
+        other kernels); 16 for gated ones, 64 from 0.26 (0.18-0.25, 0.26, 0.32 and 0.33
+        wheels)."""
         if not gated:
             return 128 if self.at_least(0, 17) else 0
-        return 64 if self.at_least(0, 33) else 16
+        return 64 if self.at_least(0, 26) else 16
 
     @property
     def fi_fp4_moe_hidden_alignment(self) -> int:
