@@ -160,6 +160,9 @@ class ActivationShape:
     moe_gated: bool = True  # w13 holds gate and up (N = 2 x intermediate)
     moe_packed_out: bool = False  # NVFP4 experts: FlashInfer's output is 2 K wide (packed)
     moe_dp: int = 1  # data-parallel ranks whose tokens every MoE layer gathers
+    # the scratch stays in the shared workspace after the forward (a monolithic kernel
+    # allocates its own per call)
+    moe_kept: bool = True
 
     def moe_workspace(self, tokens: int) -> int:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
@@ -342,7 +345,8 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
                                                        moe + gathered)
     copies = const("sampler_fp32_copies") if sampler_copies is None else sampler_copies
     sampler = reqs * shape.vocab * 4 * copies
-    held = max(moe if shape.moe_kernel != "functional" else 0, workspace_floor)
+    held = max(moe if shape.moe_kernel != "functional" and shape.moe_kept else 0,
+               workspace_floor)
     if attn_point:
         forward = max(forward, held + attn_point)
     fixed = const("act_fixed_mib") + (const("act_v024_mib") if v024 else 0.0)

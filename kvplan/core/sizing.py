@@ -1915,8 +1915,13 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     # with DP > 1 every MoE layer sees every DP rank's tokens, gathered unchunked
     # (`MoEPrepareAndFinalizeNaiveDPEPModular.prepare`, `DPMetadata.sp_local_sizes`), with
     # or without expert parallelism, and its kept workspace is sized for them
+    # OpenAI's Triton MXFP4 kernel runs monolithic without all-to-all, DP or EPLB
+    # (`OAITritonMxfp4ExpertsMonolithic._supports_parallel_config`, 0.20-0.33; a direct
+    # `triton_kernel_moe_forward` call before): no shared workspace, scratch per call
+    mono = kernel == "oai_triton" and not (a.enable_expert_parallel or a.enable_eplb
+                                           or a.data_parallel_size > 1)
     return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed,
-                   moe_dp=a.data_parallel_size)
+                   moe_dp=a.data_parallel_size, moe_kept=not mono)
 
 
 def mm_pixel_bytes(architectures: list[str], version: VllmVersion, v2: bool) -> PixelBytes:
