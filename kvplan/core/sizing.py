@@ -1235,7 +1235,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     stage_weights = partial(
         _weights_per_stage, model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,
         mistral_native=version.mistral_native_tower(model.id),
-        fp32_router=arch.model_type == "nemotron_h" and version.fp32_router(cc, gpu.vendor),
+        fp32_router=version.fp32_router_model(arch.model_type, cc, gpu.vendor),
         kv_unused=version.kv_sharing_layers_keep_kv,
         mxfp4_scales_kept=not version.at_least(0, 25),
         marlin_scales=fp8_marlin_scales(arch, model, gpu, version, dtype_bytes(model_dtype)),
