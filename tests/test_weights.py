@@ -726,3 +726,16 @@ def test_openai_triton_mxfp4_scratch_is_per_call_without_dp_or_ep(capsys):
     # its scratch is per call, so the sampler point no longer carries it (+3.2 % tokens)
     d = _size_json(capsys, "openai/gpt-oss-120b", "--gpu", "h100")
     assert d["moe_kernel"] == "oai_triton" and d["kv_cache_tokens"] == 181639
+
+
+def test_routers_held_in_fp32_by_model_and_release():
+    from kvplan.core.versions import VllmVersion
+
+    v = VllmVersion.of
+    assert v("0.18").fp32_router_model("minimax_m2", "9.0")  # on every platform
+    assert not v("0.30").fp32_router_model("glm4_moe", "9.0")
+    assert v("0.31").fp32_router_model("glm4_moe", "9.0")
+    # Nemotron-H: the model dtype on SM90 from 0.17 (its specialised kernels)
+    assert not v("0.18").fp32_router_model("nemotron_h", "9.0")
+    assert v("0.18").fp32_router_model("nemotron_h", "8.0")
+    assert not v("0.33").fp32_router_model("llama4_text", "8.0")

@@ -1790,7 +1790,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         draft_layers=len(drafted),
         load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
-        moe_workspace_bytes=shape.moe_scratch_bytes(mnbt, version.moe_chunk),
+        # at the tokens the MoE layers see: DP > 1 gathers every DP rank's batch
+        moe_workspace_bytes=shape.moe_scratch_bytes(mnbt * shape.moe_dp, version.moe_chunk),
         sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm,
         safe_gpu_memory_utilization=safe, kv_cache_memory_bytes_max=kv_max, kv_dtypes=dts)
 
