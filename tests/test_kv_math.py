@@ -1531,3 +1531,12 @@ def test_014_to_018_check_the_first_group_only():
     a = EngineArgs(max_model_len=131072, kv_cache_memory_bytes=4 * GiB)
     assert size(m, H100, a, "0.17").fits
     assert not size(m, H100, a, "0.19").fits
+
+
+def test_blackwell_block_fp8_with_eplb_leaves_trtllm_for_deepgemm():
+    from kvplan.core.versions import VllmVersion
+
+    v = VllmVersion.of("0.33")
+    kw = dict(fp8_block=True, moe_tp=1, expert_parallel=True)
+    assert v.moe_kernel("10.0", **kw) == "flashinfer"  # TRT-LLM, its own per-call scratch
+    assert v.moe_kernel("10.0", eplb=True, **kw) == "deepgemm"  # TRT-LLM takes no EPLB

@@ -258,7 +258,8 @@ class VllmVersion:
     def moe_kernel(self, compute_capability: str, *, fp8_block: bool, moe_tp: int,
                    expert_parallel: bool, vendor: str = "nvidia", backend: str = "auto",
                    nvfp4: bool = False, mxfp4: bool = False, wna16: bool = False,
-                   fp8_tensor: bool = False, unquantized: bool = False, dp: int = 1) -> str:
+                   fp8_tensor: bool = False, unquantized: bool = False, dp: int = 1,
+                   eplb: bool = False) -> str:
         """Which fused-MoE experts kernel the profile run uses (`memory.MOE_KERNELS`), read
         in the 0.11.0-0.19.0 wheels:
         * 0.11.0: `fused_experts_impl`, scratch allocated per call; with expert parallelism
@@ -323,7 +324,9 @@ class VllmVersion:
             if not self.at_least(0, 18) or expert_parallel:
                 return "flashinfer"
         if fp8_block and major == 10 and self.at_least(0, 16):
-            return "flashinfer"  # FLASHINFER_TRTLLM first (Blackwell only); sizes its own scratch
+            # FLASHINFER_TRTLLM first (Blackwell only; sizes its own scratch), which takes no
+            # EPLB: DeepGEMM then (`_get_priority_backends`, the vllm/vllm-openai image)
+            return "deepgemm" if eplb else "flashinfer"
         return "modular"
 
     def fi_fp8_moe(self, compute_capability: str) -> bool:
