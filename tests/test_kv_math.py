@@ -1431,6 +1431,9 @@ def test_old_releases_without_the_hybrid_allocator_or_the_architecture():
         size(resolve_model("openai/gpt-oss-20b"), h100, EngineArgs(), "0.10.0")
     with pytest.raises(BadInput, match="Gemma3ForConditionalGeneration"):
         size(resolve_model("google/gemma-3-12b-it"), h100, EngineArgs(), "0.7.3")
+    with pytest.raises(BadInput, match="no MoE"):  # Nemotron-3's 'E' blocks arrive in 0.12
+        size(resolve_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), h100, EngineArgs(),
+             "0.11.2")
 
 
 def test_sparse_indexer_k_gather_reserved_beside_the_moe_scratch():

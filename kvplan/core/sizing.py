@@ -858,6 +858,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         raise BadInput(f"vLLM {version.text} does not have {new} yet (its model registry "
                        f"lists it after {after})", hint="use a later --vllm-version",
                        flag="vllm_version")
+    if arch.model_type == "nemotron_h" and arch.num_experts and not version.at_least(0, 12):
+        raise BadInput(f"vLLM {version.text} builds no MoE ('E') layers for Nemotron-H "
+                       "(nemotron_h.py, to 0.11)", hint="use --vllm-version 0.12 or later",
+                       flag="vllm_version")
     gone = next((x for x in arch.architectures
                  if x in REMOVED_ARCHITECTURES and version.v > REMOVED_ARCHITECTURES[x]), None)
     if gone:  # `ModelRegistry`: "was supported in vLLM until v..., and is not supported anymore"
