@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kvplan.core.arch import DSV4, AttnLayer, ModelArch
 from kvplan.core.versions import VllmVersion, cc_major, cc_tuple
+from kvplan.errors import BadInput
 
 # KV dtypes both halves of a Triton composite accept (`supports_kv_cache_dtype`: Triton's
 # and FlashInfer's/FlashAttention's lists intersected, 0.30-0.33 wheels)
@@ -115,17 +116,17 @@ def full_graphs_refused(arch: ModelArch, composite: str | None,
 FLASHINFER_HEADS = frozenset({64, 128, 256, 512})
 
 
-def triton_fp8_refusal(arch: ModelArch, *, kv: str, cc: str, vendor: str,
-                       version: VllmVersion, multimodal: bool) -> str | None:
-    """Why vLLM 0.27+ refuses an fp8 KV cache on Ampere (SM80/86/87), or None. FlashAttention
+def check_triton_fp8(arch: ModelArch, *, kv: str, cc: str, vendor: str,
+                     version: VllmVersion, multimodal: bool) -> None:
+    """Refuse what vLLM 0.27+ refuses: an fp8 KV cache on Ampere (SM80/86/87). FlashAttention
     2 stores no fp8 (`flash_attn_supports_kv_cache_dtype`), so fp8 needs FlashInfer; where
     FlashInfer cannot take the layers, Triton does, and its fp8 path "requires SM89+"
     (`TritonAttentionImpl`/`TritonMLAImpl.__init__`, 0.25/0.26+; read in the 0.27.1-0.33.0
     wheels)."""
     if vendor != "nvidia" or not kv.startswith("fp8") or not version.at_least(0, 27):
-        return None
+        return
     if not (8, 0) <= cc_tuple(cc) < (8, 9):
-        return None
+        return
     heads = arch.attn_head_sizes
     if arch.is_mla:
         why = "MLA runs on Triton-MLA there"
@@ -139,9 +140,10 @@ def triton_fp8_refusal(arch: ModelArch, *, kv: str, cc: str, vendor: str,
     elif arch.mm_prefix_lm and multimodal:
         why = "FlashInfer has no multimodal-prefix attention"
     else:
-        return None
-    return (f"vLLM {version.text} refuses an fp8 KV cache for this model on compute "
-            f"capability {cc}: {why}, and Triton's fp8 cache 'requires SM89+'")
+        return
+    raise BadInput(f"vLLM {version.text} refuses an fp8 KV cache for this model on compute "
+                   f"capability {cc}: {why}, and Triton's fp8 cache 'requires SM89+'",
+                   hint="use --kv-cache-dtype auto (or an Ada/Hopper GPU)", flag="kv_cache_dtype")
 
 
 # the KV dtypes FLASHINFER_MLA_SPARSE_SM120 accepts (`supports_combination`), all stored as
@@ -149,35 +151,35 @@ def triton_fp8_refusal(arch: ModelArch, *, kv: str, cc: str, vendor: str,
 SM120_SPARSE_KV = ("auto", "fp8", "fp8_e4m3", "fp8_ds_mla")
 
 
-def sparse_mla_refusal(arch: ModelArch, *, requested_kv: str, model_dtype: str, cc: str,
-                       vendor: str, version: VllmVersion) -> tuple[str, str, str | None] | None:
-    """Why vLLM has no attention backend for a DeepSeek-V3.2-style sparse MLA model (V3.2,
-    GLM-5) on this NVIDIA GPU, as (message, hint, flag), or None. FlashMLA's sparse kernels
+def check_sparse_mla(arch: ModelArch, *, requested_kv: str, model_dtype: str, cc: str,
+                     vendor: str, version: VllmVersion) -> None:
+    """Refuse a DeepSeek-V3.2-style sparse MLA model (V3.2, GLM-5) on an NVIDIA GPU where
+    vLLM has no attention backend for it. FlashMLA's sparse kernels
     (FLASHMLA_SPARSE, and FlashInfer's and FlashAttention's sparse variants) run on SM90 and
     SM100 only (`supports_compute_capability`); SM12x has FLASHINFER_MLA_SPARSE_SM120 from
     0.24, which takes bfloat16 models with `index_topk` 2048 and stores only fp8_ds_mla
     (its impl raises "requires the packed fp8_ds_mla KV cache layout"; the 0.24-0.33
     wheels). DeepSeek-V4 has its own backends and is not judged here."""
     if vendor != "nvidia" or not arch.is_sparse_mla or DSV4 in arch.kinds:
-        return None
+        return
     major = cc_major(cc)
     if major in (9, 10):
-        return None
+        return
     if major != 12 or not version.at_least(0, 24):
-        return (f"vLLM {version.text} has no sparse MLA backend for compute capability {cc} "
-                "(FlashMLA's sparse kernels run on SM90/SM100"
-                + (", FLASHINFER_MLA_SPARSE_SM120 arrives in 0.24)" if major == 12 else ")"),
-                "use vLLM 0.24 or later" if major == 12
-                else "use a Hopper or data-centre Blackwell GPU", None)
+        raise BadInput(f"vLLM {version.text} has no sparse MLA backend for compute capability "
+                       f"{cc} (FlashMLA's sparse kernels run on SM90/SM100"
+                       + (", FLASHINFER_MLA_SPARSE_SM120 arrives in 0.24)" if major == 12
+                          else ")"),
+                       hint="use vLLM 0.24 or later" if major == 12
+                       else "use a Hopper or data-centre Blackwell GPU")
     name = "vLLM's SM12x sparse MLA backend (FLASHINFER_MLA_SPARSE_SM120)"
     if (requested_kv or "auto").lower() not in SM120_SPARSE_KV:
-        return (f"{name} stores only the packed fp8_ds_mla cache, not {requested_kv}",
-                "use --kv-cache-dtype auto or fp8", "kv_cache_dtype")
+        raise BadInput(f"{name} stores only the packed fp8_ds_mla cache, not {requested_kv}",
+                       hint="use --kv-cache-dtype auto or fp8", flag="kv_cache_dtype")
     if model_dtype != "bfloat16":
-        return (f"{name} runs bfloat16 models only, not {model_dtype}",
-                "use --dtype bfloat16", "dtype")
+        raise BadInput(f"{name} runs bfloat16 models only, not {model_dtype}",
+                       hint="use --dtype bfloat16", flag="dtype")
     topk = arch.text_config.get("index_topk")
     if topk is not None and int(topk) != 2048:
-        return (f"{name} requires index_topk 2048; this model has {topk}",
-                "use a Hopper or data-centre Blackwell GPU", None)
-    return None
+        raise BadInput(f"{name} requires index_topk 2048; this model has {topk}",
+                       hint="use a Hopper or data-centre Blackwell GPU")

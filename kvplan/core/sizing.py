@@ -932,15 +932,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        flag="kv_cache_dtype")
     mm_on = arch.vision_config is not None and towers_kept(
         arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]
-    refused = BK.triton_fp8_refusal(arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
-                                    multimodal=mm_on)
-    if refused:
-        raise BadInput(refused, hint="use --kv-cache-dtype auto (or an Ada/Hopper GPU)",
-                       flag="kv_cache_dtype")
-    no_sparse = BK.sparse_mla_refusal(arch, requested_kv=a.kv_cache_dtype, model_dtype=model_dtype,
-                                      cc=cc, vendor=gpu.vendor, version=version)
-    if no_sparse:
-        raise BadInput(no_sparse[0], hint=no_sparse[1], flag=no_sparse[2])
+    BK.check_triton_fp8(arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
+                        multimodal=mm_on)
+    BK.check_sparse_mla(arch, requested_kv=a.kv_cache_dtype, model_dtype=model_dtype, cc=cc,
+                        vendor=gpu.vendor, version=version)
     if kv.startswith("fp8") and kv != "fp8_ds_mla" and cc_major(cc) < 8 and gpu.vendor == "nvidia":
         raise BadInput(f"--kv-cache-dtype {kv} needs compute capability 8.0+ "
                        f"({gpu.name} is {cc})", hint="use --kv-cache-dtype auto")
