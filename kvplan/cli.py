@@ -51,8 +51,9 @@ def size_cmd(
                                                 help="32768, 32K (=32768), 32k (=32000), "
                                                 "-1/auto to auto-fit."),
     kv_cache_dtype: str = typer.Option(
-        "auto", "--kv-cache-dtype", help="auto, bfloat16, float16, fp8 (fp8_e4m3, fp8_e5m2, "
-        "fp8_inc), and from vLLM 0.20 the quantized formats: int8/fp8/int4_per_token_head, "
+        "auto", "--kv-cache-dtype", help="auto, bfloat16, float16, fp8 (fp8_e4m3, fp8_e5m2; "
+        "fp8_inc is Intel Gaudi's, refused on CUDA/ROCm), and from vLLM 0.20 the quantized "
+        "formats: int8/fp8/int4_per_token_head, "
         "nvfp4, nvfp4_4over6, nvfp4_ds_mla, turboquant_k8v4/4bit_nc/k3v4_nc/3bit_nc, "
         "ultraquant_4bit, octave_* (docs/methodology.md §2b)."),
     kv_cache_dtype_skip_layers: Optional[str] = typer.Option(
