@@ -1467,6 +1467,14 @@ def test_kv_dtypes_no_backend_takes():
     with pytest.raises(BadInput, match="fp8_ds_mla"):
         size(resolve_model("deepseek-ai/DeepSeek-R1"), mi,
              EngineArgs(tensor_parallel_size=8, kv_cache_dtype="fp8_ds_mla"))
+    # Triton-MLA, the only MLA backend on Ada / ROCm without AITER, lists auto (0.13),
+    # bfloat16 (0.15) and fp8 (0.18) but never fp8_e5m2
+    lite, l40s = resolve_model("deepseek-ai/DeepSeek-V2-Lite"), resolve_gpu("l40s")
+    with pytest.raises(BadInput, match="TRITON_MLA"):
+        size(lite, l40s, EngineArgs(kv_cache_dtype="fp8"), "0.15.1")
+    assert size(lite, l40s, EngineArgs(kv_cache_dtype="fp8"), "0.18").fits is not None
+    with pytest.raises(BadInput, match="fp8_e5m2"):
+        size(lite, mi, EngineArgs(kv_cache_dtype="fp8_e5m2"))
     # Hopper sparse MLA with DCP: FLASHMLA_SPARSE (FA's sparse MLA refuses DCP) needs the
     # fp8_ds_mla cache ("DCP for FlashMLA sparse requires an fp8_ds_mla kv-cache", 0.29+)
     dcp = EngineArgs(tensor_parallel_size=8, decode_context_parallel_size=8)

@@ -146,6 +146,33 @@ def check_triton_fp8(arch: ModelArch, *, kv: str, cc: str, vendor: str,
                    hint="use --kv-cache-dtype auto (or an Ada/Hopper GPU)", flag="kv_cache_dtype")
 
 
+# the KV dtypes TRITON_MLA lists (`supported_kv_cache_dtypes`), by the release that
+# introduced the list (the 0.13.0, 0.15.1 and 0.18.0 wheels; unchanged to 0.33)
+TRITON_MLA_KV = (((0, 18), ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3")),
+                 ((0, 15), ("auto", "bfloat16")), ((0, 13), ("auto",)))
+
+
+def check_triton_mla_kv(arch: ModelArch, *, requested_kv: str, cc: str, vendor: str,
+                        version: VllmVersion, rocm_aiter: bool) -> None:
+    """Refuse a KV dtype Triton-MLA does not list where it is the only MLA backend (Ampere,
+    Ada, SM12x, and ROCm without VLLM_ROCM_USE_AITER): "No valid attention backend". Only
+    `auto` in 0.13-0.14, bfloat16 too in 0.15-0.17, float16 / fp8 / fp8_e4m3 from 0.18;
+    fp8_e5m2 never."""
+    if not arch.is_mla or arch.is_sparse_mla or DSV4 in arch.kinds:
+        return
+    if (rocm_aiter if vendor == "amd" else cc_major(cc) in (9, 10)) or vendor not in (
+            "amd", "nvidia"):
+        return
+    allowed = next((kv for since, kv in TRITON_MLA_KV if version.at_least(*since)), None)
+    kv = (requested_kv or "auto").lower()
+    if allowed is None or kv in allowed:
+        return
+    raise BadInput(f"vLLM {version.text}'s MLA backend on this GPU (TRITON_MLA) takes no "
+                   f"--kv-cache-dtype {kv} (it lists {', '.join(allowed)})",
+                   hint="use --kv-cache-dtype auto" + (
+                       " or fp8" if "fp8" in allowed else ""), flag="kv_cache_dtype")
+
+
 # the KV dtypes FLASHINFER_MLA_SPARSE_SM120 accepts (`supports_combination`), all stored as
 # the packed fp8_ds_mla layout (`_canonicalize_sparse_mla_kv_cache_dtype`)
 SM120_SPARSE_KV = ("auto", "fp8", "fp8_e4m3", "fp8_ds_mla")

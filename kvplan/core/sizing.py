@@ -936,6 +936,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                         multimodal=mm_on)
     BK.check_sparse_mla(arch, requested_kv=a.kv_cache_dtype, model_dtype=model_dtype, cc=cc,
                         vendor=gpu.vendor, version=version)
+    BK.check_triton_mla_kv(arch, requested_kv=a.kv_cache_dtype, cc=cc, vendor=gpu.vendor,
+                           version=version, rocm_aiter=a.rocm_aiter)
     if kv.startswith("fp8") and kv != "fp8_ds_mla" and cc_major(cc) < 8 and gpu.vendor == "nvidia":
         raise BadInput(f"--kv-cache-dtype {kv} needs compute capability 8.0+ "
                        f"({gpu.name} is {cc})", hint="use --kv-cache-dtype auto")
