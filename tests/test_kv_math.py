@@ -1520,6 +1520,14 @@ def test_a_config_without_a_vocabulary_is_refused():
         run(cfg)
 
 
+def test_qwen2_partial_sliding_window_is_refused():
+    # `Qwen2Model`: "Sliding window for some but all layers is not supported"
+    cfg = {**QWEN25_7B_INSTRUCT, "use_sliding_window": True, "sliding_window": 4096,
+           "max_window_layers": 14}
+    with pytest.raises(BadInput, match="some layers only"):
+        run(cfg, kv_cache_memory_bytes=GiB)
+
+
 def test_start_up_check_with_a_block_override_and_auto_fit_bounds():
     # 0.29+ check an override's blocks less the null block (`get_kv_cache_configs`):
     # Llama-3.1-8B, 8,192 blocks of 16 tokens = 131,072 tokens, one of them held back

@@ -629,6 +629,13 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
     if t.get("use_sliding_window") and t.get("max_window_layers") is not None \
             and not t.get("layer_types"):
         mwl = int(t["max_window_layers"])  # Qwen2: layers >= max_window_layers use SWA
+        if 0 < mwl < n and mt in ("qwen2", "qwen3"):
+            # `Qwen2Model.__init__` (Qwen3Model inherits it) asserts on a partial window
+            raise BadInput("vLLM refuses Qwen2/Qwen3 with a sliding window on some layers only "
+                           f"(use_sliding_window with max_window_layers {mwl} < {n} layers: "
+                           "\"Sliding window for some but all layers is not supported\")",
+                           hint="set use_sliding_window false, or max_window_layers to the "
+                                "layer count")
         flags = [i >= mwl for i in range(n)]
         arch.sliding_all_layers = 0
     hs_v = t.get("v_head_dim") if mt not in _MLA_TYPES else None
