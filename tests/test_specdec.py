@@ -395,3 +395,13 @@ def test_mamba2_hybrids_align_blocks_to_the_narrow_state_before_032():
         run(3, "0.25")
     assert run(1, "0.25").block_size == 400  # k=1 still fits the narrow page
     assert run(3, "0.32").block_size == 416  # 0.32+ align to the widened state
+
+
+def test_v2_grammar_bitmask_rows_grow_with_the_decode_query():
+    from kvplan.core.memory import v2_sampler_state_bytes
+
+    # `StructuredOutputsWorker(max_num_logits=max_num_reqs * decode_query_len)`: with k = 3
+    # the [seqs x 4, vocab/32] int32 bitmask adds 3 x 1,024 x 4,748 x 4 B = 55.6 MiB
+    base = v2_sampler_state_bytes(1024, 151936)
+    assert base == 1024 * (151936 + 2 * 4748) * 4  # 0.616 GiB
+    assert v2_sampler_state_bytes(1024, 151936, 4) - base == 3 * 1024 * 4748 * 4

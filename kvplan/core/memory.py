@@ -380,11 +380,13 @@ def dsv4_stack_bytes(sm_count: int, compute_capability: str) -> int:
     return grow * threads_per_sm(compute_capability) * sm_count
 
 
-def v2_sampler_state_bytes(max_num_seqs: int, vocab: int) -> int:
+def v2_sampler_state_bytes(max_num_seqs: int, vocab: int, decode_q: int = 1) -> int:
     """The V2 runner's sampler state (`PenaltiesState`: output_bin_counts [seqs, vocab] and
-    prompt_bin_mask [seqs, vocab/32]; `StructuredOutputsWorker.grammar_bitmask` [seqs,
-    vocab/32]; int32, on the last stage): 0.616 GiB at 1,024 x 151,936."""
-    return max_num_seqs * (vocab + 2 * cdiv(vocab, 32)) * 4
+    prompt_bin_mask [seqs, vocab/32]; `StructuredOutputsWorker.grammar_bitmask` [seqs x the
+    decode query length (1 + k with speculative decoding), vocab/32]; int32, on the last
+    stage): 0.616 GiB at 1,024 x 151,936."""
+    words = cdiv(vocab, 32)
+    return max_num_seqs * (vocab + words + decode_q * words) * 4
 
 
 def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = False,

@@ -1373,13 +1373,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     act = lm_peak(seqs)
     # penalty and grammar state on the last stage, charged from 0.27
-    sampler_state = M.v2_sampler_state_bytes(seqs, arch.vocab_size) if v2_state else 0
+    sampler_state = M.v2_sampler_state_bytes(seqs, arch.vocab_size, 1 + k_spec) \
+        if v2_state else 0
     act += sampler_state
     warm = late_lora  # outside the budget: V0's LoRA slots, V2's top-k/top-p warm-up after
     # sizing, 0.24-0.26's state
     if v2 and v2_fp32 is not None:
         warm = int(min(mnbt, seqs) * arch.vocab_size * 4 * M.const(copies)) + (
-            0 if v2_state else M.v2_sampler_state_bytes(seqs, arch.vocab_size))
+            0 if v2_state else M.v2_sampler_state_bytes(seqs, arch.vocab_size, 1 + k_spec))
         if warm >= 256 * MiB and a.kv_cache_memory_bytes is None:
             notes.append(f"model runner V2: {warm / GiB:.2f} GiB of sampler memory (its "
                          "warm-up after the KV cache is sized" + (
