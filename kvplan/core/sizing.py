@@ -596,7 +596,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                        mxfp4_scales_kept: bool = False,
                        marlin_scales: tuple[float, float] = (0.0, 0.0),
                        towers_every_stage: bool = False, vendor: str = "nvidia",
-                       release: tuple[int, int] = (0, 33)) -> tuple[list[int], int, bool]:
+                       release: tuple[int, int] = (0, 33),
+                       indexer_wk_16bit: bool = False) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -608,7 +609,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     `marlin_scales`: bytes a block-FP8 weight gains on FP8 Marlin, (linears, experts)
     (`fp8_marlin_scales`), added after the rescaling as the load-time copy it is;
     `towers_every_stage`: the multimodal towers are built on every pipeline stage;
-    `vendor`, `release`: what MXFP4 expert padding depends on (`expert_padding`).
+    `vendor`, `release`: what MXFP4 expert padding depends on (`expert_padding`);
+    `indexer_wk_16bit`: a sparse-MLA indexer's quantized wk is upcast to the model dtype at
+    load (0.20+ `wk_weights_proj`, `quant_config=None`), also after the rescaling.
     Some models build the embedding or the LM head on every stage (`pipeline.py`).
     """
     tp = a.tensor_parallel_size
@@ -650,6 +653,10 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                        + lp.state * fp8_share(wb.state_bytes)) / tp
                 up += (lin * marlin_scales[0]
                        + lp.expert / ep * fp8_share(wb.expert) * marlin_scales[1])
+        if indexer_wk_16bit and wb.repl_bytes < d:  # hidden x index_head_dim, replicated
+            wk = arch.hidden_size * int(arch.text_config.get("index_head_dim") or 128)
+            up += sum(wk for i in rng if getattr(arch.layers[i], "indexer_bytes", 0)) * (
+                d - wb.repl_bytes)
         return up
 
     keep_vision, keep_audio = towers_kept(arch.architectures, a.limit_mm_per_prompt,
@@ -1242,7 +1249,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         marlin_scales=fp8_marlin_scales(arch, model, gpu, version, dtype_bytes(model_dtype)),
         # `_mark_tower_model` skips the towers past the first stage only under V2 from 0.33
         towers_every_stage=not (v2 and version.at_least(0, 33)),
-        vendor=gpu.vendor, release=version.v[:2])
+        vendor=gpu.vendor, release=version.v[:2],
+        indexer_wk_16bit=arch.is_sparse_mla and DSV4 not in arch.kinds
+        and version.at_least(0, 20))
     if not a.flashinfer_moe_fp8 and version.at_least(0, 24):
         notes.append(f"vLLM {version.text} no longer reads VLLM_USE_FLASHINFER_MOE_FP8 (gone "
                      "in 0.24), so it is sized as unset; --moe-backend triton moves FP8 "
