@@ -218,6 +218,11 @@ def mla_profile_scratch(max_model_len: int, max_num_seqs: int, block_size: int,
     return ws * heads_local * up_dim * act_bytes
 
 
+def _r256(n: int) -> int:
+    """`WorkspaceManager.get_simultaneous` rounds every view up to 256 bytes."""
+    return -(-n // 256) * 256
+
+
 def triton_mla_logits_bytes(rows: int, heads: int, max_model_len: int, sm_count: int,
                             kv_lora_rank: int) -> int:
     """Triton-MLA's split-KV decode logits, reserved in the shared workspace at their worst
@@ -243,9 +248,7 @@ def indexer_gather_bytes(max_model_len: int, head_dim: int, *, factor_rule: bool
     length = max_model_len
     rows = (8 * (5 if length <= 262144 else 2) if factor_rule else 40) * length // compress
 
-    def r256(x: int) -> int:
-        return -(-x // 256) * 256
-    return r256(rows * head_dim) + r256(rows * 4) + (MiB if radix else 0)
+    return _r256(rows * head_dim) + _r256(rows * 4) + (MiB if radix else 0)
 
 
 def flashmla_sparse_bytes(tokens: int, heads_local: int, max_model_len: int, *,
@@ -256,15 +259,13 @@ def flashmla_sparse_bytes(tokens: int, heads_local: int, max_model_len: int, *,
     [factor x max_model_len, q_head] (factor 5; from 0.32 2 above 262,144 tokens); 0.31 adds
     the prefill query buffers [tokens, heads padded to 64, q_head / kv_lora_rank] and
     [tokens, heads, kv_lora_rank]. DeepSeek-V3.2 at TP8 on an H200 with 0.33: 2.21 GiB."""
-    def r256(x: int) -> int:
-        return -(-x // 256) * 256
     factor = 2 if factor_rule and max_model_len > 262144 else 5
     parts = [tokens * heads_local * q_head, factor * max_model_len * q_head]
     if v031:
         padded = -(-heads_local // 64) * 64
         parts += [tokens * padded * q_head, tokens * padded * kv_lora_rank,
                   tokens * heads_local * kv_lora_rank]
-    return sum(r256(2 * x) for x in parts)
+    return sum(_r256(2 * x) for x in parts)
 
 
 def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, tp: int,
@@ -292,16 +293,13 @@ def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, 
     pad = 64 if heads_local <= 64 else 128
     throwaway = 512 * MiB  # VLLM_SPARSE_INDEXER_MAX_LOGITS_MB
 
-    def r256(x: int) -> int:
-        return -(-x // 256) * 256
-
     length = max_model_len
     if v033:
         per_tok = (4 * hc * h + 8 * hc * (1 + hc) + 4 * h + 4 * pad * d_head + 4 * q
                    + 20 * d_head + 16 * d + n * d + 6 * n)
         point = tokens * per_tok + throwaway + (8 * tokens * topk if tp > 1 and nvidia else 0)
-        gather = (r256(4 * (-(-length // 4) + window + tokens) * d_head * 2)
-                  + r256(tokens * -(-(topk + 128) // 128) * 128 * 4) + r256(4 * tokens))
+        gather = (_r256(4 * (-(-length // 4) + window + tokens) * d_head * 2)
+                  + _r256(tokens * -(-(topk + 128) // 128) * 128 * 4) + _r256(4 * tokens))
     else:
         per_tok = (2 * hc * h + 4 * hc * (1 + hc) + 2 * h + 2 * pad * d_head + 4 * q
                    + 20 * d_head + 2 * heads_local * d_head + 16 * d + 3 * n * d + 6 * n)
