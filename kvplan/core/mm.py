@@ -280,9 +280,6 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     u = patches * d * 2
     r, extra = inter / d, (1 if tp > 1 else 0)
     attn = 2 + 8 / tp + 1 + extra
-    if qwen3:
-        mlp = _gelu_mlp_units(r, tp)
-        deep = len(vision.get("deepstack_visual_indexes") or [])
     pix = 3 * t_patch * patch * patch / d * px.during / 2  # the pixels, in U
     if qwen3:
         mlp = _gelu_mlp_units(r, tp)
