@@ -152,6 +152,13 @@ TRITON_MLA_KV = (((0, 18), ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3")),
                  ((0, 15), ("auto", "bfloat16")), ((0, 13), ("auto",)))
 
 
+def triton_mla_runs(cc: str, vendor: str, rocm_aiter: bool) -> bool:
+    """Whether Triton-MLA is the MLA backend: on ROCm without VLLM_ROCM_USE_AITER, and on
+    NVIDIA GPUs other than Hopper and data-centre Blackwell (`VllmVersion.mla_block_size`;
+    Ampere, Ada, SM12x)."""
+    return not rocm_aiter if vendor == "amd" else cc_major(cc) not in (9, 10)
+
+
 def check_triton_mla_kv(arch: ModelArch, *, requested_kv: str, cc: str, vendor: str,
                         version: VllmVersion, rocm_aiter: bool) -> None:
     """Refuse a KV dtype Triton-MLA does not list where it is the only MLA backend (Ampere,
@@ -160,8 +167,7 @@ def check_triton_mla_kv(arch: ModelArch, *, requested_kv: str, cc: str, vendor: 
     fp8_e5m2 never."""
     if not arch.is_mla or arch.is_sparse_mla or DSV4 in arch.kinds:
         return
-    if (rocm_aiter if vendor == "amd" else cc_major(cc) in (9, 10)) or vendor not in (
-            "amd", "nvidia"):
+    if vendor not in ("amd", "nvidia") or not triton_mla_runs(cc, vendor, rocm_aiter):
         return
     allowed = next((kv for since, kv in TRITON_MLA_KV if version.at_least(*since)), None)
     kv = (requested_kv or "auto").lower()

@@ -1329,10 +1329,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     attn_point = floor = 0
     t, heads_local = arch.text_config, max(arch.num_attention_heads // tp, 1)
-    # the default MLA backend is Triton-MLA on Ampere, Ada, SM12x and ROCm without AITER
-    # (`VllmVersion.mla_block_size`); sparse MLA has its own backends
-    triton_mla = MLA in arch.kinds and not arch.is_sparse_mla and (
-        not a.rocm_aiter if gpu.vendor == "amd" else cc_major(cc) not in (9, 10))
+    # sparse MLA has its own backends
+    triton_mla = MLA in arch.kinds and not arch.is_sparse_mla and BK.triton_mla_runs(
+        cc, gpu.vendor, a.rocm_aiter)
     if version.v1 and MLA in arch.kinds:  # the MLA layer's point: hidden copies + scratch
         nope = int(t.get("qk_nope_head_dim") or 0)
         attn_point = M.hidden_copies_bytes(shape, mnbt) + M.mla_profile_scratch(
