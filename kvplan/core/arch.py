@@ -121,6 +121,12 @@ class ModelArch:
         return frozenset(x.head_size for x in self.layers if isinstance(x, AttnLayer))
 
     @property
+    def indexer_bytes(self) -> int:
+        """A sparse-MLA indexer's key bytes a token, on the layers that build one (0 without;
+        IndexCache skips some layers from vLLM 0.24, `indexer_layers`)."""
+        return max((getattr(x, "indexer_bytes", 0) for x in self.layers), default=0)
+
+    @property
     def attention_sinks(self) -> bool:
         """Learned attention sinks (gpt-oss), which some attention backends refuse."""
         return self.model_type == "gpt_oss"

@@ -851,7 +851,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     version = VllmVersion.of(vllm_version)
     arch = normalize(model.config)
     if arch.is_sparse_mla and not version.at_least(0, 24):  # every layer built its indexer
-        full = max(getattr(x, "indexer_bytes", 0) for x in arch.layers)
+        full = arch.indexer_bytes
         arch = replace(arch, layers=[replace(x, indexer_bytes=full) for x in arch.layers])
     version, engine_note = _engine(version, arch, gpu, a)
     if model.hf_quant_config is not None:  # hf_quant_config.json (ModelOpt)

@@ -197,7 +197,7 @@ def _mtp_layer(arch: ModelArch) -> AttnLayer:
     if x.kind == "dsv4":  # past the compress-ratio list: sliding window only (`attention.py`)
         return replace(x, compress_ratio=1)
     if x.kind == "mla" and arch.is_sparse_mla:  # MTP layers always build their indexer
-        x = replace(x, indexer_bytes=max(getattr(y, "indexer_bytes", 0) for y in arch.layers))
+        x = replace(x, indexer_bytes=arch.indexer_bytes)
     return replace(x, parallel_state=None)
 
 
