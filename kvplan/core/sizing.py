@@ -1203,7 +1203,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # (`unify_hybrid_kv_cache_specs` on every start) have no hybrid allocator
     disable_hybrid = a.disable_hybrid_kv_cache_manager or not version.hybrid_allocator or (
         arch.text_config.get("attention_chunk_size") is not None
-        and not version.chunked_local_groups(bool(spec) and spec.method in SD.EAGLE_LIKE))
+        and not version.chunked_local_groups(bool(spec) and spec.eagle_like))
     if disable_hybrid and any(isinstance(x, AttnLayer) and x.kind in ("sliding", "chunked")
                               for x in arch.layers):
         notes.append("hybrid KV-cache manager off: local-attention layers are charged as full "

@@ -76,6 +76,11 @@ class SpecDecode:
     draft_sample: str = "greedy"  # draft_sample_method (0.24+); probabilistic keeps logits
     kv_cache_dtype: str | None = None  # the draft's own KV dtype (0.26+, model runner V2)
 
+    @property
+    def eagle_like(self) -> bool:
+        """Drafts from the target's hidden states (`SpeculativeConfig.use_eagle`)."""
+        return self.method in EAGLE_LIKE
+
 
 def speculators_layer_config(config: dict[str, Any]) -> dict[str, Any] | None:
     """The decoder config of a speculators-format draft (Red Hat's `*-speculator.eagle3`),
