@@ -1869,6 +1869,7 @@ def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
     cc, gated = gpu.compute_capability, moe_gated(arch)
     inter = arch.expert_intermediate_size // a.expert_tp
     hidden, rows, cols = moe_hidden(arch), 0, 0
+    expert_bytes = weight_bytes(arch, 2, a.quantization, model.quant_file).expert
     if fi_moe_fp8(a, version) and version.fi_fp8_moe(cc) and fp8_tensor_experts(
             arch, model.quant_file):
         rows = version.fi_fp8_moe_alignment(gated)
@@ -1876,13 +1877,12 @@ def _fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
                 + ("--moe-backend triton" if version.at_least(0, 24)
                    else "VLLM_USE_FLASHINFER_MOE_FP8=0 (--env)")
                 + " runs Triton's instead, without it")
-    elif cc_major(cc) == 10 and is_nvfp4(
-            weight_bytes(arch, 2, a.quantization, model.quant_file).expert):
+    elif cc_major(cc) == 10 and is_nvfp4(expert_bytes):
         rows, cols = version.fi_fp4_moe_alignment(gated), version.fi_fp4_moe_hidden_alignment
         what = (f"FlashInfer's TRT-LLM NVFP4 MoE kernels pad each GPU's expert rows to {rows}"
                 + (f" and the hidden side to {cols}" if cols else ""))
-    elif (cc_major(cc) == 10 and weight_bytes(arch, 2, a.quantization, model.quant_file).expert
-          == 2 and version.fi_bf16_moe(cc, a.data_parallel_size) and not a.enable_eplb
+    elif (cc_major(cc) == 10 and expert_bytes == 2
+          and version.fi_bf16_moe(cc, a.data_parallel_size) and not a.enable_eplb
           and a.moe_backend in ("auto", "flashinfer_trtllm") and trtllm_bf16_experts(arch)
           and version.at_least(0, 29 if gated else 24)):
         # 16-bit experts on TRT-LLM: the intermediate to 128 (`align_moe_weights_for_fi`,
