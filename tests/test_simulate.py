@@ -175,3 +175,20 @@ def test_simulate_sizes_lora_slots(capsys):
     lora = json.loads(capsys.readouterr().out)
     assert lora["usable_blocks"] < plain["usable_blocks"]
     assert any("LoRA slots" in n for n in lora["notes"])
+
+
+def test_engine_config_counts_all_mode_states_as_growing_groups():
+    # Mamba prefix caching's 'all' mode (0.16, 3 speculative tokens): each of Nemotron-H's 4
+    # Mamba groups holds a state per block plus 3, the attention group a block per block, so
+    # the simulated engine's blocks for 8,192 tokens are kvplan size's per-request figure
+    from configs import NEMOTRON_H_8B
+
+    from kvplan.core.specdec import SpecDecode
+
+    r = size(Model("nemotron-h", NEMOTRON_H_8B), H100, EngineArgs(
+        max_model_len=8192, kv_cache_memory_bytes=1 << 30, enable_prefix_caching=True,
+        speculative=SpecDecode("ngram", 3, None)), "0.16")
+    cfg = engine_config(r)
+    n = -(-8192 // r.block_size)
+    assert (cfg.groups_per_token_block, cfg.state_blocks) == (5, 4 * 3)
+    assert cfg.groups_per_token_block * n + cfg.state_blocks == r.blocks_per_request == 5 * n + 12

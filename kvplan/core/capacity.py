@@ -129,7 +129,7 @@ def demand(groups: list[Group], workload: Workload, max_model_len: int,
     depend only on each group's kind, block size and window, not on page bytes)."""
     wl = workload.clip(max_model_len)
     key = (tuple((g.spec.kind, g.spec.block_size, g.spec.window, g.spec.encoder_len,
-                  g.spec.state_blocks) for g in groups),
+                  g.spec.state_blocks, g.spec.all_states) for g in groups),
            wl.prompt.points, wl.output.points, wl.prefix_hit, max_model_len, seed)
     hit = _CACHE.get(key)
     if hit is None:

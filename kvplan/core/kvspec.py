@@ -41,10 +41,6 @@ from kvplan.units import cdiv
 
 INDEXER = "indexer"  # DeepSeek-V3.2 indexer cache: an extra MLA-type layer per attention layer
 
-# Mamba prefix caching that keeps a state per block ('all' mode); ALL_STATES - k: and k
-# speculative blocks more (`MambaSpec.num_speculative_blocks`, 0.16+)
-ALL_STATES = -1
-
 # DeepSeek-V4 pages (vLLM 0.33 `models/deepseek_v4`, `v1/attention/backends/mla/sparse_swa.py`,
 # `compressor.py`): fp8_ds_mla rows of 448 fp8 NoPE + 64 bf16 RoPE values + 8 scale bytes, every
 # page rounded up to a multiple of 576 bytes (`_apply_alignment_padding`).
@@ -68,7 +64,10 @@ class Spec:
     page_padded: int = 0  # padded page (Mamba alignment, page unification); 0 = none
     window: int = 0
     encoder_len: int = 0
-    state_blocks: int = 0  # Mamba: states held per request (ALL_STATES: one per block)
+    state_blocks: int = 0  # Mamba: states held per request (beside the per-block ones)
+    # Mamba prefix caching 'all' mode: a state per block too (`mamba_cache_mode` 'all'), and
+    # from 0.16 `state_blocks` = the speculative blocks (`MambaSpec.num_speculative_blocks`)
+    all_states: bool = False
     per_token: int = 0  # attention: bytes per token in this layer on this GPU
     dcp: int = 1  # decode context parallelism: a block's tokens are spread over this many ranks
     # attention: (KV heads on this GPU, K head size, V head size); vLLM's specs compare them,
@@ -87,7 +86,7 @@ class Spec:
     def type_key(self) -> tuple:
         """Layers with equal type keys need the same number of blocks per request."""
         if self.is_state:
-            return ("state", self.state_blocks)
+            return ("state", self.all_states, self.state_blocks)
         if self.kind in (FULL, MLA, INDEXER):
             return ("full", self.block_size)
         return (self.kind, self.window, self.encoder_len, self.block_size)
@@ -96,9 +95,7 @@ class Spec:
         """Blocks one request needs at `max_model_len` (`max_memory_usage_bytes` / page)."""
         b = self.block_size
         if self.is_state:
-            if self.state_blocks <= ALL_STATES:  # `mamba_cache_mode` 'all'
-                return cdiv(max_model_len, b) + ALL_STATES - self.state_blocks
-            return self.state_blocks
+            return (cdiv(max_model_len, b) if self.all_states else 0) + self.state_blocks
         if self.kind == SLIDING:
             return cdiv(min(self.window - 1 + inflight, max_model_len), b) + 1
         if self.kind == CHUNKED:
@@ -275,8 +272,8 @@ def dsv4_specs(layer: AttnLayer, bs: int) -> list[Spec]:
 
 
 def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
-                inflight_state_blocks: int, disable_hybrid: bool = False
-                ) -> tuple[list[Spec | None], list[int]]:
+                inflight_state_blocks: int, all_states: bool = False,
+                disable_hybrid: bool = False) -> tuple[list[Spec | None], list[int]]:
     """The cache specs in layer order (None where a layer keeps no cache), and the index of
     the layer that owns each one.
 
@@ -291,23 +288,24 @@ def layer_specs(arch: ModelArch, *, tp: int, dt: KvDtypes, block: BlockPlan,
         kv = dt.for_layer(i, layer)
         specs = memo.get((id(layer), kv))
         if specs is None:
-            specs = memo[id(layer), kv] = _specs_of(layer, tp, dt, block, inflight_state_blocks,
-                                                    disable_hybrid, kv)
+            specs = memo[id(layer), kv] = _specs_of(layer, tp, dt, block, (
+                inflight_state_blocks, all_states), disable_hybrid, kv)
         out.extend(specs)
         owners.extend([i] * len(specs))
     return out, owners
 
 
 def _specs_of(layer: AttnLayer | StateLayer | None, tp: int, dt: KvDtypes, block: BlockPlan,
-              inflight_state_blocks: int, disable_hybrid: bool, kv: str
-              ) -> list[Spec | None]:
-    """The specs one layer registers (`kv`: the KV dtype it stores, `KvDtypes.for_layer`)."""
+              states: tuple[int, bool], disable_hybrid: bool, kv: str) -> list[Spec | None]:
+    """The specs one layer registers (`kv`: the KV dtype it stores, `KvDtypes.for_layer`;
+    `states`: a state layer's fixed states per request and whether it keeps one per block)."""
     bs = block.block_size
 
     def state(st: StateLayer) -> Spec:
         real = state_bytes(st, tp, dt)
         return Spec(st.kind, bs, real, page_padded=block.mamba_page_padded
-                    if block.mamba_page_padded > real else 0, state_blocks=inflight_state_blocks)
+                    if block.mamba_page_padded > real else 0, state_blocks=states[0],
+                    all_states=states[1])
 
     if layer is None:
         return [None]

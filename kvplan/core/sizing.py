@@ -43,7 +43,6 @@ from kvplan.core.dtypes import (
 )
 from kvplan.core.eplb import check_eplb, eplb_state_bytes
 from kvplan.core.kvspec import (
-    ALL_STATES,
     INDEXER,
     KvDtypes,
     Spec,
@@ -1125,11 +1124,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     checkpoint = mode == "align" and ((align_mode and gdn_fi and GDN in arch.state_kinds) or (
         MAMBA2 in arch.state_kinds and version.at_least(0, 32)) or flashkda(
             arch, dts, cc, gpu.vendor, version))
-    state_blocks = {"all": ALL_STATES, "none": 1}.get(mode, 2 + int(checkpoint))
-    if mode != "all" and version.at_least(0, 15):  # `MambaSpec.num_speculative_blocks`
+    # states per request beside 'all' mode's one per block
+    state_blocks = {"all": 0, "none": 1}.get(mode, 2 + int(checkpoint))
+    if version.at_least(0, 16 if mode == "all" else 15):  # `MambaSpec.num_speculative_blocks`
         state_blocks += k_spec
-    elif mode == "all" and version.at_least(0, 16):
-        state_blocks -= k_spec  # ALL_STATES - k
     if mode != "none" and not chunked and (mode == "align" or version.at_least(0, 33)):
         raise BadInput("vLLM refuses Mamba prefix caching without chunked prefill (\"Chunked "
                        "prefill is required\", `MambaModelConfig`)",
@@ -1210,6 +1208,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "attention")
     specs, spec_layer = layer_specs(karch, tp=tp, dt=dts, block=plan,
                                     inflight_state_blocks=state_blocks,
+                                    all_states=mode == "all",
                                     disable_hybrid=disable_hybrid)
     if a.decode_context_parallel_size > 1:
         if (arch.is_sparse_mla and kv != "fp8_ds_mla" and gpu.vendor == "nvidia"

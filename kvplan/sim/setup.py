@@ -42,7 +42,9 @@ def sized(model: Model, gpu: Gpu, tp: int, mml: str | None, kv: str, util: float
 
 def engine_config(r: SizeResult, seqs: int | None = None, admission_cap: int | None = None,
                   queue_limit: int | None = None) -> Config:
-    attn = [g for g in r.groups if not g.spec.is_state]
+    # a group grows a block per block_size tokens unless it is a fixed set of Mamba states;
+    # prefix caching's 'all' mode keeps a state per block as well as its fixed ones
+    attn = [g for g in r.groups if not g.spec.is_state or g.spec.all_states]
     states = sum(g.spec.state_blocks for g in r.groups if g.spec.is_state)
     return Config(num_blocks=r.usable_blocks, block_size=r.block_size,
                   groups_per_token_block=max(1, len(attn)), state_blocks=states,
