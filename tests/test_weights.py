@@ -558,10 +558,10 @@ def test_gpt_oss_hopper_experts_keep_scales_twice_until_024():
     from kvplan.sources.resolve import resolve_model
 
     arch = normalize(resolve_model("openai/gpt-oss-120b").config)
-    assert expert_padding(arch, 1, cc_major=9) == 1.0  # 2,880 is a multiple of 64
-    assert expert_padding(arch, 1, cc_major=9, scales_kept=True) == 0.5625 / 0.53125
-    assert expert_padding(arch, 4, cc_major=9) == 768 / 720  # 720 a rank -> 768
-    assert expert_padding(arch, 1, cc_major=10) == 3072 / 2880 * 2944 / 2880
+    assert expert_padding(arch, 1, cc="9.0") == 1.0  # 2,880 is a multiple of 64
+    assert expert_padding(arch, 1, cc="9.0", scales_kept=True) == 0.5625 / 0.53125
+    assert expert_padding(arch, 4, cc="9.0") == 768 / 720  # 720 a rank -> 768
+    assert expert_padding(arch, 1, cc="10.0") == 3072 / 2880 * 2944 / 2880
 
 
 def test_config_json_quantization_config_hides_hf_quant_config(capsys):
@@ -662,11 +662,11 @@ def test_mxfp4_expert_padding_by_platform_and_release():
     # ROCm: both dims to 256 (0.11, 0.19+), to 128 on gfx942 in 0.12-0.18 (2,944)
     assert expert_padding(oss, 1, vendor="amd", release=(0, 33)) == sq
     assert expert_padding(oss, 1, vendor="amd", release=(0, 14)) == (2944 / 2880) ** 2
-    assert expert_padding(oss, 1, vendor="amd", gfx950=True, release=(0, 14)) == sq
+    assert expert_padding(oss, 1, cc="gfx950", vendor="amd", release=(0, 14)) == sq
     # Blackwell TRT-LLM: hidden to 256; intermediate to 256 before 0.27, then 128 (2,944)
-    assert expert_padding(oss, 1, cc_major=10, release=(0, 26)) == sq
-    assert expert_padding(oss, 1, cc_major=10, release=(0, 27)) == 3072 / 2880 * 2944 / 2880
-    assert expert_padding(oss, 1, cc_major=9) == 1.0  # Hopper: 2,880 is a multiple of 64
+    assert expert_padding(oss, 1, cc="10.0", release=(0, 26)) == sq
+    assert expert_padding(oss, 1, cc="10.0", release=(0, 27)) == 3072 / 2880 * 2944 / 2880
+    assert expert_padding(oss, 1, cc="9.0") == 1.0  # Hopper: 2,880 is a multiple of 64
 
 
 def test_gpt_oss_120b_on_mi300x_pads_experts_and_uses_openai_triton(capsys):

@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from kvplan.core.arch import DSV4, MLA, SLIDING, AttnLayer, ModelArch, StateLayer
 from kvplan.core.memo import by_identity
+from kvplan.core.versions import cc_major
 
 # vLLM qwen2.py / qwen2_moe.py: `QKVParallelLinear(..., bias=True)` without a config switch
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl_text"}
@@ -706,8 +707,8 @@ def fp8_tensor_experts(arch: ModelArch, hf_quant: dict | None = None) -> bool:
 
 
 def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,
-                   cc_major: int = 9, scales_kept: bool = False, *, vendor: str = "nvidia",
-                   gfx950: bool = False, release: tuple[int, int] = (0, 33)) -> float:
+                   cc: str = "9.0", scales_kept: bool = False, *, vendor: str = "nvidia",
+                   release: tuple[int, int] = (0, 33)) -> float:
     """The byte multiplier for MXFP4 routed experts as vLLM holds them
     (`mxfp4_round_up_hidden_size_and_intermediate_size`, 0.19-0.33; `Mxfp4MoEMethod.
     create_weights` before; wheels 0.11-0.33):
@@ -730,11 +731,12 @@ def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,
     def up(n: int, m: int) -> float:
         return -(-n // m) * m / n
     if vendor == "amd":
-        m = 128 if (0, 12) <= release < (0, 19) and not gfx950 else 256
+        m = 128 if (0, 12) <= release < (0, 19) and cc != "gfx950" else 256
         return up(h, m) * up(inter, m)
-    if cc_major == 9:  # 0.5 B a weight + a 1-byte scale per 32, the scale held twice
+    major = cc_major(cc)
+    if major == 9:  # 0.5 B a weight + a 1-byte scale per 32, the scale held twice
         kept = (0.5 + 2 / 32) / (0.5 + 1 / 32) if scales_kept else 1.0
         return up(inter, 64) * kept
-    if cc_major == 10:
+    if major == 10:
         return up(h, 256) * up(inter, 128 if release >= (0, 27) else 256)
     return up(h, 256) * up(inter, 128)

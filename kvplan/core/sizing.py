@@ -617,9 +617,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     ep = a.moe_ranks  # routed experts split by expert (EP) or by rows
     embed_all = arch.model_type in EMBED_EVERY_STAGE
     head_all = arch.model_type in LM_HEAD_EVERY_STAGE
-    pad = expert_padding(arch, a.expert_tp, a.quantization, cc_major(cc),
-                         scales_kept=mxfp4_scales_kept, vendor=vendor, gfx950=cc == "gfx950",
-                         release=release) * fi_pad * eplb_copies(arch, a)
+    pad = expert_padding(arch, a.expert_tp, a.quantization, cc, scales_kept=mxfp4_scales_kept,
+                         vendor=vendor, release=release) * fi_pad * eplb_copies(arch, a)
     tower_tp = tp if towers_tp_sharded(  # ranks a tower is split over
         arch.architectures, mistral_native=mistral_native,
         encoder_dp=a.mm_encoder_tp_mode == "data") else 1
