@@ -216,3 +216,24 @@ def check_sparse_mla(arch: ModelArch, *, requested_kv: str, model_dtype: str, cc
     if topk is not None and int(topk) != 2048:
         raise BadInput(f"{name} requires index_topk 2048; this model has {topk}",
                        hint="use a Hopper or data-centre Blackwell GPU")
+
+
+def check_rocm_sparse_mla(*, requested_kv: str, block_size: int | None, vendor: str,
+                          version: VllmVersion) -> None:
+    """Refuse what ROCM_AITER_MLA_SPARSE cannot run: fp8 caches before 0.21 ("doesn't
+    support fp8 kv_cache_dtype", 0.14.1-0.17.1 `get_attn_backend_cls`; from 0.18 its
+    `supported_kv_cache_dtypes` lists auto, float16 and bfloat16, fp8 / fp8_e4m3 from 0.21)
+    and a block size other than 1 before 0.18 ("Sparse MLA backend on ROCm only supports
+    block size 1 for now"; the 0.14.1-0.33 wheels)."""
+    if vendor != "amd":
+        return
+    rocm_fp8 = ("fp8", "fp8_e4m3") if version.at_least(0, 21) else ()
+    if requested_kv.startswith("fp8") and requested_kv not in rocm_fp8:
+        raise BadInput(f"vLLM {version.text} on ROCm has no {requested_kv} KV cache for "
+                       "sparse MLA (ROCM_AITER_MLA_SPARSE)",
+                       hint="use --kv-cache-dtype auto" + (
+                           " or fp8" if rocm_fp8 else " or vLLM 0.21+ for fp8"),
+                       flag="kv_cache_dtype")
+    if not version.at_least(0, 18) and block_size != 1:
+        raise BadInput(f"vLLM {version.text} on ROCm runs sparse MLA with block size 1 only",
+                       hint="use --block-size 1 or vLLM 0.18+", flag="block_size")

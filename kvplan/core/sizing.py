@@ -903,22 +903,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         sparse = "auto+fp8"
     elif arch.is_sparse_mla:
         sparse = version.sparse_mla_kv(cc, max(1, arch.num_attention_heads // tp), gpu.vendor)
-        # ROCm: "ROCMAiterMLASparseBackend doesn't support fp8 kv_cache_dtype" (0.14.1-0.17.1
-        # `get_attn_backend_cls`); from 0.18 its `supported_kv_cache_dtypes` lists auto,
-        # float16 and bfloat16, and fp8 / fp8_e4m3 from 0.21 (the 0.18.1-0.33 wheels)
-        rocm_fp8 = ("fp8", "fp8_e4m3") if version.at_least(0, 21) else ()
-        if gpu.vendor == "amd" and a.kv_cache_dtype.startswith("fp8") and \
-                a.kv_cache_dtype not in rocm_fp8:
-            raise BadInput(f"vLLM {version.text} on ROCm has no {a.kv_cache_dtype} KV cache for "
-                           "sparse MLA (ROCM_AITER_MLA_SPARSE)",
-                           hint="use --kv-cache-dtype auto" + (
-                               " or fp8" if rocm_fp8 else " or vLLM 0.21+ for fp8"),
-                           flag="kv_cache_dtype")
-        # `RocmPlatform.get_attn_backend_cls`: "Sparse MLA backend on ROCm only supports
-        # block size 1 for now" (the 0.14.1-0.17.1 wheels)
-        if gpu.vendor == "amd" and not version.at_least(0, 18) and a.block_size != 1:
-            raise BadInput(f"vLLM {version.text} on ROCm runs sparse MLA with block size 1 "
-                           "only", hint="use --block-size 1 or vLLM 0.18+", flag="block_size")
+        BK.check_rocm_sparse_mla(requested_kv=a.kv_cache_dtype, block_size=a.block_size,
+                                 vendor=gpu.vendor, version=version)
     kv = resolve_kv_dtype(
         KF.model_default_kv(arch, a.kv_cache_dtype, cc, gpu.vendor, version, notes),
         model_dtype, allowed=version.kv_cache_dtypes, modelopt_kv=mo_kv, sparse_mla=sparse)
