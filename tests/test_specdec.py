@@ -143,15 +143,28 @@ def test_speculative_bad_input():
         with pytest.raises(BadInput, match=says):
             from_config(cfg)
     assert from_config({"method": "deepseek_mtp", "num_speculative_tokens": 1}).method == "mtp"
-    # MTP without k: vLLM's default is the model's MTP layer count
-    from kvplan.sources.resolve import resolve_gpu, resolve_model
-
-    r = size(resolve_model("qwen3.6-27b"), resolve_gpu("b200"), EngineArgs(
-        max_model_len=32768, speculative=from_config({"method": "mtp"})))
-    assert r.to_json()["speculative"]["num_speculative_tokens"] == 1
+    # MTP without k: vLLM takes a default only from a draft config's n_predict, so an MTP
+    # config without a "model" is refused ("num_speculative_tokens must be provided")
+    with pytest.raises(BadInput, match="got None"):
+        from_config({"method": "mtp"})
+    # suffix decoding's k defaults to its tree depth (`_validate_suffix_decoding`)
+    assert from_config({"method": "suffix"}).num_speculative_tokens == 24
+    # vLLM maps 27 names to mtp, each from the release that lists it; Gemma 4's query-only
+    # MTP and openPangu's name (never in `MTPModelTypes`) are refused
+    m = Model("llama", LLAMA31_8B)
+    nem = from_config({"method": "nemotron_h_mtp", "num_speculative_tokens": 1})
+    assert (nem.method, nem.alias) == ("mtp", "nemotron_h_mtp")
+    with pytest.raises(BadInput, match="does not know speculative method 'nemotron_h_mtp'"):
+        size(m, H100, EngineArgs(speculative=nem, max_model_len=4096), "0.16")
+    with pytest.raises(BadInput, match="Gemma 4's query-only MTP"):
+        from_config({"method": "gemma4_mtp", "num_speculative_tokens": 1})
+    with pytest.raises(BadInput, match="not one kvplan models"):
+        from_config({"method": "openpangu_mtp", "num_speculative_tokens": 1})
     m = Model("llama", LLAMA31_8B)
     with pytest.raises(BadInput, match="no MTP layers"):
         size(m, H100, EngineArgs(speculative=SpecDecode("mtp", 1), max_model_len=4096))
+    with pytest.raises(BadInput, match="no MTP layers"):  # 0.17+ knows the name
+        size(m, H100, EngineArgs(speculative=nem, max_model_len=4096), "0.17")
     draft = Model("draft", LLAMA31_8B)
     with pytest.raises(BadInput, match="from vLLM 0.15"):
         size(m, H100, EngineArgs(speculative=SpecDecode("draft_model", 2, draft),
@@ -188,6 +201,12 @@ def test_eagle3_head_weights():
     r = size(target, resolve_gpu("h100"), EngineArgs(**{**a.__dict__, "speculative":
                                                          SpecDecode("eagle3", 3, head)}))
     assert r.draft_bytes == pytest.approx(849379328, rel=0.001)
+    # at TP2 the fc (3 x 4096 -> 4096, a `ReplicatedLinear`) and the int64 d2t map stay whole
+    # on each GPU (`llama_eagle3.py`): half of the rest, 475,273,216 B (237,636,608 split)
+    r2 = size(target, resolve_gpu("h100"), EngineArgs(
+        **{**a.__dict__, "tensor_parallel_size": 2, "speculative": SpecDecode("eagle3", 3, head)}))
+    whole = 2 * 3 * 4096 * 4096 + 8 * 32000
+    assert r2.draft_bytes == (r.draft_bytes - whole) // 2 + whole == 475273216
 
 
 def test_cli_speculative_config(capsys):
@@ -218,6 +237,10 @@ def test_dflash_draft_layers_bucket_by_head_shape():
     r = size(resolve_model("nvidia/Qwen3.6-35B-A3B-NVFP4"), resolve_gpu("gb10"), a, "0.22")
     assert (len(r.groups), r.block_size, round(r.max_concurrency, 2)) == (7, 1104, 7.35)
     assert r.kv_cache_tokens == pytest.approx(1470588, rel=0.0005)
+    # its weights: 8 Qwen3 layers of 2048 plus the fc over the 5 target layers' hidden states
+    # (5 x 2048 -> 2048, `qwen3_dflash.py`): 947,986,432 B against the Hub's 0.88 GiB
+    layer = 2048 * (32 * 128 + 2 * 4 * 128) + 32 * 128 * 2048 + 3 * 2048 * 6144 + 2 * 2048 + 256
+    assert r.draft_bytes == 2 * (8 * layer + 2048 + 5 * 2048 * 2048)  # + the final norm
 
 
 def test_speculators_format_draft(tmp_path):

@@ -44,11 +44,23 @@ from kvplan.core.arch import (
 from kvplan.core.versions import VllmVersion
 from kvplan.errors import BadInput
 
-# method names vLLM maps to "mtp" (0.11 `SpeculativeConfig.__post_init__`: "deprecated and
-# replaced with mtp"; before 0.11 they are the names themselves)
-MTP_NAMES = frozenset({"mtp", "deepseek_mtp", "qwen3_next_mtp", "glm4_moe_mtp", "ernie_mtp",
-                       "mimo_mtp", "longcat_flash_mtp", "qwen3_5_mtp", "openpangu_mtp",
-                       "glm4_moe_lite_mtp", "exaone_moe_mtp", "step3p5_mtp"})
+# method names vLLM maps to "mtp" ("deprecated and replaced with mtp",
+# `SpeculativeConfig.__post_init__`) and the release whose `MTPModelTypes` first lists each
+# (read in the 0.11-0.33 wheels); an older release's pydantic validation refuses the name
+MTP_SINCE = {
+    "deepseek_mtp": (0, 11), "mimo_mtp": (0, 11), "glm4_moe_mtp": (0, 11),
+    "ernie_mtp": (0, 11), "qwen3_next_mtp": (0, 11), "longcat_flash_mtp": (0, 11),
+    "mtp": (0, 9), "pangu_ultra_moe_mtp": (0, 12), "exaone_moe_mtp": (0, 14),
+    "glm4_moe_lite_mtp": (0, 15), "step3p5_mtp": (0, 15, 1), "glm_ocr_mtp": (0, 16),
+    "nemotron_h_mtp": (0, 17), "qwen3_5_mtp": (0, 17), "exaone4_5_mtp": (0, 20),
+    "hy_v3_mtp": (0, 20), "mimo_v2_mtp": (0, 21), "minimax_m3_mtp": (0, 24),
+    "bailing_hybrid_mtp": (0, 25), "inkling_mtp": (0, 26), "kimi_k3_mtp": (0, 27),
+    "dots3_note_mtp": (0, 28), "bailing_hybrid_v3_mtp": (0, 28), "qwen4_exp_mtp": (0, 29),
+    "hy_v4_mtp": (0, 29), "glm5_next_mtp": (0, 30), "step5_mtp": (0, 33)}
+# Gemma 4's MTP (0.21+) is a query-only drafter reading the target's KV (`Gemma4Speculator`)
+NOT_MODELLED = {"gemma4_mtp": "Gemma 4's query-only MTP drafter",
+                "medusa": "medusa heads (removed in vLLM 0.33)",
+                "mlp_speculator": "MLP speculators (removed in vLLM 0.33)"}
 DRAFT_METHODS = ("eagle", "eagle3", "draft_model", "dflash")
 DSPARK = "dspark"  # DeepSeek's block drafter: DeepSeek-V4's own mtp.* stages or a draft model
 NO_DRAFT = ("ngram", "suffix", "ngram_gpu")
@@ -57,9 +69,10 @@ EAGLE_LIKE = ("eagle", "eagle3", "mtp", "dflash", DSPARK)
 # the release from which vLLM's V1 engine serves each method (`_is_v1_supported_oracle`:
 # ngram, eagle and eagle3 in 0.8.5, deepseek_mtp in 0.9; earlier ones fell back to V0)
 _SINCE = {"eagle": (0, 8, 5), "eagle3": (0, 8, 5), "mtp": (0, 9), "ngram": (0, 8, 5),
-          "suffix": (0, 11), "ngram_gpu": (0, 15), "draft_model": (0, 15), "dflash": (0, 20),
+          "suffix": (0, 11, 1), "ngram_gpu": (0, 15), "draft_model": (0, 15), "dflash": (0, 20),
           DSPARK: (0, 25)}
 _SPLIT_EH_PROJ = ("qwen3_next", "qwen3_5", "nemotron_h", "exaone")
+SUFFIX_TREE_DEPTH = 24  # `suffix_decoding_max_tree_depth`'s default (0.11.1-0.33)
 MAX_TOKENS = 4096  # kvplan's bound (vLLM sets none; real drafts propose 1-16 tokens)
 # conv-state widening by state kind: the release whose shape calculator adds k
 _CONV_PLUS_K = {GDN: (0, 10, 2), MAMBA2: (0, 17), KDA: (0, 28), SHORTCONV: (0, 29)}
@@ -75,6 +88,7 @@ class SpecDecode:
     k_from_draft: bool = False  # DSpark's k taken from the draft's block size (vLLM 0.31+)
     draft_sample: str = "greedy"  # draft_sample_method (0.24+); probabilistic keeps logits
     kv_cache_dtype: str | None = None  # the draft's own KV dtype (0.26+, model runner V2)
+    alias: str = ""  # the MTP method name as given (`deepseek_mtp`, ...), checked by release
 
     @property
     def eagle_like(self) -> bool:
@@ -109,10 +123,10 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
     method = str(cfg.get("method") or "").strip().lower()
     if not method:
         method = "draft_model" if cfg.get("model") else ""
-    method = "mtp" if method in MTP_NAMES else method
-    if method == "medusa":
-        raise BadInput("kvplan does not model medusa heads (removed in vLLM 0.33)",
-                       flag="speculative_config")
+    alias = method if method in MTP_SINCE else ""
+    method = "mtp" if alias else method
+    if method in NOT_MODELLED:
+        raise BadInput(f"kvplan does not model {NOT_MODELLED[method]}", flag="speculative_config")
     if method not in DRAFT_METHODS + NO_DRAFT + ("mtp", DSPARK):
         raise BadInput(f"speculative method {cfg.get('method')!r} is not one kvplan models",
                        hint="mtp, eagle, eagle3, draft_model, dflash, dspark, ngram or suffix",
@@ -121,9 +135,11 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
     k_from_draft = k is None and method == DSPARK and draft is not None
     if k_from_draft:
         k = _dspark_block(draft.config)  # 0.31+ default: the drafter's block size
-    if k is None and method == "mtp":
-        k = 0  # vLLM's default: the model's MTP layer count (`mtp_layer_count`)
-    elif isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOKENS:
+    if k is None and method == "suffix":  # `_validate_suffix_decoding`: the tree depth
+        k = int(cfg.get("suffix_decoding_max_tree_depth") or SUFFIX_TREE_DEPTH)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOKENS:
+        # vLLM's default k is a draft config's `n_predict`; MTP without a "model" never
+        # reaches it ("num_speculative_tokens must be provided", `_verify_args`, 0.11-0.33)
         raise BadInput(f"--speculative-config needs num_speculative_tokens from 1 to "
                        f"{MAX_TOKENS}, got {k!r}", flag="speculative_config")
     if method in DRAFT_METHODS and draft is None:
@@ -138,7 +154,7 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
         raise BadInput(f"--speculative-config kv_cache_dtype {kv!r} is not a dtype name",
                        flag="speculative_config")
     return SpecDecode(method, k, draft if method in DRAFT_METHODS + (DSPARK,) else None,
-                      k_from_draft, sample, kv.lower() if kv else None)
+                      k_from_draft, sample, kv.lower() if kv else None, alias)
 
 
 def _dspark_block(config: dict[str, Any]) -> int | None:
@@ -148,8 +164,8 @@ def _dspark_block(config: dict[str, Any]) -> int | None:
 
 
 def resolved(spec: SpecDecode, arch: ModelArch) -> SpecDecode:
-    """`spec` with vLLM's default k for MTP (its layer count), checked against it: more
-    tokens than MTP layers must be a multiple of them (`SpeculativeConfig.__post_init__`)."""
+    """`spec` checked against the model's MTP layers: more tokens than MTP layers must be a
+    multiple of them (`SpeculativeConfig.__post_init__`)."""
     if spec.method == DSPARK:
         if spec.draft is None and "dsv4" not in arch.kinds:
             raise BadInput("dspark without a draft \"model\" drafts from DeepSeek-V4's own "
@@ -158,15 +174,21 @@ def resolved(spec: SpecDecode, arch: ModelArch) -> SpecDecode:
     if spec.method != "mtp":
         return spec
     n = mtp_layer_count(arch)
-    k = spec.num_speculative_tokens or n
+    k = spec.num_speculative_tokens
     if k > n and k % n:
         raise BadInput(f"num_speculative_tokens {k} is not a multiple of the model's {n} MTP "
                        "layers; vLLM refuses it", flag="speculative_config")
-    return replace(spec, num_speculative_tokens=k)
+    return spec
 
 
 def check_version(spec: SpecDecode, version: VllmVersion) -> None:
     since = _SINCE[spec.method]
+    if spec.alias and version.at_least(*since) and not version.at_least(*MTP_SINCE[spec.alias]):
+        since = MTP_SINCE[spec.alias]
+        raise BadInput(f"vLLM {version.text} does not know speculative method {spec.alias!r} ("
+                       "added in " + ".".join(map(str, since)) + ")",
+                       hint='use "method": "mtp" or a later --vllm-version',
+                       flag="speculative_config")
     if not version.at_least(*since):
         raise BadInput(f"kvplan models {spec.method} speculative decoding from vLLM "
                        + ".".join(map(str, since)) + " (V1)", hint="use a later --vllm-version",
@@ -361,7 +383,8 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
         rank = int(t.get("dspark_markov_rank") or 256)
         layer = lp.split / tp * wb.linear + lp.replicated * d + lp.expert / ep * wb.expert
         main_proj = targets * h * h * wb.linear  # replicated, the target's quantization
-        markov = 2 * arch.vocab_size * rank / tp * d  # w1 embedding, w2 head, vocab-split
+        split, whole = _markov(arch.vocab_size, rank, version)
+        markov = (split / tp + whole) * d
         return int(dspark_stages(arch) * layer + main_proj + markov), True
     if spec.method == "mtp":
         head = arch.vocab_size * h / tp * d if (
@@ -378,25 +401,56 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
         shared += dpc.embed
         if spec.method != "eagle3" and not da.tie_word_embeddings:
             shared += dpc.lm_head
-    if spec.draft.weights_bytes:
-        layout = spec.draft.weights_layout or {}
-        total = spec.draft.weights_bytes - (layout.get("embed", 0) if shared else 0)
-        return int(total / tp), False
+    embed_shared = shared > 0
     draft_vocab = int(da.text_config.get("draft_vocab_size") or 0)
     if spec.method == "eagle3" and draft_vocab and dpc.lm_head:  # its own, smaller LM head
         shared += dpc.lm_head - draft_vocab * da.hidden_size
+    split, whole = _head_extras(spec, da, version)
+    # EAGLE-3's draft -> target token map, int64 (`draft_id_to_target_id`)
+    d2t = 8 * draft_vocab if spec.method == "eagle3" and draft_vocab and (
+        draft_vocab != arch.vocab_size) else 0
+    if spec.draft.weights_bytes:  # the checkpoint holds the extras; only the split changes
+        layout = spec.draft.weights_layout or {}
+        total = spec.draft.weights_bytes - (layout.get("embed", 0) if embed_shared else 0)
+        kept = whole * d + d2t
+        return int((total - kept) / tp + kept), False
+    return int((dpc.total - shared + split) * d / tp + whole * d + d2t), True
+
+
+def _markov(vocab: int, rank: int, version: VllmVersion) -> tuple[int, int]:
+    """DSpark's Markov head (`DSparkMarkovHead`): (TP-split, whole) parameters. w2 is a
+    vocab-split `ParallelLMHead`; w1 a `VocabParallelEmbedding` in 0.25-0.26 and a whole
+    `nn.Embedding` from 0.27 (the 0.25.0-0.33.0 wheels)."""
+    if version.at_least(0, 27):
+        return vocab * rank, vocab * rank
+    return 2 * vocab * rank, 0
+
+
+def _head_extras(spec: SpecDecode, da: ModelArch, version: VllmVersion) -> tuple[int, int]:
+    """A draft head's own parameters beyond its decoder config: (TP-split, whole on every
+    rank). The fc joining the target's hidden states is a `ReplicatedLinear` (an
+    `nn.Linear` before 0.12): 2H -> H for EAGLE-1 (`llama_eagle.py`), 3 x the target's
+    hidden -> H for EAGLE-3 (`llama_eagle3.py`, whose first layer's qkv also reads 2H),
+    the target layers' hidden states -> H for DFlash and DSpark drafts (`qwen3_dflash.py`,
+    `use_aux_hidden_state`), and DSpark's Markov head (`_markov`); the 0.25-0.33 wheels."""
     hd = da.hidden_size
-    extra = 0  # the head's own input projections (`llama_eagle.py`, `llama_eagle3.py`)
-    if spec.method == DSPARK:  # `qwen3_dspark.py`: fc over the target layers, Markov head
-        dt = da.text_config
-        targets = len(dt.get("target_layer_ids") or dt.get("dspark_target_layer_ids") or [])
-        extra = targets * hd * hd + 2 * da.vocab_size * int(
-            dt.get("markov_rank") or dt.get("dspark_markov_rank") or 256)
-    elif spec.method == "eagle":
-        extra = 2 * hd * hd  # fc: [embedding, hidden] -> hidden
-    elif spec.method == "eagle3":  # fc over three target hidden states, qkv over 2H
+    dt = da.text_config
+    target_h = int(dt.get("target_hidden_size") or hd)
+    if spec.method == "eagle":
+        return 0, 2 * hd * hd
+    if spec.method == "eagle3":
         first = next((x for x in da.layers if isinstance(x, AttnLayer)), None)
         qkv = (da.num_attention_heads * first.head_size + first.num_kv_heads
                * (first.head_size + first.head_size_v)) if first else 0
-        extra = 3 * hd * hd + hd * qkv
-    return int((dpc.total - shared + extra) * d / tp), True
+        return hd * qkv, 3 * target_h * hd
+    if spec.method not in ("dflash", DSPARK):
+        return 0, 0
+    targets = len((dt.get("dflash_config") or {}).get("target_layer_ids") or dt.get(
+        "target_layer_ids") or dt.get("dspark_target_layer_ids") or []) or (
+        da.num_layers if spec.method == "dflash" else 0)
+    if spec.method == "dflash":
+        use_aux = dt.get("use_aux_hidden_state", True)
+        return 0, targets * target_h * hd if use_aux else 0
+    split, whole = _markov(da.vocab_size, int(dt.get("markov_rank") or dt.get(
+        "dspark_markov_rank") or 256), version)
+    return split, targets * target_h * hd + whole
