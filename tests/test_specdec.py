@@ -428,3 +428,31 @@ def test_v2_grammar_bitmask_rows_grow_with_the_decode_query():
     base = v2_sampler_state_bytes(1024, 151936)
     assert base == 1024 * (151936 + 2 * 4748) * 4  # 0.616 GiB
     assert v2_sampler_state_bytes(1024, 151936, 4) - base == 3 * 1024 * 4748 * 4
+
+
+def test_ngram_token_table_and_v1_runner_fallback():
+    # n-gram drafting scans a [max_num_seqs, max_model_len] int32 table on the GPU: V1's
+    # ngram_gpu `token_ids_gpu_tensor` (0.18+), V2's dense `all_token_ids` (0.32+). Allocated
+    # before the profile, it costs KV cache from 0.27 and sits above the utilization before
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, g = resolve_model("meta-llama/Llama-3.1-8B-Instruct"), resolve_gpu("h100")
+
+    def run(version, mml, method):
+        return size(m, g, EngineArgs(max_model_len=mml, speculative=from_config(
+            {"method": method, "num_speculative_tokens": 3})), version)
+
+    half = 1024 * 65536 * 4  # halving max_model_len at 1,024 sequences
+    for version, method, charged, outside in (("0.33", "ngram", half, 0),
+                                              ("0.30", "ngram_gpu", half, 0),
+                                              ("0.20", "ngram_gpu", 0, half),
+                                              ("0.30", "ngram", 0, 0)):
+        a, b = run(version, 131072, method), run(version, 65536, method)
+        assert (a.budget.activation - b.budget.activation,
+                a.outside_budget_bytes - b.outside_budget_bytes) == (charged, outside)
+    # V2 refuses ngram to 0.31 and suffix throughout: vLLM runs V1 ("Model Runner V2 does
+    # not yet support"); 0.30 ngram: 448,864 tokens on V1's profile, 0.33 ngram 441,664 on V2
+    r = run("0.30", 131072, "ngram")
+    assert any("on model runner V1" in n for n in r.notes) and r.kv_cache_tokens == 448864
+    r = run("0.33", 131072, "ngram")
+    assert not any("on model runner V1" in n for n in r.notes) and r.kv_cache_tokens == 441664

@@ -1124,6 +1124,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     v2 = version.v2_model_runner(arch.architectures, bool(arch.num_experts),
                                  arch.is_hybrid_state, gpu.vendor) or bool(
         spec and spec.method == SD.DSPARK)  # DSpark runs on model runner V2 only
+    v1_why = SD.v1_runner_reason(spec, version, a.pipeline_parallel_size) if spec and v2 else ""
+    if v1_why:
+        v2 = False
+        notes.append(f"vLLM {version.text} runs {v1_why} on model runner V1 (\"Model Runner V2 "
+                     "does not yet support\"), so kvplan sizes V1's profile")
     if spec and spec.kv_cache_dtype:
         dts = KF.draft_kv(dts, spec.kv_cache_dtype, arch, v2, version, model_dtype, notes)
     mla_block = version.mla_block_size(
@@ -1392,6 +1397,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"GiB of draft logits ({seqs} sequences x k={k_spec} x vocabulary)"
                      + ("" if version.at_least(0, 27) else
                         ", above gpu_memory_utilization in this release"))
+    table = SD.ngram_token_table_bytes(spec, v2, version, seqs, mml) if spec else 0
+    if table:  # allocated with the model runner, before the profile (as the draft logits)
+        if version.at_least(0, 27):
+            act += table
+        else:
+            warm += table
+        notes.append(f"{spec.method} keeps a {table / GiB:.2f} GiB token table on the GPU "
+                     f"({seqs} sequences x max_model_len {mml:,} x int32)" + (
+                         "" if version.at_least(0, 27) else
+                         ", above gpu_memory_utilization in this release"))
     tq = KF.turboquant_workspace(arch, dts, tp, seqs, mml, plan.block_size, model_dtype,
                                  version)
     warm += tq

@@ -69,7 +69,7 @@ EAGLE_LIKE = ("eagle", "eagle3", "mtp", "dflash", DSPARK)
 # the release from which vLLM's V1 engine serves each method (`_is_v1_supported_oracle`:
 # ngram, eagle and eagle3 in 0.8.5, deepseek_mtp in 0.9; earlier ones fell back to V0)
 _SINCE = {"eagle": (0, 8, 5), "eagle3": (0, 8, 5), "mtp": (0, 9), "ngram": (0, 8, 5),
-          "suffix": (0, 11, 1), "ngram_gpu": (0, 15), "draft_model": (0, 15), "dflash": (0, 20),
+          "suffix": (0, 11, 1), "ngram_gpu": (0, 18), "draft_model": (0, 15), "dflash": (0, 20),
           DSPARK: (0, 25)}
 _SPLIT_EH_PROJ = ("qwen3_next", "qwen3_5", "nemotron_h", "exaone")
 SUFFIX_TREE_DEPTH = 24  # `suffix_decoding_max_tree_depth`'s default (0.11.1-0.33)
@@ -250,6 +250,32 @@ def check_dspark(arch: ModelArch, spec: SpecDecode, version: VllmVersion, pp: in
             and not version.at_least(0, 28)):
         raise BadInput(f"DSpark requires num_speculative_tokens >= dspark_block_size ({block})"
                        f" in vLLM {version.text}", flag="speculative_config")
+
+
+def v1_runner_reason(spec: SpecDecode, version: VllmVersion, pp: int) -> str:
+    """Why vLLM runs this drafter on model runner V1 where V2 is the default ("Model Runner
+    V2 does not yet support ...", `VllmConfig._get_v2_model_runner_unsupported_features`,
+    the 0.29.0-0.33.0 wheels), or "": ngram / ngram_gpu 0.29-0.31, draft_model 0.29-0.30
+    (0.29 lists the methods V2 runs), suffix throughout, EAGLE-3 with PP in 0.29."""
+    m = spec.method
+    if m == "suffix" or (m in ("ngram", "ngram_gpu") and not version.at_least(0, 32)) or (
+            m == "draft_model" and not version.at_least(0, 31)):
+        return f"speculative method '{m}'"
+    if m == "eagle3" and pp > 1 and not version.at_least(0, 30):
+        return "EAGLE3 with pipeline parallelism"
+    return ""
+
+
+def ngram_token_table_bytes(spec: SpecDecode, v2: bool, version: VllmVersion, seqs: int,
+                            max_model_len: int) -> int:
+    """The [max_num_seqs, max_model_len] int32 token table n-gram drafting scans on the GPU:
+    V1's `token_ids_gpu_tensor` for ngram_gpu (0.18+, `GPUModelRunner.__init__`), V2's
+    `RequestState.all_token_ids` held on the device rather than in UVA for ngram and
+    ngram_gpu (0.32+, `use_dense_all_token_ids`); 0 otherwise."""
+    if spec.method == "ngram_gpu" and not v2 or (
+            v2 and spec.method in ("ngram", "ngram_gpu") and version.at_least(0, 32)):
+        return seqs * max_model_len * 4
+    return 0
 
 
 def parallel_draft_slots(spec: SpecDecode, version: VllmVersion) -> int:
