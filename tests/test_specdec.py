@@ -456,3 +456,35 @@ def test_ngram_token_table_and_v1_runner_fallback():
     assert any("on model runner V1" in n for n in r.notes) and r.kv_cache_tokens == 448864
     r = run("0.33", 131072, "ngram")
     assert not any("on model runner V1" in n for n in r.notes) and r.kv_cache_tokens == 441664
+
+
+def test_profile_batch_keeps_each_dummy_request_its_drafter_queries(monkeypatch):
+    # 0.31+ V2 `_dummy_run`: requests <= max_num_batched_tokens // num_query_per_req (1 + k
+    # for DFlash, k for DSpark from its anchor); a draft model's correction slot per request
+    # comes out of the tokens
+    from kvplan.core.specdec import profile_batch
+    from kvplan.core.versions import VllmVersion
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    v33, v30 = VllmVersion.of("0.33"), VllmVersion.of("0.30")
+    draft = resolve_model("z-lab/Qwen3.6-35B-A3B-DFlash")
+    dflash = SpecDecode("dflash", 15, draft)
+    assert profile_batch(dflash, True, v33, 8192, 1024) == (8192, 512)
+    assert profile_batch(dflash, True, v30, 8192, 1024) == (8192, 1024)
+    assert profile_batch(SpecDecode("dspark", 16), True, v33, 8192, 1024) == (8192, 512)
+    assert profile_batch(SpecDecode("draft_model", 3, draft), True, v33, 8192, 1024) == (
+        7168, 1024)
+    assert profile_batch(SpecDecode("eagle3", 3, draft), True, v33, 8192, 1024) == (8192, 1024)
+    # Qwen3.6-35B-A3B-NVFP4 on an H100 at 0.33, k = 15: the sampler's 3.5 fp32 copies of 512
+    # fewer rows of 248,320 logits, 1,779,957,760 B less activation than 1,024 requests give
+    import kvplan.core.specdec as sd
+
+    target, h100 = resolve_model("nvidia/Qwen3.6-35B-A3B-NVFP4"), resolve_gpu("h100")
+
+    def act():
+        return size(target, h100, EngineArgs(speculative=dflash)).budget.activation
+
+    capped = act()
+    monkeypatch.setattr(sd, "profile_batch", lambda spec, v2, version, mnbt, seqs: (
+        mnbt, min(mnbt, seqs)))
+    assert act() - capped == 512 * 248320 * 4 * 3.5

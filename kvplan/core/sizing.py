@@ -1362,13 +1362,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         logits = 1.0 if tp == 1 else 2.0 + 1.0 / tp
         sampler_copies = (logits * dtype_bytes(model_dtype) + 4 * v2_fp32) / 4
 
+    profile_tokens, profile_reqs = SD.profile_batch(spec, v2, version, mnbt, seqs) if spec \
+        else (mnbt, min(mnbt, seqs))
+
     def lm_peak(sampler_reqs: int) -> int:
-        return M.activation_peak(shape, mnbt, sampler_reqs, v1=version.v1,
+        return M.activation_peak(shape, profile_tokens, sampler_reqs, v1=version.v1,
                                  sampler_copies=sampler_copies,
                                  moe_chunk=version.moe_chunk, v024=version.at_least(0, 24),
                                  attn_point=attn_point, workspace_floor=floor)
 
-    act = lm_peak(seqs)
+    act = lm_peak(profile_reqs)
     # penalty and grammar state on the last stage, charged from 0.27
     sampler_state = M.v2_sampler_state_bytes(seqs, arch.vocab_size, 1 + k_spec) \
         if v2_state else 0

@@ -278,6 +278,23 @@ def ngram_token_table_bytes(spec: SpecDecode, v2: bool, version: VllmVersion, se
     return 0
 
 
+def profile_batch(spec: SpecDecode | None, v2: bool, version: VllmVersion, mnbt: int,
+                  seqs: int) -> tuple[int, int]:
+    """The profile run's dummy batch (tokens, requests). From 0.31 V2's `_dummy_run` caps
+    the requests so each keeps its drafter's queries (`num_query_per_req`: 1 + k for DFlash,
+    k for DSpark drafting from its anchor, its default) and takes a draft model's correction
+    slot per request from the tokens (`num_extra_query_per_req`); the 0.31.0-0.33.0 wheels.
+    DFlash at k = 15 samples 8,192 // 16 = 512 dummy requests, not 1,024."""
+    reqs = min(mnbt, seqs)
+    if spec is None or not v2 or not version.at_least(0, 31):
+        return mnbt, reqs
+    k = spec.num_speculative_tokens
+    anchor = spec.draft is None or (spec.draft.config or {}).get("sample_from_anchor", True)
+    per_req = {"dflash": 1 + k, DSPARK: k if anchor else 1 + k}.get(spec.method, 1)
+    reqs = min(reqs, mnbt // per_req)
+    return (mnbt - reqs if spec.method == "draft_model" else mnbt), reqs
+
+
 def parallel_draft_slots(spec: SpecDecode, version: VllmVersion) -> int:
     """Token slots per request 0.25-0.27 keep out of the budget for DFlash and DSpark, which
     draft in parallel (`max_num_new_slots_for_drafting`: k - 1); 0 otherwise (0.28+ draft in
