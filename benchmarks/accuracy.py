@@ -40,10 +40,11 @@ CASE_FILES = ("cases.yaml", "cases_sweep.yaml")
 # How the free-text GPU field of a case maps onto a catalog id (first match wins).
 GPU_PATTERNS = [
     (r"GH200", "gh200"),  # before H200, which its name contains
+    (r"GB200", "gb200"), (r"GB300", "gb300"),  # before B200 / B300, which their names contain
     (r"H100.*(NVL)", "h100-nvl"), (r"H100.*PCIe", "h100-pcie"), (r"H100", "h100-sxm"),
     (r"H200", "h200-sxm"), (r"B300", "b300"), (r"H20\b", "h20"), (r"GB10|DGX Spark", "gb10"),
     (r"A100.*40", "a100-sxm4-40gb"), (r"A100", "a100-sxm4-80gb"),
-    (r"L40S", "l40s"), (r"\bL4\b", "l4"), (r"A10G", "a10g"),
+    (r"L40S", "l40s"), (r"\bL4\b", "l4"), (r"A10G", "a10g"), (r"\bA40\b", "a40"),
     (r"RTX 3090", "rtx-3090"), (r"RTX 4070 Laptop", "rtx-4070-laptop"), (r"RTX 4080", "rtx-4080"),
     (r"RTX 4090", "rtx-4090"),
     (r"RTX 5090", "rtx-5090"), (r"RTX 5060 Ti", "rtx-5060-ti-16gb"),
