@@ -160,6 +160,10 @@ def evaluate(case: dict) -> dict:
     if case.get("quantization_config_assumed"):  # the assumed config, quantized as recorded
         model = replace(model, weights_bytes=None, weights_layout=None, config={
             **model.config, "quantization_config": case["quantization_config_assumed"]})
+    if case.get("hf_overrides"):  # `--hf-overrides`, applied as the CLI applies it
+        from kvplan.engines.vllm_overrides import apply_hf_overrides
+
+        model = replace(model, config=apply_hf_overrides(model.config, case["hf_overrides"]))
     gid = gpu_id(case.get("gpu"))
     flags = str(case.get("other_flags") or "")
     spec = None

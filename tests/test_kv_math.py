@@ -367,6 +367,21 @@ def test_max_model_len_above_model_limit():
         run(LLAMA31_8B, max_model_len=200000)
 
 
+def test_rope_parameters_scale_the_models_maximum():
+    # transformers 5 configs carry `rope_parameters` (one dict, or one per layer type) where
+    # older ones had `rope_scaling`; vLLM reads both (`patch_rope_parameters`). A 0.27.1
+    # DGX Spark start with YaRN x3 over 262,144 (--hf-overrides) served 786,432 tokens
+    from kvplan.core.arch import max_model_len_of
+
+    yarn = {"rope_type": "yarn", "factor": 3.0, "original_max_position_embeddings": 262144}
+    t = {"max_position_embeddings": 262144, "rope_parameters": yarn}
+    assert max_model_len_of(t, yarn_from_original=True)[0] == 786432  # before 0.30
+    assert max_model_len_of(t)[0] == 262144  # 0.30+: max_position_embeddings is scaled
+    nested = {**t, "rope_parameters": {"full_attention": yarn,
+                                       "sliding_attention": {"rope_type": "default"}}}
+    assert max_model_len_of(nested, yarn_from_original=True)[0] == 786432
+
+
 def test_bf16_refused_on_turing_and_fp32_checkpoint_runs_fp16():
     with pytest.raises(BadInput, match="compute capability 8.0"):
         run(LLAMA31_8B, gpu=T4, dtype="bfloat16")

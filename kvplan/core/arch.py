@@ -314,14 +314,21 @@ def max_model_len_of(t: dict[str, Any], *, yarn_from_original: bool = False
     if not found:
         return 2048, "no length field in config (vLLM's 2048 default)"
     length, key = min(found)
-    rs = t.get("rope_scaling") or {}
+    no_scale = {"su", "longrope", "llama3"} if yarn_from_original else _ROPE_NO_SCALE
+    # `rope_scaling`, or transformers 5's `rope_parameters` (vLLM `patch_rope_parameters`),
+    # which may hold one dict per layer type ("assumes all layer types have the same
+    # scaling factor")
+    field = "rope_scaling" if t.get("rope_scaling") else "rope_parameters"
+    rs = t.get(field) or {}
+    if isinstance(rs, dict) and rs and all(isinstance(v, dict) for v in rs.values()):
+        rs = next((v for v in rs.values() if v.get("factor") and v.get(
+            "rope_type", v.get("type", "")) not in no_scale), {})
     if isinstance(rs, dict) and rs:
         rtype = rs.get("rope_type", rs.get("type", ""))
         factor = rs.get("factor")
         orig = rs.get("original_max_position_embeddings")
         if yarn_from_original and rtype == "yarn" and isinstance(orig, (int, float)):
-            length, key = int(orig), "rope_scaling original_max_position_embeddings"
-        no_scale = {"su", "longrope", "llama3"} if yarn_from_original else _ROPE_NO_SCALE
+            length, key = int(orig), f"{field} original_max_position_embeddings"
         if (factor and rtype not in no_scale and "gemma3" not in t.get("model_type", "")
                 and rtype):
             if rtype == "dynamic" and "original_max_position_embeddings" in rs:
@@ -329,9 +336,9 @@ def max_model_len_of(t: dict[str, Any], *, yarn_from_original: bool = False
             else:
                 scaled = length * factor
                 if not 0 < scaled < 2**53:
-                    raise BadInput(f"config field 'rope_scaling.factor' {factor!r} scales "
+                    raise BadInput(f"config field '{field}.factor' {factor!r} scales "
                                    f"{key} {length} to {scaled:g} positions")
-                return int(scaled), f"{key} x rope_scaling factor {factor} ({rtype})"
+                return int(scaled), f"{key} x {field} factor {factor} ({rtype})"
     return length, key
 
 
