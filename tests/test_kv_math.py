@@ -1449,6 +1449,21 @@ def test_old_releases_without_the_hybrid_allocator_or_the_architecture():
     with pytest.raises(BadInput, match="no MoE"):  # Nemotron-3's 'E' blocks arrive in 0.12
         size(resolve_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), h100, EngineArgs(),
              "0.11.2")
+    # the catalog's MiniMax-M3 runs as MiniMaxM3Sparse* from 0.24, Step-3.7-Flash as
+    # Step3p7ForConditionalGeneration from 0.23
+    m3, step = resolve_model("MiniMaxAI/MiniMax-M3"), resolve_model("stepfun-ai/Step-3.7-Flash")
+    h200 = resolve_gpu("h200")
+    for model, absent in ((m3, "0.23"), (step, "0.22")):
+        with pytest.raises(BadInput, match="does not have"):
+            size(model, h200, EngineArgs(tensor_parallel_size=8), absent)
+    # MiniMax-M3's sparse layers store NVFP4 only through the SM100 MSA backend (0.32+)
+    nv = EngineArgs(tensor_parallel_size=8, kv_cache_dtype="nvfp4", max_model_len=131072,
+                    kv_cache_memory_bytes=20 * GiB)
+    with pytest.raises(BadInput, match="only with the SM100 MSA backend"):
+        size(m3, h200, nv, "0.33")
+    with pytest.raises(BadInput, match="no NVFP4 page for MiniMax-M3"):
+        size(m3, resolve_gpu("b200"), nv, "0.31")
+    assert size(m3, resolve_gpu("b200"), nv, "0.33").num_gpu_blocks == 7221
 
 
 def test_sparse_indexer_k_gather_reserved_beside_the_moe_scratch():

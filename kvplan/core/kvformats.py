@@ -145,6 +145,9 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
             has_sliding=windowed, head_sizes={(x.head_size, x.head_size_v) for _, x in attn},
             rope_dim=rope, dcp=a.decode_context_parallel_size, model_dtype=model_dtype,
             vtext=version.text)
+        sac = arch.text_config.get("sparse_attention_config")
+        if kv in Q.NVFP4 and isinstance(sac, dict) and sac.get("use_sparse_attention"):
+            _check_msa_nvfp4(kv, sac, cc, gpu.vendor, version)
         if kv in Q.PER_TOKEN_HEAD + Q.NVFP4 and cc == 9 and not version.at_least(0, 22):
             notes.append(f"vLLM {version.text} lets FLASH_ATTN (FlashAttention 3) claim {kv} on "
                          "Hopper, whose cache view does not fit this page (read in the source, "
@@ -351,3 +354,25 @@ def draft_kv(dts: KvDtypes, asked: str, arch: ModelArch, v2: bool, version: Vllm
                      "model runs V1, so the drafter keeps the target's KV dtype")
         return dts
     return replace(dts, draft_kv=kv, draft_from=len(arch.layers))
+
+
+def _check_msa_nvfp4(kv: str, sac: dict[str, Any], cc: int, vendor: str,
+                     version: VllmVersion) -> None:
+    """MiniMax-M3's sparse layers store NVFP4 only through the SM100 MSA backend
+    (`MiniMaxM3SparseMSANvfp4Backend`, 0.32+): `select_main_backend_and_impl_cls` raises
+    "supports an NVFP4 KV cache only with the SM100 MSA backend" elsewhere, and for a top-k
+    block count other than 4, 8, 16 or 32; before 0.32 the sparse backend stores bfloat16
+    and fp8 only (the 0.24-0.33 wheels)."""
+    topk = sac.get("sparse_topk_blocks")
+    if not version.at_least(0, 32):
+        why = f"vLLM {version.text} has no NVFP4 page for MiniMax-M3's sparse layers (0.32+)"
+    elif kv != "nvfp4":
+        why = f"MiniMax-M3's sparse attention takes only the 'nvfp4' format, not {kv}"
+    elif vendor != "nvidia" or cc != 10:
+        why = "MiniMax-M3's sparse attention stores NVFP4 only with the SM100 MSA backend"
+    elif topk not in (4, 8, 16, 32):
+        why = (f"MiniMax-M3's MSA backend runs top-k block counts 4, 8, 16 and 32, not "
+               f"{topk}, so its NVFP4 cache is refused")
+    else:
+        return
+    raise BadInput(why, hint="use --kv-cache-dtype fp8 or auto", flag="kv_cache_dtype")

@@ -110,6 +110,9 @@ ABSENT_UNTIL = {
     "Qwen3_5MoeForConditionalGeneration": (0, 16, 0), "SarvamMLAForCausalLM": (0, 17, 1),
     "Gemma4ForConditionalGeneration": (0, 18, 1), "DeepseekV4ForCausalLM": (0, 19, 0),
     "KimiK3ForConditionalGeneration": (0, 26, 0),
+    # the catalog's aiconfigurator configs name MiniMax-M3 and Step-3.7-Flash so; vLLM runs
+    # them as MiniMaxM3Sparse* (0.24+) and Step3p7ForConditionalGeneration (0.23+)
+    "MiniMaxM3ForCausalLM": (0, 23, 0), "Step3p7FlashForCausalLM": (0, 22, 0),
 }
 
 # architectures vLLM dropped, with the last release that ran them
