@@ -1085,6 +1085,11 @@ def test_deepseek_v4_workspace_reservations_grow_with_the_context():
     _, floor = M.dsv4_profile(t, tokens=8192, max_model_len=1048576, heads_local=8, tp=8,
                               v033=True, nvidia=True)
     assert floor == 4 * (1048576 // 4 + 128 + 8192) * 512 * 2 + 8192 * 640 * 4 + 4 * 8192
+    # FlashMLA's top-k indices join the prefill gather on CUDA from 0.27 (`nvidia/flashmla.py`):
+    # at 128,000 tokens 165,150,720 + 20,971,520 + 32,768 B pass the indexer's 170,008,576
+    _, floor = M.dsv4_profile(t, tokens=8192, max_model_len=128000, heads_local=16, tp=4,
+                              v033=False, nvidia=True, factor_rule=False, topk_ints=True)
+    assert floor == 4 * (32000 + 128 + 8192) * 512 * 2 + 8192 * 640 * 4 + 4 * 8192 == 186155008
 
 
 def test_deepseek_v4_stack_growth_counted_twice_in_020():

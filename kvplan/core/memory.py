@@ -269,7 +269,8 @@ def flashmla_sparse_bytes(tokens: int, heads_local: int, max_model_len: int, *,
 
 
 def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, tp: int,
-                 v033: bool, nvidia: bool, factor_rule: bool | None = None) -> tuple[int, int]:
+                 v033: bool, nvidia: bool, factor_rule: bool | None = None,
+                 topk_ints: bool | None = None) -> tuple[int, int]:
     """DeepSeek-V4's profile forward: (bytes alive at its peak besides the shared workspace,
     the shared workspace's attention / indexer reservations).
 
@@ -284,7 +285,8 @@ def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, 
     (`_reserve_row_shard_exchange_transient`).
     The reservations (`WorkspaceManager.get_simultaneous`, views of the one buffer the MoE
     scratch uses, kept): the prefill gather 4 x (ceil(L/4) + window + T) x head_dim x 2 B
-    (0.33 adds T x roundup(topk + 128, 128) x 4 + 4T) and the indexer's K gather
+    (`topk_ints`, FlashMLA on CUDA from 0.27, default `v033`: with T x roundup(topk + 128,
+    128) x 4 + 4T of top-k indices, `nvidia/flashmla.py`) and the indexer's K gather
     (`indexer_gather_bytes` with compress ratio 4; `factor_rule`: 0.32+, default `v033`)."""
     h, hc = int(t.get("hidden_size") or 0), int(t.get("hc_mult") or 1)
     d_head, q = int(t.get("head_dim") or 0), int(t.get("q_lora_rank") or 0)
@@ -298,13 +300,14 @@ def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, 
         per_tok = (4 * hc * h + 8 * hc * (1 + hc) + 4 * h + 4 * pad * d_head + 4 * q
                    + 20 * d_head + 16 * d + n * d + 6 * n)
         point = tokens * per_tok + throwaway + (8 * tokens * topk if tp > 1 and nvidia else 0)
-        gather = (_r256(4 * (-(-length // 4) + window + tokens) * d_head * 2)
-                  + _r256(tokens * -(-(topk + 128) // 128) * 128 * 4) + _r256(4 * tokens))
     else:
         per_tok = (2 * hc * h + 4 * hc * (1 + hc) + 2 * h + 2 * pad * d_head + 4 * q
                    + 20 * d_head + 2 * heads_local * d_head + 16 * d + 3 * n * d + 6 * n)
         point = tokens * per_tok + throwaway
-        gather = 4 * (-(-length // 4) + window + tokens) * d_head * 2
+    gather = 4 * (-(-length // 4) + window + tokens) * d_head * 2
+    if v033 if topk_ints is None else topk_ints:
+        gather = (_r256(gather) + _r256(tokens * -(-(topk + 128) // 128) * 128 * 4)
+                  + _r256(4 * tokens))
     indexer = indexer_gather_bytes(length, d, compress=4,
                                    factor_rule=v033 if factor_rule is None else factor_rule)
     return point, max(gather, indexer)

@@ -1352,7 +1352,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                            heads_local=heads_local, tp=tp,
                                            v033=version.at_least(0, 33),
                                            nvidia=gpu.vendor == "nvidia",
-                                           factor_rule=version.at_least(0, 32))
+                                           factor_rule=version.at_least(0, 32),
+                                           topk_ints=gpu.vendor == "nvidia"
+                                           and version.at_least(0, 27))
 
     sampler_copies = M.const(copies)
     if v2 and version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler):
