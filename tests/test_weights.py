@@ -101,7 +101,8 @@ def test_lfm2_parameters_from_block_ff_dim():
 def test_quantized_bytes_per_parameter():
     awq = normalize({**LLAMA31_8B, "quantization_config": {"quant_method": "awq", "bits": 4,
                                                            "group_size": 128}})
-    assert weight_bytes(awq, 2).linear == 0.5 + 4 / 128
+    # stored: 4-bit weights, an fp16 scale and a packed 4-bit zero point per group of 128
+    assert weight_bytes(awq, 2).linear == 0.5 + 2.5 / 128
     assert weight_bytes(awq, 2).other == 2
     mx = normalize({**LLAMA31_8B, "quantization_config": {"quant_method": "mxfp4"}})
     assert (weight_bytes(mx, 2).linear, weight_bytes(mx, 2).expert) == (2, 0.5 + 1 / 32)
@@ -739,3 +740,51 @@ def test_routers_held_in_fp32_by_model_and_release():
     assert not v("0.18").fp32_router_model("nemotron_h", "9.0")
     assert v("0.18").fp32_router_model("nemotron_h", "8.0")
     assert not v("0.33").fp32_router_model("llama4_text", "8.0")
+
+
+def test_awq_and_gptq_bytes_as_the_kernel_holds_them():
+    # Marlin frees a symmetric GPTQ layer's packed zeros (0.5 + 2/g held); Machete (cc 9.0)
+    # keeps GPTQ as loaded and turns AWQ's zeros into an fp16 [K/g, N] tensor (0.5 + 4/g,
+    # from 0.19; Marlin before); AWQ on Marlin keeps the checkpoint's 0.5 + 2.5/g
+    from kvplan.core.params import wna16_held_delta
+
+    def arch(cfg, **q):
+        return normalize({**cfg, "quantization_config": {"bits": 4, "group_size": 128, **q}})
+
+    gptq, awq = arch(LLAMA31_8B, quant_method="gptq", sym=True), arch(LLAMA31_8B,
+                                                                       quant_method="awq")
+    z = 0.5 / 128
+    assert wna16_held_delta(gptq, "8.0", "nvidia", (0, 30), 1) == (-z, 0.0)
+    assert wna16_held_delta(gptq, "9.0", "nvidia", (0, 30), 1) == (0.0, 0.0)
+    assert wna16_held_delta(awq, "8.9", "nvidia", (0, 30), 1) == (0.0, 0.0)
+    assert wna16_held_delta(awq, "9.0", "nvidia", (0, 30), 1) == (1.5 / 128, 0.0)
+    assert wna16_held_delta(awq, "9.0", "nvidia", (0, 18), 1) == (0.0, 0.0)
+    assert wna16_held_delta(gptq, "gfx942", "amd", (0, 30), 1) == (0.0, 0.0)
+    # Qwen3-30B-A3B-GPTQ-Int4 (moe_intermediate 768): Marlin MoE keeps the zeros in the model
+    # dtype at N/8 columns to 0.26 and as int32 from 0.27; at TP4 / TP8 (192 / 96 a rank)
+    # MoeWNA16 halves the group to 64 / 32 and keeps no zeros
+    from kvplan.sources.resolve import resolve_model
+
+    moe = normalize(resolve_model("Qwen/Qwen3-30B-A3B-GPTQ-Int4").config)
+    assert wna16_held_delta(moe, "12.0", "nvidia", (0, 26), 1)[1] == -z / 2
+    assert wna16_held_delta(moe, "12.0", "nvidia", (0, 28), 2)[1] == 0.0
+    assert wna16_held_delta(moe, "12.0", "nvidia", (0, 28), 4)[1] == 2 / 64 - 2.5 / 128
+    assert wna16_held_delta(moe, "12.0", "nvidia", (0, 28), 8)[1] == 2 / 32 - 2.5 / 128
+    # on one RTX 5090 at 0.28 vLLM holds 15,528,886,272 B of experts and attention (28.99 G
+    # expert and 0.91 G attention weights at 0.5 + 2.5/128, the attention's zeros freed)
+    from kvplan.core.sizing import EngineArgs, size
+    from kvplan.sources.resolve import resolve_gpu
+
+    r = size(resolve_model("Qwen/Qwen3-30B-A3B-GPTQ-Int4"), resolve_gpu("rtx-5090"),
+             EngineArgs(max_model_len=2048), "0.28")
+    experts, attn = 48 * 128 * 3 * 2048 * 768, 48 * (2048 * 5120 + 4096 * 2048)
+    assert experts * (0.5 + 2.5 / 128) + attn * (0.5 + 2 / 128) == 15528886272
+    # + embedding and LM head, routers and norms (48 x 266,496 + 2,048 parameters), rotary cache
+    rest = 2 * 151936 * 2048 * 2 + (48 * 266496 + 2048) * 2 + 40960 * 128 * 2
+    assert r.budget.weights == 15528886272 + rest
+    # `-q gptq` takes ExLlama, which keeps the zero points: Mistral-7B-GPTQ's 6,979,321,856
+    # linear weights hold 27,262,976 B more than on gptq_marlin
+    mistral, a100 = resolve_model("TheBloke/Mistral-7B-Instruct-v0.2-GPTQ"), resolve_gpu("a100")
+    auto, forced = (size(mistral, a100, EngineArgs(max_model_len=4096, quantization=q), "0.20")
+                    for q in (None, "gptq"))
+    assert forced.budget.weights - auto.budget.weights == 6979321856 * 0.5 / 128

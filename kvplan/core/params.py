@@ -428,7 +428,8 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
     """Bytes per parameter by part, from `quantization_config`, ModelOpt's
     `hf_quant_config.json`, or `--quantization` (online quantization of a 16-bit checkpoint).
 
-    AWQ/GPTQ: bits/8 plus an fp16 scale (and packed zero) per group; FP8: 1 byte (block or
+    AWQ/GPTQ: bits/8 plus an fp16 scale and a packed zero point per group (`wna16_stored`;
+    what vLLM holds after repacking is `wna16_held_delta`); FP8: 1 byte (block or
     channel scales are negligible); NVFP4: 4 bits + an fp8 scale per 16; MXFP4: 4 bits + a
     scale per 32, routed experts only (gpt-oss); bitsandbytes: 4-bit NF4 (+ absmax per 64)
     unless 8-bit. Embeddings, LM head and norms stay in the model dtype.
@@ -441,8 +442,7 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
     bits = q.get("bits") or q.get("w_bit")
     lin: float = d
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin") and bits:
-        group = int(q.get("group_size") or q.get("q_group_size") or 128)
-        lin = bits / 8 + 4 / group
+        lin = wna16_stored(q, bits)
     elif method in ("fp8", "fbgemm_fp8", "ptpc_fp8"):
         lin = 1.0
     elif method.startswith("modelopt"):
@@ -704,6 +704,60 @@ def fp8_tensor_experts(arch: ModelArch, hf_quant: dict | None = None) -> bool:
                == "tensor" and not v.get("dynamic") for v in (w, x)):
             return True
     return False
+
+
+def _wna16_group(q: dict) -> int:
+    return int(q.get("group_size") or q.get("q_group_size") or 128)
+
+
+def wna16_stored(q: dict, bits: int) -> float:
+    """An AWQ / GPTQ checkpoint's bytes per weight: `bits` packed into int32, an fp16 scale
+    and a `bits`-wide zero point (packed int32 `qzeros`) per group (channelwise: none)."""
+    g = _wna16_group(q)
+    return bits / 8 + ((2 + bits / 8) / g if g > 0 else 0.0)
+
+
+def wna16_held_delta(arch: ModelArch, cc: str, vendor: str, release: tuple[int, int],
+                     expert_tp: int) -> tuple[float, float]:
+    """What an AWQ / GPTQ weight holds after vLLM repacks it, less what it stored, in bytes per
+    weight: (linears, routed experts). Read in the 0.11, 0.19, 0.20, 0.25, 0.30 and 0.33
+    wheels (`choose_mp_linear_kernel`, `kernels/linear/mixed_precision/{marlin,machete}.py`,
+    `gptq_marlin.py`, `awq_marlin.py` / `auto_awq.py`, `moe_wna16.py`):
+    * Linears take Machete on compute capability 9.0 (groups -1/64/128; AWQ from 0.19,
+      Marlin before) and Marlin elsewhere. Marlin frees a symmetric GPTQ layer's zero points
+      (`marlin_make_empty_g_idx`: -bits/8/g); Machete turns AWQ's packed zeros into an fp16
+      [K/g, N] tensor (`-w_s * zp`: +(2 - bits/8)/g) and keeps GPTQ as loaded.
+    * Routed experts on Marlin MoE (the per-rank intermediate a multiple of max(64, g)): a
+      GPTQ layer's zero points are made in the model dtype at N/8 columns up to 0.26 (0.25/g
+      instead of 0.5/g) and kept as int32 from 0.27. Otherwise `MoeWNA16Method` halves the
+      group until it divides the intermediate and hidden sizes and keeps no zero points for
+      symmetric GPTQ (Qwen3-30B-A3B at TP8: groups of 32).
+    ROCm kernels and asymmetric GPTQ are taken as stored; act-order's full-K scales on row
+    layers at TP > 1 (0.20-0.29) are not counted."""
+    q = arch.quantization or {}
+    method = str(q.get("quant_method", "")).lower().removesuffix("_marlin")
+    bits = q.get("bits") or q.get("w_bit")
+    g = _wna16_group(q)
+    if method not in ("awq", "gptq") or not bits or vendor != "nvidia" or g <= 0:
+        return 0.0, 0.0
+    sym = method == "gptq" and q.get("sym", True)
+    zeros = bits / 8 / g  # a packed zero point per group, per weight
+    machete = cc == "9.0" and g in (64, 128) and (method == "gptq" or release >= (0, 19))
+    if machete:
+        lin = (2 / g - zeros) if method == "awq" else 0.0
+    else:
+        lin = -zeros if sym else 0.0
+    expert = 0.0
+    inter = (arch.moe_intermediate_size or arch.intermediate_size) // max(expert_tp, 1)
+    if sym and arch.num_experts and inter:
+        if inter % max(64, g) == 0:  # Marlin MoE
+            expert = -zeros / 2 if release < (0, 27) else 0.0
+        else:
+            g2 = g
+            while g2 > 1 and (inter % g2 or arch.hidden_size % g2):
+                g2 //= 2
+            expert = 2 / g2 - 2 / g - zeros
+    return lin, expert
 
 
 def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,

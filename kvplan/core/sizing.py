@@ -74,6 +74,7 @@ from kvplan.core.params import (
     rope_cache_bytes,
     trtllm_bf16_experts,
     weight_bytes,
+    wna16_held_delta,
 )
 from kvplan.core.pipeline import (
     EMBED_EVERY_STAGE,
@@ -637,6 +638,11 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     # `MLACommonImpl.process_weights_after_loading` (V1): a quantized kv_b_proj is dequantized
     # into a 16-bit copy (the W_UK_T / W_UV views) kept next to it
     absorb = mla_absorb and wb.kv_b_bytes * online < d
+    # AWQ / GPTQ as the chosen kernel holds it, less as stored (added after the rescaling);
+    # `-q gptq` / `-q awq` pick ExLlama / AWQ's GEMM kernels, which keep the stored bytes
+    wna16 = wna16_held_delta(arch, cc, vendor, release, a.expert_tp) if (
+        arch.quantization and not model.quant_file
+        and str(a.quantization or "").lower() not in ("gptq", "awq")) else (0.0, 0.0)
 
     def fp8_share(b: float) -> float:  # the 1-byte part of a part priced at b a parameter
         return max(0.0, (d - b) / (d - 1)) if d > 1 else 0.0
@@ -651,6 +657,14 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                        + lp.state * fp8_share(wb.state_bytes)) / tp
                 up += (lin * marlin_scales[0]
                        + lp.expert / ep * fp8_share(wb.expert) * marlin_scales[1])
+        if wna16[0] or wna16[1]:
+            for i in rng:
+                lp = pc.layers[i]
+                kv = lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads else 0
+                lin = sum(n for n, b in (((lp.split - lp.mlp - lp.state) / tp + kv, wb.linear),
+                                         (lp.mlp / tp, wb.mlp_bytes),
+                                         (lp.state / tp, wb.state_bytes)) if b < d)
+                up += lin * wna16[0] + lp.expert / ep * wna16[1] * (wb.expert < d)
         if indexer_wk_16bit and wb.repl_bytes < d:  # hidden x index_head_dim, replicated
             wk = arch.hidden_size * int(arch.text_config.get("index_head_dim") or 128)
             up += sum(wk for i in rng if getattr(arch.layers[i], "indexer_bytes", 0)) * (
