@@ -1395,7 +1395,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     warm = late_lora  # outside the budget: V0's LoRA slots, V2's top-k/top-p warm-up after
     # sizing, 0.24-0.26's state
     if v2 and v2_fp32 is not None:
-        warm = int(min(mnbt, seqs) * arch.vocab_size * 4 * M.const(copies)) + (
+        fi = version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler, in_profile=False)
+        warm = int(min(mnbt, seqs) * arch.vocab_size * 4 * M.const(
+            "sampler_fp32_copies_flashinfer" if fi else copies)) + (
             0 if v2_state else M.v2_sampler_state_bytes(seqs, arch.vocab_size, 1 + k_spec))
         if warm >= 256 * MiB and a.kv_cache_memory_bytes is None:
             notes.append(f"model runner V2: {warm / GiB:.2f} GiB of sampler memory (its "

@@ -657,15 +657,17 @@ class VllmVersion:
         return self.at_least(0, 27) and not self.at_least(0, 31)
 
     def v2_flashinfer_sampler(self, compute_capability: str, vendor: str = "nvidia",
-                              env: bool | None = None) -> bool:
+                              env: bool | None = None, *, in_profile: bool = True) -> bool:
         """0.33's profile samples the warm-up requests (top-k 50, top-p 0.9) through V2's
         sampler, which takes FlashInfer's fused top-k/top-p kernel when
         `flashinfer_sampler_supported()`: CUDA, `VLLM_USE_FLASHINFER_SAMPLER` not 0 (default
         on), compute capability 8.0-12.1 (`FlashInferBackend.supports_compute_capability`).
         Its peak is the model-dtype logits + an fp32 copy + the top-k-masked logits + the
         probabilities (`gpu/sample/sampler.py`, `flashinfer_sample`). Before 0.33 V2 profiles
-        greedy requests only."""
-        if not self.at_least(0, 33) or vendor != "nvidia" or env is False:
+        greedy requests only; `in_profile=False` asks about the sampler itself, which takes
+        FlashInfer on the same terms from 0.24 (`Sampler.use_flashinfer`, the 0.24-0.32
+        wheels), as in the top-k/top-p warm-up after the KV cache is sized."""
+        if not self.at_least(0, 33 if in_profile else 24) or vendor != "nvidia" or env is False:
             return False
         return (8, 0) <= cc_tuple(compute_capability) <= (12, 1)
 
