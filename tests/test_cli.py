@@ -86,10 +86,12 @@ def test_given_kv_cache_waterfall(capsys):
     # ends in what is left on the GPU, and says by how much a too-large one overruns it
     code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "h100",
                        "--kv-cache-memory-bytes", "78G")
-    assert code == 1 and "KV cache as given" in out and "over the GPU by 10.19 GiB" in out
+    # (Qwen3-4B's 7.50 GiB of tensors hold 54 MiB more in allocator blocks: per layer the
+    # 95 MiB gate_up and 47.5 MiB down keep a 96 / 48 MiB segment)
+    assert code == 1 and "KV cache as given" in out and "over the GPU by 10.24 GiB" in out
     code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "h100",
                        "--kv-cache-memory-bytes", "40G")
-    assert code == 0 and "27.81 GiB" in out and "headroom" not in out
+    assert code == 0 and "27.76 GiB" in out and "headroom" not in out
 
 
 def test_offline_llm_entrypoint(capsys):

@@ -1387,9 +1387,10 @@ def test_triton_mla_logits_reserved_in_the_033_profile():
     r1, mi = resolve_model("deepseek-ai/DeepSeek-R1"), resolve_gpu("mi300x")
     a = EngineArgs(tensor_parallel_size=8)
     r = size(r1, mi, a)  # the reservation replaces the 3.76 GB MoE scratch in the workspace
-    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (64602, 1033632)
+    # (ROCm 0.21+ counts allocated memory: the allocator blocks R1's FP8 tensors hold too)
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (64551, 1032816)
     old = size(r1, mi, a, "0.32")  # reserved after the KV cache is sized: a note
-    assert old.kv_cache_tokens == 1233488 and any("16.03 GiB" in n for n in old.notes)
+    assert old.kv_cache_tokens == 1232672 and any("16.03 GiB" in n for n in old.notes)
     # FlashMLA / FA3-MLA on an H200: no Triton-MLA reservation
     h200 = size(r1, resolve_gpu("h200"), a)
     assert not any("Triton MLA" in n for n in h200.notes)

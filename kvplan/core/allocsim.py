@@ -40,7 +40,8 @@ class Allocator:
         self.allocated = 0
 
     @staticmethod
-    def _round(size: int) -> int:
+    def rounded(size: int) -> int:
+        """A request's size as the allocator counts it: a multiple of 512 B."""
         return max(MIN_BLOCK, -(-size // MIN_BLOCK) * MIN_BLOCK)
 
     def _insert(self, b: _Block) -> None:
@@ -51,7 +52,7 @@ class Allocator:
         del lst[bisect.bisect_left(lst, (b.size, b.addr), key=lambda x: (x[0], x[1]))]
 
     def malloc(self, size: int) -> _Block:
-        size = self._round(size)
+        size = self.rounded(size)
         small = size <= SMALL_SIZE
         lst = self._free[small]
         i = bisect.bisect_left(lst, (size, -1), key=lambda x: (x[0], x[1]))

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.core.allocsim import Allocator
 from kvplan.core.dtypes import dtype_bytes
-from kvplan.core.mm import towers_tp_sharded
+from kvplan.core.mm import towers_kept, towers_tp_sharded
 from kvplan.core.params import count_params, mlp_intermediate, vision_shape, weight_bytes
 from kvplan.core.versions import fp8_fnuz
 
@@ -74,13 +74,15 @@ class Weight:
 @lru_cache(maxsize=32)
 def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool, moe_kept: bool,
                fp8_pad: bool = True, moe_shuffle: bool = False) -> int:
-    """Bytes the load figure holds beyond the weights: padding kept, plus (`cached`, to 0.20)
-    what the allocator keeps reserved once every weight is processed. `moe_kept` / `fp8_pad`:
+    """Bytes the load figure holds beyond the weights: padding kept, the allocator's block
+    rounding of the tensors held (`block_rounding`), plus (`cached`, to 0.20) what it keeps
+    reserved once every weight is processed. `moe_kept` / `fp8_pad`:
     MoE padding kept as the parameter, FP8 linears padded (the two ROCm padding switches).
     `moe_shuffle`: AITER's fused MoE then copies each layer's w13 and w2 into its shuffled
     layout and drops the padded ones."""
     a = Allocator()
     live = [a.malloc(w.nbytes) for w in weights if w.kind != KEPT_AFTER]
+    sizes = [w.nbytes for w in weights if w.kind != KEPT_AFTER]  # what each now holds
     kept = 0
 
     def pad(i: int, w: Weight) -> None:
@@ -88,7 +90,7 @@ def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool, moe_kep
         padded = a.malloc(w.nbytes + w.pad)
         a.empty_cache()  # inside `_maybe_pad_weight`, while the original is still bound
         a.free(live[i])
-        live[i] = padded
+        live[i], sizes[i] = padded, w.nbytes + w.pad
         kept += w.pad
 
     order = [x for x in weights if x.kind != KEPT_AFTER]
@@ -104,12 +106,12 @@ def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool, moe_kep
             copies = [a.malloc(order[j].nbytes) for j in pair]
             for j, c in zip(pair, copies):
                 a.free(live[j])
-                live[j] = c
+                live[j], sizes[j] = c, order[j].nbytes
                 kept -= order[j].pad if moe_kept else 0
         if w.kind == ONLINE:  # `scaled_fp8_quant` of the 16-bit weight, which is dropped
             q = a.malloc(w.rows * w.row)
             a.free(live[i])
-            live[i] = q
+            live[i], sizes[i] = q, w.rows * w.row
         if w.kind in (FP8_PAD, FP8_TENSOR, FP8_MASK) and fnuz:
             a.free(a.malloc(w.rows * w.row))  # the bool mask
         if w.kind == FP8_TENSOR:  # `per_tensor_dequantize` + `scaled_fp8_quant` per shard
@@ -130,7 +132,9 @@ def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool, moe_kep
     for w in weights:
         if w.kind == KEPT_AFTER:
             a.malloc(w.nbytes)
-    return kept + (a.reserved - a.allocated if cached else 0)
+            sizes.append(w.nbytes)
+    rounding = a.allocated - sum(map(Allocator.rounded, sizes))
+    return kept + rounding + (a.reserved - a.allocated if cached else 0)
 
 
 def fp8_path(q: dict) -> str:
@@ -179,12 +183,13 @@ def decoder_weights(layers: list, t: dict, *, hidden: int, heads: int, vocab: in
                     s: Schemes, first: bool, last: bool, lm_head: bool = True, experts: int = 0,
                     expert_inter: int = 0, mla_kept: bool = False,
                     tower: tuple[int, int, int, bool] | None = None,
-                    tower_tp: int = 1) -> tuple[Weight, ...]:
+                    tower_tp: int = 1, rope_cache: int = 0) -> tuple[Weight, ...]:
     """The large parameters of one pipeline stage on one TP rank, in vLLM's creation (and
     processing) order. `layers`: (cache layer, dense / shared-expert intermediate, has
     routed experts) per decoder layer. Attention is modelled for GQA/MQA and MLA; the
     linears of other mixers are left out. `tower`: a ViT's (hidden, intermediate, blocks,
-    gated MLP), created first and split over `tower_tp` ranks."""
+    gated MLP), created first and split over `tower_tp` ranks. `rope_cache`: the rotary
+    cache's bytes, made by the first attention layer after its projections (`get_rope`)."""
     h, hl = hidden, max(heads // tp, 1)
     nope, rope = int(t.get("qk_nope_head_dim") or 0), int(t.get("qk_rope_head_dim") or 0)
     v_mla, q_lora = int(t.get("v_head_dim") or nope), int(t.get("q_lora_rank") or 0)
@@ -216,6 +221,9 @@ def decoder_weights(layers: list, t: dict, *, hidden: int, heads: int, vocab: in
             kvl, hd, hv = max(layer.num_kv_heads // tp, 1), layer.head_size, layer.head_size_v
             out += [_lin(hl * hd + kvl * (hd + hv), h, s, s.attn, (hl * hd, kvl * hd, kvl * hv)),
                     _lin(h, hl * hv, s, s.attn)]
+        if rope_cache and kind in ("mla", "full", "sliding", "chunked"):
+            out.append(Weight(rope_cache, 1, 1))
+            rope_cache = 0
         routed = bool(moe and experts and expert_inter)
         if routed:
             out.append(Weight(experts, h, s.d))  # router
@@ -232,13 +240,11 @@ def decoder_weights(layers: list, t: dict, *, hidden: int, heads: int, vocab: in
     return tuple(w for w in out + after if w.nbytes > 1 << 20)
 
 
-def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
-                    version: VllmVersion, model_dtype: str,
-                    stages: list[range]) -> tuple[list[int], bool]:
-    """Per stage, what ROCm's load figure adds to the weights on an AMD `gpu`: the
-    post-processing of the weights replayed through the caching allocator; and whether
-    unquantized MoE weights stay padded."""
-    none = [0] * len(stages)
+def _stage_weights(model: Model, arch: ModelArch, a: EngineArgs, version: VllmVersion,
+                   model_dtype: str, stages: list[range], *, rope: int = 0
+                   ) -> tuple[list[tuple[Weight, ...]], Schemes, float]:
+    """Each stage's large parameters on one rank (`decoder_weights`), how the checkpoint's
+    parts are stored, and the routed experts' bytes per parameter."""
     d = dtype_bytes(model_dtype)
     tp, h, ep_on = a.tensor_parallel_size, arch.hidden_size, a.enable_expert_parallel
     wb = weight_bytes(arch, d, a.quantization, model.quant_file)
@@ -249,34 +255,75 @@ def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
         return None if b != 1 else path if serialized else "online"
 
     schemes = Schemes(d, part(wb.linear), part(wb.mlp_bytes), part(wb.expert))
-    # AITER's fused MoE (gfx9) replaces the padded views with shuffled copies
-    # (`rocm_aiter_ops.shuffle_weights`: `.data =` to 0.13, `replace_parameter` from 0.14)
-    shuffle = a.rocm_aiter and a.rocm_aiter_moe and gpu.compute_capability.startswith("gfx9")
-    moe_kept = version.rocm_moe_padding_kept and a.rocm_moe_padding
-    moe_padded = bool(arch.num_experts) and wb.expert == d and moe_kept and not shuffle
-    fp8_pad = a.rocm_fp8_padding and (schemes.attn in PADDED or schemes.mlp in PADDED)
-    if not version.rocm_load_counts_cache and not (fp8_pad or moe_padded):
-        return none, False  # nothing kept, and the load is allocated memory
     moe_i = arch.expert_intermediate_size
     gated = arch.num_experts * 3 * moe_i * h
     pc = count_params(arch).layers
     mla_kept = version.v1 and wb.kv_b_bytes < d
-    tower = (vision_shape(arch.vision_config) if arch.vision_config
-             and not a.language_model_only else None)
+    tower = (vision_shape(arch.vision_config) if arch.vision_config and towers_kept(
+        arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0] else None)
     tower_tp = tp if towers_tp_sharded(arch.architectures, mistral_native=version.
                                        mistral_native_tower(model.id),
                                        encoder_dp=a.mm_encoder_tp_mode == "data") else 1
-    out = []
-    for si, rng in enumerate(stages):
-        ws = decoder_weights(
-            [(arch.layers[i], mlp_intermediate(arch, pc[i]), pc[i].expert == gated)
-             for i in rng], arch.text_config, hidden=h, heads=arch.num_attention_heads,
-            vocab=arch.vocab_size, tp=tp, s=schemes, first=si == 0,
-            last=si == len(stages) - 1, lm_head=not arch.tie_word_embeddings,
-            experts=arch.num_experts // (tp * a.data_parallel_size if ep_on else 1),
-            expert_inter=moe_i // (1 if ep_on else tp), mla_kept=mla_kept,
-            tower=tower, tower_tp=tower_tp)
-        out.append(load_extra(ws, fnuz=fp8_fnuz(gpu.compute_capability),
-                              cached=version.rocm_load_counts_cache, moe_kept=moe_kept,
-                              fp8_pad=a.rocm_fp8_padding, moe_shuffle=shuffle))
-    return out, moe_padded
+    out = [decoder_weights(
+        [(arch.layers[i], mlp_intermediate(arch, pc[i]), pc[i].expert == gated)
+         for i in rng], arch.text_config, hidden=h, heads=arch.num_attention_heads,
+        vocab=arch.vocab_size, tp=tp, s=schemes, first=si == 0,
+        last=si == len(stages) - 1, lm_head=not arch.tie_word_embeddings,
+        experts=arch.num_experts // (a.moe_ranks if ep_on else 1),
+        expert_inter=moe_i // a.expert_tp, mla_kept=mla_kept,
+        tower=tower, tower_tp=tower_tp, rope_cache=rope) for si, rng in enumerate(stages)]
+    return out, schemes, wb.expert
+
+
+def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
+                    version: VllmVersion, model_dtype: str, stages: list[range],
+                    rope: int = 0) -> tuple[list[int], bool]:
+    """Per stage, what ROCm's load figure adds to the weights on an AMD `gpu`: the
+    post-processing of the weights replayed through the caching allocator; and whether
+    unquantized MoE weights stay padded."""
+    d = dtype_bytes(model_dtype)
+    # AITER's fused MoE (gfx9) replaces the padded views with shuffled copies
+    # (`rocm_aiter_ops.shuffle_weights`: `.data =` to 0.13, `replace_parameter` from 0.14)
+    shuffle = a.rocm_aiter and a.rocm_aiter_moe and gpu.compute_capability.startswith("gfx9")
+    moe_kept = version.rocm_moe_padding_kept and a.rocm_moe_padding
+    wb = weight_bytes(arch, d, a.quantization, model.quant_file)
+    moe_padded = bool(arch.num_experts) and wb.expert == d and moe_kept and not shuffle
+    serialized = bool(arch.quantization or model.quant_file)
+    path = fp8_path(arch.quantization or {})
+    fp8_pad = a.rocm_fp8_padding and serialized and path in PADDED and (
+        wb.linear == 1 or wb.mlp_bytes == 1)
+    if not version.rocm_load_counts_cache and not (fp8_pad or moe_padded):
+        # nothing kept, and the load is allocated memory, as on CUDA
+        return load_rounding(model, arch, a, version, model_dtype, stages, rope), False
+    stage_ws, _, _ = _stage_weights(model, arch, a, version, model_dtype, stages, rope=rope)
+    return [load_extra(ws, fnuz=fp8_fnuz(gpu.compute_capability),
+                       cached=version.rocm_load_counts_cache, moe_kept=moe_kept,
+                       fp8_pad=a.rocm_fp8_padding, moe_shuffle=shuffle)
+            for ws in stage_ws], moe_padded
+
+
+@lru_cache(maxsize=32)
+def block_rounding(weights: tuple[Weight, ...]) -> int:
+    """What the caching allocator charges beyond the requests when `weights` are created in
+    order: a request over 10 MiB takes a segment of its own rounded up to 2 MiB, and a
+    remainder of 1 MiB or less is not split off, so it counts in `allocated` ("Model loading
+    took" is `max_memory_allocated`)."""
+    a = Allocator()
+    for w in weights:
+        a.malloc(w.nbytes)
+    return a.allocated - sum(Allocator.rounded(w.nbytes) for w in weights)
+
+
+def load_rounding(model: Model, arch: ModelArch, a: EngineArgs, version: VllmVersion,
+                  model_dtype: str, stages: list[range], rope: int) -> list[int]:
+    """Per stage, the allocator's block rounding of a 16-bit checkpoint's parameters where
+    the load figure is allocated memory (CUDA, ROCm from 0.21; `block_rounding`): 0-164 MiB,
+    e.g. 57 MiB for Qwen2.5-7B (hidden 3584) and none for hidden 4096 / 8192 models, whose
+    tensors are 2 MiB multiples. Quantized checkpoints, whose kernels repack after loading,
+    are left at 0 (on ROCm the post-processing replay counts theirs)."""
+    stage_ws, s, expert = _stage_weights(model, arch, a, version, model_dtype, stages,
+                                         rope=rope)
+    if s.attn or s.mlp or s.expert or (arch.num_experts and expert != s.d) or (
+            arch.quantization or model.quant_file or a.quantization):
+        return [0] * len(stages)
+    return [block_rounding(ws) for ws in stage_ws]

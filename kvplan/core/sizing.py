@@ -296,7 +296,9 @@ class SizeResult:
     lora_bytes: int = 0  # LoRA adapter slots on the most loaded GPU, part of the weights
     draft_bytes: int = 0  # the speculative drafter's weights on the last stage's GPUs
     draft_layers: int = 0  # the drafter's cache-owning layers (in the KV figures)
-    load_extra_bytes: int = 0  # ROCm: what weight post-processing adds to the load figure
+    # what the load figure holds beyond the weights: ROCm's post-processing, CUDA's allocator
+    # block rounding (`core/loadmem.py`)
+    load_extra_bytes: int = 0
     moe_kernel: str | None = None  # fused-MoE kernel kind of the profile run (MoE models)
     moe_workspace_bytes: int = 0  # its scratch at the profile's token count
     sampler_state_bytes: int = 0  # model runner V2's penalty / grammar state, in the activation
@@ -1268,10 +1270,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
     weights[0] += ple_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
     extra, moe_padded = [0] * len(stages), False
-    if gpu.vendor == "amd":  # the replay is imported for AMD GPUs only
+    if gpu.vendor == "amd":  # the replay is imported where it applies only
         from kvplan.core.loadmem import rocm_load_extra
 
-        extra, moe_padded = rocm_load_extra(model, arch, a, gpu, version, model_dtype, stages)
+        extra, moe_padded = rocm_load_extra(model, arch, a, gpu, version, model_dtype, stages,
+                                            rope)
+    elif gpu.vendor == "nvidia" and not model.weights_layout:
+        from kvplan.core.loadmem import load_rounding
+
+        extra = load_rounding(model, arch, a, version, model_dtype, stages, rope)
     if a.rocm_aiter and gpu.vendor == "amd":
         notes.append("VLLM_ROCM_USE_AITER: kvplan models AITER's MoE weight shuffle, not its "
                      "attention and GEMM kernels' share of the profile run")

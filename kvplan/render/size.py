@@ -44,7 +44,7 @@ def render_size(r: SizeResult, stream=None) -> None:
                                          else "checkpoint size") + (
             f" + {fmt_bytes(r.rope_cache_bytes)} rotary cache"
             if r.rope_cache_bytes >= 64 * 2**20 else "") + (
-            f" + {fmt_bytes(r.load_extra_bytes)} ROCm post-processing"
+            f" + {fmt_bytes(r.load_extra_bytes)} held beyond the tensors"
             if r.load_extra_bytes >= 64 * 2**20 else "") + (
             f" + {fmt_bytes(r.lora_bytes)} LoRA slots" if r.lora_bytes and r.version.v1
             else "") + (
