@@ -242,9 +242,8 @@ def decoder_weights(layers: list, t: dict, *, hidden: int, heads: int, vocab: in
 
 def _stage_weights(model: Model, arch: ModelArch, a: EngineArgs, version: VllmVersion,
                    model_dtype: str, stages: list[range], *, rope: int = 0
-                   ) -> tuple[list[tuple[Weight, ...]], Schemes, float]:
-    """Each stage's large parameters on one rank (`decoder_weights`), how the checkpoint's
-    parts are stored, and the routed experts' bytes per parameter."""
+                   ) -> list[tuple[Weight, ...]]:
+    """Each stage's large parameters on one rank (`decoder_weights`)."""
     d = dtype_bytes(model_dtype)
     tp, h, ep_on = a.tensor_parallel_size, arch.hidden_size, a.enable_expert_parallel
     wb = weight_bytes(arch, d, a.quantization, model.quant_file)
@@ -272,7 +271,7 @@ def _stage_weights(model: Model, arch: ModelArch, a: EngineArgs, version: VllmVe
         experts=arch.num_experts // (a.moe_ranks if ep_on else 1),
         expert_inter=moe_i // a.expert_tp, mla_kept=mla_kept,
         tower=tower, tower_tp=tower_tp, rope_cache=rope) for si, rng in enumerate(stages)]
-    return out, schemes, wb.expert
+    return out
 
 
 def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
@@ -295,7 +294,7 @@ def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
     if not version.rocm_load_counts_cache and not (fp8_pad or moe_padded):
         # nothing kept, and the load is allocated memory, as on CUDA
         return load_rounding(model, arch, a, version, model_dtype, stages, rope), False
-    stage_ws, _, _ = _stage_weights(model, arch, a, version, model_dtype, stages, rope=rope)
+    stage_ws = _stage_weights(model, arch, a, version, model_dtype, stages, rope=rope)
     return [load_extra(ws, fnuz=fp8_fnuz(gpu.compute_capability),
                        cached=version.rocm_load_counts_cache, moe_kept=moe_kept,
                        fp8_pad=a.rocm_fp8_padding, moe_shuffle=shuffle)
@@ -321,9 +320,7 @@ def load_rounding(model: Model, arch: ModelArch, a: EngineArgs, version: VllmVer
     e.g. 57 MiB for Qwen2.5-7B (hidden 3584) and none for hidden 4096 / 8192 models, whose
     tensors are 2 MiB multiples. Quantized checkpoints, whose kernels repack after loading,
     are left at 0 (on ROCm the post-processing replay counts theirs)."""
-    stage_ws, s, expert = _stage_weights(model, arch, a, version, model_dtype, stages,
-                                         rope=rope)
-    if s.attn or s.mlp or s.expert or (arch.num_experts and expert != s.d) or (
-            arch.quantization or model.quant_file or a.quantization):
+    if arch.quantization or model.quant_file or a.quantization:
         return [0] * len(stages)
+    stage_ws = _stage_weights(model, arch, a, version, model_dtype, stages, rope=rope)
     return [block_rounding(ws) for ws in stage_ws]
