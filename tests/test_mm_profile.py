@@ -229,3 +229,28 @@ def test_limit_mm_per_prompt_moves_the_profiled_item():
                         max_model_len=32768, max_num_batched_tokens=8192, max_num_seqs=4,
                         limits={"image": 0})
     assert (p.tokens_per_item, p.items, p.modality) == (12288, 1, "video")
+
+
+def test_encoder_data_parallel_runs_a_whole_tower_per_rank():
+    # --mm-encoder-tp-mode data: each rank runs an unsharded tower on its share of the items
+    # (`run_dp_sharded_mrope_vision_model`), so Qwen2.5-VL-7B's one 114,688-token video costs
+    # the TP1 peak on rank 0 at TP2, and the tower's weights sit whole on every GPU
+    m = _model("Qwen/Qwen2.5-VL-7B-Instruct")
+    kw = dict(max_model_len=128000, max_num_batched_tokens=2048, max_num_seqs=256)
+    arch, vision = m.config["architectures"], m.config["vision_config"]
+    one = encoder_profile(arch, vision, tp=1, **kw)
+    dp = encoder_profile(arch, vision, tp=2, encoder_dp=True, **kw)
+    split = encoder_profile(arch, vision, tp=2, **kw)
+    assert dp.encoder_peak == one.encoder_peak > split.encoder_peak
+    # Qwen3.5 inherits `supports_encoder_tp_data` from Qwen3-VL: its 0.86 GiB tower is whole
+    # on both GPUs at TP2 (half of it was counted before)
+    q = _model("Qwen/Qwen3.5-27B")
+    h100 = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 << 20, "9.0")
+    r = [size(q, h100, EngineArgs(tensor_parallel_size=2, mm_encoder_tp_mode=mode))
+         for mode in ("weights", "data")]
+    from kvplan.core.arch import normalize
+    from kvplan.core.params import count_params
+
+    half = count_params(normalize(q.config)).vision  # 2 B a parameter, over 2 GPUs
+    assert (r[1].budget.weights - r[1].load_extra_bytes) - (
+        r[0].budget.weights - r[0].load_extra_bytes) == half == 460727792

@@ -96,10 +96,12 @@ def towers_tp_sharded(architectures: list[str], *, mistral_native: bool = False,
     return not any(a in REPLICATED_TOWERS for a in architectures)
 
 
-# `supports_encoder_tp_data = True` in vLLM 0.33 (`--mm-encoder-tp-mode data` honoured)
+# `supports_encoder_tp_data = True` in vLLM 0.33 (`--mm-encoder-tp-mode data` honoured;
+# Qwen3.5 / 3.6 inherit it from Qwen3-VL, qwen3_5.py 0.30-0.33)
 ENCODER_TP_DATA = frozenset({
     "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
     "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
     "KimiK25ForConditionalGeneration", "KimiVLForConditionalGeneration",
     "Llama4ForConditionalGeneration", "Glm4vForConditionalGeneration",
     "Glm4vMoeForConditionalGeneration", "Step3VLForConditionalGeneration",
@@ -155,18 +157,20 @@ def _items(tokens: int, max_model_len: int, max_num_batched_tokens: int,
 def _tiled_vit(vision: dict[str, Any], *, tp: int, tokens: int, tiles: int, patches: int,
                out_width: int, max_model_len: int, max_num_batched_tokens: int,
                max_num_seqs: int, limit: int, px: PixelBytes, embeddings: int = 0,
-               modality: str = "image", pixel_patches: int = 0) -> EncoderProfile | None:
+               modality: str = "image", pixel_patches: int = 0,
+               ranks: int = 1) -> EncoderProfile | None:
     """A ViT that encodes every dummy item as `tiles` fixed tiles (or frames) of `patches`
     patches each (`pixel_patches` of them carrying pixels, default all), all items in one
     call (`GPUModelRunner.profile_run`); an item takes `tokens` of the budget and leaves
-    `embeddings` (default `tokens`) of `out_width` held for the language model."""
+    `embeddings` (default `tokens`) of `out_width` held for the language model. `ranks`:
+    the GPUs whole items are dealt to (`--mm-encoder-tp-mode data`)."""
     d = int(vision.get("hidden_size") or 0)
     inter = int(vision.get("intermediate_size") or 0)
     patch = int(vision.get("patch_size") or 14)
     if not d or not inter or not patches:
         return None
     items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs, limit)
-    total = items * tiles * patches
+    total = -(-items // ranks) * tiles * patches
     r, extra = inter / d, (1 if tp > 1 else 0)
     attn = 3 + 4 / tp + extra  # input, LayerNorm output, q/k/v (sharded), attention output
     mlp = _gelu_mlp_units(r, tp)
@@ -236,13 +240,18 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
                     max_model_len: int, max_num_batched_tokens: int,
                     max_num_seqs: int, text_hidden: int = 0,
                     limits: dict[str, int] | None = None,
-                    px: PixelBytes = PixelBytes()) -> EncoderProfile | None:
+                    px: PixelBytes = PixelBytes(),
+                    encoder_dp: bool = False) -> EncoderProfile | None:
     """The encoder profile of a Qwen VL, Gemma 3/4 or Llama 4 model (None for other models).
     `limits`: --limit-mm-per-prompt (an unlisted modality allows DEFAULT_MM_LIMIT); `px`:
-    `pixel_bytes`."""
+    `pixel_bytes`. `encoder_dp` (`--mm-encoder-tp-mode data`, where the model supports it):
+    every rank runs a whole tower on its share of the items (`run_dp_sharded_vision_model`,
+    `get_load_balance_assignment`) and gathers all their outputs."""
     qwen2 = any(a in QWEN2_VL for a in architectures)
     qwen3 = any(a in QWEN3_VL for a in architectures)
     lim = {"image": DEFAULT_MM_LIMIT, "video": DEFAULT_MM_LIMIT, **(limits or {})}
+    ranks = tp if encoder_dp and any(a in ENCODER_TP_DATA for a in architectures) else 1
+    tp = 1 if ranks > 1 else tp
     kw = dict(tp=tp, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
               max_num_seqs=max_num_seqs, px=px)
     if vision and any(a in GEMMA4 for a in architectures):
@@ -250,7 +259,7 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     tiled = _gemma3 if any(a in GEMMA3 for a in architectures) else (
         _llama4 if any(a in LLAMA4 for a in architectures) else None)
     if vision and tiled:
-        return tiled(vision, text_hidden=text_hidden, limit=lim["image"], **kw)
+        return tiled(vision, text_hidden=text_hidden, limit=lim["image"], ranks=ranks, **kw)
     if not vision or not (qwen2 or qwen3):
         return None
     d = int(vision.get("hidden_size") or vision.get("embed_dim") or 0)
@@ -277,7 +286,7 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs,
                    lim[modality])
     patches = items * tokens * merge * merge
-    u = patches * d * 2
+    u = -(-items // ranks) * tokens * merge * merge * d * 2
     r, extra = inter / d, (1 if tp > 1 else 0)
     attn = 2 + 8 / tp + 1 + extra
     pix = 3 * t_patch * patch * patch / d * px.during / 2  # the pixels, in U

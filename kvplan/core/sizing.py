@@ -1462,7 +1462,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         enc = encoder_profile(arch.architectures, arch.vision_config, tp=tp, max_model_len=mml,
                               max_num_batched_tokens=mnbt, max_num_seqs=seqs,
                               text_hidden=arch.hidden_size, limits=a.limit_mm_per_prompt,
-                              px=mm_pixel_bytes(arch.architectures, version, v2))
+                              px=mm_pixel_bytes(arch.architectures, version, v2),
+                              encoder_dp=a.mm_encoder_tp_mode == "data")
     act_first = act_inner  # the first stage's (the only one V2 profiles the encoder on)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
         with_enc = [max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB),
