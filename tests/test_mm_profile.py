@@ -254,3 +254,18 @@ def test_encoder_data_parallel_runs_a_whole_tower_per_rank():
     half = count_params(normalize(q.config)).vision  # 2 B a parameter, over 2 GPUs
     assert (r[1].budget.weights - r[1].load_extra_bytes) - (
         r[0].budget.weights - r[0].load_extra_bytes) == half == 460727792
+
+
+def test_pixtral_dense_mask_until_029():
+    # Mistral-Small-3.1 on a B200 (16,384 batched tokens): 5 dummy 1540 x 1540 images, 12,100
+    # patches each, one packed sequence of N = 60,500 through the tower. 0.12-0.28 attend
+    # with a dense [N, N] bf16 mask (no xformers; never on cc 10): 7.32 GB more than 0.29's
+    # mask-free attention. The block peak: (4 + 3 x 4096/1024 + 3.15) x N x 1,024 x 2 B
+    m = _model("mistralai/Mistral-Small-3.1-24B-Instruct-2503")
+    b200 = Gpu("b200", "NVIDIA B200", 183359 << 20, "10.0")
+    block = int(60500 * 1024 * 2 * (4 + 12 + 3.15))
+    for version, mask in (("0.28", 60500 ** 2 * 2), ("0.30", 0)):
+        p = size(m, b200, EngineArgs(), version).vision_profile
+        assert (p.items, p.tokens_per_item) == (5, 3025)
+        assert p.encoder_peak == mask + block
+    # a real 0.20 H200 start of Ministral-3-14B (sweep) moved from +0.09 to +0.00 GiB

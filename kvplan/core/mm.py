@@ -38,6 +38,7 @@ GEMMA3 = ("Gemma3ForConditionalGeneration",)
 LLAMA4 = ("Llama4ForConditionalGeneration",)
 _LLAMA4_MAX_TILES = 16  # the Llama 4 image processor's `max_patches` (preprocessor_config.json)
 GEMMA4 = ("Gemma4ForConditionalGeneration",)
+PIXTRAL = ("Mistral3ForConditionalGeneration", "PixtralForConditionalGeneration")
 _GEMMA4_VIDEO_FRAMES, _GEMMA4_VIDEO_SOFT_TOKENS = 32, 70  # gemma4_mm.py `_VIDEO_MAX_*`
 _GEMMA4_DUMMY_SIDE = 224  # the dummy image / frame (`get_dummy_mm_data`: size unset)
 _GEMMA3_TOKENS_PER_IMAGE = 256  # `mm_tokens_per_image`: 4 x 4 average pooling of 64 x 64 patches
@@ -204,6 +205,35 @@ def _llama4(vision: dict[str, Any], *, text_hidden: int, **kw: Any) -> EncoderPr
                       out_width=text_hidden, pixel_patches=side * side, **kw)
 
 
+def _pixtral(vision: dict[str, Any], *, tp: int, text_hidden: int, limit: int,
+             max_model_len: int, max_num_batched_tokens: int, max_num_seqs: int,
+             px: PixelBytes, dense_mask: bool, ranks: int = 1,
+             merge: int = 2) -> EncoderProfile | None:
+    """Pixtral (Mistral-Small-3.x, Ministral-3; pixtral.py): the dummy image is image_size
+    square (`get_image_size_with_most_features`), (side / merge)^2 embeddings of the text
+    width, and every item's patches go through the tower as one packed sequence. Without
+    xformers (0.12-0.28; from 0.10 on compute capability 10+, where it is not used)
+    attention takes a dense [N, N] bf16 mask (transformers' `generate_block_attention_mask`
+    into `scaled_dot_product_attention`); 0.29 moved to `MMEncoderAttention`. A block's peak
+    is its gated MLP: input, residual, norm, gate_up (2r/TP) and SiluAndMul (r/TP), 4 + 3r/TP
+    units, with about 3.15 more held (conv output, ln_pre, pixels)."""
+    d = int(vision.get("hidden_size") or 0)
+    inter = int(vision.get("intermediate_size") or 0)
+    patch = int(vision.get("patch_size") or 14)
+    side = int(vision.get("image_size") or 0) // patch
+    if not d or not inter or not side:
+        return None
+    tokens = (side // merge) ** 2
+    items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs, limit)
+    n = -(-items // ranks) * side * side
+    units = 4 + 3 * inter / d / tp + (1 if tp > 1 else 0) + 3.15
+    mask = n * n * 2 if dense_mask else 0
+    pixels = items * side * side * 3 * patch * patch * px.after
+    return EncoderProfile(tokens_per_item=tokens, items=items, modality="image",
+                          encoder_peak=int(mask + n * d * 2 * units),
+                          held_for_lm=int(pixels + items * tokens * text_hidden * 2))
+
+
 def _gemma4_soft_tokens(vision: dict[str, Any], side: int, max_soft: int) -> int:
     """Soft tokens of a `side` x `side` image at `max_soft` tokens (gemma4_mm.py
     `_compute_num_soft_tokens`: resized to whole pooling units within max_soft x k^2 patches,
@@ -240,9 +270,10 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
                     max_model_len: int, max_num_batched_tokens: int,
                     max_num_seqs: int, text_hidden: int = 0,
                     limits: dict[str, int] | None = None,
-                    px: PixelBytes = PixelBytes(),
-                    encoder_dp: bool = False) -> EncoderProfile | None:
-    """The encoder profile of a Qwen VL, Gemma 3/4 or Llama 4 model (None for other models).
+                    px: PixelBytes = PixelBytes(), encoder_dp: bool = False,
+                    dense_mask: bool = False, merge: int = 2) -> EncoderProfile | None:
+    """The encoder profile of a Qwen VL, Gemma 3/4, Llama 4 or Pixtral model (None for other
+    models; `dense_mask`, `merge`: Pixtral's, `_pixtral`).
     `limits`: --limit-mm-per-prompt (an unlisted modality allows DEFAULT_MM_LIMIT); `px`:
     `pixel_bytes`. `encoder_dp` (`--mm-encoder-tp-mode data`, where the model supports it):
     every rank runs a whole tower on its share of the items (`run_dp_sharded_vision_model`,
@@ -256,6 +287,9 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
               max_num_seqs=max_num_seqs, px=px)
     if vision and any(a in GEMMA4 for a in architectures):
         return _gemma4(vision, text_hidden=text_hidden, limits=lim, **kw)
+    if vision and any(a in PIXTRAL for a in architectures):
+        return _pixtral(vision, text_hidden=text_hidden, limit=lim["image"], ranks=ranks,
+                        dense_mask=dense_mask, merge=merge, **kw)
     tiled = _gemma3 if any(a in GEMMA3 for a in architectures) else (
         _llama4 if any(a in LLAMA4 for a in architectures) else None)
     if vision and tiled:

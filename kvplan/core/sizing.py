@@ -53,6 +53,7 @@ from kvplan.core.kvspec import (
     state_bytes,
 )
 from kvplan.core.mm import (
+    MISTRAL_NATIVE,
     QWEN2_VL,
     QWEN3_VL,
     EncoderProfile,
@@ -1459,11 +1460,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     enc = None
     if mm_profiled(arch.architectures, version) and v2_mm and not a.skip_mm_profiling and \
             towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]:
-        enc = encoder_profile(arch.architectures, arch.vision_config, tp=tp, max_model_len=mml,
-                              max_num_batched_tokens=mnbt, max_num_seqs=seqs,
+        native = version.mistral_native_tower(model.id)  # a whole tower on every rank
+        enc = encoder_profile(arch.architectures, arch.vision_config,
+                              tp=1 if native and any(x in MISTRAL_NATIVE for x in
+                                                     arch.architectures) else tp,
+                              max_model_len=mml, max_num_batched_tokens=mnbt, max_num_seqs=seqs,
                               text_hidden=arch.hidden_size, limits=a.limit_mm_per_prompt,
                               px=mm_pixel_bytes(arch.architectures, version, v2),
-                              encoder_dp=a.mm_encoder_tp_mode == "data")
+                              encoder_dp=a.mm_encoder_tp_mode == "data",
+                              dense_mask=version.pixtral_dense_mask(cc),
+                              merge=int(model.config.get("spatial_merge_size") or 2))
     act_first = act_inner  # the first stage's (the only one V2 profiles the encoder on)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
         with_enc = [max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB),

@@ -656,6 +656,16 @@ class VllmVersion:
         so large blocks stay whole and releasable."""
         return self.at_least(0, 27) and not self.at_least(0, 31)
 
+    def pixtral_dense_mask(self, compute_capability: str) -> bool:
+        """Pixtral's tower attends with a dense [N, N] mask where xformers is not used
+        (pixtral.py `USE_XFORMERS_OPS`): the wheels require xformers up to 0.11, and it is
+        skipped on compute capability 10+; 0.29 moved to the mask-free `MMEncoderAttention`
+        (read in the 0.9.2-0.33 wheels and their Requires-Dist)."""
+        if self.at_least(0, 29):
+            return False
+        return self.at_least(0, 12) or (self.at_least(0, 10) and cc_major(compute_capability)
+                                        >= 10)
+
     def v2_flashinfer_sampler(self, compute_capability: str, vendor: str = "nvidia",
                               env: bool | None = None, *, in_profile: bool = True) -> bool:
         """0.33's profile samples the warm-up requests (top-k 50, top-p 0.9) through V2's
