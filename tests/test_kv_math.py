@@ -1597,3 +1597,21 @@ def test_blackwell_block_fp8_with_eplb_leaves_trtllm_for_deepgemm():
     kw = dict(fp8_block=True, moe_tp=1, expert_parallel=True)
     assert v.moe_kernel("10.0", **kw) == "flashinfer"  # TRT-LLM, its own per-call scratch
     assert v.moe_kernel("10.0", eplb=True, **kw) == "deepgemm"  # TRT-LLM takes no EPLB
+
+
+def test_sparse_indexer_decode_logits_in_the_graph_pool():
+    # a real 0.26.0 start of GLM-5.2-NVFP4 on 4x GB200 (TP4 + EP, fp8 KV, 819,200 tokens)
+    # estimated 4.99 GiB of CUDA graphs: the largest FULL decode graph (512 rows) holds the
+    # indexer's [512, 819,200] fp32 decode logits, 1,677,721,600 B, in the graph pool
+    from kvplan.core.memory import indexer_decode_logits_bytes
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    assert indexer_decode_logits_bytes(512, 819200) == 512 * 819200 * 4 == 1677721600
+    m, g = resolve_model("nvidia/GLM-5.2-NVFP4"), resolve_gpu("gb200")
+    a = dict(tensor_parallel_size=4, enable_expert_parallel=True, kv_cache_dtype="fp8",
+             gpu_memory_utilization=0.92)
+    long, short = (size(m, g, EngineArgs(max_model_len=n, **a), "0.26") for n in (819200, 8192))
+    assert long.budget.cudagraph - short.budget.cudagraph == 512 * (819200 - 8192) * 4
+    # eager: no graphs, no logits in a pool
+    assert size(m, g, EngineArgs(max_model_len=819200, enforce_eager=True, **a),
+                "0.26").budget.cudagraph == 0

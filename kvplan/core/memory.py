@@ -511,6 +511,24 @@ def cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int,
         mode, pieces)
 
 
+def largest_full_decode(max_num_seqs: int, max_num_batched_tokens: int, **grid: Any) -> int:
+    """Tokens of the largest FULL decode graph (`cudagraph_graphs`' decode sizes): the
+    largest capture size up to max_num_seqs x (1 + k)."""
+    q = grid.get("decode_q", 1)
+    sizes = cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens, **grid)
+    return max((cdiv(x, q) * q for x in sizes if cdiv(x, q) * q <= max_num_seqs * q),
+               default=0)
+
+
+def indexer_decode_logits_bytes(rows: int, max_model_len: int) -> int:
+    """The sparse-MLA indexer's decode logits, [rows, align(max_model_len, 256)] fp32, which
+    DeepGEMM's `fp8_paged_mqa_logits` allocates inside a FULL decode graph and so in the
+    graph pool (`sparse_attn_indexer` decode branch, the 0.20-0.33 wheels; DeepGEMM
+    `csrc/apis/attention.hpp`). Every indexer layer and smaller graph reuses the one block:
+    GLM-5.2 at 819,200 tokens and 512 decode rows, 1.56 GiB."""
+    return rows * cdiv(max_model_len, 256) * 256 * 4
+
+
 def drafter_cudagraph_graphs(max_num_seqs: int, max_num_batched_tokens: int,
                              mode: str, k: int, **grid: Any) -> int:
     """Graphs V2's autoregressive drafters (EAGLE, EAGLE-3, single-module MTP) capture

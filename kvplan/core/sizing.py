@@ -1565,7 +1565,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             notes.append("LoRA: CUDA graphs are captured with and without active adapters "
                          "(twice the graphs)")
         graphs *= cases
-    stack = 0  # DeepSeek-V4's C128 compressor: stack growth, in non-torch and the graph probe
+    # per-GPU graph memory beside the per-layer estimate: DeepSeek-V4's C128 compressor's
+    # stack growth (also in non-torch memory), the sparse indexer's decode logits
+    stack = 0
     c128 = graphs and gpu.vendor == "nvidia" and any(
         getattr(x, "compress_ratio", 0) == 128 for x in arch.layers)
     if c128 and version.dsv4_stack_unmeasured and a.kv_cache_memory_bytes is None:
@@ -1583,6 +1585,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "DeepSeek-V4 on this release: the CUDA stack its C128 compressor kernel "
                      "takes (1.74 GiB on a 132-SM H200, counted twice) is not in this estimate; "
                      "the GPU catalog has no SM count for it")
+    # a DeepSeek-V3.2-style indexer inside the FULL decode graphs (not broken out of them)
+    # leaves its decode logits in the graph pool, counted once in the probe and the capture
+    if (arch.is_sparse_mla and DSV4 not in arch.kinds and "FULL" in graph_mode and graphs
+            and not breakable and gpu.vendor == "nvidia"):
+        logits = M.indexer_decode_logits_bytes(M.largest_full_decode(seqs, mnbt, **grid), mml)
+        stack += logits
+        if logits >= 256 * MiB:
+            notes.append(f"the sparse-MLA indexer's decode logits ({logits / GiB:.2f} GiB: the "
+                         "largest FULL decode graph's rows x max_model_len x fp32) sit in the "
+                         "CUDA-graph pool")
     stage_rows = []
     best: tuple[int, M.Budget, int] | None = None
     profiled = version.subtracts_cudagraph(gpu.vendor) and graphs and v2_graphs
