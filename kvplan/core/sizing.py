@@ -1301,7 +1301,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      + (f"the drafter loads {draft_bytes / GiB:.2f} GiB per GPU"
                         + (" (estimated)" if draft_est else "") + "; " if draft_bytes else "")
                      + "its share of the profile run's peak is not modelled")
-    if max(extra) >= 64 * MiB:
+    if max(extra) >= 64 * MiB and gpu.vendor == "amd":
         notes.append(f"ROCm: vLLM's weight post-processing adds {max(extra) / GiB:.2f} GiB per "
                      "GPU to the load figure (padded copies"
                      + (", and the blocks the caching allocator keeps after them, which ROCm "
