@@ -193,3 +193,24 @@ def test_lora_lm_head_vocabulary_limit():
     with pytest.raises(BadInput, match="up to 258,048"):
         check_lora(big, 4, 16, rank_one=True, dsv4_lora=False, head_wrapped=True)
     check_lora(big, 4, 16, rank_one=True, dsv4_lora=False, head_wrapped=False)
+
+
+def test_gdn_lora_slices_and_v0_slot_placement():
+    # Qwen3.5-27B: each GDN layer's in_proj_qkvz keeps an A per slice (4) and in_proj_ba
+    # per slice (2), and conv1d (4 -> 10,240, a ColumnParallelLinear) is wrapped: 5 x 5,120
+    # + 4 + 10,240 = 35,844 elements a layer per slot and unit of rank beyond one A (0.20+)
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    q = normalize(resolve_model("Qwen/Qwen3.5-27B").config)
+    stages = [range(q.num_layers)]
+    kw = dict(fully_sharded=False, experts=True, embeddings=True)
+    plain, sliced = (lora_elems_per_stage(q, stages, 1, 1, gdn_slices=g, **kw)[0]
+                     for g in (False, True))
+    assert sliced - plain == 48 * (5 * 5120 + 4 + 10240)
+    # V0 0.8+ builds the slots inside the load's memory profiler (PR 14469) and 0.6's
+    # non-torch term catches them: in the budget; only 0.7 builds them after the profile
+    m, t4 = resolve_model("meta-llama/Llama-3.1-8B-Instruct"), resolve_gpu("t4")
+    lora = dict(enable_lora=True, max_loras=4, max_model_len=4096)
+    for version, late in (("0.6.6", False), ("0.7.3", True), ("0.9.2", False)):
+        r = size(m, t4, EngineArgs(**lora), version)
+        assert r.lora_late == late and (r.outside_budget_bytes >= r.lora_bytes) == late

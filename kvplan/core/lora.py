@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kvplan.core.arch import AttnLayer, ModelArch, StateLayer
+from kvplan.core.arch import GDN, AttnLayer, ModelArch, StateLayer
 from kvplan.core.params import count_params, mlp_intermediate, moe_gated
 from kvplan.errors import BadInput
 
@@ -186,12 +186,28 @@ def _attn_elems(t: dict, arch: ModelArch, x: AttnLayer, tp: int, fs: bool,
     return qkv * want("qkv") + o * want("o")
 
 
+def _gdn_extra(arch: ModelArch, x: StateLayer, tp: int, col_a: float) -> float:
+    """What a Gated-DeltaNet layer's LoRA slots hold beyond one A for its in-projections:
+    `MergedColumnParallelLinearWithLoRA` keeps an A per output slice, Qwen3.5/3.6's
+    `in_proj_qkvz` has 4 (key, key, value, value) and `in_proj_ba` 2 (`create_qkvz_proj`,
+    `gqa_interleaved_layout=False`; Qwen3-Next's interleaved projections have one each), and
+    `conv1d` is a `ColumnParallelLinear` (conv kernel -> conv_dim), so it is wrapped too
+    (`qwen_gdn_linear_attn.py`, the 0.20-0.33 wheels). Qwen3.5-27B: 35,836 elements a layer
+    per slot and unit of rank."""
+    conv_dim = 2 * x.k_heads * x.k_dim + x.v_heads * x.v_dim
+    slices = 0 if arch.model_type.startswith("qwen3_next") else 5  # 6 A's, 1 counted
+    return (slices * arch.hidden_size + x.d_conv) * col_a + conv_dim / tp
+
+
 def lora_elems_per_stage(arch: ModelArch, stages: list[range], tp: int, ep: int, *,
                          fully_sharded: bool, experts: bool, embeddings: bool,
-                         targets: frozenset[str] | None = None) -> list[float]:
+                         targets: frozenset[str] | None = None,
+                         gdn_slices: bool = False) -> list[float]:
     """Slot elements on one GPU of each pipeline stage, per adapter slot and unit of rank.
     `experts`: routed experts are wrapped (0.12+); `embeddings`: embed_tokens / lm_head are;
-    `targets`: `target_categories` of --lora-target-modules (None: every module)."""
+    `targets`: `target_categories` of --lora-target-modules (None: every module);
+    `gdn_slices`: Gated-DeltaNet in-projections take an A per packed slice and `conv1d` is
+    wrapped (`_gdn_extra`, 0.20+)."""
     t, h = arch.text_config, arch.hidden_size
     pc = count_params(arch)
     col_a, row_b = (1 / tp, 1 / tp) if fully_sharded else (1.0, 1.0)
@@ -212,6 +228,8 @@ def lora_elems_per_stage(arch: ModelArch, stages: list[range], tp: int, ep: int,
         mixer = lp.state  # Mamba / linear-attention in and out projections
         if (mixer or isinstance(x, StateLayer)) and want("mixer"):
             n += h * col_a + h * row_b + mixer / h / tp
+            if gdn_slices and isinstance(x, StateLayer) and x.kind == GDN:
+                n += _gdn_extra(arch, x, tp, col_a)
         inter = mlp_intermediate(arch, lp)
         if inter:  # dense MLP or shared expert: gate_up (column) and down (row)
             n += (s13 * h * col_a + s13 * inter / tp) * want("gate_up")

@@ -295,6 +295,7 @@ class SizeResult:
     model_runner_v2: bool = False  # the V1 engine's model runner V2 (`use_v2_model_runner`)
     rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
     lora_bytes: int = 0  # LoRA adapter slots on the most loaded GPU, part of the weights
+    lora_late: bool = False  # the slots come after the profile (V0 0.7), not in the weights
     draft_bytes: int = 0  # the speculative drafter's weights on the last stage's GPUs
     draft_layers: int = 0  # the drafter's cache-owning layers (in the KV figures)
     # what the load figure holds beyond the weights: ROCm's post-processing, CUDA's allocator
@@ -1287,8 +1288,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     weights = [w + q for w, q in zip(weights, KF.load_buffers(
         arch, dts, a, stages, seqs, mnbt, cc, version, notes))]
     lora = _lora_bytes(arch, a, version, stages, dtype_bytes(model_dtype), notes, gpu.vendor)
-    late_lora = 0 if version.v1 else max(lora)  # V0 builds the slots after the profile
-    if version.v1:
+    # V0 0.7 builds the slots after its profile (vLLM issue 14450); 0.8+ inside the load's
+    # `DeviceMemoryProfiler` (PR 14469), and 0.6's non-torch term catches them
+    lora_late = not version.v1 and version.at_least(0, 7) and not version.at_least(0, 8)
+    late_lora = max(lora) if lora_late else 0
+    if not lora_late:
         weights = [w + x for w, x in zip(weights, lora)]
     draft_bytes = 0
     if spec:
@@ -1842,7 +1846,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         drafter_cudagraph_graphs=draft_graphs if bud.cudagraph else 0,
         breakable_cudagraph=breakable and graph_mode != "NONE", model_runner_v2=v2,
         engine_note=engine_note,
-        rope_cache_bytes=rope, lora_bytes=max(lora), draft_bytes=draft_bytes,
+        rope_cache_bytes=rope, lora_bytes=max(lora), lora_late=lora_late,
+        draft_bytes=draft_bytes,
         draft_layers=len(drafted),
         load_extra_bytes=max(extra),
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
@@ -1880,13 +1885,14 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
                vocab_limit=258048 if version.at_least(0, 17) else 257024)
     elems = lora_elems_per_stage(arch, stages, tp, ep, fully_sharded=a.fully_sharded_loras,
                                  experts=version.at_least(0, 12), embeddings=emb,
-                                 targets=targets)
+                                 targets=targets, gdn_slices=version.at_least(0, 20))
     out = [int(e * a.max_loras * a.max_lora_rank * d) for e in elems]
     notes.append(f"LoRA: {a.max_loras} adapter slot(s) of rank {a.max_lora_rank} take "
                  f"{max(out) / GiB:.2f} GiB per GPU " + (
-                     "at load (in the weights)" if version.v1 else
-                     "after the KV cache is sized (V0 builds them after its profile run, vLLM "
-                     "issue 14450: they must fit in what gpu_memory_utilization leaves)")
+                     "after the KV cache is sized (V0 0.7 builds them after its profile run, "
+                     "vLLM issue 14450: they must fit in what gpu_memory_utilization leaves)"
+                     if not version.v1 and version.at_least(0, 7) and not version.at_least(0, 8)
+                     else "at load (in the weights)")
                  + "; the number of registered adapters does not matter, they wait in host "
                  "memory")
     return out

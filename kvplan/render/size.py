@@ -46,7 +46,8 @@ def render_size(r: SizeResult, stream=None) -> None:
             if r.rope_cache_bytes >= 64 * 2**20 else "") + (
             f" + {fmt_bytes(r.load_extra_bytes)} held beyond the tensors"
             if r.load_extra_bytes >= 64 * 2**20 else "") + (
-            f" + {fmt_bytes(r.lora_bytes)} LoRA slots" if r.lora_bytes and r.version.v1
+            f" + {fmt_bytes(r.lora_bytes)} LoRA slots"
+            if r.lora_bytes and not r.lora_late
             else "") + (
             f" + {fmt_bytes(r.draft_bytes)} drafter" if r.draft_bytes else "")),
         ("activation peak", b.activation, "magenta", "profile run (empirical)" + (
