@@ -850,8 +850,30 @@ def test_decode_context_parallel_shards_tokens_not_memory():
         run(DEEPSEEK_V3, tensor_parallel_size=8, decode_context_parallel_size=3,
             kv_cache_memory_bytes=kv)
     with pytest.raises(BadInput, match="DCP not support sliding window"):
-        run(GEMMA2_9B, tensor_parallel_size=2, decode_context_parallel_size=2,
+        run(GEMMA2_9B, tensor_parallel_size=16, decode_context_parallel_size=2,
             kv_cache_memory_bytes=GiB)
+    # GQA (`verify_with_parallel_config`, 0.12+): TP above the KV heads, DCP <= TP / KV heads
+    for tp, d, why in ((2, 2, "above the model's 8 KV heads"), (16, 4, "largest DCP")):
+        with pytest.raises(BadInput, match=why):
+            run(LLAMA31_8B, tensor_parallel_size=tp, decode_context_parallel_size=d,
+                kv_cache_memory_bytes=GiB)
+    with pytest.raises(BadInput, match="MLA's returns the decode LSE"):
+        run(LLAMA31_8B, version="0.11", tensor_parallel_size=16, decode_context_parallel_size=2,
+            kv_cache_memory_bytes=GiB)
+    # 16 GPUs of Llama-3.1-8B: one KV head replicated a GPU, each request's tokens over 2
+    r = run(LLAMA31_8B, tensor_parallel_size=16, decode_context_parallel_size=2,
+            kv_cache_memory_bytes=GiB, max_model_len=8192)
+    assert r.blocks_per_request == 8192 // 32
+    # a hybrid from 0.26: the attention KV is sharded, the GDN states stay whole (Qwen3-Next
+    # at TP4 on an H100: 820 attention blocks a request become cdiv(262,144, 640) = 410)
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    nxt, h100 = resolve_model("Qwen/Qwen3-Next-80B-A3B-Instruct"), resolve_gpu("h100")
+    r = size(nxt, h100, EngineArgs(tensor_parallel_size=4, decode_context_parallel_size=2))
+    assert (r.blocks_per_request, r.kv_cache_tokens) == (410 + 9, 5171556)
+    with pytest.raises(BadInput, match="from vLLM 0.26"):
+        size(nxt, h100, EngineArgs(tensor_parallel_size=4, decode_context_parallel_size=2),
+             "0.25")
 
 
 def test_only_the_last_pipeline_stage_profiles_the_sampler():
@@ -1514,10 +1536,16 @@ def test_kv_dtypes_no_backend_takes():
         size(lite, mi, EngineArgs(kv_cache_dtype="fp8_e5m2"))
     # Hopper sparse MLA with DCP: FLASHMLA_SPARSE (FA's sparse MLA refuses DCP) needs the
     # fp8_ds_mla cache ("DCP for FlashMLA sparse requires an fp8_ds_mla kv-cache", 0.29+)
-    dcp = EngineArgs(tensor_parallel_size=8, decode_context_parallel_size=8)
+    dcp = EngineArgs(tensor_parallel_size=8, decode_context_parallel_size=4)
     with pytest.raises(BadInput, match="decode context parallelism only on an fp8_ds_mla"):
         size(v32, resolve_gpu("h200"), dcp)
-    assert size(v32, resolve_gpu("h200"), replace(dcp, kv_cache_dtype="fp8")).fits
+    # FLASHMLA_SPARSE's DCP: 16 local heads gathered over 4 ranks fit one 64-head kernel
+    # (3,695,616 tokens), over 8 (128) they do not
+    assert size(v32, resolve_gpu("h200"), replace(dcp, kv_cache_dtype="fp8")
+                ).kv_cache_tokens == 3695616
+    with pytest.raises(BadInput, match="within one 64-head decode kernel"):
+        size(v32, resolve_gpu("h200"), replace(dcp, kv_cache_dtype="fp8",
+                                               decode_context_parallel_size=8))
 
 
 def test_flashmla_sparse_workspace_with_an_fp8_ds_mla_cache():

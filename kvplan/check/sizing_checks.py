@@ -299,7 +299,8 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
     if a.enable_expert_parallel and a2a not in ("", "naive", "allgather_reducescatter",
                                                   "passthrough"):
         smaller.append(f"the {a2a} all-to-all buffers of expert parallelism")
-    other = ["the KV split of --prefill-context-parallel-size"] if str(
+    other = ["--prefill-context-parallel-size (its extra GPUs per replica and MoE ranks; it "
+             "does not split the KV cache)"] if str(
         p.values.get("prefill_context_parallel_size") or "1") != "1" else []
     backend = p.values.get("attention_backend") or p.env_value("VLLM_ATTENTION_BACKEND")
     if backend:  # the block size is the chosen backend's (methodology §3, "Block size")

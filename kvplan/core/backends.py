@@ -237,3 +237,64 @@ def check_rocm_sparse_mla(*, requested_kv: str, block_size: int | None, vendor: 
     if not version.at_least(0, 18) and block_size != 1:
         raise BadInput(f"vLLM {version.text} on ROCm runs sparse MLA with block size 1 only",
                        hint="use --block-size 1 or vLLM 0.18+", flag="block_size")
+
+
+def check_dcp(arch: ModelArch, *, dcp: int, tp: int, kv: str, cc: str, vendor: str,
+              version: VllmVersion) -> None:
+    """Refuse decode context parallelism where vLLM does (read in the 0.10.2-0.33 wheels):
+    * GQA / MQA / MHA models (`ModelConfig.verify_with_parallel_config`, an assert in
+      0.12-0.26, a ValueError from 0.27): TP above the KV heads, DCP at most TP / KV heads,
+      and query heads per KV head divisible by DCP; before 0.12 no non-MLA backend returns
+      the decode LSE DCP needs, nor do ROCm's or those below compute capability 8.0.
+    * Sparse MLA: not on ROCm (`ROCM_AITER_MLA_SPARSE.supports_dcp` False); on Hopper 0.28
+      neither sparse backend returns the LSE; on Hopper from 0.29 FLASHMLA_SPARSE takes only
+      an fp8_ds_mla cache, and wherever it runs (fp8_ds_mla) the local heads must be under
+      32 and pad with their DCP-gathered count to one decode kernel (local x DCP <= 64),
+      and GLM-5's a2a DCP default is refused in 0.29-0.32 ("only validated with the default
+      'ag_rs' DCP comm backend")."""
+    if dcp <= 1:
+        return
+    hint = "drop -dcp, or use a size vLLM accepts"
+
+    def no(why: str) -> BadInput:
+        return BadInput(f"vLLM {version.text} refuses --decode-context-parallel-size {dcp} "
+                        f"here: {why}", hint=hint, flag="decode_context_parallel_size")
+
+    if not arch.is_mla:
+        if not version.at_least(0, 12):
+            raise no("no attention backend but MLA's returns the decode LSE DCP needs "
+                     "(0.12+ for other models)")
+        if vendor != "nvidia" or cc_major(cc) < 8:
+            raise no("its attention backends on this GPU (Triton / ROCm) do not support DCP")
+        attn = next((x for x in arch.layers if isinstance(x, AttnLayer)), None)
+        kvh, heads = (attn.num_kv_heads if attn else 0), arch.num_attention_heads
+        if kvh and tp <= kvh:
+            raise no(f"DCP for GQA/MQA needs --tensor-parallel-size ({tp}) above the model's "
+                     f"{kvh} KV heads")
+        if kvh and dcp > tp // kvh:
+            raise no(f"the largest DCP for TP {tp} and {kvh} KV heads is {tp // kvh}")
+        if kvh and heads and (heads // kvh) % dcp:
+            raise no(f"the {heads // kvh} query heads per KV head are not divisible by it")
+        return
+    if not arch.is_sparse_mla or DSV4 in arch.kinds:
+        return
+    if vendor == "amd":
+        raise no("ROCm's sparse MLA backend (ROCM_AITER_MLA_SPARSE) does not support DCP")
+    major = cc_major(cc)
+    if major == 9 and version.at_least(0, 28) and not version.at_least(0, 29):
+        raise no("neither Hopper sparse MLA backend returns the decode LSE DCP needs")
+    if major == 9 and kv != "fp8_ds_mla" and version.at_least(0, 29):
+        # FlashAttention's sparse MLA refuses DCP, so FLASHMLA_SPARSE runs, whose
+        # `__init__` raises: "DCP for FlashMLA sparse requires an fp8_ds_mla kv-cache"
+        raise BadInput(f"vLLM {version.text} on Hopper runs sparse MLA with decode context "
+                       "parallelism only on an fp8_ds_mla cache",
+                       hint="add --kv-cache-dtype fp8, or drop -dcp",
+                       flag="decode_context_parallel_size")
+    if kv == "fp8_ds_mla" and version.at_least(0, 29):  # FLASHMLA_SPARSE
+        local = max(1, arch.num_attention_heads // tp)
+        if local >= 32 or local * dcp > 64:
+            raise no(f"FlashMLA sparse needs the {local} local heads under 32 and, gathered "
+                     f"over DCP ({local * dcp}), within one 64-head decode kernel")
+        if "GlmMoeDsaForCausalLM" in arch.architectures and not version.at_least(0, 33):
+            raise no("GLM-5 defaults to the a2a DCP backend, which FlashMLA sparse refuses "
+                     "(vLLM's --dcp-comm-backend ag_rs, not modelled, avoids it)")

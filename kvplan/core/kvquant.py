@@ -129,7 +129,7 @@ def check_supported(kv: str, *, version_at_least, vendor: str, cc: str, is_mla: 
         raise no("no MLA backend stores it", hint="use --kv-cache-dtype auto, fp8 or, for "
                  "sparse MLA on Blackwell (0.30+), nvfp4_ds_mla")
     if dcp > 1 and (kv not in PER_TOKEN_HEAD + NVFP4 or (
-            kv in PER_TOKEN_HEAD and version_at_least(0, 30)) or (kv in NVFP4 and cc_major != 10)):
+            kv in PER_TOKEN_HEAD) or (kv in NVFP4 and cc_major != 10)):
         raise no("its backend does not support decode context parallelism",
                  hint="drop -dcp or use another --kv-cache-dtype")
     if kv in PER_TOKEN_HEAD:

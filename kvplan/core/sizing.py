@@ -443,19 +443,24 @@ def batch_defaults(gpu: Gpu, version: VllmVersion, usage: str, world_size: int) 
     return (2048 if serve else 8192), 256
 
 
-def _dcp_specs(specs: list[Spec | None], dcp: int) -> list[Spec | None]:
+def _dcp_specs(specs: list[Spec | None], dcp: int, version: VllmVersion
+               ) -> list[Spec | None]:
     """Decode context parallelism: each rank keeps every `dcp`-th token of a request, so a
     block spans `block_size x dcp` tokens (`resolve_dcp_kv_block_size`); full attention and
-    MLA only (vLLM 0.11 asserts it off for sliding windows)."""
+    MLA only (vLLM 0.11 asserts it off for sliding windows). From 0.26 a hybrid's Mamba /
+    linear-attention states stay whole on every rank (`HybridKVCacheCoordinator`: "DCP
+    shards full-attention KV across ranks and replicates Mamba state")."""
     kinds = {s.kind for s in specs if s is not None}
     if SLIDING in kinds:  # `SlidingWindowSpec.max_memory_usage_bytes` (0.33)
         raise BadInput(f"vLLM refuses --decode-context-parallel-size {dcp} for a model with "
                        "sliding-window layers ('DCP not support sliding window')",
                        hint="drop -dcp", flag="decode_context_parallel_size")
-    if kinds - {FULL, MLA, INDEXER}:
+    states = {s.kind for s in specs if s is not None and s.is_state}
+    if kinds - {FULL, MLA, INDEXER} - (states if version.at_least(0, 26) else set()):
         raise BadInput(f"kvplan models --decode-context-parallel-size {dcp} for full-attention "
-                       f"and MLA layers only; this model also has {', '.join(sorted(kinds))}")
-    return [None if s is None else replace(s, dcp=dcp) for s in specs]
+                       f"and MLA layers (and, from vLLM 0.26, beside Mamba / linear-attention "
+                       f"states) only; this model also has {', '.join(sorted(kinds))}")
+    return [s if s is None or s.is_state else replace(s, dcp=dcp) for s in specs]
 
 
 def _validate_act_order(arch: ModelArch, version: VllmVersion) -> None:
@@ -1219,15 +1224,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                     all_states=mode == "all",
                                     disable_hybrid=disable_hybrid)
     if a.decode_context_parallel_size > 1:
-        if (arch.is_sparse_mla and kv != "fp8_ds_mla" and gpu.vendor == "nvidia"
-                and cc_major(cc) == 9 and version.at_least(0, 29)):
-            # FlashAttention's sparse MLA refuses DCP, so FLASHMLA_SPARSE runs, whose
-            # `__init__` raises: "DCP for FlashMLA sparse requires an fp8_ds_mla kv-cache"
-            raise BadInput(f"vLLM {version.text} on Hopper runs sparse MLA with decode context "
-                           "parallelism only on an fp8_ds_mla cache",
-                           hint="add --kv-cache-dtype fp8, or drop -dcp",
-                           flag="decode_context_parallel_size")
-        specs = _dcp_specs(specs, a.decode_context_parallel_size)
+        BK.check_dcp(arch, dcp=a.decode_context_parallel_size, tp=tp, kv=kv, cc=cc,
+                     vendor=gpu.vendor, version=version)
+        specs = _dcp_specs(specs, a.decode_context_parallel_size, version)
     if spec and version.at_least(0, 28) and SD.multi_module_mtp(arch, spec):
         # 0.28+ keep k - 1 more tokens inside every sliding window for a chain of MTP modules
         # (`SlidingWindowSpec.extra_retained_tokens`; 0.33 `num_prefill_lookahead_tokens`)
