@@ -214,3 +214,14 @@ def test_gdn_lora_slices_and_v0_slot_placement():
     for version, late in (("0.6.6", False), ("0.7.3", True), ("0.9.2", False)):
         r = size(m, t4, EngineArgs(**lora), version)
         assert r.lora_late == late and (r.outside_budget_bytes >= r.lora_bytes) == late
+
+
+def test_embedding_lora_by_release():
+    # Qwen3 declares `embedding_modules` from 0.16 (qwen3.py): embed_tokens and lm_head take
+    # slots, A/B of 151,936 + 4,096 elements each per slot and unit of rank
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h100 = resolve_model("Qwen/Qwen3-8B"), resolve_gpu("h100")
+    a = EngineArgs(enable_lora=True, max_loras=4, max_lora_rank=64, max_model_len=8192)
+    old, new = (size(m, h100, a, v).lora_bytes for v in ("0.15.1", "0.16"))
+    assert new - old == 2 * (151936 + 4096) * 4 * 64 * 2

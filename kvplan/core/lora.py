@@ -89,11 +89,23 @@ NO_LORA = frozenset({
     "Step3p7ForConditionalGeneration", "StepVLForConditionalGeneration", "Zamba2ForCausalLM"})
 
 
-def embeddings_wrapped(architectures: list[str], *, mistral_as_llama: bool) -> bool:
-    """Whether vLLM wraps embed_tokens and lm_head (`EMBEDDING_LORA`); MistralForCausalLM
-    ran as LlamaForCausalLM before 0.16 (`mistral_as_llama`)."""
+# the release whose model class first declares `embedding_modules`, where later than 0.12
+# (qwen3.py, qwen3_moe.py from 0.16; qwen3_5.py from 0.29; the 0.12-0.33 wheels)
+EMBEDDING_LORA_SINCE = {
+    **dict.fromkeys(("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3VLForConditionalGeneration",
+                     "Qwen3VLMoeForConditionalGeneration"), (0, 16)),
+    **dict.fromkeys(("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
+                     "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"),
+                    (0, 29))}
+
+
+def embeddings_wrapped(architectures: list[str], release: tuple[int, int]) -> bool:
+    """Whether vLLM wraps embed_tokens and lm_head (`EMBEDDING_LORA`, from the release in
+    `EMBEDDING_LORA_SINCE`); MistralForCausalLM ran as LlamaForCausalLM before 0.15, whose
+    own class declares none."""
     archs = set(architectures)
-    return bool(archs & EMBEDDING_LORA) or (mistral_as_llama and "MistralForCausalLM" in archs)
+    return any(release >= EMBEDDING_LORA_SINCE.get(x, (0, 0)) for x in archs & EMBEDDING_LORA
+               ) or (release < (0, 15) and "MistralForCausalLM" in archs)
 
 
 def check_lora(arch: ModelArch, max_loras: int, rank: int, *, rank_one: bool,

@@ -1873,7 +1873,7 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
                        flag="lora_target_modules")
     tp = a.tensor_parallel_size
     ep = tp * a.data_parallel_size if a.enable_expert_parallel else 1
-    emb = embeddings_wrapped(arch.architectures, mistral_as_llama=not version.at_least(0, 16))
+    emb = embeddings_wrapped(arch.architectures, version.v[:2])
     targets = target_categories(a.lora_target_modules)
     check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 12),
                dsv4_lora=vendor == "nvidia" and version.at_least(0, 29), tp=tp,
