@@ -225,3 +225,20 @@ def test_embedding_lora_by_release():
     a = EngineArgs(enable_lora=True, max_loras=4, max_lora_rank=64, max_model_len=8192)
     old, new = (size(m, h100, a, v).lora_bytes for v in ("0.15.1", "0.16"))
     assert new - old == 2 * (151936 + 4096) * 4 * 64 * 2
+
+
+def test_lora_moves_unquantized_experts_off_flashinfer():
+    # `select_unquantized_moe_backend`'s LoRA branch (0.24+): Triton, except the TRT-LLM LoRA
+    # experts on SM100 (0.27+) when the intermediate per GPU is a multiple of 128
+    # (Qwen3-30B-A3B: 768 at TP1 keeps FlashInfer, 192 at TP4 does not)
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, b200 = resolve_model("Qwen/Qwen3-30B-A3B"), resolve_gpu("b200")
+
+    def kernel(tp, lora, version="0.33"):
+        return size(m, b200, EngineArgs(tensor_parallel_size=tp, enable_lora=lora),
+                    version).to_json()["moe_kernel"]
+
+    assert (kernel(1, True), kernel(4, True), kernel(4, False)) == (
+        "flashinfer", "modular", "flashinfer")
+    assert kernel(1, True, "0.26") == "modular"  # before the TRT-LLM LoRA experts

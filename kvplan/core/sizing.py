@@ -1968,7 +1968,11 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         expert_parallel=a.enable_expert_parallel, vendor=gpu.vendor, backend=a.moe_backend,
         nvfp4=is_nvfp4(expert_bytes), mxfp4=qm == "mxfp4", wna16=wna16,
         fp8_tensor=fi_moe_fp8(a, version) and fp8_tensor_experts(arch, model.quant_file),
-        unquantized=expert_bytes == 2, dp=a.data_parallel_size, eplb=a.enable_eplb)
+        unquantized=expert_bytes == 2, dp=a.data_parallel_size, eplb=a.enable_eplb,
+        lora_triton=a.enable_lora and version.at_least(0, 24) and not (
+            cc_major(gpu.compute_capability) == 10 and version.at_least(0, 27)
+            and (arch.moe_intermediate_size or arch.intermediate_size) // a.expert_tp % 128
+            == 0))
     physical = arch.num_experts + (a.eplb_num_redundant_experts if a.enable_eplb else 0)
     experts = physical // a.moe_ranks if a.enable_expert_parallel else arch.num_experts
     # NVFP4 experts: FlashInfer's TRT-LLM kernel on SM100 writes an M x K output, its CUTLASS

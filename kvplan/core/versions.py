@@ -262,7 +262,7 @@ class VllmVersion:
                    expert_parallel: bool, vendor: str = "nvidia", backend: str = "auto",
                    nvfp4: bool = False, mxfp4: bool = False, wna16: bool = False,
                    fp8_tensor: bool = False, unquantized: bool = False, dp: int = 1,
-                   eplb: bool = False) -> str:
+                   eplb: bool = False, lora_triton: bool = False) -> str:
         """Which fused-MoE experts kernel the profile run uses (`memory.MOE_KERNELS`), read
         in the 0.11.0-0.19.0 wheels:
         * 0.11.0: `fused_experts_impl`, scratch allocated per call; with expert parallelism
@@ -283,7 +283,10 @@ class VllmVersion:
           Weight-only int experts (AWQ, GPTQ, compressed-tensors W4A16) call the Marlin
           function, which allocates per call, until `oracle/int_wna16.py` (absent in the
           0.19.0 wheel, present in 0.20.2) moves them to the modular kernel.
-        * 0.20+: unquantized experts go to FlashInfer (`fi_bf16_moe`).
+        * 0.20+: unquantized experts go to FlashInfer (`fi_bf16_moe`); with LoRA they take
+          Triton (`lora_triton`: `select_unquantized_moe_backend`'s LoRA branch, 0.24+,
+          except its TRT-LLM LoRA experts on SM100 from 0.27 when the intermediate per GPU
+          is a multiple of 128).
         * 0.16+: static per-tensor FP8 experts (ModelOpt FP8) go to FlashInfer's CUTLASS
           kernel on SM90 and the SM100/110/120 families (`select_fp8_moe_backend`:
           FLASHINFER_TRTLLM, then FLASHINFER_CUTLASS, whose `_supports_quant_scheme` takes
@@ -307,7 +310,7 @@ class VllmVersion:
             if major == 9:
                 return "oai_triton"
         if (fp8_tensor and self.fi_fp8_moe(compute_capability)) or (
-                unquantized and self.fi_bf16_moe(compute_capability, dp)):
+                unquantized and self.fi_bf16_moe(compute_capability, dp) and not lora_triton):
             return "flashinfer"
         hopper_fp8 = fp8_block and major == 9
         if wna16 and not self.at_least(0, 20):
