@@ -242,3 +242,15 @@ def test_lora_moves_unquantized_experts_off_flashinfer():
     assert (kernel(1, True), kernel(4, True), kernel(4, False)) == (
         "flashinfer", "modular", "flashinfer")
     assert kernel(1, True, "0.26") == "modular"  # before the TRT-LLM LoRA experts
+
+
+def test_lora_with_a_drafter_needs_the_token_budget():
+    # `create_engine_config` (0.12+): LoRA and speculative decoding need
+    # max_num_batched_tokens >= max_num_seqs x (1 + k): 8,192 < 1,024 x 9 on an H100
+    from kvplan.core.specdec import SpecDecode
+
+    a = EngineArgs(enable_lora=True, speculative=SpecDecode("ngram", 8), max_model_len=8192)
+    with pytest.raises(BadInput, match="9216"):
+        size(Model("llama", LLAMA31_8B), H100, a)
+    assert size(Model("llama", LLAMA31_8B), H100, EngineArgs(
+        enable_lora=True, speculative=SpecDecode("ngram", 7), max_model_len=8192)).fits

@@ -1116,6 +1116,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if spec.method == SD.DSPARK:
             SD.check_dspark(arch, spec, version, a.pipeline_parallel_size)
         SD.check_scheduled_tokens(spec, version, mnbt, seqs)
+        k = spec.num_speculative_tokens
+        if a.enable_lora and version.at_least(0, 12) and mnbt < seqs * (k + 1):
+            # `EngineArgs.create_engine_config`: "Consider increasing max_num_batched_tokens
+            # or decreasing num_speculative_tokens" (the 0.12-0.33 wheels)
+            raise BadInput(f"vLLM refuses LoRA with speculative decoding when "
+                           f"--max-num-batched-tokens {mnbt} is below --max-num-seqs {seqs} x "
+                           f"(1 + k={k}) = {seqs * (k + 1)}",
+                           hint="raise --max-num-batched-tokens or lower --max-num-seqs",
+                           flag="max_num_batched_tokens")
         k_spec, drafted = spec.num_speculative_tokens, SD.draft_layers(arch, spec)
         karch = replace(arch, layers=SD.widen_states(arch.layers, k_spec, version) + drafted)
 
