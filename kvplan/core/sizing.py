@@ -1115,16 +1115,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         a = replace(a, speculative=spec)  # vLLM's default k filled in
         if spec.method == SD.DSPARK:
             SD.check_dspark(arch, spec, version, a.pipeline_parallel_size)
-        SD.check_scheduled_tokens(spec, version, mnbt, seqs)
-        k = spec.num_speculative_tokens
-        if a.enable_lora and version.at_least(0, 12) and mnbt < seqs * (k + 1):
-            # `EngineArgs.create_engine_config`: "Consider increasing max_num_batched_tokens
-            # or decreasing num_speculative_tokens" (the 0.12-0.33 wheels)
-            raise BadInput(f"vLLM refuses LoRA with speculative decoding when "
-                           f"--max-num-batched-tokens {mnbt} is below --max-num-seqs {seqs} x "
-                           f"(1 + k={k}) = {seqs * (k + 1)}",
-                           hint="raise --max-num-batched-tokens or lower --max-num-seqs",
-                           flag="max_num_batched_tokens")
+        SD.check_scheduled_tokens(spec, version, mnbt, seqs, lora=a.enable_lora)
         k_spec, drafted = spec.num_speculative_tokens, SD.draft_layers(arch, spec)
         karch = replace(arch, layers=SD.widen_states(arch.layers, k_spec, version) + drafted)
 

@@ -305,9 +305,13 @@ def parallel_draft_slots(spec: SpecDecode, version: VllmVersion) -> int:
     return spec.num_speculative_tokens - 1
 
 
-def check_scheduled_tokens(spec: SpecDecode, version: VllmVersion, mnbt: int, seqs: int) -> None:
+def check_scheduled_tokens(spec: SpecDecode, version: VllmVersion, mnbt: int, seqs: int, *,
+                           lora: bool = False) -> None:
     """vLLM refuses to start when the draft slots leave no scheduled tokens
-    (`_set_max_num_scheduled_tokens`: max_num_batched_tokens - slots x max_num_seqs <= 0)."""
+    (`_set_max_num_scheduled_tokens`: max_num_batched_tokens - slots x max_num_seqs <= 0),
+    and, with LoRA (0.12+, `EngineArgs.create_engine_config`: "Consider increasing
+    max_num_batched_tokens or decreasing num_speculative_tokens"), when the budget is below
+    max_num_seqs x (1 + k)."""
     slots = parallel_draft_slots(spec, version)
     if slots and mnbt - slots * seqs <= 0:
         raise BadInput(f"{spec.method} with k={spec.num_speculative_tokens} keeps {slots} draft "
@@ -316,6 +320,13 @@ def check_scheduled_tokens(spec: SpecDecode, version: VllmVersion, mnbt: int, se
                        f"{version.text} refuses to start",
                        hint=f"raise --max-num-batched-tokens above {slots * seqs} or lower "
                             "--max-num-seqs", flag="max_num_batched_tokens")
+    need = seqs * (spec.num_speculative_tokens + 1)
+    if lora and version.at_least(0, 12) and mnbt < need:
+        raise BadInput(f"vLLM refuses LoRA with speculative decoding when "
+                       f"--max-num-batched-tokens {mnbt} is below --max-num-seqs {seqs} x "
+                       f"(1 + k={spec.num_speculative_tokens}) = {need}",
+                       hint="raise --max-num-batched-tokens or lower --max-num-seqs",
+                       flag="max_num_batched_tokens")
 
 
 def multi_module_mtp(arch: ModelArch, spec: SpecDecode) -> bool:
