@@ -1320,11 +1320,12 @@ def test_033_defaults_gb10_small_tier_rocm_v2_and_removed_architectures():
     from kvplan.sources.resolve import resolve_gpu, resolve_model
 
     llama = resolve_model("meta-llama/Llama-3.1-8B-Instruct")
-    # 0.33 `get_batch_defaults`: GB10 (cc 12.1) stays on the small tier despite its memory
-    r = size(llama, resolve_gpu("gb10"), EngineArgs(max_model_len=8192), "0.33")
-    assert (r.max_num_batched_tokens, r.max_num_seqs) == (2048, 256)
-    r = size(llama, resolve_gpu("gb10"), EngineArgs(max_model_len=8192), "0.32")
-    assert (r.max_num_batched_tokens, r.max_num_seqs) == (8192, 1024)
+    # 0.33 `get_batch_defaults`: GB10 (cc 12.1) stays on the small tier despite its memory;
+    # before, NVML has no memory info for it and the defaults see 0 bytes (the GB10 logs'
+    # 2,048 tokens and 512-token capture grid)
+    for version in ("0.33", "0.32", "0.20", "0.11"):
+        r = size(llama, resolve_gpu("gb10"), EngineArgs(max_model_len=8192), version)
+        assert (r.max_num_batched_tokens, r.max_num_seqs) == (2048, 256)
     # `ROCM_DEFAULT_MRV1_ARCHITECTURES` kept DeepSeek-V3.2 on V1 in 0.29-0.31 only
     v32, mi = resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("mi300x")
     a = EngineArgs(tensor_parallel_size=8, max_model_len=8192)

@@ -435,9 +435,11 @@ def batch_defaults(gpu: Gpu, version: VllmVersion, usage: str, world_size: int) 
     serve = usage != "llm"
     if version.largest_batch_tier and mem >= 160 * GiB:
         return 16384, 1024
-    # 0.33 keeps GB10 (DGX Spark, compute capability 12.1) on the small tier ("has the memory
-    # but not the compute of a large discrete GPU", `is_gb10`)
-    gb10 = version.at_least(0, 33) and gpu.compute_capability == "12.1"
+    # GB10 (DGX Spark, unified memory) stays on the small tier: NVML has no memory info for
+    # it, so `get_device_total_memory` raises and the defaults see 0 bytes (0.10-0.32; the
+    # logs show 2,048 / 256), and 0.33 keeps it there on purpose ("has the memory but not
+    # the compute of a large discrete GPU", `is_gb10`)
+    gb10 = gpu.unified_memory or gpu.compute_capability == "12.1" and version.at_least(0, 33)
     if mem >= 70 * GiB and "a100" not in gpu.name.lower() and not gb10:
         return (8192 if serve else 16384), 1024
     return (2048 if serve else 8192), 256
