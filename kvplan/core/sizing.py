@@ -1513,10 +1513,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if gpu.unified_memory and a.kv_cache_memory_bytes is None:
         # vLLM reads free memory as the host's available RAM on an integrated GPU
         # (`MemorySnapshot.measure`, `is_integrated_gpu`): host use moves the KV pool
-        notes.append("unified memory: vLLM counts the host's RAM use during profiling as "
-                     "non-torch memory, so the KV pool moves with what else runs (public GB10 "
-                     "starts logged from 2.3 GiB more to 6.7 GiB less than this estimate); "
-                     "--kv-cache-memory-bytes fixes it")
+        notes.append("unified memory: vLLM reads free memory as the host's available RAM "
+                     "(0.12+) and counts the host's RAM growth during profiling as non-torch "
+                     "memory, so the KV pool moves with what else runs (public GB10 starts "
+                     "logged 1.8-7.3 GiB less than this estimate, more on a cold compile; "
+                     "hosts report 119.6-121.7 GiB in all); --kv-cache-memory-bytes fixes it")
     if version.profile_pins_split_segments and a.kv_cache_memory_bytes is None:
         notes.append("vLLM 0.27-0.30 count an activation segment left split after the profile "
                      "run as used memory (fixed in 0.31): public starts lost up to 1.6 GiB of "
