@@ -162,7 +162,7 @@ def test_unified_memory_gpu_says_the_pool_moves_with_host_use(capsys):
     # GB10: vLLM measures free memory from the host's available RAM (integrated GPU)
     code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "dgx-spark", "--json")
     assert code == 0
-    assert any(n.startswith("unified memory: vLLM counts the host's RAM use")
+    assert any(n.startswith("unified memory: vLLM reads free memory as the host's available")
                for n in json.loads(out)["notes"])
     code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100", "--json")
     assert not any(n.startswith("unified memory") for n in json.loads(out)["notes"])
