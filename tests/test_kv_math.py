@@ -865,12 +865,14 @@ def test_decode_context_parallel_shards_tokens_not_memory():
             kv_cache_memory_bytes=GiB, max_model_len=8192)
     assert r.blocks_per_request == 8192 // 32
     # a hybrid from 0.26: the attention KV is sharded, the GDN states stay whole (Qwen3-Next
-    # at TP4 on an H100: 820 attention blocks a request become cdiv(262,144, 640) = 410)
+    # at TP4 on an H100: 820 attention blocks a request become cdiv(262,144, 640) = 410, so
+    # a pool of 8,346 blocks holds 8,346 / 419 x 262,144 tokens)
     from kvplan.sources.resolve import resolve_gpu, resolve_model
 
     nxt, h100 = resolve_model("Qwen/Qwen3-Next-80B-A3B-Instruct"), resolve_gpu("h100")
     r = size(nxt, h100, EngineArgs(tensor_parallel_size=4, decode_context_parallel_size=2))
-    assert (r.blocks_per_request, r.kv_cache_tokens) == (410 + 9, 5171556)
+    assert (r.blocks_per_request, r.num_gpu_blocks) == (410 + 9, 8346)
+    assert r.kv_cache_tokens == int(8346 / 419 * 262144) == 5221608
     with pytest.raises(BadInput, match="from vLLM 0.26"):
         size(nxt, h100, EngineArgs(tensor_parallel_size=4, decode_context_parallel_size=2),
              "0.25")

@@ -1612,7 +1612,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         depth = len(rng) - n_draft
         depth = depth / 2 if arch.half_block_layers else depth
         return stack + M.cudagraph_estimate(
-            depth, graphs, state_layers=arch.is_hybrid_state and graph_mode != "PIECEWISE",
+            depth, graphs, state_layers=arch.is_hybrid_state and graph_mode != "PIECEWISE"
+            and not v2,  # V2's probe warms up on one-token decode batches
             rocm=gpu.vendor == "amd", draft_layer_graphs=n_draft * draft_graphs)
 
     # graphs captured after sizing and not subtracted (before 0.20, V2 before 0.29, or with
