@@ -1646,3 +1646,20 @@ def test_sparse_indexer_decode_logits_in_the_graph_pool():
     # eager: no graphs, no logits in a pool
     assert size(m, g, EngineArgs(max_model_len=819200, enforce_eager=True, **a),
                 "0.26").budget.cudagraph == 0
+
+
+def test_mamba2_mixer_point_in_the_profile():
+    # `MambaMixer2.forward` without attention metadata: in-projection output [T, 2I + 2GN +
+    # heads], SSM output [T, I], two copies of the conv input [T, I + 2GN], residual and
+    # normed input (2 H). Nemotron-3-Nano (I 4,096, 8 groups x 128, 64 heads, H 2,688) at
+    # 8,192 tokens: 8,192 x 27,008 x 2 B, above the forward when the sampler is small
+    from kvplan.core.memory import mamba2_profile_point
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    per_token = (2 * 4096 + 2 * 1024 + 64) + 4096 + 2 * (4096 + 2048) + 2 * 2688
+    assert mamba2_profile_point(4096, 8, 128, 64, 2688, 1, 8192, 2) == 8192 * per_token * 2
+    m, h200 = resolve_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), resolve_gpu("h200")
+    r = size(m, h200, EngineArgs(), "0.31")  # V2's greedy dummy sampler: the mixer sets it
+    held = r.moe_workspace_bytes
+    fixed = int((64 + 450) * 2**20)
+    assert r.budget.activation - r.sampler_state_bytes == held + 8192 * per_token * 2 + fixed

@@ -313,6 +313,20 @@ def dsv4_profile(t: dict, *, tokens: int, max_model_len: int, heads_local: int, 
     return point, max(gather, indexer)
 
 
+def mamba2_profile_point(intermediate: int, n_groups: int, d_state: int, n_heads: int,
+                         hidden: int, tp: int, tokens: int, act_bytes: int) -> int:
+    """A Mamba2 mixer's peak in the profile run (`MambaMixer2.forward` / `conv_ssm_forward`,
+    the 0.20 and 0.28-0.33 wheels): the in-projection output [T, 2I + 2GN + heads] and the
+    SSM output [T, I] are alive while, without attention metadata, the op copies the conv
+    input twice ([T, I + 2GN]: the transposed `clone()` and `.contiguous()`), beside the
+    decoder layer's residual and normed input (2 H). I, heads and the groups (padded to a
+    multiple of TP) are per GPU. Nemotron-3-Nano at 8,192 tokens: 0.41 GiB."""
+    g = n_groups + (0 if n_groups % tp == 0 else tp - n_groups)
+    i, gn, h = intermediate // tp, g * d_state // tp, n_heads // tp
+    per_token = (2 * i + 2 * gn + h) + i + 2 * (i + 2 * gn) + 2 * hidden
+    return tokens * per_token * act_bytes
+
+
 def hidden_copies_bytes(shape: ActivationShape, tokens: int) -> float:
     """The hidden-sized activations alive in the forward (`act_hidden_copies` per token)."""
     return tokens * const("act_hidden_copies") * shape.hidden * shape.act_bytes

@@ -1343,6 +1343,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                          f"in the profile run, leaving {saved / GiB:.1f} GiB more KV cache than "
                          "a pip install without flashinfer: --flashinfer-sampler models it")
 
+    profile_tokens, profile_reqs = SD.profile_batch(spec, v2, version, mnbt, seqs) if spec \
+        else (mnbt, min(mnbt, seqs))
     attn_point = floor = 0
     t, heads_local = arch.text_config, max(arch.num_attention_heads // tp, 1)
     # sparse MLA has its own backends
@@ -1374,6 +1376,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                              "decode logits when its metadata builder is made, after the KV "
                              "cache is sized, on top of --gpu-memory-utilization (0.25-0.32; "
                              "0.33 sizes the KV cache around it)")
+    elif MAMBA2 in arch.state_kinds and version.at_least(0, 20):
+        m2 = next(st for x in arch.layers for st in (x, getattr(x, "parallel_state", None))
+                  if isinstance(st, StateLayer) and st.kind == MAMBA2)
+        attn_point = M.mamba2_profile_point(m2.intermediate, m2.n_groups, m2.d_state,
+                                            m2.n_heads, arch.hidden_size, tp, profile_tokens,
+                                            dtype_bytes(model_dtype))
     elif DSV4 in arch.kinds and any(getattr(x, "compress_ratio", 0) == 4 for x in arch.layers):
         attn_point, floor = M.dsv4_profile(t, tokens=mnbt, max_model_len=mml,
                                            heads_local=heads_local, tp=tp,
@@ -1390,9 +1398,6 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         # and reshaped at TP > 1: 2 + 1/TP copies) and 0.24-0.25's one fp32 copy, in fp32 units
         logits = 1.0 if tp == 1 else 2.0 + 1.0 / tp
         sampler_copies = (logits * dtype_bytes(model_dtype) + 4 * v2_fp32) / 4
-
-    profile_tokens, profile_reqs = SD.profile_batch(spec, v2, version, mnbt, seqs) if spec \
-        else (mnbt, min(mnbt, seqs))
 
     def lm_peak(sampler_reqs: int) -> int:
         return M.activation_peak(shape, profile_tokens, sampler_reqs, v1=version.v1,
