@@ -677,8 +677,9 @@ def test_gpt_oss_120b_on_mi300x_pads_experts_and_uses_openai_triton(capsys):
     h100 = _size_json(capsys, "openai/gpt-oss-120b", "--gpu", "h100")
     # 36 x 128 experts of 3 x 3,072^2 at 0.5 + 1/32 B (and 3 x 3,072 bf16 biases) against
     # 3 x 2,880^2: 8,397,914,112 B more than the unpadded Hopper layout (to 0.06 %: kvplan
-    # scales the parts to the checkpoint's exact size)
-    pad = d["weights_bytes_per_gpu"] - h100["weights_bytes_per_gpu"]
+    # scales the parts to the checkpoint's exact size), whose own fp32 biases and padded
+    # swizzled scales hold 64,000 B more an expert and layer (`mxfp4_hopper_extra`)
+    pad = d["weights_bytes_per_gpu"] - h100["weights_bytes_per_gpu"] + 64000 * 128 * 36
     assert abs(pad / 8397914112 - 1) < 0.0006
     assert d["moe_kernel"] == "oai_triton" and d["kv_cache_tokens"] == 2240651
 
@@ -728,7 +729,8 @@ def test_openai_triton_mxfp4_scratch_is_per_call_without_dp_or_ep(capsys):
     # `OAITritonMxfp4ExpertsMonolithic` bypasses the shared workspace (no DP, EP or EPLB):
     # its scratch is per call, so the sampler point no longer carries it (+3.2 % tokens)
     d = _size_json(capsys, "openai/gpt-oss-120b", "--gpu", "h100")
-    assert d["moe_kernel"] == "oai_triton" and d["kv_cache_tokens"] == 181639
+    # (174,535 tokens: the Triton path's fp32 biases and padded scales, 0.27 GiB, count too)
+    assert d["moe_kernel"] == "oai_triton" and d["kv_cache_tokens"] == 174535
 
 
 def test_routers_held_in_fp32_by_model_and_release():
@@ -810,3 +812,17 @@ def test_allocator_block_rounding_in_the_load_figure():
     # hidden 4096: every tensor a 2 MiB multiple, nothing held beyond it
     assert size(resolve_model("meta-llama/Llama-3.1-8B-Instruct"), h100,
                 EngineArgs(max_model_len=8192), "0.19").load_extra_bytes == 0
+
+
+def test_mxfp4_hopper_triton_layout_bytes():
+    # gpt-oss-120b per expert and layer at TP1, 0.26+: w13 scales [5,888 x 92] for
+    # [5,760 x 90] (23,296 B), w2 [3,072 x 92] for [2,880 x 90] (23,424 B), biases widened
+    # to fp32 ((5,760 + 2,880) x 2 B): 64,000 B; before 0.26 the group count stays 90
+    from kvplan.core.params import mxfp4_hopper_extra
+    from kvplan.sources.resolve import resolve_model
+
+    oss = normalize(resolve_model("openai/gpt-oss-120b").config)
+    assert mxfp4_hopper_extra(oss, 1, (0, 33)) == 23296 + 23424 + 17280 == 64000
+    assert mxfp4_hopper_extra(oss, 1, (0, 25)) == 46080
+    # at TP2 the 1,440-row intermediate pads to 1,472, w2's 736-byte rows to 32-byte ones
+    assert mxfp4_hopper_extra(oss, 2, (0, 33)) * 128 * 36 == 204079104

@@ -760,6 +760,26 @@ def wna16_held_delta(arch: ModelArch, cc: str, vendor: str, release: tuple[int, 
     return lin, expert
 
 
+def mxfp4_hopper_extra(arch: ModelArch, expert_tp: int, release: tuple[int, int]) -> int:
+    """Bytes an MXFP4 expert holds on Hopper's Triton path beyond its padded weights, per
+    expert and layer (the 0.11 and 0.28-0.33 wheels): the w13 / w2 biases widened to fp32
+    (`convert_gpt_oss_weight_to_mxfp4_moe_kernel_format`, then `replace_parameter`), the
+    swizzled block scales with their group count padded to a multiple of 4 (0.26+,
+    `_swizzle_mxfp4`) and their rows to 256 (`HopperMXScaleLayout`, 8 warps), and w2's
+    packed rows to 32 bytes (`HopperMXValueLayout`). gpt-oss-120b at TP1: 64,000 B, 0.27 GiB
+    in all (0.20 GiB before 0.26)."""
+    def up(n: int, m: int) -> int:
+        return -(-n // m) * m
+
+    h = arch.hidden_size
+    inter = up((arch.moe_intermediate_size or arch.intermediate_size) // expert_tp, 64)
+    k13, k2 = h // 32, inter // 32
+    k13p, k2p = (up(k13, 4), up(k2, 4)) if release >= (0, 26) else (k13, k2)
+    scales = (up(2 * inter, 256) * k13p - 2 * inter * k13) + (up(h, 256) * k2p - h * k2)
+    biases = (2 * inter + h) * 2
+    return scales + biases + h * (up(inter // 2, 32) - inter // 2)
+
+
 def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,
                    cc: str = "9.0", scales_kept: bool = False, *, vendor: str = "nvidia",
                    release: tuple[int, int] = (0, 33)) -> float:

@@ -71,6 +71,7 @@ from kvplan.core.params import (
     is_nvfp4,
     moe_gated,
     moe_hidden,
+    mxfp4_hopper_extra,
     ple_buffer_bytes,
     rope_cache_bytes,
     trtllm_bf16_experts,
@@ -654,6 +655,11 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     wna16 = wna16_held_delta(arch, cc, vendor, release, a.expert_tp) if (
         arch.quantization and not model.quant_file
         and str(a.quantization or "").lower() not in ("gptq", "awq")) else (0.0, 0.0)
+    # MXFP4 experts on Hopper's Triton path: fp32 biases and padded swizzled scales
+    mxfp4 = str(a.quantization or (arch.quantization or {}).get("quant_method", "")).lower()
+    mx_hopper = mxfp4_hopper_extra(arch, a.expert_tp, release) if (
+        mxfp4 == "mxfp4" and arch.num_experts and vendor == "nvidia" and cc_major(cc) == 9
+    ) else 0
 
     def fp8_share(b: float) -> float:  # the 1-byte part of a part priced at b a parameter
         return max(0.0, (d - b) / (d - 1)) if d > 1 else 0.0
@@ -676,6 +682,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                                          (lp.mlp / tp, wb.mlp_bytes),
                                          (lp.state / tp, wb.state_bytes)) if b < d)
                 up += lin * wna16[0] + lp.expert / ep * wna16[1] * (wb.expert < d)
+        if mx_hopper:
+            local = arch.num_experts / (ep if a.enable_expert_parallel else 1)
+            up += sum(local * mx_hopper for i in rng if pc.layers[i].expert)
         if indexer_wk_16bit and wb.repl_bytes < d:  # hidden x index_head_dim, replicated
             wk = arch.hidden_size * int(arch.text_config.get("index_head_dim") or 128)
             up += sum(wk for i in rng if getattr(arch.layers[i], "indexer_bytes", 0)) * (
