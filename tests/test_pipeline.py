@@ -57,3 +57,25 @@ def test_vision_tower_and_encoder_profile_by_stage():
 def test_hidden_states_only_models_receive_one_buffer():
     assert intermediate_tensor_bytes("falcon", 8192, 2048, 2) == 2048 * 8192 * 2
     assert intermediate_tensor_bytes("qwen3_moe", 4096, 8192, 2) == 2 * 8192 * 4096 * 2
+
+
+def test_every_stage_modules_and_the_drafter_embedding_under_pp():
+    # ChatGLM builds its embedding and output layer on every stage (`chatglm.py`, 0.9.2-0.33):
+    # 151,552 x 4,096 x 2 B more on each of GLM-4-9B-Chat's two stages
+    from kvplan.core.sizing import EngineArgs, size
+    from kvplan.core.specdec import SpecDecode
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    glm = resolve_model("zai-org/GLM-4-9B-Chat")
+    one = size(glm, resolve_gpu("l40s"), EngineArgs(max_model_len=8192))
+    two = size(glm, resolve_gpu("l40s"), EngineArgs(max_model_len=8192, pipeline_parallel_size=2))
+    table = 151552 * 4096 * 2
+    per_stage = [s["weights_bytes"] for s in two.stages]
+    assert abs(sum(per_stage) - (one.budget.weights + 2 * table)) < 1 << 20
+    # a drafter under PP keeps its own embedding (`_maybe_share_embeddings` shares it only for
+    # a one-rank PP group): Qwen3.5-27B's MTP layer on the last stage, 248,320 x 5,120 x 2 B
+    q = resolve_model("Qwen/Qwen3.5-27B")
+    mtp = SpecDecode("mtp", 1)
+    r1, r2 = (size(q, resolve_gpu("h100"), EngineArgs(pipeline_parallel_size=pp, speculative=mtp))
+              for pp in (1, 2))
+    assert r2.draft_bytes - r1.draft_bytes == 248320 * 5120 * 2

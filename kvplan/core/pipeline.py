@@ -6,17 +6,18 @@ from __future__ import annotations
 # Text models whose vLLM implementation builds the embedding (`VocabParallelEmbedding`) or the
 # LM head (`ParallelLMHead`) on every pipeline stage, without the `is_first_rank` /
 # `is_last_rank` guard Llama, dense Qwen and DeepSeek use (0.33 `model_executor/models/`:
-# e.g. `qwen3_moe.py Qwen3MoeModel.__init__`, `mixtral.py`, `nemotron_h.py`, `qwen3_5.py`
-# for the embedding only, `gpt_oss.py` for the LM head only; unchanged since 0.9 for Qwen3-MoE).
+# e.g. `qwen3_moe.py Qwen3MoeModel.__init__`, `mixtral.py`, `nemotron_h.py`, `gpt_oss.py`,
+# `chatglm.py`'s embedding and output layer, `qwen3_5.py` for the embedding only; unchanged
+# since 0.9 for Qwen3-MoE and ChatGLM).
 EMBED_EVERY_STAGE = frozenset({
-    "bloom", "cohere", "cohere2", "dbrx", "falcon", "gemma", "gemma2", "gemma3_text",
-    "gemma3n_text", "gemma4_text", "gptj", "granitemoe", "granitemoehybrid",
+    "bloom", "chatglm", "cohere", "cohere2", "dbrx", "falcon", "gemma", "gemma2", "gemma3_text",
+    "gemma3n_text", "gemma4_text", "gpt_oss", "gptj", "granitemoe", "granitemoehybrid",
     "granitemoeshared", "internlm2", "jamba", "lfm2", "lfm2_moe", "mamba", "mamba2",
     "minicpm", "mixtral", "nemotron_h", "olmoe", "opt", "orion", "phimoe", "qwen2_moe",
     "qwen3_5_moe_text", "qwen3_5_text", "qwen3_moe", "qwen3_next", "qwen3_vl_moe_text",
     "stablelm", "zamba2"})
 LM_HEAD_EVERY_STAGE = frozenset({
-    "bloom", "dbrx", "falcon", "gemma", "gemma3_text", "gemma4_text", "gpt_oss", "gptj",
+    "bloom", "chatglm", "dbrx", "falcon", "gemma", "gemma3_text", "gemma4_text", "gpt_oss", "gptj",
     "granitemoe", "granitemoehybrid", "granitemoeshared", "internlm2", "jamba", "mamba",
     "mamba2", "minicpm", "mixtral", "nemotron_h", "olmoe", "opt", "orion", "phimoe",
     "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_vl_moe_text", "stablelm", "zamba2"})

@@ -1308,7 +1308,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if spec:
         draft_bytes, draft_est = SD.draft_weight_bytes(
             arch, spec, tp=tp, ep=a.moe_ranks,
-            d=dtype_bytes(model_dtype), hf_quant=model.quant_file, version=version)
+            d=dtype_bytes(model_dtype), hf_quant=model.quant_file, version=version,
+            pp=a.pipeline_parallel_size)
         weights[-1] += draft_bytes
         notes.append(f"speculative decoding ({spec.method}, k={k_spec}): "
                      + (f"{len(drafted)} draft layer(s) join the KV cache; " if drafted else "")

@@ -416,7 +416,8 @@ def mtp_checkpoint_bytes(arch: ModelArch, d: int, hf_quant: dict[str, Any] | Non
 
 
 def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d: int,
-                       hf_quant: dict[str, Any] | None, version: VllmVersion) -> tuple[int, bool]:
+                       hf_quant: dict[str, Any] | None, version: VllmVersion,
+                       pp: int = 1) -> tuple[int, bool]:
     """Bytes the drafter adds on one GPU of the last stage, and whether they are estimated.
 
     MTP: n copies of the target's last full-attention layer (with its MLP or experts) plus
@@ -425,6 +426,9 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
     and at the checkpoint's bytes per parameter otherwise; DeepSeek / GLM MTP also keep their
     own vocab x hidden `shared_head.head` before 0.16. Drafts: the draft checkpoint less the
     embedding it shares with the target (and the LM head, unless EAGLE-3's own vocabulary).
+    With pipeline parallelism the embedding is not shared (`_maybe_share_embeddings` only
+    for a one-rank PP group; V2 `maybe_share_target_embed`, 0.28-0.33): the drafter on the
+    last stage keeps its own, vocab-split over TP; the LM head is shared regardless.
     """
     from kvplan.core.params import count_params, weight_bytes
 
@@ -444,18 +448,19 @@ def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d
         head = arch.vocab_size * h / tp * d if (
             arch.model_type.startswith(("deepseek", "glm4_moe", "glm_moe"))
             and not version.at_least(0, 16)) else 0
+        embed = arch.vocab_size * h / tp * d if pp > 1 else 0
         return int(mtp_layer_count(arch) * (_mtp_module_bytes(arch, d, hf_quant, tp, ep)
-                                            + head)), True
+                                            + head) + embed), True
     da = draft_arch(spec)
     if da is None:
         return 0, False
     dpc = count_params(da)
     shared = 0
     if spec.method != "draft_model" and da.vocab_size == arch.vocab_size and da.hidden_size == h:
-        shared += dpc.embed
+        shared += dpc.embed if pp == 1 else 0
         if spec.method != "eagle3" and not da.tie_word_embeddings:
             shared += dpc.lm_head
-    embed_shared = shared > 0
+    embed_shared = shared > 0 and pp == 1
     draft_vocab = int(da.text_config.get("draft_vocab_size") or 0)
     if spec.method == "eagle3" and draft_vocab and dpc.lm_head:  # its own, smaller LM head
         shared += dpc.lm_head - draft_vocab * da.hidden_size
