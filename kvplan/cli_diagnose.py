@@ -10,7 +10,7 @@ WATCH_WINDOW = 6  # scrapes a --watch verdict looks back over
 DEFAULT_SCRAPES = 3
 
 
-def _check(sources, interval, scrapes, timeout, watch, max_num_seqs, model, gpu, tp, mml):
+def _check(sources, interval, scrapes, timeout, watch, max_num_seqs, model, gpu, tp, mml, pp=1):
     from kvplan.diagnose.scrape import is_url
     from kvplan.errors import BadInput
 
@@ -21,14 +21,14 @@ def _check(sources, interval, scrapes, timeout, watch, max_num_seqs, model, gpu,
         if not v > 0:
             raise BadInput(f"{name} must be a positive number of seconds")
     for name, v in (("--scrapes", scrapes), ("--max-num-seqs", max_num_seqs),
-                    ("--tensor-parallel-size", tp)):
+                    ("--tensor-parallel-size", tp), ("--pipeline-parallel-size", pp)):
         if v is not None and v < 1:
             raise BadInput(f"{name} must be >= 1")
     if (model is None) != (gpu is None):
         raise BadInput("--model and --gpu go together", hint="the cross-check with kvplan "
                        "size needs both")
-    if model is None and (tp != 1 or mml is not None):
-        raise BadInput("-tp and --max-model-len describe the cross-check",
+    if model is None and (tp != 1 or pp != 1 or mml is not None):
+        raise BadInput("-tp, -pp and --max-model-len describe the cross-check",
                        hint="pass --model and --gpu too")
     urls = [s for s in sources if is_url(s)]
     if urls and len(sources) > 1:
@@ -63,6 +63,7 @@ def register(app: typer.Typer) -> None:
                                             "kvplan size (with --gpu)."),
         gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU for the cross-check."),
         tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp"),
+        pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "-pp"),
         max_model_len: Optional[str] = typer.Option(None, "--max-model-len"),
         vllm_version: Optional[str] = typer.Option(None, "--vllm-version"),
         catalog: Optional[list[str]] = typer.Option(None, "--catalog"),
@@ -78,10 +79,10 @@ def register(app: typer.Typer) -> None:
         from kvplan.diagnose.analyse import Options, diagnose
 
         url = _check(sources, interval, scrapes, timeout, watch, max_num_seqs, model, gpu,
-                     tensor_parallel_size, max_model_len)
+                     tensor_parallel_size, max_model_len, pipeline_parallel_size)
         opts = Options(max_num_seqs=max_num_seqs, vllm_version=vllm_version, interval=interval)
         cross = _CrossCheck(model, gpu, tensor_parallel_size, max_model_len, vllm_version,
-                            catalog, max_num_seqs)
+                            catalog, max_num_seqs, pipeline_parallel_size)
         if url is None:
             got, opts.timed = S.from_files(sources, interval)
             cross.apply(got, opts)
@@ -103,8 +104,8 @@ def register(app: typer.Typer) -> None:
 class _CrossCheck:
     """Runs `kvplan size` once, when the first scrape's cache config is known."""
 
-    def __init__(self, model, gpu, tp, mml, version, catalog, max_num_seqs):
-        self.args = (model, gpu, tp, mml, version, catalog)
+    def __init__(self, model, gpu, tp, mml, version, catalog, max_num_seqs, pp=1):
+        self.args = (model, gpu, tp, mml, version, catalog, pp)
         self.given_cap = max_num_seqs
         self.done = model is None
 
@@ -115,12 +116,12 @@ class _CrossCheck:
         from kvplan.diagnose.crosscheck import cross_check
         from kvplan.units import parse_vllm_int
 
-        model, gpu, tp, mml, version, catalog = self.args
+        model, gpu, tp, mml, version, catalog, pp = self.args
         cfg = next((e.cache_config for s in reversed(got) for e in s.engines.values()
                     if e.cache_config), {})
         n = parse_vllm_int(mml, what="--max-model-len") if mml else None
         out, notes = cross_check(model, gpu, tp=tp, max_model_len=n, vllm_version=version,
-                                 catalogs=catalog, cache_config=cfg)
+                                 catalogs=catalog, cache_config=cfg, pp=pp)
         opts.cross_check = out
         opts.notes += notes
         if out["fits"] and out["predicted_num_gpu_blocks"] > 0:

@@ -498,6 +498,14 @@ def test_cross_check_with_kvplan_size(serve, capsys):
     assert c["gpu_memory_utilization"] == 0.9  # taken from cache_config_info
     # (5,120 − 1 null block) // 2,048 blocks per 32K request = 2
     assert c["blocks_per_request"] == 2048 and c["guaranteed_max_num_seqs"] == 2
+    # -pp sizes the same pipeline (the smallest stage's blocks, as vLLM)
+    _, size2, _ = run_json(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100", "-pp",
+                           "2", "--max-model-len", "32768", "--gpu-memory-utilization", "0.9")
+    _, d2, _ = run_json(capsys, "diagnose", serve(series(spiral())), "--interval", "0.01",
+                        "--model", "llama-3.1-8b-instruct", "--gpu", "h100", "-pp", "2",
+                        "--max-model-len", "32768")
+    assert d2["cross_check"]["pipeline_parallel_size"] == 2
+    assert d2["cross_check"]["predicted_num_gpu_blocks"] == size2["num_gpu_blocks"]
     assert any("differs from kvplan size's prediction" in n for n in d["notes"])
     # without --max-num-seqs, the cap is vLLM's default on an H100 (1024)
     assert d["observed"]["max_num_seqs"] == size["max_num_seqs"] == 1024

@@ -19,7 +19,7 @@ def _num(cfg: dict[str, str], key: str, kind=float):
 
 def cross_check(model: str, gpu: str, *, tp: int, max_model_len: int | None,
                 vllm_version: str | None, catalogs: list[str] | None,
-                cache_config: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+                cache_config: dict[str, str], pp: int = 1) -> tuple[dict[str, Any], list[str]]:
     """Size MODEL on GPU with the server's cache settings (gpu_memory_utilization,
     cache_dtype, num_gpu_blocks_override from cache_config_info); returns (JSON, notes)."""
     from kvplan.core.sizing import EngineArgs, size
@@ -34,7 +34,8 @@ def cross_check(model: str, gpu: str, *, tp: int, max_model_len: int | None,
     # the label prints the list ("['0', '1', '30', '31']"; TurboQuant's boundary layers merged)
     skip = tuple(re.findall(r"[A-Za-z_]+|\d+", cache_config.get("kv_cache_dtype_skip_layers")
                             or ""))
-    args = EngineArgs(tensor_parallel_size=tp, max_model_len=max_model_len, kv_cache_dtype=kvd,
+    args = EngineArgs(tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                      max_model_len=max_model_len, kv_cache_dtype=kvd,
                       gpu_memory_utilization=util, num_gpu_blocks_override=override,
                       kv_cache_dtype_skip_layers=skip)
     try:
@@ -53,7 +54,8 @@ def cross_check(model: str, gpu: str, *, tp: int, max_model_len: int | None,
     guaranteed = max(blocks - 1, 0) // r.blocks_per_request if r.blocks_per_request else None
     out = {
         "model": r.model, "gpu": r.gpu, "vllm_version": r.version.text,
-        "tensor_parallel_size": tp, "gpu_memory_utilization": r.budget.utilization,
+        "tensor_parallel_size": tp, "pipeline_parallel_size": pp,
+        "gpu_memory_utilization": r.budget.utilization,
         "kv_cache_dtype": r.kv_dtype, "max_model_len": r.max_model_len,
         "predicted_num_gpu_blocks": r.num_gpu_blocks, "observed_num_gpu_blocks": observed,
         "blocks_ratio": round(ratio, 4) if ratio is not None else None,
