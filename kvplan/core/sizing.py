@@ -1649,6 +1649,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"DP ranks, about {per_call / GiB:.1f} GiB (read in FlashInfer's source, "
                      "unmeasured) above this estimate's MoE workspace: expect up to that "
                      "much less KV cache")
+    if (gpu.vendor == "nvidia" and cc_major(cc) == 12 and arch.attention_sinks and profiled
+            and a.estimate_cudagraphs and a.kv_cache_memory_bytes is None):
+        # FA2 has no sinks on SM12x, so FlashInfer runs attention; its workspaces are first
+        # allocated in the graph probe, as on data-centre Blackwell (read, unmeasured)
+        notes.append("attention sinks on this GPU run on FlashInfer, whose 394-512 MiB "
+                     "workspaces (and a 394 MiB decode buffer) are first allocated inside the "
+                     "CUDA-graph probe and counted in vLLM's estimate; read in the source, "
+                     "unmeasured, not in this estimate: expect up to about 0.9 GiB less KV cache")
     if gpu.vendor == "nvidia" and cc_major(cc) == 10 and a.kv_cache_memory_bytes is None:
         risks = []
         if profiled and a.estimate_cudagraphs and not arch.is_mla:
