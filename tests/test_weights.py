@@ -826,3 +826,16 @@ def test_mxfp4_hopper_triton_layout_bytes():
     assert mxfp4_hopper_extra(oss, 1, (0, 25)) == 46080
     # at TP2 the 1,440-row intermediate pads to 1,472, w2's 736-byte rows to 32-byte ones
     assert mxfp4_hopper_extra(oss, 2, (0, 33)) * 128 * 36 == 204079104
+
+
+def test_moonvit_position_table_and_projector():
+    # Kimi-VL / Kimi-K2.5's MoonViT: a [64, 64, 1,152] position table and the patch-merging
+    # projector (LayerNorm(1,152), Linear(4,608, 4,608), Linear(4,608, text hidden), biases)
+    from kvplan.core.params import _vision_params
+    from kvplan.sources.resolve import resolve_model
+
+    vl = resolve_model("moonshotai/Kimi-VL-A3B-Instruct").config
+    vc = dict(vl["vision_config"])
+    extra = 64 * 64 * 1152 + 2 * 1152 + 4608 * 4608 + 4608 + 4608 * 2048 + 2048
+    assert _vision_params(vc, 2048) - _vision_params(
+        {k: v for k, v in vc.items() if k != "merge_kernel_size"}, 2048) == extra == 35398400

@@ -300,7 +300,8 @@ def _vision_params(vc: dict, text_hidden: int) -> int:
     qwen3_vl.py: one `merger` plus one per `deepstack_visual_indexes` entry) and Llama 4's
     pixel-shuffle adapter and projector (mllama4.py `Llama4VisionPixelShuffleMLP`: intermediate
     -> projector_input_dim -> projector_output_dim; `Llama4MultiModalProjector`:
-    vision_output_dim -> the text hidden size; 61M parameters). The small text-side
+    vision_output_dim -> the text hidden size; 61M parameters), and MoonViT's position table
+    and patch-merging projector (Kimi-VL, Kimi-K2.5: 59M parameters). The small text-side
     projectors of LLaVA-style wrappers are not counted."""
     vh, vi, vl, gated = vision_shape(vc)  # gated: Qwen2.5-VL, Pixtral
     # biases and norms: qkv, proj and MLP biases; two LayerNorms, or RMSNorms when gated
@@ -320,6 +321,15 @@ def _vision_params(vc: dict, text_hidden: int) -> int:
         pin, pout = int(vc["projector_input_dim"]), int(vc["projector_output_dim"])
         n += vi * pin + pin * pout + int(vc["vision_output_dim"]) * text_hidden
         n += 2 * vh  # the class embedding and its position
+    kernel = vc.get("merge_kernel_size") or []
+    if len(kernel) == 2:  # MoonViT (Kimi-VL, Kimi-K2.5 / K3): a 2-D position table [h, w, d]
+        # and the patch-merging projector: LayerNorm, then Linear(m, m) and Linear(m, text)
+        # with biases over m = kh x kw x d (kimi_vl.py `KimiVLMultiModalProjector`,
+        # kimi_k25_vit.py `KimiK25MultiModalProjector`; ReplicatedLinear)
+        n += int(vc.get("init_pos_emb_height") or 0) * int(vc.get("init_pos_emb_width") or 0) * vh
+        m, text = int(kernel[0]) * int(kernel[1]) * vh, int(vc.get("text_hidden_size") or
+                                                          text_hidden)
+        n += 2 * vh + m * m + m + m * text + text
     merge = int(vc.get("spatial_merge_size") or 0)
     out = int(vc.get("out_hidden_size") or (vc.get("hidden_size") if vc.get("embed_dim") else 0)
               or 0)
