@@ -490,3 +490,23 @@ def test_profile_batch_keeps_each_dummy_request_its_drafter_queries(monkeypatch)
     monkeypatch.setattr(sd, "profile_batch", lambda spec, v2, version, mnbt, seqs: (
         mnbt, min(mnbt, seqs)))
     assert act() - capped == 512 * 248320 * 4 * 3.5
+
+
+def test_draft_rope_cache():
+    # EAGLE3-LLaMA3.1 declares no rope_theta (10,000) beside Llama-3.1-8B's 500,000 + llama3
+    # scaling, so `get_rope` builds it a cache of its own: [2,048 x 128] bf16 to 0.26, and
+    # from 0.27 its max_position_embeddings is raised to the target's 131,072 (32 MiB)
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    target, h100 = resolve_model("meta-llama/Llama-3.1-8B-Instruct"), resolve_gpu("h100")
+    head = SpecDecode("eagle3", 3, resolve_model("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"))
+    base = size(target, h100, EngineArgs()).rope_cache_bytes
+    for version, own in (("0.26", 2048 * 128 * 2), ("0.33", 131072 * 128 * 2)):
+        assert size(target, h100, EngineArgs(speculative=head), version
+                    ).rope_cache_bytes == base + own
+    # a DSpark draft whose rope equals Qwen3-8B's (transformers 5 spelling) shares the cache
+    q = resolve_model("Qwen/Qwen3-8B")
+    draft = from_config({"method": "dspark", "model": "x"},
+                        resolve_model("deepseek-ai/dspark_qwen3_8b_block7"))
+    assert size(q, h100, EngineArgs(speculative=draft)).rope_cache_bytes == size(
+        q, h100, EngineArgs()).rope_cache_bytes

@@ -1310,7 +1310,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             arch, spec, tp=tp, ep=a.moe_ranks,
             d=dtype_bytes(model_dtype), hf_quant=model.quant_file, version=version,
             pp=a.pipeline_parallel_size)
-        weights[-1] += draft_bytes
+        draft_rope = SD.draft_rope_bytes(arch, spec, d=dtype_bytes(model_dtype),
+                                         version=version, max_model_len=mml)
+        rope += draft_rope  # reported with the target's (the drafter's is on the last stage)
+        weights[-1] += draft_bytes + draft_rope
         notes.append(f"speculative decoding ({spec.method}, k={k_spec}): "
                      + (f"{len(drafted)} draft layer(s) join the KV cache; " if drafted else "")
                      + (f"the drafter loads {draft_bytes / GiB:.2f} GiB per GPU"

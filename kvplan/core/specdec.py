@@ -74,6 +74,8 @@ _SINCE = {"eagle": (0, 8, 5), "eagle3": (0, 8, 5), "mtp": (0, 9), "ngram": (0, 8
 _SPLIT_EH_PROJ = ("qwen3_next", "qwen3_5", "nemotron_h", "exaone")
 SUFFIX_TREE_DEPTH = 24  # `suffix_decoding_max_tree_depth`'s default (0.11.1-0.33)
 MAX_TOKENS = 4096  # kvplan's bound (vLLM sets none; real drafts propose 1-16 tokens)
+# rope types whose parameters only size the cos/sin cache (`_CACHE_ONLY_ROPE_TYPES`, 0.27+)
+_CACHE_ONLY_ROPE = frozenset({"default", "linear", "llama3", "ntk", "proportional"})
 # conv-state widening by state kind: the release whose shape calculator adds k
 _CONV_PLUS_K = {GDN: (0, 10, 2), MAMBA2: (0, 17), KDA: (0, 28), SHORTCONV: (0, 29)}
 
@@ -413,6 +415,43 @@ def mtp_checkpoint_bytes(arch: ModelArch, d: int, hf_quant: dict[str, Any] | Non
     own_vocab = 2 * arch.vocab_size * arch.hidden_size * d if arch.model_type.startswith(
         "deepseek") else 0
     return int(n * (_mtp_module_bytes(arch, d, hf_quant, 1, 1) + own_vocab))
+
+
+def draft_rope_bytes(arch: ModelArch, spec: SpecDecode, *, d: int, version: VllmVersion,
+                     max_model_len: int) -> int:
+    """A draft model's own rotary cache: `get_rope` shares a cache only between equal ropes
+    (theta, scaling, size, length), and from 0.27 a draft whose rope only sizes the cache
+    has its max_position_embeddings raised to the target's max_model_len
+    (`_maybe_override_draft_max_position_embeddings`). A config without rope_theta takes
+    10,000. EAGLE3-LLaMA3.1 beside Llama-3.1-8B at 131,072: 32 MiB (0 without a draft)."""
+    from kvplan.core.params import rope_cache_bytes
+
+    da = draft_arch(spec)
+    if da is None:
+        return 0
+    t, target = da.text_config, arch.text_config
+    length = int(t.get("max_position_embeddings") or 0)
+    rp = t.get("rope_scaling") or t.get("rope_parameters") or {}
+    rtype = str(rp.get("rope_type") or rp.get("type") or "default") if isinstance(rp, dict) \
+        else "default"
+    if version.at_least(0, 27) and rtype in _CACHE_ONLY_ROPE and length < max_model_len:
+        length = max_model_len
+    own = {**t, "rope_theta": t.get("rope_theta") or (rp.get("rope_theta") if isinstance(
+        rp, dict) else None) or 10000.0, "max_position_embeddings": length}
+
+    def key(c: dict[str, Any]) -> tuple:  # rope_scaling or transformers 5's rope_parameters
+        scaling = c.get("rope_scaling") or c.get("rope_parameters") or {}
+        scaling = {k: v for k, v in scaling.items() if k != "rope_theta"} if isinstance(
+            scaling, dict) else {}
+        if scaling.get("rope_type", scaling.get("type", "default")) == "default":
+            scaling = {}
+        theta = c.get("rope_theta") or (c.get("rope_parameters") or {}).get("rope_theta")
+        return (float(theta or 10000.0), str(sorted(scaling.items())),
+                int(c.get("max_position_embeddings") or 0))
+    if key(own) == key(target) and da.layers and arch.layers and getattr(
+            da.layers[0], "head_size", 0) == getattr(arch.layers[0], "head_size", 0):
+        return 0
+    return rope_cache_bytes(replace(da, text_config=own), d)
 
 
 def draft_weight_bytes(arch: ModelArch, spec: SpecDecode, *, tp: int, ep: int, d: int,
