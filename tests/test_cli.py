@@ -293,6 +293,9 @@ def test_incomplete_config_names_field(tmp_path, capsys):
     ("text", "rope_scaling", "yarn", "'rope_scaling' must be an object"),
     ("text", "head_dim", 1.5, "'head_dim' must be a non-negative integer"),
     ("text", "num_hidden_layers", 10**12, "not a plausible layer count"),
+    # IndexCache's fields (fuzz seed 561)
+    ("text", "index_skip_topk_offset", [1], "'index_skip_topk_offset' must be an integer"),
+    ("text", "index_topk_freq", "4", "'index_topk_freq' must be a non-negative integer"),
     # compressed-tensors scheme groups (fuzz seed 401)
     ("text", "quantization_config", {"quant_method": "compressed-tensors",
                                      "config_groups": {"a": 1}},

@@ -20,6 +20,7 @@ _COUNT_KEYS = frozenset({
     "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
     "num_experts_per_tok", "first_k_dense_replace", "n_shared_experts",
     "shared_expert_intermediate_size", "index_head_dim", "index_n_heads", "index_topk",
+    "index_topk_freq",
     "global_head_dim", "num_global_key_value_heads", "sliding_window_pattern",
     "attention_chunk_size", "max_window_layers", "num_kv_shared_layers",
     "hidden_size_per_layer_input", "vocab_size_per_layer_input", "linear_num_key_heads",
@@ -50,7 +51,8 @@ _POSITIVE_KEYS = frozenset({"hidden_size", "num_attention_heads", "vocab_size",
                             "interleave_moe_layer_step", "attn_layer_period",
                             "sliding_window_pattern", "spatial_merge_size", "patch_size",
                             "no_rope_layer_interval", "image_size"})
-_INT_KEYS = frozenset({"group_size", "q_group_size"})  # GPTQ writes -1 for per-channel
+# GPTQ writes -1 for per-channel groups; IndexCache's offset may be any integer
+_INT_KEYS = frozenset({"group_size", "q_group_size", "index_skip_topk_offset"})
 _NUMBER_KEYS = frozenset({"partial_rotary_factor", "rope_theta", "factor", "beta_fast",
                           "beta_slow", "mscale", "mscale_all_dim", "low_freq_factor",
                           "high_freq_factor", "compress_rope_theta", "rope_local_base_freq",
