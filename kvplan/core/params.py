@@ -321,14 +321,18 @@ def _vision_params(vc: dict, text_hidden: int) -> int:
         pin, pout = int(vc["projector_input_dim"]), int(vc["projector_output_dim"])
         n += vi * pin + pin * pout + int(vc["vision_output_dim"]) * text_hidden
         n += 2 * vh  # the class embedding and its position
-    kernel = vc.get("merge_kernel_size") or []
-    if len(kernel) == 2:  # MoonViT (Kimi-VL, Kimi-K2.5 / K3): a 2-D position table [h, w, d]
+    kernel = vc.get("merge_kernel_size")
+    if isinstance(kernel, list) and len(kernel) == 2 and all(
+            isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in kernel):
+        # MoonViT (Kimi-VL, Kimi-K2.5 / K3): a 2-D position table [h, w, d]
         # and the patch-merging projector: LayerNorm, then Linear(m, m) and Linear(m, text)
         # with biases over m = kh x kw x d (kimi_vl.py `KimiVLMultiModalProjector`,
         # kimi_k25_vit.py `KimiK25MultiModalProjector`; ReplicatedLinear)
-        n += int(vc.get("init_pos_emb_height") or 0) * int(vc.get("init_pos_emb_width") or 0) * vh
-        m, text = int(kernel[0]) * int(kernel[1]) * vh, int(vc.get("text_hidden_size") or
-                                                          text_hidden)
+        def count(key: str) -> int:
+            v = vc.get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+        n += count("init_pos_emb_height") * count("init_pos_emb_width") * vh
+        m, text = kernel[0] * kernel[1] * vh, count("text_hidden_size") or text_hidden
         n += 2 * vh + m * m + m + m * text + text
     merge = int(vc.get("spatial_merge_size") or 0)
     out = int(vc.get("out_hidden_size") or (vc.get("hidden_size") if vc.get("embed_dim") else 0)
