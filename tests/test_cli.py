@@ -296,6 +296,8 @@ def test_incomplete_config_names_field(tmp_path, capsys):
     # IndexCache's fields (fuzz seed 561)
     ("text", "index_skip_topk_offset", [1], "'index_skip_topk_offset' must be an integer"),
     ("text", "index_topk_freq", "4", "'index_topk_freq' must be a non-negative integer"),
+    ("top", "vision_config", {"default_output_length": {"a": 1}},
+     "'vision_config.default_output_length' must be a non-negative integer"),  # seed 571
     # compressed-tensors scheme groups (fuzz seed 401)
     ("text", "quantization_config", {"quant_method": "compressed-tensors",
                                      "config_groups": {"a": 1}},

@@ -43,7 +43,13 @@ _COUNT_KEYS = frozenset({
     "vt_intermediate_size", "vt_num_attention_heads", "vt_num_hidden_layers",
     "output_proj_dims", "original_max_position_embeddings", "bits", "w_bit", "num_bits",
     "hc_mult", "max_num_tiles", "image_size", "no_rope_layer_interval", "embed_dim",
-    "kv_n_heads", "rope_dim", "conf_num_hidden_layers", "mamba_d_ssm"})
+    "kv_n_heads", "rope_dim", "conf_num_hidden_layers", "mamba_d_ssm",
+    "default_output_length", "pooling_kernel_size", "projector_input_dim",
+    "projector_output_dim", "vision_output_dim", "init_pos_emb_height", "init_pos_emb_width",
+    "text_hidden_size", "target_hidden_size", "sparse_index_dim", "sparse_block_size",
+    "sparse_topk_blocks",
+    # drafters (DSpark, DFlash)
+    "dspark_block_size", "markov_rank", "dspark_markov_rank", "n_mtp_layers"})
 _POSITIVE_KEYS = frozenset({"hidden_size", "num_attention_heads", "vocab_size",
                             "global_head_dim", "n_embd", "n_head", "d_model", "num_heads",
                             # layer periods (taken modulo)
@@ -71,7 +77,8 @@ _LIST_KEYS = {"architectures": str, "layer_types": str, "layers_block_type": str
               "ignore": str, "modules_to_not_convert": str, "exclude_modules": str,
               "block_configs": dict, "hybrid_layer_pattern": int, "kda_layers": int,
               "attn_layer_indices": int, "sparse_attention_freq": int,
-              "compress_rates": int}
+              "compress_rates": int, "merge_kernel_size": int, "target_layer_ids": int,
+              "dspark_target_layer_ids": int}
 _KIND_NAMES = {str: "strings", int: "integers", dict: "objects"}
 # objects, whose own fields are checked the same way
 # objects whose entries are objects too (compressed-tensors' scheme groups)
@@ -81,7 +88,7 @@ _DICT_KEYS = frozenset({"quantization_config", "vision_config", "audio_config",
                         "linear_attn_config", "full_attention", "sliding_attention",
                         "config_groups", "quantization", "producer",  # last two: ModelOpt
                         "weights", "input_activations",  # a config group's schemes
-                        "sparse_attention_config"})
+                        "sparse_attention_config", "dflash_config"})
 
 
 def check_field_types(t: dict[str, Any], where: str = "") -> None:
