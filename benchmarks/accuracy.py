@@ -101,6 +101,7 @@ def args_of(case: dict, version: str) -> EngineArgs:
         or _flag_int(case, "max_num_batched_tokens"),
         enforce_eager=bool(case.get("enforce_eager")),
         block_size=bs,
+        dtype=str(case.get("dtype") or "auto").replace("torch.", ""),
     )
     if case.get("kv_cache_dtype_skip_layers"):  # indices (or sliding_window), as the flag
         a.kv_cache_dtype_skip_layers = tuple(map(str, case["kv_cache_dtype_skip_layers"]))

@@ -68,7 +68,13 @@ def size_cmd(
     max_num_batched_tokens: Optional[str] = typer.Option(None, "--max-num-batched-tokens"),
     enforce_eager: bool = typer.Option(False, "--enforce-eager"),
     dtype: str = typer.Option("auto", "--dtype"),
-    quantization: Optional[str] = typer.Option(None, "--quantization", "-q"),
+    quantization: Optional[str] = typer.Option(None, "--quantization", "-q",
+                                               help="As vLLM: read from the checkpoint when "
+                                               "unset; on a 16-bit checkpoint fp8 (and the "
+                                               "other online methods) quantize as it loads."),
+    allow_deprecated_quantization: bool = typer.Option(
+        False, "--allow-deprecated-quantization",
+        help="vLLM 0.14+ refuses deprecated methods (fbgemm_fp8, ...) without it."),
     enable_prefix_caching: Optional[bool] = typer.Option(
         None, "--enable-prefix-caching/--no-enable-prefix-caching"),
     enable_chunked_prefill: Optional[bool] = typer.Option(
@@ -188,6 +194,10 @@ def size_cmd(
     kvb = None
     if kv_cache_memory_bytes is not None:
         kvb = parse_vllm_int(kv_cache_memory_bytes, what="--kv-cache-memory-bytes")
+    if quantization is not None:
+        from kvplan.engines.vllm_registry import check_choice
+
+        check_choice("--quantization", quantization, vllm_version)
     args = EngineArgs(
         tensor_parallel_size=tensor_parallel_size,
         pipeline_parallel_size=pipeline_parallel_size,
@@ -203,6 +213,7 @@ def size_cmd(
                                               what="--max-num-batched-tokens")
         if max_num_batched_tokens else None,
         enforce_eager=enforce_eager, dtype=dtype, quantization=quantization,
+        allow_deprecated_quantization=allow_deprecated_quantization,
         enable_prefix_caching=enable_prefix_caching,
         enable_chunked_prefill=enable_chunked_prefill, usage=entrypoint,
         enable_lora=enable_lora, max_loras=max_loras, max_lora_rank=max_lora_rank,

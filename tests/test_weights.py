@@ -7,6 +7,7 @@ from kvplan.core.arch import normalize
 from kvplan.core.params import count_params, weight_bytes
 from kvplan.core.sizing import EngineArgs, Gpu, Model, size
 from kvplan.core.tensors import summarize
+from kvplan.errors import BadInput
 
 H100 = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 << 20, "9.0")
 TINY = {**LLAMA31_8B, "num_hidden_layers": 2}
@@ -789,9 +790,14 @@ def test_awq_and_gptq_bytes_as_the_kernel_holds_them():
     # `-q gptq` takes ExLlama, which keeps the zero points: Mistral-7B-GPTQ's 6,979,321,856
     # linear weights hold 27,262,976 B more than on gptq_marlin
     mistral, a100 = resolve_model("TheBloke/Mistral-7B-Instruct-v0.2-GPTQ"), resolve_gpu("a100")
-    auto, forced = (size(mistral, a100, EngineArgs(max_model_len=4096, quantization=q), "0.20")
+    auto, forced = (size(mistral, a100, EngineArgs(max_model_len=4096, quantization=q,
+                                                   dtype="float16"), "0.20")
                     for q in (None, "gptq"))
     assert forced.budget.weights - auto.budget.weights == 6979321856 * 0.5 / 128
+    # GPTQConfig's kernels take float16 only up to 0.21 (`get_supported_act_dtypes`), and the
+    # checkpoint's config says bfloat16
+    with pytest.raises(BadInput, match="runs gptq only in float16, not bfloat16"):
+        size(mistral, a100, EngineArgs(max_model_len=4096, quantization="gptq"), "0.20")
 
 
 def test_allocator_block_rounding_in_the_load_figure():

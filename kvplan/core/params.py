@@ -457,8 +457,15 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
     lin: float = d
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin") and bits:
         lin = wna16_stored(q, bits)
-    elif method in ("fp8", "fbgemm_fp8", "ptpc_fp8"):
+    elif method in ("fp8", "fbgemm_fp8", "ptpc_fp8", "fp8_per_tensor", "fp8_per_block",
+                    "fp8_per_channel", "int8_per_channel_weight_only"):
         lin = 1.0
+    elif method == "mxfp8":  # 8-bit values + one e8m0 scale per 32
+        lin = 1.0 + 1 / 32
+    elif method == "nvfp4_per_token":
+        lin = NVFP4_BYTES
+    elif method == "experts_int8":  # `ExpertsInt8Config`: the routed experts only
+        return WeightBytes(linear=d, expert=experts_int8_bytes(arch), other=d)
     elif method.startswith("modelopt"):
         algo = str(q.get("quant_algo", "FP8")).upper()
         if algo == "MIXED_PRECISION" and q.get("quantized_layers"):
@@ -673,6 +680,14 @@ def _modelopt_mixed(q: dict, d: float) -> WeightBytes:
     lin = mean(parts["linear"]) or d
     return WeightBytes(linear=lin, expert=mean(parts["expert"]) or lin, other=d,
                        mlp=mean(parts["mlp"]), lm_head=mean(parts["lm_head"]))
+
+
+def experts_int8_bytes(arch: ModelArch) -> float:
+    """Bytes per routed-expert parameter under online int8 (`Int8OnlineMoEMethod`,
+    online/int8.py): 1 B, plus an fp32 scale per output row of w13 and w2."""
+    h, i = moe_hidden(arch), arch.expert_intermediate_size or arch.intermediate_size
+    w13 = 2 * i if moe_gated(arch) else i
+    return 1.0 + 4 * (w13 + h) / max(1, w13 * h + h * i)
 
 
 def moe_gated(arch: ModelArch) -> bool:

@@ -17,6 +17,7 @@ from kvplan.core import backends as BK
 from kvplan.core import blocks as B
 from kvplan.core import kvformats as KF
 from kvplan.core import memory as M
+from kvplan.core import quantcheck as QC
 from kvplan.core.arch import (
     DSV4,
     FULL,
@@ -185,6 +186,7 @@ class EngineArgs:
     compilation_mode: int | None = None  # --compilation-config mode (None: 3, VLLM_COMPILE)
     dtype: str = "auto"
     quantization: str | None = None
+    allow_deprecated_quantization: bool = False  # --allow-deprecated-quantization (0.14+)
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool | None = None
     disable_hybrid_kv_cache_manager: bool = False
@@ -641,9 +643,10 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     shrink = d / 4 if fp32 else 1.0  # fp32 checkpoint loaded as 16-bit
     # online quantization (`-q fp8` / `-q bitsandbytes` on a 16-bit checkpoint) shrinks the
     # linear layers as they load; embeddings, LM head and norms keep the model dtype
-    online = 1.0
+    online = online_exp = 1.0  # linear layers, routed experts (experts_int8, mxfp4: only them)
     if a.quantization and not quantized_ckpt:
-        online = weight_bytes(arch, d, a.quantization).linear / d
+        ob = weight_bytes(arch, d, a.quantization)
+        online, online_exp = ob.linear / d, ob.expert / d
     pc = count_params(arch)
     # the checkpoint as stored (for scaling to its exact size), then online quantization
     wb = weight_bytes(arch, d, None, model.quant_file)
@@ -703,7 +706,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             b = 0.0
             for i in rng:
                 lb, kvh = ts.layers[i], _kv_heads(arch.layers[i])
-                b += (lb.split / tp + lb.expert * pad / ep) * online + lb.replicated
+                b += lb.split / tp * online + lb.expert * pad / ep * online_exp + lb.replicated
                 b += (lb.kv * max(1, kvh // tp) / kvh if kvh else lb.kv / tp) * online
             if si == 0 or embed_all:
                 b += ts.embed / tp
@@ -742,7 +745,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             head = pc.lm_head / tp
         per_stage.append(((attn * wb.linear + mlp * wb.mlp_bytes + state * wb.state_bytes
                            + repl_lin * wb.repl_bytes) * online,
-                          expert * wb.expert * online, other * wb.other + head * wb.lm_head_bytes,
+                          expert * wb.expert * online_exp,
+                          other * wb.other + head * wb.lm_head_bytes,
                           mla_up(rng)))
     # the checkpoint as stored: with every tower and the KV-sharing layers' K/V
     quantizable = (sum(x.split - x.mlp - x.state + x.kv_proj + x.kv_unused
@@ -760,7 +764,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     est_total = quantizable + rest + mtp
     skipped = (pc.vision + pc.audio - vision) * wb.other + mtp + (
         0 if kv_unused else sum(x.kv_unused for x in pc.layers) * wb.linear * online)
-    scale, total, estimated = 1.0, quantizable * online + rest - skipped, True
+    experts = pc.experts * wb.expert
+    scale, estimated = 1.0, True
+    total = (quantizable - experts) * online + experts * online_exp + rest - skipped
     if model.weights_bytes:
         exact = int(model.weights_bytes * shrink)
         scale = exact / est_total if est_total else 1.0
@@ -926,6 +932,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     model_dtype = resolve_model_dtype(arch.config_dtype, a.dtype, cc, v1=version.v1,
                                       model_type=arch.model_type,
                                       fp16_checked=version.at_least(0, 9))
+    QC.resolve(a.quantization, QC.checkpoint_method(arch.quantization, model.quant_file),
+               version=version, cc=cc, vendor=gpu.vendor, model_dtype=model_dtype,
+               model_type=arch.model_type,
+               allow_deprecated=a.allow_deprecated_quantization)
     mo_kv = modelopt_kv_dtype(arch.quantization, model.quant_file_for_kv,
                               config_json_from=version.modelopt_kv_auto,
                               hf_quant_from=version.at_least(0, 20),
@@ -2127,6 +2137,15 @@ def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
 def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
                      arch: ModelArch, kv_bound: bool) -> str:
     heads = arch.num_attention_heads or 1
+    online = ""  # FP8 weights quantized as they load, on the GPUs asked for
+    if a.quantization is None and not (arch.quantization or model.quant_file):
+        try:
+            r = size(model, gpu, replace(a, quantization="fp8"), version, hints=False)
+        except BadInput:  # a GPU or release that refuses it
+            r = None
+        if r is not None and r.fits:
+            online = (f"--quantization fp8 ({r.budget.weights / GiB:.1f} GiB of weights and "
+                      f"{r.budget.available_kv / GiB:.1f} GiB of KV per GPU)")
     for tp in () if gpu.mig_profile else (2, 4, 8, 16):  # no TP across MIG slices
         if tp <= a.tensor_parallel_size or heads % tp:
             continue
@@ -2136,7 +2155,10 @@ def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
             continue
         if r.fits:
             return (f"fits with --tensor-parallel-size {tp} ({r.budget.weights / GiB:.1f} GiB of "
-                    f"weights and {r.budget.available_kv / GiB:.1f} GiB of KV per GPU)")
+                    f"weights and {r.budget.available_kv / GiB:.1f} GiB of KV per GPU)"
+                    + (f"; or with {online}" if online else ""))
+    if online:
+        return f"fits with {online}"
     if a.kv_cache_dtype == "auto":
         try:
             r = size(model, gpu, replace(a, kv_cache_dtype="fp8"), version, hints=False)

@@ -102,3 +102,25 @@ def _is_number(tok: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def check_choice(flag: str, value: str, version: str | None) -> None:
+    """BadInput when the release has no `value` for `flag` (argparse's choices, or the names
+    vLLM validates later, as `vllm_flags.json` records them); says when it existed."""
+    from kvplan.errors import BadInput
+
+    reg = Registry(version)
+    info = reg.lookup(flag)
+    known = [c for c in (info.choices if info else ()) if c != "None"]
+    if not known or value in known or value == "None":
+        return
+    keys = recorded_versions()
+    seen = [i for i, k in enumerate(keys)
+            if value in ((Registry(k).lookup(flag) or info).choices)]
+    older = [i for i in seen if i < keys.index(reg.key)]
+    when = (f" (it had it up to {keys[older[-1]]})" if older
+            else f" (it has it from {keys[seen[0]]})" if seen else "")
+    close = difflib.get_close_matches(value.lower(), known, n=3, cutoff=0.6)
+    raise BadInput(f"vLLM {reg.release} has no {flag} {value}{when}",
+                   hint=f"did you mean {' or '.join(close)}?" if close
+                   else f"use one of {', '.join(known)}", flag=flag.lstrip("-").replace("-", "_"))
