@@ -116,6 +116,9 @@ def args_of(case: dict, version: str) -> EngineArgs:
     m = re.search(r"(?:--decode-context-parallel-size|-dcp)[ =](\d+)", flags)
     if m:
         a.decode_context_parallel_size = int(m.group(1))
+    m = re.search(r"VLLM_USE_V1=([01])", flags)
+    if m:  # the case's environment picks the engine (0.8-0.10)
+        a.use_v1 = m.group(1) == "1"
     if "--enable-expert-parallel" in flags:
         a.enable_expert_parallel = True
     if re.search(r"--mm-encoder-tp-mode[ =]data", flags):

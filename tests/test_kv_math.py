@@ -1340,7 +1340,7 @@ def test_033_defaults_gb10_small_tier_rocm_v2_and_removed_architectures():
     assert size(vision, H100, EngineArgs(max_model_len=8192), "0.10.2").fits
 
 
-def test_longrope_defaults_to_its_original_length_from_012():
+def test_longrope_defaults_to_its_original_length_from_0111():
     # Phi-3-mini-128k: max_position_embeddings 131,072, original 4,096, rope type longrope
     cfg = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 3072,
            "num_attention_heads": 32, "num_key_value_heads": 32, "num_hidden_layers": 32,
@@ -1349,7 +1349,7 @@ def test_longrope_defaults_to_its_original_length_from_012():
            "rope_scaling": {"type": "longrope", "long_factor": [1.0] * 48,
                             "short_factor": [1.0] * 48}}
     m = Model("microsoft/Phi-3-mini-128k-instruct", cfg)
-    assert size(m, H100, EngineArgs(), "0.12").max_model_len == 4096
+    assert size(m, H100, EngineArgs(), "0.11.1").max_model_len == 4096
     assert size(m, H100, EngineArgs(), "0.11").max_model_len == 131072
     assert size(m, H100, EngineArgs(max_model_len=65536), "0.33").max_model_len == 65536
     # `_get_and_verify_max_len`: -1 starts (and so stays) at original_max_position_embeddings
@@ -1376,16 +1376,52 @@ def test_gemma4_prefix_lm_raises_the_small_tier_token_budget():
 
 def test_default_token_budget_capped_at_seqs_times_length_from_012():
     # 0.12+ `EngineArgs._set_default_args`: min(max_num_seqs x max_model_len, default);
-    # 0.9-0.11 V1 set the server default without the cap (only `SchedulerConfig`'s own
-    # default, V0's and the engine context's, had it), and max_model_len itself with chunked
-    # prefill off
+    # 0.9-0.11.0 V1 set the server default without the cap (only `SchedulerConfig`'s own
+    # default, V0's and the engine context's, had it); 0.11.1 already caps (`get_batch_
+    # defaults`). With chunked prefill off the budget is max(max_model_len, the default), but
+    # 0.8-0.11.0 V1 turned chunked prefill on for every generation model whatever the flag
     kw = dict(max_model_len=1024, max_num_seqs=2, kv_cache_memory_bytes=GiB)
     assert run(LLAMA31_8B, version="0.12", **kw).max_num_batched_tokens == 2048
+    assert run(LLAMA31_8B, version="0.11.1", **kw).max_num_batched_tokens == 2048
     assert run(LLAMA31_8B, version="0.11", **kw).max_num_batched_tokens == 8192
     assert run(LLAMA31_8B, version="0.11", usage="engine", **kw).max_num_batched_tokens == 2048
-    off = dict(max_model_len=4096, enable_chunked_prefill=False, kv_cache_memory_bytes=GiB)
-    assert run(LLAMA31_8B, version="0.11", **off).max_num_batched_tokens == 4096
+    off = dict(max_model_len=16384, enable_chunked_prefill=False, kv_cache_memory_bytes=GiB)
+    forced = run(LLAMA31_8B, version="0.11", **off)
+    assert forced.max_num_batched_tokens == 8192
+    assert any("ignores --no-enable-chunked-prefill" in n for n in forced.notes)
+    assert run(LLAMA31_8B, version="0.11.1", **off).max_num_batched_tokens == 16384
+    off["max_model_len"] = 4096
     assert run(LLAMA31_8B, version="0.12", **off).max_num_batched_tokens == 8192
+
+
+def test_batch_defaults_of_the_first_v1_releases():
+    # 0.8.0/0.8.2 `_set_default_args_v1`: 1,024 sequences on every GPU, the 8,192 budget only
+    # for a device named H100/H200; 0.8.5 tiers by memory without 0.9's A100 exclusion; the
+    # engine context takes the same sequences until 0.9.2 gives it SchedulerConfig's 128
+    from kvplan.core.sizing import batch_defaults
+    from kvplan.core.versions import VllmVersion
+    from kvplan.sources.resolve import resolve_gpu
+
+    l40s, h20, a100, h100 = (resolve_gpu(g) for g in ("l40s", "h20", "a100-80gb", "h100"))
+    v = VllmVersion.of
+    assert batch_defaults(l40s, v("0.8.2"), "serve", 1) == (2048, 1024)
+    assert batch_defaults(h20, v("0.8.2"), "serve", 1) == (2048, 1024)  # 96 GB, not "h100"
+    assert batch_defaults(h100, v("0.8.2"), "llm", 1) == (16384, 1024)
+    assert batch_defaults(a100, v("0.8.5"), "serve", 1) == (8192, 1024)
+    assert batch_defaults(a100, v("0.9.0"), "serve", 1) == (2048, 256)
+    assert batch_defaults(h100, v("0.9.1"), "engine", 1) == (2048, 1024)
+    assert batch_defaults(l40s, v("0.9.1"), "engine", 1) == (2048, 256)
+    assert batch_defaults(h100, v("0.9.2"), "engine", 1) == (2048, 128)
+
+
+def test_v0_keeps_chunked_prefill_off_where_its_engine_args_say():
+    # 0.6.6 `create_engine_config`: over 32K chunked prefill comes on by default, but not
+    # with LoRA, a sliding window, speculative decoding, ROCm or a multimodal model; off, the
+    # profile runs max(max_model_len, 2048) tokens at once
+    kw = dict(kv_cache_memory_bytes=GiB)
+    assert run(LLAMA31_8B, version="0.6.6", **kw).max_num_batched_tokens == 2048
+    lora = run(LLAMA31_8B, version="0.6.6", enable_lora=True, **kw)
+    assert lora.max_num_batched_tokens == 131072
 
 
 def test_blackwell_trtllm_moe_note_only_where_trtllm_runs_the_experts():
@@ -1663,3 +1699,36 @@ def test_mamba2_mixer_point_in_the_profile():
     held = r.moe_workspace_bytes
     fixed = int((64 + 450) * 2**20)
     assert r.budget.activation - r.sampler_state_bytes == held + 8192 * per_token * 2 + fixed
+
+
+def test_pp_start_up_check_counts_every_stage_in_014_to_016():
+    # 0.14-0.16 `get_kv_cache_configs` check one request against the global groups (all 32
+    # layers: 32 x 65,536 B a block x 8,192 blocks = 16 GiB at 131,072 tokens) in the
+    # smallest worker's memory; 0.17.1+ per worker, where one stage's 16 layers need 8 GiB
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, l4 = resolve_model("meta-llama/Llama-3.1-8B-Instruct"), resolve_gpu("l4")
+    old = size(m, l4, EngineArgs(pipeline_parallel_size=2), "0.14.1")
+    assert not old.fits and "needs 16.00 GiB" in old.failure
+    avail = min(s["available_kv_bytes"] for s in old.stages)
+    blocks = avail // (32 * 65536)
+    assert f"the largest max_model_len that fits is {blocks * 16}" in old.failure
+    assert size(m, l4, EngineArgs(pipeline_parallel_size=2, max_model_len=-1),
+                "0.14.1").max_model_len == blocks * 16
+    assert size(m, l4, EngineArgs(pipeline_parallel_size=2), "0.18").fits
+
+
+def test_model_max_length_replaces_the_derived_length_from_085():
+    # Command-R / Cohere: `derive_max_model_len_and_key` (0.8.5+) takes model_max_length
+    # over the minimum of the other keys; 0.8.2 kept it one term of the minimum
+    from kvplan.core.arch import max_model_len_of
+
+    cfg = {"model_type": "cohere", "max_position_embeddings": 8192, "model_max_length": 131072}
+    assert max_model_len_of(cfg) == (131072, "model_max_length")
+    assert max_model_len_of(cfg, model_max_length_wins=False) == (8192,
+                                                                  "max_position_embeddings")
+    # dynamic NTK scales the length like every type but su / longrope / llama3 (/ YaRN 0.30+)
+    dyn = {"max_position_embeddings": 4096,
+           "rope_scaling": {"type": "dynamic", "factor": 2.0,
+                            "original_max_position_embeddings": 2048}}
+    assert max_model_len_of(dyn)[0] == 8192

@@ -304,16 +304,22 @@ def head_size(t: dict[str, Any]) -> int:
     return hidden // heads
 
 
-def max_model_len_of(t: dict[str, Any], *, yarn_from_original: bool = False
-                     ) -> tuple[int, str]:
+def max_model_len_of(t: dict[str, Any], *, yarn_from_original: bool = False,
+                     model_max_length_wins: bool = True) -> tuple[int, str]:
     """vLLM `_get_and_verify_max_len`: min over the length keys, then rope scaling.
     `yarn_from_original` (before 0.30): YaRN scales original_max_position_embeddings by its
     factor, and only su / longrope / llama3 leave the length as it is; 0.30 (read in the
-    0.30-0.33 wheels) takes YaRN's max_position_embeddings as already scaled."""
+    0.30-0.33 wheels) takes YaRN's max_position_embeddings as already scaled.
+    `model_max_length_wins` (0.8.5+, "For Command-R / Cohere, Cohere2 models"): a config's
+    model_max_length replaces the minimum instead of joining it."""
     found = [(int(t[k]), k) for k in MAX_LEN_KEYS if isinstance(t.get(k), (int, float))]
     if not found:
         return 2048, "no length field in config (vLLM's 2048 default)"
     length, key = min(found)
+    mml = t.get("model_max_length")
+    if model_max_length_wins and isinstance(mml, (int, float)) and not isinstance(mml, bool) \
+            and mml > 0:
+        length, key = int(mml), "model_max_length"
     no_scale = {"su", "longrope", "llama3"} if yarn_from_original else _ROPE_NO_SCALE
     # `rope_scaling`, or transformers 5's `rope_parameters` (vLLM `patch_rope_parameters`),
     # which may hold one dict per layer type ("assumes all layer types have the same
@@ -331,20 +337,17 @@ def max_model_len_of(t: dict[str, Any], *, yarn_from_original: bool = False
             length, key = int(orig), f"{field} original_max_position_embeddings"
         if (factor and rtype not in no_scale and "gemma3" not in t.get("model_type", "")
                 and rtype):
-            if rtype == "dynamic" and "original_max_position_embeddings" in rs:
-                pass  # dynamic with original length: derived length stays
-            else:
-                scaled = length * factor
-                if not 0 < scaled < 2**53:
-                    raise BadInput(f"config field '{field}.factor' {factor!r} scales "
-                                   f"{key} {length} to {scaled:g} positions")
-                return int(scaled), f"{key} x {field} factor {factor} ({rtype})"
+            scaled = length * factor
+            if not 0 < scaled < 2**53:
+                raise BadInput(f"config field '{field}.factor' {factor!r} scales "
+                               f"{key} {length} to {scaled:g} positions")
+            return int(scaled), f"{key} x {field} factor {factor} ({rtype})"
     return length, key
 
 
 def longrope_default_len(t: dict[str, Any]) -> int | None:
     """A LongRoPE checkpoint's default max_model_len, its original_max_position_embeddings
-    (0.12+ `_get_and_verify_max_len`: "For LongRoPE, default to original_max_position_
+    (0.11.1+ `_get_and_verify_max_len`: "For LongRoPE, default to original_max_position_
     embeddings to avoid performance degradation for shorter sequences"; 'su' is LongRoPE's
     old name). None for other checkpoints."""
     for rs in (t.get("rope_scaling"), t.get("rope_parameters")):

@@ -421,31 +421,50 @@ def derived_max_model_len(arch: ModelArch, version: VllmVersion) -> tuple[int, s
     0.30 YaRN scales its original length (`arch.max_model_len_of`)."""
     if version.at_least(0, 30):
         return arch.max_position, arch.max_position_source
-    return max_model_len_of(arch.text_config, yarn_from_original=True)
+    return max_model_len_of(arch.text_config, yarn_from_original=True,
+                            model_max_length_wins=version.at_least(0, 8, 5))
 
 
 def batch_defaults(gpu: Gpu, version: VllmVersion, usage: str, world_size: int) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither.
 
-    `EngineArgs.get_batch_defaults` (0.12+; `_set_default_args` in 0.10/0.11): by device
-    memory and name; A100s stay on the small tier (PR #17885).
+    `EngineArgs.get_batch_defaults` (0.11.1+; `_set_default_args_v1` before): by device
+    memory and name; A100s stay on the small tier from 0.9.0 (PR #17885). 0.8.0-0.8.2 take
+    1,024 sequences on every GPU and the larger budget only for a device named H100 / H200;
+    to 0.9.1 the engine context gets the same sequences, from 0.9.2 `SchedulerConfig`'s 128.
     """
     if not version.v1:
         return 2048, 256
-    if usage == "engine":  # no usage-context entry: `SchedulerConfig.DEFAULT_MAX_NUM_*`
-        return 2048, 128
-    mem = gpu.memory_bytes
+    mem, name = gpu.memory_bytes, gpu.name.lower()
     serve = usage != "llm"
+    if not version.at_least(0, 8, 5):  # `_set_default_args_v1` (0.8.0, 0.8.2 wheels)
+        big = "h100" in name or "h200" in name
+        return (2048 if usage == "engine" else (8192 if serve else 16384) if big
+                else (2048 if serve else 8192)), 1024
     if version.largest_batch_tier and mem >= 160 * GiB:
-        return 16384, 1024
+        return (2048, 128) if usage == "engine" else (16384, 1024)
     # GB10 (DGX Spark, unified memory) stays on the small tier: NVML has no memory info for
     # it, so `get_device_total_memory` raises and the defaults see 0 bytes (0.10-0.32; the
     # logs show 2,048 / 256), and 0.33 keeps it there on purpose ("has the memory but not
     # the compute of a large discrete GPU", `is_gb10`)
     gb10 = gpu.unified_memory or gpu.compute_capability == "12.1" and version.at_least(0, 33)
-    if mem >= 70 * GiB and "a100" not in gpu.name.lower() and not gb10:
+    big = mem >= 70 * GiB and not gb10 and ("a100" not in name or not version.at_least(0, 9))
+    if usage == "engine":  # no usage-context entry: `SchedulerConfig.DEFAULT_MAX_NUM_*`
+        return 2048, 128 if version.at_least(0, 9, 2) else (1024 if big else 256)
+    if big:
         return (8192 if serve else 16384), 1024
     return (2048 if serve else 8192), 256
+
+
+def v0_chunks_long_prompts(arch: ModelArch, a: EngineArgs, vendor: str,
+                           version: VllmVersion) -> bool:
+    """Whether the V0 engine turns chunked prefill on for a max_model_len over 32K
+    (`create_engine_config` in 0.6.6/0.7.3, `_set_default_args_v0` in 0.8-0.10): not for a
+    multimodal model, MLA (0.8+), ROCm, a model with a sliding window, speculative decoding
+    or LoRA; without it the profile runs the whole max_model_len at once."""
+    multimodal = arch.vision_config is not None or arch.audio_config is not None
+    return not (multimodal or arch.is_mla and version.at_least(0, 8) or vendor != "nvidia"
+                or SLIDING in arch.kinds or a.speculative or a.enable_lora)
 
 
 def _dcp_specs(specs: list[Spec | None], dcp: int, version: VllmVersion
@@ -1031,7 +1050,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # lengths and batch defaults
     derived, derived_src = derived_max_model_len(arch, version)
     mml_src = f"config {derived_src}"
-    longrope = longrope_default_len(arch.text_config) if version.at_least(0, 12) else None
+    longrope = longrope_default_len(arch.text_config) if version.at_least(0, 11, 1) else None
     default_len = min(longrope, derived) if longrope else derived
     if a.max_model_len is None and longrope:
         mml = default_len
@@ -1048,7 +1067,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     else:
         mml = a.max_model_len
         mml_src = "--max-model-len"
-        if mml > derived:
+        cap = arch.text_config.get("model_max_length")  # the user may go up to it
+        if mml > derived and not (isinstance(cap, int) and mml <= cap):
             raise BadInput(
                 f"--max-model-len {mml} exceeds the model's maximum of {derived} "
                 f"({derived_src})",
@@ -1084,20 +1104,28 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         d_mnbt, d_seqs = 2 * d_mnbt, 2 * d_seqs
     seqs = a.max_num_seqs or d_seqs
     chunked = a.enable_chunked_prefill
-    if chunked is None:
-        chunked = version.v1 or mml > 32768
-    # before 0.12 V1's `_set_default_args_v1` fills the default for the server and LLM
-    # contexts (max_model_len itself without chunked prefill); V0 and the engine context
-    # leave it to `SchedulerConfig.__post_init__`, which also caps it at max_num_seqs x
-    # max_model_len; 0.12+ `EngineArgs` caps every default (0.9.2-0.33 wheels)
-    v1_filled = version.v1 and not version.at_least(0, 12) and a.usage != "engine"
+    if version.v1 and not version.at_least(0, 11, 1):
+        # "V1 always uses chunked prefills": 0.8-0.11.0 set it for every generation model
+        # (`_set_default_args_v1`; 0.11.0 `_set_default_args`), whatever the flag said
+        if chunked is False:
+            notes.append(f"vLLM {version.text} ignores --no-enable-chunked-prefill: its V1 "
+                         "engine always chunks prefills (honoured from 0.11.1)")
+        chunked = True
+    elif chunked is None:
+        chunked = version.v1 or mml > 32768 and v0_chunks_long_prompts(arch, a, gpu.vendor,
+                                                                        version)
+    # before 0.11.1 V1's `_set_default_args_v1` fills the default for the server and LLM
+    # contexts; V0 and the engine context leave it to `SchedulerConfig.__post_init__`,
+    # which also caps it at max_num_seqs x max_model_len; 0.11.1+ `EngineArgs` caps every
+    # default (0.9.2-0.33 wheels)
+    v1_filled = version.v1 and not version.at_least(0, 11, 1) and a.usage != "engine"
     if a.max_num_batched_tokens:
         mnbt = a.max_num_batched_tokens
     elif not chunked:
-        mnbt = mml if v1_filled else max(mml, d_mnbt)
+        mnbt = max(mml, d_mnbt)
     else:
         mnbt = d_mnbt
-        if a.usage == "engine" and version.v1 and not version.at_least(0, 12) and (
+        if a.usage == "engine" and version.v1 and not version.at_least(0, 11, 1) and (
                 arch.vision_config or arch.audio_config):  # `SchedulerConfig.__post_init__`
             mnbt = max(mnbt, 5120)  # MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (to 0.11)
     if not a.max_num_batched_tokens and not v1_filled:
@@ -1629,7 +1657,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             notes.append(f"the sparse-MLA indexer's decode logits ({logits / GiB:.2f} GiB: the "
                          "largest FULL decode graph's rows x max_model_len x fp32) sit in the "
                          "CUDA-graph pool")
-    stage_rows = []
+    stage_rows, pools = [], []
     best: tuple[int, M.Budget, int] | None = None
     profiled = version.subtracts_cudagraph(gpu.vendor) and graphs and v2_graphs
 
@@ -1741,6 +1769,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         bpb = (B.bucketed_bytes_per_block if old_v4 and version.dsv4_bucketed_layout
                else B.tuple_bytes_per_block if old_v4 else B.bytes_per_block)(groups, layer_set)
         nblocks = max(bud.kv_pool, 0) // bpb if bpb else 0
+        pools.append(bud.kv_pool)
         stage_rows.append({"stage": si, "layers": len(rng), "weights_bytes": weights[si],
                            "available_kv_bytes": bud.available_kv, "bytes_per_block": bpb,
                            "num_gpu_blocks": nblocks})
@@ -1752,6 +1781,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             best = (nblocks, bud, bpb, check_bpb)
     assert best is not None
     num_blocks, bud, bpb, check_bpb = best
+    global_check = pp > 1 and version.at_least(0, 14) and not version.at_least(0, 17, 1) \
+        and not old_v4
+    if global_check:
+        # 0.14-0.16 check one request against the global groups, every stage's layers, in
+        # the smallest worker's memory (`get_kv_cache_configs`; per worker from 0.17.1,
+        # `_project_kv_cache_groups_to_worker`)
+        check_bpb = B.bytes_per_block(groups, set(range(len(spec_layer))))
     if not groups:
         num_blocks = 1  # attention-free: vLLM keeps one dummy block
         notes.append("attention-free model: no KV cache, state only")
@@ -1764,7 +1800,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # 0.20.2+ check an override's blocks (`get_kv_cache_configs`: "Reflect that in
     # `available_memory`"), earlier releases the profiled pool; 0.29+ plan against the
     # usable blocks: the null block is reserved (`_check_enough_kv_cache_memory`)
-    avail_for_check = bud.kv_pool
+    avail_for_check = min(pools) if global_check else bud.kv_pool
     if a.num_gpu_blocks_override and version.at_least(0, 20, 2):
         avail_for_check = num_blocks * bpb
     if version.at_least(0, 29):
