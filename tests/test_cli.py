@@ -625,3 +625,17 @@ def test_compilation_config_capture_size_must_be_an_integer(capsys):
     code, out, _ = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "--json", "-cc",
                        '{"max_cudagraph_capture_size": "64"}')
     assert code == 0 and json.loads(out)["cudagraph_graphs"] == 22
+
+
+def test_allow_long_max_model_len_lets_the_length_past_the_config(capsys):
+    argv = ["size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h200", "--max-model-len",
+            "262144"]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "--env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in err
+    code, out, err = run(capsys, *argv, "--env", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=true", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["max_model_len"] == 262144
+    # 2 x 8 KV heads x 128 x 2 B x 32 layers a token; a request is 16,384 blocks of 16
+    assert d["kv_bytes_per_token"] == 131072
+    assert d["max_concurrency"] == round(d["num_gpu_blocks"] / 16384, 2)

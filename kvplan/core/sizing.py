@@ -200,6 +200,7 @@ class EngineArgs:
     flashinfer_moe_fp8: bool = True  # VLLM_USE_FLASHINFER_MOE_FP8=0 takes FP8 MoE off FlashInfer
     estimate_cudagraphs: bool = True  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (0.20+ default 1)
     breakable_cudagraph: bool | None = None  # VLLM_USE_BREAKABLE_CUDAGRAPH (None: vLLM's default)
+    allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN
     use_v1: bool | None = None  # VLLM_USE_V1 (None: unset; 0.8-0.10 fall back to V0 as needed)
     # 'serve' (vllm serve), 'llm' (offline LLM class) or 'engine' (AsyncLLMEngine / LLMEngine
     # built from EngineArgs directly, as RunPod's worker-vllm does)
@@ -1068,12 +1069,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         mml = a.max_model_len
         mml_src = "--max-model-len"
         cap = arch.text_config.get("model_max_length")  # the user may go up to it
-        if mml > derived and not (isinstance(cap, int) and mml <= cap):
+        if mml > derived and a.allow_long_max_model_len:
+            notes.append(f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: max_model_len {mml} exceeds the "
+                         f"model's {derived} ({derived_src}); vLLM starts, but outputs past "
+                         "the trained length may be wrong")
+        elif mml > derived and not (isinstance(cap, int) and mml <= cap):
             raise BadInput(
                 f"--max-model-len {mml} exceeds the model's maximum of {derived} "
                 f"({derived_src})",
                 hint=f"use --max-model-len {derived} or less "
-                     "(vLLM only allows more with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")
+                     "(vLLM allows more only with --env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")
         if mml < 1:
             raise BadInput("--max-model-len must be >= 1")
     if a.usage not in ("serve", "llm", "engine"):

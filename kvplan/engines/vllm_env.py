@@ -29,6 +29,9 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": (
         "estimate_cudagraphs", "0: the CUDA-graph memory estimate is not subtracted before "
         "sizing the KV cache (default 1 from 0.20)"),
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN": (
+        "allow_long_max_model_len", "1: --max-model-len may exceed the length the config "
+        "allows (vLLM warns; outputs past the trained length may be wrong)"),
     "VLLM_USE_BREAKABLE_CUDAGRAPH": (
         "breakable_cudagraph", "1: CUDA graphs broken around attention without torch.compile "
         "(0.24+; on by default for DeepSeek-V4 and other models vLLM lists, 0 opts out)"),
@@ -46,7 +49,7 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
 ENV_HELP = ("NAME=VALUE of the server's environment (repeatable). Modelled: "
             + ", ".join(ENV_FIELDS) + "; others are noted and ignored.")
 # read as `value.lower() in ("true", "1")`, never an error (`envs.py`); the rest as integers
-TEXT_FLAGS = {"VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE"}
+TEXT_FLAGS = {"VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE", "VLLM_ALLOW_LONG_MAX_MODEL_LEN"}
 EXACT_ONE = {"VLLM_USE_BREAKABLE_CUDAGRAPH"}  # `os.environ.get(name, "0") == "1"`
 STRINGS = {"VLLM_VIDEO_LOADER_BACKEND"}  # read as the string itself
 
