@@ -1732,3 +1732,27 @@ def test_model_max_length_replaces_the_derived_length_from_085():
            "rope_scaling": {"type": "dynamic", "factor": 2.0,
                             "original_max_position_embeddings": 2048}}
     assert max_model_len_of(dyn)[0] == 8192
+
+
+def test_deepgemm_first_workspace_in_fp8_bytes_from_031():
+    from kvplan.core.memory import ActivationShape
+
+    # Qwen3-30B-A3B-FP8 on one H100, 8,192 tokens: M.k = 65,536 rows, 128 local experts
+    # padded to 128 rows each -> M_sum 81,792; K 2,048, N 1,536, A 768
+    s = ActivationShape(hidden=2048, intermediate_local=6144, moe_intermediate_local=768,
+                        top_k=8, vocab=151936, act_bytes=2, moe_kernel="deepgemm",
+                        local_experts=128)
+    assert s.moe_workspace(8192) == 81792 * (2048 + 2048)  # 0.13-0.30
+    # 0.31+ `_fp8_workspace_shape`: 2,048 / 2 columns; the 8,192 x 2,048 output is smaller
+    assert replace(s, deepgemm_fp8_ws=True).moe_scratch_bytes(8192, None) == \
+        (81792 * 1024 + 81792 * 2048) * 2 == 502530048
+
+
+def test_v2_runner_captures_no_graphs_under_stock_torch_compile_from_032():
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h100 = resolve_model("meta-llama/Llama-3.1-8B-Instruct"), resolve_gpu("h100")
+    a = EngineArgs(compilation_mode=1)
+    r31, r32 = (size(m, h100, a, v) for v in ("0.31", "0.32"))
+    assert r31.cudagraph_mode == "FULL_DECODE_ONLY" and r31.budget.cudagraph > 0
+    assert r32.cudagraph_mode == "NONE" and r32.budget.cudagraph == 0

@@ -163,6 +163,7 @@ class ActivationShape:
     # the scratch stays in the shared workspace after the forward (a monolithic kernel
     # allocates its own per call)
     moe_kept: bool = True
+    deepgemm_fp8_ws: bool = False  # 0.31+: DeepGEMM's first workspace sized in FP8 bytes
 
     def moe_workspace(self, tokens: int) -> int:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
@@ -172,7 +173,10 @@ class ActivationShape:
         * modular (`TritonExperts.workspace_shapes`): M.k x max(A, K) + M.k x max(N, K);
         * DeepGEMM (`DeepGemmExperts.workspace_shapes`) on M_sum rows, every local expert's
           rows padded to 128 (`compute_aligned_M`): 0.11.x M_sum x N + M_sum x max(A, K) +
-          an M x K output, 0.13+ M_sum x max(A, K) + M_sum x max(N, K);
+          an M x K output, 0.13-0.30 M_sum x max(A, K) + M_sum x max(N, K); 0.31+ size the
+          first by its FP8 bytes ("Size it by bytes", `_fp8_workspace_shape`: max(A, K) / 2
+          16-bit elements), which the M x K output may exceed (the manager reserves the
+          larger, `_allocate_buffers`);
         * FlashInfer CUTLASS (`FlashInferExperts`): an M x K workspace that the output reuses
           (`FusedMoEModularKernel._allocate_buffers`: one buffer of the larger), M x 2K for
           NVFP4, whose output is packed;
@@ -194,6 +198,9 @@ class ActivationShape:
         m_sum = -(-(rows + self.local_experts * 127) // 128) * 128
         if self.moe_kernel == "deepgemm_v011":
             return m_sum * n + m_sum * max(act, h) + tokens * h
+        if self.deepgemm_fp8_ws:
+            ws1 = m_sum * -(-max(act, h) // self.act_bytes)
+            return max(ws1, tokens * h) + m_sum * max(n, h)
         return m_sum * (max(act, h) + max(n, h))
 
     def moe_scratch_bytes(self, tokens: int, chunk: int | None) -> int:

@@ -1598,6 +1598,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                             breakable=breakable,
                                             keep_full=version.at_least(0, 30),
                                             default_full=version.at_least(0, 11))
+    if v2 and compile_mode == 1 and version.at_least(0, 32) and graph_mode != "NONE":
+        # `_disable_cudagraphs_for_v2_stock_torch_compile` (0.32+): model runner V2 captures
+        # no graphs under stock torch.compile
+        graph_mode = "NONE"
+        notes.append(f"vLLM {version.text} captures no CUDA graphs on model runner V2 with "
+                     "stock torch.compile (compilation mode 1)")
     if "FULL" in graph_mode and (why := BK.full_graphs_refused(arch, composite, version)):
         # NEVER: PIECEWISE when attention is compiled piecewise (the default), else NONE
         graph_mode = "PIECEWISE" if "PIECEWISE" in graph_mode else "NONE"
@@ -2068,7 +2074,8 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     mono = kernel == "oai_triton" and not (a.enable_expert_parallel or a.enable_eplb
                                            or a.data_parallel_size > 1)
     return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed,
-                   moe_dp=a.data_parallel_size, moe_kept=not mono)
+                   moe_dp=a.data_parallel_size, moe_kept=not mono,
+                   deepgemm_fp8_ws=version.at_least(0, 31))
 
 
 def mm_pixel_bytes(architectures: list[str], version: VllmVersion, v2: bool) -> PixelBytes:

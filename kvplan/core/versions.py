@@ -592,8 +592,9 @@ class VllmVersion:
 
     @property
     def requested_is_ceiled(self) -> bool:
-        """0.33 `requested_memory = math.ceil(total * util)`; earlier a float product."""
-        return self.at_least(0, 33)
+        """`request_memory` (v1/worker/utils.py, 0.14+): `math.ceil(total * util)`; 0.13 and
+        earlier a float product in gpu_worker.py (0.13.0-0.33.0 wheels)."""
+        return self.at_least(0, 14)
 
     # --- KV accounting ---
     @property
