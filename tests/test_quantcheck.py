@@ -47,7 +47,9 @@ def test_a_flag_that_does_not_match_the_checkpoint_is_refused():
     assert resolve("fp8", "modelopt_fp4") == "modelopt_fp4"
     with pytest.raises(BadInput, match="does not match"):
         resolve("fp8", "modelopt", "0.9")
-    assert resolve("awq", "mxfp4", model_type="gpt_oss") == "mxfp4"
+    assert resolve("awq", "mxfp4", model_type="gpt_oss") == "gpt_oss_mxfp4"
+    assert resolve(None, "mxfp4", "0.19", model_type="gpt_oss") == "mxfp4"
+    assert resolve("fp8", "auto-round") == "inc"
 
 
 def test_modelopt_checkpoints_are_named_by_their_quant_algo():
@@ -119,6 +121,10 @@ def test_the_cli_names_a_method_the_release_lacks(capsys):
     code2, out2, _ = run(capsys, "size", "qwen3-8b", "--gpu", "l40s", "-q", "fp8", "--json")
     assert code == code2 == 0, err
     assert json.loads(out)["weights_bytes_per_gpu"] == json.loads(out2)["weights_bytes_per_gpu"]
+    assert json.loads(out)["quantization"] == "fp8_per_block"
+    code, out, _ = run(capsys, "size", "Qwen/Qwen2.5-3B-Instruct-AWQ", "--gpu", "l40s", "--json",
+                       "--vllm-version", "0.23")
+    assert json.loads(out)["quantization"] == "awq_marlin"  # AWQMarlinConfig claims it
     code, _, err = run(capsys, "size", "Qwen/Qwen2.5-3B-Instruct-AWQ", "--gpu", "v100")
     assert code == 2 and "it needs 7.5 or newer" in err and "Traceback" not in err
 

@@ -193,10 +193,11 @@ def _claim(q: str | None, ckpt: str | None, v: Release, cc: str, vendor: str,
         if q in (f"{ckpt}_marlin", "marlin"):  # the Marlin class does not claim it here
             raise _mismatch(ckpt, q)
         return q or ckpt
-    flag_ignored = (ckpt.startswith("modelopt") and v >= (0, 10, 0)
-                    or ckpt in ("auto-round", "intel/auto-round") and v >= (0, 15, 0)
-                    or ckpt == "mxfp4" and model_type == "gpt_oss" and v >= (0, 20, 0))
-    if flag_ignored or q is None or q == ckpt:
+    if ckpt in ("auto-round", "intel/auto-round") and v >= (0, 15, 0):
+        return "inc"  # `INCConfig.override_quantization_method`, whatever the flag
+    if ckpt == "mxfp4" and model_type == "gpt_oss" and v >= (0, 20, 0):
+        return "gpt_oss_mxfp4"  # `GptOssMxfp4Config`, whatever the flag
+    if ckpt.startswith("modelopt") and v >= (0, 10, 0) or q is None or q == ckpt:
         return ckpt
     raise _mismatch(ckpt, q)
 

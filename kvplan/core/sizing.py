@@ -298,6 +298,7 @@ class SizeResult:
     engine_note: str | None = None  # why this start runs on an engine other than the default
     model_runner_v2: bool = False  # the V1 engine's model runner V2 (`use_v2_model_runner`)
     rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
+    quantization: str | None = None  # the method vLLM runs (core/quantcheck.py; None: 16-bit)
     lora_bytes: int = 0  # LoRA adapter slots on the most loaded GPU, part of the weights
     lora_late: bool = False  # the slots come after the profile (V0 0.7), not in the weights
     draft_bytes: int = 0  # the speculative drafter's weights on the last stage's GPUs
@@ -343,6 +344,7 @@ class SizeResult:
             "kv_cache_dtype_requested": a.kv_cache_dtype,
             "kv_cache_dtype_skip_layers": sorted(self.kv_dtypes.skip) if self.kv_dtypes else [],
             "dtype": self.model_dtype,
+            "quantization": self.quantization,
             "architecture": self.arch.family_label,
             "gpu_memory_utilization": b.utilization,
             "requested_memory_bytes": b.requested,
@@ -952,10 +954,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     model_dtype = resolve_model_dtype(arch.config_dtype, a.dtype, cc, v1=version.v1,
                                       model_type=arch.model_type,
                                       fp16_checked=version.at_least(0, 9))
-    QC.resolve(a.quantization, QC.checkpoint_method(arch.quantization, model.quant_file),
-               version=version, cc=cc, vendor=gpu.vendor, model_dtype=model_dtype,
-               model_type=arch.model_type,
-               allow_deprecated=a.allow_deprecated_quantization)
+    quant = QC.resolve(a.quantization, QC.checkpoint_method(arch.quantization, model.quant_file),
+                       version=version, cc=cc, vendor=gpu.vendor, model_dtype=model_dtype,
+                       model_type=arch.model_type,
+                       allow_deprecated=a.allow_deprecated_quantization)
     mo_kv = modelopt_kv_dtype(arch.quantization, model.quant_file_for_kv,
                               config_json_from=version.modelopt_kv_auto,
                               hf_quant_from=version.at_least(0, 20),
@@ -1917,7 +1919,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     return SizeResult(
         model=model.id, gpu=gpu.id, gpu_memory_bytes=gpu.memory_bytes,
         gpu_memory_estimated=bool(gpu.memory_note), args=a, version=version,
-        arch=arch, model_dtype=model_dtype, kv_dtype=kv, max_model_len=mml,
+        arch=arch, model_dtype=model_dtype, kv_dtype=kv, max_model_len=mml, quantization=quant,
         max_model_len_source=mml_src, max_num_seqs=seqs, max_num_batched_tokens=mnbt,
         block_size=bs, block_size_reason=plan.reason, groups=groups, budget=bud,
         weights_estimated=estimated, weights_total_bytes=weights_total,
