@@ -29,7 +29,9 @@ def render_size(r: SizeResult, stream=None) -> None:
         f"{p(r.model, 'bold')} on {p(r.gpu, 'bold')} · vLLM {r.version.text} · {par}",
         p(f"{r.arch.family_label} · {layers}/{r.arch.num_layers} layers keep a cache"
           + (f" (+{r.draft_layers} draft)" if r.draft_layers else "") + " · "
-          f"{r.model_dtype} weights · {r.kv_dtype} KV · block {r.block_size} "
+          + (f"{r.quantization} weights, {r.model_dtype} activations" if r.quantization
+             else f"{r.model_dtype} weights")
+          + f" · {r.kv_dtype} KV · block {r.block_size} "
           f"({r.block_size_reason})", "dim"),
         "",
         p(f"Memory per GPU: {b.total / GiB:.2f} GiB total, " + (
