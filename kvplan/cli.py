@@ -238,9 +238,17 @@ def size_cmd(
         video_io=parse_video_io(media_io_kwargs) if media_io_kwargs is not None else None,
     )
     if compilation_config is not None:
+        from kvplan.core.versions import VllmVersion
         from kvplan.engines.vllm_compile import parse_compilation_config
+        from kvplan.errors import BadInput
 
         for name, value in parse_compilation_config(compilation_config).items():
+            if name in ("cudagraph_capture_sizes", "max_cudagraph_capture_size") and \
+                    getattr(args, name) is not None and VllmVersion.of(vllm_version).at_least(
+                        0, 11, 1):  # `create_engine_config` (0.11.1-0.33)
+                flag = "--" + name.replace("_", "-")
+                raise BadInput(f"{flag} and --compilation-config's {name} are mutually "
+                               "exclusive (vLLM refuses both)", hint="give it once")
             setattr(args, name, value)
     env_note = apply_assignments(args, env)
     m = resolve_model(model, catalog, revision=revision, token=token,

@@ -103,6 +103,8 @@ def parse_mm_limits(text: str, *, what: str = "--limit-mm-per-prompt") -> dict[s
         except ValueError:
             raise BadInput(f"{what}: {k} = {v!r} is not a count",
                            hint="give each modality an integer") from None
+        if out[str(k).strip()] < 0:  # vLLM 0.33 `BaseDummyOptions.count`: ge=0
+            raise BadInput(f"{what}: {k} = {v!r} is negative", hint="0 turns a modality off")
     return out
 
 

@@ -639,3 +639,60 @@ def test_allow_long_max_model_len_lets_the_length_past_the_config(capsys):
     # 2 x 8 KV heads x 128 x 2 B x 32 layers a token; a request is 16,384 blocks of 16
     assert d["kv_bytes_per_token"] == 131072
     assert d["max_concurrency"] == round(d["num_gpu_blocks"] / 16384, 2)
+
+
+@pytest.mark.parametrize("extra, says", [
+    # `get_valid_backends` (0.21+ dense): every backend takes multiples of 16 only
+    (["--block-size", "8"], "no attention backend for --block-size 8"),
+    # `LLM.__init__` (0.11.1+): no data parallelism in one process
+    (["-dp", "2", "--entrypoint", "llm"], "LLM class refuses data_parallel_size 2"),
+    (["--num-gpu-blocks-override", "0"], "no free block to start with"),
+    (["--limit-mm-per-prompt", '{"image": -1}'], "image = -1 is negative"),
+    # `VllmConfig._set_cudagraph_sizes` / `create_engine_config` (0.11.1+)
+    (["--cudagraph-capture-sizes", "1,2,4,8", "--max-cudagraph-capture-size", "64"],
+     "largest kept is 8"),
+    (["-cc", '{"max_cudagraph_capture_size": 64}', "--max-cudagraph-capture-size", "128"],
+     "mutually exclusive"),
+    # `SpeculativeConfig`: ngram bounds; a draft model of another vocabulary (0.15+)
+    (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3, '
+      '"prompt_lookup_min": 5, "prompt_lookup_max": 2}'], "prompt_lookup_min=5 must be <="),
+    (["--speculative-config", '{"model": "meta-llama/Llama-3.2-1B-Instruct", '
+      '"num_speculative_tokens": 3}'], "differs from the target's (151936)"),
+])
+def test_start_up_refusals_are_one_line_and_exit_2(capsys, extra, says):
+    code, _, err = run(capsys, "size", "Qwen/Qwen3-8B", "--gpu", "h100", *extra)
+    assert code == 2 and says in err and "Traceback" not in err
+
+
+def test_refusals_that_depend_on_the_model_or_release(capsys):
+    # 16-bit experts: `map_unquantized_backend` has no DeepGEMM; 0.33's TRT-LLM bf16 kernel
+    # runs on the SM100 family only
+    code, _, err = run(capsys, "size", "Qwen/Qwen3-30B-A3B", "--gpu", "h100", "--moe-backend",
+                       "deep_gemm")
+    assert code == 2 and "for 16-bit experts" in err
+    code, _, err = run(capsys, "size", "Qwen/Qwen3-30B-A3B", "--gpu", "h100", "--moe-backend",
+                       "flashinfer_trtllm")
+    assert code == 2 and "B200/B300 family only" in err
+    # no CUDA MLA backend lists fp8_e5m2 (0.12+)
+    code, _, err = run(capsys, "size", "deepseek-ai/DeepSeek-V2-Lite", "--gpu", "h100",
+                       "--kv-cache-dtype", "fp8_e5m2")
+    assert code == 2 and "no MLA attention backend" in err
+    # 0.18-0.20 fall back to FlexAttention for a block of 8, and start
+    code, _, _ = run(capsys, "size", "Qwen/Qwen3-8B", "--gpu", "h100", "--block-size", "8",
+                     "--vllm-version", "0.20")
+    assert code == 0
+    # a draft model runs at the target's TP (0.15+)
+    code, _, err = run(capsys, "size", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "h100",
+                       "-tp", "4", "--speculative-config",
+                       '{"model": "meta-llama/Llama-3.2-1B-Instruct", '
+                       '"num_speculative_tokens": 3, "draft_tensor_parallel_size": 1}')
+    assert code == 2 and "at the target's TP only" in err
+
+
+def test_kv_cache_memory_bytes_zero_profiles_as_unset(capsys):
+    # `if kv_cache_memory_bytes := ...`: 0 is falsy, so vLLM profiles as usual
+    base = run(capsys, "size", "Qwen/Qwen3-8B", "--gpu", "h100", "--json")
+    zero = run(capsys, "size", "Qwen/Qwen3-8B", "--gpu", "h100", "--json",
+               "--kv-cache-memory-bytes", "0")
+    assert zero[0] == 0
+    assert json.loads(zero[1])["kv_cache_tokens"] == json.loads(base[1])["kv_cache_tokens"]

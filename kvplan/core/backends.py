@@ -164,13 +164,19 @@ def check_triton_mla_kv(arch: ModelArch, *, requested_kv: str, cc: str, vendor: 
     """Refuse a KV dtype Triton-MLA does not list where it is the only MLA backend (Ampere,
     Ada, SM12x, and ROCm without VLLM_ROCM_USE_AITER): "No valid attention backend". Only
     `auto` in 0.13-0.14, bfloat16 too in 0.15-0.17, float16 / fp8 / fp8_e4m3 from 0.18;
-    fp8_e5m2 never."""
+    fp8_e5m2 never, and from 0.12 no CUDA MLA backend takes it."""
     if not arch.is_mla or arch.is_sparse_mla or DSV4 in arch.kinds:
         return
+    kv = (requested_kv or "auto").lower()
+    if kv == "fp8_e5m2" and vendor == "nvidia" and version.at_least(0, 12):
+        # no CUDA MLA backend lists it (FLASH_ATTN_MLA, FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA,
+        # TRITON_MLA `supported_kv_cache_dtypes`, the 0.12-0.33 wheels)
+        raise BadInput(f"vLLM {version.text} has no MLA attention backend for --kv-cache-dtype "
+                       "fp8_e5m2", hint="use --kv-cache-dtype fp8 (e4m3) or auto",
+                       flag="kv_cache_dtype")
     if vendor not in ("amd", "nvidia") or not triton_mla_runs(cc, vendor, rocm_aiter):
         return
     allowed = next((kv for since, kv in TRITON_MLA_KV if version.at_least(*since)), None)
-    kv = (requested_kv or "auto").lower()
     if allowed is None or kv in allowed:
         return
     raise BadInput(f"vLLM {version.text}'s MLA backend on this GPU (TRITON_MLA) takes no "

@@ -580,11 +580,47 @@ def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs,
                            flag="tensor_parallel_size")
 
 
+def _check_unquantized_moe_backend(backend: str, version: VllmVersion, cc: str,
+                                   vendor: str) -> None:
+    """16-bit experts take triton, flashinfer_trtllm, flashinfer_cutlass, aiter (and
+    batched_triton from 0.30) as --moe-backend (`map_unquantized_backend`, 0.18-0.33;
+    humming falls through to auto from 0.25, marlin from 0.33); 0.33's TRT-LLM bf16 kernel
+    runs on the SM100 family only (`TrtLlmBf16Experts._supports_current_device`)."""
+    b = (backend or "auto").lower().replace("-", "_")
+    ok = {"auto", "triton", "flashinfer_trtllm", "flashinfer_cutlass", "aiter"}
+    ok |= {"batched_triton"} if version.at_least(0, 30) else set()
+    ok |= {"humming"} if version.at_least(0, 25) else set()
+    ok |= {"marlin"} if version.at_least(0, 33) else set()
+    if b not in ok:
+        raise BadInput(f"vLLM {version.text} refuses --moe-backend {backend} for 16-bit "
+                       "experts ('not supported for unquantized MoE')",
+                       hint="use one of " + ", ".join(sorted(ok - {"auto"})),
+                       flag="moe_backend")
+    if b == "flashinfer_trtllm" and version.at_least(0, 33) and not (
+            vendor == "nvidia" and cc in ("10.0", "10.3")):
+        raise BadInput(f"vLLM {version.text}'s FlashInfer TRT-LLM kernel for 16-bit experts "
+                       f"runs on the B200/B300 family only, not compute capability {cc}",
+                       hint="use --moe-backend triton or flashinfer_cutlass", flag="moe_backend")
+
+
 def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> None:
     for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
                  "decode_context_parallel_size"):
         if getattr(a, name) < 1:
             raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
+    if a.usage == "llm" and a.data_parallel_size > 1 and version.at_least(0, 11, 1):
+        # `LLM.__init__`: "LLM(data_parallel_size=N) is not supported for single-process
+        # usage and may hang" (0.11.1-0.33)
+        raise BadInput(f"vLLM {version.text}'s LLM class refuses data_parallel_size "
+                       f"{a.data_parallel_size}", hint="serve with `vllm serve -dp`, or run one "
+                       "LLM per GPU group", flag="data_parallel_size")
+    if a.num_gpu_blocks_override is not None and a.num_gpu_blocks_override < 1:
+        raise BadInput(f"--num-gpu-blocks-override {a.num_gpu_blocks_override}: vLLM has no "
+                       "free block to start with ('No free blocks available')",
+                       hint="give at least 2 blocks, or drop it", flag="num_gpu_blocks_override")
+    if a.kv_cache_memory_bytes is not None and a.kv_cache_memory_bytes < 0:
+        raise BadInput("--kv-cache-memory-bytes must not be negative",
+                       flag="kv_cache_memory_bytes")
     tp = a.tensor_parallel_size
     dcp = a.decode_context_parallel_size
     if dcp > 1 and not version.at_least(0, 10, 2):
@@ -908,6 +944,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     """Size vLLM's KV cache for `model` on `gpu` with `args` (`hints`: when it does not fit,
     re-size with more TP / an FP8 KV cache to say what would)."""
     a = args or EngineArgs()
+    if a.kv_cache_memory_bytes == 0:  # `if kv_cache_memory_bytes := ...`: 0 profiles as unset
+        a = replace(a, kv_cache_memory_bytes=None)
     version = VllmVersion.of(vllm_version)
     arch = normalize(model.config)
     if arch.is_sparse_mla and not version.at_least(0, 24):  # every layer built its indexer
@@ -946,6 +984,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if a.block_size and choices and a.block_size not in choices:
         raise BadInput(f"vLLM {version.text} rejects --block-size {a.block_size}",
                        hint=f"use one of {', '.join(map(str, choices))}")
+    if a.block_size and a.block_size % 16 and not arch.is_hybrid_state and (
+            version.at_least(0, 21) or arch.is_mla and version.at_least(0, 18)) and (
+            gpu.vendor == "nvidia" or version.at_least(0, 33)):
+        # `get_valid_backends`: every attention backend takes multiples of 16 (FlexAttention
+        # from 0.21; the MLA ones from 0.18; ROCm's in 0.33): "No valid attention backend"
+        raise BadInput(f"vLLM {version.text} has no attention backend for --block-size "
+                       f"{a.block_size} ('block_size not supported')",
+                       hint="use a multiple of 16", flag="block_size")
     notes: list[str] = list(arch.notes) + ([engine_note] if engine_note else [])
     tp, pp = a.tensor_parallel_size, a.pipeline_parallel_size
     cc = gpu.compute_capability
@@ -1092,6 +1138,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        "profile or whole GPUs", flag="tensor_parallel_size")
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
     version.moe_backend_kind(a.moe_backend)  # a value vLLM rejects is bad input
+    if arch.num_experts and not (arch.quantization or model.quant_file or a.quantization):
+        _check_unquantized_moe_backend(a.moe_backend, version, cc, gpu.vendor)
     if a.mm_encoder_tp_mode not in ("weights", "data"):
         raise BadInput(f"--mm-encoder-tp-mode {a.mm_encoder_tp_mode} is not weights or data",
                        flag="mm_encoder_tp_mode")
@@ -1167,6 +1215,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         from kvplan.core import specdec as SD
 
         SD.check_version(spec, version)
+        SD.check_args(spec, arch.vocab_size, a.tensor_parallel_size, version)
         spec = SD.resolved(spec, arch)
         a = replace(a, speculative=spec)  # vLLM's default k filled in
         if spec.method == SD.DSPARK:
@@ -1390,7 +1439,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if shape.moe_intermediate_local:
         shape = _with_moe_kernel(shape, arch, model, a, gpu, version)
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
-    fi_era = version.at_least(0, 10) and not version.at_least(0, 11, 1)
+    # V1 only: V0's sampler takes FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1 ("In V0,
+    # None means False", `TopKTopPSampler`), a path kvplan does not model
+    fi_era = version.v1 and version.at_least(0, 10) and not version.at_least(0, 11, 1)
     if a.flashinfer_sampler and fi_era:
         copies = "sampler_fp32_copies_flashinfer"  # 0.10-0.11.0 profile the selected sampler
     elif fi_era and gpu.vendor == "nvidia" and a.kv_cache_memory_bytes is None:
@@ -1616,6 +1667,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         graph_mode = "PIECEWISE"
         notes.append("speculative decoding on this GPU's default attention backend "
                      "(FlashInfer): vLLM captures PIECEWISE graphs only")
+    if (a.cudagraph_capture_sizes and a.max_cudagraph_capture_size is not None
+            and graph_mode != "NONE" and version.at_least(0, 11, 1)):
+        kept = [x for x in a.cudagraph_capture_sizes if x <= mnbt]
+        if a.max_cudagraph_capture_size != (max(kept) if kept else 0):
+            # `VllmConfig._set_cudagraph_sizes` (0.11.1-0.33)
+            raise BadInput(f"vLLM {version.text} refuses --max-cudagraph-capture-size "
+                           f"{a.max_cudagraph_capture_size} beside capture sizes whose largest "
+                           f"kept is {max(kept) if kept else 0} ('should be consistent with "
+                           "the max value of cudagraph_capture_sizes')",
+                           hint="give one of the two", flag="max_cudagraph_capture_size")
     q_spec = 1 + k_spec if spec and version.at_least(0, 13) else 1
     grid = dict(ceiling=version.cudagraph_ceiling(gpu.compute_capability),
                 interactivity=a.performance_mode == "interactivity",
@@ -1804,7 +1865,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if not groups:
         num_blocks = 1  # attention-free: vLLM keeps one dummy block
         notes.append("attention-free model: no KV cache, state only")
-    if a.num_gpu_blocks_override:
+    if a.num_gpu_blocks_override is not None:
         num_blocks = a.num_gpu_blocks_override
 
     # the start-up check and the auto-fit
@@ -1814,7 +1875,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # `available_memory`"), earlier releases the profiled pool; 0.29+ plan against the
     # usable blocks: the null block is reserved (`_check_enough_kv_cache_memory`)
     avail_for_check = min(pools) if global_check else bud.kv_pool
-    if a.num_gpu_blocks_override and version.at_least(0, 20, 2):
+    if a.num_gpu_blocks_override is not None and version.at_least(0, 20, 2):
         avail_for_check = num_blocks * bpb
     if version.at_least(0, 29):
         avail_for_check -= bpb

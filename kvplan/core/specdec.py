@@ -91,6 +91,9 @@ class SpecDecode:
     draft_sample: str = "greedy"  # draft_sample_method (0.24+); probabilistic keeps logits
     kv_cache_dtype: str | None = None  # the draft's own KV dtype (0.26+, model runner V2)
     alias: str = ""  # the MTP method name as given (`deepseek_mtp`, ...), checked by release
+    draft_tp: int | None = None  # draft_tensor_parallel_size (None: the target's)
+    lookup: tuple[int | None, int | None] = (None, None)  # ngram prompt_lookup_min / _max
+    heterogeneous_vocab: bool = False  # use_heterogeneous_vocab (a draft of another vocab)
 
     @property
     def eagle_like(self) -> bool:
@@ -155,8 +158,48 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
     if kv is not None and not isinstance(kv, str):
         raise BadInput(f"--speculative-config kv_cache_dtype {kv!r} is not a dtype name",
                        flag="speculative_config")
+    ints = {}
+    for key in ("draft_tensor_parallel_size", "prompt_lookup_min", "prompt_lookup_max"):
+        v = cfg.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise BadInput(f"--speculative-config {key} {v!r} is not a positive integer",
+                           flag="speculative_config")
+        ints[key] = v
     return SpecDecode(method, k, draft if method in DRAFT_METHODS + (DSPARK,) else None,
-                      k_from_draft, sample, kv.lower() if kv else None, alias)
+                      k_from_draft, sample, kv.lower() if kv else None, alias,
+                      draft_tp=ints["draft_tensor_parallel_size"],
+                      lookup=(ints["prompt_lookup_min"], ints["prompt_lookup_max"]),
+                      heterogeneous_vocab=bool(cfg.get("use_heterogeneous_vocab")))
+
+
+def check_args(spec: SpecDecode, vocab: int, tp: int, version: VllmVersion) -> None:
+    """`SpeculativeConfig`'s own checks: a draft's TP is 1 or the target's
+    (`_verify_and_get_draft_tp`, 0.11+), exactly the target's for a draft model from 0.15
+    (`_raise_if_draft_tp_mismatch`), and a draft model shares the target's vocabulary
+    (`verify_equal_vocab_size_if_draft_model`, 0.15+); ngram's prompt_lookup_min is at most
+    its max."""
+    lo, hi = spec.lookup
+    if lo is not None and hi is not None and lo > hi:
+        raise BadInput(f"--speculative-config prompt_lookup_min={lo} must be <= "
+                       f"prompt_lookup_max={hi}", flag="speculative_config")
+    if spec.draft_tp is not None and spec.draft_tp not in (1, tp) and version.at_least(0, 11):
+        raise BadInput(f"--speculative-config draft_tensor_parallel_size={spec.draft_tp} can "
+                       f"only be 1 or the target's {tp}", flag="speculative_config")
+    if spec.method != "draft_model" or spec.draft is None or not version.at_least(0, 15):
+        return
+    if spec.draft_tp is not None and spec.draft_tp != tp:
+        raise BadInput(f"vLLM {version.text} runs a draft model at the target's TP only "
+                       f"(draft_tensor_parallel_size {spec.draft_tp}, tensor_parallel_size "
+                       f"{tp})", hint=f"set draft_tensor_parallel_size to {tp} or drop it",
+                       flag="speculative_config")
+    from kvplan.core.arch import normalize
+
+    dv = normalize(spec.draft.config).vocab_size
+    if dv != vocab and not spec.heterogeneous_vocab:
+        raise BadInput(f"the draft model's vocabulary ({dv}) differs from the target's "
+                       f"({vocab}); vLLM refuses the pair ('should have the same vocabulary "
+                       "size')", hint="pick a draft from the same model family",
+                       flag="speculative_config")
 
 
 def _dspark_block(config: dict[str, Any]) -> int | None:
