@@ -261,6 +261,15 @@ def test_flag_values(capsys):
                            "--gpu", "h100")
     assert one(rep["deployments"][0], "flag-values")["status"] == "pass"
     assert rep["deployments"][0]["max_model_len"] == 32768
+    # 0.9+ take any --quantization string at parse time and refuse an unknown name in
+    # `_verify_quantization`; a 16-bit checkpoint takes only the online methods
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B -q bitsandbytes",
+                           "--gpu", "l40s")
+    f = one(rep["deployments"][0], "flag-values")
+    assert f["status"] == "fail" and "Unknown quantization method: bitsandbytes" in f["message"]
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B -q awq", "--gpu", "l40s")
+    f = one(rep["deployments"][0], "flag-values")
+    assert f["status"] == "fail" and "'Cannot find the config file for awq'" in f["message"]
 
 
 def test_sizing_inputs(capsys):
