@@ -379,7 +379,7 @@ def _validate_value(p: Parsed, f: FlagUse, info: dict) -> None:
             p.errors.append((f, f"{f.key} expects a value"))
         return
     choices = info.get("choices")
-    if f.key == "--quantization" and not choices:  # 0.9+: `_verify_quantization`'s names
+    if f.name == "--quantization" and not choices:  # 0.9+: `_verify_quantization`'s names
         choices = [c for c in info.get("known_values") or () if c != "None"]
         if choices and f.value not in choices and f.value != "None":
             p.errors.append((f, f"Unknown quantization method: {f.value} (vLLM's names: "
