@@ -97,6 +97,7 @@ _DEPRECATED: tuple[tuple[Release, frozenset[str]], ...] = tuple(
 
 
 def _at(table: tuple, v: Release):
+    """The value of the newest (first release, value) row at or before `v` (None: none)."""
     out = None
     for first, value in table:
         if v >= first:
@@ -111,6 +112,12 @@ def rocm_methods(v: Release) -> frozenset[str]:
         if v >= first:
             names = (names | add) - rm
     return frozenset(names)
+
+
+def _cc10(cc: str) -> int:
+    """A compute capability as vLLM compares it (`to_int`: 8.9 -> 89; 0 when not one)."""
+    major, minor = cc_tuple(cc)
+    return major * 10 + minor
 
 
 def marlin_floor(v: Release) -> int:
@@ -145,7 +152,7 @@ def resolve(flag: str | None, ckpt: str | None, *, version: VllmVersion, cc: str
     q = None if flag is None or str(flag).strip() in ("", "None") else str(flag).strip()
     if q and v < (0, 9, 1):  # `ModelConfig.__post_init__` lower-cased it up to 0.9.0
         q = q.lower()
-    method = _claim(q, ckpt, v, cc, vendor, model_type, version.text)
+    method = _claim(q, ckpt, v, cc, vendor, model_type)
     if method is None:
         return None
     what = method if method in (q, ckpt) else f"{method} (the checkpoint's {ckpt})"
@@ -157,8 +164,7 @@ def resolve(flag: str | None, ckpt: str | None, *, version: VllmVersion, cc: str
                            f"{what} ('{method} quantization is currently not supported')",
                            flag="quantization")
     elif vendor == "nvidia":
-        need = _at(_MIN_CC.get(method, ()), v)
-        have = cc_tuple(cc)[0] * 10 + cc_tuple(cc)[1]
+        need, have = _at(_MIN_CC.get(method, ()), v), _cc10(cc)
         if need and have and have < need:
             raise BadInput(f"vLLM {version.text} refuses {what} quantization on compute "
                            f"capability {cc}: it needs {need // 10}.{need % 10} or newer",
@@ -175,7 +181,7 @@ def resolve(flag: str | None, ckpt: str | None, *, version: VllmVersion, cc: str
 
 
 def _claim(q: str | None, ckpt: str | None, v: Release, cc: str, vendor: str,
-           model_type: str, text: str) -> str | None:
+           model_type: str) -> str | None:
     """`_verify_quantization`'s override loop and name match: the method that claims the
     checkpoint, or the flag on a 16-bit one."""
     if not ckpt:
@@ -186,8 +192,7 @@ def _claim(q: str | None, ckpt: str | None, v: Release, cc: str, vendor: str,
         since, auto = _AUTO[ckpt]
         if v >= since and q != "moe_wna16":
             return auto
-        have = cc_tuple(cc)[0] * 10 + cc_tuple(cc)[1]
-        marlin_ok = vendor == "nvidia" and have >= marlin_floor(v)
+        marlin_ok = vendor == "nvidia" and _cc10(cc) >= marlin_floor(v)
         if q in (None, f"{ckpt}_marlin", "marlin") and marlin_ok:
             return f"{ckpt}_marlin"
         if q in (f"{ckpt}_marlin", "marlin"):  # the Marlin class does not claim it here
