@@ -87,7 +87,7 @@ def size_cmd(
                                                    help="Also what vLLM does when TP spans "
                                                    "nodes."),
     flashinfer_sampler: bool = typer.Option(False, "--flashinfer-sampler",
-                                            help="vLLM 0.10-0.11.0 with flashinfer installed "
+                                            help="vLLM V1 0.8-0.11.0 with flashinfer installed "
                                             "(the vllm/vllm-openai image; log: 'Using "
                                             "FlashInfer for top-p & top-k sampling') profiled "
                                             "the sampler through it: a smaller activation peak."),

@@ -1441,8 +1441,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
     # V1 only: V0's sampler takes FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1 ("In V0,
     # None means False", `TopKTopPSampler`), a path kvplan does not model
-    fi_era = version.v1 and version.at_least(0, 10) and not version.at_least(0, 11, 1)
-    if a.flashinfer_sampler and fi_era:
+    # V1's `TopKTopPSampler` takes FlashInfer when it is installed until 0.11.1 made it
+    # opt-in (0.8.x with flashinfer < 0.2.3, 0.9+ with >= 0.2.3); the image note covers the
+    # releases whose logs measured it (0.10-0.11.0)
+    fi_flag = version.v1 and not version.at_least(0, 11, 1)
+    fi_era = fi_flag and version.at_least(0, 10)
+    if a.flashinfer_sampler and fi_flag:
         copies = "sampler_fp32_copies_flashinfer"  # 0.10-0.11.0 profile the selected sampler
     elif fi_era and gpu.vendor == "nvidia" and a.kv_cache_memory_bytes is None:
         saved = (M.const("sampler_fp32_copies") - M.const("sampler_fp32_copies_flashinfer")) \
