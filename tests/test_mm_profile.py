@@ -147,18 +147,47 @@ def test_gemma4_profiles_32_frame_videos_of_64_embeddings_a_frame():
         p = _profile(m, 32768, mnbt, 256)
         assert (p.tokens_per_item, p.items, p.modality) == (2496, items, "video")
         outputs = items * 32 * 64 * 5376 * 2
-        assert p.held_for_lm == outputs + items * 32 * 576 * 3 * 16 * 16 * 2
+        # every frame's pixels, padded to 630 patches, in bf16
+        assert p.held_for_lm == outputs + items * 32 * 630 * 3 * 16 * 16 * 2
     assert outputs == 22020096  # one video's embeddings: 21 MiB
-    # frames padded to 630 patches x 1,152 wide through the whole (untouched by TP) tower:
-    # MLP ratio 4304 / 1152: max(3 + 2r, 4 + r) + 1 + 3 x 16^2 / 1152 units
-    u, r = 1 * 32 * 630 * 1152 * 2, 4304 / 1152
-    assert abs(p.encoder_peak - u * (max(3 + 2 * r, 4 + r) + 1 + 768 / 1152)) < 2
-    # video limited to 0: a 280-token image, whose 224 x 224 dummy gives 256 embeddings
+    # frames padded to 630 patches x 1,152 wide through the whole (untouched by TP) HF tower,
+    # all at once here: a layer's GeGLU MLP (3r + 4 units, r = 4304 / 1152) and the 630 x 630
+    # bool mask per frame, beside every frame's pixels
+    u, r = 630 * 1152 * 2, 4304 / 1152
+    t, px = int((3 * r + 4) * u) + 630 * 630, 630 * 768 * 2
+    assert p.encoder_peak == 32 * t + 32 * px
+    # video limited to 0 and no audio tower: a 280-token image (2,520 padded patches), whose
+    # 224 x 224 dummy gives 256 embeddings
     p = encoder_profile(m.config["architectures"], m.config["vision_config"], tp=1,
                         max_model_len=32768, max_num_batched_tokens=8192, max_num_seqs=256,
                         text_hidden=5376, limits={"video": 0})
     assert (p.tokens_per_item, p.items, p.modality) == (280, 29, "image")
-    assert p.held_for_lm == 29 * 256 * 5376 * 2 + 29 * 2304 * 3 * 256 * 2
+    assert p.held_for_lm == 29 * 256 * 5376 * 2 + 29 * 2520 * 3 * 256 * 2
+
+
+def test_gemma4_tower_takes_frames_in_chunks_and_audio_wins_without_video():
+    from kvplan.core.mm import gemma4_frame_chunk
+
+    e2b = _model("google/gemma-4-E2B")
+    vision = e2b.config["vision_config"]
+    # `_encoder_chunk` (0.22+): total / 10 over 630 x 4 x 10,240 int64 a frame; an L4
+    # (23,612,293,120 B) takes 11 frames, frame by frame in 0.21
+    assert gemma4_frame_chunk(vision, 23612293120, chunked=True, video=True) == 11
+    assert gemma4_frame_chunk(vision, 23612293120, chunked=False, video=True) == 1
+    p = encoder_profile(e2b.config["architectures"], vision, tp=1, max_model_len=16384,
+                        max_num_batched_tokens=2048, max_num_seqs=8, text_hidden=1536,
+                        audio_tower=True, frame_chunk=11)
+    # chunks of 11, 11, 10 frames: the second peaks with all 32 frames' pixels and the
+    # first chunk's outputs alive (0.20 GiB; the real 0.28 L4 start logs 0.22 in all)
+    u = 630 * 768 * 2
+    t, px = int(16 * u) + 630 * 630, 630 * 768 * 2
+    assert p.encoder_peak == 11 * t + 32 * px + 11 * u
+    assert round(p.encoder_peak / 2**30, 2) == 0.20
+    # video off: the audio item (750 tokens) outweighs an image's 280, and its dummy clip is
+    # one FFT window, so the tower costs nothing
+    assert encoder_profile(e2b.config["architectures"], vision, tp=1, max_model_len=16384,
+                           max_num_batched_tokens=2048, max_num_seqs=8, text_hidden=1536,
+                           limits={"video": 0}, audio_tower=True) is None
 
 
 def test_encoder_profile_by_release():

@@ -245,25 +245,73 @@ def _gemma4_soft_tokens(vision: dict[str, Any], side: int, max_soft: int) -> int
 
 
 def _gemma4(vision: dict[str, Any], *, text_hidden: int, limits: dict[str, int],
-            **kw: Any) -> EncoderProfile | None:
-    """Gemma 4 (gemma4_mm.py, 0.21-0.33): its largest item is a 32-frame video, 32 x (70
-    soft tokens + 8 markers) of the budget (`get_mm_max_tokens_per_item`); the dummy frames
-    are 224 x 224 (`get_dummy_mm_data`), resized for 70 soft tokens to 24 x 24 patches, 64
-    embeddings a frame. Every frame goes through the tower padded to 70 x 3^2 patches. With
-    video limited to 0 the item is an image of `default_output_length` (280) tokens, whose
-    224 x 224 dummy yields 256. The tower is whole on every GPU (`REPLICATED_TOWERS`)."""
+            audio_tower: bool, frame_chunk: int | None, max_model_len: int,
+            max_num_batched_tokens: int, max_num_seqs: int, px: PixelBytes,
+            **_: Any) -> EncoderProfile | None:
+    """Gemma 4 (gemma4_mm.py, 0.21-0.33): the profiled item is a 32-frame video, 32 x (70
+    soft tokens + 8 markers) of the budget (`get_mm_max_tokens_per_item`); with video off,
+    the audio clip where there is an audio tower (750 tokens beat an image's 280; its dummy
+    is one FFT window, `_dummy_audio_num_samples`, so the tower costs nothing: None), else an
+    image of `default_output_length` (280) tokens. Dummy frames are 224 x 224, resized to 24
+    x 24 patches for 70 soft tokens (64 embeddings), 48 x 48 for an image's 280 (256), each
+    padded to max_soft x 3^2 patches. The HF tower (`AutoModel.from_config`, whole on every
+    GPU) runs `frame_chunk` frames at a time (`_encoder_chunk`, 0.22+; one at a time in 0.21)
+    while every frame's bf16 pixels and the earlier chunks' outputs stay alive; its peak is a
+    layer's gated MLP (GeGLU: the activated gate, up and their product beside the input, the
+    layer input, the residual and the norm output, 3r + 4 units of patches x hidden x 2 B)
+    and the boolean attention mask. After the tower every frame is pooled to fp32 and
+    projected to the text width (`_process_video_input`, `_process_image_input`)."""
+    video = limits["video"] > 0
+    if not video and audio_tower and limits.get("audio", DEFAULT_MM_LIMIT) > 0:
+        return None
+    d, inter = int(vision.get("hidden_size") or 0), int(vision.get("intermediate_size") or 0)
+    if not d or not inter:
+        return None
     k2 = int(vision.get("pooling_kernel_size") or 3) ** 2
-    if limits["video"] > 0:
+    patch = int(vision.get("patch_size") or 16)
+    if video:
         frames, max_soft = _GEMMA4_VIDEO_FRAMES, _GEMMA4_VIDEO_SOFT_TOKENS
         tokens, modality = frames * (max_soft + 2 + 6), "video"
     else:
         frames, max_soft = 1, int(vision.get("default_output_length") or 280)
         tokens, modality = max_soft, "image"
     soft = _gemma4_soft_tokens(vision, _GEMMA4_DUMMY_SIDE, max_soft)
-    kw.update(tp=1, limit=limits[modality])
-    return _tiled_vit(vision, tokens=tokens, tiles=frames, patches=max_soft * k2,
-                      out_width=text_hidden, embeddings=frames * soft, modality=modality,
-                      pixel_patches=soft * k2, **kw)
+    n = max_soft * k2  # padded patches a frame
+    items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs,
+                   limits[modality])
+    total = items * frames
+    unit = n * d * 2
+    t = int((3 * inter / d + 4) * unit) + n * n  # the MLP stage and the [n, n] bool mask
+    p = n * 3 * patch * patch * px.during  # a frame's pixels
+    chunk = min(total, frame_chunk or total)
+    peak, done = 0, 0
+    while done < total:
+        step = min(chunk, total - done)
+        peak = max(peak, step * t + total * p + done * unit)
+        done += step
+    # pooled fp32, its valid rows and the projection input in bf16, the text-width output
+    post = total * (p + 2 * unit + soft * d * 4 + 2 * soft * d * 2 + soft * text_hidden * 2)
+    return EncoderProfile(tokens_per_item=tokens, items=items, modality=modality,
+                          encoder_peak=int(max(peak, post)),
+                          held_for_lm=int(total * n * 3 * patch * patch * px.after
+                                          + total * soft * text_hidden * 2))
+
+
+def gemma4_frame_chunk(vision: dict[str, Any] | None, gpu_total: int, *,
+                       chunked: bool, video: bool) -> int | None:
+    """Frames (or images) Gemma 4's tower takes at once: min(free / 2, total / 10) over the
+    transient its patch embedder was sized for, 4 x position_embedding_size int64 a patch
+    (`_encoder_chunk`, 0.22-0.33; free / 2 is the larger after a model loads, so total / 10);
+    1 in 0.21 (frame by frame). None where unknown."""
+    if not chunked:
+        return 1
+    if not vision or not gpu_total:
+        return None
+    k2 = int(vision.get("pooling_kernel_size") or 3) ** 2
+    soft = _GEMMA4_VIDEO_SOFT_TOKENS if video else int(vision.get("default_output_length")
+                                                         or 280)
+    cost = soft * k2 * 4 * int(vision.get("position_embedding_size") or 10240) * 8
+    return max(1, gpu_total // 10 // cost)
 
 
 def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, tp: int,
@@ -271,13 +319,15 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
                     max_num_seqs: int, text_hidden: int = 0,
                     limits: dict[str, int] | None = None,
                     px: PixelBytes = PixelBytes(), encoder_dp: bool = False,
-                    dense_mask: bool = False, merge: int = 2) -> EncoderProfile | None:
+                    dense_mask: bool = False, merge: int = 2, audio_tower: bool = False,
+                    frame_chunk: int | None = None) -> EncoderProfile | None:
     """The encoder profile of a Qwen VL, Gemma 3/4, Llama 4 or Pixtral model (None for other
     models; `dense_mask`, `merge`: Pixtral's, `_pixtral`).
     `limits`: --limit-mm-per-prompt (an unlisted modality allows DEFAULT_MM_LIMIT); `px`:
     `pixel_bytes`. `encoder_dp` (`--mm-encoder-tp-mode data`, where the model supports it):
     every rank runs a whole tower on its share of the items (`run_dp_sharded_vision_model`,
-    `get_load_balance_assignment`) and gathers all their outputs."""
+    `get_load_balance_assignment`) and gathers all their outputs. Gemma 4's: whether it has
+    an audio tower, and the frames its tower takes at once (`gemma4_frame_chunk`)."""
     qwen2 = any(a in QWEN2_VL for a in architectures)
     qwen3 = any(a in QWEN3_VL for a in architectures)
     lim = {"image": DEFAULT_MM_LIMIT, "video": DEFAULT_MM_LIMIT, **(limits or {})}
@@ -286,7 +336,8 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     kw = dict(tp=tp, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
               max_num_seqs=max_num_seqs, px=px)
     if vision and any(a in GEMMA4 for a in architectures):
-        return _gemma4(vision, text_hidden=text_hidden, limits=lim, **kw)
+        return _gemma4(vision, text_hidden=text_hidden, limits=lim, audio_tower=audio_tower,
+                       frame_chunk=frame_chunk, **kw)
     if vision and any(a in PIXTRAL for a in architectures):
         return _pixtral(vision, text_hidden=text_hidden, limit=lim["image"], ranks=ranks,
                         dense_mask=dense_mask, merge=merge, **kw)

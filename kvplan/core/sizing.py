@@ -54,12 +54,14 @@ from kvplan.core.kvspec import (
     state_bytes,
 )
 from kvplan.core.mm import (
+    DEFAULT_MM_LIMIT,
     MISTRAL_NATIVE,
     QWEN2_VL,
     QWEN3_VL,
     EncoderProfile,
     PixelBytes,
     encoder_profile,
+    gemma4_frame_chunk,
     pixel_bytes,
     towers_kept,
     towers_tp_sharded,
@@ -1592,7 +1594,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                               px=mm_pixel_bytes(arch.architectures, version, v2),
                               encoder_dp=a.mm_encoder_tp_mode == "data",
                               dense_mask=version.pixtral_dense_mask(cc),
-                              merge=int(model.config.get("spatial_merge_size") or 2))
+                              merge=int(model.config.get("spatial_merge_size") or 2),
+                              audio_tower=arch.audio_config is not None,
+                              frame_chunk=gemma4_frame_chunk(
+                                  arch.vision_config, gpu.memory_bytes,
+                                  chunked=version.at_least(0, 22),
+                                  video=(a.limit_mm_per_prompt or {}).get(
+                                      "video", DEFAULT_MM_LIMIT) > 0))
     act_first = act_inner  # the first stage's (the only one V2 profiles the encoder on)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
         with_enc = [max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB),
