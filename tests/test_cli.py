@@ -696,3 +696,54 @@ def test_kv_cache_memory_bytes_zero_profiles_as_unset(capsys):
                "--kv-cache-memory-bytes", "0")
     assert zero[0] == 0
     assert json.loads(zero[1])["kv_cache_tokens"] == json.loads(base[1])["kv_cache_tokens"]
+
+
+@pytest.mark.parametrize("argv, says", [
+    # every ROCm attention backend takes multiples of 16 from 0.18 (`get_valid_backends`)
+    (["Qwen/Qwen3-8B", "--gpu", "mi300x", "--block-size", "8", "--vllm-version", "0.19"],
+     "no attention backend for --block-size 8"),
+    # the ROCm MoE kernels: no FlashInfer / DeepGEMM / CUTLASS / Marlin, AITER only with
+    # VLLM_ROCM_USE_AITER=1 (`_supports_current_device`)
+    (["Qwen/Qwen3-30B-A3B", "--gpu", "mi300x", "--moe-backend", "flashinfer_cutlass"],
+     "on ROCm has no flashinfer_cutlass MoE kernel"),
+    (["Qwen/Qwen3-30B-A3B", "--gpu", "mi300x", "--moe-backend", "aiter"],
+     "with VLLM_ROCM_USE_AITER=1"),
+    (["Qwen/Qwen3-30B-A3B", "--gpu", "h100", "--moe-backend", "aiter"],
+     "runs only on ROCm MI300-class GPUs"),
+    # `map_mxfp4_backend` has no cutlass
+    (["openai/gpt-oss-120b", "--gpu", "h100", "--moe-backend", "cutlass"],
+     "no cutlass kernel for MXFP4 experts"),
+    # 0.20-0.30 refuse AITER's 16-bit MoE on a CDNA2 GPU
+    (["deepseek-ai/DeepSeek-V2-Lite", "--gpu", "mi250x", "--vllm-version", "0.25",
+      "--max-model-len", "32768", "--env", "VLLM_ROCM_USE_AITER=1"],
+     "refuses VLLM_ROCM_USE_AITER=1 for 16-bit experts"),
+])
+def test_rocm_and_moe_kernel_refusals(capsys, argv, says):
+    code, _, err = run(capsys, "size", *argv)
+    assert code == 2 and says in err
+
+
+def test_rocm_choices_vllm_makes_for_you(capsys):
+    def tokens(*argv):
+        code, out, err = run(capsys, "size", *argv, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+    # AITER on MI250X does nothing from 0.19 (`is_aiter_found_and_supported`: MI300-class)
+    base = ["deepseek-ai/DeepSeek-V2-Lite", "--gpu", "mi250x", "--vllm-version", "0.19",
+            "--max-model-len", "32768"]
+    assert tokens(*base)["kv_cache_tokens"] == tokens(
+        *base, "--env", "VLLM_ROCM_USE_AITER=1")["kv_cache_tokens"]
+    # AITER MLA takes any block size
+    assert tokens("deepseek-ai/DeepSeek-V2-Lite", "--gpu", "mi300x", "--block-size", "8",
+                  "--env", "VLLM_ROCM_USE_AITER=1")["block_size"] == 8
+    # gpt-oss: --moe-backend triton is OpenAI's Triton MXFP4 kernel, the one auto picks
+    auto = tokens("openai/gpt-oss-120b", "--gpu", "h100")
+    tri = tokens("openai/gpt-oss-120b", "--gpu", "h100", "--moe-backend", "triton")
+    assert tri["kv_cache_tokens"] == auto["kv_cache_tokens"]
+    assert tri["moe_workspace_bytes"] == 8192 * 4 * 2880 * 2 + 8192 * 2880 * 2 == 235929600
+    # 0.25's ROCM_AITER_UNIFIED_ATTN lists no fp8_e5m2: gpt-oss falls to Triton's 16 blocks
+    r = tokens("openai/gpt-oss-20b", "--gpu", "mi300x", "--vllm-version", "0.25",
+               "--kv-cache-dtype", "fp8_e5m2", "--kv-cache-memory-bytes", "10G",
+               "--max-model-len", "32768")
+    assert r["block_size"] == 16

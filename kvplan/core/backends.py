@@ -12,8 +12,10 @@ from kvplan.errors import BadInput
 # KV dtypes both halves of a Triton composite accept (`supports_kv_cache_dtype`: Triton's
 # and FlashInfer's/FlashAttention's lists intersected, 0.30-0.33 wheels)
 COMPOSITE_KV = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
-# KV dtypes ROCM_AITER_UNIFIED_ATTN stores (`supported_kv_cache_dtypes`, 0.20.2-0.33.0)
+# KV dtypes ROCM_AITER_UNIFIED_ATTN stores (`supported_kv_cache_dtypes`, 0.20.2-0.33.0;
+# 0.25.0 alone lists neither float16 nor fp8_e5m2, `AITER_UNIFIED_KV_025`)
 AITER_UNIFIED_KV = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+AITER_UNIFIED_KV_025 = ("auto", "bfloat16", "fp8", "fp8_e4m3")
 # the head sizes the composites take (`create_composite_attention_backend(head_sizes=...)`)
 COMPOSITE_HEADS = frozenset({256, 512})
 
@@ -53,8 +55,10 @@ def preferred_block(arch: ModelArch, *, kv: str, cc: str, vendor: str, version: 
         return None
     if vendor == "amd":
         aiter_fa_sinks = rocm_aiter and version.at_least(0, 23)  # ROCM_AITER_FA's sinks
+        unified_kv = AITER_UNIFIED_KV_025 if version.at_least(0, 25) and not \
+            version.at_least(0, 26) else AITER_UNIFIED_KV
         if arch.attention_sinks and version.at_least(0, 19) and not aiter_fa_sinks and \
-                kv in AITER_UNIFIED_KV and cc != "gfx90a":
+                kv in unified_kv and cc != "gfx90a":
             return 64, "ROCM_AITER_UNIFIED_ATTN, ROCm's backend for attention sinks, " \
                        "prefers 64-token blocks"
         if kv == "ultraquant_4bit" and version.at_least(0, 32) and not kept:

@@ -582,27 +582,46 @@ def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs,
                            flag="tensor_parallel_size")
 
 
-def _check_unquantized_moe_backend(backend: str, version: VllmVersion, cc: str,
-                                   vendor: str) -> None:
-    """16-bit experts take triton, flashinfer_trtllm, flashinfer_cutlass, aiter (and
-    batched_triton from 0.30) as --moe-backend (`map_unquantized_backend`, 0.18-0.33;
-    humming falls through to auto from 0.25, marlin from 0.33); 0.33's TRT-LLM bf16 kernel
-    runs on the SM100 family only (`TrtLlmBf16Experts._supports_current_device`)."""
+def _check_moe_backend(backend: str, version: VllmVersion, cc: str, vendor: str, *,
+                       unquantized: bool, mxfp4: bool, rocm_aiter: bool) -> None:
+    """Refuse a --moe-backend the experts' oracle or the device rejects (0.18-0.33; the
+    kernels' `_supports_current_device`):
+    * 16-bit experts take triton, flashinfer_trtllm, flashinfer_cutlass, aiter (and
+      batched_triton from 0.30) (`map_unquantized_backend`; humming falls through to auto
+      from 0.25, marlin from 0.33); the TRT-LLM bf16 kernel runs on the SM100 family only;
+    * MXFP4 experts have no cutlass (`map_mxfp4_backend`);
+    * AITER runs only on ROCm CDNA3+ with VLLM_ROCM_USE_AITER=1 (`@if_aiter_supported`);
+    * on ROCm FlashInfer, DeepGEMM, CUTLASS and Marlin kernels do not run."""
     b = (backend or "auto").lower().replace("-", "_")
-    ok = {"auto", "triton", "flashinfer_trtllm", "flashinfer_cutlass", "aiter"}
-    ok |= {"batched_triton"} if version.at_least(0, 30) else set()
-    ok |= {"humming"} if version.at_least(0, 25) else set()
-    ok |= {"marlin"} if version.at_least(0, 33) else set()
-    if b not in ok:
-        raise BadInput(f"vLLM {version.text} refuses --moe-backend {backend} for 16-bit "
-                       "experts ('not supported for unquantized MoE')",
-                       hint="use one of " + ", ".join(sorted(ok - {"auto"})),
-                       flag="moe_backend")
-    if b == "flashinfer_trtllm" and version.at_least(0, 33) and not (
-            vendor == "nvidia" and cc in ("10.0", "10.3")):
-        raise BadInput(f"vLLM {version.text}'s FlashInfer TRT-LLM kernel for 16-bit experts "
-                       f"runs on the B200/B300 family only, not compute capability {cc}",
-                       hint="use --moe-backend triton or flashinfer_cutlass", flag="moe_backend")
+    if b == "auto":
+        return
+    fall_through = {"humming"} if version.at_least(0, 25) else set()
+    fall_through |= {"marlin"} if version.at_least(0, 33) else set()
+    if unquantized:
+        ok = {"triton", "flashinfer_trtllm", "flashinfer_cutlass", "aiter"} | fall_through
+        ok |= {"batched_triton"} if version.at_least(0, 30) else set()
+        if b not in ok:
+            raise BadInput(f"vLLM {version.text} refuses --moe-backend {backend} for 16-bit "
+                           "experts ('not supported for unquantized MoE')",
+                           hint="use one of " + ", ".join(sorted(ok)), flag="moe_backend")
+        if b == "flashinfer_trtllm" and not (vendor == "nvidia" and cc in ("10.0", "10.3")):
+            raise BadInput(f"vLLM {version.text}'s FlashInfer TRT-LLM kernel for 16-bit "
+                           f"experts runs on the B200/B300 family only, not {cc}",
+                           hint="use --moe-backend triton", flag="moe_backend")
+    if mxfp4 and b == "cutlass":
+        raise BadInput(f"vLLM {version.text} has no cutlass kernel for MXFP4 experts",
+                       hint="use --moe-backend triton", flag="moe_backend")
+    cdna3 = vendor == "amd" and cc.startswith("gfx9") and cc not in ("gfx90a", "gfx908")
+    if b.startswith("aiter") and not (cdna3 and rocm_aiter):
+        raise BadInput(f"--moe-backend {backend} runs only on ROCm MI300-class GPUs with "
+                       "VLLM_ROCM_USE_AITER=1 (vLLM: 'kernel does not support current device')",
+                       hint="use --moe-backend triton, or add --env VLLM_ROCM_USE_AITER=1 "
+                       "on an MI300X/MI325X/MI355X", flag="moe_backend")
+    ok_rocm = {"triton"} | ({"batched_triton"} | fall_through if unquantized else set())
+    if vendor == "amd" and not b.startswith("aiter") and b not in ok_rocm:
+        raise BadInput(f"vLLM {version.text} on ROCm has no {backend} MoE kernel ('kernel does "
+                       "not support current device rocm')", hint="use --moe-backend triton "
+                       "or aiter (with VLLM_ROCM_USE_AITER=1)", flag="moe_backend")
 
 
 def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> None:
@@ -986,15 +1005,33 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if a.block_size and choices and a.block_size not in choices:
         raise BadInput(f"vLLM {version.text} rejects --block-size {a.block_size}",
                        hint=f"use one of {', '.join(map(str, choices))}")
+    aiter_note = None
+    cdna3 = gpu.vendor == "amd" and gpu.compute_capability.startswith("gfx9") and \
+        gpu.compute_capability not in ("gfx90a", "gfx908")
+    if gpu.vendor == "amd" and not cdna3 and a.rocm_aiter and version.at_least(0, 19):
+        # `is_aiter_found_and_supported`: MI300-class only from 0.19, whatever the variable
+        if arch.num_experts and not (arch.quantization or model.quant_file or a.quantization) \
+                and a.rocm_aiter_moe and version.at_least(0, 20) and not version.at_least(0, 31):
+            raise BadInput(f"vLLM {version.text} refuses VLLM_ROCM_USE_AITER=1 for 16-bit "
+                           f"experts on {gpu.name} ('Unquantized MoE backend ROCm AITER does "
+                           "not support ... current device rocm')",
+                           hint="drop VLLM_ROCM_USE_AITER (AITER needs an MI300-class GPU)",
+                           flag="rocm_aiter")
+        a = replace(a, rocm_aiter=False)
+        aiter_note = (f"VLLM_ROCM_USE_AITER=1 does nothing on {gpu.name}: vLLM {version.text} "
+                      "runs AITER on MI300-class GPUs only")
+    rocm_blocks = gpu.vendor == "amd" and version.at_least(0, 18) and not (
+        arch.is_mla and a.rocm_aiter and cdna3)  # AITER MLA takes any block
     if a.block_size and a.block_size % 16 and not arch.is_hybrid_state and (
-            version.at_least(0, 21) or arch.is_mla and version.at_least(0, 18)) and (
-            gpu.vendor == "nvidia" or version.at_least(0, 33)):
+            version.at_least(0, 21) or arch.is_mla and version.at_least(0, 18)
+            or rocm_blocks) and (gpu.vendor == "nvidia" or rocm_blocks):
         # `get_valid_backends`: every attention backend takes multiples of 16 (FlexAttention
-        # from 0.21; the MLA ones from 0.18; ROCm's in 0.33): "No valid attention backend"
+        # from 0.21; the MLA ones from 0.18; ROCm's from 0.18, 0.18 failing later with "No
+        # common block size"): "No valid attention backend"
         raise BadInput(f"vLLM {version.text} has no attention backend for --block-size "
                        f"{a.block_size} ('block_size not supported')",
                        hint="use a multiple of 16", flag="block_size")
-    notes: list[str] = list(arch.notes) + ([engine_note] if engine_note else [])
+    notes: list[str] = list(arch.notes) + [n for n in (engine_note, aiter_note) if n]
     tp, pp = a.tensor_parallel_size, a.pipeline_parallel_size
     cc = gpu.compute_capability
 
@@ -1140,8 +1177,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        "profile or whole GPUs", flag="tensor_parallel_size")
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
     version.moe_backend_kind(a.moe_backend)  # a value vLLM rejects is bad input
-    if arch.num_experts and not (arch.quantization or model.quant_file or a.quantization):
-        _check_unquantized_moe_backend(a.moe_backend, version, cc, gpu.vendor)
+    if arch.num_experts and a.moe_backend != "auto" and version.at_least(0, 18):
+        _check_moe_backend(a.moe_backend, version, cc, gpu.vendor, unquantized=quant is None,
+                           mxfp4=quant in ("mxfp4", "gpt_oss_mxfp4"), rocm_aiter=a.rocm_aiter)
     if a.mm_encoder_tp_mode not in ("weights", "data"):
         raise BadInput(f"--mm-encoder-tp-mode {a.mm_encoder_tp_mode} is not weights or data",
                        flag="mm_encoder_tp_mode")

@@ -295,7 +295,10 @@ class VllmVersion:
         `--moe-backend` (0.18+, `config/kernel.py MoEBackend`) picks the kernel instead:
         CUTLASS and Marlin keep buffers the size of Triton's; AITER sizes its own."""
         chosen = self.moe_backend_kind(backend)
-        if chosen:
+        if chosen == "modular" and mxfp4 and str(backend).lower() == "triton" \
+                and self.at_least(0, 19):
+            return "oai_triton"  # `map_mxfp4_backend`: triton is OpenAI's Triton kernel
+        if chosen and not (mxfp4 and not self.at_least(0, 19)):  # 0.18 ignores it for MXFP4
             return chosen
         if vendor == "amd" and mxfp4 and self.at_least(0, 14):
             return "oai_triton"  # ROCm runs MXFP4 experts on OpenAI's Triton kernels too
