@@ -1756,3 +1756,15 @@ def test_v2_runner_captures_no_graphs_under_stock_torch_compile_from_032():
     r31, r32 = (size(m, h100, a, v) for v in ("0.31", "0.32"))
     assert r31.cudagraph_mode == "FULL_DECODE_ONLY" and r31.budget.cudagraph > 0
     assert r32.cudagraph_mode == "NONE" and r32.budget.cudagraph == 0
+
+
+def test_triton_mla_takes_no_full_graphs_before_022():
+    # `MLACommonMetadataBuilder` keeps NEVER for Triton-MLA to 0.21 (A100: its only MLA
+    # backend), so vLLM captures the 51 PIECEWISE graphs only; 0.22's builder is UNIFORM_BATCH
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, a100 = resolve_model("deepseek-ai/DeepSeek-V2-Lite"), resolve_gpu("a100-80gb")
+    r20, r22 = (size(m, a100, EngineArgs(), v) for v in ("0.20", "0.22"))
+    assert (r20.cudagraph_mode, r20.cudagraph_graphs) == ("PIECEWISE", 51)
+    assert (r22.cudagraph_mode, r22.cudagraph_graphs) == ("FULL_AND_PIECEWISE", 86)
+    assert r20.kv_cache_tokens == 1466320

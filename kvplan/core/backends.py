@@ -94,8 +94,8 @@ def composite_backend(arch: ModelArch, *, kv: str, cc: str, vendor: str,
     return None
 
 
-def full_graphs_refused(arch: ModelArch, composite: str | None,
-                        version: VllmVersion) -> str | None:
+def full_graphs_refused(arch: ModelArch, composite: str | None, version: VllmVersion, *,
+                        triton_mla: bool = False) -> str | None:
     """Why an attention backend reports no full-graph support (NEVER), or None; vLLM then
     captures PIECEWISE graphs only (`resolve_cudagraph_mode_and_sizes`, 0.11+ in
     `_check_and_update_cudagraph_mode`).
@@ -104,8 +104,14 @@ def full_graphs_refused(arch: ModelArch, composite: str | None,
     * A composite's image-prefix routing when a sliding window is not clamped for image
       prefixes (`MMPrefixAttentionRouting.get_cudagraph_support`, `_has_unclamped_window`,
       0.30-0.33): Gemma 3's sliding layers set no `mm_prefix_clamp_sliding_window`
-      (gemma3.py), Gemma 4's do."""
+      (gemma3.py), Gemma 4's do.
+    * Triton-MLA (`triton_mla`: it runs the MLA layers) 0.11-0.21: its builder keeps the
+      base class's NEVER (`MLACommonMetadataBuilder`; `TritonMLAMetadataBuilder`, UNIFORM_BATCH,
+      arrives in 0.22)."""
     kinds = {x.kind for x in arch.layers if isinstance(x, AttnLayer)}
+    if triton_mla and version.at_least(0, 11) and not version.at_least(0, 22):
+        return ("Triton-MLA takes no full CUDA graphs before vLLM 0.22: vLLM captures "
+                "PIECEWISE graphs only")
     if "chunked" in kinds and version.at_least(0, 11):
         return ("Llama 4's chunked local attention takes no full CUDA graphs: vLLM captures "
                 "PIECEWISE graphs only")

@@ -1707,7 +1707,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         graph_mode = "NONE"
         notes.append(f"vLLM {version.text} captures no CUDA graphs on model runner V2 with "
                      "stock torch.compile (compilation mode 1)")
-    if "FULL" in graph_mode and (why := BK.full_graphs_refused(arch, composite, version)):
+    if "FULL" in graph_mode and (why := BK.full_graphs_refused(
+            arch, composite, version, triton_mla=triton_mla and gpu.vendor == "nvidia")):
         # NEVER: PIECEWISE when attention is compiled piecewise (the default), else NONE
         graph_mode = "PIECEWISE" if "PIECEWISE" in graph_mode else "NONE"
         notes.append(why)
