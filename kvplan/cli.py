@@ -72,6 +72,12 @@ def size_cmd(
                                                help="As vLLM: read from the checkpoint when "
                                                "unset; on a 16-bit checkpoint fp8 (and the "
                                                "other online methods) quantize as it loads."),
+    attention_backend: Optional[str] = typer.Option(
+        None, "--attention-backend", help="Force vLLM's attention backend (0.13+; "
+        "VLLM_ATTENTION_BACKEND in --env for 0.11-0.14): FLASH_ATTN, FLASHINFER, TRITON_ATTN, "
+        "FLEX_ATTENTION, TRITON_MLA, FLASH_ATTN_MLA, FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, "
+        "FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE, ROCM_ATTN, ROCM_AITER_FA, "
+        "ROCM_AITER_UNIFIED_ATTN, ROCM_AITER_MLA."),
     allow_deprecated_quantization: bool = typer.Option(
         False, "--allow-deprecated-quantization",
         help="vLLM 0.14+ refuses deprecated methods (fbgemm_fp8, ...) without it."),
@@ -214,6 +220,7 @@ def size_cmd(
         if max_num_batched_tokens else None,
         enforce_eager=enforce_eager, dtype=dtype, quantization=quantization,
         allow_deprecated_quantization=allow_deprecated_quantization,
+        attention_backend=attention_backend,
         enable_prefix_caching=enable_prefix_caching,
         enable_chunked_prefill=enable_chunked_prefill, usage=entrypoint,
         enable_lora=enable_lora, max_loras=max_loras, max_lora_rank=max_lora_rank,

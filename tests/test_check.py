@@ -533,10 +533,15 @@ def test_speculative_decoding_and_connectors_warn(capsys):
                          "speculative draft model"),
                         ("--disable-sliding-window", "--disable-sliding-window"),
                         ("--prefill-context-parallel-size 2", "the KV cache differs"),
-                        ("--attention-backend FLASH_ATTN", "attention backend FLASH_ATTN")):
+                        ("--attention-backend FLASH_ATTN_MLA_SPARSE_FA4",
+                         "attention backend FLASH_ATTN_MLA_SPARSE_FA4")):
         code, rep = check_json(capsys, "--cmd", f"{base} {extra}", "--gpu", "h100")
         f = one(rep["deployments"][0], "sizing-inputs")
         assert f["status"] == "warn" and says in f["message"], extra
+    # a backend kvplan models is sized with it (core/attnbackend.py)
+    code, rep = check_json(capsys, "--cmd", f"{base} --attention-backend FLASHINFER",
+                           "--gpu", "h100")
+    assert one(rep["deployments"][0], "sizing-inputs")["status"] == "pass"
 
 
 def test_eplb_is_sized(capsys):

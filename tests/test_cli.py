@@ -747,3 +747,44 @@ def test_rocm_choices_vllm_makes_for_you(capsys):
                "--kv-cache-dtype", "fp8_e5m2", "--kv-cache-memory-bytes", "10G",
                "--max-model-len", "32768")
     assert r["block_size"] == 16
+
+
+def test_forced_attention_backends(capsys):
+    def run_json(*argv):
+        code, out, err = run(capsys, "size", *argv, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+    r1 = ["deepseek-ai/DeepSeek-R1", "-tp", "8"]
+    # TRITON_MLA on an H200 reserves its split-KV decode logits in 0.33's profile: 1,024 x
+    # 16 heads x min(512, 2 x 132 SMs) splits x 513 x 4 B = 8.27 GiB, less the MoE scratch
+    # the workspace already holds
+    assert run_json(*r1, "--gpu", "h200")["kv_cache_tokens"] == 652304
+    forced = run_json(*r1, "--gpu", "h200", "--attention-backend", "TRITON_MLA")
+    assert (forced["kv_cache_tokens"], forced["block_size"]) == (552736, 16)
+    # CUTLASS-MLA's 128-token blocks on a B200 (the default FlashInfer-MLA takes 32)
+    assert run_json(*r1, "--gpu", "b200", "--attention-backend",
+                    "CUTLASS_MLA")["block_size"] == 128
+    # FlashMLA-sparse stores fp8 as fp8_ds_mla (656 B a token and layer, not 576)
+    v32 = run_json("deepseek-ai/DeepSeek-V3.2", "--gpu", "b200", "-tp", "8",
+                   "--kv-cache-dtype", "fp8", "--attention-backend", "FLASHMLA_SPARSE")
+    assert (v32["kv_cache_dtype"], v32["kv_cache_tokens"]) == ("fp8_ds_mla", 1675200)
+    # a backend that does not fit the model or GPU is refused, as 0.11.1+ refuse it
+    for argv, says in ((["Qwen/Qwen3-8B", "--gpu", "h100", "--attention-backend", "FLASHMLA"],
+                        "non-MLA not supported"),
+                       ([*r1, "--gpu", "h100", "--attention-backend", "CUTLASS_MLA"],
+                        "compute capability not supported"),
+                       (["Qwen/Qwen3-8B", "--gpu", "h100", "--attention-backend",
+                         "FLEX_ATTENTION", "--kv-cache-dtype", "fp8"],
+                        "kv_cache_dtype not supported"),
+                       ([*r1, "--gpu", "h200", "--vllm-version", "0.12",
+                         "--attention-backend", "TRITON_MLA"], "no --attention-backend")):
+        code, _, err = run(capsys, "size", *argv)
+        assert code == 2 and says in err, argv
+    # 0.11-0.14 read VLLM_ATTENTION_BACKEND (Triton-MLA keeps 16-token blocks, and takes no
+    # full graphs before 0.22); 0.15+ ignore it
+    old = run_json(*r1, "--gpu", "h200", "--vllm-version", "0.13", "--env",
+                   "VLLM_ATTENTION_BACKEND=TRITON_MLA")
+    assert (old["block_size"], old["cudagraph_mode"]) == (16, "PIECEWISE")
+    assert run_json(*r1, "--gpu", "h200", "--vllm-version", "0.16", "--env",
+                    "VLLM_ATTENTION_BACKEND=TRITON_MLA")["block_size"] == 64

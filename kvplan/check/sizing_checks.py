@@ -125,6 +125,11 @@ def _engine_args(p: Parsed) -> Any:
             if value is not None:
                 with contextlib.suppress(BadInput):  # flag-values reports it
                     setattr(a, fld, parse_value(var, value))
+    from kvplan.core.attnbackend import BACKENDS
+
+    for fld in ("attention_backend", "attention_backend_env"):  # one kvplan does not model:
+        if str(getattr(a, fld) or "").upper() not in BACKENDS:  # the default (a warning)
+            setattr(a, fld, None)
     return a
 
 
@@ -302,10 +307,12 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
     other = ["--prefill-context-parallel-size (its extra GPUs per replica and MoE ranks; it "
              "does not split the KV cache)"] if str(
         p.values.get("prefill_context_parallel_size") or "1") != "1" else []
+    from kvplan.core.attnbackend import BACKENDS
+
     backend = p.values.get("attention_backend") or p.env_value("VLLM_ATTENTION_BACKEND")
-    if backend:  # the block size is the chosen backend's (methodology §3, "Block size")
-        other.append(f"the block size of the attention backend {backend} (kvplan sizes "
-                     "with vLLM's default backend)")
+    if backend and str(backend).upper() not in BACKENDS:  # sized with vLLM's default choice
+        other.append(f"the attention backend {backend} (kvplan sizes with vLLM's default "
+                     "backend)")
     if not smaller and not other:
         return
     passed = next(f for f in out.findings if f.id == "sizing-inputs")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from kvplan.core import attnbackend as AB
 from kvplan.core import backends as BK
 from kvplan.core import blocks as B
 from kvplan.core import kvformats as KF
@@ -203,6 +204,8 @@ class EngineArgs:
     estimate_cudagraphs: bool = True  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (0.20+ default 1)
     breakable_cudagraph: bool | None = None  # VLLM_USE_BREAKABLE_CUDAGRAPH (None: vLLM's default)
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN
+    attention_backend: str | None = None  # --attention-backend (0.13+; core/attnbackend.py)
+    attention_backend_env: str | None = None  # VLLM_ATTENTION_BACKEND (read in 0.11-0.14)
     use_v1: bool | None = None  # VLLM_USE_V1 (None: unset; 0.8-0.10 fall back to V0 as needed)
     # 'serve' (vllm serve), 'llm' (offline LLM class) or 'engine' (AsyncLLMEngine / LLMEngine
     # built from EngineArgs directly, as RunPod's worker-vllm does)
@@ -301,6 +304,7 @@ class SizeResult:
     model_runner_v2: bool = False  # the V1 engine's model runner V2 (`use_v2_model_runner`)
     rope_cache_bytes: int = 0  # the rotary cos/sin cache, part of the weights on every GPU
     quantization: str | None = None  # the method vLLM runs (core/quantcheck.py; None: 16-bit)
+    attention_backend: str | None = None  # the backend the user forced (None: vLLM's choice)
     lora_bytes: int = 0  # LoRA adapter slots on the most loaded GPU, part of the weights
     lora_late: bool = False  # the slots come after the profile (V0 0.7), not in the weights
     draft_bytes: int = 0  # the speculative drafter's weights on the last stage's GPUs
@@ -347,6 +351,7 @@ class SizeResult:
             "kv_cache_dtype_skip_layers": sorted(self.kv_dtypes.skip) if self.kv_dtypes else [],
             "dtype": self.model_dtype,
             "quantization": self.quantization,
+            "attention_backend": self.attention_backend,
             "architecture": self.arch.family_label,
             "gpu_memory_utilization": b.utilization,
             "requested_memory_bytes": b.requested,
@@ -1049,6 +1054,18 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                               nvfp4=version.at_least(0, 20))
     notes += quant_file_notes(model.config.get("quantization_config"), model.hf_quant_config,
                               mo_kv, a.kv_cache_dtype, nvfp4=version.at_least(0, 20))
+    forced = AB.requested(a.attention_backend, a.attention_backend_env, version)
+    if a.attention_backend_env and version.at_least(0, 15):
+        notes.append(f"vLLM {version.text} no longer reads VLLM_ATTENTION_BACKEND (0.15+): "
+                     "--attention-backend forces a backend")
+    fb = AB.check(forced, kind="sparse" if arch.is_sparse_mla else "mla" if arch.is_mla
+                  else "dense", kv_requested=a.kv_cache_dtype, cc=cc, vendor=gpu.vendor,
+                  version=version, qk_nope=int(arch.text_config.get("qk_nope_head_dim") or 0)
+                  ) if forced else None
+    if forced == "FLASHMLA_SPARSE" and a.kv_cache_dtype in AB.FP8 and cc_major(cc) == 10:
+        # `_canonicalize_sparse_mla_kv_cache_dtype`: FlashMLA-sparse stores fp8 as fp8_ds_mla
+        a = replace(a, kv_cache_dtype="fp8_ds_mla")
+        notes.append("FLASHMLA_SPARSE stores an fp8 cache in the fp8_ds_mla layout")
     sparse = None
     if DSV4 in arch.kinds:  # `_resolve_dsv4_kv_cache_dtype`: auto and fp8 -> fp8_ds_mla
         sparse = "auto+fp8"
@@ -1078,8 +1095,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                         multimodal=mm_on)
     BK.check_sparse_mla(arch, requested_kv=a.kv_cache_dtype, model_dtype=model_dtype, cc=cc,
                         vendor=gpu.vendor, version=version)
-    BK.check_triton_mla_kv(arch, requested_kv=a.kv_cache_dtype, cc=cc, vendor=gpu.vendor,
-                           version=version, rocm_aiter=a.rocm_aiter)
+    if not forced:  # a forced backend's dtypes are `AB.check`'s
+        BK.check_triton_mla_kv(arch, requested_kv=a.kv_cache_dtype, cc=cc, vendor=gpu.vendor,
+                               version=version, rocm_aiter=a.rocm_aiter)
     if kv.startswith("fp8") and kv != "fp8_ds_mla" and cc_major(cc) < 8 and gpu.vendor == "nvidia":
         raise BadInput(f"--kv-cache-dtype {kv} needs compute capability 8.0+ "
                        f"({gpu.name} is {cc})", hint="use --kv-cache-dtype auto")
@@ -1299,19 +1317,23 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "does not yet support\"), so kvplan sizes V1's profile")
     if spec and spec.kv_cache_dtype:
         dts = KF.draft_kv(dts, spec.kv_cache_dtype, arch, v2, version, model_dtype, notes)
-    mla_block = version.mla_block_size(
-        cc, arch.is_sparse_mla, fp8_kv=kv.startswith("fp8"), vendor=gpu.vendor,
-        qk_nope=int(arch.text_config.get("qk_nope_head_dim") or 1))
+    mla_block = AB.block_size(forced, fb, version) if fb and fb.kind != "dense" else \
+        version.mla_block_size(cc, arch.is_sparse_mla, fp8_kv=kv.startswith("fp8"),
+                               vendor=gpu.vendor,
+                               qk_nope=int(arch.text_config.get("qk_nope_head_dim") or 1))
     user_bs = a.block_size
     if user_bs and arch.is_mla and version.mla_forces_block(user_bs, mla_block, cc, gpu.vendor):
         notes.append(f"vLLM {version.text} forces --block-size {user_bs} to {mla_block} for "
                      "its MLA backend")
         user_bs = mla_block
-    composite = BK.composite_backend(arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
-                                     multimodal=mm_on, dcp=a.decode_context_parallel_size)
+    composite = None if forced else BK.composite_backend(
+        arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version, multimodal=mm_on,
+        dcp=a.decode_context_parallel_size)
     backend_bs = BK.preferred_block(arch, kv=kv, cc=cc, vendor=gpu.vendor, version=version,
                                     composite=composite, rocm_aiter=a.rocm_aiter,
-                                    kept=bool(dts.skip))
+                                    kept=bool(dts.skip)) if not forced else (
+        (fb.block, f"{forced} prefers {fb.block}-token blocks")
+        if fb and fb.kind == "dense" and fb.block != 16 else None)
     t = arch.text_config
     # 0.12-0.17 align hybrid blocks to 32 for 256-wide heads on data-centre Blackwell
     # (FlashInfer issue 1993; `HybridAttentionMambaModelConfig`: 10.0 in 0.12-0.13, the 10.x
@@ -1501,8 +1523,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     attn_point = floor = 0
     t, heads_local = arch.text_config, max(arch.num_attention_heads // tp, 1)
     # sparse MLA has its own backends
-    triton_mla = MLA in arch.kinds and not arch.is_sparse_mla and BK.triton_mla_runs(
-        cc, gpu.vendor, a.rocm_aiter)
+    triton_mla = MLA in arch.kinds and not arch.is_sparse_mla and (
+        forced == "TRITON_MLA" if forced else BK.triton_mla_runs(cc, gpu.vendor, a.rocm_aiter))
     if version.v1 and MLA in arch.kinds:  # the MLA layer's point: hidden copies + scratch
         nope = int(t.get("qk_nope_head_dim") or 0)
         attn_point = M.hidden_copies_bytes(shape, mnbt) + M.mla_profile_scratch(
@@ -1712,6 +1734,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         # NEVER: PIECEWISE when attention is compiled piecewise (the default), else NONE
         graph_mode = "PIECEWISE" if "PIECEWISE" in graph_mode else "NONE"
         notes.append(why)
+    if spec and "FULL" in graph_mode and forced == "CUTLASS_MLA":
+        # UNIFORM_SINGLE_TOKEN_DECODE: "... is not supported with spec-decode ... PIECEWISE"
+        graph_mode = "PIECEWISE"
+        notes.append("CUTLASS_MLA takes full graphs for single-token decodes only: with "
+                     "speculative decoding vLLM captures PIECEWISE graphs")
     if spec and "FULL" in graph_mode and cc_major(cc) == 12 and gpu.vendor == "nvidia":
         # FlashInfer (the default backend on SM12x) without TRT-LLM decode supports less than
         # UNIFORM_BATCH graphs: "... is not supported with spec-decode ... PIECEWISE"
@@ -2032,6 +2059,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         model=model.id, gpu=gpu.id, gpu_memory_bytes=gpu.memory_bytes,
         gpu_memory_estimated=bool(gpu.memory_note), args=a, version=version,
         arch=arch, model_dtype=model_dtype, kv_dtype=kv, max_model_len=mml, quantization=quant,
+        attention_backend=forced,
         max_model_len_source=mml_src, max_num_seqs=seqs, max_num_batched_tokens=mnbt,
         block_size=bs, block_size_reason=plan.reason, groups=groups, budget=bud,
         weights_estimated=estimated, weights_total_bytes=weights_total,

@@ -29,6 +29,9 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": (
         "estimate_cudagraphs", "0: the CUDA-graph memory estimate is not subtracted before "
         "sizing the KV cache (default 1 from 0.20)"),
+    "VLLM_ATTENTION_BACKEND": (
+        "attention_backend_env", "the attention backend (read by vLLM 0.11-0.14; as "
+        "--attention-backend)"),
     "VLLM_ALLOW_LONG_MAX_MODEL_LEN": (
         "allow_long_max_model_len", "1: --max-model-len may exceed the length the config "
         "allows (vLLM warns; outputs past the trained length may be wrong)"),
@@ -51,7 +54,7 @@ ENV_HELP = ("NAME=VALUE of the server's environment (repeatable). Modelled: "
 # read as `value.lower() in ("true", "1")`, never an error (`envs.py`); the rest as integers
 TEXT_FLAGS = {"VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE", "VLLM_ALLOW_LONG_MAX_MODEL_LEN"}
 EXACT_ONE = {"VLLM_USE_BREAKABLE_CUDAGRAPH"}  # `os.environ.get(name, "0") == "1"`
-STRINGS = {"VLLM_VIDEO_LOADER_BACKEND"}  # read as the string itself
+STRINGS = {"VLLM_VIDEO_LOADER_BACKEND", "VLLM_ATTENTION_BACKEND"}  # read as the string
 
 
 def int_bool(name: str, value: str) -> bool:
