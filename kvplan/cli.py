@@ -244,12 +244,14 @@ def size_cmd(
         mm_ipc_gpu_memory_gb=mm_ipc_gpu_memory_gb, api_server_count=api_server_count,
         video_io=parse_video_io(media_io_kwargs) if media_io_kwargs is not None else None,
     )
+    key_notes: list[str] = []
     if compilation_config is not None:
-        from kvplan.core.versions import VllmVersion
+        from kvplan.core.versions import LATEST, VllmVersion
         from kvplan.engines.vllm_compile import parse_compilation_config
         from kvplan.errors import BadInput
 
-        for name, value in parse_compilation_config(compilation_config).items():
+        for name, value in parse_compilation_config(
+                compilation_config, version=vllm_version or LATEST, notes=key_notes).items():
             if name in ("cudagraph_capture_sizes", "max_cudagraph_capture_size") and \
                     getattr(args, name) is not None and VllmVersion.of(vllm_version).at_least(
                         0, 11, 1):  # `create_engine_config` (0.11.1-0.33)
@@ -265,12 +267,15 @@ def size_cmd(
 
         m = replace(m, config=apply_hf_overrides(m.config, parse_hf_overrides(hf_overrides)))
     if speculative_config is not None:
+        from kvplan.core.versions import LATEST
         from kvplan.engines.vllm_spec import speculative
 
         args.speculative = speculative(speculative_config, lambda name: resolve_model(
-            name, catalog, token=token, offline=True if offline else None))
+            name, catalog, token=token, offline=True if offline else None),
+            version=vllm_version or LATEST, notes=key_notes)
     g = resolve_gpu(gpu, gpu_memory, catalog)
     result = size(m, g, args, vllm_version)
+    result.notes.extend(key_notes)
     if env_note:
         result.notes.append(env_note)
     if as_json:

@@ -105,17 +105,20 @@ def _args(mml, kvd, util, mnbt, tp=1, env=None):
 
 
 def memory_extras(enable_lora: bool, max_loras: int, max_lora_rank: int,
-                  speculative_config: str | None, catalog: list[str] | None) -> dict:
+                  speculative_config: str | None, catalog: list[str] | None,
+                  version: str | None = None) -> dict:
     """The EngineArgs fields of --enable-lora ... and --speculative-config (the draft model
-    resolved like MODEL)."""
+    resolved like MODEL, its keys checked against `version`'s SpeculativeConfig)."""
     extra: dict = {"enable_lora": enable_lora, "max_loras": max_loras,
                    "max_lora_rank": max_lora_rank}
     if speculative_config is not None:
+        from kvplan.core.versions import LATEST
         from kvplan.engines.vllm_spec import speculative
         from kvplan.sources.resolve import resolve_model
 
         extra["speculative"] = speculative(speculative_config,
-                                           lambda name: resolve_model(name, catalog))
+                                           lambda name: resolve_model(name, catalog),
+                                           version=version or LATEST)
     return extra
 
 
@@ -218,7 +221,7 @@ def register(app: typer.Typer) -> None:
         if (enable_lora or speculative_config) and engine != "vllm":
             raise BadInput("--enable-lora and --speculative-config are sized for --engine vllm")
         for k, v in memory_extras(enable_lora, max_loras, max_lora_rank, speculative_config,
-                                  catalog).items():
+                                  catalog, vllm_version).items():
             setattr(base, k, v)
         rec = recommend(m, gpu, tensor_parallel_size, kv_cache_dtype, base, vllm_version, wl,
                         t, engine, catalog, top)

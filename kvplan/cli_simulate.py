@@ -118,7 +118,7 @@ def register(app: typer.Typer) -> None:
         m = resolve_model(model, catalog)
         g = resolve_gpu(gpu, None, catalog)
         extra = memory_extras(enable_lora, max_loras, max_lora_rank, speculative_config,
-                              catalog)
+                              catalog, vllm_version)
         common = dict(model=m, gpu=g, tp=tensor_parallel_size, mml=max_model_len, extra=extra,
                       kv=kv_cache_dtype, util=gpu_memory_utilization,
                       mnbt=max_num_batched_tokens, seqs=max_num_seqs, version=vllm_version,

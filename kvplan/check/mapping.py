@@ -443,9 +443,19 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
                 new = parse_hf_overrides(f.value, what=f.key)
             value = {**(p.values.get("hf_overrides") or {}), **new}
         elif fld in ("compilation_config", "optimization_level"):
-            for name, v in _compilation(fld, f).items():
+            for name, v in _compilation(fld, f, reg.release if reg else None,
+                                        p.notes).items():
                 p.values[name], p.set_by[name] = v, f
             return
+        elif fld == "speculative_config" and engine == "vllm" and reg is not None \
+                and str(f.value).lstrip().startswith("{"):
+            from kvplan.engines.vllm_config_keys import check_keys, normalise_speculative
+            from kvplan.engines.vllm_spec import parse_speculative_config
+
+            raw = normalise_speculative(parse_speculative_config(f.value, what=f.key),
+                                        reg.release)
+            check_keys("speculative", raw, reg.release, f.key)
+            value = f.value
         elif fld == "eplb_config":
             from kvplan.core.eplb import parse_eplb_config
 
@@ -472,12 +482,15 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
     p.set_by[fld] = f
 
 
-def _compilation(fld: str, f: FlagUse) -> dict[str, Any]:
-    """The `EngineArgs` fields a `--compilation-config` or `--optimization-level` sets."""
+def _compilation(fld: str, f: FlagUse, version: str | None,
+                 notes: list[str]) -> dict[str, Any]:
+    """The `EngineArgs` fields a `--compilation-config` or `--optimization-level` sets (its
+    keys checked against `version`'s CompilationConfig)."""
     from kvplan.engines.vllm_compile import parse_compilation_config
 
     if fld == "compilation_config":
-        return parse_compilation_config(f.value or "", what=f.key)
+        return parse_compilation_config(f.value or "", what=f.key, version=version,
+                                        notes=notes)
     level = str(f.value or "").strip().upper().lstrip("O")
     if not level.isdigit() or int(level) not in _OPT_LEVEL_GRAPHS:
         raise BadInput(f"{f.key} {f.value!r} is not 0-3")

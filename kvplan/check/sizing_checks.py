@@ -273,7 +273,8 @@ def _speculative(p: Parsed, a: Any, version: str, catalogs: list[str] | None) ->
     if not str(value).lstrip().startswith("{"):
         return "a draft given by --speculative-model / --spec-model, not --speculative-config"
     try:
-        spec = speculative(value, lambda name: resolve_model(name, catalogs))
+        spec = speculative(value, lambda name: resolve_model(name, catalogs),
+                           version=version)
         check_version(spec, VllmVersion.of(version))
     except BadInput as e:
         return e.message

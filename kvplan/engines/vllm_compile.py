@@ -18,13 +18,22 @@ COMPILATION_MODES = {"NONE": 0, "STOCK_TORCH_COMPILE": 1, "DYNAMO_TRACE_ONCE": 2
                      "VLLM_COMPILE": 3}
 
 
-def parse_compilation_config(text: str, *, what: str = "--compilation-config") -> dict[str, Any]:
+def parse_compilation_config(text: str, *, what: str = "--compilation-config",
+                             version: str | None = None,
+                             notes: list[str] | None = None) -> dict[str, Any]:
     """The `EngineArgs` fields a `--compilation-config` JSON sets (a bare integer is the
-    compilation mode, as vLLM accepts `-O3`)."""
+    compilation mode, as vLLM accepts `-O3`). With `version`, keys the release's
+    `CompilationConfig` lacks are refused (0.13+) or noted in `notes` as ignored."""
     s = str(text).strip()
     if s.isdigit():
         return {"compilation_mode": _mode(s, what)}
     raw = parse_json_object(s, what=what, hint='e.g. \'{"cudagraph_mode": "FULL_DECODE_ONLY"}\'')
+    if version is not None:
+        from kvplan.engines.vllm_config_keys import check_keys
+
+        note = check_keys("compilation", raw, version, what)
+        if note and notes is not None:
+            notes.append(note)
     out: dict[str, Any] = {}
     if raw.get("cudagraph_mode") is not None:
         cg = str(raw["cudagraph_mode"]).strip().upper()

@@ -16,9 +16,12 @@ def parse_speculative_config(text: Any, *, what: str = "--speculative-config") -
 
 
 def speculative(text: Any, resolve_model: Callable[[str], Any], *,
-                what: str = "--speculative-config") -> Any:
+                what: str = "--speculative-config", version: str | None = None,
+                notes: list[str] | None = None) -> Any:
     """A SpecDecode for `text`; `resolve_model(name)` loads the draft model when one is
-    named (EAGLE heads, draft models)."""
+    named (EAGLE heads, draft models). With `version`, the keys are read as that release
+    reads them (dashes 0.26+) and keys its `SpeculativeConfig` lacks are refused (0.16+) or
+    noted in `notes` as ignored."""
     from dataclasses import replace
 
     from kvplan.core.specdec import (
@@ -29,6 +32,13 @@ def speculative(text: Any, resolve_model: Callable[[str], Any], *,
     )
 
     cfg = parse_speculative_config(text, what=what)
+    if version is not None:
+        from kvplan.engines.vllm_config_keys import check_keys, normalise_speculative
+
+        cfg = normalise_speculative(cfg, version)
+        note = check_keys("speculative", cfg, version, what)
+        if note and notes is not None:
+            notes.append(note)
     draft = None
     name = cfg.get("model")
     method = str(cfg.get("method") or "").lower()
