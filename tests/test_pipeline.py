@@ -79,3 +79,53 @@ def test_every_stage_modules_and_the_drafter_embedding_under_pp():
     r1, r2 = (size(q, resolve_gpu("h100"), EngineArgs(pipeline_parallel_size=pp, speculative=mtp))
               for pp in (1, 2))
     assert r2.draft_bytes - r1.draft_bytes == 248320 * 5120 * 2
+
+
+def test_vllm_pp_layer_partition():
+    # `get_pp_indices`: VLLM_PP_LAYER_PARTITION sets the layers per stage; vLLM refuses a
+    # list whose length is not the PP size or whose sum is not the layer count
+    import pytest
+
+    from kvplan.errors import BadInput
+
+    assert [len(r) for r in pp_partition(80, 4, "24,24,16,16")] == [24, 24, 16, 16]
+    assert [len(r) for r in pp_partition(80, 3)] == [27, 27, 26]  # 0.8+: middle stages first
+    assert [len(r) for r in pp_partition(80, 3, rest_to_last=True)] == [26, 26, 28]  # 0.6-0.7
+    with pytest.raises(BadInput, match="names 3 stages, the pipeline has 4"):
+        pp_partition(80, 4, "20,20,40")
+    with pytest.raises(BadInput, match="adds up to 76 layers, the model has 80"):
+        pp_partition(80, 4, "20,20,20,16")
+    with pytest.raises(BadInput, match="not a comma-separated list"):
+        pp_partition(80, 2, "40;40")
+    even = _run("meta-llama/Llama-3.3-70B-Instruct", "h100", pipeline_parallel_size=4)
+    same = _run("meta-llama/Llama-3.3-70B-Instruct", "h100", pipeline_parallel_size=4,
+                pp_layer_partition="20,20,20,20")
+    assert same.stages == even.stages
+    r = _run("meta-llama/Llama-3.3-70B-Instruct", "h100", pipeline_parallel_size=4,
+             pp_layer_partition="24,24,16,16")
+    assert [s["layers"] for s in r.stages] == [24, 24, 16, 16]
+    # four more Llama-70B layers on stage 0: 855,654,400 parameters each (q/o 8,192^2, k/v
+    # 8,192 x 1,024, gate/up/down 8,192 x 28,672, two norms) in bf16, every tensor a whole
+    # number of 2 MiB segments
+    assert r.stages[0]["weights_bytes"] - even.stages[0]["weights_bytes"] == \
+        4 * 855_654_400 * 2
+    # stage 0 is now the smallest pool: its 24 layers at 24 x 2 x 8 x 128 x 2 B a token
+    assert r.num_gpu_blocks == min(s["num_gpu_blocks"] for s in r.stages) == \
+        r.stages[0]["num_gpu_blocks"]
+    assert r.kv_bytes_per_token_per_gpu == 24 * 2 * 8 * 128 * 2
+    old = _run("meta-llama/Llama-3.3-70B-Instruct", "h100", version="0.7.3",
+               pipeline_parallel_size=3)
+    assert [s["layers"] for s in old.stages] == [26, 26, 28]
+
+
+def test_pp_layer_partition_from_env(capsys):
+    import json
+
+    from kvplan.cli import main
+
+    argv = ["size", "llama-3.3-70b", "--gpu", "h100", "-pp", "4", "--offline", "--json"]
+    assert main(argv + ["--env", "VLLM_PP_LAYER_PARTITION=24,24,16,16"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["layers"] for s in out["pipeline_stages"]] == [24, 24, 16, 16]
+    assert main(argv + ["--env", "VLLM_PP_LAYER_PARTITION=40,40"]) == 2
+    assert "names 2 stages, the pipeline has 4" in capsys.readouterr().err

@@ -27,16 +27,47 @@ HIDDEN_ONLY = frozenset({"bloom", "chatglm", "dbrx", "falcon", "falcon_h1", "gpt
                          "moondream3", "olmo_hybrid", "opt", "orion", "stablelm", "step3p5"})
 
 
-def pp_partition(num_layers: int, pp: int) -> list[range]:
-    """`distributed/utils.py get_pp_indices`: the remainder goes to stages -2, -3, ..."""
-    parts = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
-        parts[-i] += 1
+def pp_partition(num_layers: int, pp: int, partition: str | None = None, *,
+                 rest_to_last: bool = False) -> list[range]:
+    """`distributed/utils.py get_pp_indices`: the remainder goes to stages -2, -3, ... (0.8+;
+    to the last stage before, `rest_to_last`); `partition` is VLLM_PP_LAYER_PARTITION
+    ("20,20,24": layers per stage), which vLLM checks against the stage and layer counts."""
+    if partition is not None:
+        parts = parse_partition(partition, num_layers, pp)
+    else:
+        parts = [num_layers // pp] * pp
+        if rest_to_last:
+            parts[-1] += num_layers % pp
+        else:
+            for i in range(2, num_layers % pp + 2):
+                parts[-i] += 1
     out, start = [], 0
     for p in parts:
         out.append(range(start, start + p))
         start += p
     return out
+
+
+def parse_partition(text: str, num_layers: int, pp: int) -> list[int]:
+    """VLLM_PP_LAYER_PARTITION as `get_pp_indices` reads it (a ValueError there stops the
+    start; 0.6-0.33 alike)."""
+    from kvplan.errors import BadInput
+
+    what = f"VLLM_PP_LAYER_PARTITION={text!r}"
+    try:
+        parts = [int(x) for x in str(text).split(",")]
+    except ValueError:
+        raise BadInput(f"{what} is not a comma-separated list of layer counts (vLLM: "
+                       "'Invalid partition string')", hint="e.g. 20,20,20,20") from None
+    if len(parts) != pp:
+        raise BadInput(f"{what} names {len(parts)} stages, the pipeline has {pp} "
+                       "(vLLM refuses it)", hint=f"give {pp} layer counts")
+    if sum(parts) != num_layers:
+        raise BadInput(f"{what} adds up to {sum(parts)} layers, the model has {num_layers} "
+                       "(vLLM refuses it)", hint=f"make the counts add up to {num_layers}")
+    if min(parts) < 0:  # vLLM would build a negative range and fail later
+        raise BadInput(f"{what} has a negative layer count")
+    return parts
 
 
 def intermediate_tensor_bytes(model_type: str, hidden_size: int, max_num_batched_tokens: int,

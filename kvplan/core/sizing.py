@@ -238,6 +238,7 @@ class EngineArgs:
     api_server_count: int | None = None
     video_io: dict[str, Any] | None = None
     video_loader_backend: str | None = None
+    pp_layer_partition: str | None = None  # VLLM_PP_LAYER_PARTITION: layers per stage
 
     @property
     def moe_ranks(self) -> int:
@@ -1411,7 +1412,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     inflight = mnbt * version.inflight_batches(pp, v2)
 
     # memory per pipeline stage
-    stages = pp_partition(arch.num_layers, pp)
+    stages = pp_partition(arch.num_layers, pp, a.pp_layer_partition,
+                          rest_to_last=not version.at_least(0, 8))
     kv_stages = stages[:-1] + [range(stages[-1].start, stages[-1].stop + len(drafted))]
     stage_weights = partial(
         _weights_per_stage, model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,

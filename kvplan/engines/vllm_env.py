@@ -48,13 +48,17 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
     "VLLM_VIDEO_LOADER_BACKEND": (
         "video_loader_backend", "video loader of multimodal models (default opencv); "
         "pynvvideocodec decodes on the GPU, which vLLM 0.25+ carves out of the KV cache"),
+    "VLLM_PP_LAYER_PARTITION": (
+        "pp_layer_partition", "layers per pipeline stage, e.g. 20,20,24 (default: even, the "
+        "remainder on the middle stages)"),
 }
 ENV_HELP = ("NAME=VALUE of the server's environment (repeatable). Modelled: "
             + ", ".join(ENV_FIELDS) + "; others are noted and ignored.")
 # read as `value.lower() in ("true", "1")`, never an error (`envs.py`); the rest as integers
 TEXT_FLAGS = {"VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE", "VLLM_ALLOW_LONG_MAX_MODEL_LEN"}
 EXACT_ONE = {"VLLM_USE_BREAKABLE_CUDAGRAPH"}  # `os.environ.get(name, "0") == "1"`
-STRINGS = {"VLLM_VIDEO_LOADER_BACKEND", "VLLM_ATTENTION_BACKEND"}  # read as the string
+# read as the string
+STRINGS = {"VLLM_VIDEO_LOADER_BACKEND", "VLLM_ATTENTION_BACKEND", "VLLM_PP_LAYER_PARTITION"}
 
 
 def int_bool(name: str, value: str) -> bool:

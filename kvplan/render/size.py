@@ -114,6 +114,11 @@ def render_size(r: SizeResult, stream=None) -> None:
         ["scheduler", f"max_num_seqs {r.max_num_seqs} · max_num_batched_tokens "
                       f"{fmt_int(r.max_num_batched_tokens)}"],
     ]
+    if len(r.stages) > 1:  # every worker takes the smallest stage's block count
+        low = min(range(len(r.stages)), key=lambda i: r.stages[i]["num_gpu_blocks"])
+        kv_rows.append(["pipeline stages", "/".join(str(s["layers"]) for s in r.stages)
+                        + f" layers · stage {low} has the fewest blocks ("
+                        + "/".join(fmt_int(s["num_gpu_blocks"]) for s in r.stages) + ")"])
     dcp = a.decode_context_parallel_size
     if dcp > 1:
         kv_rows.append(["decode context", f"-dcp {dcp}: each of {dcp} ranks keeps every "
