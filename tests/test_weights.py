@@ -86,6 +86,32 @@ def test_estimate_counts_qwen3_norms_output_gate_and_vision_towers():
     assert total("Qwen/Qwen3.5-27B") - count_params(normalize(ungated)).total == 503_316_480
 
 
+def test_llava_style_projectors_and_truncated_towers():
+    from kvplan import catalog
+    from kvplan.core.params import projector_params
+    from kvplan.sources.resolve import model_from_entry
+
+    def arch(repo: str):
+        return normalize(model_from_entry(*catalog.load("models").get(repo)).config)
+
+    # Mistral-Small-3.1 (mistral3.py): text 40 x 555,755,520 + 2 x 131,072 x 5,120 + 5,120 =
+    # 23,572,403,200; Pixtral tower without biases 24 x 16,779,264 + patch conv 602,112 +
+    # ln_pre 1,024 = 403,305,472; projector RMSNorm 1,024 + merger 4,096 x 1,024 + 1,024 x
+    # 5,120 + 5,120 x 5,120 (no bias) = 35,652,608
+    a = arch("mistralai/Mistral-Small-3.1-24B-Instruct-2503")
+    assert projector_params(a.mm_projector, a.hidden_size) == 35_652_608
+    assert count_params(a).total == 23_572_403_200 + 403_305_472 + 35_652_608
+    # LLaVA-Next builds the CLIP tower up to vision_feature_layer -2: 23 of 24 layers
+    # (`init_vision_tower_for_llava`), then linear_1 1,024 -> 4,096 and linear_2 4,096 ->
+    # 4,096 with biases and the 4,096-wide image_newline
+    a = arch("llava-hf/llava-v1.6-mistral-7b-hf")
+    assert a.vision_config["num_hidden_layers"] == 23
+    assert projector_params(a.mm_projector, 4096) == 1024 * 4096 + 4096 * 4096 + 3 * 4096
+    # Gemma 3: the [1,152, 5,376] projection and its norm
+    a = arch("google/gemma-3-27b-it")
+    assert projector_params(a.mm_projector, a.hidden_size) == 1152 * 5376 + 1152
+
+
 def test_lfm2_parameters_from_block_ff_dim():
     a = normalize(LFM2_12B)
     assert a.intermediate_size == 8192  # 2/3 x 12,288, rounded up to a multiple of 256

@@ -98,6 +98,9 @@ class ModelArch:
     # model_arch_config_convertor.py): vLLM then prefers a Triton composite backend
     mm_prefix_lm: bool = False
     audio_config: dict[str, Any] | None = None
+    # the text-side projector of a LLaVA-style wrapper (`mm_projector`): kind, input width,
+    # bias, spatial merge, image-newline parameter
+    mm_projector: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -701,6 +704,43 @@ def _lfm2_ff(t: dict[str, Any]) -> int:
     return ff
 
 
+# LLaVA-style wrappers and the projector vLLM builds between tower and text model (0.33
+# llava.py `LlavaMultiModalProjector`, llava_next.py, mistral3.py `Mistral3MultiModalProjector`,
+# gemma3_mm.py `Gemma3MultiModalProjector`); transformers' default projector bias per config
+LLAVA_LIKE = {"LlavaForConditionalGeneration": ("llava", True),
+              "LlavaNextForConditionalGeneration": ("llava_next", True),
+              "Mistral3ForConditionalGeneration": ("mistral3", False),
+              "Gemma3ForConditionalGeneration": ("gemma3", False)}
+
+
+def mm_projector(config: dict[str, Any], vision: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The projector of a LLaVA-style wrapper, and how many tower layers vLLM builds
+    (`init_vision_tower_for_llava`: up to the deepest `vision_feature_layer`, -2 of 24 = 23,
+    `get_layer_index`; Gemma 3 builds the whole SigLIP tower)."""
+    arch = next((a for a in config.get("architectures") or [] if a in LLAVA_LIKE), None)
+    if arch is None or not vision:
+        return None
+    kind, bias = LLAVA_LIKE[arch]
+    vh = vision.get("hidden_size")
+    if not isinstance(vh, int) or isinstance(vh, bool) or vh <= 0:
+        return None
+    out: dict[str, Any] = {"kind": kind, "in": vh, "tower_layers": None,
+                           "bias": bool(config.get("multimodal_projector_bias", bias)),
+                           "merge": 0, "newline": kind == "llava_next"}
+    feature = config.get("vision_feature_layer", -2 if kind.startswith("llava") else -1)
+    n = vision.get("num_hidden_layers")
+    if kind != "gemma3" and isinstance(n, int) and n > 0:
+        picks = feature if isinstance(feature, list) else [feature]
+        if picks and all(isinstance(x, int) and not isinstance(x, bool) for x in picks):
+            out["tower_layers"] = max(min(n, n + x + 1 if x < 0 else x) for x in picks)
+            if isinstance(feature, list) and kind == "llava_next":
+                out["in"] = vh * len(picks)  # granite vision: the layers' features side by side
+    if kind == "mistral3":
+        merge = config.get("spatial_merge_size", 2)
+        out["merge"] = merge if isinstance(merge, int) and merge > 0 else 2
+    return out
+
+
 # `MM_PREFIX_LM_MODELS` (the top-level model_type), unchanged in the 0.29-0.33 wheels;
 # Gemma 4 asks its text config instead (`Gemma4ModelArchConfigConvertor.is_mm_prefix_lm`)
 MM_PREFIX_LM = ("bagel", "gemma3", "molmo2", "moondream3", "paligemma")
@@ -724,6 +764,9 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
                                       hint="is this a model's config.json?")
     mt = t.get("model_type", "")
     vision = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
+    projector = mm_projector(config, vision)
+    if projector and projector.get("tower_layers") is not None:
+        vision = {**vision, "num_hidden_layers": projector["tower_layers"]}
     hidden = _int(t, "hidden_size", "n_embd", "d_model")
     heads = _int(t, "num_attention_heads", "n_head", "num_heads", default=0)
     inter = (t.get("intermediate_size") or t.get("ffn_hidden_size") or t.get("n_inner")
@@ -758,6 +801,7 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
         vision_config=vision,
         audio_config=config.get("audio_config") if isinstance(config.get("audio_config"), dict)
         else None,
+        mm_projector=projector,
     )
     arch.mm_prefix_lm = (t.get("use_bidirectional_attention") == "vision"
                          if str(config.get("model_type")).startswith("gemma4")

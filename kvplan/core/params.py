@@ -252,7 +252,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
         vocab_ple = int(t.get("vocab_size_per_layer_input") or arch.vocab_size)
         pc.embed += vocab_ple * ple * arch.num_layers + h * ple * arch.num_layers
     if arch.vision_config:
-        pc.vision = _vision_params(arch.vision_config, arch.hidden_size)
+        pc.vision = _vision_params(arch.vision_config, arch.hidden_size) + projector_params(
+            arch.mm_projector, arch.hidden_size)
     if arch.audio_config:
         pc.audio = _audio_params(arch.audio_config)
     return pc
@@ -301,12 +302,16 @@ def _vision_params(vc: dict, text_hidden: int) -> int:
     pixel-shuffle adapter and projector (mllama4.py `Llama4VisionPixelShuffleMLP`: intermediate
     -> projector_input_dim -> projector_output_dim; `Llama4MultiModalProjector`:
     vision_output_dim -> the text hidden size; 61M parameters), and MoonViT's position table
-    and patch-merging projector (Kimi-VL, Kimi-K2.5: 59M parameters). The small text-side
-    projectors of LLaVA-style wrappers are not counted."""
+    and patch-merging projector (Kimi-VL, Kimi-K2.5: 59M parameters). LLaVA-style wrappers'
+    projectors: `projector_params`."""
     vh, vi, vl, gated = vision_shape(vc)  # gated: Qwen2.5-VL, Pixtral
     # biases and norms: qkv, proj and MLP biases; two LayerNorms, or RMSNorms when gated
     small = 7 * vh + 2 * vi if gated else 9 * vh + vi
+    if vc.get("model_type") == "pixtral":  # no biases: two RMSNorms (pixtral.py), + ln_pre
+        small = 2 * vh
     n = vl * (4 * vh * vh + (3 if gated else 2) * vh * vi + small)
+    if vc.get("model_type") == "pixtral":
+        n += vh
     patch = int(vc.get("patch_size") or 0)
     if patch:
         frames = int(vc.get("temporal_patch_size") or 1)
@@ -341,6 +346,24 @@ def _vision_params(vc: dict, text_hidden: int) -> int:
         m = merge * merge * vh
         n += (1 + len(vc.get("deepstack_visual_indexes") or [])) * (m * m + m * out + m + out + vh)
     return n
+
+
+def projector_params(p: dict | None, text: int) -> int:
+    """A LLaVA-style wrapper's projector (`arch.mm_projector`): LLaVA's linear_1 (tower ->
+    text) and linear_2 (text -> text) with their biases, plus LLaVA-Next's image_newline;
+    Mistral 3's RMSNorm and patch merger (merge² x d -> d, no bias) before them (35.65M
+    parameters for Mistral-Small-3.1: 1,024 x 4 -> 1,024 -> 5,120 -> 5,120); Gemma 3's
+    [vision, text] projection and its norm. vLLM splits LLaVA's and Mistral 3's linears over
+    TP (Column/RowParallelLinear) and keeps the rest whole."""
+    if not p:
+        return 0
+    vin = int(p["in"])
+    if p["kind"] == "gemma3":
+        return vin * text + vin
+    n = vin * text + text * text + (2 * text if p["bias"] else 0)
+    if p["kind"] == "mistral3":
+        n += vin + p["merge"] ** 2 * vin * vin
+    return n + (text if p["newline"] else 0)
 
 
 def ple_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtype_bytes: int) -> int:
