@@ -705,10 +705,12 @@ def test_gpt_oss_120b_on_mi300x_pads_experts_and_uses_openai_triton(capsys):
     # 36 x 128 experts of 3 x 3,072^2 at 0.5 + 1/32 B (and 3 x 3,072 bf16 biases) against
     # 3 x 2,880^2: 8,397,914,112 B more than the unpadded Hopper layout (to 0.06 %: kvplan
     # scales the parts to the checkpoint's exact size), whose own fp32 biases and padded
-    # swizzled scales hold 64,000 B more an expert and layer (`mxfp4_hopper_extra`)
-    pad = d["weights_bytes_per_gpu"] - h100["weights_bytes_per_gpu"] + 64000 * 128 * 36
+    # swizzled scales hold 64,000 B more an expert and layer (`mxfp4_hopper_extra`); ROCm
+    # widens its padded biases to fp32 too: (2 x 3,072 + 3,072) x 2 B an expert and layer
+    pad = d["weights_bytes_per_gpu"] - h100["weights_bytes_per_gpu"] + 64000 * 128 * 36 \
+        - 18432 * 128 * 36
     assert abs(pad / 8397914112 - 1) < 0.0006
-    assert d["moe_kernel"] == "oai_triton" and d["kv_cache_tokens"] == 2240651
+    assert d["moe_kernel"] == "oai_triton" and d["kv_cache_tokens"] == 2238809
 
 
 def test_jamba_experts_only_on_the_expert_period_layers(capsys):
@@ -858,6 +860,23 @@ def test_mxfp4_hopper_triton_layout_bytes():
     assert mxfp4_hopper_extra(oss, 1, (0, 25)) == 46080
     # at TP2 the 1,440-row intermediate pads to 1,472, w2's 736-byte rows to 32-byte ones
     assert mxfp4_hopper_extra(oss, 2, (0, 33)) * 128 * 36 == 204079104
+
+
+def test_mxfp4_fp32_biases_on_blackwell_and_rocm():
+    # FlashInfer TRT-LLM (SM100) and ROCm's Triton / AITER kernels widen the padded w13 / w2
+    # biases to fp32: gpt-oss-120b at TP1 on SM100 from 0.27 (2,880 -> 2,944 rows, hidden
+    # 2,880 -> 3,072), before 0.27 (rows to 3,072), on ROCm (both to 3,072); Marlin keeps bf16
+    from kvplan.core.params import mxfp4_bias_extra
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    oss = normalize(resolve_model("openai/gpt-oss-120b").config)
+    assert mxfp4_bias_extra(oss, 1, "10.0", "nvidia", (0, 33)) == (2 * 2944 + 3072) * 2
+    assert mxfp4_bias_extra(oss, 1, "10.0", "nvidia", (0, 26)) == (2 * 3072 + 3072) * 2
+    assert mxfp4_bias_extra(oss, 1, "gfx942", "amd", (0, 33)) == 18432
+    assert mxfp4_bias_extra(oss, 1, "8.0", "nvidia", (0, 33)) == 0
+    # on one B200 at 0.33: 17,920 B x 128 experts x 36 layers = 82,575,360 B more weights
+    b200 = size(resolve_model("openai/gpt-oss-120b"), resolve_gpu("b200"), EngineArgs(), "0.33")
+    assert b200.to_json()["weights_bytes_per_gpu"] == 70_793_942_285 + 82_575_360
 
 
 def test_moonvit_position_table_and_projector():

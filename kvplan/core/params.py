@@ -832,6 +832,30 @@ def mxfp4_hopper_extra(arch: ModelArch, expert_tp: int, release: tuple[int, int]
     return scales + biases + h * (up(inter // 2, 32) - inter // 2)
 
 
+def mxfp4_bias_extra(arch: ModelArch, expert_tp: int, cc: str, vendor: str,
+                     release: tuple[int, int]) -> int:
+    """Bytes an MXFP4 expert gains per layer where vLLM widens its w13 / w2 biases to fp32
+    and the kernel is not Hopper's (`mxfp4_hopper_extra`): FlashInfer's TRT-LLM kernels on
+    SM100 and the Triton / AITER kernels on ROCm (`convert_gpt_oss_weight_to_mxfp4_moe_
+    kernel_format`, 0.20-0.33 fused_moe/oracle/mxfp4.py; `Mxfp4MoEMethod.
+    process_weights_after_loading` in 0.11-0.19), over the padded widths `expert_padding`
+    gives. Marlin (Ampere, Ada, SM12x) keeps them bf16. gpt-oss-120b on one B200 at 0.33:
+    (2 x 2,944 + 3,072) x 2 B = 17,920 B, 79 MiB over 128 experts and 36 layers."""
+    def up(n: int, m: int) -> int:
+        return -(-n // m) * m
+
+    h = arch.hidden_size
+    inter = (arch.moe_intermediate_size or arch.intermediate_size) // expert_tp
+    if vendor == "amd":
+        m = 128 if (0, 12) <= release < (0, 19) and cc != "gfx950" else 256
+        hp, ip = up(h, m), up(inter, m)
+    elif cc_major(cc) == 10:
+        hp, ip = up(h, 256), up(inter, 128 if release >= (0, 27) else 256)
+    else:
+        return 0
+    return (2 * ip + hp) * 2
+
+
 def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,
                    cc: str = "9.0", scales_kept: bool = False, *, vendor: str = "nvidia",
                    release: tuple[int, int] = (0, 33)) -> float:

@@ -75,6 +75,7 @@ from kvplan.core.params import (
     is_nvfp4,
     moe_gated,
     moe_hidden,
+    mxfp4_bias_extra,
     mxfp4_hopper_extra,
     ple_buffer_bytes,
     rope_cache_bytes,
@@ -743,11 +744,12 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     wna16 = wna16_held_delta(arch, cc, vendor, release, a.expert_tp) if (
         arch.quantization and not model.quant_file
         and str(a.quantization or "").lower() not in ("gptq", "awq")) else (0.0, 0.0)
-    # MXFP4 experts on Hopper's Triton path: fp32 biases and padded swizzled scales
+    # MXFP4 experts: fp32 biases (Hopper, SM100, ROCm), Hopper's padded swizzled scales
     mxfp4 = str(a.quantization or (arch.quantization or {}).get("quant_method", "")).lower()
-    mx_hopper = mxfp4_hopper_extra(arch, a.expert_tp, release) if (
-        mxfp4 == "mxfp4" and arch.num_experts and vendor == "nvidia" and cc_major(cc) == 9
-    ) else 0
+    mx_extra = (mxfp4_hopper_extra(arch, a.expert_tp, release)
+                 if vendor == "nvidia" and cc_major(cc) == 9
+                 else mxfp4_bias_extra(arch, a.expert_tp, cc, vendor, release)) if (
+        mxfp4 == "mxfp4" and arch.num_experts) else 0
 
     def fp8_share(b: float) -> float:  # the 1-byte part of a part priced at b a parameter
         return max(0.0, (d - b) / (d - 1)) if d > 1 else 0.0
@@ -770,9 +772,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                                          (lp.mlp / tp, wb.mlp_bytes),
                                          (lp.state / tp, wb.state_bytes)) if b < d)
                 up += lin * wna16[0] + lp.expert / ep * wna16[1] * (wb.expert < d)
-        if mx_hopper:
+        if mx_extra:
             local = arch.num_experts / (ep if a.enable_expert_parallel else 1)
-            up += sum(local * mx_hopper for i in rng if pc.layers[i].expert)
+            up += sum(local * mx_extra for i in rng if pc.layers[i].expert)
         if indexer_wk_16bit and wb.repl_bytes < d:  # hidden x index_head_dim, replicated
             wk = arch.hidden_size * int(arch.text_config.get("index_head_dim") or 128)
             up += sum(wk for i in rng if getattr(arch.layers[i], "indexer_bytes", 0)) * (
