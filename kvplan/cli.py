@@ -156,6 +156,10 @@ def size_cmd(
         None, "--compilation-config", "-cc", help="vLLM's compilation config (JSON): its "
         "cudagraph_mode (NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE), mode "
         "(0-3) and capture sizes set the CUDA graphs vLLM captures and subtracts (0.20+)."),
+    optimization_level: Optional[str] = typer.Option(
+        None, "--optimization-level", "-O", help="vLLM's optimization level 0-3 (0.12+; -O0: "
+        "no compilation, no CUDA graphs; -O1: piecewise graphs, no all-reduce fusion; -O2 "
+        "the default). Before 0.12 -O is the compilation level."),
     limit_mm_per_prompt: Optional[str] = typer.Option(
         None, "--limit-mm-per-prompt", help="Items per prompt by modality, as vLLM's flag "
         "('{\"image\": 0, \"video\": 0}'): a tower whose modalities are all 0 is not loaded; "
@@ -245,6 +249,11 @@ def size_cmd(
         video_io=parse_video_io(media_io_kwargs) if media_io_kwargs is not None else None,
     )
     key_notes: list[str] = []
+    if optimization_level is not None:
+        from kvplan.engines.vllm_compile import optimization_level as opt_level
+
+        for name, value in opt_level(optimization_level, version=vllm_version).items():
+            setattr(args, name, value)
     if compilation_config is not None:
         from kvplan.core.versions import LATEST, VllmVersion
         from kvplan.engines.vllm_compile import parse_compilation_config

@@ -74,3 +74,25 @@ def test_check_fails_flag_values(capsys):
     f = [c for c in rep["deployments"][0]["checks"] if c["id"] == "flag-values"]
     assert code == 1 and f[0]["status"] == "fail"
     assert "'num_speculative_token' is not a SpeculativeConfig field" in f[0]["message"]
+
+
+def test_optimization_level(capsys):
+    # 0.12+ OPTIMIZATION_LEVEL_TO_CONFIG: -O1 keeps compilation but captures piecewise graphs
+    # and turns pass_config.fuse_allreduce_rms off, so 0.17-0.29 build no FlashInfer
+    # all-reduce workspace: Llama-3.3-70B TP4 on H100s at 0.19 loses the 1,620 MiB charge
+    # (2,170 -> 550 MiB non-torch); -cc given with it overrides the level's defaults
+    def run(*extra):
+        assert main(["size", "llama-3.3-70b", "--gpu", "h100", "-tp", "4", "--vllm-version",
+                     "0.19", "--offline", "--json", *extra]) == 0
+        d = json.loads(capsys.readouterr().out)
+        return d["non_torch_bytes"] >> 20, d["cudagraph_mode"]
+
+    assert run() == (2170, "FULL_AND_PIECEWISE")
+    assert run("-O1") == (550, "PIECEWISE")
+    assert run("-O0") == (550, "NONE")
+    assert run("-O1", "-cc", '{"cudagraph_mode": "FULL_AND_PIECEWISE", "pass_config": '
+               '{"fuse_allreduce_rms": true}}') == (2170, "FULL_AND_PIECEWISE")
+    assert run("-cc", '{"pass_config": {"fuse_allreduce_rms": false}}') == (
+        550, "FULL_AND_PIECEWISE")
+    assert main(["size", "llama-3.3-70b", "--gpu", "h100", "-O5", "--offline"]) == 2
+    assert "--optimization-level '5' is not 0-3" in capsys.readouterr().err

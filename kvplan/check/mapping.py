@@ -82,10 +82,6 @@ VLLM_FIELDS = {
     "--compilation-config": "compilation_config",
     "--optimization-level": "optimization_level",
 }
-# `--optimization-level` / -O (0.2x `OPTIMIZATION_LEVEL_TO_CONFIG`): O0 no compilation and no
-# graphs, O1 piecewise graphs only, O2 / O3 the defaults
-_OPT_LEVEL_GRAPHS = {0: {"compilation_mode": 0, "cudagraph_mode": "NONE"},
-                     1: {"cudagraph_mode": "PIECEWISE"}, 2: {}, 3: {}}
 # SGLang (`python -m sglang.launch_server`, server_args.py) flag -> field
 SGLANG_FIELDS = {
     "--model-path": "model", "--model": "model",
@@ -491,10 +487,9 @@ def _compilation(fld: str, f: FlagUse, version: str | None,
     if fld == "compilation_config":
         return parse_compilation_config(f.value or "", what=f.key, version=version,
                                         notes=notes)
-    level = str(f.value or "").strip().upper().lstrip("O")
-    if not level.isdigit() or int(level) not in _OPT_LEVEL_GRAPHS:
-        raise BadInput(f"{f.key} {f.value!r} is not 0-3")
-    return _OPT_LEVEL_GRAPHS[int(level)]
+    from kvplan.engines.vllm_compile import optimization_level
+
+    return optimization_level(f.value or "", f.key, version)
 
 
 def _model(p: Parsed, pos: list[Token]) -> None:

@@ -219,6 +219,8 @@ class EngineArgs:
     max_lora_rank: int = 16  # --max-lora-rank (vLLM's default)
     fully_sharded_loras: bool = False  # --fully-sharded-loras
     cudagraph_specialize_lora: bool = True  # --compilation-config cudagraph_specialize_lora
+    # -cc pass_config.fuse_allreduce_rms (False at -O0/-O1; None: vLLM's default, on)
+    fuse_allreduce_rms: bool | None = None
     lora_target_modules: tuple[str, ...] | None = None  # --lora-target-modules (0.19+)
     speculative: Any = None  # --speculative-config as a core.specdec.SpecDecode
     # whose start-up rules apply: "vllm", or "sglang", whose pool `kvplan check` passes as a
@@ -1687,7 +1689,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "): no torch.compile, graphs kept")
     fi_ar = version.flashinfer_allreduce(
         gpu.compute_capability, tp=tp, pp=pp, dp=a.data_parallel_size,
-        enforce_eager=a.enforce_eager or compile_mode not in (None, 3),
+        enforce_eager=a.enforce_eager or compile_mode not in (None, 3)
+        or a.fuse_allreduce_rms is False,
         profile_allreduce_bytes=mnbt * arch.hidden_size * dtype_bytes(model_dtype)
     ) and version.fi_allreduce_charged
     nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce,

@@ -56,6 +56,13 @@ def parse_compilation_config(text: str, *, what: str = "--compilation-config",
             raise BadInput(f"{what}: max_cudagraph_capture_size must be an integer, got "
                            f"{size!r}")
         out["max_cudagraph_capture_size"] = int(size)
+    passes = raw.get("pass_config")
+    if isinstance(passes, dict) and passes.get("fuse_allreduce_rms") is not None:
+        fuse = passes["fuse_allreduce_rms"]  # 0.17+: the FlashInfer all-reduce + RMSNorm pass
+        if not isinstance(fuse, bool):
+            raise BadInput(f"{what}: pass_config.fuse_allreduce_rms must be true or false, "
+                           f"got {fuse!r}")
+        out["fuse_allreduce_rms"] = fuse
     spec = raw.get("cudagraph_specialize_lora")
     if spec is not None:  # 0.12+: capture each size with and without active LoRA
         if not isinstance(spec, bool):
@@ -63,6 +70,28 @@ def parse_compilation_config(text: str, *, what: str = "--compilation-config",
                            f"{spec!r}")
         out["cudagraph_specialize_lora"] = spec
     return out
+
+
+# `--optimization-level` / -O<n> (0.12+, `config/vllm.py OPTIMIZATION_LEVEL_TO_CONFIG`, read
+# in the 0.12-0.33 wheels): O0 no compilation (mode NONE) and no graphs; O1 piecewise graphs
+# and no all-reduce + RMSNorm fusion; O2 (the default) and O3 FULL_AND_PIECEWISE with it
+OPTIMIZATION_LEVELS: dict[int, dict[str, Any]] = {
+    0: {"compilation_mode": 0, "cudagraph_mode": "NONE", "fuse_allreduce_rms": False},
+    1: {"cudagraph_mode": "PIECEWISE", "fuse_allreduce_rms": False}, 2: {}, 3: {}}
+
+
+def optimization_level(value: Any, what: str = "--optimization-level",
+                       version: str | None = None) -> dict[str, Any]:
+    """The `EngineArgs` fields `-O<n>` sets: 0.12+ optimization levels; before 0.12 `-O` was
+    `--compilation-config`, so `-O3` is compilation level 3 there."""
+    from kvplan.core.versions import VllmVersion
+
+    level = str(value).strip().upper().lstrip("O")
+    if not level.isdigit() or int(level) not in OPTIMIZATION_LEVELS:
+        raise BadInput(f"{what} {value!r} is not 0-3", hint="e.g. -O0 (eager, no compile)")
+    if version is not None and not VllmVersion.of(version).at_least(0, 12):
+        return {"compilation_mode": int(level)}
+    return dict(OPTIMIZATION_LEVELS[int(level)])
 
 
 def _mode(value: Any, what: str) -> int:
