@@ -298,3 +298,20 @@ def test_pixtral_dense_mask_until_029():
         assert (p.items, p.tokens_per_item) == (5, 3025)
         assert p.encoder_peak == mask + block
     # a real 0.20 H200 start of Ministral-3-14B (sweep) moved from +0.09 to +0.00 GiB
+
+
+def test_v2_sampler_state_sits_under_the_encoder_peak():
+    # model runner V2 allocates its penalty / grammar state at load (`Sampler` ->
+    # `PenaltiesState`, the grammar bitmask), so when the vision encoder sets the profile
+    # peak the state is still charged: Qwen2.5-VL-7B on an L4 at 16k with 0.33 holds 256 x
+    # (152,064 + 2 x 4,752) x 4 B = 165,445,632 B of it (a helper's hand derivation from the
+    # 0.33 wheel: 2,094 blocks, 33,504 tokens; 2,274 / 36,384 without it)
+    from kvplan.sources.resolve import resolve_gpu
+
+    m = _model("Qwen/Qwen2.5-VL-7B-Instruct")
+    r = size(m, resolve_gpu("l4"), EngineArgs(max_model_len=16384), "0.33")
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (2094, 33504)
+    lm = size(m, resolve_gpu("l4"), EngineArgs(max_model_len=16384, skip_mm_profiling=True),
+              "0.33")
+    assert r.to_json()["sampler_state_bytes"] == lm.to_json()["sampler_state_bytes"] == \
+        256 * (152064 + 2 * 4752) * 4

@@ -1669,7 +1669,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                       "video", DEFAULT_MM_LIMIT) > 0))
     act_first = act_inner  # the first stage's (the only one V2 profiles the encoder on)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
-        with_enc = [max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB),
+        # V2's sampler state exists from `load_model`, so it sits under the encoder's peak
+        # too (last stage; V2 runs the encoder on the first, so only without PP)
+        held = sampler_state if not (v2 and pp > 1) else 0
+        with_enc = [max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB) + held,
                         x + enc.held_for_lm) for x in (act, act_inner)]
         if v2 and pp > 1:  # V2 `profile_run`: the encoder only on `is_first_pp_rank`
             act_first = with_enc[1]
