@@ -890,3 +890,31 @@ def test_moonvit_position_table_and_projector():
     extra = 64 * 64 * 1152 + 2 * 1152 + 4608 * 4608 + 4608 + 4608 * 2048 + 2048
     assert _vision_params(vc, 2048) - _vision_params(
         {k: v for k, v in vc.items() if k != "merge_kernel_size"}, 2048) == extra == 35398400
+
+
+def test_replicated_projectors_stay_whole_on_every_rank():
+    # vLLM splits MoonViT's blocks over TP but builds its projector from ReplicatedLinear:
+    # Kimi-K2.5 (4 x 1,152 -> 4,608 -> 7,168, biases, LayerNorm) 54,277,888 parameters on
+    # every GPU, so at TP8 each holds 7/8 x 108.6 MB more than a split count gave
+    from kvplan.core.params import tower_whole
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    k25 = resolve_model("moonshotai/Kimi-K2.5")
+    a = normalize(k25.config)
+    m = 4 * 1152
+    assert tower_whole(a.vision_config, a.mm_projector, a.hidden_size) == \
+        2 * 1152 + m * m + m + m * 7168 + 7168 == 54_277_888
+    # Mistral 3: the patch merger (nn.Linear 4,096 -> 1,024) and the norm; Gemma 3's
+    # [1,152, 5,376] projection
+    a = normalize(resolve_model("mistralai/Mistral-Small-3.1-24B-Instruct-2503").config)
+    assert tower_whole(a.vision_config, a.mm_projector, a.hidden_size) == 1024 + 4096 * 1024
+    a = normalize(resolve_model("google/gemma-3-27b-it").config)
+    assert tower_whole(a.vision_config, a.mm_projector, a.hidden_size) == 1152 * 5376 + 1152
+
+    def per_gpu(tp: int, mode: str = "weights") -> int:
+        r = size(k25, resolve_gpu("h200"), EngineArgs(tensor_parallel_size=tp,
+                                                      max_model_len=8192,
+                                                      mm_encoder_tp_mode=mode), "0.33")
+        return r.to_json()["weights_bytes_per_gpu"]
+    # --mm-encoder-tp-mode data already holds the whole tower on every rank
+    assert per_gpu(8, "data") - per_gpu(8) == (471_140_464 - 54_277_888) * 2 * 7 // 8

@@ -56,6 +56,7 @@ class ParamCount:
     layers: list[LayerParams] = field(default_factory=list)
     vision: int = 0  # the vision encoder and its projector
     audio: int = 0  # the audio encoder
+    vision_whole: int = 0  # of `vision`: what vLLM keeps whole on every TP rank (`tower_whole`)
 
     @property
     def total(self) -> int:
@@ -254,6 +255,7 @@ def _count_params(arch: ModelArch) -> ParamCount:
     if arch.vision_config:
         pc.vision = _vision_params(arch.vision_config, arch.hidden_size) + projector_params(
             arch.mm_projector, arch.hidden_size)
+        pc.vision_whole = tower_whole(arch.vision_config, arch.mm_projector, arch.hidden_size)
     if arch.audio_config:
         pc.audio = _audio_params(arch.audio_config)
     return pc
@@ -364,6 +366,30 @@ def projector_params(p: dict | None, text: int) -> int:
     if p["kind"] == "mistral3":
         n += vin + p["merge"] ** 2 * vin * vin
     return n + (text if p["newline"] else 0)
+
+
+def tower_whole(vc: dict, p: dict | None, text: int) -> int:
+    """The projector parameters vLLM builds whole on every TP rank while the tower beside them
+    is split (0.33 wheel): MoonViT's patch-merging projector (`ReplicatedLinear`,
+    kimi_vl.py / kimi_k25_vit.py; 54.2M parameters for Kimi-K2.5, 108 MB in bf16 on every
+    GPU), Mistral 3's patch merger (`nn.Linear`; its two linears are TP-split) and Gemma 3's
+    projection (`nn.Parameter`)."""
+    kernel = vc.get("merge_kernel_size")
+    if isinstance(kernel, list) and len(kernel) == 2 and all(
+            isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in kernel):
+        vh = vision_shape(vc)[0]
+        out = vc.get("text_hidden_size")
+        out = out if isinstance(out, int) and not isinstance(out, bool) and out > 0 else text
+        m = kernel[0] * kernel[1] * vh
+        return 2 * vh + m * m + m + m * out + out
+    if not p:
+        return 0
+    vin = int(p["in"])
+    if p["kind"] == "gemma3":
+        return vin * text + vin
+    if p["kind"] == "mistral3":
+        return vin + p["merge"] ** 2 * vin * vin
+    return 0
 
 
 def ple_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtype_bytes: int) -> int:

@@ -786,10 +786,12 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     keep_vision, keep_audio = towers_kept(arch.architectures, a.limit_mm_per_prompt,
                                           a.language_model_only)
     towers = pc.vision * keep_vision + pc.audio * keep_audio  # as loaded
+    whole = pc.vision_whole * keep_vision if tower_tp > 1 else 0  # whole on every rank
     if model.weights_layout and len(model.weights_layout.get("layers", [])) == arch.num_layers:
         ts = TensorSummary.from_json(model.weights_layout)
         # the layout lumps the towers: dropped ones leave by the config's proportions
         tower = ts.vision * towers / (pc.vision + pc.audio) if pc.vision + pc.audio else 0
+        tower_whole = ts.vision * whole / (pc.vision + pc.audio) if pc.vision + pc.audio else 0
         out = []
         for si, rng in enumerate(stages):
             b = 0.0
@@ -800,7 +802,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             if si == 0 or embed_all:
                 b += ts.embed / tp
             if si == 0 or towers_every_stage:
-                b += tower / tower_tp
+                b += (tower - tower_whole) / tower_tp + tower_whole
             if si == len(stages) - 1:
                 tied_copy = ts.embed if si and not embed_all else 0
                 b += (ts.lm_head or tied_copy) / tp + ts.other_split
@@ -827,7 +829,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
         if si == 0 or embed_all:
             other += pc.embed / tp
         if si == 0 or towers_every_stage:
-            other += vision / tower_tp
+            other += (vision - whole) / tower_tp + whole
         if si == len(stages) - 1 and (pc.lm_head or (si and not embed_all)):
             head = (pc.lm_head or pc.embed) / tp
         elif si < len(stages) - 1 and head_all:
