@@ -765,10 +765,11 @@ def test_forced_attention_backends(capsys):
     # CUTLASS-MLA's 128-token blocks on a B200 (the default FlashInfer-MLA takes 32)
     assert run_json(*r1, "--gpu", "b200", "--attention-backend",
                     "CUTLASS_MLA")["block_size"] == 128
-    # FlashMLA-sparse stores fp8 as fp8_ds_mla (656 B a token and layer, not 576)
+    # FlashMLA-sparse stores fp8 as fp8_ds_mla (656 B a token and layer, not 576); with
+    # V3.2's two fp32 rope caches (80 MiB) and 64 MiB top-k index buffer
     v32 = run_json("deepseek-ai/DeepSeek-V3.2", "--gpu", "b200", "-tp", "8",
                    "--kv-cache-dtype", "fp8", "--attention-backend", "FLASHMLA_SPARSE")
-    assert (v32["kv_cache_dtype"], v32["kv_cache_tokens"]) == ("fp8_ds_mla", 1675200)
+    assert (v32["kv_cache_dtype"], v32["kv_cache_tokens"]) == ("fp8_ds_mla", 1671040)
     # a backend that does not fit the model or GPU is refused, as 0.11.1+ refuse it
     for argv, says in ((["Qwen/Qwen3-8B", "--gpu", "h100", "--attention-backend", "FLASHMLA"],
                         "non-MLA not supported"),

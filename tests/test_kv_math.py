@@ -1544,10 +1544,11 @@ def test_sparse_indexer_k_gather_reserved_beside_the_moe_scratch():
     assert indexer_gather_bytes(1 << 20, 128, factor_rule=True) == 16 * (1 << 20) * 132 + (1 << 20)
     # on a B200 (TRT-LLM MoE's 224 MiB kept scratch) the reservation is the larger user of
     # the workspace: 1,074,240 -> 1,066,176 tokens for DeepSeek-V3.2 at TP8 (1,065,472 with the
-    # indexer's wk upcast to bf16 at load, 61 x 7,168 x 128 B more)
+    # indexer's wk upcast to bf16 at load, 61 x 7,168 x 128 B more; 1,062,912 with the two
+    # fp32 rope caches and the 64 MiB top-k index buffer, `topk_buffer_bytes`)
     r = size(resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("b200"),
              EngineArgs(tensor_parallel_size=8))
-    assert r.kv_cache_tokens == 1065472
+    assert r.kv_cache_tokens == 1062912
 
 
 def test_kv_dtypes_no_backend_takes():
@@ -1579,9 +1580,9 @@ def test_kv_dtypes_no_backend_takes():
     with pytest.raises(BadInput, match="decode context parallelism only on an fp8_ds_mla"):
         size(v32, resolve_gpu("h200"), dcp)
     # FLASHMLA_SPARSE's DCP: 16 local heads gathered over 4 ranks fit one 64-head kernel
-    # (3,695,616 tokens), over 8 (128) they do not
+    # (3,684,864 tokens), over 8 (128) they do not
     assert size(v32, resolve_gpu("h200"), replace(dcp, kv_cache_dtype="fp8")
-                ).kv_cache_tokens == 3695616
+                ).kv_cache_tokens == 3684864
     with pytest.raises(BadInput, match="within one 64-head decode kernel"):
         size(v32, resolve_gpu("h200"), replace(dcp, kv_cache_dtype="fp8",
                                                decode_context_parallel_size=8))
@@ -1600,10 +1601,11 @@ def test_flashmla_sparse_workspace_with_an_fp8_ds_mla_cache():
     assert flashmla_sparse_bytes(8192, 16, 163840, q_head=576, kv_lora_rank=512, v031=False,
                                  factor_rule=False) == 2 * (8192 * 16 * 576 + 819200 * 576)
     # larger than the H200's 1.75 GiB Triton MoE scratch at TP8: 935,296 -> 925,120 tokens
-    # (923,904 with the indexer's wk upcast to bf16 at load)
+    # (923,904 with the indexer's wk upcast to bf16 at load, 921,216 with the rope caches and
+    # the top-k index buffer)
     r = size(resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("h200"),
              EngineArgs(tensor_parallel_size=8, kv_cache_dtype="fp8"))
-    assert r.kv_cache_tokens == 923904
+    assert r.kv_cache_tokens == 921216
 
 
 def test_hybrid_blocks_align_to_32_for_256_wide_heads_on_blackwell_012_to_017():

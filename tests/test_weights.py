@@ -276,6 +276,29 @@ def test_rotary_cache_follows_get_rope():
     assert rope("deepseek-ai/deepseek-coder-6.7b-instruct") == 16384 * 4 * 128 * 2
 
 
+def test_mla_rope_fp32_and_the_sparse_indexer_buffers(capsys):
+    # `DeepseekScalingRotaryEmbedding` keeps its cache fp32 for FlashInfer when the custom op
+    # runs (no compilation: --enforce-eager, breakable graphs), 0.16+; DeepSeek-V3.2's indexer
+    # rope is NeoX-style and the attention's is not, so `get_rope` builds two caches; GLM-5
+    # sets indexer_rope_interleave and its default rope is a plain one (bf16, shared)
+    def run(*argv):
+        return _size_json(capsys, *argv, "--offline")
+
+    yarn = 4096 * 40 * 64  # original x factor positions x qk_rope_head_dim
+    assert run("deepseek-ai/DeepSeek-R1", "--gpu", "h200", "-tp", "8")[
+        "rope_cache_bytes"] == yarn * 2
+    assert run("deepseek-ai/DeepSeek-R1", "--gpu", "h200", "-tp", "8", "--enforce-eager")[
+        "rope_cache_bytes"] == yarn * 4
+    # V3.2 at 0.33 runs breakable graphs by default (compilation off): two fp32 caches, and
+    # the [8,192, 2,048] int32 top-k index buffer (64 MiB) every indexer shares; a helper's
+    # hand derivation from the 0.33 wheel gives 8,931 blocks, 571,584 tokens
+    v32 = run("deepseek-ai/DeepSeek-V3.2", "--gpu", "h200", "-tp", "8")
+    assert v32["rope_cache_bytes"] == 2 * yarn * 4 == 83_886_080
+    assert (v32["num_gpu_blocks"], v32["kv_cache_tokens"]) == (8931, 571584)
+    assert run("zai-org/GLM-5-FP8", "--gpu", "h200", "-tp", "8")[
+        "rope_cache_bytes"] == 202752 * 64 * 2
+
+
 def test_gemma4_audio_tower_counted_and_towers_replicated():
     from kvplan import catalog
     from kvplan.core.mm import towers_tp_sharded

@@ -392,6 +392,17 @@ def tower_whole(vc: dict, p: dict | None, text: int) -> int:
     return 0
 
 
+def topk_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int) -> int:
+    """The top-k index buffer a sparse-attention model reserves at build for its indexer
+    layers to share: [max_num_batched_tokens, index_topk] int32 on every GPU
+    (`topk_indices_buffer`: deepseek_v2.py 0.11-0.33, deepseek_v4.py 0.20+, the 0.24+
+    deepseek_v32 / deepseek_v4 / glm5 model files). DeepSeek-V3.2 at 8,192 tokens: 64 MiB."""
+    topk = arch.text_config.get("index_topk")
+    if not arch.is_sparse_mla or not isinstance(topk, int) or isinstance(topk, bool) or topk <= 0:
+        return 0
+    return max_num_batched_tokens * topk * 4
+
+
 def ple_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtype_bytes: int) -> int:
     """Gemma 4's wrapper allocates its per-layer-input buffer at load, on the embedding's GPU
     (`Gemma4ForConditionalGeneration.__init__`: `per_layer_embeddings = torch.zeros(
@@ -407,10 +418,15 @@ def ple_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtype_bytes: 
 _NO_ROPE = {"nemotron_h"}
 
 
-def rope_cache_bytes(arch: ModelArch, dtype_bytes: int) -> int:
+def rope_cache_bytes(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = False,
+                     indexer_rope: bool = False) -> int:
     """The rotary cos/sin cache vLLM builds on every GPU at load ("Model loading took" counts
     it): [length, rotary_dim] in the model dtype, one per distinct rope, since `get_rope`
     shares equal ones (rotary_embedding/base.py `_compute_cos_sin_cache`).
+
+    MLA's `DeepseekScalingRotaryEmbedding` keeps its cache in fp32 for FlashInfer's kernel
+    when its custom op is on (`mla_fp32`: `mla_rope_fp32`); a sparse-MLA indexer with a
+    different NeoX style gets a cache of its own (`indexer_rope`: `indexer_rope_cache`).
 
     The length is max_position_embeddings, times the factor for linear scaling. YaRN uses the
     original length times the factor, and longrope adds the original length. Gemma 3 keeps a
@@ -446,8 +462,13 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int) -> int:
     for kind, r in ropes:
         layer = next((x for x in attn if x.kind == kind), attn[0])
         rtype = str(r.get("rope_type") or r.get("type") or "default")
+        width = dtype_bytes
         if layer.kind == MLA:
             dim = int(t.get("qk_rope_head_dim") or 0)
+            # deepseek_v2.py turns a scaled rope into `DeepseekScalingRotaryEmbedding`
+            # ("deepseek_yarn"; not "deepseek_llama_scaling", attention_factor 1.0)
+            if mla_fp32 and rtype != "default" and r.get("attention_factor") != 1.0:
+                width = 4
         elif rtype == "proportional":
             dim = layer.head_size
         else:
@@ -458,8 +479,31 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int) -> int:
         length = {"linear": max_pos * scale, "longrope": max_pos + original,
                   "su": max_pos + original, "yarn": original * scale,
                   "deepseek_yarn": original * scale}.get(rtype, max_pos)
-        total += int(length) * dim * dtype_bytes
+        total += int(length) * dim * width * (2 if indexer_rope and layer.kind == MLA else 1)
     return total
+
+
+def mla_rope_fp32(arch: ModelArch, release: tuple[int, int], *, vendor: str, model_dtype: str,
+                  custom_ops: bool) -> bool:
+    """Whether MLA's rope cache stays fp32: `DeepseekScalingRotaryEmbedding.use_flashinfer`
+    (0.16-0.33) holds when the op is enabled (`custom_ops`: compilation off, i.e.
+    --enforce-eager, -O0 or breakable CUDA graphs, where `custom_ops` defaults to "all"),
+    on CUDA, for a 16-bit model with a rope dim FlashInfer takes (64, 128, 256, 512), and
+    then `RotaryEmbedding.__init__` skips `cache.to(dtype)`. FlashInfer is taken as installed
+    (vLLM's images and wheels)."""
+    dim = int(arch.text_config.get("qk_rope_head_dim") or 0)
+    return (arch.is_mla and release >= (0, 16) and custom_ops and vendor == "nvidia"
+            and model_dtype in ("bfloat16", "float16") and dim in (64, 128, 256, 512))
+
+
+def indexer_rope_cache(arch: ModelArch, release: tuple[int, int]) -> bool:
+    """A sparse-MLA indexer's own rope (deepseek_v2.py / deepseek_v32 `indexer_rope_emb`,
+    0.12-0.33): NeoX style unless `indexer_rope_interleave` (0.13+; always in 0.12), while
+    the attention's is not, so `get_rope` builds a second cache (DeepSeek-V3.2; GLM-5 sets
+    the interleave and shares one)."""
+    if not arch.is_sparse_mla or release < (0, 12):
+        return False
+    return release < (0, 13) or not arch.text_config.get("indexer_rope_interleave", False)
 
 
 @dataclass(frozen=True)

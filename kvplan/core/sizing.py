@@ -72,13 +72,16 @@ from kvplan.core.params import (
     count_params,
     expert_padding,
     fp8_tensor_experts,
+    indexer_rope_cache,
     is_nvfp4,
+    mla_rope_fp32,
     moe_gated,
     moe_hidden,
     mxfp4_bias_extra,
     mxfp4_hopper_extra,
     ple_buffer_bytes,
     rope_cache_bytes,
+    topk_buffer_bytes,
     trtllm_bf16_experts,
     weight_bytes,
     wna16_held_delta,
@@ -1443,8 +1446,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         padding = max(weights) - max(stage_weights()[0])
         if padding >= 256 * MiB:
             notes.append(f"{fi_what}: {padding / GiB:.2f} GiB per GPU")
-    rope = rope_cache_bytes(arch, dtype_bytes(model_dtype))  # built on every GPU at load
+    # built on every GPU at load; MLA's stays fp32 where its custom op runs (no compilation)
+    eager_ops = a.enforce_eager or a.compilation_mode not in (None, 3) or \
+        version.breakable_cudagraph(arch.architectures, gpu.vendor, a.breakable_cudagraph)
+    rope = rope_cache_bytes(arch, dtype_bytes(model_dtype), mla_fp32=mla_rope_fp32(
+        arch, version.v[:2], vendor=gpu.vendor, model_dtype=model_dtype, custom_ops=eager_ops),
+        indexer_rope=indexer_rope_cache(arch, version.v[:2]))
     weights[0] += ple_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
+    weights = [w + topk_buffer_bytes(arch, mnbt) for w in weights]  # every stage's model
     extra, moe_padded = [0] * len(stages), False
     if gpu.vendor == "amd":  # the replay is imported where it applies only
         from kvplan.core.loadmem import rocm_load_extra
