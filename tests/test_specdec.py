@@ -510,3 +510,25 @@ def test_draft_rope_cache():
                         resolve_model("deepseek-ai/dspark_qwen3_8b_block7"))
     assert size(q, h100, EngineArgs(speculative=draft)).rope_cache_bytes == size(
         q, h100, EngineArgs()).rope_cache_bytes
+
+
+def test_v2_speculator_hidden_state_buffer():
+    # model runner V2's EAGLE / MTP / DFlash speculators allocate [max_num_batched_tokens,
+    # draft hidden] in the model dtype before the profile: charged from 0.27, above the
+    # utilization before. EAGLE-3 on Llama-3.1-8B, H100, 0.33: 8,192 x 4,096 x 2 B = 64 MiB,
+    # 26,567 blocks and 425,072 tokens (a helper's hand derivation from the 0.33 wheel)
+    from kvplan.core.arch import normalize
+    from kvplan.core.specdec import hidden_buffer_bytes
+    from kvplan.engines.vllm_spec import speculative
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m = resolve_model("meta-llama/Llama-3.1-8B-Instruct")
+    spec = speculative({"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                        "num_speculative_tokens": 3}, resolve_model)
+    assert hidden_buffer_bytes(spec, normalize(m.config), True, 8192, 2) == 64 << 20
+    assert hidden_buffer_bytes(spec, normalize(m.config), False, 8192, 2) == 0
+    r = size(m, resolve_gpu("h100"), EngineArgs(speculative=spec), "0.33")
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (26567, 425072)
+    # n-gram keeps no hidden states
+    ngram = from_config({"method": "ngram", "num_speculative_tokens": 3})
+    assert hidden_buffer_bytes(ngram, normalize(m.config), True, 8192, 2) == 0

@@ -1628,6 +1628,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"GiB of draft logits ({seqs} sequences x k={k_spec} x vocabulary)"
                      + ("" if version.at_least(0, 27) else
                         ", above gpu_memory_utilization in this release"))
+    hidden = SD.hidden_buffer_bytes(spec, arch, v2, mnbt, dtype_bytes(model_dtype)) \
+        if spec else 0
+    if hidden:  # the speculator's hidden-state buffer, allocated before the profile too
+        if version.at_least(0, 27):
+            act += hidden
+        else:
+            warm += hidden
     table = SD.ngram_token_table_bytes(spec, v2, version, seqs, mml) if spec else 0
     if table:  # allocated with the model runner, before the profile (as the draft logits)
         if version.at_least(0, 27):

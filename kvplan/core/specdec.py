@@ -21,8 +21,8 @@
   `sizing`); 0.25-0.27 keep k - 1 token slots per request for DFlash / DSpark's parallel
   drafting (`check_scheduled_tokens`).
 
-Not modelled: the drafter's share of the profile run's peak (0 to 1 GiB measured), its other
-persistent buffers (0.27+, about 128 MiB per 8k tokens) and medusa.
+Not modelled: the drafter's share of the profile run's peak (0 to 1 GiB measured), its small
+persistent buffers beside the hidden-state one (`hidden_buffer_bytes`) and medusa.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan.core.arch import (
+    DSV4,
     GDN,
     KDA,
     MAMBA2,
@@ -321,6 +322,23 @@ def ngram_token_table_bytes(spec: SpecDecode, v2: bool, version: VllmVersion, se
             v2 and spec.method in ("ngram", "ngram_gpu") and version.at_least(0, 32)):
         return seqs * max_model_len * 4
     return 0
+
+
+def hidden_buffer_bytes(spec: SpecDecode, arch: ModelArch, v2: bool, mnbt: int,
+                        d: int) -> int:
+    """The draft's hidden-state buffer model runner V2 allocates with its speculator, before
+    the profile: [max_num_batched_tokens, draft hidden] in the model dtype
+    (`TargetDependentARSpeculator` / `DFlashSpeculator.__init__`, `autoregressive/` and
+    `dspark/` in 0.26-0.31; EAGLE, EAGLE-3, MTP, DFlash, DSpark), widened by `hc_mult` for
+    DeepSeek-V4's MTP, which takes the pre-hc_head residual. EAGLE-3 on Llama-3.1-8B at 8,192
+    tokens: 64 MiB."""
+    if not v2 or not spec.eagle_like:
+        return 0
+    da = draft_arch(spec)
+    h = da.hidden_size if da is not None and spec.method != "mtp" else arch.hidden_size
+    if spec.method == "mtp" and DSV4 in arch.kinds:
+        h *= int(arch.text_config.get("hc_mult") or 1)
+    return mnbt * h * d
 
 
 def profile_batch(spec: SpecDecode | None, v2: bool, version: VllmVersion, mnbt: int,
