@@ -902,6 +902,16 @@ def test_mxfp4_fp32_biases_on_blackwell_and_rocm():
     assert b200.to_json()["weights_bytes_per_gpu"] == 70_793_942_285 + 82_575_360
 
 
+def test_marlin_mxfp4_workspace_on_padded_dims(capsys):
+    # gpt-oss-20b on an L4 runs MXFP4 experts on Marlin, padded to 2,944 rows and a 3,072
+    # hidden (`mxfp4_round_up_hidden_size_and_intermediate_size`); `MarlinExperts.
+    # workspace_shapes` sizes M.k x max(N, K) + M.k x max(2N, K) on them: 2,048 tokens x 4
+    # experts x (3,072 + 5,888) x 2 B (141,557,760 on the unpadded 2,880)
+    d = _size_json(capsys, "openai/gpt-oss-20b", "--gpu", "l4", "--max-model-len", "32768",
+                   "--offline")
+    assert (d["moe_kernel"], d["moe_workspace_bytes"]) == ("modular", 8192 * (3072 + 5888) * 2)
+
+
 def test_moonvit_position_table_and_projector():
     # Kimi-VL / Kimi-K2.5's MoonViT: a [64, 64, 1,152] position table and the patch-merging
     # projector (LayerNorm(1,152), Linear(4,608, 4,608), Linear(4,608, text hidden), biases)

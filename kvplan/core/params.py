@@ -940,23 +940,38 @@ def expert_padding(arch: ModelArch, tp: int, quantization: str | None = None,
     * ROCm (OpenAI's Triton kernels, or AITER): both to 256; 0.12-0.18 to 128 except on
       gfx950 (`get_padding_alignment`). gpt-oss-120b's 2,880 becomes 3,072: +7.8 GiB at TP1.
     Real Hopper loads of gpt-oss-20b/120b with 0.11: 13.47/64.38 GiB."""
+    dims = mxfp4_padded_dims(arch, tp, quantization, cc, vendor=vendor, release=release)
+    if dims is None:
+        return 1.0
+    (h, hp), (inter, ip) = (arch.hidden_size, dims[0]), (
+        (arch.moe_intermediate_size or arch.intermediate_size) // tp, dims[1])
+    # Hopper: 0.5 B a weight + a 1-byte scale per 32, the scale held twice up to 0.24
+    kept = (0.5 + 2 / 32) / (0.5 + 1 / 32) if scales_kept and cc_major(cc) == 9 and \
+        vendor != "amd" else 1.0
+    return (hp / h) * (ip / inter) * kept
+
+
+def mxfp4_padded_dims(arch: ModelArch, tp: int, quantization: str | None = None,
+                      cc: str = "9.0", *, vendor: str = "nvidia",
+                      release: tuple[int, int] = (0, 33)) -> tuple[int, int] | None:
+    """(hidden, per-rank intermediate) of MXFP4 experts as vLLM pads them for the kernel
+    (`expert_padding`), which also sizes the kernel's workspace (None: not MXFP4 experts)."""
     method = str(quantization or (arch.quantization or {}).get("quant_method", "")).lower()
     if method != "mxfp4" or not arch.num_experts:
-        return 1.0
+        return None
     h = arch.hidden_size
     inter = (arch.moe_intermediate_size or arch.intermediate_size) // tp
     if not h or not inter:
-        return 1.0
+        return None
 
-    def up(n: int, m: int) -> float:
-        return -(-n // m) * m / n
+    def up(n: int, m: int) -> int:
+        return -(-n // m) * m
     if vendor == "amd":
         m = 128 if (0, 12) <= release < (0, 19) and cc != "gfx950" else 256
-        return up(h, m) * up(inter, m)
+        return up(h, m), up(inter, m)
     major = cc_major(cc)
-    if major == 9:  # 0.5 B a weight + a 1-byte scale per 32, the scale held twice
-        kept = (0.5 + 2 / 32) / (0.5 + 1 / 32) if scales_kept else 1.0
-        return up(inter, 64) * kept
+    if major == 9:
+        return h, up(inter, 64)
     if major == 10:
-        return up(h, 256) * up(inter, 128 if release >= (0, 27) else 256)
-    return up(h, 256) * up(inter, 128)
+        return up(h, 256), up(inter, 128 if release >= (0, 27) else 256)
+    return up(h, 256), up(inter, 128)

@@ -79,6 +79,7 @@ from kvplan.core.params import (
     moe_hidden,
     mxfp4_bias_extra,
     mxfp4_hopper_extra,
+    mxfp4_padded_dims,
     ple_buffer_bytes,
     rope_cache_bytes,
     topk_buffer_bytes,
@@ -2243,6 +2244,13 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     # `triton_kernel_moe_forward` call before): no shared workspace, scratch per call
     mono = kernel == "oai_triton" and not (a.enable_expert_parallel or a.enable_eplb
                                            or a.data_parallel_size > 1)
+    # MXFP4 on Marlin (Ampere, Ada, SM12x): `MarlinExperts.workspace_shapes` takes the padded
+    # intermediate (`marlin_moe_intermediate_size`) and the padded hidden the runner feeds it
+    dims = mxfp4_padded_dims(arch, a.expert_tp, a.quantization, gpu.compute_capability,
+                             vendor=gpu.vendor, release=version.v[:2]) if (
+        gpu.vendor == "nvidia" and cc_major(gpu.compute_capability) in (8, 12)) else None
+    if dims is not None:
+        shape = replace(shape, moe_hidden=dims[0], moe_intermediate_local=dims[1])
     return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed,
                    moe_dp=a.data_parallel_size, moe_kept=not mono,
                    deepgemm_fp8_ws=version.at_least(0, 31))
