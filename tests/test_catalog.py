@@ -114,7 +114,8 @@ def test_added_entries_hand_computed():
     # q/k norms (2 x 128 per layer) and the final norm at 2 B
     linear = 36 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 12288)
     rest = 2 * 151936 * 4096 + 36 * (2 * 4096 + 2 * 128) + 4096
-    assert fp8.budget.weights == linear + 2 * rest + 40960 * 128 * 2  # + the rotary cache
+    # + one fp32 `weight_scale_inv` per 128 x 128 block of every linear, + the rotary cache
+    assert fp8.budget.weights == linear + linear * 4 // (128 * 128) + 2 * rest + 40960 * 128 * 2
 
 
 def test_gemma4_e4b_it_and_31b_it_hand_computed():

@@ -759,9 +759,9 @@ def test_forced_attention_backends(capsys):
     # TRITON_MLA on an H200 reserves its split-KV decode logits in 0.33's profile: 1,024 x
     # 16 heads x min(512, 2 x 132 SMs) splits x 513 x 4 B = 8.27 GiB, less the MoE scratch
     # the workspace already holds
-    assert run_json(*r1, "--gpu", "h200")["kv_cache_tokens"] == 652304
+    assert run_json(*r1, "--gpu", "h200")["kv_cache_tokens"] == 652016
     forced = run_json(*r1, "--gpu", "h200", "--attention-backend", "TRITON_MLA")
-    assert (forced["kv_cache_tokens"], forced["block_size"]) == (552736, 16)
+    assert (forced["kv_cache_tokens"], forced["block_size"]) == (552448, 16)
     # CUTLASS-MLA's 128-token blocks on a B200 (the default FlashInfer-MLA takes 32)
     assert run_json(*r1, "--gpu", "b200", "--attention-backend",
                     "CUTLASS_MLA")["block_size"] == 128
@@ -769,7 +769,7 @@ def test_forced_attention_backends(capsys):
     # V3.2's two fp32 rope caches (80 MiB) and 64 MiB top-k index buffer
     v32 = run_json("deepseek-ai/DeepSeek-V3.2", "--gpu", "b200", "-tp", "8",
                    "--kv-cache-dtype", "fp8", "--attention-backend", "FLASHMLA_SPARSE")
-    assert (v32["kv_cache_dtype"], v32["kv_cache_tokens"]) == ("fp8_ds_mla", 1671040)
+    assert (v32["kv_cache_dtype"], v32["kv_cache_tokens"]) == ("fp8_ds_mla", 1670656)
     # a backend that does not fit the model or GPU is refused, as 0.11.1+ refuse it
     for argv, says in ((["Qwen/Qwen3-8B", "--gpu", "h100", "--attention-backend", "FLASHMLA"],
                         "non-MLA not supported"),

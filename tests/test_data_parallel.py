@@ -28,7 +28,7 @@ def test_dp_gathers_every_rank_s_tokens_into_the_moe_layers():
     r = _run("deepseek-ai/DeepSeek-R1", "h200", data_parallel_size=8,
              enable_expert_parallel=True)
     assert r.budget.activation == 6_805_848_064
-    assert r.budget.available_kv == 27_270_101_870
+    assert r.budget.available_kv == 27_246_445_758  # with the block-FP8 weights' fp32 scales
     # FlashInfer's own per-call scratch at that M is a note, not a term (unmeasured)
     assert any("about 14.6 GiB" in n for n in r.notes)
     # one rank's tokens at DP 1: no gather

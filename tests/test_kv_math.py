@@ -1449,9 +1449,10 @@ def test_triton_mla_logits_reserved_in_the_033_profile():
     a = EngineArgs(tensor_parallel_size=8)
     r = size(r1, mi, a)  # the reservation replaces the 3.76 GB MoE scratch in the workspace
     # (ROCm 0.21+ counts allocated memory: the allocator blocks R1's FP8 tensors hold too)
-    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (64551, 1032816)
+    # (and the fp32 block scales of its FP8 weights)
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (64533, 1032528)
     old = size(r1, mi, a, "0.32")  # reserved after the KV cache is sized: a note
-    assert old.kv_cache_tokens == 1232672 and any("16.03 GiB" in n for n in old.notes)
+    assert old.kv_cache_tokens == 1232384 and any("16.03 GiB" in n for n in old.notes)
     # FlashMLA / FA3-MLA on an H200: no Triton-MLA reservation
     h200 = size(r1, resolve_gpu("h200"), a)
     assert not any("Triton MLA" in n for n in h200.notes)
@@ -1545,10 +1546,11 @@ def test_sparse_indexer_k_gather_reserved_beside_the_moe_scratch():
     # on a B200 (TRT-LLM MoE's 224 MiB kept scratch) the reservation is the larger user of
     # the workspace: 1,074,240 -> 1,066,176 tokens for DeepSeek-V3.2 at TP8 (1,065,472 with the
     # indexer's wk upcast to bf16 at load, 61 x 7,168 x 128 B more; 1,062,912 with the two
-    # fp32 rope caches and the 64 MiB top-k index buffer, `topk_buffer_bytes`)
+    # fp32 rope caches and the 64 MiB top-k index buffer, `topk_buffer_bytes`; 1,062,656
+    # with the fp32 scales of its 128 x 128 FP8 blocks)
     r = size(resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("b200"),
              EngineArgs(tensor_parallel_size=8))
-    assert r.kv_cache_tokens == 1062912
+    assert r.kv_cache_tokens == 1062656
 
 
 def test_kv_dtypes_no_backend_takes():
@@ -1580,9 +1582,9 @@ def test_kv_dtypes_no_backend_takes():
     with pytest.raises(BadInput, match="decode context parallelism only on an fp8_ds_mla"):
         size(v32, resolve_gpu("h200"), dcp)
     # FLASHMLA_SPARSE's DCP: 16 local heads gathered over 4 ranks fit one 64-head kernel
-    # (3,684,864 tokens), over 8 (128) they do not
+    # (3,683,072 tokens), over 8 (128) they do not
     assert size(v32, resolve_gpu("h200"), replace(dcp, kv_cache_dtype="fp8")
-                ).kv_cache_tokens == 3684864
+                ).kv_cache_tokens == 3683072
     with pytest.raises(BadInput, match="within one 64-head decode kernel"):
         size(v32, resolve_gpu("h200"), replace(dcp, kv_cache_dtype="fp8",
                                                decode_context_parallel_size=8))
@@ -1601,11 +1603,11 @@ def test_flashmla_sparse_workspace_with_an_fp8_ds_mla_cache():
     assert flashmla_sparse_bytes(8192, 16, 163840, q_head=576, kv_lora_rank=512, v031=False,
                                  factor_rule=False) == 2 * (8192 * 16 * 576 + 819200 * 576)
     # larger than the H200's 1.75 GiB Triton MoE scratch at TP8: 935,296 -> 925,120 tokens
-    # (923,904 with the indexer's wk upcast to bf16 at load, 921,216 with the rope caches and
-    # the top-k index buffer)
+    # (923,904 with the indexer's wk upcast to bf16 at load, 920,768 with the rope caches,
+    # the top-k index buffer and the FP8 block scales)
     r = size(resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("h200"),
              EngineArgs(tensor_parallel_size=8, kv_cache_dtype="fp8"))
-    assert r.kv_cache_tokens == 921216
+    assert r.kv_cache_tokens == 920768
 
 
 def test_hybrid_blocks_align_to_32_for_256_wide_heads_on_blackwell_012_to_017():

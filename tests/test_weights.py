@@ -291,10 +291,11 @@ def test_mla_rope_fp32_and_the_sparse_indexer_buffers(capsys):
         "rope_cache_bytes"] == yarn * 4
     # V3.2 at 0.33 runs breakable graphs by default (compilation off): two fp32 caches, and
     # the [8,192, 2,048] int32 top-k index buffer (64 MiB) every indexer shares; a helper's
-    # hand derivation from the 0.33 wheel gives 8,931 blocks, 571,584 tokens
+    # hand derivation from the 0.33 wheel gives 8,931 blocks, 571,584 tokens on kvplan's
+    # weights, and its own weight count (with the FP8 block scales) 20.9 MB more: 8,927
     v32 = run("deepseek-ai/DeepSeek-V3.2", "--gpu", "h200", "-tp", "8")
     assert v32["rope_cache_bytes"] == 2 * yarn * 4 == 83_886_080
-    assert (v32["num_gpu_blocks"], v32["kv_cache_tokens"]) == (8931, 571584)
+    assert (v32["num_gpu_blocks"], v32["kv_cache_tokens"]) == (8927, 571328)
     assert run("zai-org/GLM-5-FP8", "--gpu", "h200", "-tp", "8")[
         "rope_cache_bytes"] == 202752 * 64 * 2
 
@@ -900,6 +901,14 @@ def test_mxfp4_fp32_biases_on_blackwell_and_rocm():
     # on one B200 at 0.33: 17,920 B x 128 experts x 36 layers = 82,575,360 B more weights
     b200 = size(resolve_model("openai/gpt-oss-120b"), resolve_gpu("b200"), EngineArgs(), "0.33")
     assert b200.to_json()["weights_bytes_per_gpu"] == 70_793_942_285 + 82_575_360
+
+
+def test_block_fp8_checkpoints_hold_fp32_block_scales(capsys):
+    # `weight_scale_inv`: one fp32 scale per 128 x 128 block, kept by the Triton block-FP8
+    # path; Qwen3-235B-A22B-FP8 at TP4 holds 59,196,971,520 B per GPU with the rotary cache
+    # (a helper's count from the 0.33 wheel: 14,269,952 B of them scales)
+    d = _size_json(capsys, "Qwen/Qwen3-235B-A22B-FP8", "--gpu", "h200", "-tp", "4", "--offline")
+    assert d["weights_estimated"] and d["weights_bytes_per_gpu"] == 59_196_971_520
 
 
 def test_marlin_mxfp4_workspace_on_padded_dims(capsys):

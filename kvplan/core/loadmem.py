@@ -250,8 +250,8 @@ def _stage_weights(model: Model, arch: ModelArch, a: EngineArgs, version: VllmVe
     serialized = bool(arch.quantization or model.quant_file)
     path = fp8_path(arch.quantization or {})
 
-    def part(b: float) -> str | None:
-        return None if b != 1 else path if serialized else "online"
+    def part(b: float) -> str | None:  # FP8 (1 B, with a block checkpoint's fp32 scales)
+        return None if not 1 <= b < 1.01 else path if serialized else "online"
 
     schemes = Schemes(d, part(wb.linear), part(wb.mlp_bytes), part(wb.expert))
     moe_i = arch.expert_intermediate_size
@@ -290,7 +290,7 @@ def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
     serialized = bool(arch.quantization or model.quant_file)
     path = fp8_path(arch.quantization or {})
     fp8_pad = a.rocm_fp8_padding and serialized and path in PADDED and (
-        wb.linear == 1 or wb.mlp_bytes == 1)
+        1 <= wb.linear < 1.01 or 1 <= wb.mlp_bytes < 1.01)  # FP8 (with its block scales)
     if not version.rocm_load_counts_cache and not (fp8_pad or moe_padded):
         # nothing kept, and the load is allocated memory, as on CUDA
         return load_rounding(model, arch, a, version, model_dtype, stages, rope), False

@@ -536,10 +536,11 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
     `hf_quant_config.json`, or `--quantization` (online quantization of a 16-bit checkpoint).
 
     AWQ/GPTQ: bits/8 plus an fp16 scale and a packed zero point per group (`wna16_stored`;
-    what vLLM holds after repacking is `wna16_held_delta`); FP8: 1 byte (block or
-    channel scales are negligible); NVFP4: 4 bits + an fp8 scale per 16; MXFP4: 4 bits + a
-    scale per 32, routed experts only (gpt-oss); bitsandbytes: 4-bit NF4 (+ absmax per 64)
-    unless 8-bit. Embeddings, LM head and norms stay in the model dtype.
+    what vLLM holds after repacking is `wna16_held_delta`); FP8: 1 byte, plus a block
+    checkpoint's fp32 scale per block (128 x 128: 0.024 %; channel scales are negligible);
+    NVFP4: 4 bits + an fp8 scale per 16; MXFP4: 4 bits + a scale per 32, routed experts only
+    (gpt-oss); bitsandbytes: 4-bit NF4 (+ absmax per 64) unless 8-bit. Embeddings, LM head
+    and norms stay in the model dtype.
     """
     q = dict(arch.quantization or {})
     if hf_quant:  # the file as the loader reads it (`Model.quant_file`) comes first
@@ -553,6 +554,11 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
     elif method in ("fp8", "fbgemm_fp8", "ptpc_fp8", "fp8_per_tensor", "fp8_per_block",
                     "fp8_per_channel", "int8_per_channel_weight_only"):
         lin = 1.0
+        block = q.get("weight_block_size")  # a block-FP8 checkpoint's fp32 `weight_scale_inv`
+        if method == "fp8" and not quantization and isinstance(block, list) and \
+                len(block) == 2 and all(isinstance(b, int) and not isinstance(b, bool)
+                                        and b > 0 for b in block):
+            lin += 4 / (block[0] * block[1])
     elif method == "mxfp8":  # 8-bit values + one e8m0 scale per 32
         lin = 1.0 + 1 / 32
     elif method == "nvfp4_per_token":
