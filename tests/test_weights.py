@@ -734,7 +734,8 @@ def test_gpt_oss_120b_on_mi300x_pads_experts_and_uses_openai_triton(capsys):
     pad = d["weights_bytes_per_gpu"] - h100["weights_bytes_per_gpu"] + 64000 * 128 * 36 \
         - 18432 * 128 * 36
     assert abs(pad / 8397914112 - 1) < 0.0006
-    assert d["moe_kernel"] == "oai_triton" and d["kv_cache_tokens"] == 2238809
+    # (0.33's warm-up sampler pass without FlashInfer: 1.5 logits buffers + 304 cached rows)
+    assert d["moe_kernel"] == "oai_triton" and d["kv_cache_tokens"] == 2276346
 
 
 def test_jamba_experts_only_on_the_expert_period_layers(capsys):

@@ -1587,6 +1587,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     sampler_copies = M.const(copies)
     if v2 and version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler):
         sampler_copies = M.const("sampler_fp32_copies_flashinfer")
+    elif v2 and v2_fp32 is None and profile_reqs:
+        # 0.33's warm-up pass without FlashInfer (ROCm; CUDA below SM80 or with it off): the
+        # model-dtype logits, one fp32 copy the processors and `apply_top_k_top_p_triton`
+        # work in place, and that kernel's cached [min(pow2(min(SMs, N)), SMs), vocab] fp32
+        # rows (`_TRITON_BUFFER_CACHE`); gumbel sampling makes no [N, vocab] tensor
+        sms = gpu.sm_count or profile_reqs
+        rows = min(1 << max(0, (min(sms, profile_reqs) - 1).bit_length()), sms)
+        sampler_copies = dtype_bytes(model_dtype) / 4 + 1 + rows / profile_reqs
     if v2_fp32 is not None:  # V2's greedy dummy sampler: the model-dtype logits (gathered
         # and reshaped at TP > 1: 2 + 1/TP copies) and 0.24-0.25's one fp32 copy, in fp32 units
         logits = 1.0 if tp == 1 else 2.0 + 1.0 / tp

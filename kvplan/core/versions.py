@@ -642,7 +642,8 @@ class VllmVersion:
         * The dummy requests are greedy: 0.24-0.25 still copy the logits to fp32 once, 0.26-0.32
           sample in place; 0.33 adds a warm-up-parameter pass ("the profiled peak must too")
           through V2's sampler: FlashInfer's fused top-k/top-p where it runs
-          (`v2_flashinfer_sampler`), else V1's Triton top-k/top-p. Before 0.33 that peak comes
+          (`v2_flashinfer_sampler`), else its in-place Triton top-k/top-p (1.5 logits buffers
+          and the kernel's per-SM cached rows). Before 0.33 that peak comes
           after the KV cache is sized (`warmup_kernels`), above gpu_memory_utilization.
         * The penalty and grammar state ([max_num_seqs, vocab] + 2 x [max_num_seqs, vocab/32]
           int32) is allocated after "Model loading took"; 0.24-0.26 count non-KV memory as
