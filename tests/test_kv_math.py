@@ -1783,3 +1783,17 @@ def test_triton_mla_takes_no_full_graphs_before_022():
     assert (r20.cudagraph_mode, r20.cudagraph_graphs) == ("PIECEWISE", 51)
     assert (r22.cudagraph_mode, r22.cudagraph_graphs) == ("FULL_AND_PIECEWISE", 86)
     assert r20.kv_cache_tokens == 1466320
+
+
+def test_fp8_kv_on_ada_notes_flashinfer_workspace_in_graph_probe():
+    # FlashAttention 2 stores no fp8, so vLLM runs FlashInfer; its 394 MiB workspace is first
+    # touched in the 0.20+ CUDA-graph probe (a helper's reading of the 0.33 wheel), noted, not
+    # charged; bf16 KV on FA2 or 0.19 (graphs not subtracted) carry no such note
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, l40s = resolve_model("Qwen/Qwen3-8B"), resolve_gpu("l40s")
+
+    def noted(version, kv):
+        r = size(m, l40s, EngineArgs(max_model_len=40960, kv_cache_dtype=kv), version)
+        return any("fp8 KV cache on Ampere/Ada runs on FlashInfer" in n for n in r.notes)
+    assert noted("0.33", "fp8") and not noted("0.33", "auto") and not noted("0.19", "fp8")
