@@ -1558,10 +1558,11 @@ def test_sparse_indexer_k_gather_reserved_beside_the_moe_scratch():
     # the workspace: 1,074,240 -> 1,066,176 tokens for DeepSeek-V3.2 at TP8 (1,065,472 with the
     # indexer's wk upcast to bf16 at load, 61 x 7,168 x 128 B more; 1,062,912 with the two
     # fp32 rope caches and the 64 MiB top-k index buffer, `topk_buffer_bytes`; 1,062,656
-    # with the fp32 scales of its 128 x 128 FP8 blocks)
+    # with the fp32 scales of its 128 x 128 FP8 blocks; 1,060,992 with CUTLASS-MLA's 128 MiB
+    # import-time workspace, `mla_backend_buffers`)
     r = size(resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("b200"),
              EngineArgs(tensor_parallel_size=8))
-    assert r.kv_cache_tokens == 1062656
+    assert r.kv_cache_tokens == 1060992
 
 
 def test_kv_dtypes_no_backend_takes():
@@ -1782,7 +1783,9 @@ def test_triton_mla_takes_no_full_graphs_before_022():
     r20, r22 = (size(m, a100, EngineArgs(), v) for v in ("0.20", "0.22"))
     assert (r20.cudagraph_mode, r20.cudagraph_graphs) == ("PIECEWISE", 51)
     assert (r22.cudagraph_mode, r22.cudagraph_graphs) == ("FULL_AND_PIECEWISE", 86)
-    assert r20.kv_cache_tokens == 1466320
+    # (with the 128 MiB FlashInfer-MLA workspace its module allocates when 0.11.1-0.24's
+    # backend selection imports it, `mla_backend_buffers`)
+    assert r20.kv_cache_tokens == 1462000
 
 
 def test_fp8_kv_on_ada_notes_flashinfer_workspace_in_graph_probe():
@@ -1797,3 +1800,42 @@ def test_fp8_kv_on_ada_notes_flashinfer_workspace_in_graph_probe():
         r = size(m, l40s, EngineArgs(max_model_len=40960, kv_cache_dtype=kv), version)
         return any("fp8 KV cache on Ampere/Ada runs on FlashInfer" in n for n in r.notes)
     assert noted("0.33", "fp8") and not noted("0.33", "auto") and not noted("0.19", "fp8")
+
+
+def test_mla_backend_modules_allocate_at_import():
+    # `get_valid_backends` (0.11.1+) imports every MLA backend of the list; cutlass_mla.py
+    # allocates its 128 MiB SM100 workspace at import (every release), flashinfer_mla.py its
+    # 128 MiB buffer (to 0.24, lazy from 0.25, then first used in the graph probe). A helper
+    # derived each figure below by hand from the wheels
+    from kvplan.core.arch import normalize
+    from kvplan.core.backends import mla_backend_buffers
+    from kvplan.core.versions import VllmVersion
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    r1 = resolve_model("deepseek-ai/DeepSeek-R1")
+    arch = normalize(r1.config)
+    mib = 1 << 20
+
+    def bufs(cc, v, **kw):
+        return mla_backend_buffers(arch, cc=cc, vendor="nvidia", version=VllmVersion.of(v),
+                                   forced=kw.get("forced"), kv="auto", tp=8)
+    assert bufs("9.0", "0.11.0") == (0, 0) and bufs("9.0", "0.18") == (128 * mib, 0)
+    assert bufs("9.0", "0.25") == (0, 0)
+    assert bufs("10.0", "0.11.0") == (128 * mib, 0)  # CUTLASS-MLA forced
+    assert bufs("10.0", "0.12") == (256 * mib, 0) and bufs("10.0", "0.14") == (128 * mib, 0)
+    assert bufs("10.0", "0.16") == (128 * mib, 0)  # FlashInfer-MLA forced (qk_nope 128)
+    assert bufs("10.0", "0.18") == (256 * mib, 0)
+    assert bufs("10.0", "0.33") == (128 * mib, 128 * mib)
+    assert bufs("10.0", "0.33", forced="CUTLASS_MLA") == (128 * mib, 0)
+    h200, b200 = resolve_gpu("h200"), resolve_gpu("b200")
+
+    def blocks(gpu, v):
+        return size(r1, gpu, EngineArgs(tensor_parallel_size=8, max_model_len=8192,
+                                        gpu_memory_utilization=0.92,
+                                        enable_prefix_caching=False), v).num_gpu_blocks
+    assert (blocks(h200, "0.18"), blocks(b200, "0.18")) == (40745, 38031)
+    lite = size(resolve_model("deepseek-ai/DeepSeek-V2-Lite"), resolve_gpu("a100-80gb"),
+                EngineArgs(max_model_len=8192), "0.18")
+    assert lite.num_gpu_blocks == 88615
+    assert size(r1, b200, EngineArgs(tensor_parallel_size=8, max_model_len=8192),
+                "0.33").num_gpu_blocks == 37679

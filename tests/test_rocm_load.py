@@ -93,11 +93,19 @@ LLAMA70B_FP8_DYNAMIC = {  # RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic: channel
 
 
 def extra(cfg, gpu, version, **kw):
-    """What the load figure adds on `gpu` against the same start on an H200."""
+    """What the load figure adds on `gpu` against the same start on an H200 (less the
+    MLA backend buffers CUDA imports there, `backends.mla_backend_buffers`)."""
+    from kvplan.core.arch import normalize
+    from kvplan.core.backends import mla_backend_buffers
+    from kvplan.core.versions import VllmVersion
+
     def w(g):
         return size(Model("m", cfg), g, EngineArgs(max_model_len=8192, **kw),
                     version).budget.weights
-    return w(gpu) - w(H200)
+    cuda_only = mla_backend_buffers(normalize(cfg), cc="9.0", vendor="nvidia",
+                                    version=VllmVersion.of(version), forced=None, kv="auto",
+                                    tp=kw.get("tensor_parallel_size", 1))[0]
+    return w(gpu) - w(H200) + cuda_only
 
 
 def test_fnuz_masks_of_channel_fp8():

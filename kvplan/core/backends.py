@@ -314,3 +314,49 @@ def check_dcp(arch: ModelArch, *, dcp: int, tp: int, kv: str, cc: str, vendor: s
         if "GlmMoeDsaForCausalLM" in arch.architectures and not version.at_least(0, 33):
             raise no("GLM-5 defaults to the a2a DCP backend, which FlashMLA sparse refuses "
                      "(vLLM's --dcp-comm-backend ag_rs, not modelled, avoids it)")
+
+
+_MLA_WS = 128 << 20  # CUTLASS-MLA's `SM100Workspace`, FlashInfer-MLA's workspace buffer
+_FI_SPARSE_WS = 394 << 20  # FlashInfer-MLA-sparse from 0.25 (`VLLM_FLASHINFER_WORKSPACE_...`)
+
+
+def mla_backend_buffers(arch: ModelArch, *, cc: str, vendor: str, version: VllmVersion,
+                        forced: str | None, kv: str, tp: int, dcp: int = 1) -> tuple[int, int]:
+    """MLA backend buffers vLLM allocates outside the layers, per GPU: (at import, inside
+    "Model loading took"; first used in the CUDA-graph probe). Read in the 0.11.0-0.33.0
+    wheels by a helper:
+    * `get_valid_backends` (0.11.1+) imports every class of the priority list, and two
+      modules allocate at import: `cutlass_mla.py`'s `g_sm100_workspace` (128 MiB, every
+      release) and `flashinfer_mla.py`'s `g_fi_workspace` (128 MiB, 0.11-0.24; lazy from
+      0.25). Every MLA list names FlashInfer-MLA; only SM100's names CUTLASS-MLA. SM100 dense
+      MLA was forced to CUTLASS-MLA in 0.11.0 and 0.13-0.14 and to FlashInfer-MLA in
+      0.15-0.17 (qk_nope 128), so only that module loads; SM12x has its own list from 0.24.
+    * From 0.25 FlashInfer-MLA's 128 MiB (256 with DCP, its LSE) and FlashInfer-MLA-sparse's
+      394 MiB (128 MiB in 0.17-0.24) are created at the first decode with metadata, the
+      graph probe's first FULL capture, so they sit in the graph estimate."""
+    if vendor != "nvidia" or not arch.is_mla or DSV4 in arch.kinds:
+        return 0, 0
+    v, sm100, sparse = version.v[:2], cc_major(cc) == 10, arch.is_sparse_mla
+    nope = int(arch.text_config.get("qk_nope_head_dim") or 0)
+    fi_at_import = v <= (0, 24)
+    if forced:
+        load = _MLA_WS if forced == "CUTLASS_MLA" or (
+            forced == "FLASHINFER_MLA" and fi_at_import) else 0
+    elif v < (0, 11) or v == (0, 11) and version.v[2] == 0:  # no import loop in 0.11.0
+        load = _MLA_WS if sm100 and not sparse else 0
+    elif not sm100:
+        load = _MLA_WS if fi_at_import and not (cc_major(cc) == 12 and v >= (0, 24)) else 0
+    elif not sparse and ((0, 13) <= v <= (0, 14) or ((0, 15) <= v <= (0, 17) and nope == 128)):
+        load = _MLA_WS  # the forced backend's module only
+    else:
+        load = _MLA_WS * (2 if fi_at_import else 1)
+    probe = 0
+    if sm100 and v >= (0, 20):
+        fp8 = kv.startswith("fp8")
+        if sparse and forced in (None, "FLASHINFER_MLA_SPARSE") and (
+                fp8 or (arch.num_attention_heads // max(tp, 1) <= 16 and v < (0, 33))):
+            probe = _FI_SPARSE_WS if v >= (0, 25) else _MLA_WS
+        elif not sparse and v >= (0, 25) and (forced == "FLASHINFER_MLA" or (
+                forced is None and nope == 128)):  # first in SM100's dense MLA list
+            probe = _MLA_WS * (2 if dcp > 1 else 1)
+    return load, probe

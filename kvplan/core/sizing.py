@@ -1471,6 +1471,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     weights = [w + rope + x for w, x in zip(weights, extra)]
     weights = [w + q for w, q in zip(weights, KF.load_buffers(
         arch, dts, a, stages, seqs, mnbt, cc, version, notes))]
+    mla_load, mla_probe = BK.mla_backend_buffers(
+        arch, cc=cc, vendor=gpu.vendor, version=version, forced=forced, kv=kv, tp=tp,
+        dcp=a.decode_context_parallel_size)
+    weights = [w + mla_load for w in weights]  # backend modules imported in every stage
     lora = _lora_bytes(arch, a, version, stages, dtype_bytes(model_dtype), notes, gpu.vendor)
     # V0 0.7 builds the slots after its profile (vLLM issue 14450); 0.8+ inside the load's
     # `DeviceMemoryProfiler` (PR 14469), and 0.6's non-torch term catches them
@@ -1836,6 +1840,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "DeepSeek-V4 on this release: the CUDA stack its C128 compressor kernel "
                      "takes (1.74 GiB on a 132-SM H200, counted twice) is not in this estimate; "
                      "the GPU catalog has no SM count for it")
+    if mla_probe and "FULL" in graph_mode and graphs:  # first touched by a FULL capture
+        stack += mla_probe
     # a DeepSeek-V3.2-style indexer inside the FULL decode graphs (not broken out of them)
     # leaves its decode logits in the graph pool, counted once in the probe and the capture
     if (arch.is_sparse_mla and DSV4 not in arch.kinds and "FULL" in graph_mode and graphs
