@@ -274,6 +274,8 @@ def test_rotary_cache_follows_get_rope():
     assert rope("Qwen/Qwen3.5-27B") == 262144 * 64 * 2
     # linear x4 over 16,384 positions (deepseek-coder)
     assert rope("deepseek-ai/deepseek-coder-6.7b-instruct") == 16384 * 4 * 128 * 2
+    # MiniMax-M2 rotates the config's rotary_dim (64 of its 128-dim heads, minimax_m2.py)
+    assert rope("MiniMaxAI/MiniMax-M2.5") == 196608 * 64 * 2
 
 
 def test_mla_rope_fp32_and_the_sparse_indexer_buffers(capsys):

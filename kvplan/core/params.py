@@ -418,6 +418,11 @@ def ple_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtype_bytes: 
 _NO_ROPE = {"nemotron_h"}
 
 
+# models whose vLLM implementation rotates the config's `rotary_dim` (gpt_j.py; minimax_m2.py
+# as partial_rotary_factor = rotary_dim / head_dim, 0.12-0.33)
+_ROTARY_DIM = frozenset({"gptj", "minimax_m2"})
+
+
 def rope_cache_bytes(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = False,
                      indexer_rope: bool = False) -> int:
     """The rotary cos/sin cache vLLM builds on every GPU at load ("Model loading took" counts
@@ -471,6 +476,8 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = Fals
                 width = 4
         elif rtype == "proportional":
             dim = layer.head_size
+        elif arch.model_type in _ROTARY_DIM and t.get("rotary_dim"):
+            dim = int(t["rotary_dim"])
         else:
             part = float(r.get("partial_rotary_factor") or t.get("partial_rotary_factor") or 1)
             dim = int(r.get("rope_dim") or layer.head_size * part)
