@@ -112,6 +112,31 @@ def test_llava_style_projectors_and_truncated_towers():
     assert projector_params(a.mm_projector, a.hidden_size) == 1152 * 5376 + 1152
 
 
+def test_nemotron_nas_blocks_have_their_own_ffn_widths():
+    # Llama-3.3-Nemotron-Super-49B: no top-level intermediate_size; each block's FFN is
+    # int(2 x ffn_mult x 8,192 / 3) rounded up to 256 (nemotron_nas.py
+    # `_ffn_mult_to_intermediate_size`): ffn_mult 5.25 -> 28,672, 2.625 -> 14,336, 1.3125 ->
+    # 7,168, 1.0 -> 5,632, 0.5 -> 2,816, 3.28125 -> 17,920; 49 of 80 blocks keep attention
+    from kvplan import catalog
+    from kvplan.core.params import nas_ffn_sizes
+    from kvplan.sources.resolve import model_from_entry, resolve_gpu
+
+    m = model_from_entry(*catalog.load("models").get("nvidia/Llama-3_3-Nemotron-Super-49B-v1"))
+    a = normalize(m.config)
+    widths = nas_ffn_sizes(a)
+    assert sorted(set(widths)) == [2816, 5632, 7168, 14336, 17920, 28672]
+    ffn = sum(3 * 8192 * w for w in widths)
+    attn = 49 * (2 * 8192 * 8192 + 2 * 8192 * 1024)
+    norms = 8192 * (49 + 80) + 8192  # input norms where attention is, FFN norms, final
+    assert count_params(a).total == 2 * 128256 * 8192 + attn + ffn + norms == 49_867_145_216
+    # 99.7 GB in bf16: not one H100; at TP2 a helper's hand derivation from the 0.33 wheel
+    # gives 14,659 blocks, 234,544 tokens (kvplan had 19 GB of weights and 273,248 tokens)
+    h100 = resolve_gpu("h100")
+    assert not size(m, h100, EngineArgs(), "0.33").fits
+    r = size(m, h100, EngineArgs(tensor_parallel_size=2), "0.33")
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (14659, 234544)
+
+
 def test_lfm2_parameters_from_block_ff_dim():
     a = normalize(LFM2_12B)
     assert a.intermediate_size == 8192  # 2/3 x 12,288, rounded up to a multiple of 256

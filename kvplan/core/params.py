@@ -162,6 +162,26 @@ def _state_params(layer: StateLayer, h: int, full_rank_gate: bool = False) -> in
     return h * (inter + conv_dim + layer.n_heads) + conv_dim * layer.d_conv + inter * h
 
 
+def nas_ffn_sizes(arch: ModelArch) -> list[int] | None:
+    """Each block's MLP intermediate size in a Nemotron-NAS / DeciLM model (0: no FFN):
+    `block_configs[i].ffn`, `ffn_mult` -> int(2 x mult x hidden / 3) rounded up to 256
+    (nemotron_nas.py `_ffn_mult_to_intermediate_size`, 0.8.5-0.33), else its
+    `intermediate_size`; None for other models."""
+    if arch.model_type not in ("nemotron-nas", "deci"):
+        return None
+    h, out = arch.hidden_size, []
+    for b in (arch.text_config.get("block_configs") or [])[:arch.num_layers]:
+        f = b.get("ffn") or {}
+        if f.get("no_op"):
+            out.append(0)
+        elif f.get("ffn_mult") is not None:
+            n = int(2 * float(f["ffn_mult"]) * h / 3)
+            out.append(-(-n // 256) * 256)
+        else:
+            out.append(int(f.get("intermediate_size") or 0))
+    return out + [0] * (arch.num_layers - len(out))
+
+
 def mlp_intermediate(arch: ModelArch, lp: LayerParams) -> int:
     """The dense-MLP (or shared-expert) intermediate size behind a layer's `mlp` count."""
     per = (2 if arch.model_type in _NON_GATED else 3) * arch.hidden_size
@@ -189,6 +209,7 @@ def _count_params(arch: ModelArch) -> ParamCount:
     pattern = t.get("hybrid_override_pattern") if arch.model_type == "nemotron_h" else None
     kv_shared_from = arch.num_layers - int(t.get("num_kv_shared_layers") or 0)
     ple = int(t.get("hidden_size_per_layer_input") or 0)
+    nas = nas_ffn_sizes(arch)
     for i, layer in enumerate(arch.layers):
         lp = LayerParams(replicated=2 * h)  # two norms
         if isinstance(layer, AttnLayer):
@@ -240,6 +261,9 @@ def _count_params(arch: ModelArch) -> ParamCount:
                 "qwen") else 0) + (2 * h * latent if latent != h else 0)
             if arch.model_type.startswith("gemma4"):  # `Gemma4DecoderLayer`: a dense MLP
                 lp.mlp += 3 * h * arch.intermediate_size  # next to the experts in every layer
+        elif nas is not None:  # Nemotron-NAS / DeciLM: each block's own FFN (or none)
+            lp.mlp = 3 * h * nas[i]
+            lp.replicated -= h * ((layer is None) + (nas[i] == 0))  # norms of no-op parts
         else:
             inter = int(t.get("intermediate_size_mlp") or arch.intermediate_size)
             if t.get("use_double_wide_mlp") and layer is None:

@@ -80,6 +80,7 @@ from kvplan.core.params import (
     mxfp4_bias_extra,
     mxfp4_hopper_extra,
     mxfp4_padded_dims,
+    nas_ffn_sizes,
     ple_buffer_bytes,
     rope_cache_bytes,
     topk_buffer_bytes,
@@ -2350,7 +2351,8 @@ def _activation_shape(arch: ModelArch, expert_tp: int, tp: int,
     """`expert_tp`: how the experts' intermediate is split (1 with expert parallelism,
     which keeps experts whole)."""
     t = arch.text_config
-    dense_i = max(int(t.get("intermediate_size_mlp") or 0), arch.intermediate_size)
+    dense_i = max(int(t.get("intermediate_size_mlp") or 0), arch.intermediate_size,
+                  *(nas_ffn_sizes(arch) or [0]))  # Nemotron-NAS: the widest block's FFN
     moe_i = arch.expert_intermediate_size
     if arch.num_experts and not arch.moe_intermediate_size:  # the MLP is the experts'
         dense_i = int(t.get("intermediate_size_mlp") or 0)
