@@ -137,6 +137,27 @@ def test_nemotron_nas_blocks_have_their_own_ffn_widths():
     assert (r.num_gpu_blocks, r.kv_cache_tokens) == (14659, 234544)
 
 
+def test_mlp_width_from_the_hidden_size_or_refused():
+    # falcon.py / bloom.py build 4 x hidden whatever the config says; gpt2.py / gpt_j.py
+    # n_inner or 4 x hidden. Falcon-7B: 32 layers of fused QKV (4,544 x 4,672), dense
+    # 4,544^2, 4 x 4,544 MLP (two 4,544 x 18,176), one LayerNorm (weight and bias) + the
+    # 65,024 x 4,544 embedding, tied (falcon.py: an unset tie_word_embeddings means tied), and
+    # the final LayerNorm: 6,921,720,704 (kvplan had no MLP and an untied head: 2.2 B)
+    from kvplan import catalog
+    from kvplan.errors import UnsupportedArchitecture
+    from kvplan.sources.resolve import model_from_entry
+
+    m = model_from_entry(*catalog.load("models").get("tiiuae/falcon-7b-instruct"))
+    h = 4544
+    layer = h * (h + 2 * 64) + h * h + 2 * h * 4 * h + 2 * h
+    assert count_params(normalize(m.config)).total == 32 * layer + 65024 * h + 2 * h \
+        == 6_921_720_704
+    # a dense config that names no MLP width is refused rather than sized without its MLP
+    bare = {k: v for k, v in LLAMA31_8B.items() if k != "intermediate_size"}
+    with pytest.raises(UnsupportedArchitecture, match="gives no MLP width"):
+        normalize(bare)
+
+
 def test_lfm2_parameters_from_block_ff_dim():
     a = normalize(LFM2_12B)
     assert a.intermediate_size == 8192  # 2/3 x 12,288, rounded up to a multiple of 256

@@ -741,6 +741,15 @@ def mm_projector(config: dict[str, Any], vision: dict[str, Any] | None) -> dict[
     return out
 
 
+# dense models whose MLP width comes from elsewhere: per-block FFNs (Nemotron-NAS), a shared
+# MLP (granite 4 hybrids), a layer pattern (Nemotron-H), or none (Mamba)
+_MLP_ELSEWHERE = frozenset({"nemotron-nas", "deci", "granitemoehybrid", "nemotron_h", "mamba",
+                            "mamba2", "falcon_mamba"})
+# models whose MLP vLLM sizes from the hidden size (4 x) rather than a config field
+_FALCON = frozenset({"falcon", "RefinedWeb", "RefinedWebModel"})
+_MLP_4H = _FALCON | {"bloom", "gpt2", "gpt_bigcode", "gptj"}
+
+
 # `MM_PREFIX_LM_MODELS` (the top-level model_type), unchanged in the 0.29-0.33 wheels;
 # Gemma 4 asks its text config instead (`Gemma4ModelArchConfigConvertor.is_mm_prefix_lm`)
 MM_PREFIX_LM = ("bagel", "gemma3", "molmo2", "moondream3", "paligemma")
@@ -770,7 +779,11 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
     hidden = _int(t, "hidden_size", "n_embd", "d_model")
     heads = _int(t, "num_attention_heads", "n_head", "num_heads", default=0)
     inter = (t.get("intermediate_size") or t.get("ffn_hidden_size") or t.get("n_inner")
-             or _lfm2_ff(t))
+             or t.get("ffn_dim") or _lfm2_ff(t))
+    if mt in _MLP_4H and isinstance(hidden, int):
+        # vLLM's own width: falcon.py / bloom.py build 4 x hidden whatever the config says;
+        # gpt2.py / gpt_bigcode.py / gpt_j.py take n_inner, else 4 x hidden
+        inter = 4 * hidden if mt in _FALCON | {"bloom"} else (t.get("n_inner") or 4 * hidden)
     arch = ModelArch(
         model_type=mt,
         architectures=list(config.get("architectures") or t.get("architectures") or []),
@@ -783,7 +796,9 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
         max_position=0,
         max_position_source="",
         tie_word_embeddings=bool(t.get("tie_word_embeddings", config.get(
-            "tie_word_embeddings", t.get("tie_embedding", False)))),  # LFM2: tie_embedding
+            "tie_word_embeddings", t.get("tie_embedding", False)))  # LFM2: tie_embedding
+            # falcon.py: an unset (None) tie_word_embeddings means tied
+            or (mt in _FALCON and t.get("tie_word_embeddings") is None)),
         num_experts=int(t.get("num_local_experts") or t.get("num_experts")
                         or t.get("n_routed_experts") or t.get("moe_num_experts") or 0),
         experts_per_tok=int(t.get("num_experts_per_tok") or t.get("experts_per_token")
@@ -815,4 +830,11 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
     arch.vocab_size = _int(t if any(t.get(k) is not None for k in vocab_keys) else config,
                            *vocab_keys)
     arch.max_position, arch.max_position_source = max_model_len_of(t)
+    if (not arch.num_experts and not arch.intermediate_size and mt not in _MLP_ELSEWHERE
+            and any(isinstance(x, AttnLayer) for x in arch.layers)):
+        # a dense model whose MLP width kvplan cannot read would be sized without its MLP
+        raise UnsupportedArchitecture(
+            f"config (model_type {mt!r}) gives no MLP width: none of intermediate_size, "
+            "ffn_hidden_size, n_inner, ffn_dim", hint="add the field the model's vLLM "
+            "implementation reads to the config (or kvplan models add)")
     return arch

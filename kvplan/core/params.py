@@ -271,8 +271,9 @@ def _count_params(arch: ModelArch) -> ParamCount:
             lp.mlp = (3 if gated else 2) * h * inter
         lp.split += lp.mlp
         pc.layers.append(lp)
-    if pc.layers:  # the final norm, on the last pipeline stage
-        pc.layers[-1].replicated += h
+    if pc.layers:  # the final norm, on the last pipeline stage (Falcon's LayerNorm: + bias)
+        pc.layers[-1].replicated += h * (2 if arch.model_type in ("falcon", "RefinedWeb",
+                                                                  "RefinedWebModel") else 1)
     if ple:  # Gemma-3n/4 per-layer embeddings: one vocab x ple table per layer + projection
         vocab_ple = int(t.get("vocab_size_per_layer_input") or arch.vocab_size)
         pc.embed += vocab_ple * ple * arch.num_layers + h * ple * arch.num_layers
