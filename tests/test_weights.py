@@ -75,6 +75,9 @@ def test_estimate_counts_qwen3_norms_output_gate_and_vision_towers():
 
     # Qwen3 q_norm/k_norm (2 x 128 per layer): the tensor counts of shared/hf-configs/PARAMS.md
     assert total("Qwen/Qwen3-8B") == 8_190_735_360
+    # Gemma 2's four norms a layer (input, post-attention, pre-/post-feedforward): PARAMS.md's
+    # 9,241,705,984 for gemma-2-9b (published 9.24B)
+    assert total("google/gemma-2-9b") == 9_241_705_984
     assert total("Qwen/Qwen3-30B-A3B") == 30_532_122_624
     # Qwen2.5-VL-7B: Qwen2.5-7B plus a 32-block SwiGLU ViT (1280 -> 3420, RMSNorm, biases),
     # the 3 x 2 x 14 x 14 patch embedding and the 5120 -> 5120 -> 3584 merger: 8,292,166,656

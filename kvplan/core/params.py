@@ -211,7 +211,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
     ple = int(t.get("hidden_size_per_layer_input") or 0)
     nas = nas_ffn_sizes(arch)
     for i, layer in enumerate(arch.layers):
-        lp = LayerParams(replicated=2 * h)  # two norms
+        # two norms; Gemma 2/3 sandwich each block with two more (pre/post-feedforward)
+        lp = LayerParams(replicated=(4 if arch.model_type in _FOUR_NORMS else 2) * h)
         if isinstance(layer, AttnLayer):
             if layer.parallel_state is not None:
                 lp.state = _state_params(layer.parallel_state, h)
@@ -443,6 +444,9 @@ def ple_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtype_bytes: 
 _NO_ROPE = {"nemotron_h"}
 
 
+# decoder layers with four RMSNorms (gemma2.py / gemma3.py `Gemma2DecoderLayer`: input,
+# post-attention, pre- and post-feedforward)
+_FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
 # models whose vLLM implementation rotates the config's `rotary_dim` (gpt_j.py; minimax_m2.py
 # as partial_rotary_factor = rotary_dim / head_dim, 0.12-0.33)
 _ROTARY_DIM = frozenset({"gptj", "minimax_m2"})
