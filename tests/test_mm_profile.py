@@ -305,12 +305,13 @@ def test_v2_sampler_state_sits_under_the_encoder_peak():
     # `PenaltiesState`, the grammar bitmask), so when the vision encoder sets the profile
     # peak the state is still charged: Qwen2.5-VL-7B on an L4 at 16k with 0.33 holds 256 x
     # (152,064 + 2 x 4,752) x 4 B = 165,445,632 B of it (a helper's hand derivation from the
-    # 0.33 wheel: 2,094 blocks, 33,504 tokens; 2,274 / 36,384 without it)
+    # 0.33 wheel: 2,094 blocks, 33,504 tokens; 2,274 / 36,384 without it; 2,078 / 33,248 with
+    # the V2 encoder runner's [2,048, 3,584] bf16 inputs buffer, which another helper found)
     from kvplan.sources.resolve import resolve_gpu
 
     m = _model("Qwen/Qwen2.5-VL-7B-Instruct")
     r = size(m, resolve_gpu("l4"), EngineArgs(max_model_len=16384), "0.33")
-    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (2094, 33504)
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (2078, 33248)
     lm = size(m, resolve_gpu("l4"), EngineArgs(max_model_len=16384, skip_mm_profiling=True),
               "0.33")
     assert r.to_json()["sampler_state_bytes"] == lm.to_json()["sampler_state_bytes"] == \

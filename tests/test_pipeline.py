@@ -50,9 +50,10 @@ def test_vision_tower_and_encoder_profile_by_stage():
     new = _run("Qwen/Qwen3.5-27B", "h100", "0.33", pipeline_parallel_size=2)
     assert old.stages[0]["weights_bytes"] == new.stages[0]["weights_bytes"]
     assert old.stages[1]["weights_bytes"] > new.stages[1]["weights_bytes"]
-    assert (old.kv_cache_tokens, new.kv_cache_tokens) == (1306876, 1249418)
+    # (with V2's encoder-runner inputs buffer, [8,192, 5,120] bf16, on the stages it counts)
+    assert (old.kv_cache_tokens, new.kv_cache_tokens) == (1304569, 1246998)
     d = new.to_json()["pipeline_stages"]
-    assert [x["stage"] for x in d] == [0, 1] and d[1]["num_gpu_blocks"] == 1549
+    assert [x["stage"] for x in d] == [0, 1] and d[1]["num_gpu_blocks"] == 1546
 
 
 def test_hidden_states_only_models_receive_one_buffer():

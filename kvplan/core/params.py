@@ -429,6 +429,19 @@ def topk_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int) -> int:
     return max_num_batched_tokens * topk * 4
 
 
+def deepstack_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int,
+                           dtype_bytes: int) -> int:
+    """Qwen3-VL's deepstack input buffers, built with the model (qwen3_vl.py
+    `deepstack_input_embeds`: one [max_num_batched_tokens, text hidden] tensor per
+    `deepstack_visual_indexes` entry, 0.11-0.33): 3 x 8,192 x 4,096 x 2 B = 192 MiB for
+    Qwen3-VL-8B; none for Qwen3.5, whose list is empty."""
+    levels = (arch.vision_config or {}).get("deepstack_visual_indexes")
+    if not isinstance(levels, list) or not any(
+            a.startswith("Qwen3VL") for a in arch.architectures):
+        return 0
+    return len(levels) * max_num_batched_tokens * arch.hidden_size * dtype_bytes
+
+
 def ple_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtype_bytes: int) -> int:
     """Gemma 4's wrapper allocates its per-layer-input buffer at load, on the embedding's GPU
     (`Gemma4ForConditionalGeneration.__init__`: `per_layer_embeddings = torch.zeros(

@@ -70,6 +70,7 @@ from kvplan.core.mm import (
 from kvplan.core.mmdecode import reserve
 from kvplan.core.params import (
     count_params,
+    deepstack_buffer_bytes,
     expert_padding,
     fp8_tensor_experts,
     indexer_rope_cache,
@@ -1455,6 +1456,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         arch, version.v[:2], vendor=gpu.vendor, model_dtype=model_dtype, custom_ops=eager_ops),
         indexer_rope=indexer_rope_cache(arch, version.v[:2]))
     weights[0] += ple_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
+    weights = [w + deepstack_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
+               for w in weights]
     weights = [w + topk_buffer_bytes(arch, mnbt) for w in weights]  # every stage's model
     extra, moe_padded = [0] * len(stages), False
     if gpu.vendor == "amd":  # the replay is imported where it applies only
@@ -1615,7 +1618,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # penalty and grammar state on the last stage, charged from 0.27
     sampler_state = M.v2_sampler_state_bytes(seqs, arch.vocab_size, 1 + k_spec) \
         if v2_state else 0
-    act += sampler_state
+    # V2's `EncoderRunner.inputs_embeds` ([max_num_tokens, hidden] in the model dtype) for a
+    # multimodal model whose towers run, allocated with the runner before the profile too
+    mm_embeds = mnbt * arch.hidden_size * dtype_bytes(model_dtype) if (
+        v2_state and arch.vision_config and towers_kept(
+            arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]) else 0
+    act += sampler_state + mm_embeds
     warm = late_lora  # outside the budget: V0's LoRA slots, V2's top-k/top-p warm-up after
     # sizing, 0.24-0.26's state
     if v2 and v2_fp32 is not None:
@@ -1703,7 +1711,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
         # V2's sampler state exists from `load_model`, so it sits under the encoder's peak
         # too (last stage; V2 runs the encoder on the first, so only without PP)
-        held = sampler_state if not (v2 and pp > 1) else 0
+        held = sampler_state + mm_embeds if not (v2 and pp > 1) else 0
         with_enc = [max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB) + held,
                         x + enc.held_for_lm) for x in (act, act_inner)]
         if v2 and pp > 1:  # V2 `profile_run`: the encoder only on `is_first_pp_rank`
