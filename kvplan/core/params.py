@@ -146,7 +146,25 @@ def _attn_params(t: dict, arch: ModelArch, layer: AttnLayer) -> tuple[int, int, 
     return split, qk_norm, kv
 
 
-def _state_params(layer: StateLayer, h: int, full_rank_gate: bool = False) -> int:
+def _mamba1_params(layer: StateLayer, h: int, t: dict) -> int:
+    """vLLM's `MambaMixer` (mamba_mixer.py; Jamba, Mamba, Falcon-Mamba): in_proj h -> 2I,
+    conv1d I x d_conv (+ bias), x_proj I -> R + 2N, dt_proj R -> I with bias, A [I, N] in
+    fp32 (counted twice, as 16-bit units), D [I], out_proj I -> h (+ biases with use_bias),
+    and Jamba's dt/B/C RMSNorms. R: `mamba_dt_rank` / `time_step_rank`. Jamba-1.5-Mini: a
+    helper's count from the 0.33 wheel."""
+    i, n = layer.intermediate, layer.d_state
+    r = int(t.get("mamba_dt_rank") or t.get("time_step_rank") or -(-h // 16))
+    conv_bias = bool(t.get("mamba_conv_bias", t.get("use_conv_bias", True)))
+    bias = bool(t.get("mamba_proj_bias", t.get("use_bias", False)))
+    out = (h * 2 * i + i * layer.d_conv + (i if conv_bias else 0) + i * (r + 2 * n)
+           + r * i + i + 2 * i * n + i + i * h + (3 * i + h if bias else 0))
+    return out + (r + 2 * n if t.get("model_type") == "jamba" else 0)
+
+
+def _state_params(layer: StateLayer, h: int, full_rank_gate: bool = False,
+                  t: dict | None = None) -> int:
+    if layer.kind == "mamba1" and t is not None:
+        return _mamba1_params(layer, h, t)
     if layer.kind == "shortconv":  # LFM2: in_proj (3 x hidden), out_proj, depthwise conv
         return 4 * h * h + h * layer.d_conv
     if layer.kind == "kda":  # q/k/v/o, forget and output gates (low-rank unless full-rank),
@@ -228,7 +246,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
             lp.kv_proj = kv
             lp.kv_heads = layer.num_kv_heads
         elif isinstance(layer, StateLayer):
-            lp.state = _state_params(layer, h, bool((t.get("linear_attn_config") or {}).get(
+            lp.state = _state_params(layer, h, t=t, full_rank_gate=bool((t.get(
+                "linear_attn_config") or {}).get(
                 "use_full_rank_gate")))
             lp.split += lp.state
         elif arch.model_type.startswith("gemma4") and kv_shared_from <= i:
