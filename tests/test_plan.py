@@ -388,3 +388,19 @@ def test_recommend_keeps_dspark_draft_slots_inside_the_token_budget(capsys):
                          "--speculative-config", spec, "--vllm-version", "0.26",
                          "--max-num-seqs", "1366")
     assert code == 2 and "refuses to start" in err
+
+
+def test_recommended_cap_is_safe_on_its_own_pool(capsys):
+    # the cap first comes from the pool at vLLM's default 1,024 sequences (6 here); sized
+    # again at the cap, the pool grows (a smaller profile and CUDA-graph grid) and the cap is
+    # raised while the risk policy holds on the pool the raised cap leaves: 13, 8 replicas
+    import json
+
+    from kvplan.cli import main
+
+    assert main(["recommend", "llama-3.1-70b-instruct", "--gpu", "h100", "-tp", "2",
+                 "--kv-cache-dtype", "fp8", "--workload", "rag", "--rate", "5",
+                 "--max-model-len", "32768", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["max_num_seqs"] == rec["safe_max_num_seqs"] == 13
+    assert rec["replicas"] == 8

@@ -4,12 +4,14 @@ the fleet, with `kvplan recommend`'s planner (`core.plan.plan_one`)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from kvplan.check.base import FAIL, PASS, SKIP
 from kvplan.check.checks import local_engines
 from kvplan.check.mapping import Parsed, spelled
 from kvplan.check.sizing_checks import replicas_fix
+from kvplan.errors import BadInput
 
 
 def build_workload(spec: Any) -> Any:
@@ -76,7 +78,13 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
         return
     wl = build_workload(decl.workload)
     tg = targets_of(decl.slo, wl)
-    plan = plan_one(model, gpu, r.args, version, wl, tg)
+    # the suggestion is the cap `kvplan recommend` emits: planned as if unset, so the pool
+    # is the one the fixed command gets (`plan_one` re-sizes it at the cap), unless only the
+    # given cap lets the engine start
+    try:
+        plan = plan_one(model, gpu, replace(r.args, max_num_seqs=None), version, wl, tg)
+    except BadInput:
+        plan = plan_one(model, gpu, r.args, version, wl, tg)
     at = ""
     if out.has("max-model-len-fits", FAIL):
         at = f" (with {spelled(p.engine, 'max_model_len')} {r.max_model_len})"

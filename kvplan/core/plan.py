@@ -147,6 +147,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     safe = capacity.safe_max_num_seqs(d, usable, t.preempt_risk)
     ceiling = capacity.mean_ceiling(d, usable)
     n = guaranteed if t.policy == "guaranteed" else safe
+    capacity_bound = True  # n is the policy's count, not cut by a scheduler limit or the SLO
     notes: list[str] = []
     if r.args.speculative:  # capacity yes, speed no
         notes.append("speculative decoding: its draft layers and weights are in the KV figures; "
@@ -164,14 +165,14 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     if n > mnbt:  # `SchedulerConfig`: max_num_batched_tokens must be >= max_num_seqs
         notes.append(f"max_num_seqs {mnbt} (not {n}): vLLM needs max_num_batched_tokens "
                      f"({mnbt}) >= max_num_seqs; raise --max-num-batched-tokens to run more")
-        n = mnbt
+        n, capacity_bound = mnbt, False
     slots = parallel_draft_slots(r.args.speculative, r.version) if r.args.speculative else 0
     if slots and n * slots >= mnbt:  # 0.25-0.27 DFlash / DSpark: k - 1 slots per request
         cap = (mnbt - 1) // slots
         notes.append(f"max_num_seqs {cap} (not {n}): {r.args.speculative.method}'s {slots} "
                      f"draft slots per request must leave scheduled tokens in "
                      f"max_num_batched_tokens ({mnbt}); raise it to run more")
-        n = cap
+        n, capacity_bound = cap, False
     feasible, why = True, ""
     if n < 1:
         feasible, why = False, ("not one sequence fits with the required safety"
@@ -193,22 +194,37 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
             if lo < n:
                 notes.append(f"max_num_seqs {lo} (not {n}) keeps TPOT within "
                              f"{t.tpot_ms:g} ms")
+                capacity_bound = False
             n = lo
     if resize_pool and args.max_num_seqs is None and n < r.max_num_seqs:
         # the emitted --max-num-seqs shrinks vLLM's profile (the dummy sampler runs n
-        # requests) and its CUDA-graph grid (up to 2n): size the pool the command gets
+        # requests) and its CUDA-graph grid (up to 2n): size the pool the command gets, then
+        # raise the cap while the policy still holds on the pool the raised cap leaves
+        r0 = r
         r2 = size(model, gpu, replace(args, max_num_seqs=n), version, hints=False)
         gain = r2.budget.available_kv - r.budget.available_kv
         if r2.fits and gain > 0:
-            d = capacity.demand(r2.groups, wl, r2.max_model_len)
-            guaranteed = capacity.guaranteed_max_num_seqs(d, r2.usable_blocks)
-            safe = capacity.safe_max_num_seqs(d, r2.usable_blocks, t.preempt_risk)
-            ceiling = capacity.mean_ceiling(d, r2.usable_blocks)
+            cand = n
+            for _ in range(8):
+                d = capacity.demand(r2.groups, wl, r2.max_model_len)
+                g2 = capacity.guaranteed_max_num_seqs(d, r2.usable_blocks)
+                s2 = capacity.safe_max_num_seqs(d, r2.usable_blocks, t.preempt_risk)
+                if (g2 if t.policy == "guaranteed" else s2) < cand:
+                    break  # the raised cap no longer holds: keep the last one that did
+                n, r, guaranteed, safe = cand, r2, g2, s2
+                ceiling = capacity.mean_ceiling(d, r2.usable_blocks)
+                up = min(g2 if t.policy == "guaranteed" else s2, mnbt, r0.max_num_seqs)
+                if not capacity_bound or up <= n:
+                    break
+                cand = up
+                r2 = size(model, gpu, replace(args, max_num_seqs=cand), version, hints=False)
+                if not r2.fits:
+                    break
+            gain = r.budget.available_kv - r0.budget.available_kv
             if gain >= GiB // 4:
                 notes.append(f"with --max-num-seqs {n} vLLM profiles {n} sequences instead of "
-                             f"{r.max_num_seqs} (and captures CUDA graphs only up to its "
+                             f"{r0.max_num_seqs} (and captures CUDA graphs only up to its "
                              f"grid): {gain / GiB:.1f} GiB more KV per GPU than at the default")
-            r = r2
     pt = point(n)
     fleet = size_fleet(pt, n, o_mean, wl, t)
     replicas, per_replica_rps, rate = fleet.replicas, fleet.per_replica_rps, fleet.rate
