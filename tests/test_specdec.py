@@ -214,12 +214,12 @@ def test_eagle3_head_weights():
 def test_cli_speculative_config(capsys):
     from kvplan.cli import main
 
-    code = main(["size", "qwen3.6-27b", "--gpu", "b200", "--max-model-len", "32k",
+    code = main(["size", "qwen3.6-27b-nvfp4", "--gpu", "b200", "--max-model-len", "32k",
                  "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}',
                  "--json"])
     d = json.loads(capsys.readouterr().out)
     assert code == 0 and any("speculative decoding (mtp, k=2)" in n for n in d["notes"])
-    code = main(["size", "qwen3.6-27b", "--gpu", "b200", "--speculative-config", "{mtp"])
+    code = main(["size", "qwen3.6-27b-nvfp4", "--gpu", "b200", "--speculative-config", "{mtp"])
     assert code == 2 and "is not JSON" in capsys.readouterr().err
 
 
