@@ -454,6 +454,10 @@ def test_http_error_exits_2(serve, capsys):
     ("vllm:num_requests_running abc\n", "not Prometheus text format"),
     ("process_open_fds 45.0\n", "no vLLM or SGLang metrics"),
     ("", "no vLLM or SGLang metrics"),
+    # vLLM samples without the scheduler gauges a V1 engine exports from start-up: a partial
+    # scrape, not an idle server (it was "HEALTHY", exit 0)
+    ('vllm:request_decode_time_seconds_count{model_name="m"} 3.0\n',
+     "no vLLM scheduler metrics (requests running, KV cache usage)"),
 ])
 def test_malformed_or_foreign_text_exits_2(serve, capsys, body, message):
     code, out, err = run(capsys, "diagnose", serve([body]))

@@ -161,7 +161,10 @@ def parse(text: str, source: str = "<text>") -> list[Scrape]:
     out = [_scrape(c, source) for c in _chunks(families)]
     if not any(has_engine_metrics(s) for s in out):
         out = out[-1:]
-        out[0].declared = any(f.name.startswith(("vllm:", "sglang:")) for f in families)
+        ours = [f for f in families if f.name.startswith(("vllm:", "sglang:"))]
+        # declared only: HELP/TYPE lines without one sample (a V0 server before its first
+        # request); samples of other families without the gauges are a partial scrape
+        out[0].declared = bool(ours) and not any(f.samples for f in ours)
     return out
 
 

@@ -93,9 +93,13 @@ def usable(scrapes: list[Scrape], source: str) -> list[Scrape]:
     """The scrapes, or BadInput when `source` holds no vLLM/SGLang metrics at all."""
     if any(has_engine_metrics(s) or s.declared for s in scrapes):
         return scrapes
-    raise BadInput(f"no vLLM or SGLang metrics in {source}",
-                   hint="point at the server's /metrics (vLLM: the API port; SGLang: "
-                        "--enable-metrics)")
+    hint = "point at the server's /metrics (vLLM: the API port; SGLang: --enable-metrics)"
+    if any(s.model_names for s in scrapes):  # vLLM samples, but none of the scheduler's
+        raise BadInput(f"no vLLM scheduler metrics (requests running, KV cache usage) in "
+                       f"{source}, only other vLLM samples: a V1 engine exports them from "
+                       "start-up, so this is a partial scrape, a router or another process",
+                       hint=hint)
+    raise BadInput(f"no vLLM or SGLang metrics in {source}", hint=hint)
 
 
 def from_files(paths: list[str], interval: float) -> tuple[list[Scrape], bool]:
