@@ -173,6 +173,10 @@ def test_gpu_memory_override(capsys):
                        "--max-model-len", "8192", "--json")
     d = json.loads(out)
     assert code == 0 and d["gpu_memory_bytes"] == 24 * 2**30
+    # a bare 24 is 24 bytes: a missing unit is bad input (exit 2), not "does not fit" (exit 1)
+    code, out, err = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu-memory", "24")
+    assert code == 2 and "--gpu-memory 24 is 24 bytes, less than any GPU" in err
+    assert "give a unit, e.g. 24GiB" in err
 
 
 def test_unknown_model_suggests(capsys):

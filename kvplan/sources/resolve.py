@@ -89,6 +89,10 @@ def parse_gpu_memory(memory: str, what: str = "--gpu-memory") -> int:
     if not 0 < mem <= MAX_GPU_MEMORY:
         raise BadInput(f"{what} {memory} is not a GPU's memory (0 to 16 TiB)",
                        hint="e.g. 24GiB, or 19.5GiB for a MIG slice")
+    if mem < 1 << 30:  # a bare '24' is 24 bytes: surely a missing unit
+        raise BadInput(f"{what} {memory} is {mem:,} bytes, less than any GPU",
+                       hint=f"give a unit, e.g. {memory}GiB" if str(memory).strip()
+                       .replace(".", "", 1).isdigit() else "e.g. 24GiB")
     return mem
 
 
