@@ -30,11 +30,11 @@ def render_models(cat: Catalog, as_json: bool) -> None:
 
     t = Table(title=f"{len(rows)} models", title_justify="left")
     for col in ("id", "aliases", "family", "model_type", "weights"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for r in rows:
         w = f"{r['weights_bytes'] / GiB:.1f} GiB" if r["weights_bytes"] else "estimated"
         t.add_row(r["id"], ", ".join(r["aliases"][:3]), r["family"], r["model_type"], w)
-    Console().print(t)
+    _console(Console).print(t)
 
 
 def render_gpus(cat: Catalog, as_json: bool) -> None:
@@ -60,11 +60,17 @@ def render_gpus(cat: Catalog, as_json: bool) -> None:
     from rich.table import Table
 
     t = Table(title=f"{len(rows)} GPUs", title_justify="left")
-    for col in ("id", "name", "memory (CUDA)", "GB/s", "bf16 TFLOP/s", "$/h"):
-        t.add_column(col)
+    for col in ("id", "aliases", "name", "memory (CUDA)", "GB/s", "bf16 TFLOP/s", "$/h"):
+        t.add_column(col, overflow="fold")
     for r in rows:
         mem = f"{r['memory_bytes'] / GiB:.2f} GiB" if r["memory_bytes"] else "-"
-        t.add_row(r["id"], r["name"], mem, str(r["bandwidth_gbps"] or "-"),
-                  str(r["tflops_bf16"] or "-"),
+        t.add_row(r["id"], ", ".join(r["aliases"][:3]), r["name"], mem,
+                  str(r["bandwidth_gbps"] or "-"), str(r["tflops_bf16"] or "-"),
                   f"{r['price_per_hour']:.2f}" if r["price_per_hour"] else "-")
-    Console().print(t)
+    _console(Console).print(t)
+
+
+def _console(cls):
+    """Piped output (CI logs, grep) gets whole ids: Rich would fit 80 columns by cutting
+    cells with an ellipsis."""
+    return cls() if sys.stdout.isatty() else cls(width=400)
