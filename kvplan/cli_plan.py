@@ -25,12 +25,14 @@ USERS = typer.Option(None, "--users", help="Concurrent users (closed loop) inste
 THINK = typer.Option(5.0, "--think-time", help="Seconds a user waits between requests.")
 PREFIX = typer.Option(0.0, "--prefix-hit", help="Share of prompt tokens served from the "
                       "prefix cache (0-1).")
-GPU = typer.Option(None, "--gpu", "-g", help="GPU id/alias/name; recommend takes several "
-                   "(comma-separated) or 'any'.")
+GPU = typer.Option(None, "--gpu", "-g", help="GPU id/alias/name, several (comma-separated) "
+                   "or 'any'.")
+GPU_ONE = typer.Option(None, "--gpu", "-g", help="GPU id/alias/name.")
 VERSION = typer.Option(None, "--vllm-version")
 MML = typer.Option(None, "--max-model-len")
-KVD = typer.Option("auto", "--kv-cache-dtype", help="recommend: names joined by | are each "
-                   "tried ('auto|fp8', 'fp8|nvfp4').")
+KVD = typer.Option("auto", "--kv-cache-dtype", help="Names joined by | are each tried "
+                   "('auto|fp8', 'fp8|nvfp4').")
+KVD_ONE = typer.Option("auto", "--kv-cache-dtype", help="vLLM's --kv-cache-dtype.")
 UTIL = typer.Option(None, "--gpu-memory-utilization")
 MNBT = typer.Option(None, "--max-num-batched-tokens")
 CATALOG = typer.Option(None, "--catalog")
@@ -125,9 +127,9 @@ def memory_extras(enable_lora: bool, max_loras: int, max_lora_rank: int,
 def register(app: typer.Typer) -> None:
     @app.command("throughput")
     def throughput_cmd(
-        model: str = typer.Argument(...), gpu: Optional[str] = GPU,
+        model: str = typer.Argument(...), gpu: Optional[str] = GPU_ONE,
         tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp"),
-        max_model_len: Optional[str] = MML, kv_cache_dtype: str = KVD,
+        max_model_len: Optional[str] = MML, kv_cache_dtype: str = KVD_ONE,
         gpu_memory_utilization: Optional[float] = UTIL,
         max_num_batched_tokens: Optional[str] = MNBT,
         batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes",

@@ -11,7 +11,7 @@ import typer
 from kvplan.cli_plan import (
     CATALOG,
     JSON_OPT,
-    KVD,
+    KVD_ONE,
     LORA,
     LORA_RANK,
     MAX_LORAS,
@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Argument(...),
         gpu: Optional[str] = typer.Option(None, "--gpu", "-g"),
         tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp"),
-        max_model_len: Optional[str] = MML, kv_cache_dtype: str = KVD,
+        max_model_len: Optional[str] = MML, kv_cache_dtype: str = KVD_ONE,
         gpu_memory_utilization: Optional[float] = UTIL,
         max_num_batched_tokens: Optional[str] = MNBT,
         max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs",

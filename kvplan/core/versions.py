@@ -163,7 +163,7 @@ class VllmVersion:
 
     @classmethod
     def of(cls, text: str | None) -> VllmVersion:
-        text = text or LATEST
+        text = (str(text).strip().lstrip("vV") if text is not None else "") or LATEST
         return cls(text=text, v=parse_version(text))
 
     def at_least(self, major: int, minor: int, patch: int = 0) -> bool:
