@@ -149,6 +149,8 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     n = guaranteed if t.policy == "guaranteed" else safe
     capacity_bound = True  # n is the policy's count, not cut by a scheduler limit or the SLO
     notes: list[str] = []
+    if gpu.memory_note:  # the plan ranks this GPU on an inferred total
+        notes.append(f"{gpu.id}: {gpu.memory_note}; --gpu-memory SIZE gives the one it reports")
     if r.args.speculative:  # capacity yes, speed no
         notes.append("speculative decoding: its draft layers and weights are in the KV figures; "
                      "the throughput and latency shown are without it (no acceptance model)")
