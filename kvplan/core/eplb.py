@@ -42,7 +42,9 @@ def check_eplb(*, enabled: bool, redundant: int, expert_parallel: bool, ranks: i
                        f"{version}", hint="use --vllm-version 0.11 or later", flag="enable_eplb")
     if not expert_parallel:
         raise BadInput("enable_expert_parallel must be True to use EPLB",
-                       hint="add --enable-expert-parallel", flag="enable_eplb")
+                       hint="add --enable-expert-parallel" if experts else
+                       "EPLB balances MoE experts and this model has none: drop --enable-eplb",
+                       flag="enable_eplb")
     if ranks <= 1:
         raise BadInput("EPLB requires tensor or data parallelism (TP x DP > 1)",
                        flag="enable_eplb")

@@ -1195,8 +1195,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             raise BadInput(
                 f"--max-model-len {mml} exceeds the model's maximum of {derived} "
                 f"({derived_src})",
-                hint=f"use --max-model-len {derived} or less "
-                     "(vLLM allows more only with --env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")
+                hint=f"use --max-model-len {derived} or less; vLLM allows more only with "
+                     "--env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
         if mml < 1:
             raise BadInput("--max-model-len must be >= 1")
     if a.usage not in ("serve", "llm", "engine"):

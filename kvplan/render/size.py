@@ -109,7 +109,7 @@ def render_size(r: SizeResult, stream=None) -> None:
                    f"({r.block_size} tokens, {groups}; 1 null block)"],
         ["GPU KV cache size", f"{fmt_int(r.kv_cache_tokens)} tokens (as vLLM logs it)"],
         ["max concurrency", f"{r.max_concurrency:.2f}x at {fmt_int(r.max_model_len)} tokens "
-                            f"({r.blocks_per_request} blocks per request)"],
+                            f"({fmt_int(r.blocks_per_request)} blocks per request)"],
         ["max_model_len", f"{fmt_int(r.max_model_len)} ({r.max_model_len_source})"],
         ["scheduler", f"max_num_seqs {r.max_num_seqs} · max_num_batched_tokens "
                       f"{fmt_int(r.max_num_batched_tokens)}"],
