@@ -308,6 +308,19 @@ def test_intermittent_preemption_below_full(serve, capsys):
     assert d["recommended_max_num_seqs"] == 121
 
 
+def test_spiral_that_starts_inside_the_window(serve, capsys):
+    # one healthy scrape, then preemptions climbing while the pool reads 99-100 %: the mean
+    # KV (83 %) is below 90 %, but the counter rose over intervals that end full, so it is a
+    # spiral, and "below 90 % at scrape times" would be false (a user review's case)
+    states = [{None: State(running=r, waiting=q, kv=k, preemptions=p, finished=finished(f))}
+              for r, q, k, p, f in ((40, 0, 0.50, 0, 100), (60, 30, 0.99, 50, 110),
+                                    (60, 80, 1.0, 400, 115))]
+    code, d, _ = run_json(capsys, "diagnose", serve(series(states)), "--interval", "0.01")
+    f = d["findings"][0]
+    assert code == 1 and (f["id"], f["severity"]) == ("preemption_spiral", "critical")
+    assert not any("below 90%" in e for x in d["findings"] for e in x["evidence"])
+
+
 def test_standing_queue(serve, capsys):
     states = [{None: State(running=64, waiting=20, kv=0.5, finished=finished(f))}
               for f in (100, 150, 200)]

@@ -176,15 +176,25 @@ def preemption(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None
     lower = _lower_cap(ctx, cap)
     fix = ([lower, f"or enlarge the pool: {_bigger_pool(ctx.server)}"] if lower
            else [f"enlarge the pool: {_bigger_pool(ctx.server)}"])
-    if kv is not None and kv.mean >= KV_FULL:
+    if kv is not None and (kv.mean >= KV_FULL or _full_when_preempting(w)):
         return Finding("preemption_spiral", "critical",
                        "Preemption spiral: the KV cache is full and running requests are "
                        "evicted and recomputed", ev, fix, data=data)
-    ev.append(f"KV usage below {KV_FULL:.0%} at scrape times: it peaks between scrapes")
+    if kv is None or kv.max < KV_FULL:
+        ev.append(f"KV usage below {KV_FULL:.0%} at scrape times: it peaks between scrapes")
     if lower is None:
         fix.append("scrape more often (--interval) to catch the peaks")
     return Finding("intermittent_preemption", "warning",
                    "Preemptions while the KV cache reads below full", ev, fix, data=data)
+
+
+def _full_when_preempting(w: EngineWindow) -> bool:
+    """Preemptions rose over an interval that ends with the KV cache full: a spiral that
+    began inside the window (its mean KV still holds the healthy scrapes before it)."""
+    kv = dict(w.points("kv_cache_usage"))
+    pre = [(t, s.counters["preemptions"]) for t, s in zip(w.times, w.snaps)
+           if "preemptions" in s.counters]
+    return any(b > a and kv.get(t, 0.0) >= KV_FULL for (_, a), (t, b) in zip(pre, pre[1:]))
 
 
 def limit(cap: Cap | None, kv: Level | None, running: Level | None) -> str:
