@@ -448,6 +448,12 @@ def test_cpu_offload_moves_weights_to_host_memory(capsys):
     assert any("cross PCIe on every forward pass" in n for n in off["notes"])
     code, _, err = run(capsys, *base, "--cpu-offload-gb", "-1")
     assert code == 2 and "--cpu-offload-gb must be a number >= 0" in err
+    # only decoder layers are wrapped: past their bytes the embedding, the untied LM head and
+    # the rotary cache stay (Qwen3-8B: 2 x 151,936 x 4,096 x 2 B + 40,960 x 128 x 2 B)
+    code, out, _ = run(capsys, "size", "qwen3-8b", "--gpu", "l4", "--max-model-len", "32768",
+                       "--cpu-offload-gb", "64", "--json")
+    assert code == 0 and json.loads(out)["weights_bytes_per_gpu"] == \
+        2 * 151936 * 4096 * 2 + 40960 * 128 * 2
 
 
 def test_performance_mode_throughput_doubles_the_batch_defaults(capsys):

@@ -1517,7 +1517,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         # `UVAOffloader.wrap_modules`: decoder-layer parameters move to pinned host memory,
         # parameter by parameter, until cpu_offload_gb GiB (per GPU) are offloaded
         off = int(a.cpu_offload_gb * GiB)
-        weights = [max(w - off, 0) for w in weights]
+        # only decoder layers are wrapped: the embedding, LM head and rotary cache stay
+        pc, wb = count_params(arch), weight_bytes(arch, dtype_bytes(model_dtype),
+                                                   a.quantization, model.quant_file)
+        embed = int(pc.embed / tp * wb.other)
+        last = len(weights) - 1  # a tied head is the embedding, copied only past stage 0
+        head = int(pc.lm_head / tp * wb.lm_head_bytes) if pc.lm_head else (
+            embed if last else 0)
+        weights = [w - min(off, max(0, w - rope - (embed if si == 0 else 0)
+                                    - (head if si == last else 0)))
+                   for si, w in enumerate(weights)]
         notes.append(f"--cpu-offload-gb {a.cpu_offload_gb:g}: up to {a.cpu_offload_gb:g} GiB of "
                      "weights per GPU stay in host memory and cross PCIe on every forward pass "
                      "(the throughput model does not count that)")
