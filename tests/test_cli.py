@@ -799,3 +799,13 @@ def test_forced_attention_backends(capsys):
     assert (old["block_size"], old["cudagraph_mode"]) == (16, "PIECEWISE")
     assert run_json(*r1, "--gpu", "h200", "--vllm-version", "0.16", "--env",
                     "VLLM_ATTENTION_BACKEND=TRITON_MLA")["block_size"] == 64
+
+
+def test_num_gpu_blocks_override_past_the_gpu_does_not_fit(capsys):
+    # vLLM allocates the override's blocks whatever the profile found, so 40,000 blocks of
+    # 2 MiB beside Llama-3.1-8B on an H100 run out of memory (a helper's reading of 0.33):
+    # exit 1 naming the most that fit
+    code, out, _ = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100",
+                       "--num-gpu-blocks-override", "40000", "--offline")
+    assert code == 1 and "--num-gpu-blocks-override 40,000 needs 78.12 GiB" in out
+    assert "31,048 blocks at most" in out

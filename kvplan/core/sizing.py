@@ -2050,6 +2050,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                    f"beside {non_kv / GiB:.2f} GiB of weights, activations and graphs on the "
                    f"{gpu.memory_bytes / GiB:.2f} GiB GPU: vLLM runs out of memory allocating "
                    f"it; {kv_max / GiB:.2f} GiB at most")
+    elif a.engine == "vllm" and a.num_gpu_blocks_override is not None and \
+            num_blocks * bpb > max(kv_max, bud.kv_pool):
+        # vLLM allocates the override's blocks whatever the profile found (`get_kv_cache_
+        # configs` replaces num_blocks) and runs out of memory past what the GPU has left
+        fits, hints = False, False
+        failure = (f"--num-gpu-blocks-override {num_blocks:,} needs "
+                   f"{num_blocks * bpb / GiB:.2f} GiB of KV cache beside {non_kv / GiB:.2f} GiB "
+                   f"of weights, activations and graphs on the {gpu.memory_bytes / GiB:.2f} GiB "
+                   f"GPU: vLLM runs out of memory allocating it; "
+                   f"{max(kv_max, bud.kv_pool) // bpb:,} blocks at most")
     elif bud.available_kv <= 0:
         fits = False
         failure = ("no memory left for the KV cache after weights, activations and graphs "
