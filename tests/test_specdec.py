@@ -532,3 +532,16 @@ def test_v2_speculator_hidden_state_buffer():
     # n-gram keeps no hidden states
     ngram = from_config({"method": "ngram", "num_speculative_tokens": 3})
     assert hidden_buffer_bytes(ngram, normalize(m.config), True, 8192, 2) == 0
+
+
+def test_v2_draft_model_captures_no_graphs():
+    # 0.31+ V2 runs a separate draft model (`StandaloneARSpeculator`) without CUDA graphs:
+    # its 16 layers are in no capture (a helper's hand derivation from the 0.33 wheel)
+    from kvplan.engines.vllm_spec import speculative
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    spec = speculative({"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct",
+                        "num_speculative_tokens": 4}, resolve_model)
+    r = size(resolve_model("meta-llama/Llama-3.3-70B-Instruct"), resolve_gpu("h100"),
+             EngineArgs(tensor_parallel_size=4, speculative=spec), "0.33")
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (25910, 414560)

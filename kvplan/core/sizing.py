@@ -1829,6 +1829,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     draft_graphs = M.drafter_cudagraph_graphs(seqs, mnbt, graph_mode, k_spec, **grid) if (
         spec and v2 and version.at_least(0, 29) and (spec.method in ("eagle", "eagle3") or (
             spec.method == "mtp" and not SD.multi_module_mtp(arch, spec)))) else 0
+    # V2's separate draft model (`StandaloneARSpeculator`, 0.31+) drafts without CUDA graphs:
+    # its layers are in no capture
+    draft_eager = bool(spec and v2 and spec.method == "draft_model" and version.at_least(0, 31))
     if a.enable_lora:  # one capture per LoRA case
         from kvplan.core.lora import graph_cases
 
@@ -1877,7 +1880,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     def graph_estimate(rng: range) -> int:
         # graph nodes grow with depth in transformer blocks (mixer + FFN); the drafter's
         # layers (on the last stage) with its own graph count where it captures its own
-        n_draft = max(0, rng.stop - stages[-1].stop) if draft_graphs else 0
+        n_draft = max(0, rng.stop - stages[-1].stop) if draft_graphs or draft_eager else 0
         depth = len(rng) - n_draft
         depth = depth / 2 if arch.half_block_layers else depth
         return stack + M.cudagraph_estimate(
