@@ -545,3 +545,18 @@ def test_v2_draft_model_captures_no_graphs():
     r = size(resolve_model("meta-llama/Llama-3.3-70B-Instruct"), resolve_gpu("h100"),
              EngineArgs(tensor_parallel_size=4, speculative=spec), "0.33")
     assert (r.num_gpu_blocks, r.kv_cache_tokens) == (25910, 414560)
+
+
+def test_dflash_full_graph_aux_staging_033():
+    # 0.33's DFlash keeps the target's aux hidden states for its FULL graph's context step:
+    # [min(1,024 x (8 + 1), 8,192), 5 aux layers x 2,048] bf16 = 160 MiB (a helper's reading)
+    from kvplan.core.arch import normalize
+    from kvplan.core.specdec import dflash_aux_staging_bytes
+    from kvplan.engines.vllm_spec import speculative
+    from kvplan.sources.resolve import resolve_model
+
+    target = normalize(resolve_model("nvidia/Qwen3.6-35B-A3B-NVFP4").config)
+    spec = speculative({"method": "dflash", "model": "z-lab/Qwen3.6-35B-A3B-DFlash",
+                        "num_speculative_tokens": 8}, resolve_model)
+    assert dflash_aux_staging_bytes(spec, target, 1024, 8192, 2) == 8192 * 5 * 2048 * 2
+    assert dflash_aux_staging_bytes(spec, target, 64, 8192, 2) == 64 * 9 * 5 * 2048 * 2

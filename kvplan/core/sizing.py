@@ -1661,6 +1661,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                         ", above gpu_memory_utilization in this release"))
     hidden = SD.hidden_buffer_bytes(spec, arch, v2, mnbt, dtype_bytes(model_dtype)) \
         if spec else 0
+    if spec and v2 and version.at_least(0, 33) and not a.enforce_eager and \
+            a.cudagraph_mode in (None, "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"):
+        hidden += SD.dflash_aux_staging_bytes(spec, arch, seqs, mnbt, dtype_bytes(model_dtype))
     if hidden:  # the speculator's hidden-state buffer, allocated before the profile too
         if version.at_least(0, 27):
             act += hidden

@@ -341,6 +341,22 @@ def hidden_buffer_bytes(spec: SpecDecode, arch: ModelArch, v2: bool, mnbt: int,
     return mnbt * h * d
 
 
+def dflash_aux_staging_bytes(spec: SpecDecode, arch: ModelArch, seqs: int, mnbt: int,
+                             d: int) -> int:
+    """DFlash's FULL-graph staging of the target's aux hidden states (0.33
+    `DFlashSpeculator.__init__` `_aux_staging`: [min(max_num_seqs x (k + 1), max_num_tokens),
+    aux layers x hidden] in the model dtype, with FULL decode graphs), allocated before the
+    profile."""
+    da = draft_arch(spec)
+    if spec.method != "dflash" or da is None:
+        return 0
+    dt = da.text_config
+    aux = len((dt.get("dflash_config") or {}).get("target_layer_ids")
+              or dt.get("target_layer_ids") or [])
+    rows = min(seqs * (spec.num_speculative_tokens + 1), mnbt)
+    return rows * aux * arch.hidden_size * d
+
+
 def profile_batch(spec: SpecDecode | None, v2: bool, version: VllmVersion, mnbt: int,
                   seqs: int) -> tuple[int, int]:
     """The profile run's dummy batch (tokens, requests). From 0.31 V2's `_dummy_run` caps
