@@ -1801,7 +1801,7 @@ def test_fp8_kv_on_ada_notes_flashinfer_workspace_in_graph_probe():
 
     def noted(version, kv):
         r = size(m, l40s, EngineArgs(max_model_len=40960, kv_cache_dtype=kv), version)
-        return any("fp8 KV cache on Ampere/Ada runs on FlashInfer" in n for n in r.notes)
+        return any("fp8 KV cache on Ampere/Ada/SM12x runs on FlashInfer" in n for n in r.notes)
     assert noted("0.33", "fp8") and not noted("0.33", "auto") and not noted("0.19", "fp8")
 
 

@@ -161,6 +161,20 @@ def test_mlp_width_from_the_hidden_size_or_refused():
         normalize(bare)
 
 
+def test_minimax_m3_dense_layers_use_dense_intermediate_size():
+    # minimax_m3/nvidia/model.py: the first_k_dense_replace layers build MiniMaxM3MLP with
+    # `dense_intermediate_size` (12,288), not the experts' 3,072: 3 x 3 x h x 9,216 more
+    from kvplan import catalog
+    from kvplan.sources.resolve import model_from_entry
+
+    m = model_from_entry(*catalog.load("models").get("MiniMaxAI/MiniMax-M3"))
+    a = normalize(m.config)
+    t = a.text_config
+    plain = {**m.config, "dense_intermediate_size": t["intermediate_size"]}
+    assert count_params(a).total - count_params(normalize(plain)).total == \
+        3 * 3 * a.hidden_size * (12288 - 3072)
+
+
 def test_lfm2_parameters_from_block_ff_dim():
     a = normalize(LFM2_12B)
     assert a.intermediate_size == 8192  # 2/3 x 12,288, rounded up to a multiple of 256

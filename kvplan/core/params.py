@@ -285,7 +285,9 @@ def _count_params(arch: ModelArch) -> ParamCount:
             lp.mlp = 3 * h * nas[i]
             lp.replicated -= h * ((layer is None) + (nas[i] == 0))  # norms of no-op parts
         else:
-            inter = int(t.get("intermediate_size_mlp") or arch.intermediate_size)
+            # MiniMax-M3's dense layers: `dense_intermediate_size` (minimax_m3/nvidia/model.py)
+            inter = int(t.get("intermediate_size_mlp") or (
+                t.get("dense_intermediate_size") if n_exp else None) or arch.intermediate_size)
             if t.get("use_double_wide_mlp") and layer is None:
                 inter *= 2  # Gemma-3n/4: KV-sharing layers carry a double-width MLP
             lp.mlp = (3 if gated else 2) * h * inter

@@ -1917,12 +1917,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "workspaces (and a 394 MiB decode buffer) are first allocated inside the "
                      "CUDA-graph probe and counted in vLLM's estimate; read in the source, "
                      "unmeasured, not in this estimate: expect up to about 0.9 GiB less KV cache")
-    if (gpu.vendor == "nvidia" and (8, 0) <= cc_tuple(cc) < (9, 0) and kv.startswith("fp8")
-            and not arch.is_mla and profiled and a.estimate_cudagraphs
+    if (gpu.vendor == "nvidia" and ((8, 0) <= cc_tuple(cc) < (9, 0) or cc_major(cc) == 12)
+            and kv.startswith("fp8") and not arch.is_mla and profiled and a.estimate_cudagraphs
             and a.kv_cache_memory_bytes is None):
         # FA2 stores no fp8 (`flash_attn_supports_kv_cache_dtype`), so FlashInfer runs the
-        # attention; its workspace is first allocated in the graph probe (read, unmeasured)
-        notes.append("an fp8 KV cache on Ampere/Ada runs on FlashInfer (FlashAttention 2 "
+        # attention; its workspace is first allocated in the graph probe (read, unmeasured;
+        # a 0.28 RTX 5090 pair of starts shows fp8 KV 0.21 GiB short of auto)
+        notes.append("an fp8 KV cache on Ampere/Ada/SM12x runs on FlashInfer (FlashAttention 2 "
                      "stores no fp8), whose 394 MiB workspace is first allocated inside the "
                      "CUDA-graph probe and counted in vLLM's estimate; read in the source, "
                      "unmeasured, not in this estimate: expect up to about 0.4 GiB less KV "
