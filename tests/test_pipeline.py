@@ -25,9 +25,10 @@ def test_qwen3_moe_builds_embedding_and_lm_head_on_every_stage():
     assert abs(s[0]["weights_bytes"] - 2 * embed - layers_only * 23 / 24) < 2 << 20
     # what vLLM 0.33 gives with the stage buffers too (a helper's re-derivation): 92,586
     # blocks, 1,481,376 tokens, 36.17x at 40,960; 92,567 with the fp32 scales of the 128 x 128
-    # FP8 blocks (another helper's count: 14.3 MB at TP4, so 3.6 MB per stage)
+    # FP8 blocks (another helper's count: 14.3 MB at TP4, so 3.6 MB per stage); 92,994 with
+    # NCCL's 100 MiB in place of the TP group's custom all-reduce 420 (PP only)
     assert (r.num_gpu_blocks, r.kv_cache_tokens, round(r.max_concurrency, 2)) == (
-        92567, 1481072, 36.16)
+        92994, 1487904, 36.33)
 
 
 def test_llama_keeps_embedding_on_the_first_stage_only():
@@ -51,9 +52,20 @@ def test_vision_tower_and_encoder_profile_by_stage():
     assert old.stages[0]["weights_bytes"] == new.stages[0]["weights_bytes"]
     assert old.stages[1]["weights_bytes"] > new.stages[1]["weights_bytes"]
     # (with V2's encoder-runner inputs buffer, [8,192, 5,120] bf16, on the stages it counts)
-    assert (old.kv_cache_tokens, new.kv_cache_tokens) == (1304569, 1246998)
+    # (PP only: NCCL's 100 MiB, no custom all-reduce)
+    assert (old.kv_cache_tokens, new.kv_cache_tokens) == (1314563, 1256678)
     d = new.to_json()["pipeline_stages"]
-    assert [x["stage"] for x in d] == [0, 1] and d[1]["num_gpu_blocks"] == 1546
+    assert [x["stage"] for x in d] == [0, 1] and d[1]["num_gpu_blocks"] == 1558
+
+
+def test_pipeline_only_starts_have_no_custom_all_reduce():
+    # `CudaCommunicator.__init__` builds the custom all-reduce for the TP group only: PP2 at
+    # TP1 charges the 130 MiB base + NCCL's 100 MiB, PP2 x TP2 the NVLink 420 MiB
+    pp = _run("Qwen/Qwen3-8B", "h100", pipeline_parallel_size=2).to_json()
+    both = _run("Qwen/Qwen3-8B", "h100", pipeline_parallel_size=2,
+                tensor_parallel_size=2).to_json()
+    assert pp["non_torch_bytes"] == (130 + 100) << 20
+    assert both["non_torch_bytes"] == (130 + 420) << 20
 
 
 def test_hidden_states_only_models_receive_one_buffer():

@@ -1748,7 +1748,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         or a.fuse_allreduce_rms is False,
         profile_allreduce_bytes=mnbt * arch.hidden_size * dtype_bytes(model_dtype)
     ) and version.fi_allreduce_charged
-    nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce,
+    # custom all-reduce serves the TP group only (`CudaCommunicator.__init__` builds it for
+    # "tp"): a pipeline-only start keeps NCCL's buffers alone
+    nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce
+                     and tp > 1,
                      fi_ar, rocm=gpu.vendor == "amd", nvlink_tp8=gpu.vendor == "nvidia"
                      and gpu.interconnect_gbps > 0 and tp >= 8)
     if fi_ar:
