@@ -3,8 +3,6 @@
 Exit codes (docs/cli.md): 0 ok, 1 does not fit / check failed, 2 bad input, 3 internal error.
 """
 
-from __future__ import annotations
-
 import json
 import math
 import os

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from dataclasses import dataclass
+
+from kvplan.core.record import record
 
 KB, MB = 1024, 1024 * 1024
 MIN_BLOCK, SMALL_SIZE, SMALL_BUFFER = 512, MB, 2 * MB
 LARGE_BUFFER, MIN_LARGE_ALLOC, ROUND_LARGE = 20 * MB, 10 * MB, 2 * MB
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class _Block:
     addr: int
     size: int

@@ -9,12 +9,13 @@ naming the fields it lacks -- never a silent guess.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import cached_property
 from typing import Any
 
 from kvplan.core.config_types import check_field_types
 from kvplan.core.memo import by_identity
+from kvplan.core.record import record
 from kvplan.errors import BadInput, UnsupportedArchitecture
 
 # Layer kinds that own KV/state memory.
@@ -25,7 +26,7 @@ ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, MLA, CROSS, DSV4)
 STATE_KINDS = (MAMBA1, MAMBA2, GDN, KDA, SHORTCONV)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AttnLayer:
     """One attention layer that owns a KV cache (before any parallel split)."""
 
@@ -40,7 +41,7 @@ class AttnLayer:
     compress_ratio: int = 0  # DeepSeek-V4: 1 = sliding window only, 4 = C4 (+ indexer), 128
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StateLayer:
     """One Mamba / linear-attention layer: a fixed recurrent state per request."""
 
@@ -63,7 +64,7 @@ class StateLayer:
 Layer = AttnLayer | StateLayer | None  # None: no cache (MLP-only, KV shared, attention-free)
 
 
-@dataclass
+@record
 class ModelArch:
     """What sizing needs to know about a model, independent of GPU and flags."""
 

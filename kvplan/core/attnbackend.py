@@ -8,8 +8,7 @@ not valid for this configuration". The default choice is `backends.py`'s."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvplan.core.record import record
 from kvplan.core.versions import VllmVersion, cc_tuple
 from kvplan.errors import BadInput
 
@@ -17,7 +16,7 @@ B16 = ("auto", "float16", "bfloat16")
 FP8 = ("fp8", "fp8_e4m3")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Backend:
     kind: str  # "dense", "mla" (DeepSeek-style latent cache) or "sparse" (V3.2-style)
     vendor: str  # "nvidia", "amd" or "any"

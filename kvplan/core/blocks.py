@@ -10,14 +10,15 @@ pre-0.20.2 token formula.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kvplan.core.arch import SLIDING
 from kvplan.core.kvspec import Spec, unify_pages
+from kvplan.core.record import record
 from kvplan.units import cdiv
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Group:
     """One KV-cache group: layers sharing a block table (indices into the spec list)."""
 

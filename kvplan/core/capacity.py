@@ -16,9 +16,9 @@ from __future__ import annotations
 import bisect
 import math
 import random
-from dataclasses import dataclass
 
 from kvplan.core.blocks import Group
+from kvplan.core.record import record
 from kvplan.core.workload import Workload
 
 SAMPLES = 4096
@@ -42,7 +42,7 @@ def _upper_tail(x: float) -> float:
     return 0.5 * math.erfc(x / math.sqrt(2))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Demand:
     """Per-running-sequence block demand, sampled in steady state."""
 

@@ -9,7 +9,7 @@ block-size alignment in `platforms/interface.py` `_align_hybrid_block_size`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 
 from kvplan.core.arch import (
@@ -36,6 +36,7 @@ from kvplan.core.kvquant import (
     head_token_bytes,
     is_quantized,
 )
+from kvplan.core.record import record
 from kvplan.errors import BadInput
 from kvplan.units import cdiv
 
@@ -54,7 +55,7 @@ DSV4_SWA_BLOCK = 64  # `DeepseekV4SWACache`: fixed, ignores --block-size
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Spec:
     """One layer's cache spec on one GPU (vLLM `KVCacheSpec`)."""
 
@@ -105,7 +106,7 @@ class Spec:
         return cdiv(max_model_len, b * self.dcp)  # `AttentionSpec.max_num_blocks_per_req`
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KvDtypes:
     kv: str  # resolved kv cache dtype name ('bfloat16', 'fp8', 'fp8_ds_mla', 'nvfp4', ...)
     conv: str  # Mamba conv state dtype
@@ -180,7 +181,7 @@ def state_bytes(layer: StateLayer, tp: int, dt: KvDtypes) -> int:
     raise BadInput(f"unknown state layer kind {layer.kind}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BlockPlan:
     """The block size vLLM settles on and why."""
 

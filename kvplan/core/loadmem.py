@@ -26,7 +26,6 @@ through a model of the allocator (core/allocsim.py). Wheels read: 0.10.2, 0.11.0
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -34,6 +33,7 @@ from kvplan.core.allocsim import Allocator
 from kvplan.core.dtypes import dtype_bytes
 from kvplan.core.mm import towers_kept, towers_tp_sharded
 from kvplan.core.params import count_params, mlp_intermediate, vision_shape, weight_bytes
+from kvplan.core.record import record
 from kvplan.core.versions import fp8_fnuz
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ PLAIN, MOE, FP8_PAD, FP8_TENSOR, FP8_MASK, ONLINE, KEPT_AFTER = (
 PADDED = ("block", "tensor")  # FP8 paths whose linears `_maybe_pad_fp8_weight` pads
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Weight:
     """One parameter above 1 MiB on one GPU, in creation order: `rows` x `row` elements of
     `elem` bytes (experts: all experts' rows). `shards`: rows of each logical shard a
@@ -154,7 +154,7 @@ def fp8_path(q: dict) -> str:
         else "channel"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Schemes:
     """How each part of a checkpoint is stored: `d` model-dtype bytes; per part None
     (16-bit), the FP8 path ('block', 'tensor', 'channel'), or 'online' (`-q fp8` of a 16-bit

@@ -12,9 +12,9 @@ fitted on, in `EMPIRICAL`; docs/methodology.md explains the fit.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
+from kvplan.core.record import record
 from kvplan.units import GiB, MiB, cdiv
 
 # name -> (value, unit, source / fitted range). One place for every empirical constant.
@@ -144,7 +144,7 @@ MOE_KERNELS = ("functional", "modular", "deepgemm_v011", "deepgemm", "flashinfer
                "oai_triton")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ActivationShape:
     """The model shape terms the activation peak depends on (per GPU)."""
 
@@ -585,7 +585,7 @@ def cudagraph_estimate(num_layers_on_gpu: float, num_graphs: int, *,
     return int(mib * MiB)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Budget:
     """One GPU's memory waterfall (bytes)."""
 

@@ -22,8 +22,9 @@ one Gemma 3 log (docs/methodology.md).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
+
+from kvplan.core.record import record
 
 QWEN2_VL = ("Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration")
 QWEN3_VL = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
@@ -44,7 +45,7 @@ _GEMMA4_DUMMY_SIDE = 224  # the dummy image / frame (`get_dummy_mm_data`: size u
 _GEMMA3_TOKENS_PER_IMAGE = 256  # `mm_tokens_per_image`: 4 x 4 average pooling of 64 x 64 patches
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EncoderProfile:
     tokens_per_item: int
     items: int
@@ -120,7 +121,7 @@ def _gelu_mlp_units(r: float, tp: int) -> float:
     return max(3 + 2 * r / tp, 4 + r / tp + (1 if tp > 1 else 0))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PixelBytes:
     """Bytes per dummy pixel element (`during`: while the encoder runs; `after`: still held
     during the language-model dummy run), from `pixel_bytes`."""

@@ -17,9 +17,9 @@ vLLM refuses to start.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from kvplan.core.record import record
 from kvplan.errors import BadInput
 
 GiB = 1 << 30
@@ -32,7 +32,7 @@ PYNV = "pynvvideocodec"
 DEFAULT_LOADER = "opencv"  # VLLM_VIDEO_LOADER_BACKEND's default
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FrontendReserve:
     raw_frames: int = 0
     decoders: int = 0

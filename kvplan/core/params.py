@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 
 from kvplan.core.arch import DSV4, MLA, SLIDING, AttnLayer, ModelArch, StateLayer
 from kvplan.core.memo import by_identity
+from kvplan.core.record import record
 from kvplan.core.versions import cc_major
 
 # vLLM qwen2.py / qwen2_moe.py: `QKVParallelLinear(..., bias=True)` without a config switch
@@ -35,7 +36,7 @@ def is_nvfp4(bytes_per_param: float) -> bool:
     return abs(bytes_per_param - NVFP4_BYTES) < 1e-9
 
 
-@dataclass
+@record
 class LayerParams:
     split: int = 0  # sharded by TP
     replicated: int = 0  # whole on every TP rank
@@ -49,7 +50,7 @@ class LayerParams:
     kv_unused: int = 0  # K/V projections of a KV-sharing layer (Gemma 4: allocated to 0.29)
 
 
-@dataclass
+@record
 class ParamCount:
     embed: int
     lm_head: int
@@ -576,7 +577,7 @@ def indexer_rope_cache(arch: ModelArch, release: tuple[int, int]) -> bool:
     return release < (0, 13) or not arch.text_config.get("indexer_rope_interleave", False)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WeightBytes:
     """Stored bytes per parameter for each part of a (possibly quantized) checkpoint."""
 

@@ -12,11 +12,11 @@ factors are empirical: `PERF` names each with its source and range (docs/through
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from kvplan.core.arch import AttnLayer, StateLayer
 from kvplan.core.kvspec import attn_bytes_per_token, state_bytes
 from kvplan.core.params import count_params
+from kvplan.core.record import record
 from kvplan.core.sizing import Gpu, SizeResult
 from kvplan.core.versions import cc_major
 
@@ -50,7 +50,7 @@ def perf(name: str) -> float:
     return PERF[name][0]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PerfModel:
     """Everything the step-time model needs about one deployment (per GPU)."""
 
@@ -190,7 +190,7 @@ def _fp8_compute(result: SizeResult, gpu: Gpu) -> bool:
         "fp8", "modelopt", "nvfp4", "compressed-tensors", "fbgemm_fp8")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Point:
     """Steady state at one batch depth."""
 

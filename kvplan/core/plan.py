@@ -11,11 +11,12 @@ are ranked by cost.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from kvplan.core import capacity, perf, queueing
 from kvplan.core.arch import normalize
 from kvplan.core.mm import encoder_profile
+from kvplan.core.record import record
 from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, mm_pixel_bytes, size
 from kvplan.core.specdec import parallel_draft_slots
 from kvplan.core.workload import Workload
@@ -23,7 +24,7 @@ from kvplan.errors import BadInput
 from kvplan.units import GiB
 
 
-@dataclass
+@record
 class Targets:
     """What the operator asks for."""
 
@@ -37,7 +38,7 @@ class Targets:
     redundancy: int = 0  # extra replicas (N+1 = 1)
 
 
-@dataclass
+@record
 class Plan:
     result: SizeResult
     gpu: Gpu
@@ -88,7 +89,7 @@ def _moments(wl: Workload) -> tuple[float, float, float]:
 MAX_REPLICAS = 1_000_000  # beyond any fleet; the queueing maths overflows well above it
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fleet:
     """Replicas for a rate, and what one replica serves."""
 

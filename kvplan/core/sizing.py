@@ -9,7 +9,7 @@ of `max_model_len` fits.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import partial
 from typing import Any
 
@@ -95,6 +95,7 @@ from kvplan.core.pipeline import (
     intermediate_tensor_bytes,
     pp_partition,
 )
+from kvplan.core.record import record
 from kvplan.core.specdec import mtp_checkpoint_bytes
 from kvplan.core.tensors import TensorSummary
 from kvplan.core.versions import (
@@ -110,7 +111,7 @@ from kvplan.units import GiB, MiB, cdiv
 TYPICAL_LENGTHS = (1024, 4096, 8192, 32768, 131072)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Gpu:
     """The accelerator facts sizing needs (a `gpus.yaml` entry or `--gpu-memory`)."""
 
@@ -129,7 +130,7 @@ class Gpu:
     memory_note: str = ""  # why memory_bytes is an estimate ("" when a runtime printed it)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Model:
     """A model to size: its HF config and, where known, exact checkpoint bytes."""
 
@@ -163,7 +164,7 @@ class Model:
         return self.quant_file_for_kv
 
 
-@dataclass
+@record
 class EngineArgs:
     """vLLM engine arguments that change memory (vLLM's names and defaults)."""
 
@@ -263,7 +264,7 @@ class EngineArgs:
         return 1 if self.enable_expert_parallel else self.moe_ranks
 
 
-@dataclass
+@record
 class SizeResult:
     """Everything `kvplan size` reports. JSON keys: see `to_json` and docs/json.md."""
 

@@ -27,7 +27,7 @@ persistent buffers beside the hidden-state one (`hidden_buffer_bytes`) and medus
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from kvplan.core.arch import (
@@ -42,6 +42,7 @@ from kvplan.core.arch import (
     StateLayer,
     normalize,
 )
+from kvplan.core.record import record
 from kvplan.core.versions import VllmVersion
 from kvplan.errors import BadInput
 
@@ -81,7 +82,7 @@ _CACHE_ONLY_ROPE = frozenset({"default", "linear", "llama3", "ntk", "proportiona
 _CONV_PLUS_K = {GDN: (0, 10, 2), MAMBA2: (0, 17), KDA: (0, 28), SHORTCONV: (0, 29)}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SpecDecode:
     """A parsed `--speculative-config`: method, k and, for drafts, the draft model."""
 

@@ -12,7 +12,9 @@ names allow; anything unrecognised counts as TP-split.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from kvplan.core.record import record
 
 _LAYER_RE = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
 _EXPERT_RE = re.compile(r"\.experts\.|block_sparse_moe\.experts|\.experts_(?:gate|up|down)")
@@ -25,7 +27,7 @@ _HEAD_RE = re.compile(r"(?:^|\.)lm_head\.|(?:^|\.)output\.weight$")
 _VISION_RE = re.compile(r"vision|visual|image_|multi_modal_projector|mm_projector|audio")
 
 
-@dataclass
+@record
 class LayerBytes:
     split: int = 0
     replicated: int = 0
@@ -33,7 +35,7 @@ class LayerBytes:
     kv: int = 0
 
 
-@dataclass
+@record
 class TensorSummary:
     """Exact checkpoint bytes by role (as stored; scales and zeros count with their weight)."""
 

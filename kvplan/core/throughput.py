@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kvplan.core import capacity, perf
+from kvplan.core.record import record
 from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, size
 from kvplan.core.workload import Workload
 from kvplan.errors import DoesNotFit
 
 
-@dataclass
+@record
 class Curve:
     result: SizeResult
     workload: Workload

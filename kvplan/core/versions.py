@@ -9,8 +9,8 @@ noted; that boundary is stated in docs/methodology.md.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from kvplan.core.record import record
 from kvplan.errors import BadInput
 
 LATEST = "0.33"
@@ -153,7 +153,7 @@ MOE_BACKENDS = ("auto", "triton", "deep_gemm", "cutlass", "flashinfer_trtllm",
                 "flydsl", "hpc", "emulation", "rdna3")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VllmVersion:
     """Feature switches of one vLLM release."""
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from kvplan.core.record import record
 from kvplan.errors import BadInput
 
 GRID = 512  # quantiles kept per distribution
@@ -42,7 +43,7 @@ def _norm_ppf(p: float) -> float:
         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LengthDist:
     """A token-length distribution as GRID equally weighted quantile points."""
 
@@ -147,7 +148,7 @@ PRESETS: dict[str, tuple[int, int, int, int]] = {
 }
 
 
-@dataclass
+@record
 class Workload:
     """Request lengths, arrivals and cache reuse of the traffic a deployment must serve."""
 
