@@ -156,11 +156,14 @@ def _write_json(path: Path, value: Any) -> None:
 
 
 def _prune(slot: Path) -> None:
-    """Remove the slots of earlier versions of the same catalog file (best effort)."""
+    """Remove the slots of earlier versions of the same catalog file (best effort); other
+    files' slots, such as another installation's, stay."""
     import shutil
 
-    try:
-        for old in slot.parent.glob(slot.name.split("-")[0] + "-*"):
+    try:  # (the second pattern: slots of kvplan's earlier one-hash naming)
+        kind = slot.name.split("-")[0]
+        for old in [*slot.parent.glob(slot.name.rsplit("-", 1)[0] + "-*"),
+                    *slot.parent.glob(kind + "-" + "?" * 8)]:
             if old != slot:
                 shutil.rmtree(old, ignore_errors=True)
     except OSError:
@@ -179,8 +182,10 @@ def _scan_cached(path: Path, kind: str) -> list[tuple[str, _Lazy, list[str]]] | 
         st = path.stat()
     except OSError:
         return None
-    ident = f"{_CACHE_FORMAT}|{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{kind}"
-    slot = cache_root() / "catalog" / f"{kind}-{zlib.crc32(ident.encode()):08x}"
+    where = f"{path.resolve()}|{kind}"
+    ident = f"{_CACHE_FORMAT}|{where}|{st.st_size}|{st.st_mtime_ns}"
+    slot = (cache_root() / "catalog"
+            / f"{kind}-{zlib.crc32(where.encode()):08x}-{zlib.crc32(ident.encode()):08x}")
     index = _read_json(slot / "index.json")
     text: list[str] = []
 

@@ -177,3 +177,20 @@ def test_user_entries_of_the_wrong_shape_are_named(tmp_path, capsys):
         code = main(["size", *argv, "--catalog", str(f)])
         err = capsys.readouterr().err
         assert code == 2 and says.format(f=f) in err and err.count("\n") == 1
+
+
+def test_two_installations_keep_their_own_cache_slots(tmp_path, monkeypatch):
+    # a venv and a pipx install of kvplan: each catalog file keeps its slot, so alternating
+    # runs do not evict each other's cache (only a file's own older versions are pruned)
+    monkeypatch.setenv("KVPLAN_CACHE", str(tmp_path / "cache"))
+    files = []
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        f = tmp_path / name / "models.yaml"
+        f.write_text("models:\n  a/b:\n    config: {x: 1}\n")
+        files.append(f)
+    for f in files:
+        assert catalog._scan_cached(f, "models")[0][1].value() == {"config": {"x": 1}}
+    slots = sorted(p.name for p in (tmp_path / "cache" / "catalog").iterdir())
+    assert len(slots) == 2 and all((tmp_path / "cache" / "catalog" / s / "0.json").exists()
+                                   for s in slots)

@@ -56,23 +56,21 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     init(self, *args, **kwargs)
 
 
-def _values(self: Any) -> tuple[Any, ...]:
-    return type(self).__record_values__(self)
-
-
 def _repr(self: Any) -> str:
     inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in type(self).__record_names__)
     return f"{type(self).__qualname__}({inner})"
 
 
 def _eq(self: Any, other: Any) -> Any:
-    if other.__class__ is self.__class__:
-        return _values(self) == _values(other)
+    cls = self.__class__
+    if other.__class__ is cls:
+        get = cls.__record_values__
+        return get(self) == get(other)
     return NotImplemented
 
 
 def _hash(self: Any) -> int:
-    return hash(_values(self))
+    return hash(type(self).__record_values__(self))
 
 
 def _frozen_set(self: Any, name: str, value: Any) -> None:
