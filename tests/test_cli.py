@@ -208,6 +208,20 @@ def test_weights_do_not_fit_suggests_tp(capsys):
     assert "fits with --tensor-parallel-size 2" in out.replace("\n", " ")
 
 
+def test_weights_hint_offers_a_smaller_tp_with_a_shorter_context(capsys):
+    # Llama-3.3-70B on L40S at 131,072 tokens: TP4 holds the weights (32.9 GiB per GPU) but
+    # one full request needs 10 GiB of KV where 5.7 GiB is left, so the hint names TP8 and,
+    # as the alternative, TP4 at the largest max_model_len TP4 itself reports
+    code, out, _ = run(capsys, "size", "meta-llama/Llama-3.3-70B-Instruct", "--gpu", "l40s")
+    line = out.replace("\n", " ")
+    code4, out4, _ = run(capsys, "size", "meta-llama/Llama-3.3-70B-Instruct", "--gpu", "l40s",
+                         "-tp", "4", "--json")
+    largest = json.loads(out4)["largest_max_model_len"]
+    assert code == 1 and code4 == 1 and 4096 <= largest < 131072
+    assert ("fits with --tensor-parallel-size 8 (16.5 GiB of weights and 22.1 GiB of KV per "
+            f"GPU); or with --tensor-parallel-size 4 --max-model-len {largest} (32.9 GiB") in line
+
+
 def test_bad_tp_exit_2(capsys):
     code, _, err = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100", "-tp", "3")
     assert code == 2 and "not divisible by 3" in err

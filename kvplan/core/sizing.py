@@ -109,6 +109,9 @@ from kvplan.errors import BadInput
 from kvplan.units import GiB, MiB, cdiv
 
 TYPICAL_LENGTHS = (1024, 4096, 8192, 32768, 131072)
+# The shortest --max-model-len a "does not fit" hint proposes with more TP (a choice, not an
+# engine fact: a context under 4k tokens is rarely a serving option)
+SHORTER_HINT_MIN_LEN = 4096
 
 
 @record(frozen=True)
@@ -2436,6 +2439,7 @@ def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
         if r is not None and r.fits:
             online = (f"--quantization fp8 ({r.budget.weights / GiB:.1f} GiB of weights and "
                       f"{r.budget.available_kv / GiB:.1f} GiB of KV per GPU)")
+    shorter = ""  # a smaller TP whose weights fit when the context is shortened
     for tp in () if gpu.mig_profile else (2, 4, 8, 16):  # no TP across MIG slices
         if tp <= a.tensor_parallel_size or heads % tp:
             continue
@@ -2446,16 +2450,25 @@ def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
         if r.fits:
             return (f"fits with --tensor-parallel-size {tp} ({r.budget.weights / GiB:.1f} GiB of "
                     f"weights and {r.budget.available_kv / GiB:.1f} GiB of KV per GPU)"
+                    + (f"; or with {shorter}" if shorter else "")
                     + (f"; or with {online}" if online else ""))
+        if (not (shorter or kv_bound)  # kv_bound: the asked TP's own largest length is given
+                and (r.largest_max_model_len or 0) >= SHORTER_HINT_MIN_LEN):
+            shorter = (f"--tensor-parallel-size {tp} --max-model-len "
+                       f"{r.largest_max_model_len} ({r.budget.weights / GiB:.1f} GiB of weights "
+                       "per GPU)")
+    alt = f"; or with {shorter}" if shorter else ""
     if online:
-        return f"fits with {online}"
+        return f"fits with {online}{alt}"
     if a.kv_cache_dtype == "auto":
         try:
             r = size(model, gpu, replace(a, kv_cache_dtype="fp8"), version, hints=False)
         except BadInput:
             r = None
         if r is not None and r.fits:
-            return "fits with --kv-cache-dtype fp8"
+            return f"fits with --kv-cache-dtype fp8{alt}"
+    if shorter:
+        return f"fits with {shorter}"
     if kv_bound:  # the weights fit; one request's KV cache does not
         return ("no TP up to 16" + (" and no fp8 KV cache" if a.kv_cache_dtype == "auto"
                                     else "") + " fits one request: lower --max-model-len to "
