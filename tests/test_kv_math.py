@@ -396,6 +396,25 @@ def test_bf16_refused_on_turing_and_fp32_checkpoint_runs_fp16():
         run(GEMMA2_9B, dtype="float16", kv_cache_memory_bytes=GiB)
 
 
+def test_small_gpus_sample_without_flashinfer_from_031():
+    # `flashinfer_sampler_supported()` (0.31-0.33 `topk_topp_sampler.py`): False on 16 SMs
+    # or fewer (FlashInfer 0.7+ rejects multi-CTA top-k masking there). Qwen3-0.6B on an
+    # L4 given 16 SMs: the 0.33 warm-up sampler drops from 3.5 logits buffers to 1.5 + the
+    # kernel's 16 cached rows, u = 256 requests x 151,936 x 4 B
+    from dataclasses import replace
+
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, l4 = resolve_model("Qwen/Qwen3-0.6B"), resolve_gpu("l4")
+
+    def act(sms, version="0.33"):
+        return size(m, replace(l4, sm_count=sms), EngineArgs(), version).budget.activation
+
+    u = 256 * 151936 * 4
+    assert act(17) - act(16) == 2 * u - 16 * 151936 * 4 == 301441024
+    assert act(17) == act(58)  # (no catalog GPU has 16 SMs or fewer; 0 = not known)
+
+
 def test_flashinfer_sampler_and_custom_all_reduce_terms():
     from kvplan.core import memory as M
 

@@ -1606,7 +1606,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                            and version.at_least(0, 27))
 
     sampler_copies = M.const(copies)
-    if v2 and version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler):
+    if v2 and version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler,
+                                            sm_count=gpu.sm_count):
         sampler_copies = M.const("sampler_fp32_copies_flashinfer")
     elif v2 and v2_fp32 is None and profile_reqs:
         # 0.33's warm-up pass without FlashInfer (ROCm; CUDA below SM80 or with it off): the
@@ -1640,7 +1641,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     warm = late_lora  # outside the budget: V0's LoRA slots, V2's top-k/top-p warm-up after
     # sizing, 0.24-0.26's state
     if v2 and v2_fp32 is not None:
-        fi = version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler, in_profile=False)
+        fi = version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler, in_profile=False,
+                                           sm_count=gpu.sm_count)
         warm = int(min(mnbt, seqs) * arch.vocab_size * 4 * M.const(
             "sampler_fp32_copies_flashinfer" if fi else copies)) + (
             0 if v2_state else M.v2_sampler_state_bytes(seqs, arch.vocab_size, 1 + k_spec))

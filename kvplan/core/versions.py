@@ -675,7 +675,8 @@ class VllmVersion:
                                         >= 10)
 
     def v2_flashinfer_sampler(self, compute_capability: str, vendor: str = "nvidia",
-                              env: bool | None = None, *, in_profile: bool = True) -> bool:
+                              env: bool | None = None, *, in_profile: bool = True,
+                              sm_count: int = 0) -> bool:
         """0.33's profile samples the warm-up requests (top-k 50, top-p 0.9) through V2's
         sampler, which takes FlashInfer's fused top-k/top-p kernel when
         `flashinfer_sampler_supported()`: CUDA, `VLLM_USE_FLASHINFER_SAMPLER` not 0 (default
@@ -684,8 +685,12 @@ class VllmVersion:
         probabilities (`gpu/sample/sampler.py`, `flashinfer_sample`). Before 0.33 V2 profiles
         greedy requests only; `in_profile=False` asks about the sampler itself, which takes
         FlashInfer on the same terms from 0.24 (`Sampler.use_flashinfer`, the 0.24-0.32
-        wheels), as in the top-k/top-p warm-up after the KV cache is sized."""
+        wheels), as in the top-k/top-p warm-up after the KV cache is sized. From 0.31 a GPU
+        of 16 SMs or fewer samples without it (`flashinfer_sampler_supported`: FlashInfer 0.7+
+        rejects multi-CTA top-k masking there; `sm_count` 0: not known, taken as more)."""
         if not self.at_least(0, 33 if in_profile else 24) or vendor != "nvidia" or env is False:
+            return False
+        if 0 < sm_count <= 16 and self.at_least(0, 31):
             return False
         return (8, 0) <= cc_tuple(compute_capability) <= (12, 1)
 
