@@ -7,7 +7,6 @@ file may hold `models:`, `gpus:` or both. Schema: docs/catalogs.md.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Callable
@@ -265,6 +264,8 @@ class Catalog:
         return key, self.entry(key)
 
     def suggestions(self, name: str, n: int = 3) -> list[str]:
+        import difflib  # only an unknown name needs it
+
         pool = {_norm(k): k for k in self.entries}
         pool.update({a: self._index[a] for a in self._index})
         hits = difflib.get_close_matches(_norm(name), list(pool), n=n * 2, cutoff=0.5)
