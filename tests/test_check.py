@@ -1229,3 +1229,83 @@ def test_check_says_when_vllm_falls_back_to_v0(capsys):
                            "--vllm-version", "0.9.2")
     msg = one(rep["deployments"][0], "sizing-inputs")["message"]
     assert "runs this start on its V0 engine: --kv-cache-dtype fp8" in msg
+
+
+def test_allow_deprecated_quantization_reaches_the_sizing(capsys, tmp_path):
+    # vLLM 0.30+ `ModelConfig._verify_quantization` refuses fbgemm_fp8 unless
+    # --allow-deprecated-quantization is given; check read the flag but did not pass it on
+    import yaml
+
+    from kvplan.sources.resolve import resolve_model
+
+    cfg = dict(resolve_model("meta-llama/Llama-3.1-8B-Instruct").config)
+    cfg["quantization_config"] = {"quant_method": "fbgemm_fp8",
+                                  "modules_to_not_convert": ["lm_head"]}
+    cat = tmp_path / "cat.yaml"
+    cat.write_text(yaml.safe_dump({"models": {"t/llama-fbgemm": {"config": cfg}}}))
+    base = ["--catalog", cat, "--gpu", "h100", "--cmd"]
+    code, d = check_json(capsys, *base, "vllm serve t/llama-fbgemm")
+    v = one(d["deployments"][0], "flag-values")
+    assert code == 1 and v["status"] == "fail" and "fbgemm_fp8" in v["message"]
+    code, d = check_json(capsys, *base, "vllm serve t/llama-fbgemm --allow-deprecated-quantization")
+    assert code == 0 and one(d["deployments"][0], "flag-values")["status"] == "pass"
+
+
+def _cmd(capsys, flags, gpu="h100"):
+    return check_json(capsys, "--gpu", gpu, "--cmd",
+                      "vllm serve meta-llama/Llama-3.1-8B-Instruct " + flags)
+
+
+def test_microbatching_needs_deepep_and_batch_sharded_sampling_needs_tp(capsys):
+    # 0.33 `VllmConfig.__post_init__`: --enable-dbo / --ubatch-size > 1 run only with the
+    # DeepEP or NIXL EP all-to-all backends on CUDA; `_validate_batch_sharded_sampling`
+    # (0.29+) refuses TP 1
+    for flags in ("--enable-dbo", "--ubatch-size 2"):
+        code, d = _cmd(capsys, flags)
+        v = one(d["deployments"][0], "flag-values")
+        assert code == 1 and v["status"] == "fail" and "deepep_low_latency" in v["message"]
+    code, d = _cmd(capsys, "--enable-dbo --enable-expert-parallel "
+                   "--all2all-backend deepep_low_latency")
+    dep = d["deployments"][0]
+    assert one(dep, "flag-values")["status"] == "pass"
+    assert "dual-batch overlap" in one(dep, "sizing-inputs")["message"]
+    code, d = _cmd(capsys, "--enable-batch-sharded-sampling")
+    v = one(d["deployments"][0], "flag-values")
+    assert code == 1 and "tensor_parallel_size is 1" in v["message"]
+    code, d = _cmd(capsys, "--enable-batch-sharded-sampling -tp 2")
+    assert one(d["deployments"][0], "flag-values")["status"] == "pass"
+    code, d = _cmd(capsys, "--ubatch-size 1 --dbo-decode-token-threshold 1")
+    v = one(d["deployments"][0], "flag-values")
+    assert "--dbo-decode-token-threshold 1 is below the 2 microbatches" in v["message"]
+
+
+def test_memory_flags_kvplan_does_not_size_are_named(capsys):
+    # classified in the 0.33.0 wheel (engines/vllm_unsized.py): sizing-inputs warns
+    code, d = _cmd(capsys, "--kv-offloading-size 40")
+    s = one(d["deployments"][0], "sizing-inputs")
+    assert s["status"] == "warn" and "KV offloading connector" in s["message"]
+    assert "come out of the KV cache" in s["message"]
+    code, d = _cmd(capsys, "--enable-sleep-mode --runner pooling --load-format safetensors")
+    s = one(d["deployments"][0], "sizing-inputs")["message"]
+    assert "CuMemAllocator" in s and "pooling runner" in s and "--load-format" not in s
+    assert "the KV cache differs" in s
+    code, d = _cmd(capsys, "--runner generate --nnodes 1 --no-enable-prompt-embeds")
+    assert one(d["deployments"][0], "sizing-inputs")["status"] == "pass"
+
+
+def test_spec_flags_fill_the_speculative_config(capsys):
+    # 0.24+ `EngineArgs.create_speculative_config`: --spec-method/--spec-model/--spec-tokens
+    # set the JSON's keys; the same key in both is refused
+    code, d = _cmd(capsys, "--spec-method ngram --spec-tokens 3")
+    dep = d["deployments"][0]
+    assert one(dep, "sizing-inputs")["status"] == "pass"
+    assert "441,664 tokens" in one(dep, "max-model-len-fits")["message"]  # as k = 3 sizes
+    code, d = _cmd(capsys, "--speculative-config '{\"method\": \"ngram\"}' --spec-tokens 3")
+    assert "441,664 tokens" in one(d["deployments"][0], "max-model-len-fits")["message"]
+    code, d = _cmd(capsys, "--speculative-config '{\"method\": \"ngram\", "
+                   "\"num_speculative_tokens\": 4}' --spec-tokens 3")
+    v = one(d["deployments"][0], "flag-values")
+    assert code == 1 and "mutually exclusive" in v["message"]
+    code, d = _cmd(capsys, "--spec-tokens 3")  # no method, no model: vLLM refuses
+    v = one(d["deployments"][0], "flag-values")
+    assert code == 1 and "without a method or a model" in v["message"]

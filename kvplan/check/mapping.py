@@ -44,7 +44,8 @@ VLLM_FIELDS = {
     # the rest are sized without, with a warning: a draft model's weights and KV layers, a
     # connector's buffers come out of the KV cache
     "--speculative-config": "speculative_config", "--speculative-model": "speculative_config",
-    "--spec-method": "speculative_config", "--spec-model": "speculative_config",
+    "--spec-method": "spec_method", "--spec-model": "spec_model",  # 0.24+: merged into
+    "--spec-tokens": "spec_tokens",  # the speculative config (sizing_checks._speculative)
     "--kv-cache-dtype-skip-layers": "kv_cache_dtype_skip_layers",
     "--disable-sliding-window": "disable_sliding_window", "--enable-eplb": "enable_eplb",
     "--eplb-config": "eplb_config",  # num_redundant_experts, window_size (`core/eplb.py`)
@@ -59,6 +60,7 @@ VLLM_FIELDS = {
     "--rope-theta": "hf_overrides",
     "--dtype": "dtype",
     "--quantization": "quantization",
+    "--allow-deprecated-quantization": "allow_deprecated_quantization",  # 0.30+ (quantcheck)
     "--enable-prefix-caching": "enable_prefix_caching",
     "--enable-chunked-prefill": "enable_chunked_prefill",
     "--disable-hybrid-kv-cache-manager": "disable_hybrid_kv_cache_manager",
@@ -341,7 +343,7 @@ BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching
                "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
                "disable_custom_all_reduce", "skip_mm_profiling", "language_model_only",
                "headless", "enable_lora", "disable_sliding_window", "enable_eplb",
-               "fully_sharded_loras"}
+               "fully_sharded_loras", "allow_deprecated_quantization"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:

@@ -164,7 +164,7 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
 
         model = replace(model, config=apply_hf_overrides(model.config, p.values["hf_overrides"]))
     a = _engine_args(p)
-    spec_why = _speculative(p, a, version, catalogs)
+    spec_why = _speculative(out, p, a, version, catalogs)
     try:
         arch = normalize(model.config)
     except BadInput as e:
@@ -204,6 +204,8 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
             out.add(c, SKIP, "not sized: LoRA memory is not modelled for this engine")
         return
     _warn_unmodelled(out, p, a, spec_why)
+    if p.engine == "vllm":
+        _refusals(out, p, a, version, gpu)
     try:
         a = _sglang_pool(p, model, gpu, a, version)
         r = size(model, gpu, a, version)
@@ -259,7 +261,13 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
     seqs_and_replicas(out, p, r, model, gpu, version)
 
 
-def _speculative(p: Parsed, a: Any, version: str, catalogs: list[str] | None) -> str:
+# 0.24+ `--spec-method` / `--spec-model` / `--spec-tokens`: keys of the speculative config
+SPEC_FLAGS = {"spec_method": "method", "spec_model": "model",
+              "spec_tokens": "num_speculative_tokens"}
+
+
+def _speculative(out: Any, p: Parsed, a: Any, version: str,
+                 catalogs: list[str] | None) -> str:
     """Size vLLM's `--speculative-config` JSON (the draft resolved like the model); the
     reason it is not sized otherwise ("" when sized or absent)."""
     from kvplan.core.specdec import check_version
@@ -268,15 +276,38 @@ def _speculative(p: Parsed, a: Any, version: str, catalogs: list[str] | None) ->
     from kvplan.sources.resolve import resolve_model
 
     value = p.values.get("speculative_config")
-    if p.engine != "vllm" or not value:
+    if p.engine != "vllm":
+        return ""
+    given = {key: p.values[fld] for fld, key in SPEC_FLAGS.items() if p.values.get(fld)}
+    if given:  # 0.24+ `create_speculative_config`: the flags fill the JSON's keys
+        import json
+
+        from kvplan.engines.vllm_spec import parse_speculative_config
+
+        base = parse_speculative_config(value, what="--speculative-config") \
+            if value and str(value).lstrip().startswith("{") else {}
+        clash = sorted(set(given) & set(base))
+        if clash:
+            f = p.set_by[next(fld for fld, key in SPEC_FLAGS.items() if key == clash[0])]
+            out.add("flag-values", FAIL, f"{f.key} and --speculative-config['{clash[0]}'] "
+                    "are mutually exclusive: the engine refuses to start", f.loc,
+                    fix=f"remove {f.key} or the key from --speculative-config")
+            return f"{f.key} clashes with --speculative-config"
+        value = json.dumps({**base, **given})
+    if not value:
         return ""
     if not str(value).lstrip().startswith("{"):
-        return "a draft given by --speculative-model / --spec-model, not --speculative-config"
+        return "a draft given by --speculative-model, not --speculative-config"
     try:
         spec = speculative(value, lambda name: resolve_model(name, catalogs),
                            version=version)
         check_version(spec, VllmVersion.of(version))
     except BadInput as e:
+        if "refuses" in e.message:  # vLLM's own start-up check, not a gap in kvplan
+            f = p.set_by.get("speculative_config") or next(
+                (p.set_by[fld] for fld in SPEC_FLAGS if fld in p.set_by), None)
+            out.add("flag-values", FAIL, f"{e.message}: the engine refuses to start",
+                    f.loc if f else p.cmd.loc, fix=e.hint or "fix the speculative config")
         return e.message
     a.speculative = spec
     return ""
@@ -298,6 +329,8 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
     smaller = [what for fld, what in (
         ("speculative_config", f"the speculative draft model ({spec_why})"
          if a.speculative is None else ""),
+        *((fld, f"the speculative draft model ({spec_why})" if a.speculative is None
+           else "") for fld in SPEC_FLAGS),
         ("kv_transfer_config", "the KV connector's buffers"),
         ("disable_sliding_window", "--disable-sliding-window (sliding-window layers kept "
          "whole, the length capped at the window)")) if p.values.get(fld) and what]
@@ -308,6 +341,11 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
     other = ["--prefill-context-parallel-size (its extra GPUs per replica and MoE ranks; it "
              "does not split the KV cache)"] if str(
         p.values.get("prefill_context_parallel_size") or "1") != "1" else []
+    from kvplan.engines.vllm_unsized import unsized
+
+    for name, what in unsized([(f.name, f.value, f.negated) for f in p.flags if f.name]):
+        (smaller if name == "--kv-offloading-size" else other).append(what)
+    smaller = list(dict.fromkeys(smaller))  # (a draft named by several spec flags: once)
     from kvplan.core.attnbackend import BACKENDS
 
     backend = p.values.get("attention_backend") or p.env_value("VLLM_ATTENTION_BACKEND")
@@ -323,6 +361,22 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
         if not other else ": the KV cache differs from what these checks find")
     passed.fix = ("size from a real start with --kv-cache-memory-bytes, or accept the margin "
                   "(kvplan.io/ignore: sizing-inputs)")
+
+
+def _refusals(out: Any, p: Parsed, a: Any, version: str, gpu: Any) -> None:
+    """Flag combinations vLLM refuses at start-up (`engines/vllm_unsized.py`): flag-values
+    fails at the flag."""
+    from kvplan.core.versions import VllmVersion
+    from kvplan.engines.vllm_unsized import refusals
+
+    given = {f.name: f.value for f in p.flags if f.name and not f.negated}
+    a2a = p.values.get("all2all_backend") or p.env_value("VLLM_ALL2ALL_BACKEND")
+    v = VllmVersion.of(version).v
+    for flag, what, fix in refusals(given, (v[0], v[1]), gpu.vendor, a.tensor_parallel_size,
+                                    a.max_num_seqs, a2a):
+        use = next(f for f in p.flags if f.name == flag)
+        out.add("flag-values", FAIL, f"{what}: the engine refuses to start", use.loc,
+                fix=fix, current=use.value)
 
 
 def _engine_accepts_kv_dtype(p: Parsed, version: str) -> bool:

@@ -128,8 +128,13 @@ def speculators_defaults(config: dict[str, Any]) -> dict[str, Any]:
 def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
     """A `--speculative-config` mapping (method, num_speculative_tokens) as a SpecDecode."""
     method = str(cfg.get("method") or "").strip().lower()
+    if not method and not cfg.get("model"):  # `SpeculativeConfig.__post_init__`
+        raise BadInput("vLLM refuses a speculative config without a method or a model "
+                       "('num_speculative_tokens was provided but without speculative "
+                       "model')", hint="add a method (e.g. ngram, mtp, eagle3) or a model",
+                       flag="speculative_config")
     if not method:
-        method = "draft_model" if cfg.get("model") else ""
+        method = "draft_model"
     alias = method if method in MTP_SINCE else ""
     method = "mtp" if alias else method
     if method in NOT_MODELLED:

@@ -1,0 +1,152 @@
+"""vLLM `serve` flags that change GPU memory but that kvplan does not size, and flag
+combinations vLLM refuses at start-up that `kvplan check` reports.
+
+Classified by reading the 0.33.0 wheel (`engine/arg_utils.py`, `config/*.py` and where each
+field is used); docs/check.md lists them. The other flags of vLLM's parser either map onto
+kvplan's sizing inputs (`check/mapping.py` `VLLM_FIELDS`) or leave one engine start's GPU
+memory unchanged (front end, logging, tokenizer, scheduling policy, host-memory caches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+# canonical flag -> (what kvplan sizes without, when the value makes it matter: None = any
+# value but false). Phrases complete "sized without ...".
+UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
+    # allocators and offloading
+    "--enable-sleep-mode": ("sleep mode's CuMemAllocator pool (--enable-sleep-mode)", None),
+    "--enable-cumem-allocator": ("the CuMemAllocator pool (--enable-cumem-allocator)", None),
+    "--cpu-offload-params": ("--cpu-offload-params, which offloads only matching parameters "
+                             "(up to --cpu-offload-gb more may stay on the GPU)", None),
+    "--offload-group-size": ("prefetch weight offloading (--offload-group-size: layers in "
+                             "host memory, their GPU prefetch buffers)", lambda v: v != "0"),
+    "--offload-backend": ("prefetch weight offloading (--offload-backend prefetch; vLLM then "
+                          "ignores --cpu-offload-gb)", lambda v: v == "prefetch"),
+    "--quantization-config": ("online quantization from --quantization-config (weight "
+                              "bytes; kvplan reads --quantization)", None),
+    "--load-format": ("--load-format's loader (tied embeddings kept tied, or weights mapped "
+                      "from another process)",
+                      lambda v: v in ("dummy", "sharded_state", "runai_streamer_sharded",
+                                      "ipc_cache")),
+    "--hf-config-path": ("the config at --hf-config-path (kvplan sizes the model's own)",
+                         None),
+    "--engram-config": ("--engram-config's Engram tables", None),
+    # runners and samplers
+    "--runner": ("the pooling runner (no sampler in the profile run)",
+                 lambda v: v == "pooling"),
+    "--convert": ("the pooling runner --convert selects (no sampler in the profile run)",
+                  lambda v: v not in ("auto", "none")),
+    "--mm-encoder-only": ("--mm-encoder-only (an encoder-only instance: no language-model "
+                          "KV cache)", None),
+    "--return-sampling-mask": ("--return-sampling-mask (the profile samples without "
+                               "FlashInfer: a smaller peak)", None),
+    "--logprobs-mode": ("--logprobs-mode's processed logprobs (the profile samples without "
+                        "FlashInfer: a smaller peak)", lambda v: v.startswith("processed")),
+    "--watermark-config": ("the watermarking sampler (--watermark-config)", None),
+    "--enable-dbo": ("dual-batch overlap (model runner V1, two microbatch workspaces)", None),
+    "--ubatch-size": ("microbatching (--ubatch-size: model runner V1, one workspace per "
+                      "microbatch)", lambda v: v not in ("0", "1")),
+    "--model-impl": ("--model-impl's model implementation",
+                     lambda v: v not in ("auto", "vllm")),
+    "--worker-cls": ("a custom worker class (--worker-cls)", lambda v: v != "auto"),
+    "--distributed-executor-backend": ("the external launcher's model runner V1 with PP",
+                                       lambda v: v == "external_launcher"),
+    # buffers and layouts
+    "--enable-prompt-embeds": ("--enable-prompt-embeds's inputs_embeds buffer "
+                               "([max-num-batched-tokens, hidden])", None),
+    "--enable-mm-embeds": ("--enable-mm-embeds's embedding input path", None),
+    "--kv-sharing-fast-prefill": ("Gemma-3n/4's fast-prefill buffers "
+                                  "(--kv-sharing-fast-prefill)", None),
+    "--enable-return-routed-experts": ("the routed-experts capture buffer", None),
+    "--aux-output-config": ("the auxiliary-output capture buffer (--aux-output-config)", None),
+    "--mm-processor-kwargs": ("--mm-processor-kwargs (the encoder profile is sized with "
+                              "the default largest image or video)", None),
+    "--use-replayssm": ("ReplaySSM's ring buffers in each Mamba2 state", None),
+    "--dcp-q-replicate": ("--dcp-q-replicate (q_b_proj split over TP/DCP ranks, not TP: "
+                          "more weights per GPU)", None),
+    "--attention-config": ("--attention-config keys other than backend (indexer cache "
+                           "dtype, sparse-MLA workspace)", None),
+    "--kernel-config": ("--kernel-config keys other than moe_backend (linear kernels)",
+                        None),
+    "--specialize-active-lora": ("--specialize-active-lora's extra CUDA graphs (one set "
+                                 "per power of 2 of active LoRAs)", None),
+    "--enable-tower-connector-lora": ("LoRA slots on the vision tower and connector", None),
+    "--enable-moe-shared-loras": ("shared MoE LoRA slots (smaller than kvplan's)", None),
+    "--enable-mixed-moe-lora-format": ("the 2D MoE LoRA wrapper's slots", None),
+    "--max-lora-cls-labels": ("LoRA classifier heads", None),
+    "--enable-elastic-ep": ("elastic EP's all-to-all buffers sized for its largest DP", None),
+    "--nnodes": ("a group across hosts, which runs without custom all-reduce unless the "
+                 "hosts share NVLink", lambda v: v != "1"),
+    "--ec-transfer-config": ("the encoder-cache transfer connector", None),
+    "--kv-offloading-size": ("the KV offloading connector's buffers (--kv-offloading-size, "
+                             "a KV connector as --kv-transfer-config sets)", None),
+}
+
+
+def unsized(flags: list[tuple[str, str | None, bool]]) -> list[tuple[str, str]]:
+    """(flag, phrase) for each given flag kvplan does not size. `flags`: (canonical name,
+    value or None for a bare switch, negated)."""
+    out: list[tuple[str, str]] = []
+    for name, value, negated in flags:
+        entry = UNSIZED.get(name)
+        if entry is None or negated or any(n == name for n, _ in out):
+            continue
+        phrase, when = entry
+        v = (value or "true").strip().lower()
+        if v in ("false", "0", "none", "") and when is None:
+            continue
+        if when is not None and value is not None and not when(v):
+            continue
+        out.append((name, phrase))
+    return out
+
+
+def refusals(flags: dict[str, str | None], version: tuple[int, int], vendor: str,
+             tensor_parallel_size: int, max_num_seqs: int | None,
+             all2all_backend: str | None) -> list[tuple[str, str, str]]:
+    """(flag, what vLLM refuses, fix) for flag combinations `VllmConfig.__post_init__`
+    rejects at start-up. `flags`: canonical name -> value (None for a bare switch; negated
+    switches left out); `max_num_seqs` None: vLLM's default (never below TP)."""
+    out = []
+    ubatch = flags.get("--ubatch-size")
+    dbo = "--enable-dbo" in flags and str(flags["--enable-dbo"]).lower() not in ("false", "0")
+    if dbo or (ubatch not in (None, "0", "1")):
+        # `VllmConfig.__post_init__` (`use_ubatching`): DeepEP only; NIXL EP from 0.24;
+        # ROCm's naive all-gather/reduce-scatter too in 0.33
+        ok = ["deepep_low_latency", "deepep_high_throughput"]
+        if version >= (0, 24):
+            ok.append("nixl_ep")
+        if vendor == "amd" and version >= (0, 33):
+            ok.append("allgather_reducescatter")
+        if (all2all_backend or "") not in ok:
+            flag = "--enable-dbo" if dbo else "--ubatch-size"
+            out.append((flag, f"{flag} (microbatching) runs only with the "
+                        f"{', '.join(ok)} all-to-all backend"
+                        f"{'s' if len(ok) > 1 else ''}, not "
+                        f"{all2all_backend or 'the default'}",
+                        f"add --all2all-backend {ok[0]} (and install DeepEP), or remove "
+                        f"{flag}"))
+    for flag in ("--dbo-decode-token-threshold", "--dbo-prefill-token-threshold"):
+        v = flags.get(flag)
+        if v is not None and v.lstrip("-").isdigit() and int(v) < 2:
+            out.append((flag, f"{flag} {v} is below the 2 microbatches "
+                        "(`ParallelConfig` validator)", f"{flag} 2 or more"))
+    bss = flags.get("--enable-batch-sharded-sampling", "false")
+    if version >= (0, 29) and "--enable-batch-sharded-sampling" in flags and \
+            str(bss).lower() not in ("false", "0"):
+        why = []  # `VllmConfig._validate_batch_sharded_sampling`
+        if tensor_parallel_size <= 1:
+            why.append("tensor_parallel_size is 1, so there is nothing to shard")
+        elif max_num_seqs is not None and max_num_seqs < tensor_parallel_size:
+            why.append(f"max_num_seqs ({max_num_seqs}) is below tensor_parallel_size "
+                       f"({tensor_parallel_size})")
+        if str(flags.get("--max-logprobs", "")).strip() == "-1":
+            why.append("max_logprobs is -1")
+        if "--return-sampling-mask" in flags:
+            why.append("return_sampling_mask is set")
+        if why:
+            out.append(("--enable-batch-sharded-sampling", "batch-sharded sampling is not "
+                        f"supported here: {'; '.join(why)}",
+                        "remove --enable-batch-sharded-sampling"))
+    return out
