@@ -95,6 +95,10 @@ def size_cmd(
                                             "(the vllm/vllm-openai image; log: 'Using "
                                             "FlashInfer for top-p & top-k sampling') profiled "
                                             "the sampler through it: a smaller activation peak."),
+    async_scheduling: Optional[bool] = typer.Option(
+        None, "--async-scheduling/--no-async-scheduling",
+        help="vLLM 0.26+: off, a sliding-window or chunked layer keeps blocks for PP batches "
+        "in flight instead of PP + 1 (default: on, as vLLM turns it on)."),
     skip_mm_profiling: bool = typer.Option(False, "--skip-mm-profiling",
                                            help="Multimodal models: leave the vision encoder "
                                            "out of the profile run (as vLLM's flag)."),
@@ -234,6 +238,7 @@ def size_cmd(
         num_gpu_blocks_override=num_gpu_blocks_override,
         disable_custom_all_reduce=disable_custom_all_reduce,
         flashinfer_sampler=flashinfer_sampler or None, skip_mm_profiling=skip_mm_profiling,
+        async_scheduling=async_scheduling,
         language_model_only=language_model_only, cpu_offload_gb=cpu_offload_gb,
         performance_mode=performance_mode,
         cudagraph_capture_sizes=parse_int_list(cudagraph_capture_sizes,

@@ -940,6 +940,31 @@ def test_sliding_window_in_flight_batches_by_release_and_runner():
     assert inflight(GEMMA3_12B, "0.28", pp=2) == 3 * 2048  # dense: V2 runner
     assert inflight(QWEN3_NEXT_80B, "0.28", pp=2) == 2 * 2048  # hybrid MoE: V1 runner
     assert inflight(QWEN3_NEXT_80B, "0.33", pp=2) == 3 * 2048
+    # --no-async-scheduling: pp batches (`max_concurrent_batches`)
+    assert run(GEMMA3_12B, version="0.33", max_model_len=8192, max_num_batched_tokens=2048,
+               kv_cache_memory_bytes=8 * GiB, async_scheduling=False).inflight_tokens == 2048
+
+
+def test_no_async_scheduling_frees_sliding_window_blocks():
+    # gpt-oss-20b on an H100 at 0.33: 150,696 usable blocks; a request needs 8,192 full
+    # blocks + cdiv(127 + in-flight, 16) + 1 sliding ones: in-flight 2 x 8,192 -> 1,033,
+    # without async scheduling 8,192 -> 521, so 16.34x -> 17.30x at 131,072 tokens
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h100 = resolve_model("openai/gpt-oss-20b"), resolve_gpu("h100")
+    on = size(m, h100, EngineArgs(), "0.33")
+    off = size(m, h100, EngineArgs(async_scheduling=False), "0.33")
+    assert on.num_gpu_blocks == off.num_gpu_blocks == 150697
+    assert round(on.max_concurrency, 2) == round(150696 / (8192 + 1033), 2) == 16.34
+    assert round(off.max_concurrency, 2) == round(150696 / (8192 + 521), 2) == 17.30
+    assert (on.kv_cache_tokens, off.kv_cache_tokens) == (2141155, 2266975)
+    # a speculative method outside vLLM's async list turns it off by default on V1 and
+    # refuses it when asked for (0.33: suffix runs on model runner V1)
+    from kvplan.core.specdec import from_config
+
+    sfx = from_config({"method": "suffix", "num_speculative_tokens": 4})
+    with pytest.raises(BadInput, match="refuses --async-scheduling with suffix"):
+        size(m, h100, EngineArgs(speculative=sfx, async_scheduling=True), "0.33")
 
 
 def test_hybrid_max_num_seqs_needs_a_block_each_with_full_cuda_graphs():

@@ -207,6 +207,7 @@ class EngineArgs:
     num_gpu_blocks_override: int | None = None
     disable_custom_all_reduce: bool = False  # also what vLLM does when TP spans nodes
     flashinfer_sampler: bool | None = None  # VLLM_USE_FLASHINFER_SAMPLER (None: the default)
+    async_scheduling: bool | None = None  # --[no-]async-scheduling (None: vLLM's default)
     rocm_moe_padding: bool = True  # VLLM_ROCM_MOE_PADDING
     rocm_fp8_padding: bool = True  # VLLM_ROCM_FP8_PADDING
     rocm_aiter: bool = False  # VLLM_ROCM_USE_AITER
@@ -1425,7 +1426,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
     v2_graphs, v2_fp32, v2_state, v2_mm = version.v2_profile() if v2 else (True, None, False,
                                                                           True)
-    inflight = mnbt * version.inflight_batches(pp, v2)
+    async_on = version.async_scheduling(a.async_scheduling, v2, spec.method if spec else None)
+    inflight = mnbt * version.inflight_batches(pp, v2, async_on)
 
     # memory per pipeline stage
     stages = pp_partition(arch.num_layers, pp, a.pp_layer_partition,

@@ -605,16 +605,37 @@ class VllmVersion:
         """'GPU KV cache size' = int(max_concurrency * max_model_len) from 0.20.2."""
         return self.at_least(0, 20, 2)
 
-    def inflight_batches(self, pp: int, v2_runner: bool) -> int:
+    def inflight_batches(self, pp: int, v2_runner: bool, async_scheduling: bool = True) -> int:
         """Batches of `max_num_batched_tokens` a sliding-window or chunked layer must keep
         blocks for (`VllmConfig.max_in_flight_tokens` = `max_concurrent_batches` x the token
-        budget, from 0.26; async scheduling is on by default): pp + 1 with model runner V2,
-        2 (pp = 1) or pp with V1. 0.33 runs V2 for every model; up to 0.25 one batch."""
-        if self.at_least(0, 33):
-            return pp + 1
-        if self.at_least(0, 26):
-            return pp + 1 if v2_runner else (2 if pp == 1 else pp)
-        return 1
+        budget, from 0.26): with async scheduling pp + 1 on model runner V2, 2 (pp = 1) or pp
+        on V1; without it pp. Up to 0.25 one batch."""
+        if not self.at_least(0, 26):
+            return 1
+        if not async_scheduling:
+            return pp
+        return pp + 1 if v2_runner else (2 if pp == 1 else pp)
+
+    def async_scheduling(self, requested: bool | None, v2_runner: bool,
+                         spec_method: str | None) -> bool:
+        """Whether the start schedules asynchronously (`VllmConfig.__post_init__`, read in the
+        0.26-0.33 wheels). `--no-async-scheduling` turns it off; by default it is on except
+        with a speculative method outside EAGLE/MTP/DFlash, ngram_gpu, DSpark and (0.28+)
+        draft_model, which 0.33 applies to model runner V1 only (suffix; V2 runs the rest);
+        asked for beside such a method, vLLM refuses to start. (Pooling runners and
+        executors without async support are not modelled.)"""
+        ok = {"mtp", "eagle", "eagle3", "dflash", "ngram_gpu", "dspark", "draft_model"}
+        if not self.at_least(0, 28):
+            ok.discard("draft_model")  # (0.26-0.27 allow it only when asked for)
+        clash = spec_method is not None and spec_method not in ok and not (
+            self.at_least(0, 33) and v2_runner)
+        if requested and clash and (spec_method != "draft_model"):
+            raise BadInput(f"vLLM {self.text} refuses --async-scheduling with {spec_method} "
+                           "speculative decoding", hint="drop --async-scheduling",
+                           flag="async_scheduling")
+        if requested is not None:
+            return requested
+        return not clash
 
     def v2_model_runner(self, architectures: list[str], moe: bool, hybrid: bool,
                         vendor: str = "nvidia") -> bool:
