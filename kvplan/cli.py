@@ -99,6 +99,13 @@ def size_cmd(
         None, "--async-scheduling/--no-async-scheduling",
         help="vLLM 0.26+: off, a sliding-window or chunked layer keeps blocks for PP batches "
         "in flight instead of PP + 1 (default: on, as vLLM turns it on)."),
+    return_sampling_mask: bool = typer.Option(
+        False, "--return-sampling-mask", help="vLLM 0.28+: the sampler runs without "
+        "FlashInfer's fused top-k/top-p (a smaller profile peak from 0.33)."),
+    logprobs_mode: Optional[str] = typer.Option(
+        None, "--logprobs-mode", help="raw_logprobs (default), raw_logits, "
+        "processed_logprobs or processed_logits; the processed modes sample without "
+        "FlashInfer (0.28+)."),
     skip_mm_profiling: bool = typer.Option(False, "--skip-mm-profiling",
                                            help="Multimodal models: leave the vision encoder "
                                            "out of the profile run (as vLLM's flag)."),
@@ -238,7 +245,8 @@ def size_cmd(
         num_gpu_blocks_override=num_gpu_blocks_override,
         disable_custom_all_reduce=disable_custom_all_reduce,
         flashinfer_sampler=flashinfer_sampler or None, skip_mm_profiling=skip_mm_profiling,
-        async_scheduling=async_scheduling,
+        async_scheduling=async_scheduling, return_sampling_mask=return_sampling_mask,
+        logprobs_mode=logprobs_mode,
         language_model_only=language_model_only, cpu_offload_gb=cpu_offload_gb,
         performance_mode=performance_mode,
         cudagraph_capture_sizes=parse_int_list(cudagraph_capture_sizes,

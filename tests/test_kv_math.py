@@ -415,6 +415,31 @@ def test_small_gpus_sample_without_flashinfer_from_031():
     assert act(17) == act(58)  # (no catalog GPU has 16 SMs or fewer; 0 = not known)
 
 
+def test_sampling_masks_and_processed_logprobs_sample_without_flashinfer():
+    # 0.28+ `Sampler.use_flashinfer = not return_sampling_mask and ...`, and
+    # `fused_sampler_eligible` is False for processed logprobs (the warm-up asks for 5):
+    # the 0.33 profile samples as with VLLM_USE_FLASHINFER_SAMPLER=0 (1.5 buffers + 132
+    # cached rows, below the forward pass, which then sets the peak): Llama-3.1-8B on an
+    # H100, 27,879 -> 28,292 blocks
+    from kvplan.sources.resolve import resolve_gpu
+
+    h100 = resolve_gpu("h100")
+
+    def run33(**kw):
+        return size(Model("m", LLAMA31_8B), h100, EngineArgs(**kw), "0.33")
+
+    def act(**kw):
+        return run33(**kw).budget.activation
+
+    assert act(return_sampling_mask=True) == act(flashinfer_sampler=False) < act()
+    assert (run33().num_gpu_blocks, run33(return_sampling_mask=True).num_gpu_blocks) == (
+        27879, 28292)
+    assert act(logprobs_mode="processed_logits") == act(return_sampling_mask=True)
+    assert act(logprobs_mode="raw_logits") == act()
+    with pytest.raises(BadInput, match="--logprobs-mode 'x' is not one of"):
+        act(logprobs_mode="x")
+
+
 def test_flashinfer_sampler_and_custom_all_reduce_terms():
     from kvplan.core import memory as M
 

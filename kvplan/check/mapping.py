@@ -62,6 +62,8 @@ VLLM_FIELDS = {
     "--quantization": "quantization",
     "--allow-deprecated-quantization": "allow_deprecated_quantization",  # 0.30+ (quantcheck)
     "--async-scheduling": "async_scheduling",  # in-flight blocks of sliding-window layers
+    # the V2 sampler's fused FlashInfer path (0.28+), whose peak the 0.33 profile holds
+    "--return-sampling-mask": "return_sampling_mask", "--logprobs-mode": "logprobs_mode",
     "--enable-prefix-caching": "enable_prefix_caching",
     "--enable-chunked-prefill": "enable_chunked_prefill",
     "--disable-hybrid-kv-cache-manager": "disable_hybrid_kv_cache_manager",
@@ -344,7 +346,8 @@ BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching
                "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
                "disable_custom_all_reduce", "skip_mm_profiling", "language_model_only",
                "headless", "enable_lora", "disable_sliding_window", "enable_eplb",
-               "fully_sharded_loras", "allow_deprecated_quantization", "async_scheduling"}
+               "fully_sharded_loras", "allow_deprecated_quantization", "async_scheduling",
+               "return_sampling_mask"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:

@@ -112,6 +112,8 @@ TYPICAL_LENGTHS = (1024, 4096, 8192, 32768, 131072)
 # The shortest --max-model-len a "does not fit" hint proposes with more TP (a choice, not an
 # engine fact: a context under 4k tokens is rarely a serving option)
 SHORTER_HINT_MIN_LEN = 4096
+# `config/model.py` `LogprobsMode` (0.10+)
+LOGPROBS_MODES = ("raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits")
 
 
 @record(frozen=True)
@@ -208,6 +210,8 @@ class EngineArgs:
     disable_custom_all_reduce: bool = False  # also what vLLM does when TP spans nodes
     flashinfer_sampler: bool | None = None  # VLLM_USE_FLASHINFER_SAMPLER (None: the default)
     async_scheduling: bool | None = None  # --[no-]async-scheduling (None: vLLM's default)
+    return_sampling_mask: bool = False  # --return-sampling-mask (0.28+): no fused sampler
+    logprobs_mode: str | None = None  # --logprobs-mode: processed_* modes do not fuse
     rocm_moe_padding: bool = True  # VLLM_ROCM_MOE_PADDING
     rocm_fp8_padding: bool = True  # VLLM_ROCM_FP8_PADDING
     rocm_aiter: bool = False  # VLLM_ROCM_USE_AITER
@@ -1608,8 +1612,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                            and version.at_least(0, 27))
 
     sampler_copies = M.const(copies)
+    if a.logprobs_mode not in (None, *LOGPROBS_MODES):
+        raise BadInput(f"--logprobs-mode {a.logprobs_mode!r} is not one of vLLM's",
+                       hint=", ".join(LOGPROBS_MODES), flag="logprobs_mode")
+    fused_ok = not (a.return_sampling_mask
+                    or str(a.logprobs_mode or "").startswith("processed"))
     if v2 and version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler,
-                                            sm_count=gpu.sm_count):
+                                            sm_count=gpu.sm_count, fused_ok=fused_ok):
         sampler_copies = M.const("sampler_fp32_copies_flashinfer")
     elif v2 and v2_fp32 is None and profile_reqs:
         # 0.33's warm-up pass without FlashInfer (ROCm; CUDA below SM80 or with it off): the
@@ -1644,7 +1653,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # sizing, 0.24-0.26's state
     if v2 and v2_fp32 is not None:
         fi = version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler, in_profile=False,
-                                           sm_count=gpu.sm_count)
+                                           sm_count=gpu.sm_count, fused_ok=fused_ok)
         warm = int(min(mnbt, seqs) * arch.vocab_size * 4 * M.const(
             "sampler_fp32_copies_flashinfer" if fi else copies)) + (
             0 if v2_state else M.v2_sampler_state_bytes(seqs, arch.vocab_size, 1 + k_spec))

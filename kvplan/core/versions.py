@@ -697,7 +697,7 @@ class VllmVersion:
 
     def v2_flashinfer_sampler(self, compute_capability: str, vendor: str = "nvidia",
                               env: bool | None = None, *, in_profile: bool = True,
-                              sm_count: int = 0) -> bool:
+                              sm_count: int = 0, fused_ok: bool = True) -> bool:
         """0.33's profile samples the warm-up requests (top-k 50, top-p 0.9) through V2's
         sampler, which takes FlashInfer's fused top-k/top-p kernel when
         `flashinfer_sampler_supported()`: CUDA, `VLLM_USE_FLASHINFER_SAMPLER` not 0 (default
@@ -708,8 +708,13 @@ class VllmVersion:
         FlashInfer on the same terms from 0.24 (`Sampler.use_flashinfer`, the 0.24-0.32
         wheels), as in the top-k/top-p warm-up after the KV cache is sized. From 0.31 a GPU
         of 16 SMs or fewer samples without it (`flashinfer_sampler_supported`: FlashInfer 0.7+
-        rejects multi-CTA top-k masking there; `sm_count` 0: not known, taken as more)."""
+        rejects multi-CTA top-k masking there; `sm_count` 0: not known, taken as more).
+        `fused_ok` False: `--return-sampling-mask` or a processed `--logprobs-mode` (the
+        warm-up requests ask for 5 logprobs), with which the 0.28+ sampler does not fuse
+        (`Sampler.use_flashinfer`, `fused_sampler_eligible`)."""
         if not self.at_least(0, 33 if in_profile else 24) or vendor != "nvidia" or env is False:
+            return False
+        if not fused_ok and self.at_least(0, 28):
             return False
         if 0 < sm_count <= 16 and self.at_least(0, 31):
             return False

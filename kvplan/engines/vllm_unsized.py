@@ -39,10 +39,6 @@ UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
                   lambda v: v not in ("auto", "none")),
     "--mm-encoder-only": ("--mm-encoder-only (an encoder-only instance: no language-model "
                           "KV cache)", None),
-    "--return-sampling-mask": ("--return-sampling-mask (the profile samples without "
-                               "FlashInfer: a smaller peak)", None),
-    "--logprobs-mode": ("--logprobs-mode's processed logprobs (the profile samples without "
-                        "FlashInfer: a smaller peak)", lambda v: v.startswith("processed")),
     "--watermark-config": ("the watermarking sampler (--watermark-config)", None),
     "--enable-dbo": ("dual-batch overlap (model runner V1, two microbatch workspaces)", None),
     "--ubatch-size": ("microbatching (--ubatch-size: model runner V1, one workspace per "
