@@ -99,6 +99,9 @@ def size_cmd(
         None, "--async-scheduling/--no-async-scheduling",
         help="vLLM 0.26+: off, a sliding-window or chunked layer keeps blocks for PP batches "
         "in flight instead of PP + 1 (default: on, as vLLM turns it on)."),
+    specialize_active_lora: bool = typer.Option(
+        False, "--specialize-active-lora", help="vLLM 0.16+ with --enable-lora: CUDA graphs "
+        "per power of 2 of active adapters (up to --max-loras), not only with and without."),
     return_sampling_mask: bool = typer.Option(
         False, "--return-sampling-mask", help="vLLM 0.28+: the sampler runs without "
         "FlashInfer's fused top-k/top-p (a smaller profile peak from 0.33)."),
@@ -246,6 +249,7 @@ def size_cmd(
         disable_custom_all_reduce=disable_custom_all_reduce,
         flashinfer_sampler=flashinfer_sampler or None, skip_mm_profiling=skip_mm_profiling,
         async_scheduling=async_scheduling, return_sampling_mask=return_sampling_mask,
+        specialize_active_lora=specialize_active_lora,
         logprobs_mode=logprobs_mode,
         language_model_only=language_model_only, cpu_offload_gb=cpu_offload_gb,
         performance_mode=performance_mode,

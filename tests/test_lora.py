@@ -84,6 +84,12 @@ def test_lora_in_the_budget():
     assert eager.cudagraph_graphs == 0 and not any(twice in n for n in eager.notes)
     # vLLM 0.23 logged 53.34 GiB (stannum13, 'ten rank-8 LoRA registrations'); kvplan 53.38
     assert r.budget.available_kv / 2**30 == pytest.approx(53.34, abs=0.1)
+    # --specialize-active-lora (0.16+): no adapter, then 1, 2, 4, 8 and 11 active at
+    # max_loras 10 (`get_captured_lora_counts`): 6 cases instead of 2
+    spec = size(m, h100, EngineArgs(max_model_len=4096, enable_lora=True, max_loras=10,
+                                    max_lora_rank=8, specialize_active_lora=True), "0.23")
+    assert spec.cudagraph_graphs == 6 * base.cudagraph_graphs
+    assert any("6 times the graphs" in n for n in spec.notes)
 
 
 def test_lora_limits():

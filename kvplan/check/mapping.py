@@ -40,6 +40,7 @@ VLLM_FIELDS = {
     "--enable-lora": "enable_lora", "--max-loras": "max_loras",  # LoRA slots (core/lora.py)
     "--max-lora-rank": "max_lora_rank", "--fully-sharded-loras": "fully_sharded_loras",
     "--lora-target-modules": "lora_target_modules",
+    "--specialize-active-lora": "specialize_active_lora",  # graphs per active-adapter count
     # --speculative-config is sized when kvplan can resolve it (sizing_checks._speculative);
     # the rest are sized without, with a warning: a draft model's weights and KV layers, a
     # connector's buffers come out of the KV cache
@@ -347,7 +348,7 @@ BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching
                "disable_custom_all_reduce", "skip_mm_profiling", "language_model_only",
                "headless", "enable_lora", "disable_sliding_window", "enable_eplb",
                "fully_sharded_loras", "allow_deprecated_quantization", "async_scheduling",
-               "return_sampling_mask"}
+               "return_sampling_mask", "specialize_active_lora"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:

@@ -262,10 +262,17 @@ def lora_elems_per_stage(arch: ModelArch, stages: list[range], tp: int, ep: int,
     return out
 
 
-def graph_cases(v1_specialize: bool, *, v2: bool, at_least_012: bool) -> int:
+def graph_cases(v1_specialize: bool, *, v2: bool, at_least_012: bool, max_loras: int = 1,
+                active_counts: bool = False) -> int:
     """CUDA graphs are captured once per LoRA case: with and without active adapters (0.12+
     `cudagraph_specialize_lora`, `cudagraph_dispatcher._get_lora_cases`; model runner V2
-    always), once before 0.12."""
+    always), once before 0.12. `active_counts` (`--specialize-active-lora`, 0.16+, with
+    `cudagraph_specialize_lora` on): no adapter, then every power of 2 of active adapters up
+    to max_loras and max_loras + 1 (`lora/utils.py` `get_captured_lora_counts`; V2's
+    `get_lora_capture_cases`)."""
     if not at_least_012:
         return 1
+    if active_counts and v1_specialize:
+        return 1 + sum(1 for n in range(1, max_loras + 2)
+                       if n & (n - 1) == 0 or n == max_loras + 1)
     return 2 if v2 or v1_specialize else 1

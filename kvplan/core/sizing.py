@@ -234,6 +234,7 @@ class EngineArgs:
     max_lora_rank: int = 16  # --max-lora-rank (vLLM's default)
     fully_sharded_loras: bool = False  # --fully-sharded-loras
     cudagraph_specialize_lora: bool = True  # --compilation-config cudagraph_specialize_lora
+    specialize_active_lora: bool = False  # --specialize-active-lora (0.16+): graphs per count
     # -cc pass_config.fuse_allreduce_rms (False at -O0/-O1; None: vLLM's default, on)
     fuse_allreduce_rms: bool | None = None
     lora_target_modules: tuple[str, ...] | None = None  # --lora-target-modules (0.19+)
@@ -1859,10 +1860,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         from kvplan.core.lora import graph_cases
 
         cases = graph_cases(a.cudagraph_specialize_lora, v2=v2,
-                            at_least_012=version.at_least(0, 12))
+                            at_least_012=version.at_least(0, 12), max_loras=a.max_loras,
+                            active_counts=a.specialize_active_lora and version.at_least(0, 16))
         if graphs and cases > 1:
             notes.append("LoRA: CUDA graphs are captured with and without active adapters "
-                         "(twice the graphs)")
+                         + ("(twice the graphs)" if cases == 2 else
+                            f"and per count of active adapters ({cases} times the graphs)"))
         graphs *= cases
     # per-GPU graph memory beside the per-layer estimate: DeepSeek-V4's C128 compressor's
     # stack growth (also in non-torch memory), the sparse indexer's decode logits

@@ -65,8 +65,6 @@ UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
                            "dtype, sparse-MLA workspace)", None),
     "--kernel-config": ("--kernel-config keys other than moe_backend (linear kernels)",
                         None),
-    "--specialize-active-lora": ("--specialize-active-lora's extra CUDA graphs (one set "
-                                 "per power of 2 of active LoRAs)", None),
     "--enable-tower-connector-lora": ("LoRA slots on the vision tower and connector", None),
     "--enable-moe-shared-loras": ("shared MoE LoRA slots (smaller than kvplan's)", None),
     "--enable-mixed-moe-lora-format": ("the 2D MoE LoRA wrapper's slots", None),
