@@ -1309,3 +1309,21 @@ def test_spec_flags_fill_the_speculative_config(capsys):
     code, d = _cmd(capsys, "--spec-tokens 3")  # no method, no model: vLLM refuses
     v = one(d["deployments"][0], "flag-values")
     assert code == 1 and "without a method or a model" in v["message"]
+
+
+def test_json_config_aliases_of_backend_flags(capsys):
+    # 0.33 `create_engine_config`: --attention-config's backend is --attention-backend (both
+    # at once refused); --kernel-config's moe_backend is --moe-backend
+    def refusal(flags):  # FLASHMLA serves MLA models only: vLLM refuses it for Llama
+        code, d = _cmd(capsys, flags, gpu="l40s")
+        return [c["message"] for c in d["deployments"][0]["checks"] if c["status"] == "fail"]
+
+    assert refusal("--attention-config '{\"backend\": \"FLASHMLA\"}'") == refusal(
+        "--attention-backend FLASHMLA") != []
+    code, d = _cmd(capsys, "--attention-backend FLASH_ATTN "
+                   "--attention-config '{\"backend\": \"FLASHINFER\"}'")
+    assert code == 1 and "mutually exclusive" in one(d["deployments"][0], "flag-values")[
+        "message"]
+    code, d = _cmd(capsys, "--attention-config '{\"backend\": \"FLASHINFER\", "
+                   "\"indexer_kv_dtype\": \"fp8\"}'")
+    assert "keys other than backend" in one(d["deployments"][0], "sizing-inputs")["message"]

@@ -77,6 +77,8 @@ VLLM_FIELDS = {
     "--cudagraph-capture-sizes": "cudagraph_capture_sizes",
     "--max-cudagraph-capture-size": "max_cudagraph_capture_size",
     "--moe-backend": "moe_backend",
+    # JSON configs whose `backend` / `moe_backend` keys are those two flags (`_json_aliases`)
+    "--attention-config": "attention_config", "--kernel-config": "kernel_config",
     "--mm-encoder-tp-mode": "mm_encoder_tp_mode",
     "--limit-mm-per-prompt": "limit_mm_per_prompt",  # towers limited to 0 are not built
     # the API server's multimodal decoding, carved out of the KV cache (`core/mmdecode.py`)
@@ -369,10 +371,45 @@ def parse(cmd: EngineCommand, reg: Any) -> Parsed:
         _validate_value(p, f, info)
         if len(p.errors) == errors:  # a value the parser rejects does not reach the engine
             _map(p, f, info, reg)
+    _json_aliases(p)
     _model(p, pos)
     if cmd.engine == "tgi":
         _tgi_env(p)
     return p
+
+
+JSON_ALIASES = {  # config flag -> (its key, the flag that sets the same, both is an error)
+    "attention_config": ("backend", "attention_backend", True),  # 0.20+ `create_engine_config`
+    "kernel_config": ("moe_backend", "moe_backend", False),  # --moe-backend wins
+}
+
+
+def _json_aliases(p: Parsed) -> None:
+    """`--attention-config '{"backend": X}'` is `--attention-backend X` and
+    `--kernel-config '{"moe_backend": X}'` is `--moe-backend X` (0.33 `create_engine_config`:
+    both attention spellings at once are refused)."""
+    import json
+
+    for fld, (key, target, exclusive) in JSON_ALIASES.items():
+        f = p.set_by.pop(fld, None)
+        raw = p.values.pop(fld, None)
+        if f is None:
+            continue
+        try:
+            cfg = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            cfg = None
+        if not isinstance(cfg, dict):
+            p.errors.append((f, f"{f.key} must be a JSON object"))
+            continue
+        if cfg.get(key) is None:
+            continue
+        if target in p.values:
+            if exclusive:
+                p.errors.append((f, f"{p.set_by[target].key} and {f.key}'s {key} are "
+                                    "mutually exclusive"))
+            continue
+        p.values[target], p.set_by[target] = str(cfg[key]), f
 
 
 def _validate_value(p: Parsed, f: FlagUse, info: dict) -> None:

@@ -11,6 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+
+def _other_keys(value: str, known: str) -> bool:
+    """A JSON config flag with keys beyond the one kvplan reads (unparsable: flag-values)."""
+    import json
+
+    try:
+        cfg = json.loads(value)
+    except ValueError:
+        return False
+    return isinstance(cfg, dict) and bool(set(cfg) - {known})
+
+
 # canonical flag -> (what kvplan sizes without, when the value makes it matter: None = any
 # value but false). Phrases complete "sized without ...".
 UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
@@ -62,9 +74,9 @@ UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
     "--dcp-q-replicate": ("--dcp-q-replicate (q_b_proj split over TP/DCP ranks, not TP: "
                           "more weights per GPU)", None),
     "--attention-config": ("--attention-config keys other than backend (indexer cache "
-                           "dtype, sparse-MLA workspace)", None),
+                           "dtype, sparse-MLA workspace)", lambda v: _other_keys(v, "backend")),
     "--kernel-config": ("--kernel-config keys other than moe_backend (linear kernels)",
-                        None),
+                        lambda v: _other_keys(v, "moe_backend")),
     "--enable-tower-connector-lora": ("LoRA slots on the vision tower and connector", None),
     "--enable-moe-shared-loras": ("shared MoE LoRA slots (smaller than kvplan's)", None),
     "--enable-mixed-moe-lora-format": ("the 2D MoE LoRA wrapper's slots", None),
