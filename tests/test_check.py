@@ -1327,3 +1327,20 @@ def test_json_config_aliases_of_backend_flags(capsys):
     code, d = _cmd(capsys, "--attention-config '{\"backend\": \"FLASHINFER\", "
                    "\"indexer_kv_dtype\": \"fp8\"}'")
     assert "keys other than backend" in one(d["deployments"][0], "sizing-inputs")["message"]
+
+
+def test_max_num_active_seqs_caps_the_running_batch(capsys):
+    # 0.31+ --max-num-active-seqs caps RUNNING below max_num_seqs (buffers and graphs stay
+    # sized by max_num_seqs); `SchedulerConfig` refuses it above max_num_seqs
+    base = ["--gpu", "h100", "--workload", "chat", "--rate", "1", "--cmd",
+            "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32k "]
+    code, d = check_json(capsys, *base[:-1], base[-1])
+    safe = one(d["deployments"][0], "max-num-seqs-safe")
+    assert safe["status"] == "fail" and safe["current"] == 1024  # the H100 default
+    code, d = check_json(capsys, *base[:-1], base[-1] + "--max-num-active-seqs 64")
+    ok = one(d["deployments"][0], "max-num-seqs-safe")
+    assert ok["status"] == "pass" and ok["current"] == 64
+    assert ok["message"].startswith("--max-num-active-seqs 64 <= the safe")
+    code, d = check_json(capsys, *base[:-1], base[-1] + "--max-num-active-seqs 2000")
+    v = one(d["deployments"][0], "flag-values")
+    assert code == 1 and "cannot be greater than max_num_seqs (1024)" in v["message"]

@@ -63,6 +63,12 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
     from kvplan.core.plan import plan_one
 
     t = out.target
+    active = p.values.get("max_num_active_seqs")
+    if active is not None and active > r.max_num_seqs:  # `SchedulerConfig` (0.31+)
+        out.add("flag-values", FAIL, f"max_num_active_seqs ({active}) cannot be greater than "
+                f"max_num_seqs ({r.max_num_seqs}): the engine refuses to start",
+                p.loc_of("max_num_active_seqs"), fix=f"--max-num-active-seqs {r.max_num_seqs}",
+                current=active, suggested=r.max_num_seqs)
     decl = t.declared
     name = spelled(p.engine, "max_num_seqs")
     loc = p.loc_of("max_num_seqs")
@@ -93,6 +99,10 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
     safe = plan.max_num_seqs
     current = r.max_num_seqs
     given = "max_num_seqs" in p.values
+    active = p.values.get("max_num_active_seqs")
+    if active is not None and active < current:  # 0.31+: the running batch's own cap
+        current, given = active, True
+        name, loc = "--max-num-active-seqs", p.loc_of("max_num_active_seqs")
     if not plan.feasible:
         out.add("max-num-seqs-safe", FAIL, f"no safe setting{at}: {plan.why_not}", loc,
                 fix="use a larger GPU, more tensor parallelism, --kv-cache-dtype fp8 or relax "

@@ -41,6 +41,7 @@ VLLM_FIELDS = {
     "--max-lora-rank": "max_lora_rank", "--fully-sharded-loras": "fully_sharded_loras",
     "--lora-target-modules": "lora_target_modules",
     "--specialize-active-lora": "specialize_active_lora",  # graphs per active-adapter count
+    "--max-num-active-seqs": "max_num_active_seqs",  # 0.31+: caps the running batch
     # --speculative-config is sized when kvplan can resolve it (sizing_checks._speculative);
     # the rest are sized without, with a warning: a draft model's weights and KV layers, a
     # connector's buffers come out of the KV cache
@@ -343,7 +344,7 @@ INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_s
               "data_parallel_size_local",
               "decode_context_parallel_size",
               "block_size", "max_num_seqs", "num_gpu_blocks_override", "max_total_tokens",
-              "max_loras", "max_lora_rank"}
+              "max_loras", "max_lora_rank", "max_num_active_seqs"}
 HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
 BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",
                "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
