@@ -983,6 +983,7 @@ def test_no_async_scheduling_frees_sliding_window_blocks():
     assert round(on.max_concurrency, 2) == round(150696 / (8192 + 1033), 2) == 16.34
     assert round(off.max_concurrency, 2) == round(150696 / (8192 + 521), 2) == 17.30
     assert (on.kv_cache_tokens, off.kv_cache_tokens) == (2141155, 2266975)
+    assert (on.to_json()["inflight_tokens"], off.to_json()["inflight_tokens"]) == (16384, 8192)
     # a speculative method outside vLLM's async list turns it off by default on V1 and
     # refuses it when asked for (0.33: suffix runs on model runner V1)
     from kvplan.core.specdec import from_config

@@ -416,6 +416,7 @@ class SizeResult:
             "num_gpu_blocks": self.num_gpu_blocks,
             "usable_blocks": self.usable_blocks,
             "blocks_per_request": self.blocks_per_request,
+            "inflight_tokens": self.inflight_tokens,
             "kv_cache_tokens": self.kv_cache_tokens,
             "kv_cache_tokens_per_cluster": self.kv_cache_tokens * a.data_parallel_size,
             "max_model_len": self.max_model_len,
