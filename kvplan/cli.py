@@ -102,6 +102,9 @@ def size_cmd(
     specialize_active_lora: bool = typer.Option(
         False, "--specialize-active-lora", help="vLLM 0.16+ with --enable-lora: CUDA graphs "
         "per power of 2 of active adapters (up to --max-loras), not only with and without."),
+    enable_prompt_embeds: bool = typer.Option(
+        False, "--enable-prompt-embeds", help="Model runner V2 (0.29+) keeps an "
+        "inputs_embeds buffer [max-num-batched-tokens, hidden]; 0.24-0.28 run V1 instead."),
     return_sampling_mask: bool = typer.Option(
         False, "--return-sampling-mask", help="vLLM 0.28+: the sampler runs without "
         "FlashInfer's fused top-k/top-p (a smaller profile peak from 0.33)."),
@@ -249,7 +252,7 @@ def size_cmd(
         disable_custom_all_reduce=disable_custom_all_reduce,
         flashinfer_sampler=flashinfer_sampler or None, skip_mm_profiling=skip_mm_profiling,
         async_scheduling=async_scheduling, return_sampling_mask=return_sampling_mask,
-        specialize_active_lora=specialize_active_lora,
+        specialize_active_lora=specialize_active_lora, enable_prompt_embeds=enable_prompt_embeds,
         logprobs_mode=logprobs_mode,
         language_model_only=language_model_only, cpu_offload_gb=cpu_offload_gb,
         performance_mode=performance_mode,

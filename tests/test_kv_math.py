@@ -440,6 +440,25 @@ def test_sampling_masks_and_processed_logprobs_sample_without_flashinfer():
         act(logprobs_mode="x")
 
 
+def test_prompt_embeds_buffer_on_v2_and_v1_before_029():
+    # 0.29+ `DefaultModelState.__init__`: --enable-prompt-embeds on a text-only model keeps
+    # an inputs_embeds buffer [max_num_tokens, hidden] in the model dtype (8,192 x 4,096 x
+    # 2 B for Llama-3.1-8B on an H100); 0.24-0.28 list prompt embeds among the features
+    # model runner V2 lacks, so the start runs V1
+    from kvplan.sources.resolve import resolve_gpu
+
+    h100 = resolve_gpu("h100")
+
+    def run_(version, **kw):
+        return size(Model("m", LLAMA31_8B), h100, EngineArgs(**kw), version)
+
+    on, off = run_("0.33", enable_prompt_embeds=True), run_("0.33")
+    assert on.budget.activation - off.budget.activation == 8192 * 4096 * 2
+    old = run_("0.28", enable_prompt_embeds=True)
+    assert run_("0.28").model_runner_v2 and not old.model_runner_v2
+    assert any("runs prompt embeds on model runner V1" in n for n in old.notes)
+
+
 def test_flashinfer_sampler_and_custom_all_reduce_terms():
     from kvplan.core import memory as M
 

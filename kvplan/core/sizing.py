@@ -235,6 +235,7 @@ class EngineArgs:
     fully_sharded_loras: bool = False  # --fully-sharded-loras
     cudagraph_specialize_lora: bool = True  # --compilation-config cudagraph_specialize_lora
     specialize_active_lora: bool = False  # --specialize-active-lora (0.16+): graphs per count
+    enable_prompt_embeds: bool = False  # --enable-prompt-embeds: V2's inputs_embeds buffer
     # -cc pass_config.fuse_allreduce_rms (False at -O0/-O1; None: vLLM's default, on)
     fuse_allreduce_rms: bool | None = None
     lora_target_modules: tuple[str, ...] | None = None  # --lora-target-modules (0.19+)
@@ -1335,6 +1336,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                  arch.is_hybrid_state, gpu.vendor) or bool(
         spec and spec.method == SD.DSPARK)  # DSpark runs on model runner V2 only
     v1_why = SD.v1_runner_reason(spec, version, a.pipeline_parallel_size) if spec and v2 else ""
+    if v2 and a.enable_prompt_embeds and not version.at_least(0, 29):
+        v1_why = "prompt embeds"  # 0.24-0.28 `_get_v2_model_runner_unsupported_features`
     if v1_why:
         v2 = False
         notes.append(f"vLLM {version.text} runs {v1_why} on model runner V1 (\"Model Runner V2 "
@@ -1647,9 +1650,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if v2_state else 0
     # V2's `EncoderRunner.inputs_embeds` ([max_num_tokens, hidden] in the model dtype) for a
     # multimodal model whose towers run, allocated with the runner before the profile too
-    mm_embeds = mnbt * arch.hidden_size * dtype_bytes(model_dtype) if (
-        v2_state and arch.vision_config and towers_kept(
-            arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]) else 0
+    # (0.29+: text-only models hold the same buffer with --enable-prompt-embeds,
+    # `DefaultModelState.__init__`)
+    mm_embeds = mnbt * arch.hidden_size * dtype_bytes(model_dtype) if v2_state and (
+        (arch.vision_config and towers_kept(
+            arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0])
+        or (a.enable_prompt_embeds and version.at_least(0, 29))) else 0
     act += sampler_state + mm_embeds
     warm = late_lora  # outside the budget: V0's LoRA slots, V2's top-k/top-p warm-up after
     # sizing, 0.24-0.26's state

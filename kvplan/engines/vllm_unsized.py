@@ -61,8 +61,6 @@ UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
     "--distributed-executor-backend": ("the external launcher's model runner V1 with PP",
                                        lambda v: v == "external_launcher"),
     # buffers and layouts
-    "--enable-prompt-embeds": ("--enable-prompt-embeds's inputs_embeds buffer "
-                               "([max-num-batched-tokens, hidden])", None),
     "--enable-mm-embeds": ("--enable-mm-embeds's embedding input path", None),
     "--kv-sharing-fast-prefill": ("Gemma-3n/4's fast-prefill buffers "
                                   "(--kv-sharing-fast-prefill)", None),
