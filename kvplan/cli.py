@@ -102,6 +102,9 @@ def size_cmd(
     specialize_active_lora: bool = typer.Option(
         False, "--specialize-active-lora", help="vLLM 0.16+ with --enable-lora: CUDA graphs "
         "per power of 2 of active adapters (up to --max-loras), not only with and without."),
+    dcp_q_replicate: bool = typer.Option(
+        False, "--dcp-q-replicate", help="vLLM 0.29+ with -dcp on DeepSeek-V2/V3-family MLA: "
+        "q_b_proj split TP/dcp ways, not TP (more weights per GPU)."),
     enable_prompt_embeds: bool = typer.Option(
         False, "--enable-prompt-embeds", help="Model runner V2 (0.29+) keeps an "
         "inputs_embeds buffer [max-num-batched-tokens, hidden]; 0.24-0.28 run V1 instead."),
@@ -253,6 +256,7 @@ def size_cmd(
         flashinfer_sampler=flashinfer_sampler or None, skip_mm_profiling=skip_mm_profiling,
         async_scheduling=async_scheduling, return_sampling_mask=return_sampling_mask,
         specialize_active_lora=specialize_active_lora, enable_prompt_embeds=enable_prompt_embeds,
+        dcp_q_replicate=dcp_q_replicate,
         logprobs_mode=logprobs_mode,
         language_model_only=language_model_only, cpu_offload_gb=cpu_offload_gb,
         performance_mode=performance_mode,

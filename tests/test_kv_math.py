@@ -459,6 +459,29 @@ def test_prompt_embeds_buffer_on_v2_and_v1_before_029():
     assert any("runs prompt embeds on model runner V1" in n for n in old.notes)
 
 
+def test_dcp_q_replicate_holds_the_dcp_groups_q_heads():
+    # 0.29+ `DeepseekV2MLAAttention`: with --dcp-q-replicate and -dcp > 1, q_b_proj is a
+    # `DCPGroupColumnParallelLinear` split TP / dcp ways: DeepSeek-V3 at TP8 DCP8 holds the
+    # whole 1,536 x (128 x 192) FP8 q_b_proj of 61 layers, 7/8 of it more than TP8 gives
+    # (block scales: 4 B per 128 x 128)
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h200 = resolve_model("deepseek-ai/DeepSeek-V3"), resolve_gpu("h200")
+    kw = dict(tensor_parallel_size=8, decode_context_parallel_size=8)
+    base = size(m, h200, EngineArgs(**kw), "0.33")
+    qrep = size(m, h200, EngineArgs(dcp_q_replicate=True, **kw), "0.33")
+    q_b = 1536 * 128 * 192 * 61
+    extra = q_b * 7 / 8 * (1 + 4 / (128 * 128))
+    assert abs(qrep.budget.weights - base.budget.weights - extra) < 1 << 20
+    assert (base.kv_cache_tokens, qrep.kv_cache_tokens) == (5216128, 4986752)
+    # no DCP, or a release before the flag: as before
+    assert size(m, h200, EngineArgs(tensor_parallel_size=8, dcp_q_replicate=True), "0.33"
+                ).budget.weights == size(m, h200, EngineArgs(tensor_parallel_size=8),
+                                         "0.33").budget.weights
+    assert size(m, h200, EngineArgs(dcp_q_replicate=True, **kw), "0.28").budget.weights == \
+        size(m, h200, EngineArgs(**kw), "0.28").budget.weights
+
+
 def test_flashinfer_sampler_and_custom_all_reduce_terms():
     from kvplan.core import memory as M
 

@@ -43,6 +43,7 @@ VLLM_FIELDS = {
     "--specialize-active-lora": "specialize_active_lora",  # graphs per active-adapter count
     "--max-num-active-seqs": "max_num_active_seqs",  # 0.31+: caps the running batch
     "--enable-prompt-embeds": "enable_prompt_embeds",  # V2's inputs_embeds buffer (0.29+)
+    "--dcp-q-replicate": "dcp_q_replicate",  # MLA q_b_proj split TP/dcp ways
     # --speculative-config is sized when kvplan can resolve it (sizing_checks._speculative);
     # the rest are sized without, with a warning: a draft model's weights and KV layers, a
     # connector's buffers come out of the KV cache
@@ -352,7 +353,8 @@ BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching
                "disable_custom_all_reduce", "skip_mm_profiling", "language_model_only",
                "headless", "enable_lora", "disable_sliding_window", "enable_eplb",
                "fully_sharded_loras", "allow_deprecated_quantization", "async_scheduling",
-               "return_sampling_mask", "specialize_active_lora", "enable_prompt_embeds"}
+               "return_sampling_mask", "specialize_active_lora", "enable_prompt_embeds",
+               "dcp_q_replicate"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:

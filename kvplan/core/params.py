@@ -47,6 +47,7 @@ class LayerParams:
     state: int = 0  # of `split`: Mamba / linear-attention mixer params
     repl_quant: int = 0  # of `replicated`: whole-on-every-rank linears the checkpoint quantizes
     mla_up: int = 0  # MLA kv_b_proj params: vLLM keeps a dequantized 16-bit copy of quantized ones
+    mla_q: int = 0  # of `split`: MLA q_b_proj (or q_proj) params (--dcp-q-replicate)
     kv_unused: int = 0  # K/V projections of a KV-sharing layer (Gemma 4: allocated to 0.29)
 
 
@@ -244,6 +245,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
                 lp.mla_up = int(t["kv_lora_rank"]) * arch.num_attention_heads * (
                     int(t.get("qk_nope_head_dim") or 0)
                     + int(t.get("v_head_dim") or t.get("qk_nope_head_dim") or 0))
+                lp.mla_q = (int(t.get("q_lora_rank") or 0) or h) * arch.num_attention_heads * (
+                    int(t.get("qk_nope_head_dim") or 0) + int(t.get("qk_rope_head_dim") or 0))
             lp.kv_proj = kv
             lp.kv_heads = layer.num_kv_heads
         elif isinstance(layer, StateLayer):

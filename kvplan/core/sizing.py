@@ -235,6 +235,7 @@ class EngineArgs:
     fully_sharded_loras: bool = False  # --fully-sharded-loras
     cudagraph_specialize_lora: bool = True  # --compilation-config cudagraph_specialize_lora
     specialize_active_lora: bool = False  # --specialize-active-lora (0.16+): graphs per count
+    dcp_q_replicate: bool = False  # --dcp-q-replicate (0.29+): MLA q_b_proj split TP/dcp ways
     enable_prompt_embeds: bool = False  # --enable-prompt-embeds: V2's inputs_embeds buffer
     # -cc pass_config.fuse_allreduce_rms (False at -O0/-O1; None: vLLM's default, on)
     fuse_allreduce_rms: bool | None = None
@@ -709,6 +710,22 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
 
 # --- weights ---------------------------------------------------------------------------------
 
+# `models/deepseek_v2.py` `DeepseekV2MLAAttention` reads dcp_q_replicate (0.29+); GLM-5's
+# DSA class on CUDA (`deepseek_v32/nvidia`) builds a plain ColumnParallelLinear
+Q_REPLICATE_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+                     "KimiK25ForConditionalGeneration")
+
+
+def _q_groups(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> int:
+    """The DCP size an MLA q_b_proj is replicated over (1: split by TP as usual): with
+    `--dcp-q-replicate` and -dcp > 1 (prefill context parallelism, which turns it off, is
+    not sized)."""
+    if not (a.dcp_q_replicate and a.decode_context_parallel_size > 1 and version.at_least(0, 29)
+            and any(x in Q_REPLICATE_ARCHS for x in arch.architectures)):
+        return 1
+    return a.decode_context_parallel_size
+
+
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
                        stages: list[range], cc: str, *, mla_absorb: bool = True,
                        mistral_native: bool = False, fi_pad: float = 1.0,
@@ -717,7 +734,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                        marlin_scales: tuple[float, float] = (0.0, 0.0),
                        towers_every_stage: bool = False, vendor: str = "nvidia",
                        release: tuple[int, int] = (0, 33),
-                       indexer_wk_16bit: bool = False) -> tuple[list[int], int, bool]:
+                       indexer_wk_16bit: bool = False,
+                       q_groups: int = 1) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -732,6 +750,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     `vendor`, `release`: what MXFP4 expert padding depends on (`expert_padding`);
     `indexer_wk_16bit`: a sparse-MLA indexer's quantized wk is upcast to the model dtype at
     load (0.20+ `wk_weights_proj`, `quant_config=None`), also after the rescaling.
+    `q_groups`: `--dcp-q-replicate`'s DCP size, over which an MLA q_b_proj is split TP / dcp
+    ways instead of TP (`DCPGroupColumnParallelLinear`), added after the rescaling too.
     Some models build the embedding or the LM head on every stage (`pipeline.py`).
     """
     tp = a.tensor_parallel_size
@@ -795,6 +815,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
         if mx_extra:
             local = arch.num_experts / (ep if a.enable_expert_parallel else 1)
             up += sum(local * mx_extra for i in rng if pc.layers[i].expert)
+        if q_groups > 1:  # each rank holds its DCP group's q heads
+            up += sum(pc.layers[i].mla_q for i in rng) * (q_groups - 1) / tp * wb.linear
         if indexer_wk_16bit and wb.repl_bytes < d:  # hidden x index_head_dim, replicated
             wk = arch.hidden_size * int(arch.text_config.get("index_head_dim") or 128)
             up += sum(wk for i in rng if getattr(arch.layers[i], "indexer_bytes", 0)) * (
@@ -1449,6 +1471,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         kv_unused=version.kv_sharing_layers_keep_kv,
         mxfp4_scales_kept=not version.at_least(0, 25),
         marlin_scales=fp8_marlin_scales(arch, model, gpu, version, dtype_bytes(model_dtype)),
+        q_groups=_q_groups(arch, a, version),
         # `_mark_tower_model` skips the towers past the first stage only under V2 from 0.33
         towers_every_stage=not (v2 and version.at_least(0, 33)),
         vendor=gpu.vendor, release=version.v[:2],

@@ -69,8 +69,6 @@ UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
     "--mm-processor-kwargs": ("--mm-processor-kwargs (the encoder profile is sized with "
                               "the default largest image or video)", None),
     "--use-replayssm": ("ReplaySSM's ring buffers in each Mamba2 state", None),
-    "--dcp-q-replicate": ("--dcp-q-replicate (q_b_proj split over TP/DCP ranks, not TP: "
-                          "more weights per GPU)", None),
     "--attention-config": ("--attention-config keys other than backend (indexer cache "
                            "dtype, sparse-MLA workspace)", lambda v: _other_keys(v, "backend")),
     "--kernel-config": ("--kernel-config keys other than moe_backend (linear kernels)",
