@@ -1341,6 +1341,9 @@ def test_max_num_active_seqs_caps_the_running_batch(capsys):
     ok = one(d["deployments"][0], "max-num-seqs-safe")
     assert ok["status"] == "pass" and ok["current"] == 64
     assert ok["message"].startswith("--max-num-active-seqs 64 <= the safe")
+    code, d = check_json(capsys, *base[:-1], base[-1] + "--max-num-active-seqs 0")
+    assert code == 1 and "must be at least 1" in one(d["deployments"][0], "flag-values")[
+        "message"]
     code, d = check_json(capsys, *base[:-1], base[-1] + "--max-num-active-seqs 2000")
     v = one(d["deployments"][0], "flag-values")
     assert code == 1 and "cannot be greater than max_num_seqs (1024)" in v["message"]

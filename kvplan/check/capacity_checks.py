@@ -100,7 +100,7 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
     current = r.max_num_seqs
     given = "max_num_seqs" in p.values
     active = p.values.get("max_num_active_seqs")
-    if active is not None and active < current:  # 0.31+: the running batch's own cap
+    if active is not None and 1 <= active < current:  # 0.31+: the running batch's own cap
         current, given = active, True
         name, loc = "--max-num-active-seqs", p.loc_of("max_num_active_seqs")
     if not plan.feasible:

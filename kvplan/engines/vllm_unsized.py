@@ -134,6 +134,10 @@ def refusals(flags: dict[str, str | None], version: tuple[int, int], vendor: str
         if v is not None and v.lstrip("-").isdigit() and int(v) < 2:
             out.append((flag, f"{flag} {v} is below the 2 microbatches "
                         "(`ParallelConfig` validator)", f"{flag} 2 or more"))
+    v = flags.get("--max-num-active-seqs")
+    if v is not None and v.lstrip("-").isdigit() and int(v) < 1:  # `Field(ge=1)`
+        out.append(("--max-num-active-seqs", f"--max-num-active-seqs {v} must be at least 1",
+                    "--max-num-active-seqs 1 or more, or remove it"))
     bss = flags.get("--enable-batch-sharded-sampling", "false")
     if version >= (0, 29) and "--enable-batch-sharded-sampling" in flags and \
             str(bss).lower() not in ("false", "0"):
