@@ -149,7 +149,13 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
              "--mamba-ssm-cache-dtype", "--mamba-cache-dtype", "-dpl", "--enable-lora",
              "--all2all-backend", "--enable-expert-parallel", "--max-loras", "--max-lora-rank",
              "--fully-sharded-loras", "--speculative-config", "--lora-target-modules",
-             "--kv-cache-dtype-skip-layers"]
+             "--kv-cache-dtype-skip-layers", "--async-scheduling", "--no-async-scheduling",
+             "--return-sampling-mask", "--logprobs-mode", "--specialize-active-lora",
+             "--enable-prompt-embeds", "--dcp-q-replicate", "--max-num-active-seqs",
+             "--spec-method", "--spec-model", "--spec-tokens", "--attention-config",
+             "--kernel-config", "--enable-dbo", "--ubatch-size", "--kv-offloading-size",
+             "--enable-batch-sharded-sampling", "--dbo-decode-token-threshold",
+             "--allow-deprecated-quantization", "--runner", "--nnodes"]
     values = ["1", "0", "-1", "8", "3", "auto", "1e9", "nan", "inf", "32k", "{", "{}",
               '{"cudagraph_mode": 5}', '{"max_cudagraph_capture_size": "x"}', '{"video": []}',
               "[1]", "fp8", "bogus", "", "1.5", '{"num_hidden_layers": "x"}',
@@ -164,7 +170,9 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
               '{"method": "dspark", "num_speculative_tokens": 7}',
               '{"method": "dspark", "model": "deepseek-ai/dspark_qwen3_8b_block7"}',
               "nvfp4", "turboquant_4bit_nc", "int4_per_token_head", "octave_k3v4",
-              "ultraquant_4bit", "nvfp4_ds_mla", "0 1 sliding_window", "31,x"]
+              "ultraquant_4bit", "nvfp4_ds_mla", "0 1 sliding_window", "31,x",
+              "processed_logits", '{"backend": "FLASHINFER"}', '{"backend": 5}',
+              '{"moe_backend": "triton", "x": 1}', "ngram", "suffix", "pooling"]
     model_ids = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
                  "nvidia/Qwen3.6-27B-NVFP4", "Qwen/Qwen3-30B-A3B",
                  "deepseek-ai/DeepSeek-R1", "ibm-granite/granite-4.0-h-small", "nope/nope",
@@ -177,7 +185,8 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
         cmd = " ".join(shlex.quote(t) for t in toks)
         said = crash(["check", "--cmd", cmd, "--gpu", rng.choice(["h100", "l4", "mi300x", "b200"]),
                          "--vllm-version", rng.choice(["0.33", "0.28", "0.20", "0.11",
-                                                       "0.9.2", "0.26"])])
+                                                       "0.9.2", "0.26"]),
+                      *rng.choice([[], ["--workload", "chat", "--rate", "5"]])])
         if said:
             out.append(f"check {cmd}: {said}")
         env = rng.choice(["VLLM_USE_V1=0", "VLLM_USE_V1=1", "VLLM_USE_V1=x", "VLLM_USE_V1="])
