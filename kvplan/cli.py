@@ -105,6 +105,10 @@ def size_cmd(
     dcp_q_replicate: bool = typer.Option(
         False, "--dcp-q-replicate", help="vLLM 0.29+ with -dcp on DeepSeek-V2/V3-family MLA: "
         "q_b_proj split TP/dcp ways, not TP (more weights per GPU)."),
+    mm_processor_kwargs: Optional[str] = typer.Option(
+        None, "--mm-processor-kwargs", help="JSON, as vLLM's flag: a Qwen VL max_pixels or "
+        "size.longest_edge (flat, or in images_kwargs / videos_kwargs) sets the image and "
+        "video vLLM 0.17+ profiles the vision encoder with."),
     enable_prompt_embeds: bool = typer.Option(
         False, "--enable-prompt-embeds", help="Model runner V2 (0.29+) keeps an "
         "inputs_embeds buffer [max-num-batched-tokens, hidden]; 0.24-0.28 run V1 instead."),
@@ -209,6 +213,7 @@ def size_cmd(
     from kvplan.sources.resolve import resolve_gpu, resolve_model
     from kvplan.units import (
         parse_int_list,
+        parse_json_object,
         parse_mm_limits,
         parse_names,
         parse_video_io,
@@ -257,6 +262,9 @@ def size_cmd(
         async_scheduling=async_scheduling, return_sampling_mask=return_sampling_mask,
         specialize_active_lora=specialize_active_lora, enable_prompt_embeds=enable_prompt_embeds,
         dcp_q_replicate=dcp_q_replicate,
+        mm_processor_kwargs=parse_json_object(mm_processor_kwargs, what="--mm-processor-kwargs",
+                                              hint='e.g. \'{"max_pixels": 1003520}\'')
+        if mm_processor_kwargs is not None else None,
         logprobs_mode=logprobs_mode,
         language_model_only=language_model_only, cpu_offload_gb=cpu_offload_gb,
         performance_mode=performance_mode,

@@ -1347,3 +1347,15 @@ def test_max_num_active_seqs_caps_the_running_batch(capsys):
     code, d = check_json(capsys, *base[:-1], base[-1] + "--max-num-active-seqs 2000")
     v = one(d["deployments"][0], "flag-values")
     assert code == 1 and "cannot be greater than max_num_seqs (1024)" in v["message"]
+
+
+def test_mm_processor_kwargs_reach_the_encoder_profile(capsys):
+    base = "vllm serve Qwen/Qwen2.5-VL-7B-Instruct "
+    code, d = check_json(capsys, "--gpu", "h100", "--cmd",
+                         base + "--mm-processor-kwargs '{\"max_pixels\": 1003520}'")
+    dep = d["deployments"][0]
+    assert "1,000,416 tokens" in one(dep, "max-model-len-fits")["message"]
+    assert one(dep, "sizing-inputs")["status"] == "pass"
+    code, d = check_json(capsys, "--gpu", "h100", "--cmd",
+                         base + "--mm-processor-kwargs '{\"do_pan_and_scan\": true}'")
+    assert "pan-and-scan" in one(d["deployments"][0], "sizing-inputs")["message"]

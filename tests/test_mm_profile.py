@@ -316,3 +316,46 @@ def test_v2_sampler_state_sits_under_the_encoder_peak():
               "0.33")
     assert r.to_json()["sampler_state_bytes"] == lm.to_json()["sampler_state_bytes"] == \
         256 * (152064 + 2 * 4752) * 4
+
+
+def test_processor_kwargs_set_the_dummy_image_and_video():
+    # 0.33 `Qwen2VLProcessingInfo.get_image_size_with_most_features`: N = max_pixels // 28^2
+    # merged patches, the largest n <= N whose closest factor pair is within 200:1; video
+    # frames take the image's size, resized with the video settings; 7 frame pairs at most
+    from kvplan.core.mm import most_features, processor_pixels, smart_resize_tokens
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    assert most_features(1003520, 28) == (32, 40)  # 1,280 = 32 x 40
+    assert most_features(1279 * 784, 28) == (18, 71)  # 1,279 is prime: 1,278 = 18 x 71
+    # a 3,584 x 3,584 frame to at most 1,003,520 pixels: 35 x 35 merged patches
+    assert smart_resize_tokens(128, 128, 28, 1003520) == 1225
+    flat = {"max_pixels": 1003520}
+    assert processor_pixels(flat, scoped=True) == processor_pixels(flat, scoped=False)
+    scoped = {"max_pixels": 2000000, "videos_kwargs": {"size": {"longest_edge": 1003520}}}
+    assert (processor_pixels(scoped, scoped=True).video,
+            processor_pixels(scoped, scoped=False).video) == (1003520, 2000000)
+    h100 = resolve_gpu("h100")
+
+    def prof(model, kw, version="0.33"):
+        r = size(resolve_model(model), h100, EngineArgs(mm_processor_kwargs=kw), version)
+        v = r.vision_profile
+        return v.modality, v.items, v.tokens_per_item, r.kv_cache_tokens
+
+    qwen25 = "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert prof(qwen25, None)[:3] == ("video", 1, 7 * 16384)
+    # one video of 7 pairs x 1,280 tokens: 769,760 -> 1,000,416 KV tokens
+    assert prof(qwen25, flat) == ("video", 1, 8960, 1000416)
+    # only the video shrinks (7 x 1,225 = 8,575): the 16,384-token image wins
+    assert prof(qwen25, {"videos_kwargs": {"max_pixels": 1003520}})[:3] == ("image", 1, 16384)
+    assert prof(qwen25, {"max_pixels": 12845056, "fps": 1})[:3] == ("video", 1, 114688)
+    # 0.12-0.16 build the processor without the per-call keys: the defaults
+    assert prof(qwen25, flat, "0.14")[2] == 114688
+    # Qwen3-VL: image 1,024 (32 x 32 at 1,048,576 px), video 2 frames of 524,288 px: 512;
+    # the larger wins, video on a tie, 8 images fill the 8,192-token budget
+    qwen3 = "Qwen/Qwen3-VL-8B-Instruct"
+    big = {"size": {"longest_edge": 1048576, "shortest_edge": 65536}}
+    assert prof(qwen3, big)[:3] == ("image", 8, 1024)
+    assert prof(qwen3, {"images_kwargs": big})[:3] == ("video", 1, 12288)
+    # HF-format Mistral 3 (0.29+): the dummy side, ceil(1,024 / 28)^2 = 1,369 tokens
+    assert prof("mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+                {"size": {"longest_edge": 1024}})[:3] == ("image", 5, 1369)

@@ -44,6 +44,7 @@ VLLM_FIELDS = {
     "--max-num-active-seqs": "max_num_active_seqs",  # 0.31+: caps the running batch
     "--enable-prompt-embeds": "enable_prompt_embeds",  # V2's inputs_embeds buffer (0.29+)
     "--dcp-q-replicate": "dcp_q_replicate",  # MLA q_b_proj split TP/dcp ways
+    "--mm-processor-kwargs": "mm_processor_kwargs",  # the profile's dummy image / video
     # --speculative-config is sized when kvplan can resolve it (sizing_checks._speculative);
     # the rest are sized without, with a warning: a draft model's weights and KV layers, a
     # connector's buffers come out of the KV cache
@@ -500,6 +501,11 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
                                         reg.release)
             check_keys("speculative", raw, reg.release, f.key)
             value = f.value
+        elif fld == "mm_processor_kwargs":
+            from kvplan.units import parse_json_object
+
+            value = parse_json_object(f.value, what=f.key,
+                                      hint='e.g. \'{"max_pixels": 1003520}\'')
         elif fld == "eplb_config":
             from kvplan.core.eplb import parse_eplb_config
 

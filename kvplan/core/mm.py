@@ -25,6 +25,7 @@ import math
 from typing import Any
 
 from kvplan.core.record import record
+from kvplan.errors import BadInput
 
 QWEN2_VL = ("Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration")
 QWEN3_VL = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
@@ -147,6 +148,66 @@ def pixel_bytes(architectures: list[str], *, device_normalize: bool, v2_runner: 
     return PixelBytes(3.0 if both_copies else 1.0, 0.0 if v2_runner else 1.0)
 
 
+@record(frozen=True)
+class ProcessorPixels:
+    """`--mm-processor-kwargs`' largest image and video frame, in pixels (None: the
+    processor's default)."""
+
+    image: int | None = None
+    video: int | None = None
+
+
+def processor_pixels(kwargs: dict[str, Any] | None, *, scoped: bool) -> ProcessorPixels:
+    """What `--mm-processor-kwargs` gives the Qwen VL profile (0.17+): a flat `max_pixels`
+    or `size.longest_edge` applies to images and videos alike; from 0.31 (`scoped`)
+    `images_kwargs` / `videos_kwargs` override it per modality (0.32+
+    `_merge_and_resolve_mm_processor_kwargs`, `_complete_mm_processor_size_aliases`).
+    Other keys leave the profile alone (fps, num_frames and min_pixels below the dummy)."""
+
+    def largest(d: Any, where: str) -> int | None:
+        if not isinstance(d, dict):
+            return None
+        size = d.get("size")
+        v = d.get("max_pixels", size.get("longest_edge") if isinstance(size, dict) else None)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 2 ** 40:
+            raise BadInput(f"--mm-processor-kwargs {where}max_pixels / size.longest_edge must "
+                           f"be a positive number of pixels, got {v!r}")
+        return int(v)
+
+    if kwargs is None:
+        return ProcessorPixels()
+    flat = largest(kwargs, "")
+    if not scoped:
+        return ProcessorPixels(flat, flat)
+    return ProcessorPixels(largest(kwargs.get("images_kwargs"), "images_kwargs.") or flat,
+                           largest(kwargs.get("videos_kwargs"), "videos_kwargs.") or flat)
+
+
+def most_features(max_pixels: int, unit: int) -> tuple[int, int]:
+    """(rows, columns) of merged patches in vLLM's dummy image
+    (`get_image_size_with_most_features`, 0.14+): the largest n <= max_pixels // unit^2
+    whose closest factor pair is within 200:1 (`closest_factor_pair`)."""
+    n = max(1, max_pixels // unit ** 2)
+    while n > 1:
+        a = next(d for d in range(math.isqrt(n), 0, -1) if n % d == 0)
+        if n // a <= 200 * a:
+            return a, n // a
+        n -= 1
+    return 1, 1
+
+
+def smart_resize_tokens(rows: int, cols: int, unit: int, max_pixels: int) -> int:
+    """Merged patches of a rows x cols (in units) frame after the HF processor's
+    `smart_resize` to at most `max_pixels` (Qwen2-VL's video frames)."""
+    h, w = rows * unit, cols * unit
+    if h * w <= max_pixels:
+        return rows * cols
+    beta = math.sqrt(h * w / max_pixels)
+    return max(1, math.floor(h / beta / unit)) * max(1, math.floor(w / beta / unit))
+
+
 def _items(tokens: int, max_model_len: int, max_num_batched_tokens: int,
            max_num_seqs: int, limit: int = DEFAULT_MM_LIMIT) -> int:
     """Items the profile encodes at once (`MultiModalBudget._get_max_items`: the budget over
@@ -209,7 +270,7 @@ def _llama4(vision: dict[str, Any], *, text_hidden: int, **kw: Any) -> EncoderPr
 def _pixtral(vision: dict[str, Any], *, tp: int, text_hidden: int, limit: int,
              max_model_len: int, max_num_batched_tokens: int, max_num_seqs: int,
              px: PixelBytes, dense_mask: bool, ranks: int = 1,
-             merge: int = 2) -> EncoderProfile | None:
+             merge: int = 2, longest_edge: int | None = None) -> EncoderProfile | None:
     """Pixtral (Mistral-Small-3.x, Ministral-3; pixtral.py): the dummy image is image_size
     square (`get_image_size_with_most_features`), (side / merge)^2 embeddings of the text
     width, and every item's patches go through the tower as one packed sequence. Without
@@ -217,14 +278,16 @@ def _pixtral(vision: dict[str, Any], *, tp: int, text_hidden: int, limit: int,
     attention takes a dense [N, N] bf16 mask (transformers' `generate_block_attention_mask`
     into `scaled_dot_product_attention`); 0.29 moved to `MMEncoderAttention`. A block's peak
     is its gated MLP: input, residual, norm, gate_up (2r/TP) and SiluAndMul (r/TP), 4 + 3r/TP
-    units, with about 3.15 more held (conv output, ln_pre, pixels)."""
+    units, with about 3.15 more held (conv output, ln_pre, pixels). `longest_edge`: the
+    dummy's side in pixels from `--mm-processor-kwargs` (HF-format Mistral 3, 0.29+
+    `get_vision_encoder_info`)."""
     d = int(vision.get("hidden_size") or 0)
     inter = int(vision.get("intermediate_size") or 0)
     patch = int(vision.get("patch_size") or 14)
-    side = int(vision.get("image_size") or 0) // patch
+    side = -(-int(longest_edge or vision.get("image_size") or 0) // patch)
     if not d or not inter or not side:
         return None
-    tokens = (side // merge) ** 2
+    tokens = (-(-side // merge)) ** 2
     items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs, limit)
     n = -(-items // ranks) * side * side
     units = 4 + 3 * inter / d / tp + (1 if tp > 1 else 0) + 3.15
@@ -321,14 +384,17 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
                     limits: dict[str, int] | None = None,
                     px: PixelBytes = PixelBytes(), encoder_dp: bool = False,
                     dense_mask: bool = False, merge: int = 2, audio_tower: bool = False,
-                    frame_chunk: int | None = None) -> EncoderProfile | None:
+                    frame_chunk: int | None = None,
+                    pixels: ProcessorPixels = ProcessorPixels()) -> EncoderProfile | None:
     """The encoder profile of a Qwen VL, Gemma 3/4, Llama 4 or Pixtral model (None for other
     models; `dense_mask`, `merge`: Pixtral's, `_pixtral`).
     `limits`: --limit-mm-per-prompt (an unlisted modality allows DEFAULT_MM_LIMIT); `px`:
     `pixel_bytes`. `encoder_dp` (`--mm-encoder-tp-mode data`, where the model supports it):
     every rank runs a whole tower on its share of the items (`run_dp_sharded_vision_model`,
     `get_load_balance_assignment`) and gathers all their outputs. Gemma 4's: whether it has
-    an audio tower, and the frames its tower takes at once (`gemma4_frame_chunk`)."""
+    an audio tower, and the frames its tower takes at once (`gemma4_frame_chunk`).
+    `pixels`: the Qwen VL dummy image / video frame `--mm-processor-kwargs` sets
+    (`processor_pixels`)."""
     qwen2 = any(a in QWEN2_VL for a in architectures)
     qwen3 = any(a in QWEN3_VL for a in architectures)
     lim = {"image": DEFAULT_MM_LIMIT, "video": DEFAULT_MM_LIMIT, **(limits or {})}
@@ -341,7 +407,7 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
                        frame_chunk=frame_chunk, **kw)
     if vision and any(a in PIXTRAL for a in architectures):
         return _pixtral(vision, text_hidden=text_hidden, limit=lim["image"], ranks=ranks,
-                        dense_mask=dense_mask, merge=merge, **kw)
+                        dense_mask=dense_mask, merge=merge, longest_edge=pixels.image, **kw)
     tiled = _gemma3 if any(a in GEMMA3 for a in architectures) else (
         _llama4 if any(a in LLAMA4 for a in architectures) else None)
     if vision and tiled:
@@ -357,18 +423,24 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     if not d or not inter:
         return None
     # at least one token: the processor resizes an image to a whole number of merged patches
-    if qwen3:  # one 4096 x 4096 image; the 2-frame video is smaller
-        tokens, modality = max(1, _QWEN3_LONGEST_EDGE // (patch * merge) ** 2), "image"
-        if lim["image"] <= 0:  # the video: two frames of longest_edge / 2 pixels each
-            # (`get_max_video_tokens`: video_max_pixels // temporal_patch_size)
-            tokens = max(1, _QWEN3_VIDEO_LONGEST_EDGE // t_patch // (patch * merge) ** 2)
-            modality = "video"
-    else:  # the image, or a video of up to 7 frame pairs once max_model_len allows it
-        image = max(1, _QWEN2_MAX_PIXELS // (patch * merge) ** 2)
-        tokens = image * min(max(max_model_len // image, 1), _QWEN2_MAX_VIDEO_PAIRS)
-        modality = "video"  # ties go to video
-        if lim["video"] <= 0:  # a modality limited to 0 is not profiled (`MultiModalBudget`)
-            tokens, modality = image, "image"
+    unit = patch * merge
+    if qwen3:  # one 4096 x 4096 image; the 2-frame video (`get_max_video_tokens`: frames of
+        # video longest_edge // temporal_patch_size pixels) is smaller by default
+        rows, cols = most_features(pixels.image or _QWEN3_LONGEST_EDGE, unit)
+        video = math.prod(most_features((pixels.video or _QWEN3_VIDEO_LONGEST_EDGE) // t_patch,
+                                        unit))
+        image = rows * cols
+    else:  # the image, or a video of up to 7 frame pairs once max_model_len allows it; the
+        # frames take the image's size, then the video settings (`_get_vision_info`)
+        rows, cols = most_features(pixels.image or _QWEN2_MAX_PIXELS, unit)
+        image = rows * cols
+        pair = smart_resize_tokens(rows, cols, unit, pixels.video) if pixels.video else image
+        video = pair * min(max(max_model_len // pair, 1), _QWEN2_MAX_VIDEO_PAIRS)
+    # the modality with the most tokens, video on a tie; one limited to 0 is not profiled
+    # (`MultiModalBudget.get_modality_with_max_tokens`)
+    modality = "video" if lim["image"] <= 0 or (lim["video"] > 0 and video >= image) \
+        else "image"
+    tokens = video if modality == "video" else image
     items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs,
                    lim[modality])
     patches = items * tokens * merge * merge

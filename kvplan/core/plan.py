@@ -17,7 +17,7 @@ from kvplan.core import capacity, perf, queueing
 from kvplan.core.arch import normalize
 from kvplan.core.mm import encoder_profile
 from kvplan.core.record import record
-from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, mm_pixel_bytes, size
+from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, mm_pixel_bytes, mm_pixels, size
 from kvplan.core.specdec import parallel_draft_slots
 from kvplan.core.workload import Workload
 from kvplan.errors import BadInput
@@ -267,7 +267,8 @@ def _vision_gain(r: SizeResult, cap: int) -> str:
                            max_num_batched_tokens=r.max_num_batched_tokens,
                            max_num_seqs=r.max_num_seqs, limits=r.args.limit_mm_per_prompt,
                            px=mm_pixel_bytes(r.arch.architectures, r.version,
-                                             r.model_runner_v2))
+                                             r.model_runner_v2),
+                           pixels=mm_pixels(r.args, r.version))
     if then is None or now.encoder_peak - then.encoder_peak < GiB // 4:
         return ""
     return (f"; it also shrinks vLLM's vision profile from {now.tokens_per_item:,} to "

@@ -57,13 +57,16 @@ from kvplan.core.kvspec import (
 from kvplan.core.mm import (
     DEFAULT_MM_LIMIT,
     MISTRAL_NATIVE,
+    PIXTRAL,
     QWEN2_VL,
     QWEN3_VL,
     EncoderProfile,
     PixelBytes,
+    ProcessorPixels,
     encoder_profile,
     gemma4_frame_chunk,
     pixel_bytes,
+    processor_pixels,
     towers_kept,
     towers_tp_sharded,
 )
@@ -236,6 +239,7 @@ class EngineArgs:
     cudagraph_specialize_lora: bool = True  # --compilation-config cudagraph_specialize_lora
     specialize_active_lora: bool = False  # --specialize-active-lora (0.16+): graphs per count
     dcp_q_replicate: bool = False  # --dcp-q-replicate (0.29+): MLA q_b_proj split TP/dcp ways
+    mm_processor_kwargs: dict[str, Any] | None = None  # --mm-processor-kwargs (JSON object)
     enable_prompt_embeds: bool = False  # --enable-prompt-embeds: V2's inputs_embeds buffer
     # -cc pass_config.fuse_allreduce_rms (False at -O0/-O1; None: vLLM's default, on)
     fuse_allreduce_rms: bool | None = None
@@ -714,6 +718,29 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
 # DSA class on CUDA (`deepseek_v32/nvidia`) builds a plain ColumnParallelLinear
 Q_REPLICATE_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
                      "KimiK25ForConditionalGeneration")
+
+
+def mm_pixels(a: EngineArgs, version: VllmVersion, notes: list[str] | None = None,
+              architectures: list[str] | tuple[str, ...] = (),
+              native: bool = False) -> ProcessorPixels:
+    """The dummy image / video frame `--mm-processor-kwargs` sets for the profile: Qwen VL
+    from 0.17 (`get_merged_mm_kwargs`), per modality from 0.31; HF-format Mistral 3 from
+    0.29 (`get_vision_encoder_info`; Mistral's own format takes mistral_common's size).
+    0.12-0.16 build the processor without these per-call keys, so their profile keeps the
+    defaults (vllm#27981); how 0.11 and earlier pass them to the processor is not modelled."""
+    if not a.mm_processor_kwargs:
+        return ProcessorPixels()
+    pixtral = any(x in PIXTRAL for x in architectures)
+    since = (0, 29) if pixtral else (0, 17)
+    if pixtral and (native or "Mistral3ForConditionalGeneration" not in architectures) \
+            or not version.at_least(*since):
+        if notes is not None:
+            notes.append(f"--mm-processor-kwargs: kvplan sizes vLLM {version.text}'s profile "
+                         "with the processor's default largest image and video" + (
+                             " (0.12-0.16 leave the profile at the defaults)"
+                             if version.at_least(0, 12) and not pixtral else ""))
+        return ProcessorPixels()
+    return processor_pixels(a.mm_processor_kwargs, scoped=version.at_least(0, 31))
 
 
 def _q_groups(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> int:
@@ -1766,7 +1793,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                   arch.vision_config, gpu.memory_bytes,
                                   chunked=version.at_least(0, 22),
                                   video=(a.limit_mm_per_prompt or {}).get(
-                                      "video", DEFAULT_MM_LIMIT) > 0))
+                                      "video", DEFAULT_MM_LIMIT) > 0),
+                              pixels=mm_pixels(a, version, notes, arch.architectures,
+                                               native))
     act_first = act_inner  # the first stage's (the only one V2 profiles the encoder on)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
         # V2's sampler state exists from `load_model`, so it sits under the encoder's peak

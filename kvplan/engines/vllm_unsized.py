@@ -11,16 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+# --mm-processor-kwargs keys that are sized, or that vLLM's profile does not read
+SIZED_MM_KEYS = ("max_pixels", "min_pixels", "size", "images_kwargs", "videos_kwargs", "fps",
+                 "num_frames", "do_sample_frames")
 
-def _other_keys(value: str, known: str) -> bool:
-    """A JSON config flag with keys beyond the one kvplan reads (unparsable: flag-values)."""
+
+def _other_keys(value: str, *known: str) -> bool:
+    """A JSON config flag with keys beyond those kvplan reads (unparsable: flag-values)."""
     import json
 
     try:
         cfg = json.loads(value)
     except ValueError:
         return False
-    return isinstance(cfg, dict) and bool(set(cfg) - {known})
+    return isinstance(cfg, dict) and bool(set(cfg) - set(known))
 
 
 # canonical flag -> (what kvplan sizes without, when the value makes it matter: None = any
@@ -66,8 +70,9 @@ UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
                                   "(--kv-sharing-fast-prefill)", None),
     "--enable-return-routed-experts": ("the routed-experts capture buffer", None),
     "--aux-output-config": ("the auxiliary-output capture buffer (--aux-output-config)", None),
-    "--mm-processor-kwargs": ("--mm-processor-kwargs (the encoder profile is sized with "
-                              "the default largest image or video)", None),
+    "--mm-processor-kwargs": ("--mm-processor-kwargs keys other than max_pixels / "
+                              "size.longest_edge (Gemma 3's pan-and-scan crops, ...)",
+                              lambda v: _other_keys(v, *SIZED_MM_KEYS)),
     "--use-replayssm": ("ReplaySSM's ring buffers in each Mamba2 state", None),
     "--attention-config": ("--attention-config keys other than backend (indexer cache "
                            "dtype, sparse-MLA workspace)", lambda v: _other_keys(v, "backend")),
