@@ -155,7 +155,8 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
              "--spec-method", "--spec-model", "--spec-tokens", "--attention-config",
              "--kernel-config", "--enable-dbo", "--ubatch-size", "--kv-offloading-size",
              "--enable-batch-sharded-sampling", "--dbo-decode-token-threshold",
-             "--allow-deprecated-quantization", "--runner", "--nnodes"]
+             "--allow-deprecated-quantization", "--runner", "--nnodes",
+             "--mm-processor-kwargs"]
     values = ["1", "0", "-1", "8", "3", "auto", "1e9", "nan", "inf", "32k", "{", "{}",
               '{"cudagraph_mode": 5}', '{"max_cudagraph_capture_size": "x"}', '{"video": []}',
               "[1]", "fp8", "bogus", "", "1.5", '{"num_hidden_layers": "x"}',
@@ -172,8 +173,11 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
               "nvfp4", "turboquant_4bit_nc", "int4_per_token_head", "octave_k3v4",
               "ultraquant_4bit", "nvfp4_ds_mla", "0 1 sliding_window", "31,x",
               "processed_logits", '{"backend": "FLASHINFER"}', '{"backend": 5}',
-              '{"moe_backend": "triton", "x": 1}', "ngram", "suffix", "pooling"]
+              '{"moe_backend": "triton", "x": 1}', "ngram", "suffix", "pooling",
+              '{"max_pixels": 1003520}', '{"max_pixels": "x"}', '{"images_kwargs": 5}',
+              '{"size": {"longest_edge": 0}}', '{"videos_kwargs": {"max_pixels": 1e30}}']
     model_ids = ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
+                 "Qwen/Qwen3-VL-8B-Instruct", "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
                  "nvidia/Qwen3.6-27B-NVFP4", "Qwen/Qwen3-30B-A3B",
                  "deepseek-ai/DeepSeek-R1", "ibm-granite/granite-4.0-h-small", "nope/nope",
                  "deepseek-ai/DeepSeek-V4-Flash", "ai21labs/AI21-Jamba-1.5-Mini"]
