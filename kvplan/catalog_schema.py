@@ -33,6 +33,7 @@ _FIELDS: dict[str, dict[str, tuple[str, float | None, bool]]] = {
         "unified_memory": (_BOOL, None, False), "sm_count": (_INT, 0, False),
         "price_per_hour": (_NUM, 0, False), "mig": (_MAP, None, False),
         "mig_slices": (_INT, 1, False), "mig_estimated": (_STRS, None, False),
+        "mig_sms": (_MAP, None, False),
         "memory_source": (_STR, None, False)},
 }
 VENDORS = ("nvidia", "amd")
@@ -84,6 +85,12 @@ def check_entry(kind: str, key: str, entry: Any, origin: str) -> None:
                     and _fits(_NUM, gib) and gib > 0):
                 raise BadInput(f"gpus entry {key!r} in {origin}: mig maps a profile such as "
                                f"'3g.40gb' to its GiB, got {prof!r}: {gib!r}",
+                               hint="docs/catalogs.md describes each field")
+        for prof, sms in (entry.get("mig_sms") or {}).items():
+            if not (isinstance(prof, str) and _MIG_PROFILE.fullmatch(prof)
+                    and _fits(_INT, sms) and sms > 0):
+                raise BadInput(f"gpus entry {key!r} in {origin}: mig_sms maps a profile such "
+                               f"as '1g.10gb' to its SM count, got {prof!r}: {sms!r}",
                                hint="docs/catalogs.md describes each field")
         for name, tf in (entry.get("tflops") or {}).items():
             if tf is not None and not (_fits(_NUM, tf) and tf >= 0):

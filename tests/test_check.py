@@ -1274,9 +1274,13 @@ def test_microbatching_needs_deepep_and_batch_sharded_sampling_needs_tp(capsys):
     assert code == 1 and "tensor_parallel_size is 1" in v["message"]
     code, d = _cmd(capsys, "--enable-batch-sharded-sampling -tp 2")
     assert one(d["deployments"][0], "flag-values")["status"] == "pass"
-    code, d = _cmd(capsys, "--ubatch-size 1 --dbo-decode-token-threshold 1")
+    # thresholds count only with microbatching (0.30+): below the microbatches refused
+    code, d = _cmd(capsys, "--dbo-decode-token-threshold 1")
+    assert one(d["deployments"][0], "flag-values")["status"] == "pass"
+    code, d = _cmd(capsys, "--ubatch-size 4 --dbo-decode-token-threshold 3 "
+                   "--all2all-backend deepep_low_latency --enable-expert-parallel")
     v = one(d["deployments"][0], "flag-values")
-    assert "--dbo-decode-token-threshold 1 is below the 2 microbatches" in v["message"]
+    assert "--dbo-decode-token-threshold 3 is below the 4 microbatches" in v["message"]
 
 
 def test_memory_flags_kvplan_does_not_size_are_named(capsys):
@@ -1359,3 +1363,25 @@ def test_mm_processor_kwargs_reach_the_encoder_profile(capsys):
     code, d = check_json(capsys, "--gpu", "h100", "--cmd",
                          base + "--mm-processor-kwargs '{\"do_pan_and_scan\": true}'")
     assert "pan-and-scan" in one(d["deployments"][0], "sizing-inputs")["message"]
+
+
+def test_dotted_json_flags_are_rebuilt_as_vllm_rebuilds_them(capsys):
+    # `FlexibleArgumentParser`: `--flag.key VALUE` builds {"key": VALUE} (JSON, else a
+    # human-readable int, else the string); several dotted uses of one flag merge
+    def pool(flags):
+        code, d = _cmd(capsys, flags)
+        dep = d["deployments"][0]
+        assert one(dep, "flag-values")["status"] == "pass", flags
+        return one(dep, "max-model-len-fits")["message"]
+
+    assert pool("--speculative-config.method ngram "
+                "--speculative-config.num_speculative_tokens 3") == pool(
+        "--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'")
+    assert pool("--compilation-config.cudagraph_mode=PIECEWISE") == pool(
+        "-cc '{\"cudagraph_mode\": \"PIECEWISE\"}'")
+    assert "max_model_len 65536" in pool("--hf-overrides.max_position_embeddings 64K")
+    # --moe-backend auto leaves --kernel-config's moe_backend in force (`create_engine_config`):
+    code, d = _cmd(capsys, "--moe-backend auto --kernel-config.moe_backend bogus")
+    assert code == 1
+    assert "--moe-backend bogus is not a vLLM MoE backend" in one(
+        d["deployments"][0], "sizing-inputs")["message"]

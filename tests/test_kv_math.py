@@ -412,7 +412,10 @@ def test_small_gpus_sample_without_flashinfer_from_031():
 
     u = 256 * 151936 * 4
     assert act(17) - act(16) == 2 * u - 16 * 151936 * 4 == 301441024
-    assert act(17) == act(58)  # (no catalog GPU has 16 SMs or fewer; 0 = not known)
+    assert act(17) == act(58)  # (0 = not known: taken as more)
+    # an H100's 1g.10gb MIG slice has 16 SMs as `nvidia-smi mig -lgip` prints (not 132 / 7)
+    assert resolve_gpu("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb").sm_count == 16
+    assert resolve_gpu("NVIDIA-H100-80GB-HBM3-MIG-3g.40gb").sm_count == 60
 
 
 def test_sampling_masks_and_processed_logprobs_sample_without_flashinfer():
@@ -431,10 +434,24 @@ def test_sampling_masks_and_processed_logprobs_sample_without_flashinfer():
     def act(**kw):
         return run33(**kw).budget.activation
 
-    assert act(return_sampling_mask=True) == act(flashinfer_sampler=False) < act()
-    assert (run33().num_gpu_blocks, run33(return_sampling_mask=True).num_gpu_blocks) == (
-        27879, 28292)
-    assert act(logprobs_mode="processed_logits") == act(return_sampling_mask=True)
+    mask = dict(return_sampling_mask=True, logprobs_mode="processed_logprobs")
+    assert act(**mask) == act(flashinfer_sampler=False) < act()
+    assert (run33().num_gpu_blocks, run33(**mask).num_gpu_blocks) == (27879, 28292)
+    assert act(logprobs_mode="processed_logits") == act(**mask)
+    # `_verify_sampling_replay_config`: the mask needs processed_logprobs (0.28+)
+    with pytest.raises(BadInput, match="return-sampling-mask needs --logprobs-mode"):
+        act(return_sampling_mask=True)
+
+    # before 0.33 the top-k/top-p warm-up runs after sizing: processed logprobs take it off
+    # FlashInfer from 0.24 (processed_logits from 0.26), a larger late allocation
+    def late(version, mode):
+        return size(Model("m", LLAMA31_8B), h100, EngineArgs(logprobs_mode=mode),
+                    version).outside_budget_bytes
+
+    assert late("0.25", "processed_logprobs") > late("0.25", "processed_logits") == late(
+        "0.25", "raw_logprobs")
+    assert late("0.27", "processed_logits") == late("0.27", "processed_logprobs") > late(
+        "0.27", "raw_logprobs")
     assert act(logprobs_mode="raw_logits") == act()
     with pytest.raises(BadInput, match="--logprobs-mode 'x' is not one of"):
         act(logprobs_mode="x")

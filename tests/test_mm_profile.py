@@ -357,5 +357,13 @@ def test_processor_kwargs_set_the_dummy_image_and_video():
     assert prof(qwen3, big)[:3] == ("image", 8, 1024)
     assert prof(qwen3, {"images_kwargs": big})[:3] == ("video", 1, 12288)
     # HF-format Mistral 3 (0.29+): the dummy side, ceil(1,024 / 28)^2 = 1,369 tokens
-    assert prof("mistralai/Mistral-Small-3.1-24B-Instruct-2503",
-                {"size": {"longest_edge": 1024}})[:3] == ("image", 5, 1369)
+    mistral = "mistralai/Mistral-Small-3.1-24B-Instruct-2503"
+    assert prof(mistral, {"size": {"longest_edge": 1024}})[:3] == ("image", 5, 1369)
+    # Qwen's max_pixels is no Mistral key; 0.29-0.30 round the merged patches down
+    # (`get_patch_grid_size`): 73 patches -> 36, not 37
+    assert prof(mistral, {"max_pixels": 1003520})[2] == 3025
+    assert (prof(mistral, {"size": {"longest_edge": 1010}})[2],
+            prof(mistral, {"size": {"longest_edge": 1010}}, "0.30")[2]) == (1369, 1296)
+    # an explicit null max_pixels leaves size.longest_edge in force (`_get_vision_size`)
+    assert processor_pixels({"max_pixels": None, "size": {"longest_edge": 1003520}},
+                            scoped=True).image == 1003520

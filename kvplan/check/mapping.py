@@ -362,6 +362,8 @@ def parse(cmd: EngineCommand, reg: Any) -> Parsed:
     """Read `cmd` as its engine would: flags, model, sizing values, rejected values."""
     p = Parsed(cmd)
     p.flags, pos = split_flags(cmd, reg)
+    if reg is not None:
+        p.flags = _merge_dotted(p.flags)
     seen: dict[str, FlagUse] = {}
     for f in p.flags:
         if f.name is None:
@@ -381,6 +383,55 @@ def parse(cmd: EngineCommand, reg: Any) -> Parsed:
     if cmd.engine == "tgi":
         _tgi_env(p)
     return p
+
+
+def _merge_dotted(flags: list[FlagUse]) -> list[FlagUse]:
+    """vLLM's `FlexibleArgumentParser` (0.33 `utils/argparse_utils.py`): `--json-flag.key.sub
+    VALUE` builds `{"key": {"sub": VALUE}}` (VALUE as JSON, else a human-readable integer,
+    else the string; `key+` a comma list), and every dotted use of one flag merges into one
+    object, which is what the flag then carries."""
+    import json
+
+    from kvplan.units import parse_vllm_int
+
+    def update(into: dict, new: dict) -> None:
+        for k, v in new.items():
+            if isinstance(v, dict) and isinstance(into.get(k), dict):
+                update(into[k], v)
+            elif isinstance(v, list) and isinstance(into.get(k), list):
+                into[k] += v
+            else:
+                into[k] = v
+
+    merged: dict[str, tuple[FlagUse, dict]] = {}
+    out = []
+    for f in flags:
+        _, dot, rest = f.key.partition(".")
+        if not (dot and rest and f.name and f.key.startswith("--")):
+            out.append(f)
+            continue
+        raw = f.value or ""
+        value: Any
+        if rest.endswith("+"):
+            rest, value = rest[:-1], raw.split(",")
+        else:
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                try:
+                    value = parse_vllm_int(raw, what=f.key)
+                except BadInput:
+                    value = raw
+        for k in reversed(rest.split(".")):
+            value = {k: value}
+        if f.name in merged:
+            update(merged[f.name][1], value)
+        else:
+            merged[f.name] = (f, value)
+            out.append(f)
+    for f, obj in merged.values():
+        f.value = json.dumps(obj)
+    return out
 
 
 JSON_ALIASES = {  # config flag -> (its key, the flag that sets the same, both is an error)
@@ -409,7 +460,7 @@ def _json_aliases(p: Parsed) -> None:
             continue
         if cfg.get(key) is None:
             continue
-        if target in p.values:
+        if target in p.values and (exclusive or p.values[target] != "auto"):
             if exclusive:
                 p.errors.append((f, f"{p.set_by[target].key} and {f.key}'s {key} are "
                                     "mutually exclusive"))

@@ -278,7 +278,8 @@ def _speculative(out: Any, p: Parsed, a: Any, version: str,
     value = p.values.get("speculative_config")
     if p.engine != "vllm":
         return ""
-    given = {key: p.values[fld] for fld, key in SPEC_FLAGS.items() if p.values.get(fld)}
+    given = {key: p.values[fld] for fld, key in SPEC_FLAGS.items()
+             if p.values.get(fld) is not None}
     if given:  # 0.24+ `create_speculative_config`: the flags fill the JSON's keys
         import json
 

@@ -155,6 +155,8 @@ class ProcessorPixels:
 
     image: int | None = None
     video: int | None = None
+    edge: int | None = None  # HF-format Mistral 3's dummy side, `size.longest_edge` (0.29+)
+    edge_floor: bool = False  # 0.29-0.30 round the merged patches down (`get_patch_grid_size`)
 
 
 def processor_pixels(kwargs: dict[str, Any] | None, *, scoped: bool) -> ProcessorPixels:
@@ -168,7 +170,9 @@ def processor_pixels(kwargs: dict[str, Any] | None, *, scoped: bool) -> Processo
         if not isinstance(d, dict):
             return None
         size = d.get("size")
-        v = d.get("max_pixels", size.get("longest_edge") if isinstance(size, dict) else None)
+        v = d.get("max_pixels")
+        if v is None and isinstance(size, dict):
+            v = size.get("longest_edge")
         if v is None:
             return None
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 2 ** 40:
@@ -270,7 +274,8 @@ def _llama4(vision: dict[str, Any], *, text_hidden: int, **kw: Any) -> EncoderPr
 def _pixtral(vision: dict[str, Any], *, tp: int, text_hidden: int, limit: int,
              max_model_len: int, max_num_batched_tokens: int, max_num_seqs: int,
              px: PixelBytes, dense_mask: bool, ranks: int = 1,
-             merge: int = 2, longest_edge: int | None = None) -> EncoderProfile | None:
+             merge: int = 2, longest_edge: int | None = None,
+             edge_floor: bool = False) -> EncoderProfile | None:
     """Pixtral (Mistral-Small-3.x, Ministral-3; pixtral.py): the dummy image is image_size
     square (`get_image_size_with_most_features`), (side / merge)^2 embeddings of the text
     width, and every item's patches go through the tower as one packed sequence. Without
@@ -280,14 +285,14 @@ def _pixtral(vision: dict[str, Any], *, tp: int, text_hidden: int, limit: int,
     is its gated MLP: input, residual, norm, gate_up (2r/TP) and SiluAndMul (r/TP), 4 + 3r/TP
     units, with about 3.15 more held (conv output, ln_pre, pixels). `longest_edge`: the
     dummy's side in pixels from `--mm-processor-kwargs` (HF-format Mistral 3, 0.29+
-    `get_vision_encoder_info`)."""
+    `get_vision_encoder_info`), whose merged patches 0.29-0.30 round down (`edge_floor`)."""
     d = int(vision.get("hidden_size") or 0)
     inter = int(vision.get("intermediate_size") or 0)
     patch = int(vision.get("patch_size") or 14)
     side = -(-int(longest_edge or vision.get("image_size") or 0) // patch)
     if not d or not inter or not side:
         return None
-    tokens = (-(-side // merge)) ** 2
+    tokens = (side // merge if edge_floor else -(-side // merge)) ** 2
     items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs, limit)
     n = -(-items // ranks) * side * side
     units = 4 + 3 * inter / d / tp + (1 if tp > 1 else 0) + 3.15
@@ -407,7 +412,8 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
                        frame_chunk=frame_chunk, **kw)
     if vision and any(a in PIXTRAL for a in architectures):
         return _pixtral(vision, text_hidden=text_hidden, limit=lim["image"], ranks=ranks,
-                        dense_mask=dense_mask, merge=merge, longest_edge=pixels.image, **kw)
+                        dense_mask=dense_mask, merge=merge, longest_edge=pixels.edge,
+                        edge_floor=pixels.edge_floor, **kw)
     tiled = _gemma3 if any(a in GEMMA3 for a in architectures) else (
         _llama4 if any(a in LLAMA4 for a in architectures) else None)
     if vision and tiled:

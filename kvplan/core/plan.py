@@ -268,7 +268,8 @@ def _vision_gain(r: SizeResult, cap: int) -> str:
                            max_num_seqs=r.max_num_seqs, limits=r.args.limit_mm_per_prompt,
                            px=mm_pixel_bytes(r.arch.architectures, r.version,
                                              r.model_runner_v2),
-                           pixels=mm_pixels(r.args, r.version))
+                           pixels=mm_pixels(r.args, r.version, None, r.arch.architectures,
+                                            r.version.mistral_native_tower(r.model)))
     if then is None or now.encoder_peak - then.encoder_peak < GiB // 4:
         return ""
     return (f"; it also shrinks vLLM's vision profile from {now.tokens_per_item:,} to "

@@ -740,6 +740,18 @@ def mm_pixels(a: EngineArgs, version: VllmVersion, notes: list[str] | None = Non
                              " (0.12-0.16 leave the profile at the defaults)"
                              if version.at_least(0, 12) and not pixtral else ""))
         return ProcessorPixels()
+    if pixtral:  # only `size` (not Qwen's max_pixels alias); per modality in 0.33
+        kw = a.mm_processor_kwargs
+        scoped = kw.get("images_kwargs") if version.at_least(0, 33) else None
+        edge = next((d["size"].get("longest_edge") for d in (scoped, kw)
+                     if isinstance(d, dict) and isinstance(d.get("size"), dict)
+                     and d["size"].get("longest_edge") is not None), None)
+        if edge is not None and (isinstance(edge, bool) or not isinstance(edge, (int, float))
+                                 or not 0 < edge < 1 << 20):
+            raise BadInput(f"--mm-processor-kwargs size.longest_edge must be a positive "
+                           f"number of pixels, got {edge!r}")
+        return ProcessorPixels(edge=int(edge) if edge else None,
+                               edge_floor=not version.at_least(0, 31))
     return processor_pixels(a.mm_processor_kwargs, scoped=version.at_least(0, 31))
 
 
@@ -1670,8 +1682,21 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if a.logprobs_mode not in (None, *LOGPROBS_MODES):
         raise BadInput(f"--logprobs-mode {a.logprobs_mode!r} is not one of vLLM's",
                        hint=", ".join(LOGPROBS_MODES), flag="logprobs_mode")
-    fused_ok = not (a.return_sampling_mask
-                    or str(a.logprobs_mode or "").startswith("processed"))
+    if a.return_sampling_mask:  # `VllmConfig._verify_sampling_replay_config` (0.28+)
+        why = ("exists from 0.28" if not version.at_least(0, 28) else
+               "needs model runner V2" if not v2 else
+               "refuses speculative decoding" if spec and not version.at_least(0, 30) else
+               "needs --logprobs-mode processed_logprobs"
+               if a.logprobs_mode != "processed_logprobs" else "")
+        if why:
+            raise BadInput(f"vLLM {version.text}'s --return-sampling-mask {why}",
+                           hint="add --logprobs-mode processed_logprobs, or drop the mask",
+                           flag="return_sampling_mask")
+    # V2's sampler does not fuse when the warm-up's 5 logprobs are processed ones (0.24+;
+    # processed_logits from 0.26) or with the mask (`Sampler.sample`)
+    mode = str(a.logprobs_mode or "")
+    fused_ok = not (a.return_sampling_mask or mode == "processed_logprobs"
+                    or (mode == "processed_logits" and version.at_least(0, 26)))
     if v2 and version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler,
                                             sm_count=gpu.sm_count, fused_ok=fused_ok):
         sampler_copies = M.const("sampler_fp32_copies_flashinfer")

@@ -709,12 +709,12 @@ class VllmVersion:
         wheels), as in the top-k/top-p warm-up after the KV cache is sized. From 0.31 a GPU
         of 16 SMs or fewer samples without it (`flashinfer_sampler_supported`: FlashInfer 0.7+
         rejects multi-CTA top-k masking there; `sm_count` 0: not known, taken as more).
-        `fused_ok` False: `--return-sampling-mask` or a processed `--logprobs-mode` (the
-        warm-up requests ask for 5 logprobs), with which the 0.28+ sampler does not fuse
-        (`Sampler.use_flashinfer`, `fused_sampler_eligible`)."""
+        `fused_ok` False: `--return-sampling-mask` (0.28+) or a processed `--logprobs-mode`
+        (the warm-up requests ask for 5 logprobs), with which the sampler does not fuse
+        (`Sampler.use_flashinfer`, `fused_sampler_eligible`; the caller applies the gates)."""
         if not self.at_least(0, 33 if in_profile else 24) or vendor != "nvidia" or env is False:
             return False
-        if not fused_ok and self.at_least(0, 28):
+        if not fused_ok:
             return False
         if 0 < sm_count <= 16 and self.at_least(0, 31):
             return False

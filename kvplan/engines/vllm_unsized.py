@@ -134,11 +134,15 @@ def refusals(flags: dict[str, str | None], version: tuple[int, int], vendor: str
                         f"{all2all_backend or 'the default'}",
                         f"add --all2all-backend {ok[0]} (and install DeepEP), or remove "
                         f"{flag}"))
+    # 0.30+ `ParallelConfig` validator: with microbatching, a threshold below the number of
+    # microbatches (2 for DBO, else --ubatch-size)
+    batches = 2 if dbo else int(ubatch) if ubatch and ubatch.isdigit() else 0
     for flag in ("--dbo-decode-token-threshold", "--dbo-prefill-token-threshold"):
         v = flags.get(flag)
-        if v is not None and v.lstrip("-").isdigit() and int(v) < 2:
-            out.append((flag, f"{flag} {v} is below the 2 microbatches "
-                        "(`ParallelConfig` validator)", f"{flag} 2 or more"))
+        if (version >= (0, 30) and batches > 1 and v is not None and v.lstrip("-").isdigit()
+                and int(v) < batches):
+            out.append((flag, f"{flag} {v} is below the {batches} microbatches "
+                        "(`ParallelConfig` validator)", f"{flag} {batches} or more"))
     v = flags.get("--max-num-active-seqs")
     if v is not None and v.lstrip("-").isdigit() and int(v) < 1:  # `Field(ge=1)`
         out.append(("--max-num-active-seqs", f"--max-num-active-seqs {v} must be at least 1",
@@ -154,7 +158,7 @@ def refusals(flags: dict[str, str | None], version: tuple[int, int], vendor: str
                        f"({tensor_parallel_size})")
         if str(flags.get("--max-logprobs", "")).strip() == "-1":
             why.append("max_logprobs is -1")
-        if "--return-sampling-mask" in flags:
+        if "--return-sampling-mask" in flags and version >= (0, 30):
             why.append("return_sampling_mask is set")
         if why:
             out.append(("--enable-batch-sharded-sampling", "batch-sharded sampling is not "

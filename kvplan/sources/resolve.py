@@ -107,7 +107,9 @@ def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
     """A MIG slice of `gpu`. Its memory is what `nvidia-smi mig -lgip` prints for the profile
     (inside the slice CUDA reports the same; the catalog's `mig` table keeps the smallest
     figure seen across drivers) unless given. Compute scales with its share of the GPU's
-    `mig_slices`, bandwidth with its share of the memory; instances have no peer access."""
+    `mig_slices`, bandwidth with its share of the memory; instances have no peer access. Its
+    SMs are the catalog's `mig_sms` where printed (an H100 1g.10gb has 16, not 132 / 7),
+    else the compute share."""
     prof = re.split(r"[+-]", profile.lower())[0]  # 1g.24gb+me / -me: the same memory
     table = entry.get("mig") or {}
     if memory:
@@ -130,7 +132,8 @@ def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
                    name=f"{gpu.name} MIG {profile}", memory_bytes=mem,
                    bandwidth_gbps=gpu.bandwidth_gbps * min(mem / gpu.memory_bytes, 1.0),
                    tflops={k: v * share if v else v for k, v in gpu.tflops.items()},
-                   sm_count=int(gpu.sm_count * share), interconnect_gbps=0.0,
+                   sm_count=int((entry.get("mig_sms") or {}).get(prof)
+                                or gpu.sm_count * share), interconnect_gbps=0.0,
                    mig_profile=prof, memory_note=note,
                    price_per_hour=gpu.price_per_hour * share if gpu.price_per_hour
                    else gpu.price_per_hour)
