@@ -1385,3 +1385,20 @@ def test_dotted_json_flags_are_rebuilt_as_vllm_rebuilds_them(capsys):
     assert code == 1
     assert "--moe-backend bogus is not a vLLM MoE backend" in one(
         d["deployments"][0], "sizing-inputs")["message"]
+
+
+def test_switch_given_a_value_is_refused_as_argparse_refuses_it(capsys):
+    # store_true / BooleanOptionalAction have nargs=0: argparse errors "ignored explicit
+    # argument" on `--enforce-eager=false` (FlexibleArgumentParser passes `=` through as is)
+    code, d = _cmd(capsys, "--enforce-eager=false")
+    v = one(d["deployments"][0], "flag-values")
+    assert code == 1 and v["status"] == "fail"
+    assert "ignored explicit argument 'false'" in v["message"]
+    assert "--no-enforce-eager to turn it off" in v["message"]
+    code, d = _cmd(capsys, "--no-enable-prefix-caching --enforce-eager")
+    assert one(d["deployments"][0], "flag-values")["status"] == "pass"
+    # 0.6's --enable-chunked-prefill took an optional value (nargs="?")
+    code, d = check_json(capsys, "--gpu", "h100", "--vllm-version", "0.6.4", "--cmd",
+                         "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 "
+                         "--enable-chunked-prefill=true")
+    assert one(d["deployments"][0], "flag-values")["status"] == "pass"

@@ -474,6 +474,13 @@ def _validate_value(p: Parsed, f: FlagUse, info: dict) -> None:
         if info.get("takes_value") and not f.negated:
             p.errors.append((f, f"{f.key} expects a value"))
         return
+    if info.get("takes_value") is False and not info.get("optional_value"):
+        # argparse: a flag with nargs=0 (store_true, BooleanOptionalAction) given `=VALUE`
+        off = (info.get("negations") or [None])[0]
+        p.errors.append((f, f"argument {f.key}: ignored explicit argument {f.value!r} (a "
+                            f"switch: write {f.key}" + (f", or {off} to turn it off)" if off
+                                                        else ", or leave it out)")))
+        return
     choices = info.get("choices")
     if f.name == "--quantization" and not choices:  # 0.9+: `_verify_quantization`'s names
         choices = [c for c in info.get("known_values") or () if c != "None"]
