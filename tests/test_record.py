@@ -70,7 +70,31 @@ def test_unsupported_features_are_refused():
 
             def __post_init__(self):
                 pass
-    with pytest.raises(TypeError, match="init fields only"):
+    with pytest.raises(TypeError, match="plain init fields only"):
         @record
         class B:
             x: int = dataclasses.field(default=0, init=False)
+    with pytest.raises(TypeError, match="plain init fields only"):
+        @record
+        class C:
+            x: int = dataclasses.field(default=0, repr=False)
+    with pytest.raises(TypeError, match=r"its own \['__eq__'"):
+        @record
+        class D:
+            x: int
+
+            def __eq__(self, other):
+                return True
+    with pytest.raises(TypeError, match="subclassing"):
+        @record
+        class E(Box):
+            y: int = 0
+    with pytest.raises(TypeError, match="without a default follows"):
+        @record
+        class F:
+            x: int = 0
+            y: int
+    with pytest.raises(TypeError, match="InitVar or ClassVar"):
+        @record
+        class G:
+            x: dataclasses.InitVar[int]

@@ -8,7 +8,9 @@ machinery, so `dataclasses.fields`, `replace`, `asdict` and `is_dataclass` work 
 shares generic `__repr__`, `__eq__`, `__hash__` and frozen guards among all classes, and
 compiles a class's `__init__` when its first instance is made (hot loops keep a compiled
 `__init__`; classes a run never builds cost nothing). Supported: plain defaults and
-`default_factory`; refused: `field(init=False)` and `__post_init__`.
+`default_factory`; refused at decoration: `field()` options other than defaults, `kw_only`,
+InitVar/ClassVar, a class body's own dunders that `record` sets or `__post_init__`, and
+subclassing a record or dataclass.
 """
 
 from __future__ import annotations
@@ -87,15 +89,29 @@ def record(cls: type[T] | None = None, /, *, frozen: bool = False, eq: bool = Tr
     unhashable)."""
 
     def wrap(c: type[T]) -> type[T]:
-        if "__post_init__" in c.__dict__:
-            raise TypeError(f"{c.__name__}: record does not support __post_init__")
+        own = {"__post_init__", "__init__", "__repr__", "__eq__", "__hash__", "__setattr__",
+               "__delattr__"} & set(c.__dict__)
+        if own:
+            raise TypeError(f"{c.__name__}: record does not support its own {sorted(own)}")
+        if any(hasattr(b, "__record_names__") or dataclasses.is_dataclass(b)
+               for b in c.__mro__[1:]):
+            raise TypeError(f"{c.__name__}: record does not support subclassing a record")
         if not c.__dict__.get("__doc__"):
             c.__doc__ = c.__name__  # dataclass would build one with inspect.signature
         c = dataclasses.dataclass(c, init=False, repr=False, eq=False)
         fields = dataclasses.fields(c)
+        if len(fields) != len(c.__dataclass_fields__):  # type: ignore[attr-defined]
+            raise TypeError(f"{c.__name__}: record does not support InitVar or ClassVar fields")
+        defaulted = False
         for f in fields:
-            if not f.init:
-                raise TypeError(f"{c.__name__}.{f.name}: record supports init fields only")
+            if not (f.init and f.repr and f.compare and f.hash is None and not f.kw_only):
+                raise TypeError(f"{c.__name__}.{f.name}: record supports plain init fields "
+                                "only (no init/repr/compare/hash/kw_only options)")
+            has = f.default is not _MISSING or f.default_factory is not _MISSING
+            if defaulted and not has:
+                raise TypeError(f"{c.__name__}.{f.name}: a field without a default follows "
+                                "one with a default")
+            defaulted |= has
         names = tuple(f.name for f in fields)
         c.__record_names__ = names  # type: ignore[attr-defined]
         c.__record_defaults__ = {  # type: ignore[attr-defined]
