@@ -1050,6 +1050,17 @@ def test_no_async_scheduling_frees_sliding_window_blocks():
     sfx = from_config({"method": "suffix", "num_speculative_tokens": 4})
     with pytest.raises(BadInput, match="refuses --async-scheduling with suffix"):
         size(m, h100, EngineArgs(speculative=sfx, async_scheduling=True), "0.33")
+    # disable_padded_drafter_batch turns it off too (0.26-0.32; 0.33 on model runner V1 only)
+    ng = {"method": "ngram_gpu", "num_speculative_tokens": 3}
+    unp = from_config({**ng, "disable_padded_drafter_batch": True})
+
+    def inflight(spec, v, **kw):
+        return size(m, h100, EngineArgs(speculative=spec, **kw), v).to_json()["inflight_tokens"]
+
+    assert inflight(from_config(ng), "0.31") == inflight(unp, "0.33") == 16384
+    assert inflight(unp, "0.31") == 8192
+    with pytest.raises(BadInput, match="refuses --async-scheduling with disable_padded"):
+        inflight(unp, "0.31", async_scheduling=True)
 
 
 def test_hybrid_max_num_seqs_needs_a_block_each_with_full_cuda_graphs():

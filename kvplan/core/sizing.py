@@ -1496,7 +1496,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
     v2_graphs, v2_fp32, v2_state, v2_mm = version.v2_profile() if v2 else (True, None, False,
                                                                           True)
-    async_on = version.async_scheduling(a.async_scheduling, v2, spec.method if spec else None)
+    async_on = version.async_scheduling(a.async_scheduling, v2, spec.method if spec else None,
+                                        bool(spec and spec.unpadded), pp)
     inflight = mnbt * version.inflight_batches(pp, v2, async_on)
 
     # memory per pipeline stage

@@ -96,6 +96,7 @@ class SpecDecode:
     draft_tp: int | None = None  # draft_tensor_parallel_size (None: the target's)
     lookup: tuple[int | None, int | None] = (None, None)  # ngram prompt_lookup_min / _max
     heterogeneous_vocab: bool = False  # use_heterogeneous_vocab (a draft of another vocab)
+    unpadded: bool = False  # disable_padded_drafter_batch (no async scheduling, 0.26+)
 
     @property
     def eagle_like(self) -> bool:
@@ -176,7 +177,8 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
                       k_from_draft, sample, kv.lower() if kv else None, alias,
                       draft_tp=ints["draft_tensor_parallel_size"],
                       lookup=(ints["prompt_lookup_min"], ints["prompt_lookup_max"]),
-                      heterogeneous_vocab=bool(cfg.get("use_heterogeneous_vocab")))
+                      heterogeneous_vocab=bool(cfg.get("use_heterogeneous_vocab")),
+                      unpadded=bool(cfg.get("disable_padded_drafter_batch")))
 
 
 def check_args(spec: SpecDecode, vocab: int, tp: int, version: VllmVersion) -> None:

@@ -617,22 +617,32 @@ class VllmVersion:
         return pp + 1 if v2_runner else (2 if pp == 1 else pp)
 
     def async_scheduling(self, requested: bool | None, v2_runner: bool,
-                         spec_method: str | None) -> bool:
+                         spec_method: str | None, unpadded: bool = False,
+                         pp: int = 1) -> bool:
         """Whether the start schedules asynchronously (`VllmConfig.__post_init__`, read in the
         0.26-0.33 wheels). `--no-async-scheduling` turns it off; by default it is on except
         with a speculative method outside EAGLE/MTP/DFlash, ngram_gpu, DSpark and (0.28+)
-        draft_model, which 0.33 applies to model runner V1 only (suffix; V2 runs the rest);
-        asked for beside such a method, vLLM refuses to start. (Pooling runners and
-        executors without async support are not modelled.)"""
+        draft_model, or with `disable_padded_drafter_batch`, which 0.33 applies to model
+        runner V1 only (suffix; V2 runs the rest), and (0.31+) with PP > 1 on model runner
+        V1; asked for beside such a method or the unpadded drafter batch (or, 0.33, V1 with
+        PP > 1), vLLM refuses to start. (Pooling runners and executors without async support
+        are not modelled.)"""
         ok = {"mtp", "eagle", "eagle3", "dflash", "ngram_gpu", "dspark", "draft_model"}
         if not self.at_least(0, 28):
             ok.discard("draft_model")  # (0.26-0.27 allow it only when asked for)
-        clash = spec_method is not None and spec_method not in ok and not (
-            self.at_least(0, 33) and v2_runner)
-        if requested and clash and (spec_method != "draft_model"):
-            raise BadInput(f"vLLM {self.text} refuses --async-scheduling with {spec_method} "
-                           "speculative decoding", hint="drop --async-scheduling",
-                           flag="async_scheduling")
+        v1_rules = not (self.at_least(0, 33) and v2_runner)
+        clash = spec_method is not None and spec_method not in ok and v1_rules
+        why = f"{spec_method} speculative decoding" if clash and spec_method != "draft_model" \
+            else ""
+        if spec_method is not None and unpadded and v1_rules and self.at_least(0, 26):
+            clash, why = True, "disable_padded_drafter_batch"
+        if pp > 1 and not v2_runner and self.at_least(0, 31):
+            clash = True
+            why = why or ("pipeline parallelism on model runner V1" if self.at_least(0, 33)
+                          else "")
+        if requested and why:
+            raise BadInput(f"vLLM {self.text} refuses --async-scheduling with {why}",
+                           hint="drop --async-scheduling", flag="async_scheduling")
         if requested is not None:
             return requested
         return not clash
