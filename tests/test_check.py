@@ -1159,6 +1159,8 @@ def test_every_minor_release_has_its_own_flags(capsys, version, status, says):
     assert f["status"] == status and says in f["message"]
     if status == "fail":
         assert "(it exists in vLLM 0.25–0.33)" in f["message"]
+        # a flag added later gets no look-alike suggestion
+        assert f["fix"] == "remove --mm-ipc-gpu-memory-gb, or run vLLM 0.25 or later"
 
 
 def test_serve_rejects_model_flag_before_0_12(capsys):

@@ -128,12 +128,17 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False) -> Non
         out.add("flags-known", SKIP, f"{names} flags are not validated (kvplan records vLLM's "
                 "parser only); the flags that map onto vLLM's are read", p.cmd.loc)
         return
+    from kvplan.core.versions import parse_version
+
     before = len(out.findings)
     for f in p.flags:
         if f.name is not None:
             continue
         hint = reg.suggest(f.key)
         elsewhere = _known_in(f.key)
+        later = elsewhere and parse_version(elsewhere[0]) > parse_version(reg.release)
+        if later:  # added after this release: a look-alike name is not what was meant
+            hint = None
         why = ""
         if elsewhere:
             why = (f" (it exists in vLLM {elsewhere[0]}–{elsewhere[-1]})" if len(elsewhere) > 1
@@ -141,7 +146,9 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False) -> Non
         out.add("flags-known", WARN if lenient else FAIL, f"unknown flag {f.key} for vLLM "
                 f"{reg.release}: `vllm serve` exits with 'unrecognized arguments'{why}" + (
                     " unless the newer release added it" if lenient else ""), f.loc,
-                fix=f"use {hint}" if hint else f"remove {f.key}", current=f.key, suggested=hint)
+                fix=f"use {hint}" if hint else f"remove {f.key}" + (
+                    f", or run vLLM {elsewhere[0]} or later" if later else ""),
+                current=f.key, suggested=hint)
     for tok in p.extra:
         out.add("flags-known", FAIL, f"unexpected argument {tok.text!r}: vLLM's parser rejects "
                 "it", tok.loc, fix="remove it, or put it after the flag it belongs to",
