@@ -497,6 +497,17 @@ def test_dcp_q_replicate_holds_the_dcp_groups_q_heads():
                                          "0.33").budget.weights
     assert size(m, h200, EngineArgs(dcp_q_replicate=True, **kw), "0.28").budget.weights == \
         size(m, h200, EngineArgs(**kw), "0.28").budget.weights
+    # VLLM_DCP_Q_REPLICATE: the only switch in 0.27-0.28, and it overrides the flag from 0.29
+    env = size(m, h200, EngineArgs(dcp_q_replicate_env=True, **kw), "0.28").budget.weights
+    assert abs(env - size(m, h200, EngineArgs(**kw), "0.28").budget.weights - extra) < 1 << 20
+    assert size(m, h200, EngineArgs(dcp_q_replicate=True, dcp_q_replicate_env=False, **kw),
+                "0.33").budget.weights == base.budget.weights
+    # every model on DeepseekV2MLAAttention: GLM-4.7-Flash at TP4 DCP4 holds its whole
+    # 768 x (20 x 256) bf16 q_b_proj of 47 layers, 3/4 more than TP4 gives
+    g = resolve_model("zai-org/GLM-4.7-Flash")
+    kw4 = dict(tensor_parallel_size=4, decode_context_parallel_size=4)
+    assert size(g, h200, EngineArgs(dcp_q_replicate=True, **kw4), "0.33").budget.weights - \
+        size(g, h200, EngineArgs(**kw4), "0.33").budget.weights == 768 * 20 * 256 * 47 * 2 * 3 // 4
 
 
 def test_flashinfer_sampler_and_custom_all_reduce_terms():

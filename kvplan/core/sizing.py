@@ -239,6 +239,7 @@ class EngineArgs:
     cudagraph_specialize_lora: bool = True  # --compilation-config cudagraph_specialize_lora
     specialize_active_lora: bool = False  # --specialize-active-lora (0.16+): graphs per count
     dcp_q_replicate: bool = False  # --dcp-q-replicate (0.29+): MLA q_b_proj split TP/dcp ways
+    dcp_q_replicate_env: bool | None = None  # VLLM_DCP_Q_REPLICATE (0.27+; wins when set)
     mm_processor_kwargs: dict[str, Any] | None = None  # --mm-processor-kwargs (JSON object)
     enable_prompt_embeds: bool = False  # --enable-prompt-embeds: V2's inputs_embeds buffer
     # -cc pass_config.fuse_allreduce_rms (False at -O0/-O1; None: vLLM's default, on)
@@ -714,10 +715,14 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
 
 # --- weights ---------------------------------------------------------------------------------
 
-# `models/deepseek_v2.py` `DeepseekV2MLAAttention` reads dcp_q_replicate (0.29+); GLM-5's
-# DSA class on CUDA (`deepseek_v32/nvidia`) builds a plain ColumnParallelLinear
+# `models/deepseek_v2.py` `DeepseekV2MLAAttention` reads dcp_q_replicate (0.29+; the env
+# var alone 0.27-0.28, and it wins when set 0.29+), and so does every model built on it
+# (GLM-4.7-Flash's `Glm4MoeLiteMLAAttention`, LongCat-Flash, Mistral Large 3 through
+# DeepseekV3ForCausalLM); GLM-5 and DeepSeek-V3.2 load the DSA package
+# (`models/deepseek_v32`), whose CUDA and ROCm classes build a plain ColumnParallelLinear
 Q_REPLICATE_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
-                     "KimiK25ForConditionalGeneration")
+                     "KimiK25ForConditionalGeneration", "Glm4MoeLiteForCausalLM",
+                     "LongcatFlashForCausalLM", "MistralLarge3ForCausalLM")
 
 
 def mm_pixels(a: EngineArgs, version: VllmVersion, notes: list[str] | None = None,
@@ -757,9 +762,11 @@ def mm_pixels(a: EngineArgs, version: VllmVersion, notes: list[str] | None = Non
 
 def _q_groups(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> int:
     """The DCP size an MLA q_b_proj is replicated over (1: split by TP as usual): with
-    `--dcp-q-replicate` and -dcp > 1 (prefill context parallelism, which turns it off, is
-    not sized)."""
-    if not (a.dcp_q_replicate and a.decode_context_parallel_size > 1 and version.at_least(0, 29)
+    `--dcp-q-replicate` (or VLLM_DCP_Q_REPLICATE) and -dcp > 1 (prefill context parallelism,
+    which turns it off, is not sized)."""
+    asked = a.dcp_q_replicate_env if a.dcp_q_replicate_env is not None and version.at_least(
+        0, 27) else a.dcp_q_replicate and version.at_least(0, 29)
+    if not (asked and a.decode_context_parallel_size > 1
             and any(x in Q_REPLICATE_ARCHS for x in arch.architectures)):
         return 1
     return a.decode_context_parallel_size

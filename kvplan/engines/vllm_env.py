@@ -51,6 +51,9 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
     "VLLM_PP_LAYER_PARTITION": (
         "pp_layer_partition", "layers per pipeline stage, e.g. 20,20,24 (default: even, the "
         "remainder on the middle stages)"),
+    "VLLM_DCP_Q_REPLICATE": (
+        "dcp_q_replicate_env", "1 with -dcp > 1: DeepSeek-V2/V3-family MLA q_b_proj split "
+        "TP/dcp ways (0.27-0.28; from 0.29 as --dcp-q-replicate, which it overrides)"),
 }
 ENV_HELP = ("NAME=VALUE of the server's environment (repeatable). Modelled: "
             + ", ".join(ENV_FIELDS) + "; others are noted and ignored.")
