@@ -212,6 +212,23 @@ def test_bad_input_exits_2_with_one_line(capsys, name, message):
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_a_bad_file_does_not_hide_the_others(capsys):
+    # every readable file is still checked; the bad ones are listed and the run exits 2
+    good = FIX / "deployment-l4-long-context.yaml"
+    code, out, _ = run(capsys, "check", good, FIX / "malformed.yaml", FIX / "missing.yaml")
+    assert code == 2 and "weights-fit" in out
+    assert f"error: {FIX / 'malformed.yaml'}:12: not valid YAML" in out
+    assert f"error: {FIX / 'missing.yaml'}: no such file" in out
+    assert out.rstrip().endswith("2 files not read")
+    code, rep = check_json(capsys, good, FIX / "annotation-typo.yaml")
+    assert code == rep["exit_code"] == 2 and len(rep["deployments"]) == 1
+    errors = {Path(f["file"]).name: f["error"] for f in rep["files"]}
+    assert errors == {good.name: None, "annotation-typo.yaml": "unknown annotation "
+                      "'kvplan.io/rat' (did you mean kvplan.io/rate?)"}
+    code, out, _ = run(capsys, "check", good, FIX / "malformed.yaml", "--format", "junit")
+    assert code == 2 and 'errors="1"' in out and "<error message=" in out
+
+
 def test_bad_input_in_github_format_is_an_annotation(capsys):
     code, out, err = run(capsys, "check", FIX / "malformed.yaml", "--format", "github")
     assert code == 2 and "not valid YAML" in err

@@ -115,10 +115,11 @@ class FileInfo:
     file: str
     kinds: list[str] = field(default_factory=list)
     targets: int = 0
+    error: InputError | None = None  # unreadable or malformed: not checked (exit 2)
 
     @property
     def note(self) -> str | None:
-        if self.targets:
+        if self.targets or self.error:
             return None
         seen = f" (found: {', '.join(sorted(set(self.kinds)))})" if self.kinds else ""
         return f"nothing to check: no vLLM, SGLang or TGI command{seen}"

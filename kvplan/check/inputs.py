@@ -52,34 +52,43 @@ def load(paths: list[str], cmd: str | None, defaults: Defaults) -> tuple[list[Ta
     infos = []
     targets: list[Target] = []
     for path in paths:
-        name, text = read_text(path)
-        info = FileInfo(name)
+        info = FileInfo(path)
+        try:
+            name, text = read_text(path)
+            info.file = name
+            if scripts.is_dockerfile(name) or scripts.is_script(name, text):
+                kind = "dockerfile" if scripts.is_dockerfile(name) else "script"
+                t = (scripts.dockerfile_target if kind == "dockerfile" else
+                     scripts.script_target)(name, text)
+                info.kinds.append(kind)
+                if t is not None:
+                    info.targets += 1
+                    targets.append(t)
+            else:
+                docs += [(info, d) for d in load_docs(name, text)]
+        except InputError as e:  # one bad file does not hide the others' findings
+            info.error = e
         infos.append(info)
-        if scripts.is_dockerfile(name) or scripts.is_script(name, text):
-            kind = "dockerfile" if scripts.is_dockerfile(name) else "script"
-            t = (scripts.dockerfile_target if kind == "dockerfile" else
-                 scripts.script_target)(name, text)
-            info.kinds.append(kind)
-            if t is not None:
-                info.targets += 1
-                targets.append(t)
-            continue
-        docs += [(info, d) for d in load_docs(name, text)]
+    by_file: dict[int, list[Target]] = {}
     for info, d in docs:
-        if not isinstance(d.data, dict):
+        if info.error or not isinstance(d.data, dict):
             continue
-        if isinstance(d.data.get("services"), dict) and "kind" not in d.data:
-            info.kinds.append("compose")
-            new = compose.targets(Obj(d, d.node, d.data))
-        elif "kvplan" in d.data and "kind" not in d.data:
-            info.kinds.append("plan")
-            new = plan_targets(d)
-        else:
+        try:
+            if isinstance(d.data.get("services"), dict) and "kind" not in d.data:
+                info.kinds.append("compose")
+                new = compose.targets(Obj(d, d.node, d.data))
+            elif "kvplan" in d.data and "kind" not in d.data:
+                info.kinds.append("plan")
+                new = plan_targets(d)
+            else:
+                continue
+        except InputError as e:
+            info.error = e
             continue
         info.targets += len(new)
-        targets += new
-    targets += kubernetes.targets([(i, Obj(d, n, x)) for i, d in docs
-                                   for n, x in kubernetes.objects(d)])
+        by_file.setdefault(id(info), []).extend(new)
+    targets += [t for i in infos if not i.error for t in by_file.get(id(i), [])]
+    targets += _kubernetes_targets(docs, infos)
     order = {i.file: n for n, i in enumerate(infos)}
     targets.sort(key=lambda t: (order.get(t.loc.file, 0), t.loc.line or 0))
     if cmd is not None:
@@ -87,6 +96,21 @@ def load(paths: list[str], cmd: str | None, defaults: Defaults) -> tuple[list[Ta
     for t in targets:
         _apply_defaults(t, defaults)
     return targets, infos
+
+
+def _kubernetes_targets(docs: list[tuple[FileInfo, Doc]], infos: list[FileInfo]
+                        ) -> list[Target]:
+    """Kubernetes targets over every readable file (objects may refer to each other across
+    files); a file whose objects are malformed is set aside with its error."""
+    while True:
+        try:
+            return kubernetes.targets([(i, Obj(d, n, x)) for i, d in docs if not i.error
+                                       for n, x in kubernetes.objects(d)])
+        except InputError as e:
+            bad = next((i for i in infos if not i.error and i.file == e.file), None)
+            if bad is None:
+                raise
+            bad.error, bad.targets = e, 0
 
 
 # --- --cmd and defaults ----------------------------------------------------------------------

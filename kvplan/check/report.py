@@ -27,7 +27,13 @@ class Report:
         return sum(f.status == status for o in self.outcomes for f in o.findings)
 
     @property
+    def errors(self) -> list[InputError]:
+        return [i.error for i in self.files if i.error]
+
+    @property
     def exit_code(self) -> int:
+        if self.errors:
+            return 2
         if self.count(FAIL) or (self.strict and self.count(WARN)):
             return 1
         return 0
@@ -37,7 +43,9 @@ class Report:
         return (f"{self.count(FAIL)} failed, {self.count(WARN)} warning"
                 f"{'s' * (self.count(WARN) != 1)}, {self.count(PASS)} passed, "
                 f"{self.count(SKIP)} skipped in {n} deployment{'s' * (n != 1)}"
-                + (" (--strict: warnings fail)" if self.strict and self.count(WARN) else ""))
+                + (" (--strict: warnings fail)" if self.strict and self.count(WARN) else "")
+                + (f"; {len(self.errors)} file{'s' * (len(self.errors) != 1)} not read"
+                   if self.errors else ""))
 
 
 def status_of(o: Outcome) -> str:
@@ -75,8 +83,8 @@ def to_json(rep: Report) -> dict[str, Any]:
         "summary": {"deployments": len(rep.outcomes), "failed": rep.count(FAIL),
                     "warnings": rep.count(WARN), "passed": rep.count(PASS),
                     "skipped": rep.count(SKIP)},
-        "files": [{"file": i.file, "deployments": i.targets, "note": i.note}
-                  for i in rep.files],
+        "files": [{"file": i.file, "deployments": i.targets, "note": i.note,
+                   "error": _error_text(i.error) if i.error else None} for i in rep.files],
         "deployments": deps,
     }
 
@@ -118,6 +126,8 @@ def human(rep: Report, color: bool) -> str:
     for i in rep.files:
         if i.note:
             lines.append(f"{i.file}: {i.note}")
+        if i.error:
+            lines.append(f"{p('error:', 'red', 'bold')} {_error_text(i.error, where=True)}")
     verdict = p("FAILED", "red", "bold") if rep.exit_code else p("passed", "green", "bold")
     lines.append(f"kvplan check {verdict}: {rep.summary()}")
     return "\n".join(lines) + "\n"
@@ -161,13 +171,20 @@ def github(rep: Report) -> str:
     for i in rep.files:
         if i.note:
             out.append(gh_line("notice", i.note, i.file, title="kvplan check"))
+        if i.error:
+            out.append(github_input_error(i.error).rstrip("\n"))
     out.append(f"kvplan check: {rep.summary()}")
     return "\n".join(out) + "\n"
 
 
 def github_input_error(e: InputError) -> str:
-    text = e.bare + (f" ({e.hint})" if e.hint else "")
-    return gh_line("error", text, e.file, e.line_no, title="kvplan check: bad input") + "\n"
+    return gh_line("error", _error_text(e), e.file, e.line_no,
+                   title="kvplan check: bad input") + "\n"
+
+
+def _error_text(e: InputError, where: bool = False) -> str:
+    """A file's input error as one line (`where`: with its file and line first)."""
+    return (e.message if where else e.bare) + (f" ({e.hint})" if e.hint else "")
 
 
 # --- JUnit XML -------------------------------------------------------------------------------
@@ -212,7 +229,17 @@ def junit(rep: Report) -> str:
                       f"failures=\"{fails}\" errors=\"0\" skipped=\"{skips}\""
                       + (f" file={quoteattr(t.loc.file)}" if t.loc.file else "") + ">\n"
                       + "\n".join(cases) + "\n  </testsuite>")
+    errors = 0
     for i in rep.files:
+        if i.error:
+            errors += 1
+            total["tests"] += 1
+            msg = _error_text(i.error, where=True)
+            suites.append(f"  <testsuite name={quoteattr(i.file)} tests=\"1\" failures=\"0\" "
+                          f"errors=\"1\" skipped=\"0\">\n    <testcase classname="
+                          f"{quoteattr(i.file)} name=\"input\"><error message="
+                          f"{quoteattr(msg)} type=\"input\">{_esc(msg)}</error></testcase>\n"
+                          "  </testsuite>")
         if i.note:
             total["tests"] += 1
             total["skipped"] += 1
@@ -222,7 +249,7 @@ def junit(rep: Report) -> str:
                           f"{quoteattr(i.note)}/></testcase>\n  </testsuite>")
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
             f'<testsuites name="kvplan check" tests="{total["tests"]}" '
-            f'failures="{total["failures"]}" errors="0" skipped="{total["skipped"]}">\n'
+            f'failures="{total["failures"]}" errors="{errors}" skipped="{total["skipped"]}">\n'
             + "\n".join(suites) + "\n</testsuites>\n")
 
 

@@ -12,12 +12,16 @@ def check(paths: list[str], cmd: str | None, defaults: Defaults,
           catalogs: list[str] | None = None, strict: bool = False,
           allow_empty: bool = False) -> Report:
     """The report for `paths` and `--cmd`; InputError (exit 2) for bad input, including
-    inputs with no engine command at all (unless `allow_empty`: then an empty report)."""
+    inputs with no engine command at all (unless `allow_empty`: then an empty report). A
+    file that cannot be read is reported beside the others' findings (exit 2)."""
     if not paths and cmd is None:
         raise InputError("nothing to check: give deployment files or --cmd",
                          hint="e.g. kvplan check deploy/*.yaml, or --cmd 'vllm serve …' --gpu h100")
     targets, files = load(paths, cmd, defaults)
-    if not targets and not allow_empty:
+    errors = [i.error for i in files if i.error]
+    if not targets and len(errors) == 1:
+        raise errors[0]
+    if not targets and not errors and not allow_empty:
         shown = "; ".join(i.file + (f" (found: {', '.join(sorted(set(i.kinds)))})"
                                     if i.kinds else " (no Kubernetes, compose or plan file)")
                           for i in files) or "--cmd"
