@@ -164,6 +164,7 @@ class ActivationShape:
     # allocates its own per call)
     moe_kept: bool = True
     deepgemm_fp8_ws: bool = False  # 0.31+: DeepGEMM's first workspace sized in FP8 bytes
+    fi_cutlass_block: bool = False  # block-FP8 experts on FlashInfer's CUTLASS kernel (SM90)
 
     def moe_workspace(self, tokens: int) -> int:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
@@ -202,6 +203,24 @@ class ActivationShape:
             ws1 = m_sum * -(-max(act, h) // self.act_bytes)
             return max(ws1, tokens * h) + m_sum * max(n, h)
         return m_sum * (max(act, h) + max(n, h))
+
+    def fi_call_scratch_bytes(self, tokens: int) -> int:
+        """FlashInfer CUTLASS's own per-call buffers for block-FP8 experts on Hopper, which
+        vLLM never hands a workspace, so the binding allocates one per call through
+        tvm-ffi's environment allocator, i.e. torch's caching allocator (`getWorkspaceInfo`
+        -> `alloc_tensor`, FlashInfer 0.6.3-0.7.2.post1, the releases vLLM 0.16-0.33 pin),
+        and frees it on return: inside the profile's peak, not kept. From
+        `CutlassMoeFCRunner::getWorkspaceDeviceBufferSizes` (DeepSeek block path), n =
+        tokens x top_k rows: the permuted input / FC2 output (2nK), the gated FC1 output
+        (4nI), the FP8 copy of the input and its scales (nK + nK/32), four int32 row maps
+        (16n) and the per-expert row map (4 x local experts x tokens). DeepSeek-R1 at
+        `-dp 8 -ep` on H200s (65,536 gathered tokens): 15,703,713,664 B; vLLM issue 47127
+        shows the same formula's 26.21 GiB failing in `profile_run`."""
+        if not self.fi_cutlass_block or not self.moe_intermediate_local:
+            return 0
+        k, i = self.moe_hidden or self.hidden, self.moe_intermediate_local
+        return (self.top_k * tokens * (16 + 3 * k + 4 * i + k // 32)
+                + 4 * self.local_experts * tokens)
 
     def moe_scratch_bytes(self, tokens: int, chunk: int | None) -> int:
         """Bytes of fused-MoE scratch when `tokens` go through in chunks of `chunk`."""
@@ -363,8 +382,9 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     moe = shape.moe_scratch_bytes(moe_tokens, moe_chunk)
     gathered = (moe_tokens * (shape.moe_hidden or shape.hidden) * shape.act_bytes
                 if shape.moe_dp > 1 and shape.moe_intermediate_local else 0)
+    call = shape.fi_call_scratch_bytes(moe_tokens)  # freed on return: not held
     forward = hidden_copies_bytes(shape, tokens) + max(dense * shape.act_bytes,
-                                                       moe + gathered)
+                                                       moe + gathered + call)
     copies = const("sampler_fp32_copies") if sampler_copies is None else sampler_copies
     sampler = reqs * shape.vocab * 4 * copies
     held = max(moe if shape.moe_kernel != "functional" and shape.moe_kept else 0,

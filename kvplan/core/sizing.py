@@ -341,6 +341,7 @@ class SizeResult:
     load_extra_bytes: int = 0
     moe_kernel: str | None = None  # fused-MoE kernel kind of the profile run (MoE models)
     moe_workspace_bytes: int = 0  # its scratch at the profile's token count
+    moe_call_scratch_bytes: int = 0  # a kernel's own per-call buffers at that count (freed)
     sampler_state_bytes: int = 0  # model runner V2's penalty / grammar state, in the activation
     # what vLLM allocates after sizing the KV cache without having budgeted it: CUDA graphs
     # it does not subtract, model runner V2's sampler warm-up before 0.33 and its state in
@@ -402,6 +403,7 @@ class SizeResult:
             "breakable_cudagraph": self.breakable_cudagraph,
             "moe_kernel": self.moe_kernel,
             "moe_workspace_bytes": self.moe_workspace_bytes,
+            "moe_call_scratch_bytes": self.moe_call_scratch_bytes,
             "sampler_state_bytes": self.sampler_state_bytes,
             "outside_budget_bytes": self.outside_budget_bytes,
             "kv_cache_memory_bytes_max": self.kv_cache_memory_bytes_max,
@@ -2011,19 +2013,6 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     late_graphs = max(map(graph_estimate, kv_stages)) if graphs and not (
         profiled and a.estimate_cudagraphs) else 0
     dp_moe = a.data_parallel_size if arch.num_experts else 1
-    if (dp_moe > 1 and shape.moe_kernel == "flashinfer" and cc_major(cc) == 9
-            and a.kv_cache_memory_bytes is None):
-        # FlashInfer CUTLASS's per-call buffers (`getWorkspaceDeviceBufferSizes`, FlashInfer
-        # 0.7.2, the release vLLM 0.33 pins), torch-allocated, at the gathered M: permuted
-        # input and FC2 output, FC1 output, the fp8 copy of the input and its scales
-        m_moe, k = mnbt * dp_moe, shape.moe_hidden or shape.hidden
-        per_call = shape.top_k * m_moe * (16 + 3 * k + 4 * shape.moe_intermediate_local
-                                          + k // 32) + 4 * shape.local_experts * m_moe
-        notes.append(f"data parallel MoE on Hopper: FlashInfer's fused-MoE kernel allocates "
-                     f"its per-call scratch for the {m_moe:,} tokens gathered over {dp_moe} "
-                     f"DP ranks, about {per_call / GiB:.1f} GiB (read in FlashInfer's source, "
-                     "unmeasured) above this estimate's MoE workspace: expect up to that "
-                     "much less KV cache")
     if (gpu.vendor == "nvidia" and cc_major(cc) == 12 and arch.attention_sinks and profiled
             and a.estimate_cudagraphs and a.kv_cache_memory_bytes is None):
         # FA2 has no sinks on SM12x, so FlashInfer runs attention; its workspaces are first
@@ -2052,8 +2041,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         # unquantized GELU experts (Gemma 4 26B-A4B) skip TRT-LLM for FlashInfer CUTLASS
         trtllm = trtllm_bf16_experts(arch) or bool(arch.quantization or model.quant_file)
         if version.at_least(0, 30) and arch.num_experts and mnbt * dp_moe >= 16384 and trtllm:
-            risks.append("the TRT-LLM fused-MoE kernel's per-call scratch at this token "
-                         "budget (about 1 GiB for DeepSeek-R1 at TP8 per 16,384 tokens"
+            # `prepare_moe` allocates per call through torch (tvm-ffi): at least its bf16
+            # gemm2_output [tokens x top_k padded per tile, hidden]; the FP8 / FP4
+            # intermediates and the tile padding come on top (FlashInfer 0.7.2.post1)
+            rows = mnbt * dp_moe * (arch.experts_per_tok or 1)
+            out = rows * (shape.moe_hidden or shape.hidden) * 2
+            risks.append(f"the TRT-LLM fused-MoE kernel's per-call scratch, at least "
+                         f"{out / GiB:.1f} GiB (its bf16 output for {rows:,} expert rows"
                          + (f"; every MoE layer here sees {mnbt * dp_moe:,} tokens, "
                             f"gathered over {dp_moe} DP ranks" if dp_moe > 1 else "") + ")")
         if version.at_least(0, 30) and tp > 1:
@@ -2284,6 +2278,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         # at the tokens the MoE layers see: DP > 1 gathers every DP rank's batch
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt * shape.moe_dp, version.moe_chunk),
+        moe_call_scratch_bytes=shape.fi_call_scratch_bytes(mnbt * shape.moe_dp),
         sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm,
         safe_gpu_memory_utilization=safe, kv_cache_memory_bytes_max=kv_max, kv_dtypes=dts)
 
@@ -2425,9 +2420,12 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         gpu.vendor == "nvidia" and cc_major(gpu.compute_capability) in (8, 12)) else None
     if dims is not None:
         shape = replace(shape, moe_hidden=dims[0], moe_intermediate_local=dims[1])
+    # block-FP8 experts that reach "flashinfer" on Hopper run FlashInfer's CUTLASS kernel
+    fi_block = (kernel == "flashinfer" and gpu.vendor == "nvidia" and qm == "fp8"
+                and bool(q.get("weight_block_size")) and cc_major(gpu.compute_capability) == 9)
     return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed,
                    moe_dp=a.data_parallel_size, moe_kept=not mono,
-                   deepgemm_fp8_ws=version.at_least(0, 31))
+                   deepgemm_fp8_ws=version.at_least(0, 31), fi_cutlass_block=fi_block)
 
 
 def mm_pixel_bytes(architectures: list[str], version: VllmVersion, v2: bool) -> PixelBytes:
