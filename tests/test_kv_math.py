@@ -1836,6 +1836,18 @@ def test_blackwell_block_fp8_with_eplb_leaves_trtllm_for_deepgemm():
     assert v.moe_kernel("10.0", eplb=True, **kw) == "deepgemm"  # TRT-LLM takes no EPLB
 
 
+def test_hopper_block_fp8_moe_kernel_by_release():
+    # 0.16 `select_fp8_moe_backend`: FlashInfer CUTLASS first in a fixed order; 0.17.1+
+    # `_get_priority_backends`: Triton for TP, FlashInfer CUTLASS when ep_size > 1
+    from kvplan.core.versions import VllmVersion
+
+    kw = dict(fp8_block=True, moe_tp=4)
+    assert VllmVersion.of("0.16").moe_kernel("9.0", expert_parallel=False, **kw) == "flashinfer"
+    for v in ("0.17", "0.33"):
+        assert VllmVersion.of(v).moe_kernel("9.0", expert_parallel=False, **kw) == "modular"
+        assert VllmVersion.of(v).moe_kernel("9.0", expert_parallel=True, **kw) == "flashinfer"
+
+
 def test_sparse_indexer_decode_logits_in_the_graph_pool():
     # a real 0.26.0 start of GLM-5.2-NVFP4 on 4x GB200 (TP4 + EP, fp8 KV, 819,200 tokens)
     # estimated 4.99 GiB of CUDA graphs: the largest FULL decode graph (512 rows) holds the

@@ -274,9 +274,10 @@ class VllmVersion:
           (`moe_use_deep_gemm = False` when tp_size >= 8), now in the `WorkspaceManager`.
         * 0.14+: every MoE goes through the modular kernel and the `WorkspaceManager`
           (`TritonExperts`; Marlin's buffers have the same size). Block FP8 on Hopper:
-          DeepGEMM below TP 8 (0.14-0.15), FlashInfer CUTLASS (0.16-0.17, first in the
-          fixed order), Triton for TP and FlashInfer CUTLASS for EP (0.18+
-          `_get_priority_backends`); on Blackwell FlashInfer TRT-LLM (0.16+). MXFP4 experts
+          DeepGEMM below TP 8 (0.14-0.15), FlashInfer CUTLASS (0.16, first in the
+          fixed order), Triton for TP and FlashInfer CUTLASS for EP (0.17+
+          `_get_priority_backends`, read in the 0.17.1 wheel); on Blackwell FlashInfer
+          TRT-LLM (0.16+). MXFP4 experts
           (gpt-oss): OpenAI's Triton kernels on Hopper and ROCm (`get_mxfp4_backend`, then
           `_get_priority_backends_for_gpt_oss` without AITER), FlashInfer on SM100, Marlin
           below.
@@ -330,7 +331,7 @@ class VllmVersion:
         if hopper_fp8:
             if not self.at_least(0, 16):
                 return "deepgemm" if moe_tp < 8 else "modular"
-            if not self.at_least(0, 18) or expert_parallel:
+            if not self.at_least(0, 17) or expert_parallel:
                 return "flashinfer"
         if fp8_block and major == 10 and self.at_least(0, 16):
             # FLASHINFER_TRTLLM first (Blackwell only; sizes its own scratch), which takes no
