@@ -1,6 +1,8 @@
 """Data parallelism with MoE models (vLLM 0.33 `FusedMoEParallelConfig.make`, the naive
 DP prepare/finalize), re-derived from the 0.31-0.33 wheels."""
 
+from dataclasses import replace
+
 from kvplan.core.sizing import EngineArgs, size
 from kvplan.sources.resolve import resolve_gpu, resolve_model
 
@@ -91,3 +93,28 @@ def test_dp_without_ep_pads_the_rows_each_rank_holds():
     dp4 = _fi_expert_pad(arch, m, EngineArgs(data_parallel_size=4), b200, v)[0]
     assert dp4 == _fi_expert_pad(arch, m, EngineArgs(tensor_parallel_size=4), b200, v)[0]
     assert round(dp4, 4) == round(384 / 336, 4)
+
+
+def test_blackwell_trtllm_moe_allocates_its_own_buffers_per_call():
+    # SM100 block FP8 runs `TrtLlmFp8ExpertsMonolithic`: no kept workspace, but FlashInfer's
+    # launcher allocates per call through torch (`prepare_moe`). DeepSeek-R1 -dp 8 -ep on
+    # B200s at 0.33: M = 8 x 16,384, n = 8M = 1,048,576 rows, 32 local experts, so 32,768 rows
+    # an expert: tile 64 (below 128, the first tile at or above), P = 64 x (256 + (n - 256)
+    # // 64) = 1,064,704 padded rows of 3 x 2,048 + 3 x 2,048 / 32 + 2 x 7,168 bytes, plus
+    # the routing buffers
+    from kvplan.core.memory import ActivationShape
+
+    r = _run("deepseek-ai/DeepSeek-R1", "b200", data_parallel_size=8,
+             enable_expert_parallel=True)
+    p, n, e = 1_064_704, 1_048_576, 256
+    routing = 8 * n + 4 * (p + 1) + 4 * e + 4 * max(2 * e, 512) + 8 * (p // 64) + 8 + 2 * n
+    body = p * (3 * 2048 + 3 * 2048 // 32 + 2 * 7168)
+    assert r.to_json()["moe_call_scratch_bytes"] == body + routing == 22_024_441_836
+    assert r.budget.available_kv == 44_310_576_780  # 63,105,404,536 before (-17.5 GiB)
+    # the tile ladder: NVFP4 takes 192 from FlashInfer 0.6.16 (vLLM 0.27+)
+    nv = ActivationShape(hidden=7168, intermediate_local=0, moe_intermediate_local=2048,
+                         top_k=8, vocab=0, act_bytes=2, local_experts=32, trtllm="nvfp4",
+                         global_experts=256)
+    assert nv.trtllm_rows(131072)[0] == 128
+    assert replace(nv, trtllm_tile_192=True).trtllm_rows(131072)[0] == 192
+    assert replace(nv, trtllm_tile_192=True).trtllm_rows(16)[0] == 8  # 4 rows an expert

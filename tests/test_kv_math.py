@@ -1713,10 +1713,12 @@ def test_sparse_indexer_k_gather_reserved_beside_the_moe_scratch():
     # indexer's wk upcast to bf16 at load, 61 x 7,168 x 128 B more; 1,062,912 with the two
     # fp32 rope caches and the 64 MiB top-k index buffer, `topk_buffer_bytes`; 1,062,656
     # with the fp32 scales of its 128 x 128 FP8 blocks; 1,060,992 with CUTLASS-MLA's 128 MiB
-    # import-time workspace, `mla_backend_buffers`)
+    # import-time workspace, `mla_backend_buffers`; 1,050,624 now that the monolithic TRT-LLM
+    # kernel keeps nothing but allocates 2,228,762,604 B per call at the MoE point)
     r = size(resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("b200"),
              EngineArgs(tensor_parallel_size=8))
-    assert r.kv_cache_tokens == 1060992
+    assert r.to_json()["moe_call_scratch_bytes"] == 2228762604
+    assert r.kv_cache_tokens == 1050624
 
 
 def test_kv_dtypes_no_backend_takes():
@@ -1999,9 +2001,12 @@ def test_mla_backend_modules_allocate_at_import():
         return size(r1, gpu, EngineArgs(tensor_parallel_size=8, max_model_len=8192,
                                         gpu_memory_utilization=0.92,
                                         enable_prefix_caching=False), v).num_gpu_blocks
-    assert (blocks(h200, "0.18"), blocks(b200, "0.18")) == (40745, 38031)
+    # (B200: 38,031 before the monolithic TRT-LLM MoE stopped keeping an M x K workspace)
+    assert (blocks(h200, "0.18"), blocks(b200, "0.18")) == (40745, 38083)
     lite = size(resolve_model("deepseek-ai/DeepSeek-V2-Lite"), resolve_gpu("a100-80gb"),
                 EngineArgs(max_model_len=8192), "0.18")
     assert lite.num_gpu_blocks == 88615
+    # (37,679 before the TRT-LLM MoE's per-call buffers, 2.08 GiB at 16,384 tokens, were
+    # charged at the MoE point, where they now set the profile peak)
     assert size(r1, b200, EngineArgs(tensor_parallel_size=8, max_model_len=8192),
-                "0.33").num_gpu_blocks == 37679
+                "0.33").num_gpu_blocks == 37039

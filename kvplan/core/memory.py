@@ -165,6 +165,13 @@ class ActivationShape:
     moe_kept: bool = True
     deepgemm_fp8_ws: bool = False  # 0.31+: DeepGEMM's first workspace sized in FP8 bytes
     fi_cutlass_block: bool = False  # block-FP8 experts on FlashInfer's CUTLASS kernel (SM90)
+    # FlashInfer's TRT-LLM kernel on SM100 ("fp8_block" / "nvfp4"; "" otherwise), the global
+    # expert count its row padding takes, its NVFP4 tile ladder (192 from FlashInfer 0.6.16),
+    # and FlashInfer's own output copied into the kept one (0.18-0.19 modular FP8)
+    trtllm: str = ""
+    global_experts: int = 0
+    trtllm_tile_192: bool = False
+    trtllm_copy_out: bool = False
 
     def moe_workspace(self, tokens: int) -> int:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
@@ -216,11 +223,71 @@ class ActivationShape:
         (16n) and the per-expert row map (4 x local experts x tokens). DeepSeek-R1 at
         `-dp 8 -ep` on H200s (65,536 gathered tokens): 15,703,713,664 B; vLLM issue 47127
         shows the same formula's 26.21 GiB failing in `profile_run`."""
+        if self.trtllm:
+            return self.trtllm_call_scratch_bytes(tokens)
         if not self.fi_cutlass_block or not self.moe_intermediate_local:
             return 0
         k, i = self.moe_hidden or self.hidden, self.moe_intermediate_local
         return (self.top_k * tokens * (16 + 3 * k + 4 * i + k // 32)
                 + 4 * self.local_experts * tokens)
+
+    def trtllm_rows(self, tokens: int) -> tuple[int, int]:
+        """(tile, padded expert rows P) of FlashInfer's TRT-LLM MoE when no autotune has run
+        (the profile comes before `kernel_warmup`; vLLM passes no `tile_tokens_dim`):
+        `selectDefaultTileN` takes the tile below the first one at or above the rows per
+        local expert (the first tile if that is the first; the last if none is), and
+        `getMaxPermutedPaddedCount` pads over the global experts: P = t x (min(E, n) +
+        floor((n - min(E, n)) / t)), n = tokens x top_k (FlashInfer 0.6.3-0.7.2.post1)."""
+        ladder = [8, 16, 32, 64, 128]
+        if self.trtllm == "nvfp4":
+            ladder += [192, 256] if self.trtllm_tile_192 else [256]
+        n = tokens * self.top_k
+        avg = n / max(1, self.local_experts)
+        at = next((j for j, t in enumerate(ladder) if t >= avg), len(ladder) - 1)
+        tile = ladder[max(0, at - 1)]
+        first = min(self.global_experts, n)
+        return tile, tile * (first + (n - first) // tile)
+
+    def trtllm_call_scratch_bytes(self, tokens: int) -> int:
+        """What FlashInfer's TRT-LLM MoE launcher allocates per call (`prepare_moe`,
+        `prepare_routing_common`; torch-allocated through tvm-ffi, freed on return), for P
+        padded rows, I the per-rank intermediate, K the hidden size: block FP8 P x (3I +
+        3I/32 + 2K) (the 2I FP8 FC1 output and its fp32 block scales, the I FP8 activation
+        and scales, the bf16 FC2 output), NVFP4 P x I/2 + its 128-row swizzled scale factors
+        + 2K x P, plus the routing buffers (8n + 4(P + 1) + 4E + 4 max(2E, 512) + 8 P/t + 8,
+        and 2n of bf16 expert weights); `workspace_fc1/fc2` are empty for these unfused
+        activations. DeepSeek-R1 at `-dp 8 -ep` on B200s (131,072 tokens, tile 64):
+        22,024,441,836 B."""
+        i, k, e = self.moe_intermediate_local, self.moe_hidden or self.hidden, \
+            self.global_experts
+        if not i:
+            return 0
+        n = tokens * self.top_k
+        tile, p = self.trtllm_rows(tokens)
+        if self.trtllm == "fp8_block":
+            body = p * (3 * i + 3 * i // 32 + 2 * k)
+        else:
+            body = p * i // 2 + cdiv(p, 128) * 128 * cdiv(i // 16, 4) * 4 + 2 * k * p
+        routing = 8 * n + 4 * (p + 1) + 4 * e + 4 * max(2 * e, 512) + 8 * (p // tile) + 8 \
+            + 2 * n
+        copy_out = tokens * k * self.act_bytes if self.trtllm_copy_out else 0
+        return body + routing + copy_out
+
+    def trtllm_inputs_bytes(self, tokens: int) -> int:
+        """vLLM's quantized MoE input at the MoE point on the TRT-LLM path (in place of the
+        bf16 gathered input): block FP8 M x K + its fp32 scales and their transposed copy
+        (`_apply_block_scale`), NVFP4 M x K/2 + 128-row swizzled K/16 scales (a second
+        swizzled copy and the top-k ids / weights when DP gathers them, `naive_dp_ep.py`);
+        with DP the gathered bf16 router logits (M x experts) come along."""
+        k, e = self.moe_hidden or self.hidden, self.global_experts
+        if self.trtllm == "fp8_block":
+            q = tokens * k + 2 * (tokens * k // 32)
+        else:
+            sf = cdiv(tokens, 128) * 128 * k // 16
+            q = tokens * k // 2 + sf + ((sf + 8 * tokens * self.top_k) if self.moe_dp > 1
+                                        else 0)
+        logits = tokens * e * 2 if self.moe_dp > 1 and self.trtllm == "fp8_block" else 0
+        return q + logits
 
     def moe_scratch_bytes(self, tokens: int, chunk: int | None) -> int:
         """Bytes of fused-MoE scratch when `tokens` go through in chunks of `chunk`."""
@@ -382,6 +449,8 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     moe = shape.moe_scratch_bytes(moe_tokens, moe_chunk)
     gathered = (moe_tokens * (shape.moe_hidden or shape.hidden) * shape.act_bytes
                 if shape.moe_dp > 1 and shape.moe_intermediate_local else 0)
+    if shape.trtllm and shape.moe_intermediate_local:  # quantized before the kernel
+        gathered = shape.trtllm_inputs_bytes(moe_tokens)
     call = shape.fi_call_scratch_bytes(moe_tokens)  # freed on return: not held
     forward = hidden_copies_bytes(shape, tokens) + max(dense * shape.act_bytes,
                                                        moe + gathered + call)

@@ -2040,7 +2040,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                          "(0.4-0.8 GiB)")
         # unquantized GELU experts (Gemma 4 26B-A4B) skip TRT-LLM for FlashInfer CUTLASS
         trtllm = trtllm_bf16_experts(arch) or bool(arch.quantization or model.quant_file)
-        if version.at_least(0, 30) and arch.num_experts and mnbt * dp_moe >= 16384 and trtllm:
+        if (version.at_least(0, 30) and arch.num_experts and mnbt * dp_moe >= 16384 and trtllm
+                and not shape.trtllm):  # block FP8 / NVFP4: charged (`trtllm_call_scratch`)
             # `prepare_moe` allocates per call through torch (tvm-ffi): at least its bf16
             # gemm2_output [tokens x top_k padded per tile, hidden]; the FP8 / FP4
             # intermediates and the tile padding come on top (FlashInfer 0.7.2.post1)
@@ -2421,11 +2422,43 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     if dims is not None:
         shape = replace(shape, moe_hidden=dims[0], moe_intermediate_local=dims[1])
     # block-FP8 experts that reach "flashinfer" on Hopper run FlashInfer's CUTLASS kernel
-    fi_block = (kernel == "flashinfer" and gpu.vendor == "nvidia" and qm == "fp8"
-                and bool(q.get("weight_block_size")) and cc_major(gpu.compute_capability) == 9)
+    block_fp8 = qm == "fp8" and bool(q.get("weight_block_size"))
+    major = cc_major(gpu.compute_capability)
+    fi = kernel == "flashinfer" and gpu.vendor == "nvidia"
+    fi_block = fi and block_fp8 and major == 9
+    trtllm, copy_out = _trtllm_experts(
+        arch, a, version, fi and major == 10 and a.moe_backend in ("auto", "flashinfer_trtllm"),
+        block_fp8, is_nvfp4(expert_bytes))
+    if trtllm == "fp8_block" or (trtllm == "nvfp4" and not (
+            a.data_parallel_size > 1 and a.enable_expert_parallel)):
+        mono = not copy_out  # monolithic: no workspace kept past the call
     return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed,
                    moe_dp=a.data_parallel_size, moe_kept=not mono,
-                   deepgemm_fp8_ws=version.at_least(0, 31), fi_cutlass_block=fi_block)
+                   deepgemm_fp8_ws=version.at_least(0, 31), fi_cutlass_block=fi_block,
+                   trtllm=trtllm, global_experts=arch.num_experts,
+                   trtllm_tile_192=version.at_least(0, 27), trtllm_copy_out=copy_out)
+
+
+def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_fi: bool,
+                    block_fp8: bool, nvfp4: bool) -> tuple[str, bool]:
+    """Which FlashInfer TRT-LLM experts class an SM100 profile runs (the vllm/vllm-openai
+    image, read in the 0.16-0.33 wheels): ("fp8_block" | "nvfp4" | "", FlashInfer's output
+    copied into a kept one). Block FP8 runs `TrtLlmFp8ExpertsMonolithic` (0.16+; the
+    modular class with its `output.copy_` in 0.18-0.19 for routing other than DeepSeek-V3's
+    grouped one, whose monolithic kernel took only that), NVFP4 (0.17+) the monolithic
+    class, or `TrtLlmNvFp4ExpertsModular` (an M x K workspace kept) when DP + EP gather
+    through all-to-all. MXFP4 and unquantized experts are not charged here (read in 0.33
+    only; there the sampler sets the peak)."""
+    if not sm100_fi:
+        return "", False
+    if block_fp8 and version.at_least(0, 16):
+        t = arch.text_config
+        grouped = bool(t.get("n_group") or t.get("topk_group"))
+        return "fp8_block", version.at_least(0, 18) and not version.at_least(0, 20) \
+            and not grouped
+    if nvfp4 and version.at_least(0, 17):
+        return "nvfp4", False
+    return "", False
 
 
 def mm_pixel_bytes(architectures: list[str], version: VllmVersion, v2: bool) -> PixelBytes:
