@@ -111,6 +111,8 @@ def test_blackwell_trtllm_moe_allocates_its_own_buffers_per_call():
     body = p * (3 * 2048 + 3 * 2048 // 32 + 2 * 7168)
     assert r.to_json()["moe_call_scratch_bytes"] == body + routing == 22_024_441_836
     assert r.budget.available_kv == 44_310_576_780  # 63,105,404,536 before (-17.5 GiB)
+    j = r.to_json()
+    assert j["moe_workspace_kept"] is False and j["moe_workspace_bytes"] == 131072 * 7168 * 2
     # the tile ladder: NVFP4 takes 192 from FlashInfer 0.6.16 (vLLM 0.27+)
     nv = ActivationShape(hidden=7168, intermediate_local=0, moe_intermediate_local=2048,
                          top_k=8, vocab=0, act_bytes=2, local_experts=32, trtllm="nvfp4",

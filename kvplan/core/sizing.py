@@ -342,6 +342,7 @@ class SizeResult:
     moe_kernel: str | None = None  # fused-MoE kernel kind of the profile run (MoE models)
     moe_workspace_bytes: int = 0  # its scratch at the profile's token count
     moe_call_scratch_bytes: int = 0  # a kernel's own per-call buffers at that count (freed)
+    moe_workspace_kept: bool = True  # the scratch stays allocated past the forward
     sampler_state_bytes: int = 0  # model runner V2's penalty / grammar state, in the activation
     # what vLLM allocates after sizing the KV cache without having budgeted it: CUDA graphs
     # it does not subtract, model runner V2's sampler warm-up before 0.33 and its state in
@@ -404,6 +405,7 @@ class SizeResult:
             "moe_kernel": self.moe_kernel,
             "moe_workspace_bytes": self.moe_workspace_bytes,
             "moe_call_scratch_bytes": self.moe_call_scratch_bytes,
+            "moe_workspace_kept": self.moe_workspace_kept if self.moe_kernel else None,
             "sampler_state_bytes": self.sampler_state_bytes,
             "outside_budget_bytes": self.outside_budget_bytes,
             "kv_cache_memory_bytes_max": self.kv_cache_memory_bytes_max,
@@ -2280,6 +2282,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         # at the tokens the MoE layers see: DP > 1 gathers every DP rank's batch
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt * shape.moe_dp, version.moe_chunk),
         moe_call_scratch_bytes=shape.fi_call_scratch_bytes(mnbt * shape.moe_dp),
+        moe_workspace_kept=shape.moe_kept and shape.moe_kernel != "functional",
         sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm,
         safe_gpu_memory_utilization=safe, kv_cache_memory_bytes_max=kv_max, kv_dtypes=dts)
 

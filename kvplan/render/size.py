@@ -12,9 +12,9 @@ BAR = 32
 
 
 # how `size` names each fused-MoE kernel kind (core/memory.py MOE_KERNELS)
-_MOE_KERNEL_NAMES = {"functional": "Triton, freed", "modular": "Triton/CUTLASS/Marlin, kept",
-                     "deepgemm_v011": "DeepGEMM, kept", "deepgemm": "DeepGEMM, kept",
-                     "flashinfer": "FlashInfer, kept", "oai_triton": "OpenAI Triton MXFP4, kept"}
+_MOE_KERNEL_NAMES = {"functional": "Triton", "modular": "Triton/CUTLASS/Marlin",
+                     "deepgemm_v011": "DeepGEMM", "deepgemm": "DeepGEMM",
+                     "flashinfer": "FlashInfer", "oai_triton": "OpenAI Triton MXFP4"}
 
 
 def render_size(r: SizeResult, stream=None) -> None:
@@ -54,8 +54,11 @@ def render_size(r: SizeResult, stream=None) -> None:
             f" + {fmt_bytes(r.draft_bytes)} drafter" if r.draft_bytes else "")),
         ("activation peak", b.activation, "magenta", "profile run (empirical)" + (
             f"; MoE scratch {fmt_bytes(r.moe_workspace_bytes)} "
-            f"({_MOE_KERNEL_NAMES[r.moe_kernel]})"
+            f"({_MOE_KERNEL_NAMES[r.moe_kernel]}, "
+            f"{'kept' if r.moe_workspace_kept else 'freed'})"
             if r.moe_kernel and r.moe_workspace_bytes else "") + (
+            f" + {fmt_bytes(r.moe_call_scratch_bytes)} its own buffers per call"
+            if r.moe_call_scratch_bytes else "") + (
             f"; sampler state {fmt_bytes(r.sampler_state_bytes)} (V2)"
             if r.sampler_state_bytes else "")),
         ("non-torch", b.non_torch, "magenta", "NCCL, cuBLAS (empirical)"),
