@@ -67,6 +67,12 @@ def register(app: typer.Typer) -> None:
         except InputError as e:
             if fmt == "github":
                 sys.stdout.write(github_input_error(e))
+            elif fmt in ("json", "junit") and e.file:  # a CI report even for one bad file
+                from kvplan.check.base import FileInfo
+                from kvplan.check.report import Report
+
+                sys.stdout.write(render(Report([], [FileInfo(e.file, error=e)], strict), fmt,
+                                        False))
             raise
         sys.stdout.write(render(rep, fmt, use_color(sys.stdout)))
         if rep.exit_code:

@@ -229,6 +229,13 @@ def test_a_bad_file_does_not_hide_the_others(capsys):
     assert code == 2 and 'errors="1"' in out and "<error message=" in out
 
 
+def test_one_bad_file_still_gives_a_ci_report(capsys):
+    code, rep = check_json(capsys, FIX / "missing.yaml")
+    assert code == rep["exit_code"] == 2 and rep["files"][0]["error"] == "no such file"
+    code, out, err = run(capsys, "check", FIX / "malformed.yaml", "--format", "junit")
+    assert code == 2 and 'errors="1"' in out and "not valid YAML" in err
+
+
 def test_bad_input_in_github_format_is_an_annotation(capsys):
     code, out, err = run(capsys, "check", FIX / "malformed.yaml", "--format", "github")
     assert code == 2 and "not valid YAML" in err
@@ -1421,3 +1428,15 @@ def test_switch_given_a_value_is_refused_as_argparse_refuses_it(capsys):
                          "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 "
                          "--enable-chunked-prefill=true")
     assert one(d["deployments"][0], "flag-values")["status"] == "pass"
+
+
+def test_dotted_json_keys_replace_a_plain_json_flag_wherever_it_stands(capsys):
+    # vLLM appends the merged dotted object after every other argument
+    flags = ("--speculative-config.method ngram --speculative-config.num_speculative_tokens 5 "
+             "--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 2}'")
+    code, d = _cmd(capsys, flags)
+    dep = d["deployments"][0]
+    code, alone = _cmd(capsys, "--speculative-config.method ngram "
+                               "--speculative-config.num_speculative_tokens 5")
+    assert dep["kv_cache_tokens"] == alone["deployments"][0]["kv_cache_tokens"]
+    assert "--speculative-config.* keys replace" in one(dep, "flags-known")["message"]

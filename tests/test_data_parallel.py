@@ -3,12 +3,14 @@ DP prepare/finalize), re-derived from the 0.31-0.33 wheels."""
 
 from dataclasses import replace
 
+import pytest
+
 from kvplan.core.sizing import EngineArgs, size
 from kvplan.sources.resolve import resolve_gpu, resolve_model
 
 
-def _run(model, gpu, **kw):
-    return size(resolve_model(model), resolve_gpu(gpu), EngineArgs(**kw), "0.33")
+def _run(model, gpu, version="0.33", **kw):
+    return size(resolve_model(model), resolve_gpu(gpu), EngineArgs(**kw), version)
 
 
 def test_dp_without_ep_splits_the_experts_over_tp_x_dp():
@@ -120,3 +122,26 @@ def test_blackwell_trtllm_moe_allocates_its_own_buffers_per_call():
     assert nv.trtllm_rows(131072)[0] == 128
     assert replace(nv, trtllm_tile_192=True).trtllm_rows(131072)[0] == 192
     assert replace(nv, trtllm_tile_192=True).trtllm_rows(16)[0] == 8  # 4 rows an expert
+
+
+def test_trtllm_charge_follows_vllm_s_spelling_release_and_class():
+    from kvplan.errors import BadInput
+
+    ep8 = dict(data_parallel_size=8, enable_expert_parallel=True)
+    # vLLM lowercases --moe-backend and reads '-' as '_' (`arg_utils`)
+    loud = _run("deepseek-ai/DeepSeek-R1", "b200", moe_backend="FLASHINFER-TRTLLM", **ep8)
+    assert loud.to_json()["moe_call_scratch_bytes"] == 22_024_441_836
+    # 0.16 already runs NVFP4 experts on TRT-LLM (tile 128 there: 0.6.3 has no 192)
+    nv = _run("nvidia/DeepSeek-V3.1-NVFP4", "b200", version="0.16", **ep8)
+    assert nv.to_json()["moe_call_scratch_bytes"] == 8_631_226_364
+    # NVFP4 with EPLB leaves the monolithic class for the modular one, which keeps M x K
+    eplb = _run("nvidia/DeepSeek-V3.1-NVFP4", "b200", tensor_parallel_size=8,
+                enable_expert_parallel=True, enable_eplb=True)
+    assert eplb.to_json()["moe_workspace_kept"] is True
+    # kernels vLLM refuses on the device
+    with pytest.raises(BadInput, match="block-FP8 experts on Hopper only"):
+        _run("deepseek-ai/DeepSeek-R1", "b200", tensor_parallel_size=8,
+             moe_backend="flashinfer_cutlass")
+    with pytest.raises(BadInput, match="B200/B300 family only"):
+        _run("deepseek-ai/DeepSeek-R1", "h200", tensor_parallel_size=8,
+             moe_backend="flashinfer_trtllm")

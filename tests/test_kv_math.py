@@ -495,8 +495,8 @@ def test_dcp_q_replicate_holds_the_dcp_groups_q_heads():
     assert size(m, h200, EngineArgs(tensor_parallel_size=8, dcp_q_replicate=True), "0.33"
                 ).budget.weights == size(m, h200, EngineArgs(tensor_parallel_size=8),
                                          "0.33").budget.weights
-    assert size(m, h200, EngineArgs(dcp_q_replicate=True, **kw), "0.28").budget.weights == \
-        size(m, h200, EngineArgs(**kw), "0.28").budget.weights
+    with pytest.raises(BadInput, match="has no --dcp-q-replicate"):  # the flag is 0.29+
+        size(m, h200, EngineArgs(dcp_q_replicate=True, **kw), "0.28")
     # VLLM_DCP_Q_REPLICATE: the only switch in 0.27-0.28, and it overrides the flag from 0.29
     env = size(m, h200, EngineArgs(dcp_q_replicate_env=True, **kw), "0.28").budget.weights
     assert abs(env - size(m, h200, EngineArgs(**kw), "0.28").budget.weights - extra) < 1 << 20
@@ -1072,6 +1072,8 @@ def test_no_async_scheduling_frees_sliding_window_blocks():
     assert inflight(unp, "0.31") == 8192
     with pytest.raises(BadInput, match="refuses --async-scheduling with disable_padded"):
         inflight(unp, "0.31", async_scheduling=True)
+    with pytest.raises(BadInput, match="refuses --async-scheduling with disable_padded"):
+        inflight(unp, "0.20", async_scheduling=True)  # refused from 0.11.1
 
 
 def test_hybrid_max_num_seqs_needs_a_block_each_with_full_cuda_graphs():

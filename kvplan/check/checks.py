@@ -170,9 +170,13 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False) -> Non
             out.add("flags-known", WARN, f"{f.key} is deprecated in vLLM {reg.release}", f.loc,
                     fix=f"remove {f.key}")
     for first, again in p.repeated:
-        out.add("flags-known", WARN, f"{again.key} is given twice (also line "
-                f"{first.loc.line}); vLLM uses the last value", again.loc,
-                fix=f"keep one {again.name}")
+        where = f" (also line {first.loc.line})" if first.loc.line else ""
+        if "." in again.key and "." not in first.key:  # `FlexibleArgumentParser`
+            msg = (f"{again.key.split('.')[0]}.* keys replace {first.key} '{{...}}'{where}: "
+                   "vLLM applies the dotted form after every other argument")
+        else:
+            msg = f"{again.key} is given twice{where}; vLLM uses the last value"
+        out.add("flags-known", WARN, msg, again.loc, fix=f"keep one {again.name}")
     if p.config_file:
         out.add("flags-known", WARN, f"options in --config {p.config_file.value} are not read "
                 "by kvplan", p.config_file.loc, fix="put the memory and scheduling flags on "

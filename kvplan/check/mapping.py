@@ -389,7 +389,8 @@ def _merge_dotted(flags: list[FlagUse]) -> list[FlagUse]:
     """vLLM's `FlexibleArgumentParser` (0.33 `utils/argparse_utils.py`): `--json-flag.key.sub
     VALUE` builds `{"key": {"sub": VALUE}}` (VALUE as JSON, else a human-readable integer,
     else the string; `key+` a comma list), and every dotted use of one flag merges into one
-    object, which is what the flag then carries."""
+    object, which vLLM appends after the other arguments: it replaces a plain `--json-flag
+    '{...}'` wherever that stands."""
     import json
 
     from kvplan.units import parse_vllm_int
@@ -404,7 +405,7 @@ def _merge_dotted(flags: list[FlagUse]) -> list[FlagUse]:
                 into[k] = v
 
     merged: dict[str, tuple[FlagUse, dict]] = {}
-    out = []
+    out, dotted = [], []
     for f in flags:
         _, dot, rest = f.key.partition(".")
         if not (dot and rest and f.name and f.key.startswith("--")):
@@ -428,10 +429,10 @@ def _merge_dotted(flags: list[FlagUse]) -> list[FlagUse]:
             update(merged[f.name][1], value)
         else:
             merged[f.name] = (f, value)
-            out.append(f)
+            dotted.append(f)
     for f, obj in merged.values():
         f.value = json.dumps(obj)
-    return out
+    return out + dotted  # appended after every other argument, so they win over a plain use
 
 
 JSON_ALIASES = {  # config flag -> (its key, the flag that sets the same, both is an error)

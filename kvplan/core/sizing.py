@@ -620,7 +620,8 @@ def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs,
 
 
 def _check_moe_backend(backend: str, version: VllmVersion, cc: str, vendor: str, *,
-                       unquantized: bool, mxfp4: bool, rocm_aiter: bool) -> None:
+                       unquantized: bool, mxfp4: bool, rocm_aiter: bool,
+                       block_fp8: bool = False) -> None:
     """Refuse a --moe-backend the experts' oracle or the device rejects (0.18-0.33; the
     kernels' `_supports_current_device`):
     * 16-bit experts take triton, flashinfer_trtllm, flashinfer_cutlass, aiter (and
@@ -645,6 +646,16 @@ def _check_moe_backend(backend: str, version: VllmVersion, cc: str, vendor: str,
             raise BadInput(f"vLLM {version.text}'s FlashInfer TRT-LLM kernel for 16-bit "
                            f"experts runs on the B200/B300 family only, not {cc}",
                            hint="use --moe-backend triton", flag="moe_backend")
+    if vendor == "nvidia" and b == "flashinfer_trtllm" and cc_major(cc) != 10:
+        # `TrtLlm*ExpertsBase._supports_current_device`: the SM100 family only
+        raise BadInput(f"vLLM {version.text}'s FlashInfer TRT-LLM MoE kernels run on the "
+                       f"B200/B300 family only, not compute capability {cc}",
+                       hint="use --moe-backend auto", flag="moe_backend")
+    if vendor == "nvidia" and b == "flashinfer_cutlass" and block_fp8 and cc != "9.0":
+        # `FlashInferExperts._supports_quant_scheme`: block FP8 on `is_device_capability(90)`
+        raise BadInput(f"vLLM {version.text}'s FlashInfer CUTLASS MoE kernel takes block-FP8 "
+                       f"experts on Hopper only, not compute capability {cc}",
+                       hint="use --moe-backend auto", flag="moe_backend")
     if mxfp4 and b == "cutlass":
         raise BadInput(f"vLLM {version.text} has no cutlass kernel for MXFP4 experts",
                        hint="use --moe-backend triton", flag="moe_backend")
@@ -672,6 +683,11 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
         raise BadInput(f"vLLM {version.text}'s LLM class refuses data_parallel_size "
                        f"{a.data_parallel_size}", hint="serve with `vllm serve -dp`, or run one "
                        "LLM per GPU group", flag="data_parallel_size")
+    if a.dcp_q_replicate and not version.at_least(0, 29):  # the flag arrives in 0.29
+        raise BadInput(f"vLLM {version.text} has no --dcp-q-replicate ('unrecognized "
+                       "arguments')", hint="on 0.27-0.28 set --env VLLM_DCP_Q_REPLICATE=1"
+                       if version.at_least(0, 27) else "q-replication arrives in vLLM 0.27",
+                       flag="dcp_q_replicate")
     if a.num_gpu_blocks_override is not None and a.num_gpu_blocks_override < 1:
         raise BadInput(f"--num-gpu-blocks-override {a.num_gpu_blocks_override}: vLLM has no "
                        "free block to start with ('No free blocks available')",
@@ -1292,9 +1308,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        "profile or whole GPUs", flag="tensor_parallel_size")
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
     version.moe_backend_kind(a.moe_backend)  # a value vLLM rejects is bad input
+    norm_backend = str(a.moe_backend or "auto").lower().replace("-", "_")  # as `arg_utils`
+    if norm_backend != a.moe_backend:
+        a = replace(a, moe_backend=norm_backend)
     if arch.num_experts and a.moe_backend != "auto" and version.at_least(0, 18):
+        qa = arch.quantization or {}
         _check_moe_backend(a.moe_backend, version, cc, gpu.vendor, unquantized=quant is None,
-                           mxfp4=quant in ("mxfp4", "gpt_oss_mxfp4"), rocm_aiter=a.rocm_aiter)
+                           mxfp4=quant in ("mxfp4", "gpt_oss_mxfp4"), rocm_aiter=a.rocm_aiter,
+                           block_fp8=str(qa.get("quant_method", "")).lower() == "fp8"
+                           and bool(qa.get("weight_block_size")))
     if a.mm_encoder_tp_mode not in ("weights", "data"):
         raise BadInput(f"--mm-encoder-tp-mode {a.mm_encoder_tp_mode} is not weights or data",
                        flag="mm_encoder_tp_mode")
@@ -2433,7 +2455,7 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         arch, a, version, fi and major == 10 and a.moe_backend in ("auto", "flashinfer_trtllm"),
         block_fp8, is_nvfp4(expert_bytes))
     if trtllm == "fp8_block" or (trtllm == "nvfp4" and not (
-            a.data_parallel_size > 1 and a.enable_expert_parallel)):
+            (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb)):
         mono = not copy_out  # monolithic: no workspace kept past the call
     return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed,
                    moe_dp=a.data_parallel_size, moe_kept=not mono,
@@ -2448,10 +2470,10 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
     image, read in the 0.16-0.33 wheels): ("fp8_block" | "nvfp4" | "", FlashInfer's output
     copied into a kept one). Block FP8 runs `TrtLlmFp8ExpertsMonolithic` (0.16+; the
     modular class with its `output.copy_` in 0.18-0.19 for routing other than DeepSeek-V3's
-    grouped one, whose monolithic kernel took only that), NVFP4 (0.17+) the monolithic
-    class, or `TrtLlmNvFp4ExpertsModular` (an M x K workspace kept) when DP + EP gather
-    through all-to-all. MXFP4 and unquantized experts are not charged here (read in 0.33
-    only; there the sampler sets the peak)."""
+    grouped one, whose monolithic kernel took only that), NVFP4 (0.16's function path, then)
+    the monolithic class, or `TrtLlmNvFp4ExpertsModular` (an M x K workspace kept) when DP +
+    EP gather through all-to-all or with EPLB. MXFP4 and unquantized experts are not charged
+    here (read in 0.33 only; there the sampler sets the peak)."""
     if not sm100_fi:
         return "", False
     if block_fp8 and version.at_least(0, 16):
@@ -2459,7 +2481,7 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
         grouped = bool(t.get("n_group") or t.get("topk_group"))
         return "fp8_block", version.at_least(0, 18) and not version.at_least(0, 20) \
             and not grouped
-    if nvfp4 and version.at_least(0, 17):
+    if nvfp4 and version.at_least(0, 16):
         return "nvfp4", False
     return "", False
 

@@ -623,11 +623,12 @@ class VllmVersion:
         """Whether the start schedules asynchronously (`VllmConfig.__post_init__`, read in the
         0.26-0.33 wheels). `--no-async-scheduling` turns it off; by default it is on except
         with a speculative method outside EAGLE/MTP/DFlash, ngram_gpu, DSpark and (0.28+)
-        draft_model, or with `disable_padded_drafter_batch`, which 0.33 applies to model
-        runner V1 only (suffix; V2 runs the rest), and (0.31+) with PP > 1 on model runner
-        V1; asked for beside such a method or the unpadded drafter batch (or, 0.33, V1 with
-        PP > 1), vLLM refuses to start. (Pooling runners and executors without async support
-        are not modelled.)"""
+        draft_model, or with `disable_padded_drafter_batch` (refused beside an explicit
+        --async-scheduling from 0.11.1), both of which 0.33 applies to model runner V1 only
+        (suffix; V2 runs the rest), and (0.31+) with PP > 1 on model runner V1; asked for
+        beside such a method or the unpadded drafter batch (or, 0.33, V1 with PP > 1), vLLM
+        refuses to start. (Pooling runners and executors without async support are not
+        modelled.)"""
         ok = {"mtp", "eagle", "eagle3", "dflash", "ngram_gpu", "dspark", "draft_model"}
         if not self.at_least(0, 28):
             ok.discard("draft_model")  # (0.26-0.27 allow it only when asked for)
@@ -635,7 +636,7 @@ class VllmVersion:
         clash = spec_method is not None and spec_method not in ok and v1_rules
         why = f"{spec_method} speculative decoding" if clash and spec_method != "draft_model" \
             else ""
-        if spec_method is not None and unpadded and v1_rules and self.at_least(0, 26):
+        if spec_method is not None and unpadded and v1_rules and self.at_least(0, 11, 1):
             clash, why = True, "disable_padded_drafter_batch"
         if pp > 1 and not v2_runner and self.at_least(0, 31):
             clash = True
