@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvplan import catalog as cat_mod
-from kvplan.core.plan import Plan, Targets, kv_format_advice, length_advice, search
+from kvplan.core.plan import (
+    Plan,
+    Targets,
+    dp_advice,
+    kv_format_advice,
+    length_advice,
+    search,
+)
 from kvplan.core.sizing import EngineArgs, Model
 from kvplan.core.workload import Workload
 from kvplan.engines.emit import command_for, flags_for
@@ -103,5 +110,5 @@ def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
             raise RuntimeError(f"emitted flags unknown to vLLM {version}: {bad}")
     cmd = command_for(best, engine, model.id)
     advice = length_advice(best.result, wl.clip(best.max_model_len)) + kv_format_advice(
-        best.result)
+        best.result) + (dp_advice(model, best.gpu, best.result) if engine == "vllm" else [])
     return Recommendation(model, wl, t, engine, plans, rejected, flags, cmd, advice)

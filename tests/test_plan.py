@@ -404,3 +404,21 @@ def test_recommended_cap_is_safe_on_its_own_pool(capsys):
     rec = json.loads(capsys.readouterr().out)
     assert rec["max_num_seqs"] == rec["safe_max_num_seqs"] == 13
     assert rec["replicas"] == 8
+
+
+def test_mla_moe_at_tp_gets_the_data_parallel_kv_figure():
+    # DeepSeek-R1 at TP8 on H200s keeps its 576-wide latent KV on all 8 ranks; as 8 DP
+    # engines with EP each holds a pool of its own (sized by `size`, every term included)
+    from kvplan.core.plan import dp_advice
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h200 = resolve_model("deepseek-ai/DeepSeek-R1"), resolve_gpu("h200")
+    tp8 = size(m, h200, EngineArgs(tensor_parallel_size=8), "0.33")
+    dp8 = size(m, h200, EngineArgs(data_parallel_size=8, enable_expert_parallel=True), "0.33")
+    (note,) = dp_advice(m, h200, tp8)
+    assert f"8 engines of {dp8.kv_cache_tokens:,}, against {tp8.kv_cache_tokens:,}" in note
+    assert f"{8 * dp8.kv_cache_tokens / tp8.kv_cache_tokens:.1f}x" in note
+    # dense GQA models split their KV heads over TP: no such note
+    llama = resolve_model("meta-llama/Llama-3.1-70B-Instruct")
+    assert dp_advice(llama, h200, size(llama, h200, EngineArgs(tensor_parallel_size=4),
+                                       "0.33")) == []

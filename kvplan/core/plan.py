@@ -292,6 +292,31 @@ def kv_format_advice(r: SizeResult) -> list[str]:
             "Benchmark it before counting on the speed; its capacity is exact"]
 
 
+def dp_advice(model: Model, gpu: Gpu, r: SizeResult) -> list[str]:
+    """An MLA MoE model at TP > 1 keeps its whole latent KV on every TP rank (one KV head):
+    the same GPUs run as data-parallel engines with expert parallelism hold one pool each
+    (vLLM issue 51454: 7.7x the KV of TP8 for DeepSeek-V4-Flash on 8 B200s). Sized with
+    `size`; the throughput model covers TP engines only."""
+    a = r.args
+    tp = a.tensor_parallel_size
+    if not (r.arch.is_mla and r.arch.num_experts and tp > 1 and a.pipeline_parallel_size == 1
+            and a.data_parallel_size == 1 and a.decode_context_parallel_size == 1):
+        return []
+    try:
+        d = size(model, gpu, replace(a, tensor_parallel_size=1, data_parallel_size=tp,
+                                     enable_expert_parallel=True), r.version.text, hints=False)
+    except BadInput:
+        return []
+    total = d.kv_cache_tokens * tp
+    if not d.fits or total < 1.2 * r.kv_cache_tokens:
+        return []
+    return [f"MLA keeps the whole latent KV on every TP rank: the same {tp} GPUs as "
+            f"-dp {tp} --enable-expert-parallel hold {total / r.kv_cache_tokens:.1f}x the KV "
+            f"tokens ({tp} engines of {d.kv_cache_tokens:,}, against {r.kv_cache_tokens:,}; "
+            f"each engine a max_num_seqs of its own). Sized only: the throughput and latency "
+            f"shown are TP{tp}'s, so benchmark the data-parallel decode before switching"]
+
+
 def length_advice(r: SizeResult, wl: Workload) -> list[str]:
     """When a few long requests dominate KV: a max_model_len, an output cap, a long pool."""
     notes = []
