@@ -145,3 +145,20 @@ def test_trtllm_charge_follows_vllm_s_spelling_release_and_class():
     with pytest.raises(BadInput, match="B200/B300 family only"):
         _run("deepseek-ai/DeepSeek-R1", "h200", tensor_parallel_size=8,
              moe_backend="flashinfer_trtllm")
+
+
+def test_trtllm_fp8_class_follows_the_router():
+    # `TrtLlmFp8ExpertsMonolithic._supports_routing_method` (block FP8): grouped top-k and
+    # renormalised softmax (0.20+), sigmoid and MiniMax-M2's from 0.26; other routers take
+    # the modular class, which keeps M x K (and copies FlashInfer's output into it to 0.25)
+    def kept(model, v):
+        j = _run(model, "b200", version=v, tensor_parallel_size=4).to_json()
+        return j["moe_workspace_kept"], j["moe_call_scratch_bytes"] > 0
+
+    assert kept("MiniMaxAI/MiniMax-M2.5", "0.22") == (True, True)
+    assert kept("MiniMaxAI/MiniMax-M2.5", "0.33") == (False, True)
+    assert kept("Qwen/Qwen3-235B-A22B-FP8", "0.18") == (True, True)  # 0.18-0.19: grouped only
+    assert kept("Qwen/Qwen3-235B-A22B-FP8", "0.22") == (False, True)
+    assert kept("sgl-project/DeepSeek-V4-Flash-FP8", "0.33") == (True, True)  # sqrtsoftplus
+    # DeepSeek-V4's own FP4 experts under its block-FP8 config take the MXFP4 path
+    assert kept("deepseek-ai/DeepSeek-V4-Flash", "0.33") == (True, False)

@@ -2447,16 +2447,22 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     if dims is not None:
         shape = replace(shape, moe_hidden=dims[0], moe_intermediate_local=dims[1])
     # block-FP8 experts that reach "flashinfer" on Hopper run FlashInfer's CUTLASS kernel
-    block_fp8 = qm == "fp8" and bool(q.get("weight_block_size"))
+    # (FP8 experts: DeepSeek-V4's FP4 experts under a block-FP8 config take the MXFP4 path)
+    block_fp8 = qm == "fp8" and bool(q.get("weight_block_size")) and expert_bytes >= 1
     major = cc_major(gpu.compute_capability)
     fi = kernel == "flashinfer" and gpu.vendor == "nvidia"
     fi_block = fi and block_fp8 and major == 9
     trtllm, copy_out = _trtllm_experts(
         arch, a, version, fi and major == 10 and a.moe_backend in ("auto", "flashinfer_trtllm"),
         block_fp8, is_nvfp4(expert_bytes))
-    if trtllm == "fp8_block" or (trtllm == "nvfp4" and not (
-            (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb)):
-        mono = not copy_out  # monolithic: no workspace kept past the call
+    if trtllm == "fp8_block":  # the monolithic class unless the router is one it lacks
+        r = _moe_routing(arch)
+        mono = not copy_out and (r in ("deepseek", "renormalize") or (
+            r in ("sigmoid", "minimax2") and version.at_least(0, 26)) or not
+            version.at_least(0, 18))
+    elif trtllm == "nvfp4" and not (
+            (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb):
+        mono = True  # monolithic: no workspace kept past the call
     return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed,
                    moe_dp=a.data_parallel_size, moe_kept=not mono,
                    deepgemm_fp8_ws=version.at_least(0, 31), fi_cutlass_block=fi_block,
@@ -2468,22 +2474,44 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
                     block_fp8: bool, nvfp4: bool) -> tuple[str, bool]:
     """Which FlashInfer TRT-LLM experts class an SM100 profile runs (the vllm/vllm-openai
     image, read in the 0.16-0.33 wheels): ("fp8_block" | "nvfp4" | "", FlashInfer's output
-    copied into a kept one). Block FP8 runs `TrtLlmFp8ExpertsMonolithic` (0.16+; the
-    modular class with its `output.copy_` in 0.18-0.19 for routing other than DeepSeek-V3's
-    grouped one, whose monolithic kernel took only that), NVFP4 (0.16's function path, then)
-    the monolithic class, or `TrtLlmNvFp4ExpertsModular` (an M x K workspace kept) when DP +
-    EP gather through all-to-all or with EPLB. MXFP4 and unquantized experts are not charged
-    here (read in 0.33 only; there the sampler sets the peak)."""
+    copied into a kept one). Block FP8 runs `TrtLlmFp8ExpertsMonolithic` for the routers
+    its `_supports_routing_method` lists (DeepSeek-V3's grouped one; softmax renormalised
+    but in 0.18-0.19; sigmoid and MiniMax-M2's from 0.26), else the modular class, which
+    keeps M x K and (0.18-0.25) copies FlashInfer's output into it; NVFP4 (0.16's function
+    path, then) the monolithic class, or `TrtLlmNvFp4ExpertsModular` (an M x K workspace
+    kept) when DP + EP gather through all-to-all or with EPLB. MXFP4 and unquantized
+    experts are not charged here (read in 0.33 only; there the sampler sets the peak)."""
     if not sm100_fi:
         return "", False
     if block_fp8 and version.at_least(0, 16):
-        t = arch.text_config
-        grouped = bool(t.get("n_group") or t.get("topk_group"))
-        return "fp8_block", version.at_least(0, 18) and not version.at_least(0, 20) \
-            and not grouped
+        routing = _moe_routing(arch)
+        mono = {"deepseek"} if version.at_least(0, 18) and not version.at_least(0, 20) \
+            else {"deepseek", "renormalize"}
+        if version.at_least(0, 26):
+            mono |= {"sigmoid", "minimax2"}
+        return "fp8_block", routing not in mono and version.at_least(0, 18) \
+            and not version.at_least(0, 26)
     if nvfp4 and version.at_least(0, 16):
         return "nvfp4", False
     return "", False
+
+
+def _moe_routing(arch: ModelArch) -> str:
+    """The router as vLLM's `RoutingMethodType` names it, from the config: grouped top-k
+    ("deepseek": DeepSeek-V3, GLM, Kimi), MiniMax-M2's, sigmoid scores, softmax with
+    renormalised top-k ("renormalize": Qwen3, Mixtral) or without ("default"), else
+    "other" (DeepSeek-V4's sqrtsoftplus)."""
+    t = arch.text_config
+    if t.get("n_group") or t.get("topk_group"):
+        return "deepseek"
+    if any("MiniMaxM2" in x for x in arch.architectures):
+        return "minimax2"
+    scoring = str(t.get("scoring_func") or "softmax").lower()
+    if scoring == "sigmoid":
+        return "sigmoid"
+    if scoring == "softmax":
+        return "renormalize" if t.get("norm_topk_prob", True) else "default"
+    return "other"
 
 
 def mm_pixel_bytes(architectures: list[str], version: VllmVersion, v2: bool) -> PixelBytes:
