@@ -35,13 +35,13 @@ def test_dp_gathers_every_rank_s_tokens_into_the_moe_layers():
     # (`getWorkspaceDeviceBufferSizes`, DeepSeek block path; n = 8 x 65,536 rows, K 7,168,
     # I 2,048 whole under EP, 32 local experts), freed on return: in the forward's peak,
     # which now passes the sampler's (6,805,848,064 B before) by 12.35 GB
+    # (+ the Python wrapper's `experts_to_token_score`, 32 x 65,536 fp32)
     n = 8 * 65_536
-    call = n * (16 + 3 * 7168 + 4 * 2048 + 7168 // 32) + 4 * 32 * 65_536
-    assert r.to_json()["moe_call_scratch_bytes"] == call == 15_703_474_176
-    assert r.budget.activation == 19_153_879_040
-    assert r.budget.activation - 6_805_848_064 == call - (6_805_848_064 - 3_450_404_864)
-    assert r.budget.available_kv == 14_898_414_782  # with the block-FP8 weights' fp32 scales
-    assert r.kv_cache_tokens == 212_000  # 387,728 without the per-call scratch
+    call = n * (16 + 3 * 7168 + 4 * 2048 + 7168 // 32) + 4 * 32 * 65_536 + 4 * 32 * 65_536
+    assert r.to_json()["moe_call_scratch_bytes"] == call == 15_711_862_784
+    assert r.budget.activation == 3_450_404_864 + call
+    assert r.budget.available_kv == 14_890_026_174  # with the block-FP8 weights' fp32 scales
+    assert r.kv_cache_tokens == 211_888  # 387,728 without the per-call scratch
     # one rank's tokens at DP 1: no gather
     d1 = _run("Qwen/Qwen3-235B-A22B-FP8", "h100", tensor_parallel_size=4,
               enable_expert_parallel=True)
@@ -162,3 +162,23 @@ def test_trtllm_fp8_class_follows_the_router():
     assert kept("sgl-project/DeepSeek-V4-Flash-FP8", "0.33") == (True, True)  # sqrtsoftplus
     # DeepSeek-V4's own FP4 experts under its block-FP8 config take the MXFP4 path
     assert kept("deepseek-ai/DeepSeek-V4-Flash", "0.33") == (True, False)
+
+
+def test_flashinfer_cutlass_scratch_on_the_other_paths():
+    # `getWorkspaceDeviceBufferSizes` for per-tensor FP8 (Nemotron-3-Super's non-gated ReLU^2
+    # experts, the latent K 1,024, the intermediate padded to 128 rows: 2,688 whole under
+    # EP) at -dp 2 -ep on H200s: n = 22 x 16,384; FP8 input max(2nK, nI), outputs max(2nI,
+    # 2nK) (a GLU buffer of nI: FP8), the row maps (three with the TMA kernels), the expert
+    # counters, the binding's map and the wrapper's score tensor
+    r = _run("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "h200", data_parallel_size=2,
+             enable_expert_parallel=True)
+    n, m, k, i, e = 22 * 16_384, 16_384, 1024, 2688, 256
+    big = max(2 * n * k, n * i) + max(2 * n * i, 2 * n * k)
+    small = 3 * 4 * n + 2 * 4 * e * 16 + 4 * e * m + 8 * (e + 1) + 2 * 8 * e
+    call = r.to_json()["moe_call_scratch_bytes"]
+    assert abs(call - (big + small + 4 * n + 4 * e * m)) < 1024
+    assert call == 2_946_013_312
+    assert r.budget.available_kv == 66_735_710_884  # 68,104,665,892 before (-1.27 GiB)
+    # NVFP4 on SM120: the kept workspace is over the packed K (hidden / 2), M x hidden
+    q = _run("nvidia/Qwen3.5-122B-A10B-NVFP4", "rtx-pro-6000").to_json()
+    assert q["moe_workspace_bytes"] == 8192 * 3072 * 2

@@ -158,7 +158,9 @@ class ActivationShape:
     local_experts: int = 0  # experts on one GPU (DeepGEMM pads every expert's rows)
     moe_hidden: int = 0  # K, the experts' input width (a latent MoE's; 0: `hidden`)
     moe_gated: bool = True  # w13 holds gate and up (N = 2 x intermediate)
-    moe_packed_out: bool = False  # NVFP4 experts: FlashInfer's output is 2 K wide (packed)
+    # NVFP4 experts on FlashInfer CUTLASS (SM120): `workspace_shapes` takes the packed K
+    # (hidden / 2), so its (M, 2K) output is M x hidden, as the unpacked one
+    moe_packed_out: bool = False
     moe_dp: int = 1  # data-parallel ranks whose tokens every MoE layer gathers
     # the scratch stays in the shared workspace after the forward (a monolithic kernel
     # allocates its own per call)
@@ -172,6 +174,12 @@ class ActivationShape:
     global_experts: int = 0
     trtllm_tile_192: bool = False
     trtllm_copy_out: bool = False
+    # FlashInfer CUTLASS on the other paths: "bf16" | "fp8" (per-tensor) | "nvfp4" ("": none),
+    # whether its TMA warp-specialised GEMMs run (SM90 bf16 / FP8, FP4), and the
+    # intermediate as vLLM padded it for the kernel (0: `moe_intermediate_local`)
+    fi_cutlass: str = ""
+    fi_tma: bool = False
+    fi_inter: int = 0
 
     def moe_workspace(self, tokens: int) -> int:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
@@ -186,8 +194,8 @@ class ActivationShape:
           16-bit elements), which the M x K output may exceed (the manager reserves the
           larger, `_allocate_buffers`);
         * FlashInfer CUTLASS (`FlashInferExperts`): an M x K workspace that the output reuses
-          (`FusedMoEModularKernel._allocate_buffers`: one buffer of the larger), M x 2K for
-          NVFP4, whose output is packed;
+          (`FusedMoEModularKernel._allocate_buffers`: one buffer of the larger; NVFP4's M x
+          2K output is over the packed K, hidden / 2);
         * OpenAI's Triton MXFP4 kernels (`OAITritonExperts`): M.k x A and an M x K output."""
         i, k = self.moe_intermediate_local, self.top_k
         h = self.moe_hidden or self.hidden
@@ -200,7 +208,7 @@ class ActivationShape:
         if self.moe_kernel == "modular":
             return rows * (max(act, h) + max(n, h))
         if self.moe_kernel == "flashinfer":
-            return (2 if self.moe_packed_out else 1) * tokens * h
+            return tokens * h
         if self.moe_kernel == "oai_triton":
             return rows * act + tokens * h
         m_sum = -(-(rows + self.local_experts * 127) // 128) * 128
@@ -225,11 +233,48 @@ class ActivationShape:
         shows the same formula's 26.21 GiB failing in `profile_run`."""
         if self.trtllm:
             return self.trtllm_call_scratch_bytes(tokens)
+        if self.fi_cutlass:
+            return self.cutlass_call_scratch_bytes(tokens)
         if not self.fi_cutlass_block or not self.moe_intermediate_local:
             return 0
         k, i = self.moe_hidden or self.hidden, self.moe_intermediate_local
+        # (+ the Python wrapper's `experts_to_token_score` [local experts, M] fp32)
         return (self.top_k * tokens * (16 + 3 * k + 4 * i + k // 32)
-                + 4 * self.local_experts * tokens)
+                + 8 * self.local_experts * tokens)
+
+    def cutlass_call_scratch_bytes(self, tokens: int) -> int:
+        """FlashInfer CUTLASS's per-call workspace on the non-block paths
+        (`CutlassMoeFCRunner::getWorkspaceDeviceBufferSizes`, FlashInfer 0.6.3-0.7.2.post1;
+        vLLM passes no `workspace_buffer`, so the binding allocates it through torch and frees
+        it on return), for n = tokens x top_k rows, T the input's bytes (bf16 2, per-tensor
+        FP8 1, NVFP4 1/2: vLLM quantizes before the call), I the padded intermediate:
+        overlapped GEMM inputs max(nKT, 2nK, nIT if a GLU buffer), overlapped outputs
+        max(2 x GLU, 2nK, nIT) (GLU = 2nI gated; nI non-gated when FP8 or a TMA kernel with
+        a non-bf16 input), NVFP4's activation scale factors, the row maps and expert
+        counters, the binding's source-to-destination map, and the Python wrapper's
+        `experts_to_token_score`. Nemotron-3-Super FP8 at `-dp 2 -ep` on H200s:
+        2,946,014,848 B."""
+        k, i = self.moe_hidden or self.hidden, self.fi_inter or self.moe_intermediate_local
+        if not i:
+            return 0
+        e, m = self.local_experts, tokens
+        n = m * self.top_k
+        t2 = {"bf16": 4, "fp8": 2, "nvfp4": 1}[self.fi_cutlass]  # input bytes x 2
+        glu = 2 * n * i if self.moe_gated else (
+            n * i if self.fi_cutlass == "fp8" or (self.fi_tma and self.fi_cutlass != "bf16")
+            else 0)
+        fc1 = n * i * t2 // 2
+        inputs = max(n * k * t2 // 2, 2 * n * k, fc1 if glu else 0)
+        outputs = max(2 * glu, 2 * n * k, fc1) if glu else fc1
+        sf = 0
+        if self.fi_cutlass == "nvfp4":  # `fp4_act_scale`, 128 x 64 scale-factor atoms
+            r = min(n, m * e)
+            sf = max(-(-(r + 127 * e) // 128) * 128 * (-(-g // 64) * 64) // 16 for g in (k, i))
+        tpb = next((b for b in (32, 64, 128, 256, 512, 1024) if -(-m // b) * e <= b), 1024)
+        nb = -(-m // tpb)
+        small = (_a128(4 * n) * (3 if self.fi_tma else 2) + 2 * _a128(4 * e * nb)
+                 + _a128(4 * e * m) + _a128(8 * (e + 1)) + 2 * _a128(8 * e))
+        return _a128(inputs) + _a128(outputs) + _a128(sf) + small + _a128(4 * n) + 4 * e * m
 
     def trtllm_rows(self, tokens: int) -> tuple[int, int]:
         """(tile, padded expert rows P) of FlashInfer's TRT-LLM MoE when no autotune has run
@@ -309,6 +354,11 @@ def mla_profile_scratch(max_model_len: int, max_num_seqs: int, block_size: int,
     ws = max(ws, max_num_seqs * block_size) if seqs_floor else \
         -(-max(ws, block_size) // block_size) * block_size
     return ws * heads_local * up_dim * act_bytes
+
+
+def _a128(n: int) -> int:
+    """FlashInfer's workspace aligns every buffer to 128 bytes (`kCudaMemAlign`)."""
+    return -(-n // 128) * 128
 
 
 def _r256(n: int) -> int:

@@ -2463,11 +2463,26 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     elif trtllm == "nvfp4" and not (
             (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb):
         mono = True  # monolithic: no workspace kept past the call
+    cut, tma, inter = "", False, 0
+    if fi and not fi_block and not trtllm and major in (9, 12) and qm != "mxfp4":
+        # FlashInfer CUTLASS (`FlashInferExperts`): per-tensor FP8 (padded rows, as
+        # `_fi_expert_pad`), NVFP4 on SM120, 16-bit experts where vLLM takes it
+        local = arch.expert_intermediate_size // a.expert_tp
+        if is_nvfp4(expert_bytes) and major == 12:
+            cut = "nvfp4"
+        elif expert_bytes == 2:
+            cut = "bf16"
+        elif fp8_tensor_experts(arch, model.quant_file):
+            cut = "fp8"
+            rows = version.fi_fp8_moe_alignment(moe_gated(arch))
+            inter = cdiv(local, rows) * rows
+        tma = cut == "nvfp4" or (cut != "" and gpu.compute_capability == "9.0")
     return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed,
                    moe_dp=a.data_parallel_size, moe_kept=not mono,
                    deepgemm_fp8_ws=version.at_least(0, 31), fi_cutlass_block=fi_block,
                    trtllm=trtllm, global_experts=arch.num_experts,
-                   trtllm_tile_192=version.at_least(0, 27), trtllm_copy_out=copy_out)
+                   trtllm_tile_192=version.at_least(0, 27), trtllm_copy_out=copy_out,
+                   fi_cutlass=cut, fi_tma=tma, fi_inter=inter)
 
 
 def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_fi: bool,
