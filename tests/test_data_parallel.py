@@ -182,3 +182,22 @@ def test_flashinfer_cutlass_scratch_on_the_other_paths():
     # NVFP4 on SM120: the kept workspace is over the packed K (hidden / 2), M x hidden
     q = _run("nvidia/Qwen3.5-122B-A10B-NVFP4", "rtx-pro-6000").to_json()
     assert q["moe_workspace_bytes"] == 8192 * 3072 * 2
+
+
+def test_sm100_per_tensor_fp8_runs_the_trtllm_monolithic_class():
+    # ModelOpt FP8 (Nemotron-3-Super: grouped router, non-gated ReLU^2, the latent K 1,024,
+    # 2,688 / 2 = 1,344 rows padded to 1,408) at TP2 on B200s, 0.33: tile 64 for 704 rows
+    # an expert, P = 64 x (512 + (n - 512) // 64); a 2I FP8 FC1 output and its fp32 scales
+    # over P + E rows, the bf16 FC2 output, the routing buffers; nothing kept
+    r = _run("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "b200", tensor_parallel_size=2)
+    j = r.to_json()
+    n, e, i, k = 22 * 16_384, 512, 1408, 1024
+    p = 64 * (e + (n - e) // 64)
+    routing = 8 * n + 4 * (p + 1) + 4 * e + 4 * max(2 * e, 512) + 8 * (p // 64) + 8 + 2 * n
+    assert j["moe_call_scratch_bytes"] == (p + e) * (2 * i + 2 * i // 128 * 4) + p * 2 * k \
+        + routing
+    assert j["moe_workspace_kept"] is False
+    # with EPLB vLLM takes FlashInfer CUTLASS, which keeps its M x K workspace
+    eplb = _run("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "b200", tensor_parallel_size=2,
+                enable_expert_parallel=True, enable_eplb=True).to_json()
+    assert eplb["moe_workspace_kept"] is True and eplb["moe_call_scratch_bytes"] > 0

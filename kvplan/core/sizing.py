@@ -2452,19 +2452,24 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     major = cc_major(gpu.compute_capability)
     fi = kernel == "flashinfer" and gpu.vendor == "nvidia"
     fi_block = fi and block_fp8 and major == 9
+    fp8_tensor = fi and not block_fp8 and fp8_tensor_experts(arch, model.quant_file)
     trtllm, copy_out = _trtllm_experts(
         arch, a, version, fi and major == 10 and a.moe_backend in ("auto", "flashinfer_trtllm"),
-        block_fp8, is_nvfp4(expert_bytes))
+        block_fp8, is_nvfp4(expert_bytes), fp8_tensor)
     if trtllm == "fp8_block":  # the monolithic class unless the router is one it lacks
         r = _moe_routing(arch)
         mono = not copy_out and (r in ("deepseek", "renormalize") or (
             r in ("sigmoid", "minimax2") and version.at_least(0, 26)) or not
             version.at_least(0, 18))
-    elif trtllm == "nvfp4" and not (
-            (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb):
+    elif trtllm == "fp8_tensor" or (trtllm == "nvfp4" and not (
+            (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb)):
         mono = True  # monolithic: no workspace kept past the call
     cut, tma, inter = "", False, 0
-    if fi and not fi_block and not trtllm and major in (9, 12) and qm != "mxfp4":
+    if trtllm == "fp8_tensor":  # its rows padded as on CUTLASS (`_fi_expert_pad`)
+        rows = version.fi_fp8_moe_alignment(moe_gated(arch))
+        inter = cdiv(arch.expert_intermediate_size // a.expert_tp, rows) * rows
+    if fi and not fi_block and not trtllm and qm != "mxfp4" and (
+            major in (9, 12) or (major == 10 and fp8_tensor and version.at_least(0, 20))):
         # FlashInfer CUTLASS (`FlashInferExperts`): per-tensor FP8 (padded rows, as
         # `_fi_expert_pad`), NVFP4 on SM120, 16-bit experts where vLLM takes it
         local = arch.expert_intermediate_size // a.expert_tp
@@ -2486,7 +2491,7 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
 
 
 def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_fi: bool,
-                    block_fp8: bool, nvfp4: bool) -> tuple[str, bool]:
+                    block_fp8: bool, nvfp4: bool, fp8_tensor: bool = False) -> tuple[str, bool]:
     """Which FlashInfer TRT-LLM experts class an SM100 profile runs (the vllm/vllm-openai
     image, read in the 0.16-0.33 wheels): ("fp8_block" | "nvfp4" | "", FlashInfer's output
     copied into a kept one). Block FP8 runs `TrtLlmFp8ExpertsMonolithic` for the routers
@@ -2494,8 +2499,10 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
     but in 0.18-0.19; sigmoid and MiniMax-M2's from 0.26), else the modular class, which
     keeps M x K and (0.18-0.25) copies FlashInfer's output into it; NVFP4 (0.16's function
     path, then) the monolithic class, or `TrtLlmNvFp4ExpertsModular` (an M x K workspace
-    kept) when DP + EP gather through all-to-all or with EPLB. MXFP4 and unquantized
-    experts are not charged here (read in 0.33 only; there the sampler sets the peak)."""
+    kept) when DP + EP gather through all-to-all or with EPLB; per-tensor FP8 (0.20+, a
+    helper's reading of 0.33) `TrtLlmFp8ExpertsMonolithic` for the routers it lists, without
+    EPLB. MXFP4 and unquantized experts are not charged here (read in 0.33 only; there the
+    sampler sets the peak)."""
     if not sm100_fi:
         return "", False
     if block_fp8 and version.at_least(0, 16):
@@ -2508,6 +2515,13 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
             and not version.at_least(0, 26)
     if nvfp4 and version.at_least(0, 16):
         return "nvfp4", False
+    if fp8_tensor and version.at_least(0, 20) and not a.enable_eplb:
+        # per-tensor FP8 (ModelOpt): the monolithic class for the routers it lists, else
+        # (or with EPLB) FlashInfer CUTLASS
+        listed = {"deepseek", "renormalize"} | (
+            {"sigmoid", "minimax2"} if version.at_least(0, 26) else set())
+        if _moe_routing(arch) in listed:
+            return "fp8_tensor", False
     return "", False
 
 
