@@ -229,6 +229,13 @@ def test_a_bad_file_does_not_hide_the_others(capsys):
     assert code == 2 and 'errors="1"' in out and "<error message=" in out
 
 
+def test_a_bad_file_beside_one_without_an_engine_reports_both(capsys):
+    code, rep = check_json(capsys, FIX / "no-engine.yaml", FIX / "missing.yaml")
+    files = {Path(f["file"]).name: f for f in rep["files"]}
+    assert code == 2 and files["missing.yaml"]["error"] == "no such file"
+    assert files["no-engine.yaml"]["note"].startswith("nothing to check")
+
+
 def test_one_bad_file_still_gives_a_ci_report(capsys):
     code, rep = check_json(capsys, FIX / "missing.yaml")
     assert code == rep["exit_code"] == 2 and rep["files"][0]["error"] == "no such file"

@@ -19,7 +19,7 @@ def check(paths: list[str], cmd: str | None, defaults: Defaults,
                          hint="e.g. kvplan check deploy/*.yaml, or --cmd 'vllm serve …' --gpu h100")
     targets, files = load(paths, cmd, defaults)
     errors = [i.error for i in files if i.error]
-    if not targets and len(errors) == 1:
+    if not targets and len(errors) == 1 and len(files) == 1:
         raise errors[0]
     if not targets and not errors and not allow_empty:
         shown = "; ".join(i.file + (f" (found: {', '.join(sorted(set(i.kinds)))})"
