@@ -201,3 +201,20 @@ def test_sm100_per_tensor_fp8_runs_the_trtllm_monolithic_class():
     eplb = _run("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "b200", tensor_parallel_size=2,
                 enable_expert_parallel=True, enable_eplb=True).to_json()
     assert eplb["moe_workspace_kept"] is True and eplb["moe_call_scratch_bytes"] > 0
+
+
+def test_gpt_oss_on_sm100_runs_the_trtllm_mxfp4_monolithic_class():
+    # 0.20+ `oracle/mxfp4.py`: FLASHINFER_TRTLLM_MXFP4_BF16, monolithic without DP or EPLB
+    # (nothing kept: 94,371,840 B = 16,384 x 2,880 x 2 less at the sampler point); per call
+    # P x (2I + 2K) over the padded widths (I 2,944, K 3,072), tile 32 (ladder 8-64)
+    one = _run("openai/gpt-oss-120b", "b200").to_json()
+    before = 4_391_272_448
+    assert one["moe_workspace_kept"] is False
+    assert before - one["activation_bytes"] == 16_384 * 2880 * 2
+    n, e = 16_384 * 4, 128
+    p = 32 * (e + (n - e) // 32)
+    routing = 8 * n + 4 * (p + 1) + 4 * e + 4 * max(2 * e, 512) + 8 * (p // 32) + 8 + 2 * n
+    assert one["moe_call_scratch_bytes"] == p * (2 * 2944 + 2 * 3072) + routing
+    dp = _run("openai/gpt-oss-120b", "b200", data_parallel_size=2,
+              enable_expert_parallel=True).to_json()
+    assert dp["moe_workspace_kept"] is True  # the modular class with DP

@@ -180,6 +180,7 @@ class ActivationShape:
     fi_cutlass: str = ""
     fi_tma: bool = False
     fi_inter: int = 0
+    fi_hidden: int = 0  # the hidden width as padded for the kernel (0: `moe_hidden` / `hidden`)
 
     def moe_workspace(self, tokens: int) -> int:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
@@ -284,6 +285,8 @@ class ActivationShape:
         `getMaxPermutedPaddedCount` pads over the global experts: P = t x (min(E, n) +
         floor((n - min(E, n)) / t)), n = tokens x top_k (FlashInfer 0.6.3-0.7.2.post1)."""
         ladder = [8, 16, 32, 64, 128]  # DeepSeek FP8 and per-tensor FP8
+        if self.trtllm == "mxfp4":  # MXFP4 weights with bf16 activations
+            ladder = [8, 16, 32, 64]
         if self.trtllm == "nvfp4":
             ladder += [192, 256] if self.trtllm_tile_192 else [256]
         n = tokens * self.top_k
@@ -303,14 +306,16 @@ class ActivationShape:
         and 2n of bf16 expert weights); `workspace_fc1/fc2` are empty for these unfused
         activations. DeepSeek-R1 at `-dp 8 -ep` on B200s (131,072 tokens, tile 64):
         22,024,441,836 B."""
-        i, k, e = self.fi_inter or self.moe_intermediate_local, self.moe_hidden or \
-            self.hidden, self.global_experts
+        i, k, e = self.fi_inter or self.moe_intermediate_local, self.fi_hidden or \
+            self.moe_hidden or self.hidden, self.global_experts
         if not i:
             return 0
         n = tokens * self.top_k
         tile, p = self.trtllm_rows(tokens)
         if self.trtllm == "fp8_block":
             body = p * (3 * i + 3 * i // 32 + 2 * k)
+        elif self.trtllm == "mxfp4":  # bf16 FC1 (I wide after the activation) and FC2
+            body = p * (2 * i + 2 * k)
         elif self.trtllm == "fp8_tensor":  # `Fp8PerTensorLauncher::prepare_moe`: a 2I FC1
             # output (even non-gated) and its fp32 scales over P + E rows, the bf16 FC2 output
             body = (p + e) * (2 * i + -(-2 * i // 128) * 4) + p * 2 * k
@@ -332,11 +337,14 @@ class ActivationShape:
             q = tokens * k + 2 * (tokens * k // 32)
         elif self.trtllm == "fp8_tensor":
             q = tokens * k
+        elif self.trtllm == "mxfp4":  # bf16 in; gathered as such under DP
+            q = tokens * k * self.act_bytes if self.moe_dp > 1 else 0
         else:
             sf = cdiv(tokens, 128) * 128 * k // 16
             q = tokens * k // 2 + sf + ((sf + 8 * tokens * self.top_k) if self.moe_dp > 1
                                         else 0)
-        logits = tokens * e * 2 if self.moe_dp > 1 and self.trtllm != "nvfp4" else 0
+        logits = tokens * e * 2 if self.moe_dp > 1 and self.trtllm in ("fp8_block",
+                                                                         "fp8_tensor") else 0
         return q + logits
 
     def moe_scratch_bytes(self, tokens: int, chunk: int | None) -> int:

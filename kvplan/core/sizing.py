@@ -2455,16 +2455,20 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     fp8_tensor = fi and not block_fp8 and fp8_tensor_experts(arch, model.quant_file)
     trtllm, copy_out = _trtllm_experts(
         arch, a, version, fi and major == 10 and a.moe_backend in ("auto", "flashinfer_trtllm"),
-        block_fp8, is_nvfp4(expert_bytes), fp8_tensor)
+        block_fp8, is_nvfp4(expert_bytes), fp8_tensor, qm == "mxfp4")
     if trtllm == "fp8_block":  # the monolithic class unless the router is one it lacks
         r = _moe_routing(arch)
         mono = not copy_out and (r in ("deepseek", "renormalize") or (
             r in ("sigmoid", "minimax2") and version.at_least(0, 26)) or not
             version.at_least(0, 18))
     elif trtllm == "fp8_tensor" or (trtllm == "nvfp4" and not (
-            (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb)):
+            (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb)) or (
+            trtllm == "mxfp4" and a.data_parallel_size == 1 and not a.enable_eplb):
         mono = True  # monolithic: no workspace kept past the call
-    cut, tma, inter = "", False, 0
+    cut, tma, inter, fi_hidden = "", False, 0, 0
+    if trtllm == "mxfp4":  # the kernel's padded widths (`mxfp4_padded_dims`)
+        fi_hidden, inter = mxfp4_padded_dims(arch, a.expert_tp, a.quantization,
+                                             gpu.compute_capability, release=version.v[:2])
     if trtllm == "fp8_tensor":  # its rows padded as on CUTLASS (`_fi_expert_pad`)
         rows = version.fi_fp8_moe_alignment(moe_gated(arch))
         inter = cdiv(arch.expert_intermediate_size // a.expert_tp, rows) * rows
@@ -2487,11 +2491,12 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
                    deepgemm_fp8_ws=version.at_least(0, 31), fi_cutlass_block=fi_block,
                    trtllm=trtllm, global_experts=arch.num_experts,
                    trtllm_tile_192=version.at_least(0, 27), trtllm_copy_out=copy_out,
-                   fi_cutlass=cut, fi_tma=tma, fi_inter=inter)
+                   fi_cutlass=cut, fi_tma=tma, fi_inter=inter, fi_hidden=fi_hidden)
 
 
 def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_fi: bool,
-                    block_fp8: bool, nvfp4: bool, fp8_tensor: bool = False) -> tuple[str, bool]:
+                    block_fp8: bool, nvfp4: bool, fp8_tensor: bool = False,
+                    mxfp4: bool = False) -> tuple[str, bool]:
     """Which FlashInfer TRT-LLM experts class an SM100 profile runs (the vllm/vllm-openai
     image, read in the 0.16-0.33 wheels): ("fp8_block" | "nvfp4" | "", FlashInfer's output
     copied into a kept one). Block FP8 runs `TrtLlmFp8ExpertsMonolithic` for the routers
@@ -2501,8 +2506,9 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
     path, then) the monolithic class, or `TrtLlmNvFp4ExpertsModular` (an M x K workspace
     kept) when DP + EP gather through all-to-all or with EPLB; per-tensor FP8 (0.20+, a
     helper's reading of 0.33) `TrtLlmFp8ExpertsMonolithic` for the routers it lists, without
-    EPLB. MXFP4 and unquantized experts are not charged here (read in 0.33 only; there the
-    sampler sets the peak)."""
+    EPLB; MXFP4 (gpt-oss, 0.20+) `TrtLlmMxfp4ExpertsMonolithic` without DP or EPLB, else
+    the modular class (M x K kept). Unquantized experts are not charged here (read in 0.33
+    only; there the sampler sets the peak)."""
     if not sm100_fi:
         return "", False
     if block_fp8 and version.at_least(0, 16):
@@ -2515,6 +2521,8 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
             and not version.at_least(0, 26)
     if nvfp4 and version.at_least(0, 16):
         return "nvfp4", False
+    if mxfp4 and version.at_least(0, 20):  # `oracle/mxfp4.py`: FLASHINFER_TRTLLM_MXFP4_BF16
+        return "mxfp4", False
     if fp8_tensor and version.at_least(0, 20) and not a.enable_eplb:
         # per-tensor FP8 (ModelOpt): the monolithic class for the routers it lists, else
         # (or with EPLB) FlashInfer CUTLASS
