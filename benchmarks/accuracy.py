@@ -50,7 +50,8 @@ GPU_PATTERNS = [
     (r"RTX 5090", "rtx-5090"), (r"RTX 5060 Ti", "rtx-5060-ti-16gb"),
     (r"RTX PRO 6000|RTX 6000 Blackwell", "rtx-pro-6000"), (r"RTX A6000", "rtx-a6000"),
     (r"V100.*32", "v100-sxm2-32gb"), (r"T4", "t4"),
-    (r"MI300X VF", "mi300x-vf"), (r"MI300X", "mi300x"),
+    (r"MI300X VF", "mi300x-vf"), (r"MI300X", "mi300x"), (r"MI355X", "mi355x"),
+    (r"MI325X", "mi325x"),
     (r"B200", "b200"),
 ]
 
@@ -119,6 +120,9 @@ def args_of(case: dict, version: str) -> EngineArgs:
     m = re.search(r"VLLM_USE_V1=([01])", flags)
     if m:  # the case's environment picks the engine (0.8-0.10)
         a.use_v1 = m.group(1) == "1"
+    m = re.search(r"VLLM_ROCM_USE_AITER=(\w+)", flags)
+    if m:  # `envs.py`: value.lower() in ("true", "1")
+        a.rocm_aiter = m.group(1).lower() in ("true", "1")
     if "--enable-expert-parallel" in flags:
         a.enable_expert_parallel = True
     if re.search(r"--mm-encoder-tp-mode[ =]data", flags):
