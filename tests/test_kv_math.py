@@ -2012,3 +2012,17 @@ def test_mla_backend_modules_allocate_at_import():
     # charged at the MoE point, where they now set the profile peak)
     assert size(r1, b200, EngineArgs(tensor_parallel_size=8, max_model_len=8192),
                 "0.33").num_gpu_blocks == 37039
+
+
+def test_hybrid_token_figure_without_prefix_caching_uses_max_model_len_blocks():
+    # a real 0.17.1 start (Nemotron-3-Super FP8, H200 TP2, fp8 KV, 8,192 tokens, no prefix
+    # caching, 64.72 GiB): the Mamba groups report max_model_len as their block size, so
+    # "GPU KV cache size" is 4,078 // 6 groups x 8,192 = 5,562,368, not x 8,320 (a variable
+    # of the logprobs-mode code shadowed the Mamba cache mode in session 19)
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    r = size(resolve_model("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8"), resolve_gpu("h200"),
+             EngineArgs(tensor_parallel_size=2, kv_cache_dtype="fp8", max_model_len=8192,
+                        enable_prefix_caching=False,
+                        kv_cache_memory_bytes=int(64.72 * 2**30)), "0.17.1")
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (4078, 5_562_368)

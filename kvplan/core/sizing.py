@@ -1405,7 +1405,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     prefix = a.enable_prefix_caching
     if prefix is None:
         prefix = version.mamba_prefix_caching_default if arch.is_hybrid_state else version.v1
-    mode = _mamba_cache_mode(arch, bool(prefix), version)
+    mode = _mamba_cache_mode(arch, bool(prefix), version)  # (not reused below)
     align_mode = mode == "align" and version.at_least(0, 33)  # FlashInfer GDN checkpoint
     gdn_fi = cc_major(cc) >= 9 and gpu.vendor == "nvidia"
     # a prefill checkpoint state per request in 'align' mode (`num_prefill_checkpoint_blocks`,
@@ -1728,9 +1728,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                            flag="return_sampling_mask")
     # V2's sampler does not fuse when the warm-up's 5 logprobs are processed ones (0.24+;
     # processed_logits from 0.26) or with the mask (`Sampler.sample`)
-    mode = str(a.logprobs_mode or "")
-    fused_ok = not (a.return_sampling_mask or mode == "processed_logprobs"
-                    or (mode == "processed_logits" and version.at_least(0, 26)))
+    lp_mode = str(a.logprobs_mode or "")  # (`mode` is the Mamba cache mode)
+    fused_ok = not (a.return_sampling_mask or lp_mode == "processed_logprobs"
+                    or (lp_mode == "processed_logits" and version.at_least(0, 26)))
     if v2 and version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler,
                                             sm_count=gpu.sm_count, fused_ok=fused_ok):
         sampler_copies = M.const("sampler_fp32_copies_flashinfer")
