@@ -314,7 +314,7 @@ class ActivationShape:
         tile, p = self.trtllm_rows(tokens)
         if self.trtllm == "fp8_block":
             body = p * (3 * i + 3 * i // 32 + 2 * k)
-        elif self.trtllm == "mxfp4":  # bf16 FC1 (I wide after the activation) and FC2
+        elif self.trtllm in ("mxfp4", "bf16"):  # bf16 FC1 (I after the activation), FC2
             body = p * (2 * i + 2 * k)
         elif self.trtllm == "fp8_tensor":  # `Fp8PerTensorLauncher::prepare_moe`: a 2I FC1
             # output (even non-gated) and its fp32 scales over P + E rows, the bf16 FC2 output
@@ -337,7 +337,7 @@ class ActivationShape:
             q = tokens * k + 2 * (tokens * k // 32)
         elif self.trtllm == "fp8_tensor":
             q = tokens * k
-        elif self.trtllm == "mxfp4":  # bf16 in; gathered as such under DP
+        elif self.trtllm in ("mxfp4", "bf16"):  # bf16 in; gathered as such under DP
             q = tokens * k * self.act_bytes if self.moe_dp > 1 else 0
         else:
             sf = cdiv(tokens, 128) * 128 * k // 16

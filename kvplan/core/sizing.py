@@ -2455,7 +2455,7 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     fp8_tensor = fi and not block_fp8 and fp8_tensor_experts(arch, model.quant_file)
     trtllm, copy_out = _trtllm_experts(
         arch, a, version, fi and major == 10 and a.moe_backend in ("auto", "flashinfer_trtllm"),
-        block_fp8, is_nvfp4(expert_bytes), fp8_tensor, qm == "mxfp4")
+        block_fp8, is_nvfp4(expert_bytes), fp8_tensor, qm == "mxfp4", expert_bytes == 2)
     if trtllm == "fp8_block":  # the monolithic class unless the router is one it lacks
         r = _moe_routing(arch)
         mono = not copy_out and (r in ("deepseek", "renormalize") or (
@@ -2463,9 +2463,14 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
             version.at_least(0, 18))
     elif trtllm == "fp8_tensor" or (trtllm == "nvfp4" and not (
             (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb)) or (
-            trtllm == "mxfp4" and a.data_parallel_size == 1 and not a.enable_eplb):
+            trtllm == "mxfp4" and a.data_parallel_size == 1 and not a.enable_eplb) or (
+            trtllm == "bf16"):
         mono = True  # monolithic: no workspace kept past the call
     cut, tma, inter, fi_hidden = "", False, 0, 0
+    if trtllm == "bf16":  # the intermediate padded to 128 (`_fi_expert_pad`, 0.24/0.29+)
+        local = arch.expert_intermediate_size // a.expert_tp
+        pad_rows = 128 if version.at_least(0, 29 if moe_gated(arch) else 24) else 1
+        inter = cdiv(local, pad_rows) * pad_rows
     if trtllm == "mxfp4":  # the kernel's padded widths (`mxfp4_padded_dims`)
         fi_hidden, inter = mxfp4_padded_dims(arch, a.expert_tp, a.quantization,
                                              gpu.compute_capability, release=version.v[:2])
@@ -2496,7 +2501,7 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
 
 def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_fi: bool,
                     block_fp8: bool, nvfp4: bool, fp8_tensor: bool = False,
-                    mxfp4: bool = False) -> tuple[str, bool]:
+                    mxfp4: bool = False, bf16: bool = False) -> tuple[str, bool]:
     """Which FlashInfer TRT-LLM experts class an SM100 profile runs (the vllm/vllm-openai
     image, read in the 0.16-0.33 wheels): ("fp8_block" | "nvfp4" | "", FlashInfer's output
     copied into a kept one). Block FP8 runs `TrtLlmFp8ExpertsMonolithic` for the routers
@@ -2507,8 +2512,9 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
     kept) when DP + EP gather through all-to-all or with EPLB; per-tensor FP8 (0.20+, a
     helper's reading of 0.33) `TrtLlmFp8ExpertsMonolithic` for the routers it lists, without
     EPLB; MXFP4 (gpt-oss, 0.20+) `TrtLlmMxfp4ExpertsMonolithic` without DP or EPLB, else
-    the modular class (M x K kept). Unquantized experts are not charged here (read in 0.33
-    only; there the sampler sets the peak)."""
+    the modular class (M x K kept); 16-bit SiLU / ReLU^2 experts (0.26+)
+    `TrtLlmBf16ExpertsMonolithic` without DP or EPLB (0.20-0.25 and the other cases are not
+    charged here)."""
     if not sm100_fi:
         return "", False
     if block_fp8 and version.at_least(0, 16):
@@ -2523,6 +2529,9 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
         return "nvfp4", False
     if mxfp4 and version.at_least(0, 20):  # `oracle/mxfp4.py`: FLASHINFER_TRTLLM_MXFP4_BF16
         return "mxfp4", False
+    if bf16 and version.at_least(0, 26) and a.data_parallel_size == 1 and not a.enable_eplb \
+            and trtllm_bf16_experts(arch):  # `TrtLlmBf16ExpertsMonolithic` (0.26+)
+        return "bf16", False
     if fp8_tensor and version.at_least(0, 20) and not a.enable_eplb:
         # per-tensor FP8 (ModelOpt): the monolithic class for the routers it lists, else
         # (or with EPLB) FlashInfer CUTLASS
