@@ -1074,6 +1074,11 @@ def test_no_async_scheduling_frees_sliding_window_blocks():
         inflight(unp, "0.31", async_scheduling=True)
     with pytest.raises(BadInput, match="refuses --async-scheduling with disable_padded"):
         inflight(unp, "0.20", async_scheduling=True)  # refused from 0.11.1
+    from kvplan.core.versions import VllmVersion
+
+    with pytest.raises(BadInput, match="pipeline_parallel_size > 1"):  # 0.11.1-0.14
+        VllmVersion.of("0.14").async_scheduling(True, False, None, pp=2)
+    assert VllmVersion.of("0.15").async_scheduling(True, False, None, pp=2)
 
 
 def test_hybrid_max_num_seqs_needs_a_block_each_with_full_cuda_graphs():

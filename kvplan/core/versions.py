@@ -626,9 +626,9 @@ class VllmVersion:
         draft_model, or with `disable_padded_drafter_batch` (refused beside an explicit
         --async-scheduling from 0.11.1), both of which 0.33 applies to model runner V1 only
         (suffix; V2 runs the rest), and (0.31+) with PP > 1 on model runner V1; asked for
-        beside such a method or the unpadded drafter batch (or, 0.33, V1 with PP > 1), vLLM
-        refuses to start. (Pooling runners and executors without async support are not
-        modelled.)"""
+        beside such a method or the unpadded drafter batch (or with PP > 1: 0.11.1-0.14, and
+        0.33 on V1), vLLM refuses to start. (Pooling runners and executors without async
+        support are not modelled.)"""
         ok = {"mtp", "eagle", "eagle3", "dflash", "ngram_gpu", "dspark", "draft_model"}
         if not self.at_least(0, 28):
             ok.discard("draft_model")  # (0.26-0.27 allow it only when asked for)
@@ -642,6 +642,8 @@ class VllmVersion:
             clash = True
             why = why or ("pipeline parallelism on model runner V1" if self.at_least(0, 33)
                           else "")
+        if pp > 1 and self.at_least(0, 11, 1) and not self.at_least(0, 15):
+            why = why or "pipeline_parallel_size > 1"  # 0.11.1-0.14 ("not yet compatible")
         if requested and why:
             raise BadInput(f"vLLM {self.text} refuses --async-scheduling with {why}",
                            hint="drop --async-scheduling", flag="async_scheduling")
