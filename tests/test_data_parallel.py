@@ -148,14 +148,16 @@ def test_trtllm_charge_follows_vllm_s_spelling_release_and_class():
 
 
 def test_trtllm_fp8_class_follows_the_router():
-    # `TrtLlmFp8ExpertsMonolithic._supports_routing_method` (block FP8): grouped top-k and
-    # renormalised softmax (0.20+), sigmoid and MiniMax-M2's from 0.26; other routers take
-    # the modular class, which keeps M x K (and copies FlashInfer's output into it to 0.25)
+    # `TrtLlmFp8ExpertsMonolithic._supports_routing_method` (block FP8): grouped top-k,
+    # renormalised softmax (0.20+), MiniMax-M2's and sigmoid-renorm (0.21+), sigmoid (0.23+);
+    # other routers take the modular class, which keeps M x K (and copies FlashInfer's
+    # output into it in 0.18-0.20)
     def kept(model, v):
         j = _run(model, "b200", version=v, tensor_parallel_size=4).to_json()
         return j["moe_workspace_kept"], j["moe_call_scratch_bytes"] > 0
 
-    assert kept("MiniMaxAI/MiniMax-M2.5", "0.22") == (True, True)
+    assert kept("MiniMaxAI/MiniMax-M2.5", "0.20") == (True, True)  # 'unspecified' in 0.20
+    assert kept("MiniMaxAI/MiniMax-M2.5", "0.22") == (False, True)
     assert kept("MiniMaxAI/MiniMax-M2.5", "0.33") == (False, True)
     assert kept("Qwen/Qwen3-235B-A22B-FP8", "0.18") == (True, True)  # 0.18-0.19: grouped only
     assert kept("Qwen/Qwen3-235B-A22B-FP8", "0.22") == (False, True)
@@ -233,3 +235,23 @@ def test_sm100_bf16_experts_run_the_trtllm_monolithic_class_from_0_26():
     assert r["moe_call_scratch_bytes"] == p * (2 * 768 + 2 * 2048) + routing
     old = _run("Qwen/Qwen3-30B-A3B", "b200", version="0.24").to_json()
     assert old["moe_call_scratch_bytes"] == 0
+
+
+def test_routers_as_vllm_names_them():
+    # `get_routing_method_type`: a bias with groups is DeepSeek-V3's, without groups
+    # MiniMax-M2's (0.21+, a routed scaling factor of 1 in 0.24-0.29), softmax without
+    # renormalisation "default" (not in the 16-bit TRT-LLM list: CUTLASS keeps M x K)
+    from kvplan.core.arch import normalize
+    from kvplan.core.sizing import _moe_routing
+    from kvplan.core.versions import VllmVersion
+
+    def route(model, v="0.33"):
+        return _moe_routing(normalize(resolve_model(model).config), VllmVersion.of(v))
+
+    assert route("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8") == "deepseek"
+    assert route("zai-org/GLM-4.7-Flash") == "deepseek"
+    assert route("Qwen/Qwen1.5-MoE-A2.7B") == route("deepseek-ai/DeepSeek-V2-Lite") == "default"
+    assert route("sarvamai/sarvam-105b", "0.27") == "unspecified"  # routed scaling 2.5
+    assert route("sarvamai/sarvam-105b") == "minimax2"
+    q = _run("Qwen/Qwen1.5-MoE-A2.7B", "b200").to_json()
+    assert q["moe_workspace_kept"] is True and q["moe_call_scratch_bytes"] == 0

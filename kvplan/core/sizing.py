@@ -2457,10 +2457,8 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         arch, a, version, fi and major == 10 and a.moe_backend in ("auto", "flashinfer_trtllm"),
         block_fp8, is_nvfp4(expert_bytes), fp8_tensor, qm == "mxfp4", expert_bytes == 2)
     if trtllm == "fp8_block":  # the monolithic class unless the router is one it lacks
-        r = _moe_routing(arch)
-        mono = not copy_out and (r in ("deepseek", "renormalize") or (
-            r in ("sigmoid", "minimax2") and version.at_least(0, 26)) or not
-            version.at_least(0, 18))
+        mono = not version.at_least(0, 18) or _moe_routing(arch, version) in _trtllm_routers(
+            "fp8", version)
     elif trtllm == "fp8_tensor" or (trtllm == "nvfp4" and not (
             (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb)) or (
             trtllm == "mxfp4" and a.data_parallel_size == 1 and not a.enable_eplb) or (
@@ -2518,41 +2516,73 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
     if not sm100_fi:
         return "", False
     if block_fp8 and version.at_least(0, 16):
-        routing = _moe_routing(arch)
-        mono = {"deepseek"} if version.at_least(0, 18) and not version.at_least(0, 20) \
-            else {"deepseek", "renormalize"}
-        if version.at_least(0, 26):
-            mono |= {"sigmoid", "minimax2"}
-        return "fp8_block", routing not in mono and version.at_least(0, 18) \
-            and not version.at_least(0, 26)
+        listed = _moe_routing(arch, version) in _trtllm_routers("fp8", version)
+        # the modular class copies FlashInfer's output into its kept one in 0.18-0.20
+        return "fp8_block", not listed and version.at_least(0, 18) and not version.at_least(
+            0, 21)
     if nvfp4 and version.at_least(0, 16):
         return "nvfp4", False
     if mxfp4 and version.at_least(0, 20):  # `oracle/mxfp4.py`: FLASHINFER_TRTLLM_MXFP4_BF16
         return "mxfp4", False
     if bf16 and version.at_least(0, 26) and a.data_parallel_size == 1 and not a.enable_eplb \
-            and trtllm_bf16_experts(arch):  # `TrtLlmBf16ExpertsMonolithic` (0.26+)
+            and trtllm_bf16_experts(arch) and _moe_routing(arch, version) in _trtllm_routers(
+                "bf16", version):  # `TrtLlmBf16ExpertsMonolithic` (0.26+), else CUTLASS
         return "bf16", False
-    if fp8_tensor and version.at_least(0, 20) and not a.enable_eplb:
-        # per-tensor FP8 (ModelOpt): the monolithic class for the routers it lists, else
-        # (or with EPLB) FlashInfer CUTLASS
-        listed = {"deepseek", "renormalize"} | (
-            {"sigmoid", "minimax2"} if version.at_least(0, 26) else set())
-        if _moe_routing(arch) in listed:
-            return "fp8_tensor", False
+    # per-tensor FP8 (ModelOpt): the monolithic class for the routers it lists, else (or
+    # with EPLB) FlashInfer CUTLASS
+    if fp8_tensor and version.at_least(0, 20) and not a.enable_eplb and _moe_routing(
+            arch, version) in _trtllm_routers("fp8_tensor", version):
+        return "fp8_tensor", False
     return "", False
 
 
-def _moe_routing(arch: ModelArch) -> str:
-    """The router as vLLM's `RoutingMethodType` names it, from the config: grouped top-k
-    ("deepseek": DeepSeek-V3, GLM, Kimi), MiniMax-M2's, sigmoid scores, softmax with
-    renormalised top-k ("renormalize": Qwen3, Mixtral) or without ("default"), else
-    "other" (DeepSeek-V4's sqrtsoftplus)."""
-    t = arch.text_config
-    if t.get("n_group") or t.get("topk_group"):
-        return "deepseek"
-    if any("MiniMaxM2" in x for x in arch.architectures):
+def _trtllm_routers(kind: str, version: VllmVersion) -> set[str]:
+    """The routers a TRT-LLM monolithic class lists (`_supports_routing_method`, read in the
+    0.18-0.33 wheels): FP8 (block and per-tensor) DeepSeek-V3's grouped one, renormalised
+    softmax from 0.20, sigmoid-renorm and MiniMax-M2's from 0.21, plain sigmoid from 0.23
+    (per-tensor also Llama 4); 16-bit (0.26+) those and Llama 4, MiniMax-M2's from 0.32."""
+    if kind == "bf16":
+        out = {"deepseek", "llama4", "renormalize", "sigmoid"}
+        return out | ({"minimax2"} if version.at_least(0, 32) else set())
+    out = {"deepseek"} | ({"llama4"} if kind == "fp8_tensor" else set())
+    if version.at_least(0, 20):
+        out.add("renormalize")
+    if version.at_least(0, 21):
+        out |= {"minimax2", "sigmoid_renorm"}
+    if version.at_least(0, 23):
+        out.add("sigmoid")
+    return out
+
+
+def _moe_routing(arch: ModelArch, version: VllmVersion) -> str:
+    """The router as vLLM's `get_routing_method_type` names it (`fused_moe/config.py`, read
+    in the 0.20-0.33 wheels), from the config and the model family: a routing bias with
+    sigmoid scores and expert groups is DeepSeek-V3's ("deepseek": DeepSeek-V3, GLM, Kimi,
+    Nemotron-H); a bias without groups MiniMax-M2's from 0.21 (0.24-0.29 only at a routed
+    scaling factor of 1, "unspecified" otherwise: Sarvam, Step-3.7); sigmoid without a bias
+    "sigmoid"; softmax with renormalised top-k "renormalize" (Qwen3, Mixtral), without it
+    "default" (Qwen1.5-MoE, DeepSeek-V2-Lite, Jamba); Llama 4 and Gemma 4 route their own
+    way; anything else "other" (DeepSeek-V4's sqrtsoftplus)."""
+    t, archs = arch.text_config, " ".join(arch.architectures)
+    if "Llama4" in archs:
+        return "llama4"
+    if "Gemma4" in archs:
+        return "custom"
+    if "Jamba" in archs:
+        return "default"  # `jamba.py`: renormalize=False
+    bias = bool(t.get("topk_method") == "noaux_tc" or t.get("use_routing_bias")
+                or t.get("moe_router_enable_expert_bias") or t.get("use_moe_router_bias")
+                or arch.model_type in ("nemotron_h", "glm4_moe_lite"))
+    scoring = str(t.get("scoring_func") or ("sigmoid" if bias else "softmax")).lower()
+    if scoring == "sigmoid" and bias:
+        if t.get("n_group") or t.get("topk_group") or arch.model_type == "glm4_moe_lite":
+            return "deepseek"
+        scale = t.get("routed_scaling_factor") or t.get("moe_router_scaling_factor")
+        if not version.at_least(0, 21) or (
+                version.at_least(0, 24) and not version.at_least(0, 30)
+                and scale not in (None, 1, 1.0)):
+            return "unspecified"
         return "minimax2"
-    scoring = str(t.get("scoring_func") or "softmax").lower()
     if scoring == "sigmoid":
         return "sigmoid"
     if scoring == "softmax":
