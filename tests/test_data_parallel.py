@@ -222,7 +222,7 @@ def test_gpt_oss_on_sm100_runs_the_trtllm_mxfp4_monolithic_class():
     assert dp["moe_workspace_kept"] is True  # the modular class with DP
 
 
-def test_sm100_bf16_experts_run_the_trtllm_monolithic_class_from_0_26():
+def test_sm100_bf16_experts_run_the_trtllm_monolithic_class():
     # Qwen3-30B-A3B (bf16, SiLU) on a B200: `TrtLlmBf16ExpertsMonolithic` keeps nothing
     # (67,108,864 B = 16,384 x 2,048 x 2 less at the sampler point than the kept M x K);
     # per call P x (2I + 2K), tile 64 for 16,384 x 8 / 128 = 1,024 rows an expert
@@ -233,8 +233,11 @@ def test_sm100_bf16_experts_run_the_trtllm_monolithic_class_from_0_26():
     p = 64 * (e + (n - e) // 64)
     routing = 8 * n + 4 * (p + 1) + 4 * e + 4 * max(2 * e, 512) + 8 * (p // 64) + 8 + 2 * n
     assert r["moe_call_scratch_bytes"] == p * (2 * 768 + 2 * 2048) + routing
-    old = _run("Qwen/Qwen3-30B-A3B", "b200", version="0.24").to_json()
-    assert old["moe_call_scratch_bytes"] == 0
+    # with DP over the default all-gather the monolithic class still runs, at DP x M
+    dp = _run("Qwen/Qwen3-30B-A3B", "b200", data_parallel_size=2,
+              enable_expert_parallel=True).to_json()
+    assert dp["moe_workspace_kept"] is False and dp["moe_call_scratch_bytes"] > \
+        r["moe_call_scratch_bytes"]
 
 
 def test_routers_as_vllm_names_them():

@@ -1605,11 +1605,11 @@ def test_blackwell_trtllm_moe_note_only_where_trtllm_runs_the_experts():
         return (any("TRT-LLM fused-MoE" in n for n in r.notes),
                 r.to_json()["moe_call_scratch_bytes"] > 0)
     # SiLU experts take FlashInfer TRT-LLM first on SM100 (0.33 `_get_priority_backends`):
-    # its per-call buffers are charged (`TrtLlmBf16ExpertsMonolithic`); with DP (not
-    # charged) the note remains; Gemma 4's gelu_tanh experts go to FlashInfer CUTLASS
-    # (TRT-LLM takes SiLU and ReLU^2)
+    # its per-call buffers are charged (`TrtLlmBf16ExpertsMonolithic`, also with DP); a
+    # router it does not list (Qwen1.5-MoE's unrenormalised softmax) runs CUTLASS; Gemma 4's
+    # gelu_tanh experts go to FlashInfer CUTLASS (TRT-LLM takes SiLU and ReLU^2)
     assert risk("Qwen/Qwen3-30B-A3B") == (False, True)
-    assert risk("Qwen/Qwen3-30B-A3B", data_parallel_size=2) == (True, False)
+    assert risk("Qwen/Qwen3-30B-A3B", data_parallel_size=2) == (False, True)
     assert risk("google/gemma-4-26B-A4B") == (False, False)
 
 

@@ -2510,9 +2510,8 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
     kept) when DP + EP gather through all-to-all or with EPLB; per-tensor FP8 (0.20+, a
     helper's reading of 0.33) `TrtLlmFp8ExpertsMonolithic` for the routers it lists, without
     EPLB; MXFP4 (gpt-oss, 0.20+) `TrtLlmMxfp4ExpertsMonolithic` without DP or EPLB, else
-    the modular class (M x K kept); 16-bit SiLU / ReLU^2 experts (0.26+)
-    `TrtLlmBf16ExpertsMonolithic` without DP or EPLB (0.20-0.25 and the other cases are not
-    charged here)."""
+    the modular class (M x K kept); 16-bit SiLU / ReLU^2 experts the monolithic 16-bit class
+    for the routers it lists (0.20+; the 0.20-0.25 list taken as 0.26's), without EPLB."""
     if not sm100_fi:
         return "", False
     if block_fp8 and version.at_least(0, 16):
@@ -2524,9 +2523,10 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
         return "nvfp4", False
     if mxfp4 and version.at_least(0, 20):  # `oracle/mxfp4.py`: FLASHINFER_TRTLLM_MXFP4_BF16
         return "mxfp4", False
-    if bf16 and version.at_least(0, 26) and a.data_parallel_size == 1 and not a.enable_eplb \
-            and trtllm_bf16_experts(arch) and _moe_routing(arch, version) in _trtllm_routers(
-                "bf16", version):  # `TrtLlmBf16ExpertsMonolithic` (0.26+), else CUTLASS
+    # `TrtLlmBf16ExpertsMonolithic` (0.26+; `TrtLlmBf16Experts`, monolithic, from 0.20):
+    # TP, or DP over the default all-gather (`use_ag_rs_all2all_kernels`); else CUTLASS
+    if bf16 and version.at_least(0, 20) and not a.enable_eplb and trtllm_bf16_experts(
+            arch) and _moe_routing(arch, version) in _trtllm_routers("bf16", version):
         return "bf16", False
     # per-tensor FP8 (ModelOpt): the monolithic class for the routers it lists, else (or
     # with EPLB) FlashInfer CUTLASS
@@ -2540,7 +2540,8 @@ def _trtllm_routers(kind: str, version: VllmVersion) -> set[str]:
     """The routers a TRT-LLM monolithic class lists (`_supports_routing_method`, read in the
     0.18-0.33 wheels): FP8 (block and per-tensor) DeepSeek-V3's grouped one, renormalised
     softmax from 0.20, sigmoid-renorm and MiniMax-M2's from 0.21, plain sigmoid from 0.23
-    (per-tensor also Llama 4); 16-bit (0.26+) those and Llama 4, MiniMax-M2's from 0.32."""
+    (per-tensor also Llama 4); 16-bit (read in 0.26-0.33) those and Llama 4, MiniMax-M2's
+    from 0.32."""
     if kind == "bf16":
         out = {"deepseek", "llama4", "renormalize", "sigmoid"}
         return out | ({"minimax2"} if version.at_least(0, 32) else set())
