@@ -13,6 +13,22 @@ def _run(model, gpu, version="0.33", **kw):
     return size(resolve_model(model), resolve_gpu(gpu), EngineArgs(**kw), version)
 
 
+def _padded_rows(n, e, tile):
+    """`getMaxPermutedPaddedCount` over the global experts."""
+    return tile * (min(e, n) + (n - min(e, n)) // tile)
+
+
+def _routing(n, e, p, tile):
+    """TRT-LLM's `prepare_routing_common` buffers (+ the 2n bf16 expert weights)."""
+    return 8 * n + 4 * (p + 1) + 4 * e + 4 * max(2 * e, 512) + 8 * (p // tile) + 8 + 2 * n
+
+
+def _bf16_in_call(n, e, tile, i, k):
+    """A bf16-activation TRT-LLM call (MXFP4 or 16-bit experts): P x (2I + 2K) + routing."""
+    p = _padded_rows(n, e, tile)
+    return p * (2 * i + 2 * k) + _routing(n, e, p, tile)
+
+
 def test_dp_without_ep_splits_the_experts_over_tp_x_dp():
     # Qwen3-30B-A3B -dp 2 on H100s: without --enable-expert-parallel the experts' rows are
     # split over TP x DP (`flatten_tp_across_dp_and_pcp`), the same bytes as EP2
@@ -109,7 +125,7 @@ def test_blackwell_trtllm_moe_allocates_its_own_buffers_per_call():
     r = _run("deepseek-ai/DeepSeek-R1", "b200", data_parallel_size=8,
              enable_expert_parallel=True)
     p, n, e = 1_064_704, 1_048_576, 256
-    routing = 8 * n + 4 * (p + 1) + 4 * e + 4 * max(2 * e, 512) + 8 * (p // 64) + 8 + 2 * n
+    routing = _routing(n, e, p, 64)
     body = p * (3 * 2048 + 3 * 2048 // 32 + 2 * 7168)
     assert r.to_json()["moe_call_scratch_bytes"] == body + routing == 22_024_441_836
     assert r.budget.available_kv == 44_310_576_780  # 63,105,404,536 before (-17.5 GiB)
@@ -194,8 +210,8 @@ def test_sm100_per_tensor_fp8_runs_the_trtllm_monolithic_class():
     r = _run("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "b200", tensor_parallel_size=2)
     j = r.to_json()
     n, e, i, k = 22 * 16_384, 512, 1408, 1024
-    p = 64 * (e + (n - e) // 64)
-    routing = 8 * n + 4 * (p + 1) + 4 * e + 4 * max(2 * e, 512) + 8 * (p // 64) + 8 + 2 * n
+    p = _padded_rows(n, e, 64)
+    routing = _routing(n, e, p, 64)
     assert j["moe_call_scratch_bytes"] == (p + e) * (2 * i + 2 * i // 128 * 4) + p * 2 * k \
         + routing
     assert j["moe_workspace_kept"] is False
@@ -213,10 +229,7 @@ def test_gpt_oss_on_sm100_runs_the_trtllm_mxfp4_monolithic_class():
     before = 4_391_272_448
     assert one["moe_workspace_kept"] is False
     assert before - one["activation_bytes"] == 16_384 * 2880 * 2
-    n, e = 16_384 * 4, 128
-    p = 32 * (e + (n - e) // 32)
-    routing = 8 * n + 4 * (p + 1) + 4 * e + 4 * max(2 * e, 512) + 8 * (p // 32) + 8 + 2 * n
-    assert one["moe_call_scratch_bytes"] == p * (2 * 2944 + 2 * 3072) + routing
+    assert one["moe_call_scratch_bytes"] == _bf16_in_call(16_384 * 4, 128, 32, 2944, 3072)
     dp = _run("openai/gpt-oss-120b", "b200", data_parallel_size=2,
               enable_expert_parallel=True).to_json()
     assert dp["moe_workspace_kept"] is True  # the modular class with DP
@@ -229,10 +242,7 @@ def test_sm100_bf16_experts_run_the_trtllm_monolithic_class():
     r = _run("Qwen/Qwen3-30B-A3B", "b200").to_json()
     assert r["moe_workspace_kept"] is False
     assert 3_445_456_896 - r["activation_bytes"] == 16_384 * 2048 * 2
-    n, e = 16_384 * 8, 128
-    p = 64 * (e + (n - e) // 64)
-    routing = 8 * n + 4 * (p + 1) + 4 * e + 4 * max(2 * e, 512) + 8 * (p // 64) + 8 + 2 * n
-    assert r["moe_call_scratch_bytes"] == p * (2 * 768 + 2 * 2048) + routing
+    assert r["moe_call_scratch_bytes"] == _bf16_in_call(16_384 * 8, 128, 64, 768, 2048)
     # with DP over the default all-gather the monolithic class still runs, at DP x M
     dp = _run("Qwen/Qwen3-30B-A3B", "b200", data_parallel_size=2,
               enable_expert_parallel=True).to_json()
