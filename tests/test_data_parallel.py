@@ -268,3 +268,17 @@ def test_routers_as_vllm_names_them():
     assert route("sarvamai/sarvam-105b") == "minimax2"
     q = _run("Qwen/Qwen1.5-MoE-A2.7B", "b200").to_json()
     assert q["moe_workspace_kept"] is True and q["moe_call_scratch_bytes"] == 0
+
+
+def test_large_per_call_moe_buffers_get_a_batched_tokens_hint():
+    # DeepSeek-R1 -dp 8 -ep on B200s: 20.5 GiB per call at 8 x 16,384 tokens; half the
+    # token budget halves it, and the note gives the KV that frees (re-sized, not scaled)
+    r = _run("deepseek-ai/DeepSeek-R1", "b200", data_parallel_size=8,
+             enable_expert_parallel=True)
+    half = _run("deepseek-ai/DeepSeek-R1", "b200", data_parallel_size=8,
+                enable_expert_parallel=True, max_num_batched_tokens=8192)
+    gain = (half.budget.available_kv - r.budget.available_kv) / 2**30
+    (note,) = [n for n in r.notes if "fused-MoE kernel allocates" in n]
+    assert f"--max-num-batched-tokens 8192 gives {gain:.1f} GiB" in note and gain > 10
+    assert not any("fused-MoE kernel allocates" in n
+                   for n in _run("Qwen/Qwen3-30B-A3B", "b200").notes)

@@ -2240,6 +2240,20 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if not fits and hints:
         notes.append(_fit_hint(model, gpu, a, vllm_version, arch,
                                kv_bound=str(failure).startswith("max_model_len")))
+    call = shape.fi_call_scratch_bytes(mnbt * shape.moe_dp)
+    if hints and call >= GiB and mnbt // 2 >= max(seqs, 1024) and \
+            a.kv_cache_memory_bytes is None:  # (vLLM wants mnbt >= max_num_seqs)
+        try:
+            half = size(model, gpu, replace(a, max_num_batched_tokens=mnbt // 2),
+                        vllm_version, hints=False)
+            gain = half.budget.available_kv - bud.available_kv
+        except BadInput:
+            gain = 0
+        if gain >= GiB // 2:
+            notes.append(f"the fused-MoE kernel allocates {call / GiB:.1f} GiB per call for the "
+                         f"{mnbt * shape.moe_dp:,} tokens every MoE layer sees in the profile: "
+                         f"--max-num-batched-tokens {mnbt // 2} gives {gain / GiB:.1f} GiB "
+                         "more KV cache per GPU (long prompts then prefill in more steps)")
 
     bpr = B.blocks_per_request(groups, mml, inflight) if groups else 1
     conc = num_blocks / bpr if bpr else 0.0
