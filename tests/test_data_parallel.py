@@ -268,6 +268,15 @@ def test_routers_as_vllm_names_them():
     assert route("sarvamai/sarvam-105b") == "minimax2"
     q = _run("Qwen/Qwen1.5-MoE-A2.7B", "b200").to_json()
     assert q["moe_workspace_kept"] is True and q["moe_call_scratch_bytes"] == 0
+    # NVFP4: an unlisted router (Gemma 4's own, MiniMax-M2's before 0.21) takes the modular
+    # class, which keeps M x K; per-call buffers either way
+    def nv(model, v="0.33", **kw):
+        j = _run(model, "b200", version=v, **kw).to_json()
+        return j["moe_workspace_kept"], j["moe_call_scratch_bytes"] > 0
+
+    assert nv("nvidia/Gemma-4-26B-A4B-NVFP4") == (True, True)
+    assert nv("nvidia/MiniMax-M2.5-NVFP4", "0.20", tensor_parallel_size=4) == (True, True)
+    assert nv("nvidia/MiniMax-M2.5-NVFP4", "0.22", tensor_parallel_size=4) == (False, True)
 
 
 def test_large_per_call_moe_buffers_get_a_batched_tokens_hint():

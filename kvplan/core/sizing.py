@@ -2474,7 +2474,9 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
         mono = not version.at_least(0, 18) or _moe_routing(arch, version) in _trtllm_routers(
             "fp8", version)
     elif trtllm == "fp8_tensor" or (trtllm == "nvfp4" and not (
-            (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb)) or (
+            (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb) and (
+            not version.at_least(0, 20)
+            or _moe_routing(arch, version) in _trtllm_routers("nvfp4", version))) or (
             trtllm == "mxfp4" and a.data_parallel_size == 1 and not a.enable_eplb) or (
             trtllm == "bf16"):
         mono = True  # monolithic: no workspace kept past the call
@@ -2554,12 +2556,13 @@ def _trtllm_routers(kind: str, version: VllmVersion) -> set[str]:
     """The routers a TRT-LLM monolithic class lists (`_supports_routing_method`, read in the
     0.18-0.33 wheels): FP8 (block and per-tensor) DeepSeek-V3's grouped one, renormalised
     softmax from 0.20, sigmoid-renorm and MiniMax-M2's from 0.21, plain sigmoid from 0.23
-    (per-tensor also Llama 4); 16-bit (read in 0.26-0.33) those and Llama 4, MiniMax-M2's
-    from 0.32."""
+    (per-tensor FP8 and NVFP4 also Llama 4; NVFP4's read in 0.20/0.22/0.24-0.33); 16-bit
+    (read in 0.26-0.33) those and Llama 4, MiniMax-M2's from 0.32. An unlisted router takes
+    the modular class (NVFP4's from any parallel layout), which keeps M x K."""
     if kind == "bf16":
         out = {"deepseek", "llama4", "renormalize", "sigmoid"}
         return out | ({"minimax2"} if version.at_least(0, 32) else set())
-    out = {"deepseek"} | ({"llama4"} if kind == "fp8_tensor" else set())
+    out = {"deepseek"} | ({"llama4"} if kind in ("fp8_tensor", "nvfp4") else set())
     if version.at_least(0, 20):
         out.add("renormalize")
     if version.at_least(0, 21):
