@@ -327,14 +327,13 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
             passed.fix = ("size from a real start, or accept the margin "
                           "(kvplan.io/ignore: sizing-inputs)")
         return
-    smaller = [what for fld, what in (
-        ("speculative_config", f"the speculative draft model ({spec_why})"
-         if a.speculative is None else ""),
-        *((fld, f"the speculative draft model ({spec_why})" if a.speculative is None
-           else "") for fld in SPEC_FLAGS),
+    drafted = any(p.values.get(fld) for fld in ("speculative_config", *SPEC_FLAGS))
+    smaller = [f"the speculative draft model ({spec_why})"] if drafted and \
+        a.speculative is None else []
+    smaller += [what for fld, what in (
         ("kv_transfer_config", "the KV connector's buffers"),
         ("disable_sliding_window", "--disable-sliding-window (sliding-window layers kept "
-         "whole, the length capped at the window)")) if p.values.get(fld) and what]
+         "whole, the length capped at the window)")) if p.values.get(fld)]
     a2a = str(p.values.get("all2all_backend") or p.env_value("VLLM_ALL2ALL_BACKEND") or "")
     if a.enable_expert_parallel and a2a not in ("", "naive", "allgather_reducescatter",
                                                   "passthrough"):
@@ -346,7 +345,6 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
 
     for name, what in unsized([(f.name, f.value, f.negated) for f in p.flags if f.name]):
         (smaller if name == "--kv-offloading-size" else other).append(what)
-    smaller = list(dict.fromkeys(smaller))  # (a draft named by several spec flags: once)
     from kvplan.core.attnbackend import BACKENDS
 
     backend = p.values.get("attention_backend") or p.env_value("VLLM_ATTENTION_BACKEND")

@@ -158,15 +158,11 @@ class ActivationShape:
     local_experts: int = 0  # experts on one GPU (DeepGEMM pads every expert's rows)
     moe_hidden: int = 0  # K, the experts' input width (a latent MoE's; 0: `hidden`)
     moe_gated: bool = True  # w13 holds gate and up (N = 2 x intermediate)
-    # NVFP4 experts on FlashInfer CUTLASS (SM120): `workspace_shapes` takes the packed K
-    # (hidden / 2), so its (M, 2K) output is M x hidden, as the unpacked one
-    moe_packed_out: bool = False
     moe_dp: int = 1  # data-parallel ranks whose tokens every MoE layer gathers
     # the scratch stays in the shared workspace after the forward (a monolithic kernel
     # allocates its own per call)
     moe_kept: bool = True
     deepgemm_fp8_ws: bool = False  # 0.31+: DeepGEMM's first workspace sized in FP8 bytes
-    fi_cutlass_block: bool = False  # block-FP8 experts on FlashInfer's CUTLASS kernel (SM90)
     # FlashInfer's TRT-LLM kernel on SM100 ("fp8_block" / "nvfp4"; "" otherwise), the global
     # expert count its row padding takes, its NVFP4 tile ladder (192 from FlashInfer 0.6.16),
     # and FlashInfer's own output copied into the kept one (0.18-0.19 modular FP8)
@@ -174,8 +170,8 @@ class ActivationShape:
     global_experts: int = 0
     trtllm_tile_192: bool = False
     trtllm_copy_out: bool = False
-    # FlashInfer CUTLASS on the other paths: "bf16" | "fp8" (per-tensor) | "nvfp4" ("": none),
-    # whether its TMA warp-specialised GEMMs run (SM90 bf16 / FP8, FP4), and the
+    # FlashInfer CUTLASS: "fp8_block" (Hopper) | "bf16" | "fp8" (per-tensor) | "nvfp4" ("":
+    # none), whether its TMA warp-specialised GEMMs run (SM90 bf16 / FP8, FP4), and the
     # intermediate as vLLM padded it for the kernel (0: `moe_intermediate_local`)
     fi_cutlass: str = ""
     fi_tma: bool = False
@@ -221,25 +217,26 @@ class ActivationShape:
         return m_sum * (max(act, h) + max(n, h))
 
     def fi_call_scratch_bytes(self, tokens: int) -> int:
-        """FlashInfer CUTLASS's own per-call buffers for block-FP8 experts on Hopper, which
-        vLLM never hands a workspace, so the binding allocates one per call through
-        tvm-ffi's environment allocator, i.e. torch's caching allocator (`getWorkspaceInfo`
-        -> `alloc_tensor`, FlashInfer 0.6.3-0.7.2.post1, the releases vLLM 0.16-0.33 pin),
-        and frees it on return: inside the profile's peak, not kept. From
-        `CutlassMoeFCRunner::getWorkspaceDeviceBufferSizes` (DeepSeek block path), n =
+        """The buffers FlashInfer's fused-MoE kernels allocate on every call: vLLM never hands
+        them a workspace, so they allocate through tvm-ffi's environment allocator, i.e.
+        torch's caching allocator (`getWorkspaceInfo` -> `alloc_tensor`, FlashInfer
+        0.6.3-0.7.2.post1, the releases vLLM 0.16-0.33 pin), and free them on return: inside
+        the profile's peak, not kept. TRT-LLM (`trtllm_call_scratch_bytes`), CUTLASS's
+        non-block paths (`cutlass_call_scratch_bytes`) or, for block-FP8 experts on Hopper,
+        `CutlassMoeFCRunner::getWorkspaceDeviceBufferSizes`' DeepSeek block path for n =
         tokens x top_k rows: the permuted input / FC2 output (2nK), the gated FC1 output
         (4nI), the FP8 copy of the input and its scales (nK + nK/32), four int32 row maps
-        (16n) and the per-expert row map (4 x local experts x tokens). DeepSeek-R1 at
-        `-dp 8 -ep` on H200s (65,536 gathered tokens): 15,703,713,664 B; vLLM issue 47127
-        shows the same formula's 26.21 GiB failing in `profile_run`."""
+        (16n), the per-expert row map (4 x local experts x tokens) and the Python wrapper's
+        `experts_to_token_score` (as much again). DeepSeek-R1 at `-dp 8 -ep` on H200s
+        (65,536 gathered tokens): 15,711,862,784 B; vLLM issue 47127 shows the same
+        formula's 26.21 GiB failing in `profile_run`."""
         if self.trtllm:
             return self.trtllm_call_scratch_bytes(tokens)
-        if self.fi_cutlass:
-            return self.cutlass_call_scratch_bytes(tokens)
-        if not self.fi_cutlass_block or not self.moe_intermediate_local:
+        if not self.fi_cutlass or not self.moe_intermediate_local:
             return 0
+        if self.fi_cutlass != "fp8_block":
+            return self.cutlass_call_scratch_bytes(tokens)
         k, i = self.moe_hidden or self.hidden, self.moe_intermediate_local
-        # (+ the Python wrapper's `experts_to_token_score` [local experts, M] fp32)
         return (self.top_k * tokens * (16 + 3 * k + 4 * i + k // 32)
                 + 8 * self.local_experts * tokens)
 
@@ -270,9 +267,9 @@ class ActivationShape:
         sf = 0
         if self.fi_cutlass == "nvfp4":  # `fp4_act_scale`, 128 x 64 scale-factor atoms
             r = min(n, m * e)
-            sf = max(-(-(r + 127 * e) // 128) * 128 * (-(-g // 64) * 64) // 16 for g in (k, i))
-        tpb = next((b for b in (32, 64, 128, 256, 512, 1024) if -(-m // b) * e <= b), 1024)
-        nb = -(-m // tpb)
+            sf = max(_a128(r + 127 * e) * (cdiv(g, 64) * 64) // 16 for g in (k, i))
+        tpb = next((b for b in (32, 64, 128, 256, 512, 1024) if cdiv(m, b) * e <= b), 1024)
+        nb = cdiv(m, tpb)
         small = (_a128(4 * n) * (3 if self.fi_tma else 2) + 2 * _a128(4 * e * nb)
                  + _a128(4 * e * m) + _a128(8 * (e + 1)) + 2 * _a128(8 * e))
         return _a128(inputs) + _a128(outputs) + _a128(sf) + small + _a128(4 * n) + 4 * e * m
@@ -318,7 +315,7 @@ class ActivationShape:
             body = p * (2 * i + 2 * k)
         elif self.trtllm == "fp8_tensor":  # `Fp8PerTensorLauncher::prepare_moe`: a 2I FC1
             # output (even non-gated) and its fp32 scales over P + E rows, the bf16 FC2 output
-            body = (p + e) * (2 * i + -(-2 * i // 128) * 4) + p * 2 * k
+            body = (p + e) * (2 * i + cdiv(2 * i, 128) * 4) + p * 2 * k
         else:
             body = p * i // 2 + cdiv(p, 128) * 128 * cdiv(i // 16, 4) * 4 + 2 * k * p
         routing = 8 * n + 4 * (p + 1) + 4 * e + 4 * max(2 * e, 512) + 8 * (p // tile) + 8 \
@@ -371,7 +368,7 @@ def mla_profile_scratch(max_model_len: int, max_num_seqs: int, block_size: int,
 
 def _a128(n: int) -> int:
     """FlashInfer's workspace aligns every buffer to 128 bytes (`kCudaMemAlign`)."""
-    return -(-n // 128) * 128
+    return cdiv(n, 128) * 128
 
 
 def _r256(n: int) -> int:

@@ -212,11 +212,12 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
                 d = capacity.demand(r2.groups, wl, r2.max_model_len)
                 g2 = capacity.guaranteed_max_num_seqs(d, r2.usable_blocks)
                 s2 = capacity.safe_max_num_seqs(d, r2.usable_blocks, t.preempt_risk)
-                if (g2 if t.policy == "guaranteed" else s2) < cand:
+                holds = g2 if t.policy == "guaranteed" else s2
+                if holds < cand:
                     break  # the raised cap no longer holds: keep the last one that did
                 n, r, guaranteed, safe = cand, r2, g2, s2
                 ceiling = capacity.mean_ceiling(d, r2.usable_blocks)
-                up = min(g2 if t.policy == "guaranteed" else s2, mnbt, r0.max_num_seqs)
+                up = min(holds, mnbt, r0.max_num_seqs)
                 if not capacity_bound or up <= n:
                     break
                 cand = up

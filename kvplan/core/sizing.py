@@ -2317,7 +2317,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         moe_kernel=shape.moe_kernel if shape.moe_intermediate_local else None,
         # at the tokens the MoE layers see: DP > 1 gathers every DP rank's batch
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt * shape.moe_dp, version.moe_chunk),
-        moe_call_scratch_bytes=shape.fi_call_scratch_bytes(mnbt * shape.moe_dp),
+        moe_call_scratch_bytes=call,
         moe_workspace_kept=shape.moe_kept and shape.moe_kernel != "functional",
         sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm,
         safe_gpu_memory_utilization=safe, kv_cache_memory_bytes_max=kv_max, kv_dtypes=dts)
@@ -2442,9 +2442,6 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
             == 0))
     physical = arch.num_experts + (a.eplb_num_redundant_experts if a.enable_eplb else 0)
     experts = physical // a.moe_ranks if a.enable_expert_parallel else arch.num_experts
-    # NVFP4 experts: FlashInfer's TRT-LLM kernel on SM100 writes an M x K output, its CUTLASS
-    # kernel (SM120) a packed M x 2K one (`oracle/nvfp4.py` order; `workspace_shapes`)
-    packed = is_nvfp4(expert_bytes) and cc_major(gpu.compute_capability) != 10
     # with DP > 1 every MoE layer sees every DP rank's tokens, gathered unchunked
     # (`MoEPrepareAndFinalizeNaiveDPEPModular.prepare`, `DPMetadata.sp_local_sizes`), with
     # or without expert parallelism, and its kept workspace is sized for them
@@ -2465,49 +2462,39 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
     block_fp8 = qm == "fp8" and bool(q.get("weight_block_size")) and expert_bytes >= 1
     major = cc_major(gpu.compute_capability)
     fi = kernel == "flashinfer" and gpu.vendor == "nvidia"
-    fi_block = fi and block_fp8 and major == 9
     fp8_tensor = fi and not block_fp8 and fp8_tensor_experts(arch, model.quant_file)
-    trtllm, copy_out = _trtllm_experts(
+    trtllm, kept, copy_out = _trtllm_experts(
         arch, a, version, fi and major == 10 and a.moe_backend in ("auto", "flashinfer_trtllm"),
         block_fp8, is_nvfp4(expert_bytes), fp8_tensor, qm == "mxfp4", expert_bytes == 2)
-    if trtllm == "fp8_block":  # the monolithic class unless the router is one it lacks
-        mono = not version.at_least(0, 18) or _moe_routing(arch, version) in _trtllm_routers(
-            "fp8", version)
-    elif trtllm == "fp8_tensor" or (trtllm == "nvfp4" and not (
-            (a.data_parallel_size > 1 and a.enable_expert_parallel) or a.enable_eplb) and (
-            not version.at_least(0, 20)
-            or _moe_routing(arch, version) in _trtllm_routers("nvfp4", version))) or (
-            trtllm == "mxfp4" and a.data_parallel_size == 1 and not a.enable_eplb) or (
-            trtllm == "bf16"):
-        mono = True  # monolithic: no workspace kept past the call
+    if trtllm:
+        mono = not kept
+    local = arch.expert_intermediate_size // a.expert_tp
+    fp8_rows = version.fi_fp8_moe_alignment(moe_gated(arch))  # as `_fi_expert_pad`
     cut, tma, inter, fi_hidden = "", False, 0, 0
     if trtllm == "bf16":  # the intermediate padded to 128 (`_fi_expert_pad`, 0.24/0.29+)
-        local = arch.expert_intermediate_size // a.expert_tp
         pad_rows = 128 if version.at_least(0, 29 if moe_gated(arch) else 24) else 1
         inter = cdiv(local, pad_rows) * pad_rows
-    if trtllm == "mxfp4":  # the kernel's padded widths (`mxfp4_padded_dims`)
+    elif trtllm == "mxfp4":  # the kernel's padded widths (`mxfp4_padded_dims`)
         fi_hidden, inter = mxfp4_padded_dims(arch, a.expert_tp, a.quantization,
                                              gpu.compute_capability, release=version.v[:2])
-    if trtllm == "fp8_tensor":  # its rows padded as on CUTLASS (`_fi_expert_pad`)
-        rows = version.fi_fp8_moe_alignment(moe_gated(arch))
-        inter = cdiv(arch.expert_intermediate_size // a.expert_tp, rows) * rows
-    if fi and not fi_block and not trtllm and qm != "mxfp4" and (
+    elif trtllm == "fp8_tensor":  # its rows padded as on CUTLASS
+        inter = cdiv(local, fp8_rows) * fp8_rows
+    elif fi and block_fp8 and major == 9:
+        cut = "fp8_block"
+    elif fi and qm != "mxfp4" and (
             major in (9, 12) or (major == 10 and fp8_tensor and version.at_least(0, 20))):
-        # FlashInfer CUTLASS (`FlashInferExperts`): per-tensor FP8 (padded rows, as
-        # `_fi_expert_pad`), NVFP4 on SM120, 16-bit experts where vLLM takes it
-        local = arch.expert_intermediate_size // a.expert_tp
+        # FlashInfer CUTLASS (`FlashInferExperts`): per-tensor FP8 (padded rows), NVFP4 on
+        # SM120, 16-bit experts where vLLM takes it
         if is_nvfp4(expert_bytes) and major == 12:
             cut = "nvfp4"
         elif expert_bytes == 2:
             cut = "bf16"
         elif fp8_tensor_experts(arch, model.quant_file):
-            cut = "fp8"
-            rows = version.fi_fp8_moe_alignment(moe_gated(arch))
-            inter = cdiv(local, rows) * rows
+            cut, inter = "fp8", cdiv(local, fp8_rows) * fp8_rows
         tma = cut == "nvfp4" or (cut != "" and gpu.compute_capability == "9.0")
-    return replace(shape, local_experts=experts, moe_kernel=kernel, moe_packed_out=packed,
+    return replace(shape, local_experts=experts, moe_kernel=kernel,
                    moe_dp=a.data_parallel_size, moe_kept=not mono,
-                   deepgemm_fp8_ws=version.at_least(0, 31), fi_cutlass_block=fi_block,
+                   deepgemm_fp8_ws=version.at_least(0, 31),
                    trtllm=trtllm, global_experts=arch.num_experts,
                    trtllm_tile_192=version.at_least(0, 27), trtllm_copy_out=copy_out,
                    fi_cutlass=cut, fi_tma=tma, fi_inter=inter, fi_hidden=fi_hidden)
@@ -2515,41 +2502,39 @@ def _with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a:
 
 def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_fi: bool,
                     block_fp8: bool, nvfp4: bool, fp8_tensor: bool = False,
-                    mxfp4: bool = False, bf16: bool = False) -> tuple[str, bool]:
+                    mxfp4: bool = False, bf16: bool = False) -> tuple[str, bool, bool]:
     """Which FlashInfer TRT-LLM experts class an SM100 profile runs (the vllm/vllm-openai
-    image, read in the 0.16-0.33 wheels): ("fp8_block" | "nvfp4" | "", FlashInfer's output
-    copied into a kept one). Block FP8 runs `TrtLlmFp8ExpertsMonolithic` for the routers
-    its `_supports_routing_method` lists (DeepSeek-V3's grouped one; softmax renormalised
-    but in 0.18-0.19; sigmoid and MiniMax-M2's from 0.26), else the modular class, which
-    keeps M x K and (0.18-0.25) copies FlashInfer's output into it; NVFP4 (0.16's function
-    path, then) the monolithic class, or `TrtLlmNvFp4ExpertsModular` (an M x K workspace
-    kept) when DP + EP gather through all-to-all or with EPLB; per-tensor FP8 (0.20+, a
-    helper's reading of 0.33) `TrtLlmFp8ExpertsMonolithic` for the routers it lists, without
-    EPLB; MXFP4 (gpt-oss, 0.20+) `TrtLlmMxfp4ExpertsMonolithic` without DP or EPLB, else
-    the modular class (M x K kept); 16-bit SiLU / ReLU^2 experts the monolithic 16-bit class
-    for the routers it lists (0.20+; the 0.20-0.25 list taken as 0.26's), without EPLB."""
+    image, read in the 0.16-0.33 wheels): (kind: "fp8_block" | "fp8_tensor" | "nvfp4" |
+    "mxfp4" | "bf16" | "", whether its M x K workspace stays allocated (the modular class),
+    whether FlashInfer's output is copied into it). A monolithic class keeps nothing; it
+    runs for the routers its `_supports_routing_method` lists (`_trtllm_routers`):
+    * block FP8 (0.16+): else the modular class, which copies FlashInfer's output into its
+      kept one in 0.18-0.20;
+    * NVFP4 (0.16's function path, then): the modular class also when DP + EP gather
+      through all-to-all or with EPLB (from 0.20 by router);
+    * per-tensor FP8 (0.20+, a helper's reading of 0.33), without EPLB (else CUTLASS);
+    * MXFP4 (gpt-oss, 0.20+): the modular class with DP or EPLB;
+    * 16-bit SiLU / ReLU^2 experts (0.20+; the 0.20-0.25 router list taken as 0.26's),
+      without EPLB, also with DP over the default all-gather (else CUTLASS)."""
+    def listed(kind: str) -> bool:
+        return _moe_routing(arch, version) in _trtllm_routers(kind, version)
+
     if not sm100_fi:
-        return "", False
+        return "", True, False
     if block_fp8 and version.at_least(0, 16):
-        listed = _moe_routing(arch, version) in _trtllm_routers("fp8", version)
-        # the modular class copies FlashInfer's output into its kept one in 0.18-0.20
-        return "fp8_block", not listed and version.at_least(0, 18) and not version.at_least(
-            0, 21)
+        modular = version.at_least(0, 18) and not listed("fp8")
+        return "fp8_block", modular, modular and not version.at_least(0, 21)
     if nvfp4 and version.at_least(0, 16):
-        return "nvfp4", False
+        return "nvfp4", (a.data_parallel_size > 1 and a.enable_expert_parallel) or \
+            a.enable_eplb or (version.at_least(0, 20) and not listed("nvfp4")), False
     if mxfp4 and version.at_least(0, 20):  # `oracle/mxfp4.py`: FLASHINFER_TRTLLM_MXFP4_BF16
-        return "mxfp4", False
-    # `TrtLlmBf16ExpertsMonolithic` (0.26+; `TrtLlmBf16Experts`, monolithic, from 0.20):
-    # TP, or DP over the default all-gather (`use_ag_rs_all2all_kernels`); else CUTLASS
+        return "mxfp4", a.data_parallel_size > 1 or a.enable_eplb, False
     if bf16 and version.at_least(0, 20) and not a.enable_eplb and trtllm_bf16_experts(
-            arch) and _moe_routing(arch, version) in _trtllm_routers("bf16", version):
-        return "bf16", False
-    # per-tensor FP8 (ModelOpt): the monolithic class for the routers it lists, else (or
-    # with EPLB) FlashInfer CUTLASS
-    if fp8_tensor and version.at_least(0, 20) and not a.enable_eplb and _moe_routing(
-            arch, version) in _trtllm_routers("fp8_tensor", version):
-        return "fp8_tensor", False
-    return "", False
+            arch) and listed("bf16"):
+        return "bf16", False, False
+    if fp8_tensor and version.at_least(0, 20) and not a.enable_eplb and listed("fp8_tensor"):
+        return "fp8_tensor", False, False
+    return "", True, False
 
 
 def _trtllm_routers(kind: str, version: VllmVersion) -> set[str]:
