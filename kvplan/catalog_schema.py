@@ -80,18 +80,14 @@ def check_entry(kind: str, key: str, entry: Any, origin: str) -> None:
         cc = entry.get("compute_capability")
         if cc is not None and (isinstance(cc, bool) or not isinstance(cc, (str, int, float))):
             raise bad("compute_capability", 'a string such as "9.0"')
-        for prof, gib in (entry.get("mig") or {}).items():
-            if not (isinstance(prof, str) and _MIG_PROFILE.fullmatch(prof)
-                    and _fits(_NUM, gib) and gib > 0):
-                raise BadInput(f"gpus entry {key!r} in {origin}: mig maps a profile such as "
-                               f"'3g.40gb' to its GiB, got {prof!r}: {gib!r}",
-                               hint="docs/catalogs.md describes each field")
-        for prof, sms in (entry.get("mig_sms") or {}).items():
-            if not (isinstance(prof, str) and _MIG_PROFILE.fullmatch(prof)
-                    and _fits(_INT, sms) and sms > 0):
-                raise BadInput(f"gpus entry {key!r} in {origin}: mig_sms maps a profile such "
-                               f"as '1g.10gb' to its SM count, got {prof!r}: {sms!r}",
-                               hint="docs/catalogs.md describes each field")
+        for fld, kind, example, what in (("mig", _NUM, "3g.40gb", "its GiB"),
+                                         ("mig_sms", _INT, "1g.10gb", "its SM count")):
+            for prof, v in (entry.get(fld) or {}).items():
+                if not (isinstance(prof, str) and _MIG_PROFILE.fullmatch(prof)
+                        and _fits(kind, v) and v > 0):
+                    raise BadInput(f"gpus entry {key!r} in {origin}: {fld} maps a profile such "
+                                   f"as '{example}' to {what}, got {prof!r}: {v!r}",
+                                   hint="docs/catalogs.md describes each field")
         for name, tf in (entry.get("tflops") or {}).items():
             if tf is not None and not (_fits(_NUM, tf) and tf >= 0):
                 raise BadInput(f"gpus entry {key!r} in {origin}: tflops.{name} must be a "
