@@ -115,9 +115,12 @@ def refusals(flags: dict[str, str | None], version: tuple[int, int], vendor: str
     """(flag, what vLLM refuses, fix) for flag combinations `VllmConfig.__post_init__`
     rejects at start-up. `flags`: canonical name -> value (None for a bare switch; negated
     switches left out); `max_num_seqs` None: vLLM's default (never below TP)."""
+    def on(name: str) -> bool:  # a switch given (bare, or with a value that is not off)
+        return name in flags and str(flags[name]).lower() not in ("false", "0")
+
     out = []
     ubatch = flags.get("--ubatch-size")
-    dbo = "--enable-dbo" in flags and str(flags["--enable-dbo"]).lower() not in ("false", "0")
+    dbo = on("--enable-dbo")
     if dbo or (ubatch not in (None, "0", "1")):
         # `VllmConfig.__post_init__` (`use_ubatching`): DeepEP only; NIXL EP from 0.24;
         # ROCm's naive all-gather/reduce-scatter too in 0.33
@@ -147,9 +150,7 @@ def refusals(flags: dict[str, str | None], version: tuple[int, int], vendor: str
     if v is not None and v.lstrip("-").isdigit() and int(v) < 1:  # `Field(ge=1)`
         out.append(("--max-num-active-seqs", f"--max-num-active-seqs {v} must be at least 1",
                     "--max-num-active-seqs 1 or more, or remove it"))
-    bss = flags.get("--enable-batch-sharded-sampling", "false")
-    if version >= (0, 29) and "--enable-batch-sharded-sampling" in flags and \
-            str(bss).lower() not in ("false", "0"):
+    if version >= (0, 29) and on("--enable-batch-sharded-sampling"):
         why = []  # `VllmConfig._validate_batch_sharded_sampling`
         if tensor_parallel_size <= 1:
             why.append("tensor_parallel_size is 1, so there is nothing to shard")
