@@ -264,8 +264,22 @@ def test_routers_as_vllm_names_them():
     assert route("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8") == "deepseek"
     assert route("zai-org/GLM-4.7-Flash") == "deepseek"
     assert route("Qwen/Qwen1.5-MoE-A2.7B") == route("deepseek-ai/DeepSeek-V2-Lite") == "default"
-    assert route("sarvamai/sarvam-105b", "0.27") == "unspecified"  # routed scaling 2.5
-    assert route("sarvamai/sarvam-105b") == "minimax2"
+    # sarvam passes its routed scaling 2.5 to the router: MiniMax-M2's in 0.21-0.22 and
+    # from 0.31, when get_routing_method_type no longer takes the factor
+    assert [route("sarvamai/sarvam-105b", v) for v in ("0.20", "0.22", "0.23", "0.30", "0.31")] \
+        == ["unspecified", "minimax2", "unspecified", "unspecified", "minimax2"]
+    # sigmoid without a bias: Llama 4's at top-1 and "unspecified" otherwise in 0.20,
+    # sigmoid-renorm from 0.21, plain sigmoid (not renormalised) from 0.23
+    qwen = resolve_model("Qwen/Qwen3-30B-A3B").config
+    text = dict(qwen.get("text_config") or qwen, scoring_func="sigmoid")
+
+    def sig(v, **kw):
+        return _moe_routing(normalize(dict(text, **kw)), VllmVersion.of(v))
+
+    assert [sig(v) for v in ("0.20", "0.21", "0.23")] == \
+        ["unspecified", "sigmoid_renorm", "sigmoid_renorm"]
+    assert [sig(v, norm_topk_prob=False) for v in ("0.22", "0.23")] == ["unspecified", "sigmoid"]
+    assert [sig(v, num_experts_per_tok=1) for v in ("0.22", "0.23")] == ["llama4", "sigmoid_renorm"]
     q = _run("Qwen/Qwen1.5-MoE-A2.7B", "b200").to_json()
     assert q["moe_workspace_kept"] is True and q["moe_call_scratch_bytes"] == 0
     # NVFP4: an unlisted router (Gemma 4's own, MiniMax-M2's before 0.21) takes the modular
@@ -277,6 +291,10 @@ def test_routers_as_vllm_names_them():
     assert nv("nvidia/Gemma-4-26B-A4B-NVFP4") == (True, True)
     assert nv("nvidia/MiniMax-M2.5-NVFP4", "0.20", tensor_parallel_size=4) == (True, True)
     assert nv("nvidia/MiniMax-M2.5-NVFP4", "0.22", tensor_parallel_size=4) == (False, True)
+    # block FP8: Step-3.7's router (routed scaling 3.0) is "unspecified" in 0.23-0.30, where
+    # the modular class keeps M x K, and MiniMax-M2's from 0.31
+    assert [nv("stepfun-ai/Step-3.7-Flash-FP8", v)[0] for v in ("0.23", "0.30", "0.31")] \
+        == [True, True, False]
 
 
 def test_large_per_call_moe_buffers_get_a_batched_tokens_hint():

@@ -2514,7 +2514,7 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
       through all-to-all or with EPLB (from 0.20 by router);
     * per-tensor FP8 (0.20+, a helper's reading of 0.33), without EPLB (else CUTLASS);
     * MXFP4 (gpt-oss, 0.20+): the modular class with DP or EPLB;
-    * 16-bit SiLU / ReLU^2 experts (0.20+; the 0.20-0.25 router list taken as 0.26's),
+    * 16-bit SiLU / ReLU^2 experts (0.20+),
       without EPLB, also with DP over the default all-gather (else CUTLASS)."""
     def listed(kind: str) -> bool:
         return _moe_routing(arch, version) in _trtllm_routers(kind, version)
@@ -2539,33 +2539,38 @@ def _trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_
 
 def _trtllm_routers(kind: str, version: VllmVersion) -> set[str]:
     """The routers a TRT-LLM monolithic class lists (`_supports_routing_method`, read in the
-    0.18-0.33 wheels): FP8 (block and per-tensor) DeepSeek-V3's grouped one, renormalised
-    softmax from 0.20, sigmoid-renorm and MiniMax-M2's from 0.21, plain sigmoid from 0.23
-    (per-tensor FP8 and NVFP4 also Llama 4; NVFP4's read in 0.20/0.22/0.24-0.33); 16-bit
-    (read in 0.26-0.33) those and Llama 4, MiniMax-M2's from 0.32. An unlisted router takes
-    the modular class (NVFP4's from any parallel layout), which keeps M x K."""
+    0.18-0.33 wheels; Renormalize and RenormalizeNaive are always listed together): FP8
+    (block and per-tensor) and NVFP4 DeepSeek-V3's grouped one, renormalised softmax from
+    0.20, sigmoid-renorm and MiniMax-M2's from 0.21, plain sigmoid from 0.23 (per-tensor FP8
+    and NVFP4 also Llama 4); 16-bit (0.20+) DeepSeek-V3's, Llama 4 and renormalised softmax,
+    both sigmoids from 0.23, MiniMax-M2's from 0.32. An unlisted router takes the modular
+    class (NVFP4's from any parallel layout), which keeps M x K."""
     if kind == "bf16":
-        out = {"deepseek", "llama4", "renormalize", "sigmoid"}
-        return out | ({"minimax2"} if version.at_least(0, 32) else set())
-    out = {"deepseek"} | ({"llama4"} if kind in ("fp8_tensor", "nvfp4") else set())
-    if version.at_least(0, 20):
-        out.add("renormalize")
-    if version.at_least(0, 21):
-        out |= {"minimax2", "sigmoid_renorm"}
+        out = {"deepseek", "llama4", "renormalize"}
+        if version.at_least(0, 32):
+            out.add("minimax2")
+    else:
+        out = {"deepseek"} | ({"llama4"} if kind in ("fp8_tensor", "nvfp4") else set())
+        if version.at_least(0, 20):
+            out.add("renormalize")
+        if version.at_least(0, 21):
+            out |= {"minimax2", "sigmoid_renorm"}
     if version.at_least(0, 23):
-        out.add("sigmoid")
+        out |= {"sigmoid", "sigmoid_renorm"}
     return out
 
 
 def _moe_routing(arch: ModelArch, version: VllmVersion) -> str:
     """The router as vLLM's `get_routing_method_type` names it (`fused_moe/config.py`, read
-    in the 0.20-0.33 wheels), from the config and the model family: a routing bias with
+    in the 0.18-0.33 wheels), from the config and the model family. A routing bias with
     sigmoid scores and expert groups is DeepSeek-V3's ("deepseek": DeepSeek-V3, GLM, Kimi,
-    Nemotron-H); a bias without groups MiniMax-M2's from 0.21 (0.24-0.29 only at a routed
-    scaling factor of 1, "unspecified" otherwise: Sarvam, Step-3.7); sigmoid without a bias
-    "sigmoid"; softmax with renormalised top-k "renormalize" (Qwen3, Mixtral), without it
-    "default" (Qwen1.5-MoE, DeepSeek-V2-Lite, Jamba); Llama 4 and Gemma 4 route their own
-    way; anything else "other" (DeepSeek-V4's sqrtsoftplus)."""
+    Nemotron-H); a bias without groups MiniMax-M2's from 0.21 (0.23-0.30 only at a routed
+    scaling factor of 1, "unspecified" otherwise: Sarvam's 2.5); from 0.23 a biased router
+    without renormalisation is "unspecified". Sigmoid without a bias: top-1 is Llama 4's
+    before 0.23, renormalised "sigmoid_renorm" from 0.21, else "sigmoid" from 0.23 and
+    "unspecified" before. Softmax with renormalised top-k "renormalize" (Qwen3, Mixtral),
+    without it "default" (Qwen1.5-MoE, DeepSeek-V2-Lite, Jamba); Llama 4 and Gemma 4 route
+    their own way; anything else "other" (DeepSeek-V4's sqrtsoftplus)."""
     t, archs = arch.text_config, " ".join(arch.architectures)
     if "Llama4" in archs:
         return "llama4"
@@ -2577,19 +2582,27 @@ def _moe_routing(arch: ModelArch, version: VllmVersion) -> str:
                 or t.get("moe_router_enable_expert_bias") or t.get("use_moe_router_bias")
                 or arch.model_type in ("nemotron_h", "glm4_moe_lite"))
     scoring = str(t.get("scoring_func") or ("sigmoid" if bias else "softmax")).lower()
+    renorm = bool(t.get("norm_topk_prob", True))  # the models' default when absent
+    top_k = t.get("num_experts_per_tok") or t.get("moe_topk") or t.get("top_k")
     if scoring == "sigmoid" and bias:
+        if version.at_least(0, 23) and not renorm:
+            return "unspecified"
         if t.get("n_group") or t.get("topk_group") or arch.model_type == "glm4_moe_lite":
             return "deepseek"
         scale = t.get("routed_scaling_factor") or t.get("moe_router_scaling_factor")
         if not version.at_least(0, 21) or (
-                version.at_least(0, 24) and not version.at_least(0, 30)
+                version.at_least(0, 23) and not version.at_least(0, 31)
                 and scale not in (None, 1, 1.0)):
             return "unspecified"
         return "minimax2"
     if scoring == "sigmoid":
-        return "sigmoid"
+        if top_k == 1 and not version.at_least(0, 23):
+            return "llama4"
+        if renorm and version.at_least(0, 21):
+            return "sigmoid_renorm"
+        return "sigmoid" if version.at_least(0, 23) else "unspecified"
     if scoring == "softmax":
-        return "renormalize" if t.get("norm_topk_prob", True) else "default"
+        return "renormalize" if renorm else "default"
     return "other"
 
 
