@@ -298,7 +298,9 @@ def size_cmd(
                 raise BadInput(f"{flag} and --compilation-config's {name} are mutually "
                                "exclusive (vLLM refuses both)", hint="give it once")
             setattr(args, name, value)
-    env_note = apply_assignments(args, env)
+    from kvplan.core.versions import VllmVersion
+
+    env_note = apply_assignments(args, env, VllmVersion.of(vllm_version).v)
     m = resolve_model(model, catalog, revision=revision, token=token,
                       offline=True if offline else None)
     if hf_overrides is not None:

@@ -84,7 +84,7 @@ def build_workload(workload, prompt, output, trace, rate, peak, burst, users, th
     return wl
 
 
-def _args(mml, kvd, util, mnbt, tp=1, env=None):
+def _args(mml, kvd, util, mnbt, tp=1, env=None, version=None):
     from kvplan.core.sizing import EngineArgs
     from kvplan.units import parse_vllm_int
 
@@ -96,9 +96,10 @@ def _args(mml, kvd, util, mnbt, tp=1, env=None):
                    gpu_memory_utilization=util,
                    max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens")
                    if mnbt else None)
+    from kvplan.core.versions import VllmVersion
     from kvplan.engines.vllm_env import apply_assignments
 
-    note = apply_assignments(a, env)
+    note = apply_assignments(a, env, VllmVersion.of(version).v)
     if note:  # on stderr, so --json and --emit-flags output stays clean
         import sys
 
@@ -159,7 +160,8 @@ def register(app: typer.Typer) -> None:
         m = resolve_model(model, catalog)
         g = resolve_gpu(gpu, None, catalog)
         c = curve(m, g, _args(max_model_len, kv_cache_dtype, gpu_memory_utilization,
-                              max_num_batched_tokens, tensor_parallel_size, env),
+                              max_num_batched_tokens, tensor_parallel_size, env,
+                              vllm_version),
                   vllm_version, wl, sizes)
         if as_json:
             sys.stdout.write(json.dumps(c.to_json(), indent=2) + "\n")
@@ -219,7 +221,7 @@ def register(app: typer.Typer) -> None:
                     target_utilization=target_utilization, redundancy=1 if n_plus_one else 0)
         m = resolve_model(model, catalog)
         base = _args(max_model_len, "auto", gpu_memory_utilization, max_num_batched_tokens,
-                     env=env)
+                     env=env, version=vllm_version)
         if (enable_lora or speculative_config) and engine != "vllm":
             raise BadInput("--enable-lora and --speculative-config are sized for --engine vllm")
         for k, v in memory_extras(enable_lora, max_loras, max_lora_rank, speculative_config,

@@ -1447,3 +1447,19 @@ def test_dotted_json_keys_replace_a_plain_json_flag_wherever_it_stands(capsys):
                                "--speculative-config.num_speculative_tokens 5")
     assert dep["kv_cache_tokens"] == alone["deployments"][0]["kv_cache_tokens"]
     assert "--speculative-config.* keys replace" in one(dep, "flags-known")["message"]
+
+
+def test_env_values_fail_only_where_the_release_reads_them(capsys):
+    # VLLM_DCP_Q_REPLICATE is parsed as an integer from 0.27 (`envs.py`); 0.20 does not know it
+    cmd = ("VLLM_DCP_Q_REPLICATE=true vllm serve meta-llama/Llama-3.1-8B-Instruct "
+           "--max-model-len 8192")
+
+    def values(version):
+        _, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", version)
+        return next(c for c in rep["deployments"][0]["checks"] if c["id"] == "flag-values")
+
+    old = values("0.20")
+    assert old["status"] == "warn" and old["message"] == (
+        "VLLM_DCP_Q_REPLICATE='true' is not read by vLLM 0.20.2 (it warns of an unknown "
+        "variable)")
+    assert values("0.30")["status"] == "fail"

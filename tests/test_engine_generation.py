@@ -93,6 +93,22 @@ def test_vllm_use_v1():
     assert any("V0 engine: VLLM_USE_V1=0" in n for n in size(m, h100, b, "0.9.2").notes)
     with pytest.raises(BadInput, match="has no V0 engine"):
         size(m, h100, b, "0.11")
+    # 0.11.1 dropped the variable from `envs.py`: vLLM warns of an unknown one and runs V1
+    assert "no longer reads it (0.11.1+) and runs V1" in " ".join(size(m, h100, b, "0.33").notes)
+
+
+def test_env_values_parse_only_where_the_release_reads_them():
+    # vLLM parses a variable when it reads it (`envs.py` lambdas): VLLM_DCP_Q_REPLICATE
+    # (0.27+) and VLLM_USE_FLASHINFER_MOE_FP8 (0.10-0.23) as integers
+    for release, var in (((0, 20, 0), "VLLM_DCP_Q_REPLICATE"),
+                         ((0, 25, 0), "VLLM_USE_FLASHINFER_MOE_FP8")):
+        a = EngineArgs()
+        note = apply_assignments(a, [f"{var}=true"], release)
+        assert note == (f"--env {var}: not read by vLLM {'.'.join(map(str, release))}, which "
+                        "warns of an unknown variable and ignores it")
+    for release in ((0, 27, 0), None):
+        with pytest.raises(BadInput, match="reads it as an integer"):
+            apply_assignments(EngineArgs(), ["VLLM_DCP_Q_REPLICATE=true"], release)
 
 
 def test_hybrid_models_on_v0_are_refused_with_the_first_v1_release():

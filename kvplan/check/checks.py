@@ -207,7 +207,8 @@ def flag_values(out: Outcome, p: Parsed, reg: Any) -> None:
                     f"{reg.release}'s values (a plugin may add it)", f.loc,
                     fix=f"use one of {', '.join(known[:6])}", current=f.value)
     if p.engine == "vllm":
-        from kvplan.engines.vllm_env import ENV_FIELDS, parse_value
+        from kvplan.core.versions import parse_version
+        from kvplan.engines.vllm_env import ENV_FIELDS, parse_value, read_by
 
         for var in ENV_FIELDS:
             ev = p.cmd.env.get(var)
@@ -216,8 +217,13 @@ def flag_values(out: Outcome, p: Parsed, reg: Any) -> None:
             try:
                 parse_value(var, ev.value)
             except BadInput as e:
-                out.add("flag-values", FAIL, f"{e.message}", ev.loc, fix=e.hint,
-                        current=ev.value)
+                if reg is None or read_by(var, parse_version(reg.release)):
+                    out.add("flag-values", FAIL, f"{e.message}", ev.loc, fix=e.hint,
+                            current=ev.value)
+                else:  # parsed only where read: an unknown variable to this release
+                    out.add("flag-values", WARN, f"{var}={ev.value!r} is not read by vLLM "
+                            f"{reg.release} (it warns of an unknown variable)", ev.loc,
+                            fix=f"remove {var}", current=ev.value)
     if len(out.findings) == before:
         out.add("flag-values", PASS, "every value parses", p.cmd.loc)
 

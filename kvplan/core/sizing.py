@@ -1032,10 +1032,12 @@ def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
                 "as V0" if a.use_v1 else None)
         engine = version
     elif version.at_least(0, 11):
-        if a.use_v1 is False:
+        if a.use_v1 is False and not version.at_least(0, 11, 1):
             raise BadInput(f"VLLM_USE_V1=0: vLLM {v} has no V0 engine and refuses to start",
                            hint="unset VLLM_USE_V1")
-        return version, None
+        # 0.11.1 dropped the variable (`envs.py`): it warns of an unknown one and runs V1
+        return version, (f"VLLM_USE_V1=0: vLLM {v} no longer reads it (0.11.1+) and runs "
+                         "V1" if a.use_v1 is False else None)
     else:
         fallback = version.v0_fallback(
             cc=gpu.compute_capability, vendor=gpu.vendor, kv_cache_dtype=a.kv_cache_dtype,

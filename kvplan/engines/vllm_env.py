@@ -55,6 +55,28 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
         "dcp_q_replicate_env", "1 with -dcp > 1: DeepSeek-V2/V3-family MLA q_b_proj split "
         "TP/dcp ways (0.27-0.28; from 0.29 as --dcp-q-replicate, which it overrides)"),
 }
+# releases whose `vllm/envs.py` defines the variable (first, last; None: still read), read in
+# the 0.6.4-0.33 wheels; the others are read by every release kvplan models. vLLM parses a
+# variable only when it reads it, so a release without it ignores any value (with an
+# "Unknown vLLM environment variable" warning).
+READ_IN: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]] = {
+    "VLLM_ROCM_MOE_PADDING": ((0, 8, 2), None), "VLLM_ROCM_FP8_PADDING": ((0, 8, 0), None),
+    "VLLM_ROCM_USE_AITER": ((0, 8, 2), None), "VLLM_ROCM_USE_AITER_MOE": ((0, 8, 5), None),
+    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": ((0, 18, 0), None),
+    "VLLM_ATTENTION_BACKEND": ((0,), (0, 14, 99)),
+    "VLLM_USE_BREAKABLE_CUDAGRAPH": ((0, 22, 0), None),
+    "VLLM_USE_FLASHINFER_MOE_FP8": ((0, 10, 0), (0, 23, 99)),
+    "VLLM_USE_V1": ((0,), (0, 11, 0)), "VLLM_VIDEO_LOADER_BACKEND": ((0, 9, 0), None),
+    "VLLM_DCP_Q_REPLICATE": ((0, 27, 0), None),
+}
+
+
+def read_by(name: str, release: tuple[int, int, int]) -> bool:
+    """Whether this vLLM release reads the variable at all (`READ_IN`)."""
+    first, last = READ_IN.get(name, ((0,), None))
+    return first <= release and (last is None or release <= last)
+
+
 ENV_HELP = ("NAME=VALUE of the server's environment (repeatable). Modelled: "
             + ", ".join(ENV_FIELDS) + "; others are noted and ignored.")
 # read as `value.lower() in ("true", "1")`, never an error (`envs.py`); the rest as integers
@@ -83,25 +105,39 @@ def parse_value(name: str, value: str) -> bool | str:
     return int_bool(name, value)
 
 
-def apply_env(args: Any, env: dict[str, str]) -> list[str]:
+def apply_env(args: Any, env: dict[str, str],
+              release: tuple[int, int, int] | None = None) -> tuple[list[str], list[str]]:
     """Set the fields of `args` the modelled variables name; return the names of the
-    variables kvplan does not model (they are ignored)."""
-    ignored = []
+    variables kvplan does not model, and of those `release` does not read whose value does
+    not parse (both ignored: such a value is an error only where the release reads it;
+    a readable value is kept, so the sizing notes can say what the release reads instead)."""
+    ignored, unparsed = [], []
     for name, value in env.items():
-        if name in ENV_FIELDS:
-            setattr(args, ENV_FIELDS[name][0], parse_value(name, value))
-        else:
+        if name not in ENV_FIELDS:
             ignored.append(name)
-    return ignored
+            continue
+        try:
+            setattr(args, ENV_FIELDS[name][0], parse_value(name, value))
+        except BadInput:
+            if release is None or read_by(name, release):
+                raise
+            unparsed.append(name)
+    return ignored, unparsed
 
 
-def apply_assignments(args: Any, items: list[str] | None) -> str | None:
-    """Apply `--env NAME=VALUE` items to `args`; a note naming the variables kvplan does not
-    model (None when there are none)."""
+def apply_assignments(args: Any, items: list[str] | None,
+                      release: tuple[int, int, int] | None = None) -> str | None:
+    """Apply `--env NAME=VALUE` items to `args` for vLLM `release`; a note naming the
+    variables kvplan does not model or the release does not read (None when none)."""
     if not items:
         return None
-    ignored = apply_env(args, parse_assignments(items))
-    return f"--env {', '.join(ignored)}: not modelled, ignored" if ignored else None
+    ignored, unparsed = apply_env(args, parse_assignments(items), release)
+    notes = [f"--env {', '.join(ignored)}: not modelled, ignored"] if ignored else []
+    if unparsed:
+        notes.append(f"--env {', '.join(unparsed)}: not read by vLLM "
+                     f"{'.'.join(map(str, release or ()))}, which warns of an unknown "
+                     "variable and ignores it")
+    return "; ".join(notes) or None
 
 
 def parse_assignments(items: list[str]) -> dict[str, str]:
