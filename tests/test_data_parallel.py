@@ -103,7 +103,7 @@ def test_dp_without_ep_pads_the_rows_each_rank_holds():
     # are split over TP x DP (`FusedMoEConfig.intermediate_size_per_partition`), so -dp 4
     # pads as -tp 4 does (Nemotron-3-Super latent experts: 1,344 / 4 = 336 -> 384 rows)
     from kvplan.core.arch import normalize
-    from kvplan.core.sizing import _fi_expert_pad
+    from kvplan.core.moekernel import fi_expert_pad as _fi_expert_pad
     from kvplan.core.versions import VllmVersion
 
     m = resolve_model("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
@@ -255,7 +255,7 @@ def test_routers_as_vllm_names_them():
     # MiniMax-M2's (0.21+, a routed scaling factor of 1 in 0.24-0.29), softmax without
     # renormalisation "default" (not in the 16-bit TRT-LLM list: CUTLASS keeps M x K)
     from kvplan.core.arch import normalize
-    from kvplan.core.sizing import _moe_routing
+    from kvplan.core.moekernel import moe_routing as _moe_routing
     from kvplan.core.versions import VllmVersion
 
     def route(model, v="0.33"):
