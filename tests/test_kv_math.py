@@ -2036,3 +2036,20 @@ def test_hybrid_token_figure_without_prefix_caching_uses_max_model_len_blocks():
                         enable_prefix_caching=False,
                         kv_cache_memory_bytes=int(64.72 * 2**30)), "0.17.1")
     assert (r.num_gpu_blocks, r.kv_cache_tokens) == (4078, 5_562_368)
+
+
+def test_custom_all_reduce_needs_a_fully_connected_group_and_a_size_it_takes():
+    # `CustomAllreduce.__init__`: off past two GPUs that NVLink does not fully connect
+    # ("more than two PCIe-only GPUs"; bridged RTX 3090s pair up) and at world sizes outside
+    # _SUPPORTED_WORLD_SIZES (2, 4, 6, 8; 16 from 0.27): NCCL's PCIe-class term instead
+    from kvplan.sources.resolve import resolve_gpu
+
+    def nt(gpu, tp, version="0.31"):  # (0.17-0.29 add FlashInfer's all-reduce workspace)
+        return run(LLAMA31_8B, gpu=resolve_gpu(gpu), version=version, tensor_parallel_size=tp,
+                   max_model_len=8192).budget.non_torch >> 20
+
+    assert [nt("rtx-3090", tp) for tp in (2, 4, 8)] == [130 + 420, 130 + 100, 130 + 100]
+    assert nt("h100", 4) == 130 + 420 and nt("h100", 8) == 130 + 420 + 430
+    assert nt("a100-pcie-80gb", 4) == 130 + 100  # bridged pairs, as the 3090
+    # a 4-way NVLink bridge fully connects H200 NVL quads
+    assert nt("h200-nvl", 4, version="0.33") == 130 + 420

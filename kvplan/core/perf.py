@@ -129,7 +129,8 @@ def build(result: SizeResult, gpu: Gpu) -> PerfModel:
         kv_full_per_token=full, kv_window_per_token=window_b, window=window,
         state_per_seq=state, attn_flops_per_token_ctx=attn_flops,
         bandwidth=bw * perf("bw_eff"), flops=peak * perf("flops_eff"), tp=tp, pp=pp,
-        hidden=arch.hidden_size, layers=arch.num_layers, nvlink=gpu.interconnect_gbps > 0)
+        hidden=arch.hidden_size, layers=arch.num_layers,
+        nvlink=gpu.interconnect_gbps > 0 and tp <= gpu.nvlink_domain)
 
 
 _TERMS: dict[tuple, tuple[object, tuple[float, float, int, float, float]]] = {}

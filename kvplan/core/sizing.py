@@ -128,6 +128,7 @@ class Gpu:
     vendor: str = "nvidia"
     bandwidth_gbps: float = 0.0
     interconnect_gbps: float = 0.0  # NVLink / Infinity Fabric per GPU; 0 = PCIe only
+    nvlink_domain: int = 8  # GPUs of a node that link fully connects (bridged cards: 2)
     unified_memory: bool = False  # integrated GPU sharing the host's RAM (DGX Spark GB10)
     sm_count: int = 0  # streaming multiprocessors (0: not in the catalog)
     tflops: dict[str, float | None] = field(default_factory=dict)
@@ -1817,10 +1818,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     ) and version.fi_allreduce_charged
     # custom all-reduce serves the TP group only (`CudaCommunicator.__init__` builds it for
     # "tp"): a pipeline-only start keeps NCCL's buffers alone
-    nt = M.non_torch(tp, pp, gpu.interconnect_gbps > 0 and not a.disable_custom_all_reduce
-                     and tp > 1,
+    # (off past two GPUs NVLink does not fully connect and at TP sizes it does not take)
+    nvlink = gpu.interconnect_gbps > 0 and tp <= gpu.nvlink_domain
+    nt = M.non_torch(tp, pp, nvlink and not a.disable_custom_all_reduce
+                     and tp in version.custom_all_reduce_sizes,
                      fi_ar, rocm=gpu.vendor == "amd", nvlink_tp8=gpu.vendor == "nvidia"
-                     and gpu.interconnect_gbps > 0 and tp >= 8)
+                     and gpu.interconnect_gbps > 0 and gpu.nvlink_domain >= 8 and tp >= 8)
     if fi_ar:
         notes.append(f"non-torch memory includes "
                      f"{M.const('non_torch_fi_allreduce_mib') / 1024:.2f} GiB per GPU for vLLM's "

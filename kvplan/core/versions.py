@@ -735,6 +735,14 @@ class VllmVersion:
         return (8, 0) <= cc_tuple(compute_capability) <= (12, 1)
 
     @property
+    def custom_all_reduce_sizes(self) -> tuple[int, ...]:
+        """TP sizes vLLM's custom all-reduce runs at (`CustomAllreduce._SUPPORTED_WORLD_SIZES`,
+        0.8.5-0.33 wheels; 16 from 0.27). It is also off past two GPUs that NVLink does not
+        fully connect ("not supported on more than two PCIe-only GPUs",
+        `CudaPlatform.is_fully_connected`): `Gpu.nvlink_domain`."""
+        return (2, 4, 6, 8, 16) if self.at_least(0, 27) else (2, 4, 6, 8)
+
+    @property
     def mamba_align_mode(self) -> bool:
         """`mamba_cache_mode`: with prefix caching on, Mamba1/2 models that support it keep a
         state per block ('all'), the others 2 states ('align') -- read in 0.15.1, 0.16.0,

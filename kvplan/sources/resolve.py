@@ -71,6 +71,8 @@ def gpu_from_entry(key: str, e: dict[str, Any]) -> Gpu:
                vendor=str(e.get("vendor", "nvidia")),
                bandwidth_gbps=float(e.get("bandwidth_gbps") or 0),
                interconnect_gbps=float(e.get("interconnect_gbps") or 0),
+               nvlink_domain=int(e.get("nvlink_domain")
+                                 or (8 if e.get("interconnect_gbps") else 1)),
                unified_memory=bool(e.get("unified_memory")),
                sm_count=int(e.get("sm_count") or 0),
                tflops=dict(e.get("tflops") or {}),
@@ -133,7 +135,7 @@ def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
                    bandwidth_gbps=gpu.bandwidth_gbps * min(mem / gpu.memory_bytes, 1.0),
                    tflops={k: v * share if v else v for k, v in gpu.tflops.items()},
                    sm_count=int((entry.get("mig_sms") or {}).get(prof)
-                                or gpu.sm_count * share), interconnect_gbps=0.0,
+                                or gpu.sm_count * share), interconnect_gbps=0.0, nvlink_domain=1,
                    mig_profile=prof, memory_note=note,
                    price_per_hour=gpu.price_per_hour * share if gpu.price_per_hour
                    else gpu.price_per_hour)
