@@ -162,7 +162,7 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
               "[1]", "fp8", "bogus", "", "1.5", '{"num_hidden_layers": "x"}',
               '{"rope_scaling": {"rope_type": "yarn", "factor": 1e308}}',
               '{"max_position_embeddings": -1}', '{"text_config": 5}', "float32",
-              '{"rope_scaling": 5}', "deepep_low_latency",
+              '{"rope_scaling": 5}', "deepep_low_latency", "deepep_high_throughput", "nixl_ep",
               "9" * 20, "'", "--", '{"method": "mtp", "num_speculative_tokens": 2}',
               '{"method": "eagle3", "model": "qwen3-0.6b", "num_speculative_tokens": 1e9}',
               '{"method": "ngram", "num_speculative_tokens": 4}', '{"method": "mtp"}',
@@ -193,7 +193,9 @@ def commands(rng: random.Random, tmp: Path, rounds: int) -> list[str]:
                       *rng.choice([[], ["--workload", "chat", "--rate", "5"]])])
         if said:
             out.append(f"check {cmd}: {said}")
-        env = rng.choice(["VLLM_USE_V1=0", "VLLM_USE_V1=1", "VLLM_USE_V1=x", "VLLM_USE_V1="])
+        env = rng.choice(["VLLM_USE_V1=0", "VLLM_USE_V1=1", "VLLM_USE_V1=x", "VLLM_USE_V1=",
+                          "VLLM_DEEPEP_BUFFER_SIZE_MB=0", "VLLM_DEEPEP_BUFFER_SIZE_MB=x",
+                          "VLLM_ALL2ALL_BACKEND=deepep_low_latency"])
         argv = ["size", toks[2], "--gpu", rng.choice(["v100-32gb", "l40s", "h100", "b200"]),
                 "--env", env, "--vllm-version", rng.choice(["0.7.3", "0.8.5", "0.10.1", "0.33"]),
                 *toks[3:5]]

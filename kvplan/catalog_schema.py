@@ -30,7 +30,7 @@ _FIELDS: dict[str, dict[str, tuple[str, float | None, bool]]] = {
         "vendor": (_STR, None, False), "memory_bytes": (_INT, 1, True),
         "marketed_gb": (_NUM, 0, False), "bandwidth_gbps": (_NUM, 0, False),
         "tflops": (_MAP, None, False), "interconnect_gbps": (_NUM, 0, False),
-        "nvlink_domain": (_INT, 1, False),
+        "nvlink_domain": (_INT, 1, False), "gpus_per_node": (_INT, 1, False),
         "unified_memory": (_BOOL, None, False), "sm_count": (_INT, 0, False),
         "price_per_hour": (_NUM, 0, False), "mig": (_MAP, None, False),
         "mig_slices": (_INT, 1, False), "mig_estimated": (_STRS, None, False),

@@ -166,6 +166,10 @@ def size_cmd(
                                     help="MoE expert kernel, as vLLM's flag (0.18+): auto, "
                                     "triton, deep_gemm, cutlass, flashinfer_trtllm, "
                                     "flashinfer_cutlass, marlin, aiter, ..."),
+    all2all_backend: Optional[str] = typer.Option(
+        None, "--all2all-backend", help="expert parallelism's token exchange with -dp > 1 "
+        "(0.11.1+): DeepEP's buffers (deepep_high_throughput, deepep_low_latency) come out "
+        "of the KV cache; the default gathers through NCCL"),
     cpu_offload_gb: float = typer.Option(0.0, "--cpu-offload-gb",
                                          help="GiB of weights per GPU vLLM keeps in host "
                                          "memory (as vLLM's flag)."),
@@ -272,6 +276,7 @@ def size_cmd(
                                                what="--cudagraph-capture-sizes")
         if cudagraph_capture_sizes is not None else None,
         max_cudagraph_capture_size=max_cudagraph_capture_size, moe_backend=moe_backend,
+        all2all_backend=all2all_backend,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt)
         if limit_mm_per_prompt is not None else None,

@@ -550,15 +550,22 @@ def test_speculative_decoding_and_connectors_warn(capsys):
         f = one(dep, "sizing-inputs")
         assert code == 0 and f["status"] == "warn" and "come out of the KV cache" in f["message"]
         assert one(dep, "max-model-len-fits")["status"] == "pass"
-    # DeepEP's buffers under expert parallelism, by flag or by 0.10-0.11's environment variable
-    base = "vllm serve Qwen/Qwen3-30B-A3B --max-model-len 16384 --enable-expert-parallel"
-    for cmd in (f"{base} --all2all-backend deepep_low_latency",
-                f"VLLM_ALL2ALL_BACKEND=deepep_high_throughput {base}"):
-        code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100")
+    # all-to-all backends under DP + expert parallelism, by flag or by 0.9-0.15's environment
+    # variable: DeepEP's buffers are sized (its activations are the all-gather path's), other
+    # backends' are not; without DP there is no all-to-all
+    base = ("vllm serve Qwen/Qwen3-30B-A3B --max-model-len 16384 --enable-expert-parallel "
+            "-dp 2")
+    for cmd, version in ((f"{base} --all2all-backend deepep_low_latency", "0.33"),
+                         (f"VLLM_ALL2ALL_BACKEND=deepep_high_throughput {base}", "0.14")):
+        code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", version)
         f = one(rep["deployments"][0], "sizing-inputs")
-        assert f["status"] == "warn" and "all-to-all buffers" in f["message"]
-    code, rep = check_json(capsys, "--cmd", base, "--gpu", "h100")
-    assert one(rep["deployments"][0], "sizing-inputs")["status"] == "pass"
+        assert f["status"] == "warn" and "DeepEP's MoE activations" in f["message"]
+    code, rep = check_json(capsys, "--cmd", f"{base} --all2all-backend nixl_ep", "--gpu", "h100")
+    f = one(rep["deployments"][0], "sizing-inputs")
+    assert f["status"] == "warn" and "the nixl_ep all-to-all buffers" in f["message"]
+    for cmd in (base, base.replace(" -dp 2", " --all2all-backend deepep_low_latency")):
+        code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100")
+        assert one(rep["deployments"][0], "sizing-inputs")["status"] == "pass"
     # 0.33's speculative shorthand and the other flags sized without
     for extra, says in (("--spec-method eagle3 --spec-model x/y --spec-tokens 3",
                          "speculative draft model"),

@@ -309,3 +309,37 @@ def test_large_per_call_moe_buffers_get_a_batched_tokens_hint():
     assert f"--max-num-batched-tokens 8192 gives {gain:.1f} GiB" in note and gain > 10
     assert not any("fused-MoE kernel allocates" in n
                    for n in _run("Qwen/Qwen3-30B-A3B", "b200").notes)
+
+
+def test_deepep_buffers_come_out_of_the_kv_cache():
+    # one `deep_ep.Buffer` per process, made while the model loads: the 1 GiB NVLink buffer
+    # (+160 B of signals, on 2 MiB pages) and the 32 MiB workspace; across hosts as much
+    # again in NVSHMEM; low latency adds its RDMA heap for the tokens per DP rank
+    # (`get_low_latency_rdma_size_hint`: DeepSeek-R1 at 256 tokens 3,816,818,816 B)
+    cuda = (1024 + 2 + 32) << 20
+    r1 = dict(data_parallel_size=8, enable_expert_parallel=True)
+    plain = _run("deepseek-ai/DeepSeek-R1", "h200", **r1)
+    ht = _run("deepseek-ai/DeepSeek-R1", "h200", all2all_backend="deepep_high_throughput",
+              **r1)
+    assert ht.all2all_buffer_bytes == cuda
+    assert ht.budget.non_torch - plain.budget.non_torch == cuda
+    two_hosts = _run("deepseek-ai/DeepSeek-R1", "h200", all2all_backend="deepep_high_throughput",
+                     data_parallel_size=16, enable_expert_parallel=True)
+    assert two_hosts.all2all_buffer_bytes == cuda + (1 << 30)
+    ll = _run("deepseek-ai/DeepSeek-R1", "h200", all2all_backend="deepep_low_latency", **r1)
+    assert ll.all2all_buffer_bytes == cuda + 3_816_818_816
+    # `use_batched_dp_moe` (0.20+): the token budget defaults to 256 (1,024 at 0.19, whose
+    # heap took VLLM_MOE_DP_CHUNK_SIZE's 256 either way)
+    assert ll.to_json()["max_num_batched_tokens"] == 256
+    old = _run("deepseek-ai/DeepSeek-R1", "h200", "0.19", all2all_backend="deepep_low_latency",
+               **r1)
+    assert old.to_json()["max_num_batched_tokens"] != 256
+    assert old.all2all_buffer_bytes == ll.all2all_buffer_bytes
+    # Qwen3-30B-A3B -dp 4 on H100s: hidden 2048, 128 experts
+    q = _run("Qwen/Qwen3-30B-A3B", "h100", all2all_backend="deepep_low_latency",
+             data_parallel_size=4, enable_expert_parallel=True, deepep_buffer_mb=512)
+    assert q.all2all_buffer_bytes == ((512 + 2 + 32) << 20) + 545_260_672
+    # without DP there is no all-to-all; pplx left vLLM in 0.17
+    for kw in (dict(enable_expert_parallel=True, all2all_backend="deepep_low_latency"),
+               dict(all2all_backend="pplx", **r1)):
+        assert _run("deepseek-ai/DeepSeek-R1", "h200", **kw).all2all_buffer_bytes == 0

@@ -334,13 +334,20 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
         ("kv_transfer_config", "the KV connector's buffers"),
         ("disable_sliding_window", "--disable-sliding-window (sliding-window layers kept "
          "whole, the length capped at the window)")) if p.values.get(fld)]
+    from kvplan.core import all2all as A2A
+
     a2a = str(p.values.get("all2all_backend") or p.env_value("VLLM_ALL2ALL_BACKEND") or "")
-    if a.enable_expert_parallel and a2a not in ("", "naive", "allgather_reducescatter",
-                                                  "passthrough"):
-        smaller.append(f"the {a2a} all-to-all buffers of expert parallelism")
     other = ["--prefill-context-parallel-size (its extra GPUs per replica and MoE ranks; it "
              "does not split the KV cache)"] if str(
         p.values.get("prefill_context_parallel_size") or "1") != "1" else []
+    if a.enable_expert_parallel and a.data_parallel_size > 1 and a2a not in (
+            "", "pplx", *A2A.NO_BUFFER):
+        if a2a in A2A.DEEPEP:  # its buffers are sized (core/all2all.py)
+            smaller.append("NVSHMEM's rounding of DeepEP's RDMA heap (0.5-1.1 GiB, when it "
+                           "has one)")
+            other.append("DeepEP's MoE activations (sized as the all-gather path's)")
+        else:
+            smaller.append(f"the {a2a} all-to-all buffers of expert parallelism")
     from kvplan.engines.vllm_unsized import unsized
 
     for name, what in unsized([(f.name, f.value, f.negated) for f in p.flags if f.name]):

@@ -13,6 +13,7 @@ from dataclasses import field, replace
 from functools import partial
 from typing import Any
 
+from kvplan.core import all2all as A2A
 from kvplan.core import attnbackend as AB
 from kvplan.core import backends as BK
 from kvplan.core import blocks as B
@@ -129,6 +130,7 @@ class Gpu:
     bandwidth_gbps: float = 0.0
     interconnect_gbps: float = 0.0  # NVLink / Infinity Fabric per GPU; 0 = PCIe only
     nvlink_domain: int = 8  # GPUs of a node that link fully connects (bridged cards: 2)
+    gpus_per_node: int = 8  # GPUs one host holds (GB200 trays 4): beyond, ranks span nodes
     unified_memory: bool = False  # integrated GPU sharing the host's RAM (DGX Spark GB10)
     sm_count: int = 0  # streaming multiprocessors (0: not in the catalog)
     tflops: dict[str, float | None] = field(default_factory=dict)
@@ -189,6 +191,9 @@ class EngineArgs:
     enable_eplb: bool = False  # --enable-eplb (expert parallel load balancing, core/eplb.py)
     eplb_num_redundant_experts: int = 0  # --eplb-config num_redundant_experts
     eplb_window_size: int = 1000  # --eplb-config window_size
+    all2all_backend: str | None = None  # --all2all-backend (0.11.1+; core/all2all.py)
+    all2all_backend_env: str | None = None  # VLLM_ALL2ALL_BACKEND (read by 0.9-0.15)
+    deepep_buffer_mb: int = 1024  # VLLM_DEEPEP_BUFFER_SIZE_MB (0.11+)
     max_model_len: int | None = None  # None: from the config; -1: auto-fit (0.14+)
     kv_cache_dtype: str = "auto"
     # --kv-cache-dtype-skip-layers: layer indices and/or 'sliding_window' kept in the model
@@ -342,6 +347,7 @@ class SizeResult:
     moe_workspace_bytes: int = 0  # its scratch at the profile's token count
     moe_call_scratch_bytes: int = 0  # a kernel's own per-call buffers at that count (freed)
     moe_workspace_kept: bool = True  # the scratch stays allocated past the forward
+    all2all_buffer_bytes: int = 0  # DeepEP's buffers per GPU, part of the non-torch memory
     sampler_state_bytes: int = 0  # model runner V2's penalty / grammar state, in the activation
     # what vLLM allocates after sizing the KV cache without having budgeted it: CUDA graphs
     # it does not subtract, model runner V2's sampler warm-up before 0.33 and its state in
@@ -405,6 +411,7 @@ class SizeResult:
             "moe_workspace_bytes": self.moe_workspace_bytes,
             "moe_call_scratch_bytes": self.moe_call_scratch_bytes,
             "moe_workspace_kept": self.moe_workspace_kept if self.moe_kernel else None,
+            "all2all_buffer_bytes": self.all2all_buffer_bytes,
             "sampler_state_bytes": self.sampler_state_bytes,
             "outside_budget_bytes": self.outside_budget_bytes,
             "kv_cache_memory_bytes_max": self.kv_cache_memory_bytes_max,
@@ -719,6 +726,79 @@ def _q_groups(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> int:
             and any(x in Q_REPLICATE_ARCHS for x in arch.architectures)):
         return 1
     return a.decode_context_parallel_size
+
+
+def _all2all(arch: ModelArch, a: EngineArgs, version: VllmVersion,
+             notes: list[str]) -> str | None:
+    """The all-to-all backend the MoE layers exchange tokens through, or None when there is
+    none (`FusedMoEParallelConfig.use_all2all_kernels`: DP > 1 with expert parallelism):
+    `--all2all-backend` (0.11.1+, checked against the release's `All2AllBackend`), else
+    VLLM_ALL2ALL_BACKEND (0.9-0.15); vLLM's default gathers through NCCL. From 0.17 `pplx`
+    maps to `allgather_reducescatter` (`ParallelConfig`, with a warning)."""
+    release = version.v[:2]
+    if a.all2all_backend is not None:
+        if not version.at_least(0, 11, 1):
+            raise BadInput(f"vLLM {version.text} has no --all2all-backend (0.11.1+)",
+                           hint="set VLLM_ALL2ALL_BACKEND (--env) instead",
+                           flag="all2all_backend")
+        if a.all2all_backend not in A2A.backends(release):
+            raise BadInput(f"--all2all-backend {a.all2all_backend!r} is not one of vLLM "
+                           f"{version.text}'s backends",
+                           hint="use one of " + ", ".join(A2A.backends(release)),
+                           flag="all2all_backend")
+    asked = a.all2all_backend or (a.all2all_backend_env if not version.at_least(0, 16)
+                                  else None)
+    if not asked or not (arch.num_experts and a.data_parallel_size > 1
+                         and a.enable_expert_parallel):
+        if asked and asked not in A2A.NO_BUFFER:
+            notes.append(f"--all2all-backend {asked} is used only with -dp > 1 and "
+                         "--enable-expert-parallel on an MoE model: nothing to size here")
+        return None
+    if asked == "pplx" and version.at_least(0, 17):
+        notes.append(f"vLLM {version.text} has no pplx kernels and runs "
+                     "allgather_reducescatter instead")
+        return None
+    return None if asked in A2A.NO_BUFFER else asked
+
+
+def _all2all_buffers(backend: str, arch: ModelArch, a: EngineArgs, gpu: Gpu,
+                     version: VllmVersion, mnbt: int, notes: list[str]) -> int:
+    """Device bytes per GPU of the all-to-all backend's buffers (`core/all2all.py`), with the
+    notes that say what is not sized. DeepEP low latency is sized for the scheduler's token
+    budget per DP rank from 0.20 (`FusedMoEConfig.max_num_tokens`), for
+    VLLM_MOE_DP_CHUNK_SIZE's 256 before; its ranks span hosts past `Gpu.gpus_per_node`."""
+    if backend not in A2A.DEEPEP:
+        notes.append(f"--all2all-backend {backend}: its own device buffers are not sized "
+                     "(they come out of the KV cache: the pool is smaller than this)")
+        return 0
+    hidden = moe_hidden(arch)
+    if backend == "deepep_low_latency" and not A2A.ll_hidden(hidden):
+        raise BadInput(f"DeepEP low latency takes hidden sizes up to "
+                       f"{A2A.LL_HIDDEN_SIZES[-1]}, not {hidden} (vLLM refuses it)",
+                       hint="use --all2all-backend deepep_high_throughput",
+                       flag="all2all_backend")
+    ep = a.tensor_parallel_size * a.data_parallel_size
+    internode = ep > gpu.gpus_per_node
+    experts = arch.num_experts + (a.eplb_num_redundant_experts if a.enable_eplb else 0)
+    tokens = mnbt if version.at_least(0, 20) else A2A.BATCHED_DP_TOKENS
+    cuda, heap = A2A.buffer_bytes(backend, buffer_mb=a.deepep_buffer_mb, internode=internode,
+                                  tokens=tokens, hidden=hidden, experts=experts)
+    out = cuda + heap
+    notes.append(
+        f"non-torch memory includes {out / GiB:.2f} GiB per GPU of DeepEP buffers ({backend}: "
+        f"the {a.deepep_buffer_mb} MiB NVLink buffer and 32 MiB workspace"
+        + (f", {heap / GiB:.2f} GiB of NVSHMEM heap; NVSHMEM rounds it to 512 MiB granules "
+           "and keeps its own state, about 0.5-1.1 GiB more (DeepEP issue 510), not "
+           "included" if heap else "")
+        + "); the MoE activations of DeepEP's path are sized as the all-gather path's")
+    if backend == "deepep_low_latency" and version.at_least(0, 20) and \
+            tokens > A2A.BATCHED_DP_TOKENS:
+        floor = A2A.ll_rdma_bytes(A2A.BATCHED_DP_TOKENS, A2A.ll_hidden(hidden), experts)
+        notes.append(f"DeepEP low latency sizes its NVSHMEM heap for {tokens:,} tokens per DP "
+                     f"rank (--max-num-batched-tokens): {heap / GiB:.2f} GiB; at vLLM's "
+                     f"default for this backend, {A2A.BATCHED_DP_TOKENS}, it takes "
+                     f"{floor / GiB:.2f} GiB")
+    return out
 
 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
@@ -1238,6 +1318,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        "peer-to-peer access", hint="use one slice per engine (TP 1), a larger "
                        "profile or whole GPUs", flag="tensor_parallel_size")
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
+    a2a = _all2all(arch, a, version, notes)
+    if a2a and A2A.batched_dp(a2a, version.v[:2]):  # `ParallelConfig.use_batched_dp_moe`
+        d_mnbt = A2A.BATCHED_DP_TOKENS
     version.moe_backend_kind(a.moe_backend)  # a value vLLM rejects is bad input
     norm_backend = str(a.moe_backend or "auto").lower().replace("-", "_")  # as `arg_utils`
     if norm_backend != a.moe_backend:
@@ -1824,6 +1907,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      and tp in version.custom_all_reduce_sizes,
                      fi_ar, rocm=gpu.vendor == "amd", nvlink_tp8=gpu.vendor == "nvidia"
                      and gpu.interconnect_gbps > 0 and gpu.nvlink_domain >= 8 and tp >= 8)
+    a2a_bytes = _all2all_buffers(a2a, arch, a, gpu, version, mnbt, notes) if a2a else 0
+    nt += a2a_bytes
     if fi_ar:
         notes.append(f"non-torch memory includes "
                      f"{M.const('non_torch_fi_allreduce_mib') / 1024:.2f} GiB per GPU for vLLM's "
@@ -2253,6 +2338,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt * shape.moe_dp, version.moe_chunk),
         moe_call_scratch_bytes=call,
         moe_workspace_kept=shape.moe_kept and shape.moe_kernel != "functional",
+        all2all_buffer_bytes=a2a_bytes,
         sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm,
         safe_gpu_memory_utilization=safe, kv_cache_memory_bytes_max=kv_max, kv_dtypes=dts)
 

@@ -51,6 +51,12 @@ ENV_FIELDS: dict[str, tuple[str, str]] = {
     "VLLM_PP_LAYER_PARTITION": (
         "pp_layer_partition", "layers per pipeline stage, e.g. 20,20,24 (default: even, the "
         "remainder on the middle stages)"),
+    "VLLM_ALL2ALL_BACKEND": (
+        "all2all_backend_env", "expert parallelism's all-to-all backend with -dp > 1 "
+        "(0.9-0.15; then --all2all-backend): DeepEP's buffers are sized"),
+    "VLLM_DEEPEP_BUFFER_SIZE_MB": (
+        "deepep_buffer_mb", "DeepEP's NVLink buffer (and internode RDMA buffer), MiB "
+        "(default 1024; 0.11+)"),
     "VLLM_DCP_Q_REPLICATE": (
         "dcp_q_replicate_env", "1 with -dcp > 1: DeepSeek-V2/V3-family MLA q_b_proj split "
         "TP/dcp ways (0.27-0.28; from 0.29 as --dcp-q-replicate, which it overrides)"),
@@ -68,6 +74,8 @@ READ_IN: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]] = {
     "VLLM_USE_FLASHINFER_MOE_FP8": ((0, 10, 0), (0, 23, 99)),
     "VLLM_USE_V1": ((0,), (0, 11, 0)), "VLLM_VIDEO_LOADER_BACKEND": ((0, 9, 0), None),
     "VLLM_DCP_Q_REPLICATE": ((0, 27, 0), None),
+    "VLLM_ALL2ALL_BACKEND": ((0, 9, 0), (0, 15, 99)),
+    "VLLM_DEEPEP_BUFFER_SIZE_MB": ((0, 11, 0), None),
 }
 
 
@@ -83,7 +91,9 @@ ENV_HELP = ("NAME=VALUE of the server's environment (repeatable). Modelled: "
 TEXT_FLAGS = {"VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE", "VLLM_ALLOW_LONG_MAX_MODEL_LEN"}
 EXACT_ONE = {"VLLM_USE_BREAKABLE_CUDAGRAPH"}  # `os.environ.get(name, "0") == "1"`
 # read as the string
-STRINGS = {"VLLM_VIDEO_LOADER_BACKEND", "VLLM_ATTENTION_BACKEND", "VLLM_PP_LAYER_PARTITION"}
+STRINGS = {"VLLM_VIDEO_LOADER_BACKEND", "VLLM_ATTENTION_BACKEND", "VLLM_PP_LAYER_PARTITION",
+           "VLLM_ALL2ALL_BACKEND"}
+INTS = {"VLLM_DEEPEP_BUFFER_SIZE_MB"}  # `int(os.getenv(...))`
 
 
 def int_bool(name: str, value: str) -> bool:
@@ -94,7 +104,7 @@ def int_bool(name: str, value: str) -> bool:
                        "to start on anything else", hint=f"set {name}=0 or {name}=1") from None
 
 
-def parse_value(name: str, value: str) -> bool | str:
+def parse_value(name: str, value: str) -> bool | str | int:
     """A modelled variable's value as vLLM reads it."""
     if name in STRINGS:
         return value
@@ -102,6 +112,15 @@ def parse_value(name: str, value: str) -> bool | str:
         return value.strip().lower() in ("true", "1")
     if name in EXACT_ONE:
         return value == "1"
+    if name in INTS:
+        try:
+            n = int(value.strip())
+        except ValueError:
+            n = -1
+        if n < 1:
+            raise BadInput(f"{name}={value!r}: vLLM reads it as a positive integer",
+                           hint=f"e.g. {name}=1024")
+        return n
     return int_bool(name, value)
 
 
@@ -162,5 +181,5 @@ def env_for(args: Any) -> list[str]:
             if getattr(args, fld) != defaults.get(fld) and getattr(args, fld) is not None]
 
 
-def _shown(value: bool | str) -> str:
+def _shown(value: bool | str | int) -> str:
     return value if isinstance(value, str) else str(int(value))

@@ -61,7 +61,9 @@ def render_size(r: SizeResult, stream=None) -> None:
             if r.moe_call_scratch_bytes else "") + (
             f"; sampler state {fmt_bytes(r.sampler_state_bytes)} (V2)"
             if r.sampler_state_bytes else "")),
-        ("non-torch", b.non_torch, "magenta", "NCCL, cuBLAS (empirical)"),
+        ("non-torch", b.non_torch, "magenta", "NCCL, cuBLAS (empirical)" + (
+            f" + {fmt_bytes(r.all2all_buffer_bytes)} DeepEP buffers"
+            if r.all2all_buffer_bytes else "")),
         ("CUDA graphs", b.cudagraph, "magenta",
          f"estimate for {r.cudagraph_graphs} graphs" + (
              f", {r.cudagraph_mode}" if r.cudagraph_mode != "FULL_AND_PIECEWISE" else "")

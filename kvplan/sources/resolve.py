@@ -73,6 +73,7 @@ def gpu_from_entry(key: str, e: dict[str, Any]) -> Gpu:
                interconnect_gbps=float(e.get("interconnect_gbps") or 0),
                nvlink_domain=int(e.get("nvlink_domain")
                                  or (8 if e.get("interconnect_gbps") else 1)),
+               gpus_per_node=int(e.get("gpus_per_node") or 8),
                unified_memory=bool(e.get("unified_memory")),
                sm_count=int(e.get("sm_count") or 0),
                tflops=dict(e.get("tflops") or {}),
