@@ -2053,3 +2053,8 @@ def test_custom_all_reduce_needs_a_fully_connected_group_and_a_size_it_takes():
     assert nt("a100-pcie-80gb", 4) == 130 + 100  # bridged pairs, as the 3090
     # a 4-way NVLink bridge fully connects H200 NVL quads
     assert nt("h200-nvl", 4, version="0.33") == 130 + 420
+    # across hosts only 0.27+'s multi-node NVLink path runs it, on Blackwell in one NVLink
+    # domain (GB200 NVL72 trays of 4): not over H200 hosts at TP16
+    assert nt("h200", 16, version="0.33") == 130 + 100 + 430
+    assert nt("gb200", 8, version="0.33") == 130 + 420 + 430
+    assert nt("gb200", 8, version="0.26") == 130 + 100 + 430 + 1620  # (+ FlashInfer's, to 0.29)

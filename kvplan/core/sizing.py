@@ -1901,9 +1901,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     ) and version.fi_allreduce_charged
     # custom all-reduce serves the TP group only (`CudaCommunicator.__init__` builds it for
     # "tp"): a pipeline-only start keeps NCCL's buffers alone
-    # (off past two GPUs NVLink does not fully connect and at TP sizes it does not take)
+    # (off past two GPUs NVLink does not fully connect, at TP sizes it does not take, and
+    # across hosts unless 0.27+'s multi-node NVLink path runs: Blackwell in one NVLink domain)
     nvlink = gpu.interconnect_gbps > 0 and tp <= gpu.nvlink_domain
-    nt = M.non_torch(tp, pp, nvlink and not a.disable_custom_all_reduce
+    hosts_ok = tp <= gpu.gpus_per_node or (version.at_least(0, 27) and cc_major(cc) == 10)
+    nt = M.non_torch(tp, pp, nvlink and hosts_ok and not a.disable_custom_all_reduce
                      and tp in version.custom_all_reduce_sizes,
                      fi_ar, rocm=gpu.vendor == "amd", nvlink_tp8=gpu.vendor == "nvidia"
                      and gpu.interconnect_gbps > 0 and gpu.nvlink_domain >= 8 and tp >= 8)
