@@ -559,7 +559,8 @@ def test_speculative_decoding_and_connectors_warn(capsys):
                          (f"VLLM_ALL2ALL_BACKEND=deepep_high_throughput {base}", "0.14")):
         code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", version)
         f = one(rep["deployments"][0], "sizing-inputs")
-        assert f["status"] == "warn" and "DeepEP's MoE activations" in f["message"]
+        assert f["status"] == "warn" and "NVSHMEM's rounding" in f["message"]
+        assert ("DeepEP's MoE activations" in f["message"]) == ("high_throughput" in cmd)
     code, rep = check_json(capsys, "--cmd", f"{base} --all2all-backend nixl_ep", "--gpu", "h100")
     f = one(rep["deployments"][0], "sizing-inputs")
     assert f["status"] == "warn" and "the nixl_ep all-to-all buffers" in f["message"]

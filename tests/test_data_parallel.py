@@ -343,3 +343,21 @@ def test_deepep_buffers_come_out_of_the_kv_cache():
     for kw in (dict(enable_expert_parallel=True, all2all_backend="deepep_low_latency"),
                dict(all2all_backend="pplx", **r1)):
         assert _run("deepseek-ai/DeepSeek-R1", "h200", **kw).all2all_buffer_bytes == 0
+
+
+def test_deepep_low_latency_runs_batched_experts():
+    # DeepEP low latency hands the experts a batched layout: BatchedDeepGemm for block FP8
+    # (FP8 dispatch, fp32 scales per 128 on Hopper), BatchedTriton for bf16; kept workspace
+    # E x R x (max(K, N) + N / 2) with R = ranks x 256 tokens, nothing gathered, no FlashInfer.
+    # DeepSeek-R1 -dp 8 on H200s: kept 32 x 2,048 x 9,216 x 2 B = 1,207,959,552 B; the peak is
+    # the MLA layer's point above it (hand-derived from the 0.33 wheel: 6,056,574,976 B)
+    r1 = _run("deepseek-ai/DeepSeek-R1", "h200", all2all_backend="deepep_low_latency",
+              data_parallel_size=8, enable_expert_parallel=True).to_json()
+    assert (r1["moe_kernel"], r1["moe_workspace_bytes"], r1["moe_call_scratch_bytes"]) == (
+        "batched_deepgemm", 1_207_959_552, 0)
+    assert r1["activation_bytes"] - r1["sampler_state_bytes"] == 6_056_574_976
+    # Qwen3-30B-A3B -dp 4 on H100s: 32 x 1,024 x (2,048 + 768) x 2 B kept, under the sampler
+    q = _run("Qwen/Qwen3-30B-A3B", "h100", all2all_backend="deepep_low_latency",
+             data_parallel_size=4, enable_expert_parallel=True).to_json()
+    assert (q["moe_kernel"], q["moe_workspace_bytes"]) == ("batched_triton", 184_549_376)
+    assert q["activation_bytes"] - q["sampler_state_bytes"] == 1_268_056_064

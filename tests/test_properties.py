@@ -77,13 +77,17 @@ def test_kv_per_gpu_shrinks_with_tp_until_heads_then_replicates(tp):
        top_k=st.integers(1, 16), experts=st.integers(1, 512))
 def test_moe_scratch_grows_with_tokens_and_kept_kinds_cover_the_function(tokens, inter, hidden,
                                                                         top_k, experts):
-    from kvplan.core.memory import MOE_KERNELS, ActivationShape
+    from kvplan.core.memory import BATCHED_KERNELS, MOE_KERNELS, ActivationShape
 
-    def ws(kind, n):
+    def ws(kind, n, **kw):
         return ActivationShape(hidden, 1, inter, top_k, 32000, 2, moe_kernel=kind,
-                               local_experts=experts).moe_workspace(n)
+                               local_experts=experts, **kw).moe_workspace(n)
 
     for kind in MOE_KERNELS:
+        if kind in BATCHED_KERNELS:  # shaped for DeepEP's ranks x tokens, not the batch
+            ll = dict(ll_ranks=2, ll_tokens=tokens)
+            assert 0 < ws(kind, tokens, **ll) == ws(kind, tokens + 1, **ll)
+            continue
         assert 0 < ws(kind, tokens) <= ws(kind, tokens + 1)
     # the modular buffers hold at least what the function allocates per call, and DeepGEMM's
     # per-expert padding at least the modular rows

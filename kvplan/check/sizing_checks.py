@@ -342,10 +342,12 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
         p.values.get("prefill_context_parallel_size") or "1") != "1" else []
     if a.enable_expert_parallel and a.data_parallel_size > 1 and a2a not in (
             "", "pplx", *A2A.NO_BUFFER):
-        if a2a in A2A.DEEPEP:  # its buffers are sized (core/all2all.py)
+        if a2a in A2A.DEEPEP:  # its buffers and low latency's experts are sized
             smaller.append("NVSHMEM's rounding of DeepEP's RDMA heap (0.5-1.1 GiB, when it "
                            "has one)")
-            other.append("DeepEP's MoE activations (sized as the all-gather path's)")
+            if a2a == "deepep_high_throughput":
+                other.append("DeepEP's MoE activations (sized as the all-gather path's, "
+                             "the ranks hosting the profile's experts)")
         else:
             smaller.append(f"the {a2a} all-to-all buffers of expert parallelism")
     from kvplan.engines.vllm_unsized import unsized

@@ -141,7 +141,8 @@ def const(name: str) -> float:
 
 # Fused-MoE expert kernels, by how they take scratch space (`VllmVersion.moe_kernel`).
 MOE_KERNELS = ("functional", "modular", "deepgemm_v011", "deepgemm", "flashinfer",
-               "oai_triton")
+               "oai_triton", "batched_deepgemm", "batched_triton", "cutedsl_batched")
+BATCHED_KERNELS = ("batched_deepgemm", "batched_triton", "cutedsl_batched")
 
 
 @record(frozen=True)
@@ -177,6 +178,13 @@ class ActivationShape:
     fi_tma: bool = False
     fi_inter: int = 0
     fi_hidden: int = 0  # the hidden width as padded for the kernel (0: `moe_hidden` / `hidden`)
+    # DeepEP low latency's batched experts (`BATCHED_KERNELS`): the DP ranks, the tokens per
+    # rank its buffers are shaped for, the dispatched activation's bytes per element and the
+    # 4-byte scale columns per token (fp32 H / 128 on Hopper, UE8M0 H / 512 on Blackwell)
+    ll_ranks: int = 0
+    ll_tokens: int = 0
+    ll_dispatch_bytes: int = 2
+    ll_scale_cols: int = 0
 
     def moe_workspace(self, tokens: int) -> int:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
@@ -199,6 +207,8 @@ class ActivationShape:
         if not i:
             return 0
         n, act = (2 * i, i) if self.moe_gated else (i, i)
+        if self.moe_kernel in BATCHED_KERNELS:
+            return self.ll_workspace(h, n)
         rows = tokens * k
         if self.moe_kernel == "functional":
             return rows * (max(n, h) + act)
@@ -215,6 +225,31 @@ class ActivationShape:
             ws1 = m_sum * -(-max(act, h) // self.act_bytes)
             return max(ws1, tokens * h) + m_sum * max(n, h)
         return m_sum * (max(act, h) + max(n, h))
+
+    def ll_workspace(self, h: int, n: int) -> int:
+        """DeepEP low latency's batched experts, shaped for every local expert receiving R =
+        ranks x tokens per rank (`workspace_shapes`): BatchedDeepGemm / BatchedTriton
+        (E, R, max(K, N)) shared with the (E, R, K) output, and (E, R, N / 2); CuteDSL's
+        batched NVFP4 kernel (E, R, K) and (E, R, N)."""
+        rows = self.local_experts * self.ll_ranks * self.ll_tokens
+        if self.moe_kernel == "cutedsl_batched":
+            return rows * (h + n)
+        return rows * (max(h, n) + n // 2)
+
+    def ll_call_bytes(self) -> int:
+        """What DeepEP low latency's dispatch returns into the expert call (`low_latency_
+        dispatch`, freed after the layer): `packed_recv_x` [E, R, K] in the dispatched dtype
+        with its scales, `src_info` [E, R] int32, `layout_range` [E, ranks] int64, the counts,
+        the modular kernel's [T, K] output, and BatchedDeepGemm's FP8 re-quantized activation
+        with fp32 scales ([E, R, I], [E, R, I / 128])."""
+        e, r = self.local_experts, self.ll_ranks * self.ll_tokens
+        h = self.moe_hidden or self.hidden
+        out = (e * r * (h * self.ll_dispatch_bytes + 4 * self.ll_scale_cols + 4)
+               + 8 * e * self.ll_ranks + 4 * e + self.ll_tokens * h * self.act_bytes)
+        if self.moe_kernel == "batched_deepgemm":
+            i = self.moe_intermediate_local
+            out += e * r * i + 4 * e * r * cdiv(i, 128)
+        return out
 
     def fi_call_scratch_bytes(self, tokens: int) -> int:
         """The buffers FlashInfer's fused-MoE kernels allocate on every call: vLLM never hands
@@ -511,6 +546,8 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
                 if shape.moe_dp > 1 and shape.moe_intermediate_local else 0)
     if shape.trtllm and shape.moe_intermediate_local:  # quantized before the kernel
         gathered = shape.trtllm_inputs_bytes(moe_tokens)
+    if shape.moe_kernel in BATCHED_KERNELS:  # DeepEP low latency: received, not gathered
+        gathered = shape.ll_call_bytes()
     call = shape.fi_call_scratch_bytes(moe_tokens)  # freed on return: not held
     forward = hidden_copies_bytes(shape, tokens) + max(dense * shape.act_bytes,
                                                        moe + gathered + call)

@@ -12,6 +12,7 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from kvplan.core import all2all as A2A
 from kvplan.core import memory as M
 from kvplan.core.arch import ModelArch
 from kvplan.core.params import (
@@ -153,9 +154,14 @@ def fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
 
 
 def with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: EngineArgs,
-                    gpu: Gpu, version: VllmVersion) -> M.ActivationShape:
+                    gpu: Gpu, version: VllmVersion, a2a: str | None = None,
+                    ll_tokens: int = 0) -> M.ActivationShape:
     """The activation shape with the fused-MoE kernel this release picks for these experts
-    (`VllmVersion.moe_kernel`) and the experts on one GPU."""
+    (`VllmVersion.moe_kernel`) and the experts on one GPU; `a2a`: the all-to-all backend
+    the MoE layers exchange tokens through (DeepEP low latency's batched experts,
+    `ll_tokens` per DP rank)."""
+    if a2a == "deepep_low_latency":
+        return _batched_experts(shape, arch, model, a, gpu, ll_tokens)
     q = arch.quantization or {}
     qm = str(q.get("quant_method", "")).lower()
     expert_bytes = weight_bytes(arch, 2, a.quantization, model.quant_file).expert
@@ -235,6 +241,35 @@ def with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: 
                    trtllm=trtllm, global_experts=arch.num_experts,
                    trtllm_tile_192=version.at_least(0, 27), trtllm_copy_out=copy_out,
                    fi_cutlass=cut, fi_tma=tma, fi_inter=inter, fi_hidden=fi_hidden)
+
+
+def _batched_experts(shape: M.ActivationShape, arch: ModelArch, model: Model, a: EngineArgs,
+                     gpu: Gpu, tokens: int) -> M.ActivationShape:
+    """DeepEP low latency hands the experts a batched layout (`use_batched_activation_
+    format`), which only the batched classes take (the oracles' `activation_format` check,
+    0.33 `oracle/*.py`): block-FP8 experts run `BatchedDeepGemmExperts` (DeepGEMM, vendored
+    from 0.27), dispatched in FP8 with fp32 scales per 128 columns (UE8M0 per 512 packed in
+    int32 on Blackwell); NVFP4 experts on Blackwell `FlashInferCuteDSLBatchedExperts`, and
+    the others `BatchedTritonExperts`, dispatched in bf16. The workspace stays in the shared
+    buffer (kept); nothing is gathered. The hidden size is padded to the next one DeepEP
+    takes (`maybe_roundup_layer_hidden_size`)."""
+    q = arch.quantization or {}
+    expert_bytes = weight_bytes(arch, 2, a.quantization, model.quant_file).expert
+    block_fp8 = str(q.get("quant_method", "")).lower() == "fp8" and bool(
+        q.get("weight_block_size")) and expert_bytes >= 1
+    major = cc_major(gpu.compute_capability)
+    kernel, dispatch, cols = "batched_triton", 2, 0
+    hidden = A2A.ll_hidden(moe_hidden(arch))
+    if block_fp8 and major in (9, 10):
+        kernel, dispatch = "batched_deepgemm", 1
+        cols = hidden // 512 if major == 10 else hidden // 128
+    elif is_nvfp4(expert_bytes) and major == 10:
+        kernel = "cutedsl_batched"
+    physical = arch.num_experts + (a.eplb_num_redundant_experts if a.enable_eplb else 0)
+    return replace(shape, local_experts=physical // a.moe_ranks, moe_kernel=kernel,
+                   moe_dp=a.data_parallel_size, moe_kept=True, moe_hidden=hidden,
+                   trtllm="", fi_cutlass="", ll_ranks=a.moe_ranks, ll_tokens=tokens,
+                   ll_dispatch_bytes=dispatch, ll_scale_cols=cols)
 
 
 def trtllm_experts(arch: ModelArch, a: EngineArgs, version: VllmVersion, sm100_fi: bool,

@@ -790,7 +790,9 @@ def _all2all_buffers(backend: str, arch: ModelArch, a: EngineArgs, gpu: Gpu,
         + (f", {heap / GiB:.2f} GiB of NVSHMEM heap; NVSHMEM rounds it to 512 MiB granules "
            "and keeps its own state, about 0.5-1.1 GiB more (DeepEP issue 510), not "
            "included" if heap else "")
-        + "); the MoE activations of DeepEP's path are sized as the all-gather path's")
+        + ")" + ("; the MoE activations of DeepEP's high-throughput path are sized as the "
+                 "all-gather path's (the ranks that host the profile's experts)"
+                 if backend == "deepep_high_throughput" else ""))
     if backend == "deepep_low_latency" and version.at_least(0, 20) and \
             tokens > A2A.BATCHED_DP_TOKENS:
         floor = A2A.ll_rdma_bytes(A2A.BATCHED_DP_TOKENS, A2A.ll_hidden(hidden), experts)
@@ -1660,7 +1662,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # the experts' intermediate: whole with expert parallelism, else split over TP x DP
     shape = _activation_shape(arch, a.expert_tp, tp, model_dtype)
     if shape.moe_intermediate_local:
-        shape = MK.with_moe_kernel(shape, arch, model, a, gpu, version)
+        shape = MK.with_moe_kernel(shape, arch, model, a, gpu, version, a2a,
+                                   mnbt if version.at_least(0, 20) else A2A.BATCHED_DP_TOKENS)
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
     # V1 only: V0's sampler takes FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1 ("In V0,
     # None means False", `TopKTopPSampler`), a path kvplan does not model

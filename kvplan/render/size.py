@@ -14,7 +14,9 @@ BAR = 32
 # how `size` names each fused-MoE kernel kind (core/memory.py MOE_KERNELS)
 _MOE_KERNEL_NAMES = {"functional": "Triton", "modular": "Triton/CUTLASS/Marlin",
                      "deepgemm_v011": "DeepGEMM", "deepgemm": "DeepGEMM",
-                     "flashinfer": "FlashInfer", "oai_triton": "OpenAI Triton MXFP4"}
+                     "flashinfer": "FlashInfer", "oai_triton": "OpenAI Triton MXFP4",
+                     "batched_deepgemm": "batched DeepGEMM", "batched_triton": "batched Triton",
+                     "cutedsl_batched": "FlashInfer CuteDSL batched"}
 
 
 def render_size(r: SizeResult, stream=None) -> None:
