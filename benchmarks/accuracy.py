@@ -136,6 +136,11 @@ def args_of(case: dict, version: str) -> EngineArgs:
     if m:
         for name, value in parse_compilation_config(m.group(1)).items():
             setattr(a, name, value)
+    m = re.search(r"all2all[_-]backend[ =:]*[\"']?([a-z_]+)", flags)
+    if m:  # --all2all-backend X (0.11.1+), or VLLM_ALL2ALL_BACKEND=X (0.9-0.15)
+        a.all2all_backend_env = m.group(1)
+        if VllmVersion.of(version).at_least(0, 11, 1):
+            a.all2all_backend = m.group(1)
     m = re.search(r"moe[_-]backend[ =]*[\"']?([a-z_]+)", flags)
     if m:  # --moe-backend X, or KernelConfig(moe_backend="X") in the offline API
         a.moe_backend = m.group(1)
