@@ -792,6 +792,9 @@ def _all2all_buffers(backend: str, arch: ModelArch, a: EngineArgs, gpu: Gpu,
            "included" if heap else "")
         + ")" + ("; the MoE activations of DeepEP's high-throughput path are sized as the "
                  "all-gather path's (the ranks that host the profile's experts)"
+                 + (", though on Blackwell vLLM runs DeepGEMM or Triton on the rows each "
+                    "rank receives instead of FlashInfer's TRT-LLM kernels"
+                    if cc_major(gpu.compute_capability) == 10 else "")
                  if backend == "deepep_high_throughput" else ""))
     if backend == "deepep_low_latency" and version.at_least(0, 20) and \
             tokens > A2A.BATCHED_DP_TOKENS:
