@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 
 from kvplan.core.sizing import EngineArgs, size
+from kvplan.errors import BadInput
 from kvplan.sources.resolve import resolve_gpu, resolve_model
 
 
@@ -361,3 +362,32 @@ def test_deepep_low_latency_runs_batched_experts():
              data_parallel_size=4, enable_expert_parallel=True).to_json()
     assert (q["moe_kernel"], q["moe_workspace_bytes"]) == ("batched_triton", 184_549_376)
     assert q["activation_bytes"] - q["sampler_state_bytes"] == 1_268_056_064
+
+
+def test_deepseek_v4_mega_moe_symmetric_buffer():
+    # `--moe-backend deep_gemm_mega_moe`: one DeepGEMM symmetric buffer per process, outside
+    # torch (non-torch memory), for 8,192 tokens (aligned to 8,448) on each of 8 EP ranks:
+    # DeepGEMM 2.5.0's layout gives 4,321,690,912 B for DeepSeek-V4-Flash (on 2 MiB granules
+    # 4,322,230,272); no fused-MoE workspace, no DP gather. vLLM issue 51454's 0.25.0 starts
+    # of V4-Flash-0731 on 8x B200 logged 20,571,235 tokens per DP rank and 21,419,891 at TP8
+    from kvplan.core.all2all import mega_moe_buffer_bytes
+
+    assert mega_moe_buffer_bytes(ranks=8, experts=256, tokens=8192, top_k=6, hidden=4096,
+                                 intermediate=2048) == 4_321_690_912
+    flags = dict(enable_expert_parallel=True, moe_backend="deep_gemm_mega_moe", block_size=256,
+                 gpu_memory_utilization=0.95, kv_cache_dtype="fp8",
+                 max_num_batched_tokens=8192, max_num_seqs=256)
+    dp = _run("deepseek-ai/DeepSeek-V4-Flash", "b200", "0.25", data_parallel_size=8,
+              **flags).to_json()
+    tp = _run("deepseek-ai/DeepSeek-V4-Flash", "b200", "0.25", tensor_parallel_size=8,
+              **flags).to_json()
+    for j in (dp, tp):
+        assert (j["moe_kernel"], j["all2all_buffer_bytes"], j["moe_workspace_bytes"]) == (
+            "deepgemm_mega", 4_322_230_272, 0)
+    assert dp["kv_cache_tokens"] / 20_571_235 - 1 == pytest.approx(0.0028, abs=0.001)
+    assert tp["kv_cache_tokens"] / 21_419_891 - 1 == pytest.approx(0.0041, abs=0.001)
+    # vLLM refuses it without expert parallelism and off SM100
+    for gpu, kw in (("b200", dict(data_parallel_size=8)),
+                    ("h200", dict(data_parallel_size=8, enable_expert_parallel=True))):
+        with pytest.raises(BadInput, match="MegaMoE requires"):
+            _run("deepseek-ai/DeepSeek-V4-Flash", gpu, moe_backend="deep_gemm_mega_moe", **kw)

@@ -9,7 +9,9 @@ start-up memory snapshot and outside torch's allocator, so vLLM counts it as use
 and it comes out of the KV cache (0.20-0.26 as non-torch memory, 0.27+ inside
 `total_consumed`; read in the 0.11-0.33 wheels). Byte formulas: DeepEP commit 73b6ea4, the
 one vLLM's `tools/ep_kernels` script installs (`csrc/deep_ep.cpp Buffer::Buffer`,
-`csrc/config.hpp LowLatencyLayout`). Pure computation.
+`csrc/config.hpp LowLatencyLayout`). DeepSeek-V4's `--moe-backend deep_gemm_mega_moe`
+exchanges tokens through DeepGEMM's own symmetric buffer instead (`mega_moe_buffer_bytes`).
+Pure computation.
 """
 
 from __future__ import annotations
@@ -99,3 +101,30 @@ def buffer_bytes(backend: str, *, buffer_mb: int, internode: bool, tokens: int,
     if backend == "deepep_high_throughput":
         return cuda, nvl if internode else 0
     return cuda, ll_rdma_bytes(tokens, ll_hidden(hidden) or hidden, experts)
+
+
+def _align(n: int, a: int) -> int:
+    return cdiv(n, a) * a
+
+
+def mega_moe_buffer_bytes(*, ranks: int, experts: int, tokens: int, top_k: int, hidden: int,
+                          intermediate: int) -> int:
+    """DeepGEMM mega-MoE's symmetric buffer (`get_symm_buffer_size_for_mega_moe`, DeepGEMM
+    2.5.0 as vLLM 0.25-0.26 vendor it: `csrc/apis/mega.hpp`, `layout/mega_moe.cuh`): one per
+    process, shared by every MoE layer, for `tokens` per rank aligned to 384 (T), a token pool
+    P = align(R.T.min(k, E/R) + 191.E/R, 384) and a scale pool of 16 P: the workspace and
+    dispatch index, the FP8 input with its scales and top-k, the L1 (FP8 acts, UE8M0 scales
+    per 32, top-k weights) and L2 pools, and the bf16 combine area k.T.H. `symm_mem.empty`
+    maps it outside torch's caching allocator (2 MiB granules). DeepSeek-V4-Flash at 8 ranks
+    and 8,192 tokens: 4,321,690,912 B."""
+    t = _align(tokens, 384)
+    local = experts // ranks
+    pool = _align(ranks * t * min(top_k, local) + local * 191, 384)
+    sf_pool = 16 * pool
+    workspace = _align(32 + 16 * experts + 8 * local + 4 * _align(pool // 8, 2)
+                       + 8 * (pool // 8) + 4 * local * ranks * ranks * t + 12 * pool, 16)
+    inputs = t * hidden + t * hidden // 32 + 12 * top_k * t
+    l1 = pool * hidden + sf_pool * hidden // 32 + 4 * pool
+    l2 = pool * intermediate + sf_pool * intermediate // 32
+    combine = 2 * top_k * t * hidden
+    return workspace + inputs + l1 + l2 + combine

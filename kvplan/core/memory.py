@@ -141,7 +141,8 @@ def const(name: str) -> float:
 
 # Fused-MoE expert kernels, by how they take scratch space (`VllmVersion.moe_kernel`).
 MOE_KERNELS = ("functional", "modular", "deepgemm_v011", "deepgemm", "flashinfer",
-               "oai_triton", "batched_deepgemm", "batched_triton", "cutedsl_batched")
+               "oai_triton", "batched_deepgemm", "batched_triton", "cutedsl_batched",
+               "deepgemm_mega")
 BATCHED_KERNELS = ("batched_deepgemm", "batched_triton", "cutedsl_batched")
 
 
@@ -209,6 +210,8 @@ class ActivationShape:
         n, act = (2 * i, i) if self.moe_gated else (i, i)
         if self.moe_kernel in BATCHED_KERNELS:
             return self.ll_workspace(h, n)
+        if self.moe_kernel == "deepgemm_mega":  # its symmetric buffer is outside torch
+            return 0
         rows = tokens * k
         if self.moe_kernel == "functional":
             return rows * (max(n, h) + act)
@@ -543,7 +546,8 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
     moe_tokens = tokens * shape.moe_dp  # DP > 1: the MoE input gathered over the DP ranks
     moe = shape.moe_scratch_bytes(moe_tokens, moe_chunk)
     gathered = (moe_tokens * (shape.moe_hidden or shape.hidden) * shape.act_bytes
-                if shape.moe_dp > 1 and shape.moe_intermediate_local else 0)
+                if shape.moe_dp > 1 and shape.moe_intermediate_local
+                and shape.moe_kernel != "deepgemm_mega" else 0)
     if shape.trtllm and shape.moe_intermediate_local:  # quantized before the kernel
         gathered = shape.trtllm_inputs_bytes(moe_tokens)
     if shape.moe_kernel in BATCHED_KERNELS:  # DeepEP low latency: received, not gathered

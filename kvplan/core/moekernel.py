@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.core import all2all as A2A
 from kvplan.core import memory as M
-from kvplan.core.arch import ModelArch
+from kvplan.core.arch import DSV4, ModelArch
 from kvplan.core.params import (
     fp8_tensor_experts,
     is_nvfp4,
@@ -162,6 +162,9 @@ def with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: 
     `ll_tokens` per DP rank)."""
     if a2a == "deepep_low_latency":
         return _batched_experts(shape, arch, model, a, gpu, ll_tokens)
+    if mega_moe(arch, a):  # `DeepseekV4MegaMoEExperts`: no FusedMoE, no gather
+        return replace(shape, moe_kernel="deepgemm_mega", moe_dp=1, moe_kept=False,
+                       local_experts=arch.num_experts // a.moe_ranks)
     q = arch.quantization or {}
     qm = str(q.get("quant_method", "")).lower()
     expert_bytes = weight_bytes(arch, 2, a.quantization, model.quant_file).expert
@@ -241,6 +244,13 @@ def with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: 
                    trtllm=trtllm, global_experts=arch.num_experts,
                    trtllm_tile_192=version.at_least(0, 27), trtllm_copy_out=copy_out,
                    fi_cutlass=cut, fi_tma=tma, fi_inter=inter, fi_hidden=fi_hidden)
+
+
+def mega_moe(arch: ModelArch, a: EngineArgs) -> bool:
+    """DeepSeek-V4 with `--moe-backend deep_gemm_mega_moe` (0.20.2+): its MoE layers run
+    `DeepseekV4MegaMoEExperts`, DeepGEMM's fused dispatch / GEMM / combine over a symmetric
+    buffer (`all2all.mega_moe_buffer_bytes`), instead of a FusedMoE layer."""
+    return DSV4 in arch.kinds and a.moe_backend == "deep_gemm_mega_moe"
 
 
 def _batched_experts(shape: M.ActivationShape, arch: ModelArch, model: Model, a: EngineArgs,

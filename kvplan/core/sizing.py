@@ -806,6 +806,26 @@ def _all2all_buffers(backend: str, arch: ModelArch, a: EngineArgs, gpu: Gpu,
     return out
 
 
+def _mega_moe_buffer(arch: ModelArch, a: EngineArgs, version: VllmVersion, mnbt: int,
+                     notes: list[str]) -> int:
+    """DeepSeek-V4's mega-MoE symmetric buffer per GPU (`all2all.mega_moe_buffer_bytes`):
+    made in the profile forward, outside torch (non-torch memory), for the scheduler's
+    token budget on every EP rank (`DeepseekV4MegaMoEExperts.get_symm_buffer`, 0.25)."""
+    t = arch.text_config
+    out = A2A.mega_moe_buffer_bytes(
+        ranks=a.moe_ranks, experts=arch.num_experts, tokens=mnbt,
+        top_k=int(t.get("num_experts_per_tok") or 1), hidden=arch.hidden_size,
+        intermediate=arch.expert_intermediate_size)
+    out = cdiv(out, 2 * MiB) * 2 * MiB
+    layout = version.at_least(0, 25) and not version.at_least(0, 27)
+    notes.append(f"non-torch memory includes {out / GiB:.2f} GiB per GPU of DeepGEMM mega-MoE's "
+                 f"symmetric buffer ({mnbt:,} tokens on each of {a.moe_ranks} EP ranks; it "
+                 "replaces the fused-MoE workspace and the DP gather)" + (
+                     "" if layout else f"; its layout is DeepGEMM 2.5.0's (vLLM 0.25-0.26), "
+                     f"which vLLM {version.text} may have changed"))
+    return out
+
+
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
                        stages: list[range], cc: str, *, mla_absorb: bool = True,
                        mistral_native: bool = False, fi_pad: float = 1.0,
@@ -1332,6 +1352,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         a = replace(a, moe_backend=norm_backend)
     if arch.num_experts and a.moe_backend != "auto" and version.at_least(0, 18):
         qa = arch.quantization or {}
+        if MK.mega_moe(arch, a):  # `DeepseekV4MoE.__init__` / `_check_runtime_supported`
+            why = ("requires expert parallel" if not a.enable_expert_parallel else
+                   "requires SM100 GPUs" if cc_major(cc) != 10 or gpu.vendor != "nvidia" else
+                   "only supports fp4 experts" if str(arch.text_config.get(
+                       "expert_dtype", "fp4")) != "fp4" else "")
+            if why:
+                raise BadInput(f"vLLM refuses --moe-backend deep_gemm_mega_moe here: DeepSeek V4 "
+                               f"MegaMoE {why}", hint="add --enable-expert-parallel on B200/B300"
+                               " with an FP4-expert checkpoint, or pick another --moe-backend",
+                               flag="moe_backend")
         MK.check_moe_backend(a.moe_backend, version, cc, gpu.vendor, unquantized=quant is None,
                              mxfp4=quant in ("mxfp4", "gpt_oss_mxfp4"),
                              rocm_aiter=a.rocm_aiter,
@@ -1916,6 +1946,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      fi_ar, rocm=gpu.vendor == "amd", nvlink_tp8=gpu.vendor == "nvidia"
                      and gpu.interconnect_gbps > 0 and gpu.nvlink_domain >= 8 and tp >= 8)
     a2a_bytes = _all2all_buffers(a2a, arch, a, gpu, version, mnbt, notes) if a2a else 0
+    if MK.mega_moe(arch, a):
+        a2a_bytes += _mega_moe_buffer(arch, a, version, mnbt, notes)
     nt += a2a_bytes
     if fi_ar:
         notes.append(f"non-torch memory includes "
@@ -2092,7 +2124,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         # unquantized GELU experts (Gemma 4 26B-A4B) skip TRT-LLM for FlashInfer CUTLASS
         trtllm = trtllm_bf16_experts(arch) or bool(arch.quantization or model.quant_file)
         if (version.at_least(0, 30) and arch.num_experts and mnbt * dp_moe >= 16384 and trtllm
-                and not shape.trtllm):  # block FP8 / NVFP4: charged (`trtllm_call_scratch`)
+                and not shape.trtllm  # block FP8 / NVFP4: charged (`trtllm_call_scratch`)
+                and shape.moe_kernel not in ("deepgemm_mega", *M.BATCHED_KERNELS)):
             # `prepare_moe` allocates per call through torch (tvm-ffi): at least its bf16
             # gemm2_output [tokens x top_k padded per tile, hidden]; the FP8 / FP4
             # intermediates and the tile padding come on top (FlashInfer 0.7.2.post1)

@@ -64,7 +64,7 @@ def render_size(r: SizeResult, stream=None) -> None:
             f"; sampler state {fmt_bytes(r.sampler_state_bytes)} (V2)"
             if r.sampler_state_bytes else "")),
         ("non-torch", b.non_torch, "magenta", "NCCL, cuBLAS (empirical)" + (
-            f" + {fmt_bytes(r.all2all_buffer_bytes)} DeepEP buffers"
+            f" + {fmt_bytes(r.all2all_buffer_bytes)} expert-parallel buffers"
             if r.all2all_buffer_bytes else "")),
         ("CUDA graphs", b.cudagraph, "magenta",
          f"estimate for {r.cudagraph_graphs} graphs" + (
