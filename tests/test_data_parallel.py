@@ -391,3 +391,35 @@ def test_deepseek_v4_mega_moe_symmetric_buffer():
                     ("h200", dict(data_parallel_size=8, enable_expert_parallel=True))):
         with pytest.raises(BadInput, match="MegaMoE requires"):
             _run("deepseek-ai/DeepSeek-V4-Flash", gpu, moe_backend="deep_gemm_mega_moe", **kw)
+
+
+def test_all2all_backend_names_and_precedence_by_release():
+    # `All2AllBackend` / VLLM_ALL2ALL_BACKEND's choices as each release reads them
+    from kvplan.core.all2all import backends, resolve
+
+    assert "nixl_ep" in backends((0, 18, 0)) and "nixl_ep" not in backends((0, 17, 1))
+    assert "mori" in backends((0, 15, 0)) and "mori" not in backends((0, 23, 0))
+    assert "deepep_v2" in backends((0, 24, 0)) and "moonep" in backends((0, 31, 0))
+    assert "passthrough" not in backends((0, 31, 0)) and "passthrough" in backends((0, 32, 0))
+    assert backends((0, 9, 0)) == ("naive", "pplx")
+    notes = []
+    # the variable alone to 0.11.0; the flag first in 0.11.1-0.13; the variable first in
+    # 0.14-0.15 (`ParallelConfig.__post_init__`); not read from 0.16
+    assert resolve(None, "deepep_low_latency", (0, 11, 0), notes) == "deepep_low_latency"
+    ht, ll = "deepep_high_throughput", "deepep_low_latency"
+    assert resolve(ht, ll, (0, 13, 0), notes) == ht and resolve(ht, ll, (0, 14, 0), notes) == ll
+    assert resolve(None, ll, (0, 16, 0), notes) is None
+    assert notes == ["VLLM_ALL2ALL_BACKEND is not read by vLLM 0.16.0 (use --all2all-backend)"]
+    for flag, env, release in ((None, "bogus", (0, 11, 0)), (None, ll, (0, 9, 0)),
+                               ("nixl_ep", None, (0, 17, 1)), ("mori", None, (0, 24, 0))):
+        with pytest.raises(BadInput, match="all-to-all backends"):
+            resolve(flag, env, release, [])
+    # a dense model under DP + EP with low latency still gets its 256-token budget (0.20+)
+    dense = _run("Qwen/Qwen3-8B", "h100", data_parallel_size=2, enable_expert_parallel=True,
+                 all2all_backend="deepep_low_latency").to_json()
+    assert (dense["max_num_batched_tokens"], dense["max_num_seqs"]) == (256, 256)
+    # 0.9.1-0.10 hard-code DeepEP's 1 GiB buffer: VLLM_DEEPEP_BUFFER_SIZE_MB is 0.11+
+    r = _run("deepseek-ai/DeepSeek-R1", "h200", "0.10", data_parallel_size=8,
+             enable_expert_parallel=True, all2all_backend_env="deepep_high_throughput",
+             deepep_buffer_mb=512)
+    assert r.all2all_buffer_bytes == (1024 + 2 + 32) << 20

@@ -203,7 +203,7 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         for c in SIZED[1:]:
             out.add(c, SKIP, "not sized: LoRA memory is not modelled for this engine")
         return
-    _warn_unmodelled(out, p, a, spec_why)
+    _warn_unmodelled(out, p, a, version, arch, spec_why)
     if p.engine == "vllm":
         _refusals(out, p, a, version, gpu)
     try:
@@ -314,7 +314,21 @@ def _speculative(out: Any, p: Parsed, a: Any, version: str,
     return ""
 
 
-def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
+def _all2all(p: Parsed, a: Any, version: str) -> str:
+    """The all-to-all backend vLLM takes from the flag and the environment for this release
+    (`core/all2all.resolve`; a name it refuses is left to sizing to report)."""
+    from kvplan.core import all2all as A2A
+    from kvplan.core.versions import VllmVersion
+
+    try:
+        return A2A.resolve(a.all2all_backend, a.all2all_backend_env,
+                           VllmVersion.of(version).v, []) or ""
+    except BadInput:
+        return str(a.all2all_backend or a.all2all_backend_env or "")
+
+
+def _warn_unmodelled(out: Any, p: Parsed, a: Any, version: str, arch: Any,
+                     spec_why: str = "") -> None:
     """Flags kvplan sizes without: sizing-inputs warns, naming them. All but the context-
     parallel split take memory from the KV cache."""
     if p.engine != "vllm":
@@ -336,14 +350,14 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, spec_why: str = "") -> None:
          "whole, the length capped at the window)")) if p.values.get(fld)]
     from kvplan.core import all2all as A2A
 
-    a2a = str(p.values.get("all2all_backend") or p.env_value("VLLM_ALL2ALL_BACKEND") or "")
+    a2a = _all2all(p, a, version)
     other = ["--prefill-context-parallel-size (its extra GPUs per replica and MoE ranks; it "
              "does not split the KV cache)"] if str(
         p.values.get("prefill_context_parallel_size") or "1") != "1" else []
-    if a.enable_expert_parallel and a.data_parallel_size > 1 and a2a not in (
-            "", "pplx", *A2A.NO_BUFFER):
+    if a.enable_expert_parallel and a.data_parallel_size > 1 and arch.num_experts and \
+            a2a not in ("", "pplx", *A2A.NO_BUFFER):
         if a2a in A2A.DEEPEP:  # its buffers and low latency's experts are sized
-            smaller.append("NVSHMEM's rounding of DeepEP's RDMA heap (0.5-1.1 GiB, when it "
+            smaller.append("NVSHMEM's rounding of DeepEP's RDMA heap (0.5-1.1 GiB where it "
                            "has one)")
             if a2a == "deepep_high_throughput":
                 other.append("DeepEP's MoE activations (sized as the all-gather path's, "
@@ -378,7 +392,7 @@ def _refusals(out: Any, p: Parsed, a: Any, version: str, gpu: Any) -> None:
     from kvplan.engines.vllm_unsized import refusals
 
     given = {f.name: f.value for f in p.flags if f.name and not f.negated}
-    a2a = p.values.get("all2all_backend") or p.env_value("VLLM_ALL2ALL_BACKEND")
+    a2a = _all2all(p, a, version) or None
     v = VllmVersion.of(version).v
     for flag, what, fix in refusals(given, (v[0], v[1]), gpu.vendor, a.tensor_parallel_size,
                                     a.max_num_seqs, a2a):

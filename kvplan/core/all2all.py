@@ -16,6 +16,7 @@ Pure computation.
 
 from __future__ import annotations
 
+from kvplan.errors import BadInput
 from kvplan.units import MiB, cdiv
 
 # backends that own no device buffer of their own (the NCCL all-gather / reduce-scatter)
@@ -34,24 +35,56 @@ LL_HIDDEN_SIZES = (2048, 2560, 3072, 4096, 5120, 6144, 7168, 8192)
 BATCHED_DP_TOKENS = 256
 
 
-def backends(release: tuple[int, int]) -> tuple[str, ...]:
-    """`All2AllBackend`'s values in this release (`config/parallel.py`; before 0.16 the
-    VLLM_ALL2ALL_BACKEND choices)."""
-    out = ["naive", "pplx", "deepep_high_throughput", "deepep_low_latency",
-           "allgather_reducescatter"]
-    if release >= (0, 16):
-        out += ["mori", "flashinfer_all2allv"]
-    if release >= (0, 20):
+def backends(release: tuple[int, ...]) -> tuple[str, ...]:
+    """The backend names a release takes: `All2AllBackend` (`config/parallel.py`; the
+    `all2all_backend` Literal in 0.11.1-0.13) and VLLM_ALL2ALL_BACKEND's choices
+    (`env_with_choices`, 0.11.0-0.15; before, the names `CudaCommunicator` knows: naive and
+    pplx in 0.9.0, DeepEP's from 0.9.1), read in the 0.9-0.33 wheels."""
+    out = ["naive", "pplx"]
+    if release >= (0, 9, 1):
+        out += ["deepep_high_throughput", "deepep_low_latency"]
+    if release >= (0, 11):
+        out += ["allgather_reducescatter", "flashinfer_all2allv"]
+    if (0, 15) <= release < (0, 23):
+        out.append("mori")
+    if release >= (0, 18):
         out += ["nixl_ep", "flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided"]
-    if release >= (0, 27):
-        out = [x for x in out if x != "mori"] + ["deepep_v2", "mori_high_throughput",
-                                                 "mori_low_latency"]
-    if release >= (0, 33):
-        out += ["moonep", "passthrough"]
+    if release >= (0, 23):
+        out += ["mori_high_throughput", "mori_low_latency"]
+    if release >= (0, 24):
+        out.append("deepep_v2")
+    if release >= (0, 31):
+        out.append("moonep")
+    if release >= (0, 32):
+        out.append("passthrough")
     return tuple(out)
 
 
-def batched_dp(backend: str | None, release: tuple[int, int]) -> bool:
+def resolve(flag: str | None, env: str | None, release: tuple[int, int, int],
+            notes: list[str]) -> str | None:
+    """The backend vLLM takes from `--all2all-backend` and VLLM_ALL2ALL_BACKEND: the variable
+    alone to 0.11.0; the flag, else the variable, in 0.11.1-0.13; the variable over the flag
+    in 0.14-0.15 (`ParallelConfig.__post_init__`, deprecated); the flag alone from 0.16. A
+    name the release does not take is refused, as vLLM refuses it."""
+    text = ".".join(map(str, release))
+    if flag is not None and release < (0, 11, 1):
+        raise BadInput(f"vLLM {text} has no --all2all-backend (0.11.1+)",
+                       hint="set VLLM_ALL2ALL_BACKEND (--env) instead", flag="all2all_backend")
+    if env is not None and not (0, 9) <= release < (0, 16):
+        notes.append(f"VLLM_ALL2ALL_BACKEND is not read by vLLM {text}" + (
+            " (use --all2all-backend)" if release >= (0, 16) else ""))
+        env = None
+    chosen, via = ((env, "VLLM_ALL2ALL_BACKEND") if env is not None and (
+        release < (0, 11, 1) or release >= (0, 14) or flag is None)
+        else (flag, "--all2all-backend"))
+    if chosen is not None and chosen not in backends(release):
+        raise BadInput(f"{via} {chosen!r} is not one of vLLM {text}'s all-to-all backends",
+                       hint="use one of " + ", ".join(backends(release)),
+                       flag="all2all_backend")
+    return chosen
+
+
+def batched_dp(backend: str | None, release: tuple[int, ...]) -> bool:
     """`ParallelConfig.use_batched_dp_moe` (0.20+; the caller checks DP > 1 and EP): these
     backends default `max_num_batched_tokens` to 256 tokens."""
     return release >= (0, 20) and backend in ("deepep_low_latency", "nixl_ep")

@@ -728,31 +728,17 @@ def _q_groups(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> int:
     return a.decode_context_parallel_size
 
 
-def _all2all(arch: ModelArch, a: EngineArgs, version: VllmVersion,
+def _all2all(arch: ModelArch, a: EngineArgs, asked: str | None, version: VllmVersion,
              notes: list[str]) -> str | None:
-    """The all-to-all backend the MoE layers exchange tokens through, or None when there is
-    none (`FusedMoEParallelConfig.use_all2all_kernels`: DP > 1 with expert parallelism):
-    `--all2all-backend` (0.11.1+, checked against the release's `All2AllBackend`), else
-    VLLM_ALL2ALL_BACKEND (0.9-0.15); vLLM's default gathers through NCCL. From 0.17 `pplx`
-    maps to `allgather_reducescatter` (`ParallelConfig`, with a warning)."""
-    release = version.v[:2]
-    if a.all2all_backend is not None:
-        if not version.at_least(0, 11, 1):
-            raise BadInput(f"vLLM {version.text} has no --all2all-backend (0.11.1+)",
-                           hint="set VLLM_ALL2ALL_BACKEND (--env) instead",
-                           flag="all2all_backend")
-        if a.all2all_backend not in A2A.backends(release):
-            raise BadInput(f"--all2all-backend {a.all2all_backend!r} is not one of vLLM "
-                           f"{version.text}'s backends",
-                           hint="use one of " + ", ".join(A2A.backends(release)),
-                           flag="all2all_backend")
-    asked = a.all2all_backend or (a.all2all_backend_env if not version.at_least(0, 16)
-                                  else None)
+    """The all-to-all backend with buffers of its own the MoE layers exchange tokens through,
+    or None (`FusedMoEParallelConfig.use_all2all_kernels`: DP > 1 with expert parallelism;
+    vLLM's default gathers through NCCL). From 0.17 `pplx` maps to
+    `allgather_reducescatter` (`ParallelConfig`, with a warning)."""
     if not asked or not (arch.num_experts and a.data_parallel_size > 1
                          and a.enable_expert_parallel):
         if asked and asked not in A2A.NO_BUFFER:
-            notes.append(f"--all2all-backend {asked} is used only with -dp > 1 and "
-                         "--enable-expert-parallel on an MoE model: nothing to size here")
+            notes.append(f"all-to-all backend {asked}: used only with -dp > 1 and "
+                         "--enable-expert-parallel on an MoE model, no buffers to size here")
         return None
     if asked == "pplx" and version.at_least(0, 17):
         notes.append(f"vLLM {version.text} has no pplx kernels and runs "
@@ -781,12 +767,16 @@ def _all2all_buffers(backend: str, arch: ModelArch, a: EngineArgs, gpu: Gpu,
     internode = ep > gpu.gpus_per_node
     experts = arch.num_experts + (a.eplb_num_redundant_experts if a.enable_eplb else 0)
     tokens = mnbt if version.at_least(0, 20) else A2A.BATCHED_DP_TOKENS
-    cuda, heap = A2A.buffer_bytes(backend, buffer_mb=a.deepep_buffer_mb, internode=internode,
+    buffer_mb = a.deepep_buffer_mb if version.at_least(0, 11) else 1024  # hard-coded before
+    if buffer_mb != a.deepep_buffer_mb:
+        notes.append(f"VLLM_DEEPEP_BUFFER_SIZE_MB is not read by vLLM {version.text}: DeepEP's "
+                     "buffer is 1,024 MiB")
+    cuda, heap = A2A.buffer_bytes(backend, buffer_mb=buffer_mb, internode=internode,
                                   tokens=tokens, hidden=hidden, experts=experts)
     out = cuda + heap
     notes.append(
         f"non-torch memory includes {out / GiB:.2f} GiB per GPU of DeepEP buffers ({backend}: "
-        f"the {a.deepep_buffer_mb} MiB NVLink buffer and 32 MiB workspace"
+        f"the {buffer_mb} MiB NVLink buffer and 32 MiB workspace"
         + (f", {heap / GiB:.2f} GiB of NVSHMEM heap; NVSHMEM rounds it to 512 MiB granules "
            "and keeps its own state, about 0.5-1.1 GiB more (DeepEP issue 510), not "
            "included" if heap else "")
@@ -799,10 +789,10 @@ def _all2all_buffers(backend: str, arch: ModelArch, a: EngineArgs, gpu: Gpu,
     if backend == "deepep_low_latency" and version.at_least(0, 20) and \
             tokens > A2A.BATCHED_DP_TOKENS:
         floor = A2A.ll_rdma_bytes(A2A.BATCHED_DP_TOKENS, A2A.ll_hidden(hidden), experts)
-        notes.append(f"DeepEP low latency sizes its NVSHMEM heap for {tokens:,} tokens per DP "
-                     f"rank (--max-num-batched-tokens): {heap / GiB:.2f} GiB; at vLLM's "
-                     f"default for this backend, {A2A.BATCHED_DP_TOKENS}, it takes "
-                     f"{floor / GiB:.2f} GiB")
+        notes.append(f"DeepEP low latency sizes its NVSHMEM heap for the scheduler's "
+                     f"{tokens:,}-token budget per DP rank: {heap / GiB:.2f} GiB (at "
+                     f"{A2A.BATCHED_DP_TOKENS} tokens, this backend's default budget, "
+                     f"{floor / GiB:.2f} GiB)")
     return out
 
 
@@ -1343,9 +1333,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        "peer-to-peer access", hint="use one slice per engine (TP 1), a larger "
                        "profile or whole GPUs", flag="tensor_parallel_size")
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
-    a2a = _all2all(arch, a, version, notes)
-    if a2a and A2A.batched_dp(a2a, version.v[:2]):  # `ParallelConfig.use_batched_dp_moe`
+    asked = A2A.resolve(a.all2all_backend, a.all2all_backend_env, version.v, notes)
+    if a.data_parallel_size > 1 and a.enable_expert_parallel and A2A.batched_dp(
+            asked, version.v):  # `ParallelConfig.use_batched_dp_moe` (any model)
         d_mnbt = A2A.BATCHED_DP_TOKENS
+    a2a = _all2all(arch, a, asked, version, notes)
     version.moe_backend_kind(a.moe_backend)  # a value vLLM rejects is bad input
     norm_backend = str(a.moe_backend or "auto").lower().replace("-", "_")  # as `arg_utils`
     if norm_backend != a.moe_backend:
@@ -2264,7 +2256,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     elif bud.available_kv <= 0:
         fits = False
         failure = ("no memory left for the KV cache after weights, activations and graphs "
-                   f"({bud.available_kv / GiB:.2f} GiB)")
+                   f"({bud.available_kv / GiB:.2f} GiB)" + (
+                       f"; the expert-parallel buffers take {a2a_bytes / GiB:.2f} GiB"
+                       if a2a_bytes >= GiB else ""))
     elif bud.kv_pool <= 0:
         fits = False
         failure = (f"the API server's multimodal decoding reserves {frontend.total / GiB:.2f} "
@@ -2297,7 +2291,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                    f"({num_blocks}): with FULL CUDA graphs every decoding sequence needs "
                    f"one; use --max-num-seqs {num_blocks} or fewer (or --enforce-eager, or "
                    "cudagraph_mode PIECEWISE in --compilation-config)")
-    if not fits and hints:
+    if not fits and hints and a2a_bytes >= GiB and a2a == "deepep_low_latency" and \
+            a.max_num_batched_tokens and a.max_num_batched_tokens > A2A.BATCHED_DP_TOKENS:
+        notes.append(f"DeepEP low latency's heap follows --max-num-batched-tokens: leave it at "
+                     f"this backend's default, {A2A.BATCHED_DP_TOKENS}")
+    elif not fits and hints:
         notes.append(_fit_hint(model, gpu, a, vllm_version, arch,
                                kv_bound=str(failure).startswith("max_model_len")))
     call = shape.fi_call_scratch_bytes(mnbt * shape.moe_dp)
