@@ -1471,3 +1471,15 @@ def test_env_values_fail_only_where_the_release_reads_them(capsys):
         "VLLM_DCP_Q_REPLICATE='true' is not read by vLLM 0.20.2 (it warns of an unknown "
         "variable)")
     assert values("0.30")["status"] == "fail"
+
+
+def test_a_flag_of_a_later_patch_than_the_record_is_a_warning(capsys):
+    # the 0.11 parser record is 0.11.0's; 0.11.1 added --all2all-backend (0.11.1 arg_utils)
+    cmd = ("vllm serve Qwen/Qwen3-30B-A3B -dp 4 --enable-expert-parallel "
+           "--all2all-backend deepep_low_latency")
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", "0.11.1")
+    f = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "flags-known")
+    assert f["status"] == "warn" and "unless 0.11.1, a later patch" in f["message"]
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", "0.11.0")
+    f = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "flags-known")
+    assert f["status"] == "fail"

@@ -2058,3 +2058,16 @@ def test_custom_all_reduce_needs_a_fully_connected_group_and_a_size_it_takes():
     assert nt("h200", 16, version="0.33") == 130 + 100 + 430
     assert nt("gb200", 8, version="0.33") == 130 + 420 + 430
     assert nt("gb200", 8, version="0.26") == 130 + 100 + 430 + 1620  # (+ FlashInfer's, to 0.29)
+
+
+def test_flashinfer_allreduce_only_at_the_tp_sizes_its_table_lists():
+    # `PassConfig.flashinfer_max_size`: 2, 4, 8 (16 "mnnvl multi-node" on SM100/103 from
+    # 0.25); Hopper at TP16 builds no FlashInfer all-reduce workspace
+    from kvplan.core.versions import VllmVersion
+
+    def fi(cc, tp, v):
+        return VllmVersion.of(v).flashinfer_allreduce(cc, tp=tp, pp=1, dp=1,
+                                                      enforce_eager=False)
+
+    assert fi("9.0", 8, "0.26") and not fi("9.0", 16, "0.26")
+    assert not fi("10.0", 16, "0.24") and fi("10.0", 16, "0.25")

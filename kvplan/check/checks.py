@@ -107,7 +107,7 @@ def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
     out.facts.update(engine=engine, form=t.command.form, vllm_version=version.text,
                      vllm_release=reg.release if reg else None,
                      version_source=t.version_source or "default")
-    flags_known(out, p, reg, lenient=newer)
+    flags_known(out, p, reg, lenient=newer, target=version.text)
     flag_values(out, p, reg)
     utilization_range(out, p, version.default_gpu_memory_utilization)
     sizing_checks.run(out, p, version.text, catalogs)
@@ -120,9 +120,11 @@ def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
     return out
 
 
-def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False) -> None:
+def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
+                target: str | None = None) -> None:
     """`lenient`: the target runs a release newer than `reg`'s, so an unknown flag may be new
-    in it (a warning, not a failure)."""
+    in it (a warning, not a failure). A later patch of the recorded minor (`target` 0.11.1
+    against the 0.11.0 record) gets the same benefit for flags a later minor has."""
     if reg is None:
         names = {"sglang": "SGLang", "tgi": "TGI"}[p.engine]
         out.add("flags-known", SKIP, f"{names} flags are not validated (kvplan records vLLM's "
@@ -143,9 +145,12 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False) -> Non
         if elsewhere:
             why = (f" (it exists in vLLM {elsewhere[0]}–{elsewhere[-1]})" if len(elsewhere) > 1
                    else f" (it exists in vLLM {elsewhere[0]})")
-        out.add("flags-known", WARN if lenient else FAIL, f"unknown flag {f.key} for vLLM "
-                f"{reg.release}: `vllm serve` exits with 'unrecognized arguments'{why}" + (
-                    " unless the newer release added it" if lenient else ""), f.loc,
+        patch = bool(later and target and parse_version(target) > parse_version(reg.release))
+        out.add("flags-known", WARN if lenient or patch else FAIL, f"unknown flag {f.key} for "
+                f"vLLM {reg.release}: `vllm serve` exits with 'unrecognized arguments'{why}" + (
+                    " unless the newer release added it" if lenient else
+                    f" unless {target}, a later patch than kvplan's record, added it"
+                    if patch else ""), f.loc,
                 fix=f"use {hint}" if hint else f"remove {f.key}" + (
                     f", or run vLLM {elsewhere[0]} or later" if later else ""),
                 current=f.key, suggested=hint)

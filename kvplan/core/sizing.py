@@ -786,6 +786,10 @@ def _all2all_buffers(backend: str, arch: ModelArch, a: EngineArgs, gpu: Gpu,
                     "rank receives instead of FlashInfer's TRT-LLM kernels"
                     if cc_major(gpu.compute_capability) == 10 else "")
                  if backend == "deepep_high_throughput" else ""))
+    if backend == "deepep_low_latency" and str(
+            (arch.quantization or {}).get("quant_method", "")).lower() == "mxfp4":
+        notes.append("MXFP4 experts under DeepEP low latency run vLLM's batched Marlin (or "
+                     "Humming) kernel: their workspace is sized with BatchedTriton's shapes")
     if backend == "deepep_low_latency" and version.at_least(0, 20) and \
             tokens > A2A.BATCHED_DP_TOKENS:
         floor = A2A.ll_rdma_bytes(A2A.BATCHED_DP_TOKENS, A2A.ll_hidden(hidden), experts)

@@ -539,7 +539,12 @@ class VllmVersion:
         sm = cc == "9.0" or cc == "10.0" or (cc.startswith("10.") and self.at_least(0, 20))
         if tp < 2 or not sm or not self.at_least(0, 17):
             return False
-        if not enforce_eager and (self.at_least(0, 29) or (pp == 1 and dp == 1)):
+        # the fusion pass takes the TP sizes its table lists (`PassConfig.flashinfer_max_size`:
+        # FI_SUPPORTED_WORLD_SIZES and FI_ALLREDUCE_FUSION_MAX_SIZE_MB; 16, "mnnvl
+        # multi-node", on SM100 / SM103 from 0.25; SM107 from 0.29)
+        fused = tp in _FI_AR_MAX_MB.get(cc.replace(".", ""), {}) and (
+            tp < 16 or self.at_least(0, 25)) and (cc != "10.7" or self.at_least(0, 29))
+        if fused and not enforce_eager and (self.at_least(0, 29) or (pp == 1 and dp == 1)):
             return True
         return self.at_least(0, 29) and 0 < profile_allreduce_bytes <= self.fi_allreduce_max_bytes(
             cc, tp)
