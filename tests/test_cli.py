@@ -390,6 +390,10 @@ def test_models_and_gpus_listings(capsys):
     # MIG profiles listed with the bytes a slice is sized with (A30 1g.6gb prints 5.81 GiB)
     a30 = next(r for r in rows if r["id"] == "a30")
     assert a30["mig_profiles"]["1g.6gb"] == 5952 << 20
+    # the link facts the parallel terms take: bridged pairs, NVSwitch nodes, NVL72 trays
+    link = {r["id"]: (r["nvlink_domain"], r["gpus_per_node"]) for r in rows}
+    assert link["rtx-3090"] == (2, 8) and link["h100-sxm"] == (8, 8)
+    assert link["gb200"] == (72, 4) and link["l40s"] == (1, 8)
 
 
 def test_cudagraph_estimate_by_release_and_vendor(capsys):

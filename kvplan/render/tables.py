@@ -38,10 +38,11 @@ def render_models(cat: Catalog, as_json: bool) -> None:
 
 
 def render_gpus(cat: Catalog, as_json: bool) -> None:
-    from kvplan.sources.resolve import mig_bytes
+    from kvplan.sources.resolve import gpu_from_entry, mig_bytes
 
     rows = []
     for key, e in sorted(cat.items()):
+        g = gpu_from_entry(key, e)
         rows.append({
             "id": key,
             "name": e.get("name", key),
@@ -50,6 +51,10 @@ def render_gpus(cat: Catalog, as_json: bool) -> None:
             "bandwidth_gbps": e.get("bandwidth_gbps"),
             "tflops_bf16": (e.get("tflops") or {}).get("bf16"),
             "price_per_hour": e.get("price_per_hour"),
+            "compute_capability": g.compute_capability,
+            "interconnect_gbps": g.interconnect_gbps,
+            "nvlink_domain": g.nvlink_domain,
+            "gpus_per_node": g.gpus_per_node,
             "mig_profiles": {k: mig_bytes(v) for k, v in (e.get("mig") or {}).items()},
             "source": cat.origin[key],
         })
