@@ -409,7 +409,9 @@ def test_all2all_backend_names_and_precedence_by_release():
     ht, ll = "deepep_high_throughput", "deepep_low_latency"
     assert resolve(ht, ll, (0, 13, 0), notes) == ht and resolve(ht, ll, (0, 14, 0), notes) == ll
     assert resolve(None, ll, (0, 16, 0), notes) is None
-    assert notes == ["VLLM_ALL2ALL_BACKEND is not read by vLLM 0.16.0 (use --all2all-backend)"]
+    assert notes[-1] == "VLLM_ALL2ALL_BACKEND is not read by vLLM 0.16.0 (use --all2all-backend)"
+    assert "vLLM 0.14.0 takes VLLM_ALL2ALL_BACKEND deepep_low_latency over the other setting" \
+        in notes
     for flag, env, release in ((None, "bogus", (0, 11, 0)), (None, ll, (0, 9, 0)),
                                ("nixl_ep", None, (0, 17, 1)), ("mori", None, (0, 24, 0))):
         with pytest.raises(BadInput, match="all-to-all backends"):

@@ -77,6 +77,8 @@ def resolve(flag: str | None, env: str | None, release: tuple[int, int, int],
     chosen, via = ((env, "VLLM_ALL2ALL_BACKEND") if env is not None and (
         release < (0, 11, 1) or release >= (0, 14) or flag is None)
         else (flag, "--all2all-backend"))
+    if flag is not None and env is not None and flag != env:
+        notes.append(f"vLLM {text} takes {via} {chosen} over the other setting")
     if chosen is not None and chosen not in backends(release):
         raise BadInput(f"{via} {chosen!r} is not one of vLLM {text}'s all-to-all backends",
                        hint="use one of " + ", ".join(backends(release)),
