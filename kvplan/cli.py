@@ -166,6 +166,10 @@ def size_cmd(
                                     help="MoE expert kernel, as vLLM's flag (0.18+): auto, "
                                     "triton, deep_gemm, cutlass, flashinfer_trtllm, "
                                     "flashinfer_cutlass, marlin, aiter, ..."),
+    enable_dbo: bool = typer.Option(False, "--enable-dbo", help="dual-batch overlap (with a "
+                                    "DeepEP --all2all-backend): model runner V1, a workspace "
+                                    "slot per microbatch"),
+    ubatch_size: int = typer.Option(1, "--ubatch-size", help="microbatches per step (0.30+)"),
     all2all_backend: Optional[str] = typer.Option(
         None, "--all2all-backend", help="expert parallelism's token exchange with -dp > 1 "
         "(0.11.1+): DeepEP's buffers (deepep_high_throughput, deepep_low_latency) come out "
@@ -276,7 +280,7 @@ def size_cmd(
                                                what="--cudagraph-capture-sizes")
         if cudagraph_capture_sizes is not None else None,
         max_cudagraph_capture_size=max_cudagraph_capture_size, moe_backend=moe_backend,
-        all2all_backend=all2all_backend,
+        all2all_backend=all2all_backend, enable_dbo=enable_dbo, ubatch_size=ubatch_size,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt)
         if limit_mm_per_prompt is not None else None,

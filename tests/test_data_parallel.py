@@ -425,3 +425,25 @@ def test_all2all_backend_names_and_precedence_by_release():
              enable_expert_parallel=True, all2all_backend_env="deepep_high_throughput",
              deepep_buffer_mb=512)
     assert r.all2all_buffer_bytes == (1024 + 2 + 32) << 20
+
+
+def test_dual_batch_overlap_and_deepep_high_throughput_graphs():
+    # DeepEP high throughput with DP > 1: vLLM captures no CUDA graphs (0.13+)
+    r1 = dict(data_parallel_size=8, enable_expert_parallel=True)
+    ht = _run("deepseek-ai/DeepSeek-R1", "h200", all2all_backend="deepep_high_throughput", **r1)
+    assert (ht.budget.cudagraph, ht.to_json()["cudagraph_mode"]) == (0, "NONE")
+    # --enable-dbo runs model runner V1 (`_get_dbo_unsupported_features`); low latency's
+    # 256-token budget is under the 512-token prefill threshold, so the profile is not split
+    # and the second microbatch's workspace slot comes after sizing (a helper's reading of
+    # 0.33: V1's available KV 23,341,733,728 B)
+    ll = _run("deepseek-ai/DeepSeek-R1", "h200", all2all_backend="deepep_low_latency",
+              enable_dbo=True, **r1).to_json()
+    assert (ll["model_runner_v2"], ll["available_kv_bytes"]) == (False, 23_341_733_728)
+    assert ll["outside_budget_bytes"] == 1_207_959_552
+    # high throughput's 8,192 tokens are split in two: the waiting microbatch keeps its
+    # tensors, the running one alone holds FlashInfer's per-call buffers (15.7 GB -> 7.9 GB)
+    dbo = _run("deepseek-ai/DeepSeek-R1", "h200", all2all_backend="deepep_high_throughput",
+               enable_dbo=True, **r1).to_json()
+    assert dbo["activation_bytes"] == 10_743_709_696
+    with pytest.raises(BadInput, match="microbatching"):
+        _run("deepseek-ai/DeepSeek-R1", "h200", enable_dbo=True, **r1)

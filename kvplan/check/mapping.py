@@ -56,6 +56,8 @@ VLLM_FIELDS = {
     "--eplb-config": "eplb_config",  # num_redundant_experts, window_size (`core/eplb.py`)
     "--prefill-context-parallel-size": "prefill_context_parallel_size",
     "--kv-transfer-config": "kv_transfer_config", "--all2all-backend": "all2all_backend",
+    "--enable-dbo": "enable_dbo", "--ubatch-size": "ubatch_size",  # microbatching
+    "--dbo-prefill-token-threshold": "dbo_prefill_token_threshold",
     "--attention-backend": "attention_backend",  # sized as vLLM's default choice (a warning)
     "--data-parallel-size-local": "data_parallel_size_local",  # this node's DP ranks
     "--mamba-cache-dtype": "mamba_cache_dtype", "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
@@ -347,7 +349,8 @@ INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_s
               "data_parallel_size_local",
               "decode_context_parallel_size",
               "block_size", "max_num_seqs", "num_gpu_blocks_override", "max_total_tokens",
-              "max_loras", "max_lora_rank", "max_num_active_seqs"}
+              "max_loras", "max_lora_rank", "max_num_active_seqs", "ubatch_size",
+              "dbo_prefill_token_threshold"}
 HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
 BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",
                "enable_chunked_prefill", "disable_hybrid_kv_cache_manager",
@@ -355,7 +358,7 @@ BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching
                "headless", "enable_lora", "disable_sliding_window", "enable_eplb",
                "fully_sharded_loras", "allow_deprecated_quantization", "async_scheduling",
                "return_sampling_mask", "specialize_active_lora", "enable_prompt_embeds",
-               "dcp_q_replicate"}
+               "dcp_q_replicate", "enable_dbo"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:

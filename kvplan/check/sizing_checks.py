@@ -206,6 +206,9 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
     _warn_unmodelled(out, p, a, version, arch, spec_why)
     if p.engine == "vllm":
         _refusals(out, p, a, version, gpu)
+        if any(f.id == "flag-values" and f.status == FAIL and "(microbatching)" in f.message
+               for f in out.findings):  # reported at the flag: size the rest without it
+            a.enable_dbo, a.ubatch_size = False, 1
     try:
         a = _sglang_pool(p, model, gpu, a, version)
         r = size(model, gpu, a, version)

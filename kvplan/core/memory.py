@@ -186,6 +186,9 @@ class ActivationShape:
     ll_tokens: int = 0
     ll_dispatch_bytes: int = 2
     ll_scale_cols: int = 0
+    # microbatches the profile run splits the batch into (dual-batch overlap): each keeps
+    # its own workspace slot, and only the running one holds a kernel's per-call buffers
+    ubatches: int = 1
 
     def moe_workspace(self, tokens: int) -> int:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
@@ -552,7 +555,9 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
         gathered = shape.trtllm_inputs_bytes(moe_tokens)
     if shape.moe_kernel in BATCHED_KERNELS:  # DeepEP low latency: received, not gathered
         gathered = shape.ll_call_bytes()
-    call = shape.fi_call_scratch_bytes(moe_tokens)  # freed on return: not held
+        moe *= shape.ubatches  # a full-size slot per microbatch
+    # freed on return: not held; one microbatch's worth when the profile is split
+    call = shape.fi_call_scratch_bytes(moe_tokens // max(shape.ubatches, 1))
     forward = hidden_copies_bytes(shape, tokens) + max(dense * shape.act_bytes,
                                                        moe + gathered + call)
     copies = const("sampler_fp32_copies") if sampler_copies is None else sampler_copies

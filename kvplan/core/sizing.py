@@ -191,6 +191,9 @@ class EngineArgs:
     enable_eplb: bool = False  # --enable-eplb (expert parallel load balancing, core/eplb.py)
     eplb_num_redundant_experts: int = 0  # --eplb-config num_redundant_experts
     eplb_window_size: int = 1000  # --eplb-config window_size
+    enable_dbo: bool = False  # --enable-dbo (dual-batch overlap: 2 microbatches)
+    ubatch_size: int = 1  # --ubatch-size (0.30+: microbatches when above 1)
+    dbo_prefill_token_threshold: int = 512  # --dbo-prefill-token-threshold
     all2all_backend: str | None = None  # --all2all-backend (0.11.1+; core/all2all.py)
     all2all_backend_env: str | None = None  # VLLM_ALL2ALL_BACKEND (read by 0.9-0.15)
     deepep_buffer_mb: int = 1024  # VLLM_DEEPEP_BUFFER_SIZE_MB (0.11+)
@@ -745,6 +748,29 @@ def _all2all(arch: ModelArch, a: EngineArgs, asked: str | None, version: VllmVer
                      "allgather_reducescatter instead")
         return None
     return None if asked in A2A.NO_BUFFER else asked
+
+
+def _ubatches(a: EngineArgs, backend: str | None, gpu: Gpu, version: VllmVersion,
+              notes: list[str]) -> int:
+    """Microbatches per step (`ParallelConfig.num_ubatches`, 0.20+: 2 with --enable-dbo,
+    else --ubatch-size), 1 without; refused as `VllmConfig.__post_init__` refuses
+    microbatching with an all-to-all backend other than DeepEP's (NIXL-EP from 0.24,
+    ROCm's all-gather in 0.33)."""
+    n = 2 if a.enable_dbo else a.ubatch_size
+    if n <= 1 or not version.at_least(0, 20):
+        return 1
+    ok = ["deepep_low_latency", "deepep_high_throughput"]
+    if version.at_least(0, 24):
+        ok.append("nixl_ep")
+    if gpu.vendor == "amd" and version.at_least(0, 33):
+        ok.append("allgather_reducescatter")
+    if (backend or "") not in ok:
+        flag = "--enable-dbo" if a.enable_dbo else "--ubatch-size"
+        raise BadInput(f"{flag} (microbatching) runs only with the {', '.join(ok)} all-to-all "
+                       f"backends, not {backend or 'the default'} (vLLM refuses it)",
+                       hint=f"add --all2all-backend {ok[0]}, or remove {flag}",
+                       flag="enable_dbo" if a.enable_dbo else "ubatch_size")
+    return n
 
 
 def _all2all_buffers(backend: str, arch: ModelArch, a: EngineArgs, gpu: Gpu,
@@ -1478,6 +1504,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     v1_why = SD.v1_runner_reason(spec, version, a.pipeline_parallel_size) if spec and v2 else ""
     if v2 and a.enable_prompt_embeds and not version.at_least(0, 29):
         v1_why = "prompt embeds"  # 0.24-0.28 `_get_v2_model_runner_unsupported_features`
+    if v2 and (a.enable_dbo or (a.ubatch_size > 1 and version.at_least(0, 30))):
+        v1_why = "dual batch overlap"  # `_get_dbo_unsupported_features` (0.22+; ubatch 0.30+)
     if v1_why:
         v2 = False
         notes.append(f"vLLM {version.text} runs {v1_why} on model runner V1 (\"Model Runner V2 "
@@ -1693,6 +1721,24 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if shape.moe_intermediate_local:
         shape = MK.with_moe_kernel(shape, arch, model, a, gpu, version, a2a,
                                    mnbt if version.at_least(0, 20) else A2A.BATCHED_DP_TOKENS)
+    late_slots = 0  # microbatch workspace slots first allocated after sizing
+    ubatches = _ubatches(a, asked, gpu, version, notes)
+    if ubatches > 1 and shape.moe_intermediate_local:
+        # the V1 profile splits its dummy batch only with DP > 1 and a budget at the prefill
+        # threshold (`check_ubatch_thresholds`); V2 never splits it (a helper's reading of
+        # the 0.33 runners)
+        if not v2 and a.data_parallel_size > 1 and mnbt >= a.dbo_prefill_token_threshold:
+            shape = replace(shape, ubatches=ubatches)
+            notes.append(f"microbatching: the profile run splits its batch in {ubatches}, each "
+                         "with its own MoE workspace slot and only the running one holding a "
+                         "kernel's per-call buffers")
+        elif shape.moe_kernel in M.BATCHED_KERNELS:
+            late_slots = (ubatches - 1) * shape.moe_scratch_bytes(0, None)
+            notes.append(f"microbatching: the profile run is not split (budget "
+                         f"{mnbt:,} < --dbo-prefill-token-threshold "
+                         f"{a.dbo_prefill_token_threshold}), so the other microbatch's "
+                         f"{late_slots / GiB:.2f} GiB workspace slot comes after the KV cache "
+                         "is sized, above gpu_memory_utilization")
     copies = "sampler_fp32_copies_v017" if version.at_least(0, 17) else "sampler_fp32_copies"
     # V1 only: V0's sampler takes FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1 ("In V0,
     # None means False", `TopKTopPSampler`), a path kvplan does not model
@@ -1813,7 +1859,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0])
         or (a.enable_prompt_embeds and version.at_least(0, 29))) else 0
     act += sampler_state + mm_embeds
-    warm = late_lora  # outside the budget: V0's LoRA slots, V2's top-k/top-p warm-up after
+    warm = late_lora + late_slots  # outside the budget: V0's LoRA slots, microbatch slots,
+    # V2's top-k/top-p warm-up after
     # sizing, 0.24-0.26's state
     if v2 and v2_fp32 is not None:
         fi = version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler, in_profile=False,
@@ -1979,6 +2026,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                             breakable=breakable,
                                             keep_full=version.at_least(0, 30),
                                             default_full=version.at_least(0, 11))
+    if asked == "deepep_high_throughput" and a.data_parallel_size > 1 and \
+            version.at_least(0, 13) and graph_mode != "NONE":
+        # `CompilationConfig.set_splitting_ops_for_v1`: DeepEP's high-throughput kernels
+        # "are incompatible with CUDA Graphs" (0.13-0.33)
+        graph_mode = "NONE"
+        notes.append("vLLM captures no CUDA graphs with DeepEP high throughput and -dp > 1")
     if v2 and compile_mode == 1 and version.at_least(0, 32) and graph_mode != "NONE":
         # `_disable_cudagraphs_for_v2_stock_torch_compile` (0.32+): model runner V2 captures
         # no graphs under stock torch.compile
