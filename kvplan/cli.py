@@ -166,6 +166,11 @@ def size_cmd(
                                     help="MoE expert kernel, as vLLM's flag (0.18+): auto, "
                                     "triton, deep_gemm, cutlass, flashinfer_trtllm, "
                                     "flashinfer_cutlass, marlin, aiter, ..."),
+    runner: str = typer.Option("auto", "--runner", help="auto, generate or pooling: the "
+                               "pooling runner (embedding, reranking) has no LM head or "
+                               "sampler"),
+    convert: str = typer.Option("auto", "--convert", help="embed, classify or reward: run a "
+                                "generative checkpoint as a pooling model"),
     enable_dbo: bool = typer.Option(False, "--enable-dbo", help="dual-batch overlap (with a "
                                     "DeepEP --all2all-backend): model runner V1, a workspace "
                                     "slot per microbatch"),
@@ -281,6 +286,7 @@ def size_cmd(
         if cudagraph_capture_sizes is not None else None,
         max_cudagraph_capture_size=max_cudagraph_capture_size, moe_backend=moe_backend,
         all2all_backend=all2all_backend, enable_dbo=enable_dbo, ubatch_size=ubatch_size,
+        runner=runner, convert=convert,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt)
         if limit_mm_per_prompt is not None else None,

@@ -1332,7 +1332,7 @@ def test_memory_flags_kvplan_does_not_size_are_named(capsys):
     assert "come out of the KV cache" in s["message"]
     code, d = _cmd(capsys, "--enable-sleep-mode --runner pooling --load-format safetensors")
     s = one(d["deployments"][0], "sizing-inputs")["message"]
-    assert "CuMemAllocator" in s and "pooling runner" in s and "--load-format" not in s
+    assert "CuMemAllocator" in s and "pooling runner" not in s and "--load-format" not in s
     assert "the KV cache differs" in s
     code, d = _cmd(capsys, "--runner generate --nnodes 1 --no-enable-prompt-embeds")
     assert one(d["deployments"][0], "sizing-inputs")["status"] == "pass"

@@ -827,3 +827,25 @@ def test_num_gpu_blocks_override_past_the_gpu_does_not_fit(capsys):
                        "--num-gpu-blocks-override", "40000", "--offline")
     assert code == 1 and "--num-gpu-blocks-override 40,000 needs 78.12 GiB" in out
     assert "31,048 blocks at most" in out
+
+
+def test_pooling_runner_has_no_lm_head_sampler_or_full_graphs(capsys):
+    # `--runner pooling` (Qwen3-Embedding-8B has Qwen3-8B's shapes): no LM head
+    # (`no_init_weights`: 151,936 x 4,096 x 2 B), no sampler or V2 sampler state, PIECEWISE
+    # graphs only ("Pooling models do not support full cudagraphs"); the forward stays
+    def j(*extra):
+        code, out, _ = run(capsys, "size", "Qwen/Qwen3-8B", "--gpu", "h100", "--json",
+                           "--max-model-len", "32768", *extra)
+        return json.loads(out)
+
+    gen, pool = j(), j("--runner", "pooling")
+    assert gen["weights_bytes_per_gpu"] - pool["weights_bytes_per_gpu"] == 151936 * 4096 * 2
+    assert pool["sampler_state_bytes"] == 0 and pool["cudagraph_mode"] == "PIECEWISE"
+    # the forward at 8,192 tokens (872,415,232 B) + the fixed 64 + 450 MiB terms
+    assert pool["activation_bytes"] == 872_415_232 + (64 + 450) * 2**20
+    assert (gen["kv_cache_tokens"], pool["kv_cache_tokens"]) == (391_088, 414_592)
+    assert j("--convert", "embed")["kv_cache_tokens"] == 414_592
+    # encoder-only attention keeps no KV cache: nothing to plan (exit 2, one line)
+    code, _, err = run(capsys, "size", "Qwen/Qwen3-8B", "--gpu", "h100", "--runner", "pooling",
+                       "--hf-overrides", '{"is_causal": false}')
+    assert code == 2 and "encoder-only attention" in err

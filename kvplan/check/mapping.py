@@ -57,6 +57,7 @@ VLLM_FIELDS = {
     "--prefill-context-parallel-size": "prefill_context_parallel_size",
     "--kv-transfer-config": "kv_transfer_config", "--all2all-backend": "all2all_backend",
     "--enable-dbo": "enable_dbo", "--ubatch-size": "ubatch_size",  # microbatching
+    "--runner": "runner", "--convert": "convert",  # the pooling runner
     "--dbo-prefill-token-threshold": "dbo_prefill_token_threshold",
     "--attention-backend": "attention_backend",  # sized as vLLM's default choice (a warning)
     "--data-parallel-size-local": "data_parallel_size_local",  # this node's DP ranks

@@ -191,6 +191,8 @@ class EngineArgs:
     enable_eplb: bool = False  # --enable-eplb (expert parallel load balancing, core/eplb.py)
     eplb_num_redundant_experts: int = 0  # --eplb-config num_redundant_experts
     eplb_window_size: int = 1000  # --eplb-config window_size
+    runner: str = "auto"  # --runner: auto | generate | pooling
+    convert: str = "auto"  # --convert: auto | none | embed | classify | reward
     enable_dbo: bool = False  # --enable-dbo (dual-batch overlap: 2 microbatches)
     ubatch_size: int = 1  # --ubatch-size (0.30+: microbatches when above 1)
     dbo_prefill_token_threshold: int = 512  # --dbo-prefill-token-threshold
@@ -750,6 +752,38 @@ def _all2all(arch: ModelArch, a: EngineArgs, asked: str | None, version: VllmVer
     return None if asked in A2A.NO_BUFFER else asked
 
 
+# architecture suffixes vLLM runs as pooling models by default (`_SUFFIX_TO_DEFAULTS`; an
+# unregistered `*Model` too, but registered ones such as MistralModel map to generation)
+POOLING_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForRewardModeling",
+                    "RewardModel", "EmbeddingModel")
+
+
+def _pooling(arch: ModelArch, a: EngineArgs, notes: list[str]) -> bool:
+    """Whether vLLM runs the model with its pooling runner (`ModelConfig._get_runner_type`,
+    read in the 0.20-0.33 wheels): `--runner pooling`, a `--convert` other than auto / none,
+    or by default a pooling architecture. A sentence-transformers checkpoint (modules.json
+    with a Pooling module) is pooling too whatever its architecture, which a config.json does
+    not show: `--runner pooling` says so. Encoder-only attention keeps no KV cache at all."""
+    if a.runner not in ("auto", "generate", "pooling"):
+        raise BadInput(f"--runner {a.runner!r} is not auto, generate or pooling", flag="runner")
+    if a.convert not in ("auto", "none", "embed", "classify", "reward"):
+        raise BadInput(f"--convert {a.convert!r} is not auto, none, embed, classify or reward",
+                       flag="convert")
+    if a.runner == "generate":
+        return False
+    pooling = a.runner == "pooling" or a.convert not in ("auto", "none") or any(
+        x.endswith(POOLING_SUFFIXES) for x in arch.architectures)
+    if pooling and arch.text_config.get("is_causal") is False:
+        raise BadInput("encoder-only attention (is_causal: false): vLLM keeps no KV cache for "
+                       "this pooling model and sizes no pool, so there is nothing to plan",
+                       hint="its memory is the weights and the batch's activations")
+    if pooling:
+        notes.append("pooling runner: no LM head, sampler or sampler state, PIECEWISE CUDA "
+                     "graphs only; kvplan's fixed activation terms were fitted on generation "
+                     "starts")
+    return pooling
+
+
 def _ubatches(a: EngineArgs, backend: str | None, gpu: Gpu, version: VllmVersion,
               notes: list[str]) -> int:
     """Microbatches per step (`ParallelConfig.num_ubatches`, 0.20+: 2 with --enable-dbo,
@@ -855,7 +889,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                        towers_every_stage: bool = False, vendor: str = "nvidia",
                        release: tuple[int, int] = (0, 33),
                        indexer_wk_16bit: bool = False,
-                       q_groups: int = 1) -> tuple[list[int], int, bool]:
+                       q_groups: int = 1, no_head: bool = False) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -873,6 +907,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     `q_groups`: `--dcp-q-replicate`'s DCP size, over which an MLA q_b_proj is split TP / dcp
     ways instead of TP (`DCPGroupColumnParallelLinear`), added after the rescaling too.
     Some models build the embedding or the LM head on every stage (`pipeline.py`).
+    `no_head`: a pooling model, whose untied LM head vLLM does not build (`no_init_weights`
+    in `adapters.py`), though the checkpoint may store it.
     """
     tp = a.tensor_parallel_size
     ep = a.moe_ranks  # routed experts split by expert (EP) or by rows
@@ -965,11 +1001,12 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                 b += (tower - tower_whole) / tower_tp + tower_whole
             if si == len(stages) - 1:
                 tied_copy = ts.embed if si and not embed_all else 0
-                b += (ts.lm_head or tied_copy) / tp + ts.other_split
-            elif head_all:
+                b += (0 if no_head else ts.lm_head or tied_copy) / tp + ts.other_split
+            elif head_all and not no_head:
                 b += (ts.lm_head or 0) / tp
             out.append(int(b * shrink + mla_up(rng)))
-        return out, int((ts.loaded - ts.vision + tower) * shrink), False
+        return out, int((ts.loaded - ts.vision + tower - (ts.lm_head if no_head else 0))
+                        * shrink), False
     vision = towers
     per_stage = []
     for si, rng in enumerate(stages):
@@ -990,7 +1027,9 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             other += pc.embed / tp
         if si == 0 or towers_every_stage:
             other += (vision - whole) / tower_tp + whole
-        if si == len(stages) - 1 and (pc.lm_head or (si and not embed_all)):
+        if no_head:
+            pass
+        elif si == len(stages) - 1 and (pc.lm_head or (si and not embed_all)):
             head = (pc.lm_head or pc.embed) / tp
         elif si < len(stages) - 1 and head_all:
             head = pc.lm_head / tp
@@ -1014,7 +1053,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     mtp = mtp_checkpoint_bytes(arch, d, model.quant_file) if model.weights_bytes else 0
     est_total = quantizable + rest + mtp
     skipped = (pc.vision + pc.audio - vision) * wb.other + mtp + (
-        0 if kv_unused else sum(x.kv_unused for x in pc.layers) * wb.linear * online)
+        0 if kv_unused else sum(x.kv_unused for x in pc.layers) * wb.linear * online) + (
+        pc.lm_head * wb.lm_head_bytes if no_head else 0)
     experts = pc.experts * wb.expert
     scale, estimated = 1.0, True
     total = (quantizable - experts) * online + experts * online_exp + rest - skipped
@@ -1362,6 +1402,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        "a CUDA process enumerates one MIG instance, and instances have no "
                        "peer-to-peer access", hint="use one slice per engine (TP 1), a larger "
                        "profile or whole GPUs", flag="tensor_parallel_size")
+    pooling = _pooling(arch, a, notes)
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
     asked = A2A.resolve(a.all2all_backend, a.all2all_backend_env, version.v, notes)
     if a.data_parallel_size > 1 and a.enable_expert_parallel and A2A.batched_dp(
@@ -1501,6 +1542,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     v2 = version.v2_model_runner(arch.architectures, bool(arch.num_experts),
                                  arch.is_hybrid_state, gpu.vendor) or bool(
         spec and spec.method == SD.DSPARK)  # DSpark runs on model runner V2 only
+    if pooling and not version.at_least(0, 29):
+        v2 = False  # `_is_default_v2_model_runner_model`: generate runners only before 0.29
     v1_why = SD.v1_runner_reason(spec, version, a.pipeline_parallel_size) if spec and v2 else ""
     if v2 and a.enable_prompt_embeds and not version.at_least(0, 29):
         v1_why = "prompt embeds"  # 0.24-0.28 `_get_v2_model_runner_unsupported_features`
@@ -1623,7 +1666,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         towers_every_stage=not (v2 and version.at_least(0, 33)),
         vendor=gpu.vendor, release=version.v[:2],
         indexer_wk_16bit=arch.is_sparse_mla and DSV4 not in arch.kinds
-        and version.at_least(0, 20))
+        and version.at_least(0, 20), no_head=pooling and not arch.tie_word_embeddings)
     if not a.flashinfer_moe_fp8 and version.at_least(0, 24):
         notes.append(f"vLLM {version.text} no longer reads VLLM_USE_FLASHINFER_MOE_FP8 (gone "
                      "in 0.24), so it is sized as unset; --moe-backend triton moves FP8 "
@@ -1841,7 +1884,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         sampler_copies = (logits * dtype_bytes(model_dtype) + 4 * v2_fp32) / 4
 
     def lm_peak(sampler_reqs: int) -> int:
-        return M.activation_peak(shape, profile_tokens, sampler_reqs, v1=version.v1,
+        # a pooling model runs its pooler, not the sampler: no vocab-sized logits
+        return M.activation_peak(shape, profile_tokens, 0 if pooling else sampler_reqs,
+                                 v1=version.v1,
                                  sampler_copies=sampler_copies,
                                  moe_chunk=version.moe_chunk, v024=version.at_least(0, 24),
                                  attn_point=attn_point, workspace_floor=floor)
@@ -1849,7 +1894,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     act = lm_peak(profile_reqs)
     # penalty and grammar state on the last stage, charged from 0.27
     sampler_state = M.v2_sampler_state_bytes(seqs, arch.vocab_size, 1 + k_spec) \
-        if v2_state else 0
+        if v2_state and not pooling else 0  # pooling builds no Sampler (`load_model`)
     # V2's `EncoderRunner.inputs_embeds` ([max_num_tokens, hidden] in the model dtype) for a
     # multimodal model whose towers run, allocated with the runner before the profile too
     # (0.29+: text-only models hold the same buffer with --enable-prompt-embeds,
@@ -1862,7 +1907,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     warm = late_lora + late_slots  # outside the budget: V0's LoRA slots, microbatch slots,
     # V2's top-k/top-p warm-up after
     # sizing, 0.24-0.26's state
-    if v2 and v2_fp32 is not None:
+    if v2 and v2_fp32 is not None and not pooling:
         fi = version.v2_flashinfer_sampler(cc, gpu.vendor, a.flashinfer_sampler, in_profile=False,
                                            sm_count=gpu.sm_count, fused_ok=fused_ok)
         warm = int(min(mnbt, seqs) * arch.vocab_size * 4 * M.const(
@@ -2026,6 +2071,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                             breakable=breakable,
                                             keep_full=version.at_least(0, 30),
                                             default_full=version.at_least(0, 11))
+    if pooling and "FULL" in graph_mode:  # "Pooling models do not support full cudagraphs.
+        graph_mode = "PIECEWISE"  # Overriding cudagraph_mode to PIECEWISE" (0.20-0.33)
     if asked == "deepep_high_throughput" and a.data_parallel_size > 1 and \
             version.at_least(0, 13) and graph_mode != "NONE":
         # `CompilationConfig.set_splitting_ops_for_v1`: DeepEP's high-throughput kernels

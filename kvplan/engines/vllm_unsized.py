@@ -49,10 +49,6 @@ UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
                          None),
     "--engram-config": ("--engram-config's Engram tables", None),
     # runners and samplers
-    "--runner": ("the pooling runner (no sampler in the profile run)",
-                 lambda v: v == "pooling"),
-    "--convert": ("the pooling runner --convert selects (no sampler in the profile run)",
-                  lambda v: v not in ("auto", "none")),
     "--mm-encoder-only": ("--mm-encoder-only (an encoder-only instance: no language-model "
                           "KV cache)", None),
     "--watermark-config": ("the watermarking sampler (--watermark-config)", None),
