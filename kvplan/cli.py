@@ -171,6 +171,9 @@ def size_cmd(
                                "sampler"),
     convert: str = typer.Option("auto", "--convert", help="embed, classify or reward: run a "
                                 "generative checkpoint as a pooling model"),
+    pooler_config: Optional[str] = typer.Option(
+        None, "--pooler-config", help="the pooler's JSON config; its seq_pooling_type (or "
+        "pooling_type) MEAN / CLS turns chunked prefill off"),
     enable_dbo: bool = typer.Option(False, "--enable-dbo", help="dual-batch overlap (with a "
                                     "DeepEP --all2all-backend): model runner V1, a workspace "
                                     "slot per microbatch"),
@@ -244,6 +247,8 @@ def size_cmd(
         from kvplan.engines.vllm_registry import check_choice
 
         check_choice("--quantization", quantization, vllm_version)
+    from kvplan.engines.vllm_pooler import pooling_type_of
+
     args = EngineArgs(
         tensor_parallel_size=tensor_parallel_size,
         pipeline_parallel_size=pipeline_parallel_size,
@@ -286,7 +291,7 @@ def size_cmd(
         if cudagraph_capture_sizes is not None else None,
         max_cudagraph_capture_size=max_cudagraph_capture_size, moe_backend=moe_backend,
         all2all_backend=all2all_backend, enable_dbo=enable_dbo, ubatch_size=ubatch_size,
-        runner=runner, convert=convert,
+        runner=runner, convert=convert, pooling_type=pooling_type_of(pooler_config),
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt)
         if limit_mm_per_prompt is not None else None,

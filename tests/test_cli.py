@@ -845,6 +845,9 @@ def test_pooling_runner_has_no_lm_head_sampler_or_full_graphs(capsys):
     assert pool["activation_bytes"] == 872_415_232 + (64 + 450) * 2**20
     assert (gen["kv_cache_tokens"], pool["kv_cache_tokens"]) == (391_088, 414_592)
     assert j("--convert", "embed")["kv_cache_tokens"] == 414_592
+    # MEAN / CLS pooling turns chunked prefill off: the budget covers a prompt (32,768)
+    mean = j("--runner", "pooling", "--pooler-config", '{"seq_pooling_type": "MEAN"}')
+    assert (mean["max_num_batched_tokens"], mean["kv_cache_tokens"]) == (32768, 396_848)
     # encoder-only attention keeps no KV cache: nothing to plan (exit 2, one line)
     code, _, err = run(capsys, "size", "Qwen/Qwen3-8B", "--gpu", "h100", "--runner", "pooling",
                        "--hf-overrides", '{"is_causal": false}')

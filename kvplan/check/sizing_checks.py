@@ -117,6 +117,11 @@ def _engine_args(p: Parsed) -> Any:
     a = EngineArgs(**{k: v for k, v in p.values.items() if k in names})
     if p.engine == "sglang":
         a.engine = "sglang"  # its own KV formats (fp4_e2m1) and pool rules
+    if p.values.get("pooler_config"):
+        from kvplan.engines.vllm_pooler import pooling_type_of
+
+        with contextlib.suppress(BadInput):  # a value vLLM cannot read: flag-values
+            a.pooling_type = pooling_type_of(str(p.values["pooler_config"]))
     if p.values.get("headless") and a.api_server_count is None:
         a.api_server_count = 1  # `vllm serve --headless`: the worker counts one API process
     if p.engine == "vllm":

@@ -192,6 +192,7 @@ class EngineArgs:
     eplb_num_redundant_experts: int = 0  # --eplb-config num_redundant_experts
     eplb_window_size: int = 1000  # --eplb-config window_size
     runner: str = "auto"  # --runner: auto | generate | pooling
+    pooling_type: str | None = None  # --pooler-config's seq_pooling_type (LAST, MEAN, CLS)
     convert: str = "auto"  # --convert: auto | none | embed | classify | reward
     enable_dbo: bool = False  # --enable-dbo (dual-batch overlap: 2 microbatches)
     ubatch_size: int = 1  # --ubatch-size (0.30+: microbatches when above 1)
@@ -1449,6 +1450,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         d_mnbt, d_seqs = 2 * d_mnbt, 2 * d_seqs
     seqs = a.max_num_seqs or d_seqs
     chunked = a.enable_chunked_prefill
+    if pooling and chunked is None and version.at_least(0, 20) and (
+            str(a.pooling_type or "").upper() in ("MEAN", "CLS")):
+        # `ModelConfig.is_chunked_prefill_supported` / `is_prefix_caching_supported`: a
+        # causal pooling model with MEAN or CLS pooling takes neither
+        chunked = False
+        if a.enable_prefix_caching is None:
+            a = replace(a, enable_prefix_caching=False)
+        notes.append(f"{str(a.pooling_type).upper()} pooling: vLLM turns chunked prefill and "
+                     "prefix caching off, so the token budget covers a whole prompt")
     if version.v1 and not version.at_least(0, 11, 1):
         # "V1 always uses chunked prefills": 0.8-0.11.0 set it for every generation model
         # (`_set_default_args_v1`; 0.11.0 `_set_default_args`), whatever the flag said
