@@ -372,9 +372,12 @@ def _warn_unmodelled(out: Any, p: Parsed, a: Any, version: str, arch: Any,
                              "the ranks hosting the profile's experts)")
         else:
             smaller.append(f"the {a2a} all-to-all buffers of expert parallelism")
+    from kvplan.core.versions import VllmVersion
     from kvplan.engines.vllm_unsized import unsized
 
-    for name, what in unsized([(f.name, f.value, f.negated) for f in p.flags if f.name]):
+    release = VllmVersion.of(version).v[:2]
+    for name, what in unsized([(f.name, f.value, f.negated) for f in p.flags if f.name],
+                              release):
         (smaller if name == "--kv-offloading-size" else other).append(what)
     from kvplan.core.attnbackend import BACKENDS
 

@@ -88,13 +88,26 @@ UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
 }
 
 
-def unsized(flags: list[tuple[str, str | None, bool]]) -> list[tuple[str, str]]:
-    """(flag, phrase) for each given flag kvplan does not size. `flags`: (canonical name,
-    value or None for a bare switch, negated)."""
+def pool_neutral(release: tuple[int, int]) -> bool:
+    """Releases whose CuMemAllocator pool leaves the KV budget as without it (a helper's
+    reading of `device_allocator/cumem.py` and the workers): 0.14-0.16 (a `with A and B`
+    slip kept the weights out of the pool, fixed by vLLM PR 32947) and 0.27+ (only small
+    stranded free fragments, tens of MiB). 0.8-0.13 and 0.17-0.26 count the pool's loading
+    or released segments differently (vLLM issues 37096, 40256: a larger budget, then OOM)."""
+    return (0, 14) <= release < (0, 17) or release >= (0, 27)
+
+
+def unsized(flags: list[tuple[str, str | None, bool]],
+            release: tuple[int, int] | None = None) -> list[tuple[str, str]]:
+    """(flag, phrase) for each given flag kvplan does not size in `release` (None: any).
+    `flags`: (canonical name, value or None for a bare switch, negated)."""
     out: list[tuple[str, str]] = []
     for name, value, negated in flags:
         entry = UNSIZED.get(name)
         if entry is None or negated or any(n == name for n, _ in out):
+            continue
+        if name in ("--enable-sleep-mode", "--enable-cumem-allocator") and release \
+                and pool_neutral(release):
             continue
         phrase, when = entry
         v = (value or "true").strip().lower()
