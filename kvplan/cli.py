@@ -177,7 +177,8 @@ def size_cmd(
     enable_dbo: bool = typer.Option(False, "--enable-dbo", help="dual-batch overlap (with a "
                                     "DeepEP --all2all-backend): model runner V1, a workspace "
                                     "slot per microbatch"),
-    ubatch_size: int = typer.Option(1, "--ubatch-size", help="microbatches per step (0.30+)"),
+    ubatch_size: int = typer.Option(1, "--ubatch-size", help="microbatches per step, with a "
+                                    "DeepEP --all2all-backend"),
     all2all_backend: Optional[str] = typer.Option(
         None, "--all2all-backend", help="expert parallelism's token exchange with -dp > 1 "
         "(0.11.1+): DeepEP's buffers (deepep_high_throughput, deepep_low_latency) come out "

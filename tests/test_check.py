@@ -1309,7 +1309,7 @@ def test_microbatching_needs_deepep_and_batch_sharded_sampling_needs_tp(capsys):
                    "--all2all-backend deepep_low_latency")
     dep = d["deployments"][0]
     assert one(dep, "flag-values")["status"] == "pass"
-    assert "dual-batch overlap" in one(dep, "sizing-inputs")["message"]
+    assert one(dep, "sizing-inputs")["status"] == "pass"  # sized (dense: nothing to split)
     code, d = _cmd(capsys, "--enable-batch-sharded-sampling")
     v = one(d["deployments"][0], "flag-values")
     assert code == 1 and "tensor_parallel_size is 1" in v["message"]
@@ -1489,3 +1489,17 @@ def test_a_flag_of_a_later_patch_than_the_record_is_a_warning(capsys):
     code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", "0.11.0")
     f = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "flags-known")
     assert f["status"] == "fail"
+
+
+def test_task_embed_runs_the_pooling_runner(capsys):
+    # 0.9-0.12's --task embed picks the pooling runner: no LM head in the weights
+    base = "vllm serve Qwen/Qwen3-8B --max-model-len 8192"
+    _, gen = check_json(capsys, "--cmd", base, "--gpu", "h100", "--vllm-version", "0.11")
+    _, emb = check_json(capsys, "--cmd", base + " --task embed", "--gpu", "h100",
+                        "--vllm-version", "0.11")
+
+    def weights(rep):
+        msg = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "weights-fit")
+        return float(msg["message"].split("weights ")[1].split(" GiB")[0])
+
+    assert weights(gen) - weights(emb) == pytest.approx(151936 * 4096 * 2 / 2**30, abs=0.01)

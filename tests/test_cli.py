@@ -852,3 +852,28 @@ def test_pooling_runner_has_no_lm_head_sampler_or_full_graphs(capsys):
     code, _, err = run(capsys, "size", "Qwen/Qwen3-8B", "--gpu", "h100", "--runner", "pooling",
                        "--hf-overrides", '{"is_causal": false}')
     assert code == 2 and "encoder-only attention" in err
+
+
+def test_pooling_review_rules(capsys):
+    def j(model, *extra):
+        code, out, err = run(capsys, "size", model, "--gpu", "h100", "--json", *extra)
+        return code, (json.loads(out) if out else None), err
+
+    # pooling models schedule synchronously by default (`VllmConfig.__post_init__`), which
+    # sliding-window layers' in-flight blocks see
+    _, pool, _ = j("google/gemma-3-4b-it", "--runner", "pooling", "--max-model-len", "8192")
+    _, sync, _ = j("google/gemma-3-4b-it", "--runner", "pooling", "--max-model-len", "8192",
+                   "--no-async-scheduling")
+    assert pool["kv_cache_tokens"] == sync["kv_cache_tokens"]
+    # tied embeddings at PP2: the last stage's head copy is not built either
+    _, gen2, _ = j("Qwen/Qwen3-4B", "-pp", "2", "--max-model-len", "8192")
+    _, pool2, _ = j("Qwen/Qwen3-4B", "-pp", "2", "--max-model-len", "8192", "--runner", "pooling")
+    last = [s["weights_bytes"] for s in gen2["pipeline_stages"]][-1] - \
+        [s["weights_bytes"] for s in pool2["pipeline_stages"]][-1]
+    assert last == 151936 * 2560 * 2
+    # `ConvertType` lost "reward" in 0.16; --runner arrived in 0.10.1
+    code, _, err = j("Qwen/Qwen3-8B", "--convert", "reward")
+    assert code == 2 and "--convert 'reward'" in err
+    assert j("Qwen/Qwen3-8B", "--convert", "reward", "--vllm-version", "0.15")[0] == 0
+    code, _, err = j("Qwen/Qwen3-8B", "--runner", "pooling", "--vllm-version", "0.10.0")
+    assert code == 2 and "no --runner" in err

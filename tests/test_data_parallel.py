@@ -447,3 +447,20 @@ def test_dual_batch_overlap_and_deepep_high_throughput_graphs():
     assert dbo["activation_bytes"] == 10_743_709_696
     with pytest.raises(BadInput, match="microbatching"):
         _run("deepseek-ai/DeepSeek-R1", "h200", enable_dbo=True, **r1)
+
+
+def test_review_refusals_mega_moe_fp8_and_microbatching_before_020():
+    # mega-MoE takes FP4 experts only; an FP8-expert checkpoint is refused with its own hint
+    with pytest.raises(BadInput, match="only supports fp4 experts") as e:
+        _run("sgl-project/DeepSeek-V4-Flash-FP8", "b200", data_parallel_size=8,
+             enable_expert_parallel=True, moe_backend="deep_gemm_mega_moe")
+    assert "FP4-expert checkpoint" in e.value.hint
+    # vLLM refuses microbatching beside a non-DeepEP backend from 0.11 (sized as one batch
+    # before 0.20)
+    with pytest.raises(BadInput, match="microbatching"):
+        _run("deepseek-ai/DeepSeek-R1", "h200", "0.19", data_parallel_size=8,
+             enable_expert_parallel=True, enable_dbo=True)
+    ok = _run("deepseek-ai/DeepSeek-R1", "h200", "0.19", data_parallel_size=8,
+              enable_expert_parallel=True, enable_dbo=True,
+              all2all_backend="deepep_low_latency")
+    assert any("sized as one batch" in n for n in ok.notes)

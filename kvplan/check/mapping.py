@@ -58,6 +58,7 @@ VLLM_FIELDS = {
     "--kv-transfer-config": "kv_transfer_config", "--all2all-backend": "all2all_backend",
     "--enable-dbo": "enable_dbo", "--ubatch-size": "ubatch_size",  # microbatching
     "--runner": "runner", "--convert": "convert",  # the pooling runner
+    "--task": "task",  # 0.9-0.12: embed / classify / score / reward run the pooling runner
     "--pooler-config": "pooler_config",  # its seq_pooling_type (`engines/vllm_pooler.py`)
     "--dbo-prefill-token-threshold": "dbo_prefill_token_threshold",
     "--attention-backend": "attention_backend",  # sized as vLLM's default choice (a warning)

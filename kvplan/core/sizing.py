@@ -192,6 +192,7 @@ class EngineArgs:
     eplb_num_redundant_experts: int = 0  # --eplb-config num_redundant_experts
     eplb_window_size: int = 1000  # --eplb-config window_size
     runner: str = "auto"  # --runner: auto | generate | pooling
+    task: str | None = None  # --task (0.9-0.12): embed / classify / score / reward = pooling
     pooling_type: str | None = None  # --pooler-config's seq_pooling_type (LAST, MEAN, CLS)
     convert: str = "auto"  # --convert: auto | none | embed | classify | reward
     enable_dbo: bool = False  # --enable-dbo (dual-batch overlap: 2 microbatches)
@@ -759,7 +760,7 @@ POOLING_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForR
                     "RewardModel", "EmbeddingModel")
 
 
-def _pooling(arch: ModelArch, a: EngineArgs, notes: list[str]) -> bool:
+def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[str]) -> bool:
     """Whether vLLM runs the model with its pooling runner (`ModelConfig._get_runner_type`,
     read in the 0.20-0.33 wheels): `--runner pooling`, a `--convert` other than auto / none,
     or by default a pooling architecture. A sentence-transformers checkpoint (modules.json
@@ -767,21 +768,28 @@ def _pooling(arch: ModelArch, a: EngineArgs, notes: list[str]) -> bool:
     not show: `--runner pooling` says so. Encoder-only attention keeps no KV cache at all."""
     if a.runner not in ("auto", "generate", "pooling"):
         raise BadInput(f"--runner {a.runner!r} is not auto, generate or pooling", flag="runner")
-    if a.convert not in ("auto", "none", "embed", "classify", "reward"):
-        raise BadInput(f"--convert {a.convert!r} is not auto, none, embed, classify or reward",
-                       flag="convert")
+    converts = ("auto", "none", "embed", "classify") + (
+        () if version.at_least(0, 16) else ("reward",))  # `ConvertType` (reward to 0.15)
+    if a.convert not in converts:
+        raise BadInput(f"--convert {a.convert!r} is not one of vLLM {version.text}'s: "
+                       + ", ".join(converts), flag="convert")
+    if (a.runner, a.convert) != ("auto", "auto") and not version.at_least(0, 10, 1):
+        raise BadInput(f"vLLM {version.text} has no --runner / --convert (0.10.1+)",
+                       hint="its --task embed / classify / score / reward picks pooling",
+                       flag="runner")
     if a.runner == "generate":
         return False
-    pooling = a.runner == "pooling" or a.convert not in ("auto", "none") or any(
+    pooling = a.runner == "pooling" or a.convert not in ("auto", "none") or (
+        a.task in ("embed", "embedding", "classify", "score", "reward")) or any(
         x.endswith(POOLING_SUFFIXES) for x in arch.architectures)
     if pooling and arch.text_config.get("is_causal") is False:
         raise BadInput("encoder-only attention (is_causal: false): vLLM keeps no KV cache for "
                        "this pooling model and sizes no pool, so there is nothing to plan",
                        hint="its memory is the weights and the batch's activations")
     if pooling:
-        notes.append("pooling runner: no LM head, sampler or sampler state, PIECEWISE CUDA "
-                     "graphs only; kvplan's fixed activation terms were fitted on generation "
-                     "starts")
+        notes.append("pooling runner: no LM head, sampler or sampler state, no full CUDA graphs, "
+                     "synchronous scheduling by default; kvplan's fixed activation terms were "
+                     "fitted on generation starts")
     return pooling
 
 
@@ -792,7 +800,7 @@ def _ubatches(a: EngineArgs, backend: str | None, gpu: Gpu, version: VllmVersion
     microbatching with an all-to-all backend other than DeepEP's (NIXL-EP from 0.24,
     ROCm's all-gather in 0.33)."""
     n = 2 if a.enable_dbo else a.ubatch_size
-    if n <= 1 or not version.at_least(0, 20):
+    if n <= 1 or not version.at_least(0, 11):
         return 1
     ok = ["deepep_low_latency", "deepep_high_throughput"]
     if version.at_least(0, 24):
@@ -805,6 +813,10 @@ def _ubatches(a: EngineArgs, backend: str | None, gpu: Gpu, version: VllmVersion
                        f"backends, not {backend or 'the default'} (vLLM refuses it)",
                        hint=f"add --all2all-backend {ok[0]}, or remove {flag}",
                        flag="enable_dbo" if a.enable_dbo else "ubatch_size")
+    if not version.at_least(0, 20):
+        notes.append(f"microbatching in vLLM {version.text}: its profile is sized as one batch "
+                     "(the runners were read from 0.20)")
+        return 1
     return n
 
 
@@ -1403,7 +1415,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        "a CUDA process enumerates one MIG instance, and instances have no "
                        "peer-to-peer access", hint="use one slice per engine (TP 1), a larger "
                        "profile or whole GPUs", flag="tensor_parallel_size")
-    pooling = _pooling(arch, a, notes)
+    pooling = _pooling(arch, a, version, notes)
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
     asked = A2A.resolve(a.all2all_backend, a.all2all_backend_env, version.v, notes)
     if a.data_parallel_size > 1 and a.enable_expert_parallel and A2A.batched_dp(
@@ -1417,14 +1429,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if arch.num_experts and a.moe_backend != "auto" and version.at_least(0, 18):
         qa = arch.quantization or {}
         if MK.mega_moe(arch, a):  # `DeepseekV4MoE.__init__` / `_check_runtime_supported`
-            why = ("requires expert parallel" if not a.enable_expert_parallel else
-                   "requires SM100 GPUs" if cc_major(cc) != 10 or gpu.vendor != "nvidia" else
-                   "only supports fp4 experts" if str(arch.text_config.get(
-                       "expert_dtype", "fp4")) != "fp4" else "")
+            fp4 = str(arch.text_config.get("expert_dtype", "fp4")) == "fp4" and weight_bytes(
+                arch, 2, a.quantization, model.quant_file).expert < 0.75
+            why, fix = (("requires expert parallel", "add --enable-expert-parallel")
+                        if not a.enable_expert_parallel else
+                        ("requires SM100 GPUs", "run it on B200 / B300 / GB200")
+                        if cc_major(cc) != 10 or gpu.vendor != "nvidia" else
+                        ("only supports fp4 experts", "use an FP4-expert checkpoint")
+                        if not fp4 else ("", ""))
             if why:
                 raise BadInput(f"vLLM refuses --moe-backend deep_gemm_mega_moe here: DeepSeek V4 "
-                               f"MegaMoE {why}", hint="add --enable-expert-parallel on B200/B300"
-                               " with an FP4-expert checkpoint, or pick another --moe-backend",
+                               f"MegaMoE {why}", hint=f"{fix}, or pick another --moe-backend",
                                flag="moe_backend")
         MK.check_moe_backend(a.moe_backend, version, cc, gpu.vendor, unquantized=quant is None,
                              mxfp4=quant in ("mxfp4", "gpt_oss_mxfp4"),
@@ -1656,7 +1671,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         (g.block_size for g in groups if not g.spec.is_state), default=plan.block_size)
     v2_graphs, v2_fp32, v2_state, v2_mm = version.v2_profile() if v2 else (True, None, False,
                                                                           True)
-    async_on = version.async_scheduling(a.async_scheduling, v2, spec.method if spec else None,
+    # pooling models schedule synchronously unless asked (`VllmConfig.__post_init__`, 0.20+)
+    async_on = version.async_scheduling(False if pooling and a.async_scheduling is None
+                                        else a.async_scheduling, v2,
+                                        spec.method if spec else None,
                                         bool(spec and spec.unpadded), pp)
     inflight = mnbt * version.inflight_batches(pp, v2, async_on)
 
@@ -1676,7 +1694,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         towers_every_stage=not (v2 and version.at_least(0, 33)),
         vendor=gpu.vendor, release=version.v[:2],
         indexer_wk_16bit=arch.is_sparse_mla and DSV4 not in arch.kinds
-        and version.at_least(0, 20), no_head=pooling and not arch.tie_word_embeddings)
+        and version.at_least(0, 20), no_head=pooling)
     if not a.flashinfer_moe_fp8 and version.at_least(0, 24):
         notes.append(f"vLLM {version.text} no longer reads VLLM_USE_FLASHINFER_MOE_FP8 (gone "
                      "in 0.24), so it is sized as unset; --moe-backend triton moves FP8 "
@@ -1802,7 +1820,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     fi_era = fi_flag and version.at_least(0, 10)
     if a.flashinfer_sampler and fi_flag:
         copies = "sampler_fp32_copies_flashinfer"  # 0.10-0.11.0 profile the selected sampler
-    elif fi_era and gpu.vendor == "nvidia" and a.kv_cache_memory_bytes is None:
+    elif fi_era and gpu.vendor == "nvidia" and a.kv_cache_memory_bytes is None and \
+            not pooling:
         saved = (M.const("sampler_fp32_copies") - M.const("sampler_fp32_copies_flashinfer")) \
             * min(mnbt, seqs) * arch.vocab_size * 4
         if saved >= GiB:

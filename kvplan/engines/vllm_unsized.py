@@ -52,10 +52,6 @@ UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
     "--mm-encoder-only": ("--mm-encoder-only (an encoder-only instance: no language-model "
                           "KV cache)", None),
     "--watermark-config": ("the watermarking sampler (--watermark-config)", None),
-    "--enable-dbo": ("dual-batch overlap's split profile (the microbatch that waits keeps "
-                     "its tensors; sized from a helper's reading, unmeasured)", None),
-    "--ubatch-size": ("microbatching's split profile (--ubatch-size; sized from a helper's "
-                      "reading, unmeasured)", lambda v: v not in ("0", "1")),
     "--model-impl": ("--model-impl's model implementation",
                      lambda v: v not in ("auto", "vllm")),
     "--worker-cls": ("a custom worker class (--worker-cls)", lambda v: v != "auto"),
