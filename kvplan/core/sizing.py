@@ -355,6 +355,7 @@ class SizeResult:
     moe_call_scratch_bytes: int = 0  # a kernel's own per-call buffers at that count (freed)
     moe_workspace_kept: bool = True  # the scratch stays allocated past the forward
     all2all_buffer_bytes: int = 0  # DeepEP's buffers per GPU, part of the non-torch memory
+    pooling: bool = False  # vLLM's pooling runner (embedding / classification), not generate
     sampler_state_bytes: int = 0  # model runner V2's penalty / grammar state, in the activation
     # what vLLM allocates after sizing the KV cache without having budgeted it: CUDA graphs
     # it does not subtract, model runner V2's sampler warm-up before 0.33 and its state in
@@ -419,6 +420,7 @@ class SizeResult:
             "moe_call_scratch_bytes": self.moe_call_scratch_bytes,
             "moe_workspace_kept": self.moe_workspace_kept if self.moe_kernel else None,
             "all2all_buffer_bytes": self.all2all_buffer_bytes,
+            "runner": "pooling" if self.pooling else "generate",
             "sampler_state_bytes": self.sampler_state_bytes,
             "outside_budget_bytes": self.outside_budget_bytes,
             "kv_cache_memory_bytes_max": self.kv_cache_memory_bytes_max,
@@ -2510,7 +2512,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         moe_workspace_bytes=shape.moe_scratch_bytes(mnbt * shape.moe_dp, version.moe_chunk),
         moe_call_scratch_bytes=call,
         moe_workspace_kept=shape.moe_kept and shape.moe_kernel != "functional",
-        all2all_buffer_bytes=a2a_bytes,
+        all2all_buffer_bytes=a2a_bytes, pooling=pooling,
         sampler_state_bytes=sampler_state, outside_budget_bytes=late_graphs + warm,
         safe_gpu_memory_utilization=safe, kv_cache_memory_bytes_max=kv_max, kv_dtypes=dts)
 
