@@ -849,18 +849,19 @@ def _all2all_buffers(backend: str, arch: ModelArch, a: EngineArgs, gpu: Gpu,
     cuda, heap = A2A.buffer_bytes(backend, buffer_mb=buffer_mb, internode=internode,
                                   tokens=tokens, hidden=hidden, experts=experts)
     out = cuda + heap
-    notes.append(
-        f"non-torch memory includes {out / GiB:.2f} GiB per GPU of DeepEP buffers ({backend}: "
-        f"the {buffer_mb} MiB NVLink buffer and 32 MiB workspace"
-        + (f", {heap / GiB:.2f} GiB of NVSHMEM heap; NVSHMEM rounds it to 512 MiB granules "
-           "and keeps its own state, about 0.5-1.1 GiB more (DeepEP issue 510), not "
-           "included" if heap else "")
-        + ")" + ("; the MoE activations of DeepEP's high-throughput path are sized as the "
-                 "all-gather path's (the ranks that host the profile's experts)"
-                 + (", though on Blackwell vLLM runs DeepGEMM or Triton on the rows each "
-                    "rank receives instead of FlashInfer's TRT-LLM kernels"
-                    if cc_major(gpu.compute_capability) == 10 else "")
-                 if backend == "deepep_high_throughput" else ""))
+    parts = [f"the {buffer_mb} MiB NVLink buffer and 32 MiB workspace"]
+    if heap:
+        parts.append(f"{heap / GiB:.2f} GiB of NVSHMEM heap; NVSHMEM rounds it to 512 MiB "
+                     "granules and keeps its own state, about 0.5-1.1 GiB more (DeepEP issue "
+                     "510), not included")
+    notes.append(f"non-torch memory includes {out / GiB:.2f} GiB per GPU of DeepEP buffers "
+                 f"({backend}: {', '.join(parts)})")
+    if backend == "deepep_high_throughput":
+        notes.append("the MoE activations of DeepEP's high-throughput path are sized as the "
+                     "all-gather path's (the ranks that host the profile's experts)" + (
+                         ", though on Blackwell vLLM runs DeepGEMM or Triton on the rows each "
+                         "rank receives instead of FlashInfer's TRT-LLM kernels"
+                         if cc_major(gpu.compute_capability) == 10 else ""))
     if backend == "deepep_low_latency" and str(
             (arch.quantization or {}).get("quant_method", "")).lower() == "mxfp4":
         notes.append("MXFP4 experts under DeepEP low latency run vLLM's batched Marlin (or "
