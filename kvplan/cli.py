@@ -174,6 +174,9 @@ def size_cmd(
     pooler_config: Optional[str] = typer.Option(
         None, "--pooler-config", help="the pooler's JSON config; its seq_pooling_type (or "
         "pooling_type) MEAN / CLS turns chunked prefill off"),
+    kv_sharing_fast_prefill: bool = typer.Option(
+        False, "--kv-sharing-fast-prefill", help="Gemma-3n / Gemma 4: the fast-prefill "
+        "buffers (the profile still runs every token)"),
     enable_dbo: bool = typer.Option(False, "--enable-dbo", help="dual-batch overlap (with a "
                                     "DeepEP --all2all-backend): model runner V1, a workspace "
                                     "slot per microbatch"),
@@ -293,6 +296,7 @@ def size_cmd(
         max_cudagraph_capture_size=max_cudagraph_capture_size, moe_backend=moe_backend,
         all2all_backend=all2all_backend, enable_dbo=enable_dbo, ubatch_size=ubatch_size,
         runner=runner, convert=convert, pooling_type=pooling_type_of(pooler_config),
+        kv_sharing_fast_prefill=kv_sharing_fast_prefill,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt)
         if limit_mm_per_prompt is not None else None,

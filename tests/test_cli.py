@@ -877,3 +877,22 @@ def test_pooling_review_rules(capsys):
     assert j("Qwen/Qwen3-8B", "--convert", "reward", "--vllm-version", "0.15")[0] == 0
     code, _, err = j("Qwen/Qwen3-8B", "--runner", "pooling", "--vllm-version", "0.10.0")
     assert code == 2 and "no --runner" in err
+
+
+def test_kv_sharing_fast_prefill_buffers(capsys):
+    # `Gemma4Model.__init__` with the flag: int64 positions, [N, hidden] and [N, layers, ple]
+    # for N = max_num_batched_tokens (L4: 2,048); Gemma 4 E2B: hidden 1,536, 35 layers x 256
+    def j(*extra):
+        code, out, _ = run(capsys, "size", "google/gemma-4-E2B", "--gpu", "l4", "--json", *extra)
+        return json.loads(out)
+
+    off, on = j(), j("--kv-sharing-fast-prefill")
+    n = 2048
+    assert on["weights_bytes_per_gpu"] - off["weights_bytes_per_gpu"] == \
+        n * 8 + n * 1536 * 2 + n * 35 * 256 * 2
+    assert (off["kv_cache_tokens"], on["kv_cache_tokens"]) == (1_338_198, 1_331_653)
+    code, _, err = run(capsys, "size", "google/gemma-4-E2B", "--gpu", "l4",
+                       "--kv-sharing-fast-prefill", "--speculative-config",
+                       '{"method": "eagle3", "model": "google/gemma-4-E2B", '
+                       '"num_speculative_tokens": 2}')
+    assert code == 2 and "EAGLE-style" in err

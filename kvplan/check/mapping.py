@@ -60,6 +60,7 @@ VLLM_FIELDS = {
     "--runner": "runner", "--convert": "convert",  # the pooling runner
     "--task": "task",  # 0.9-0.12: embed / classify / score / reward run the pooling runner
     "--pooler-config": "pooler_config",  # its seq_pooling_type (`engines/vllm_pooler.py`)
+    "--kv-sharing-fast-prefill": "kv_sharing_fast_prefill",  # Gemma-3n / 4 buffers
     "--dbo-prefill-token-threshold": "dbo_prefill_token_threshold",
     "--attention-backend": "attention_backend",  # sized as vLLM's default choice (a warning)
     "--data-parallel-size-local": "data_parallel_size_local",  # this node's DP ranks
@@ -361,7 +362,7 @@ BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching
                "headless", "enable_lora", "disable_sliding_window", "enable_eplb",
                "fully_sharded_loras", "allow_deprecated_quantization", "async_scheduling",
                "return_sampling_mask", "specialize_active_lora", "enable_prompt_embeds",
-               "dcp_q_replicate", "enable_dbo"}
+               "dcp_q_replicate", "enable_dbo", "kv_sharing_fast_prefill"}
 
 
 def parse(cmd: EngineCommand, reg: Any) -> Parsed:

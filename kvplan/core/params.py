@@ -477,6 +477,25 @@ def ple_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtype_bytes: 
     return max_num_batched_tokens * arch.num_layers * ple * dtype_bytes
 
 
+def fast_prefill_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtype_bytes: int,
+                              release: tuple[int, int]) -> int:
+    """`--kv-sharing-fast-prefill`'s buffers, built with the text model (a helper's reading
+    of `Gemma4Model.__init__`, 0.20-0.33, and `Gemma3nTextModel.__init__`, 0.11+): int64
+    positions, the hidden states (Gemma-3n: x altup_num_inputs) and, with per-layer inputs,
+    [tokens, layers, ple], for the token budget N. Other models allocate nothing (the
+    runner's N int32 logits indices aside)."""
+    n, t = max_num_batched_tokens, arch.text_config
+    ple = int(t.get("hidden_size_per_layer_input") or 0)
+    if arch.model_type in ("gemma4", "gemma4_text") and release >= (0, 20):
+        width = 1
+    elif arch.model_type in ("gemma3n", "gemma3n_text") and release >= (0, 11):
+        width = int(t.get("altup_num_inputs") or 1)
+    else:
+        return 0
+    return n * 8 + n * arch.hidden_size * width * dtype_bytes + \
+        n * arch.num_layers * ple * dtype_bytes
+
+
 # attention without rotary embeddings although the config carries a rope_theta:
 # `NemotronHAttention` creates no rotary embedding (nemotron_h.py, 0.16-0.20.2 wheels)
 _NO_ROPE = {"nemotron_h"}

@@ -77,6 +77,7 @@ from kvplan.core.params import (
     count_params,
     deepstack_buffer_bytes,
     expert_padding,
+    fast_prefill_buffer_bytes,
     indexer_rope_cache,
     mla_rope_fp32,
     moe_gated,
@@ -195,6 +196,7 @@ class EngineArgs:
     task: str | None = None  # --task (0.9-0.12): embed / classify / score / reward = pooling
     pooling_type: str | None = None  # --pooler-config's seq_pooling_type (LAST, MEAN, CLS)
     convert: str = "auto"  # --convert: auto | none | embed | classify | reward
+    kv_sharing_fast_prefill: bool = False  # --kv-sharing-fast-prefill (Gemma-3n / Gemma 4)
     enable_dbo: bool = False  # --enable-dbo (dual-batch overlap: 2 microbatches)
     ubatch_size: int = 1  # --ubatch-size (0.30+: microbatches when above 1)
     dbo_prefill_token_threshold: int = 512  # --dbo-prefill-token-threshold
@@ -1577,10 +1579,16 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         v1_why = "prompt embeds"  # 0.24-0.28 `_get_v2_model_runner_unsupported_features`
     if v2 and (a.enable_dbo or (a.ubatch_size > 1 and version.at_least(0, 30))):
         v1_why = "dual batch overlap"  # `_get_dbo_unsupported_features` (0.22+; ubatch 0.30+)
+    if v2 and a.kv_sharing_fast_prefill and not version.at_least(0, 30):
+        v1_why = "KV sharing fast prefill"  # 0.20-0.29 `_get_v2_model_runner_unsupported...`
     if v1_why:
         v2 = False
         notes.append(f"vLLM {version.text} runs {v1_why} on model runner V1 (\"Model Runner V2 "
                      "does not yet support\"), so kvplan sizes V1's profile")
+    if spec and a.kv_sharing_fast_prefill and spec.method in ("eagle", "eagle3", "mtp"):
+        raise BadInput("vLLM refuses --kv-sharing-fast-prefill with EAGLE-style speculative "
+                       "decoding (MTP included)", hint="drop one of the two",
+                       flag="kv_sharing_fast_prefill")
     if spec and spec.kv_cache_dtype:
         dts = KF.draft_kv(dts, spec.kv_cache_dtype, arch, v2, version, model_dtype, notes)
     mla_block = AB.block_size(forced, fb, version) if fb and fb.kind != "dense" else \
@@ -1715,6 +1723,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         arch, version.v[:2], vendor=gpu.vendor, model_dtype=model_dtype, custom_ops=eager_ops),
         indexer_rope=indexer_rope_cache(arch, version.v[:2]))
     weights[0] += ple_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
+    if a.kv_sharing_fast_prefill:  # built with the model, so counted as it loads
+        fast = fast_prefill_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype), version.v[:2])
+        weights = [w + fast for w in weights]
+        if fast:
+            notes.append(f"--kv-sharing-fast-prefill: {fast / MiB:.0f} MiB of buffers per GPU "
+                         "(positions, hidden states and per-layer inputs for the batch); the "
+                         "profile still runs every token through the KV-sharing layers, and "
+                         "its CUDA graphs (two compiled pieces) are unmeasured")
     weights = [w + deepstack_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
                for w in weights]
     weights = [w + topk_buffer_bytes(arch, mnbt) for w in weights]  # every stage's model

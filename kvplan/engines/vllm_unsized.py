@@ -59,8 +59,6 @@ UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
                                        lambda v: v == "external_launcher"),
     # buffers and layouts
     "--enable-mm-embeds": ("--enable-mm-embeds's embedding input path", None),
-    "--kv-sharing-fast-prefill": ("Gemma-3n/4's fast-prefill buffers "
-                                  "(--kv-sharing-fast-prefill)", None),
     "--enable-return-routed-experts": ("the routed-experts capture buffer", None),
     "--aux-output-config": ("the auxiliary-output capture buffer (--aux-output-config)", None),
     "--mm-processor-kwargs": ("--mm-processor-kwargs keys other than max_pixels / "
