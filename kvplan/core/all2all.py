@@ -11,13 +11,23 @@ and it comes out of the KV cache (0.20-0.26 as non-torch memory, 0.27+ inside
 one vLLM's `tools/ep_kernels` script installs (`csrc/deep_ep.cpp Buffer::Buffer`,
 `csrc/config.hpp LowLatencyLayout`). DeepSeek-V4's `--moe-backend deep_gemm_mega_moe`
 exchanges tokens through DeepGEMM's own symmetric buffer instead (`mega_moe_buffer_bytes`).
-Pure computation.
+`exchange_backend`, `ubatches`, `deepep_buffers` and `mega_moe_buffer` apply them to a start
+(engine arguments, GPU, release), with the notes `size` prints. Pure computation.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from kvplan.core.params import moe_hidden
+from kvplan.core.versions import cc_major
 from kvplan.errors import BadInput
-from kvplan.units import MiB, cdiv
+from kvplan.units import GiB, MiB, cdiv
+
+if TYPE_CHECKING:
+    from kvplan.core.arch import ModelArch
+    from kvplan.core.sizing import EngineArgs, Gpu
+    from kvplan.core.versions import VllmVersion
 
 # backends that own no device buffer of their own (the NCCL all-gather / reduce-scatter)
 NO_BUFFER = ("allgather_reducescatter", "naive", "passthrough")
@@ -163,3 +173,123 @@ def mega_moe_buffer_bytes(*, ranks: int, experts: int, tokens: int, top_k: int, 
     l2 = pool * intermediate + sf_pool * intermediate // 32
     combine = 2 * top_k * t * hidden
     return workspace + inputs + l1 + l2 + combine
+
+
+def exchange_backend(arch: ModelArch, a: EngineArgs, asked: str | None,
+                     version: VllmVersion, notes: list[str]) -> str | None:
+    """The all-to-all backend with buffers of its own the MoE layers exchange tokens through,
+    or None (`FusedMoEParallelConfig.use_all2all_kernels`: DP > 1 with expert parallelism;
+    vLLM's default gathers through NCCL). From 0.17 `pplx` maps to
+    `allgather_reducescatter` (`ParallelConfig`, with a warning)."""
+    if not asked or not (arch.num_experts and a.data_parallel_size > 1
+                         and a.enable_expert_parallel):
+        if asked and asked not in NO_BUFFER:
+            notes.append(f"all-to-all backend {asked}: used only with -dp > 1 and "
+                         "--enable-expert-parallel on an MoE model, no buffers to size here")
+        return None
+    if asked == "pplx" and version.at_least(0, 17):
+        notes.append(f"vLLM {version.text} has no pplx kernels and runs "
+                     "allgather_reducescatter instead")
+        return None
+    return None if asked in NO_BUFFER else asked
+
+
+def ubatches(a: EngineArgs, backend: str | None, gpu: Gpu, version: VllmVersion,
+             notes: list[str]) -> int:
+    """Microbatches per step (`ParallelConfig.num_ubatches`, 0.20+: 2 with --enable-dbo,
+    else --ubatch-size), 1 without; refused as `VllmConfig.__post_init__` refuses
+    microbatching with an all-to-all backend other than DeepEP's (NIXL-EP from 0.24,
+    ROCm's all-gather in 0.33)."""
+    n = 2 if a.enable_dbo else a.ubatch_size
+    if n <= 1 or not version.at_least(0, 11):
+        return 1
+    ok = ["deepep_low_latency", "deepep_high_throughput"]
+    if version.at_least(0, 24):
+        ok.append("nixl_ep")
+    if gpu.vendor == "amd" and version.at_least(0, 33):
+        ok.append("allgather_reducescatter")
+    if (backend or "") not in ok:
+        flag = "--enable-dbo" if a.enable_dbo else "--ubatch-size"
+        raise BadInput(f"{flag} (microbatching) runs only with the {', '.join(ok)} all-to-all "
+                       f"backends, not {backend or 'the default'} (vLLM refuses it)",
+                       hint=f"add --all2all-backend {ok[0]}, or remove {flag}",
+                       flag="enable_dbo" if a.enable_dbo else "ubatch_size")
+    if not version.at_least(0, 20):
+        notes.append(f"microbatching in vLLM {version.text}: its profile is sized as one batch "
+                     "(the runners were read from 0.20)")
+        return 1
+    return n
+
+
+def deepep_buffers(backend: str, arch: ModelArch, a: EngineArgs, gpu: Gpu,
+                   version: VllmVersion, mnbt: int, notes: list[str]) -> int:
+    """Device bytes per GPU of the all-to-all backend's buffers (`buffer_bytes`), with the
+    notes that say what is not sized. DeepEP low latency is sized for the scheduler's token
+    budget per DP rank from 0.20 (`FusedMoEConfig.max_num_tokens`), for
+    VLLM_MOE_DP_CHUNK_SIZE's 256 before; its ranks span hosts past `Gpu.gpus_per_node`."""
+    if backend not in DEEPEP:
+        notes.append(f"--all2all-backend {backend}: its own device buffers are not sized "
+                     "(they come out of the KV cache: the pool is smaller than this)")
+        return 0
+    hidden = moe_hidden(arch)
+    if backend == "deepep_low_latency" and not ll_hidden(hidden):
+        raise BadInput(f"DeepEP low latency takes hidden sizes up to "
+                       f"{LL_HIDDEN_SIZES[-1]}, not {hidden} (vLLM refuses it)",
+                       hint="use --all2all-backend deepep_high_throughput",
+                       flag="all2all_backend")
+    ep = a.tensor_parallel_size * a.data_parallel_size
+    internode = ep > gpu.gpus_per_node
+    experts = arch.num_experts + (a.eplb_num_redundant_experts if a.enable_eplb else 0)
+    tokens = mnbt if version.at_least(0, 20) else BATCHED_DP_TOKENS
+    buffer_mb = a.deepep_buffer_mb if version.at_least(0, 11) else 1024  # hard-coded before
+    if buffer_mb != a.deepep_buffer_mb:
+        notes.append(f"VLLM_DEEPEP_BUFFER_SIZE_MB is not read by vLLM {version.text}: DeepEP's "
+                     "buffer is 1,024 MiB")
+    cuda, heap = buffer_bytes(backend, buffer_mb=buffer_mb, internode=internode,
+                                  tokens=tokens, hidden=hidden, experts=experts)
+    out = cuda + heap
+    parts = [f"the {buffer_mb} MiB NVLink buffer and 32 MiB workspace"]
+    if heap:
+        parts.append(f"{heap / GiB:.2f} GiB of NVSHMEM heap; NVSHMEM rounds it to 512 MiB "
+                     "granules and keeps its own state, about 0.5-1.1 GiB more (DeepEP issue "
+                     "510), not included")
+    notes.append(f"non-torch memory includes {out / GiB:.2f} GiB per GPU of DeepEP buffers "
+                 f"({backend}: {', '.join(parts)})")
+    if backend == "deepep_high_throughput":
+        notes.append("the MoE activations of DeepEP's high-throughput path are sized as the "
+                     "all-gather path's (the ranks that host the profile's experts)" + (
+                         ", though on Blackwell vLLM runs DeepGEMM or Triton on the rows each "
+                         "rank receives instead of FlashInfer's TRT-LLM kernels"
+                         if cc_major(gpu.compute_capability) == 10 else ""))
+    if backend == "deepep_low_latency" and str(
+            (arch.quantization or {}).get("quant_method", "")).lower() == "mxfp4":
+        notes.append("MXFP4 experts under DeepEP low latency run vLLM's batched Marlin (or "
+                     "Humming) kernel: their workspace is sized with BatchedTriton's shapes")
+    if backend == "deepep_low_latency" and version.at_least(0, 20) and \
+            tokens > BATCHED_DP_TOKENS:
+        floor = ll_rdma_bytes(BATCHED_DP_TOKENS, ll_hidden(hidden), experts)
+        notes.append(f"DeepEP low latency sizes its NVSHMEM heap for the scheduler's "
+                     f"{tokens:,}-token budget per DP rank: {heap / GiB:.2f} GiB (at "
+                     f"{BATCHED_DP_TOKENS} tokens, this backend's default budget, "
+                     f"{floor / GiB:.2f} GiB)")
+    return out
+
+
+def mega_moe_buffer(arch: ModelArch, a: EngineArgs, version: VllmVersion, mnbt: int,
+                    notes: list[str]) -> int:
+    """DeepSeek-V4's mega-MoE symmetric buffer per GPU (`mega_moe_buffer_bytes`):
+    made in the profile forward, outside torch (non-torch memory), for the scheduler's
+    token budget on every EP rank (`DeepseekV4MegaMoEExperts.get_symm_buffer`, 0.25)."""
+    t = arch.text_config
+    out = mega_moe_buffer_bytes(
+        ranks=a.moe_ranks, experts=arch.num_experts, tokens=mnbt,
+        top_k=int(t.get("num_experts_per_tok") or 1), hidden=arch.hidden_size,
+        intermediate=arch.expert_intermediate_size)
+    out = cdiv(out, 2 * MiB) * 2 * MiB
+    layout = version.at_least(0, 25) and not version.at_least(0, 27)
+    notes.append(f"non-torch memory includes {out / GiB:.2f} GiB per GPU of DeepGEMM mega-MoE's "
+                 f"symmetric buffer ({mnbt:,} tokens on each of {a.moe_ranks} EP ranks; it "
+                 "replaces the fused-MoE workspace and the DP gather)" + (
+                     "" if layout else f"; its layout is DeepGEMM 2.5.0's (vLLM 0.25-0.26), "
+                     f"which vLLM {version.text} may have changed"))
+    return out

@@ -739,25 +739,6 @@ def _q_groups(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> int:
     return a.decode_context_parallel_size
 
 
-def _all2all(arch: ModelArch, a: EngineArgs, asked: str | None, version: VllmVersion,
-             notes: list[str]) -> str | None:
-    """The all-to-all backend with buffers of its own the MoE layers exchange tokens through,
-    or None (`FusedMoEParallelConfig.use_all2all_kernels`: DP > 1 with expert parallelism;
-    vLLM's default gathers through NCCL). From 0.17 `pplx` maps to
-    `allgather_reducescatter` (`ParallelConfig`, with a warning)."""
-    if not asked or not (arch.num_experts and a.data_parallel_size > 1
-                         and a.enable_expert_parallel):
-        if asked and asked not in A2A.NO_BUFFER:
-            notes.append(f"all-to-all backend {asked}: used only with -dp > 1 and "
-                         "--enable-expert-parallel on an MoE model, no buffers to size here")
-        return None
-    if asked == "pplx" and version.at_least(0, 17):
-        notes.append(f"vLLM {version.text} has no pplx kernels and runs "
-                     "allgather_reducescatter instead")
-        return None
-    return None if asked in A2A.NO_BUFFER else asked
-
-
 # architecture suffixes vLLM runs as pooling models by default (`_SUFFIX_TO_DEFAULTS`; an
 # unregistered `*Model` too, but registered ones such as MistralModel map to generation)
 POOLING_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForRewardModeling",
@@ -795,107 +776,6 @@ def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[s
                      "synchronous scheduling by default; kvplan's fixed activation terms were "
                      "fitted on generation starts")
     return pooling
-
-
-def _ubatches(a: EngineArgs, backend: str | None, gpu: Gpu, version: VllmVersion,
-              notes: list[str]) -> int:
-    """Microbatches per step (`ParallelConfig.num_ubatches`, 0.20+: 2 with --enable-dbo,
-    else --ubatch-size), 1 without; refused as `VllmConfig.__post_init__` refuses
-    microbatching with an all-to-all backend other than DeepEP's (NIXL-EP from 0.24,
-    ROCm's all-gather in 0.33)."""
-    n = 2 if a.enable_dbo else a.ubatch_size
-    if n <= 1 or not version.at_least(0, 11):
-        return 1
-    ok = ["deepep_low_latency", "deepep_high_throughput"]
-    if version.at_least(0, 24):
-        ok.append("nixl_ep")
-    if gpu.vendor == "amd" and version.at_least(0, 33):
-        ok.append("allgather_reducescatter")
-    if (backend or "") not in ok:
-        flag = "--enable-dbo" if a.enable_dbo else "--ubatch-size"
-        raise BadInput(f"{flag} (microbatching) runs only with the {', '.join(ok)} all-to-all "
-                       f"backends, not {backend or 'the default'} (vLLM refuses it)",
-                       hint=f"add --all2all-backend {ok[0]}, or remove {flag}",
-                       flag="enable_dbo" if a.enable_dbo else "ubatch_size")
-    if not version.at_least(0, 20):
-        notes.append(f"microbatching in vLLM {version.text}: its profile is sized as one batch "
-                     "(the runners were read from 0.20)")
-        return 1
-    return n
-
-
-def _all2all_buffers(backend: str, arch: ModelArch, a: EngineArgs, gpu: Gpu,
-                     version: VllmVersion, mnbt: int, notes: list[str]) -> int:
-    """Device bytes per GPU of the all-to-all backend's buffers (`core/all2all.py`), with the
-    notes that say what is not sized. DeepEP low latency is sized for the scheduler's token
-    budget per DP rank from 0.20 (`FusedMoEConfig.max_num_tokens`), for
-    VLLM_MOE_DP_CHUNK_SIZE's 256 before; its ranks span hosts past `Gpu.gpus_per_node`."""
-    if backend not in A2A.DEEPEP:
-        notes.append(f"--all2all-backend {backend}: its own device buffers are not sized "
-                     "(they come out of the KV cache: the pool is smaller than this)")
-        return 0
-    hidden = moe_hidden(arch)
-    if backend == "deepep_low_latency" and not A2A.ll_hidden(hidden):
-        raise BadInput(f"DeepEP low latency takes hidden sizes up to "
-                       f"{A2A.LL_HIDDEN_SIZES[-1]}, not {hidden} (vLLM refuses it)",
-                       hint="use --all2all-backend deepep_high_throughput",
-                       flag="all2all_backend")
-    ep = a.tensor_parallel_size * a.data_parallel_size
-    internode = ep > gpu.gpus_per_node
-    experts = arch.num_experts + (a.eplb_num_redundant_experts if a.enable_eplb else 0)
-    tokens = mnbt if version.at_least(0, 20) else A2A.BATCHED_DP_TOKENS
-    buffer_mb = a.deepep_buffer_mb if version.at_least(0, 11) else 1024  # hard-coded before
-    if buffer_mb != a.deepep_buffer_mb:
-        notes.append(f"VLLM_DEEPEP_BUFFER_SIZE_MB is not read by vLLM {version.text}: DeepEP's "
-                     "buffer is 1,024 MiB")
-    cuda, heap = A2A.buffer_bytes(backend, buffer_mb=buffer_mb, internode=internode,
-                                  tokens=tokens, hidden=hidden, experts=experts)
-    out = cuda + heap
-    parts = [f"the {buffer_mb} MiB NVLink buffer and 32 MiB workspace"]
-    if heap:
-        parts.append(f"{heap / GiB:.2f} GiB of NVSHMEM heap; NVSHMEM rounds it to 512 MiB "
-                     "granules and keeps its own state, about 0.5-1.1 GiB more (DeepEP issue "
-                     "510), not included")
-    notes.append(f"non-torch memory includes {out / GiB:.2f} GiB per GPU of DeepEP buffers "
-                 f"({backend}: {', '.join(parts)})")
-    if backend == "deepep_high_throughput":
-        notes.append("the MoE activations of DeepEP's high-throughput path are sized as the "
-                     "all-gather path's (the ranks that host the profile's experts)" + (
-                         ", though on Blackwell vLLM runs DeepGEMM or Triton on the rows each "
-                         "rank receives instead of FlashInfer's TRT-LLM kernels"
-                         if cc_major(gpu.compute_capability) == 10 else ""))
-    if backend == "deepep_low_latency" and str(
-            (arch.quantization or {}).get("quant_method", "")).lower() == "mxfp4":
-        notes.append("MXFP4 experts under DeepEP low latency run vLLM's batched Marlin (or "
-                     "Humming) kernel: their workspace is sized with BatchedTriton's shapes")
-    if backend == "deepep_low_latency" and version.at_least(0, 20) and \
-            tokens > A2A.BATCHED_DP_TOKENS:
-        floor = A2A.ll_rdma_bytes(A2A.BATCHED_DP_TOKENS, A2A.ll_hidden(hidden), experts)
-        notes.append(f"DeepEP low latency sizes its NVSHMEM heap for the scheduler's "
-                     f"{tokens:,}-token budget per DP rank: {heap / GiB:.2f} GiB (at "
-                     f"{A2A.BATCHED_DP_TOKENS} tokens, this backend's default budget, "
-                     f"{floor / GiB:.2f} GiB)")
-    return out
-
-
-def _mega_moe_buffer(arch: ModelArch, a: EngineArgs, version: VllmVersion, mnbt: int,
-                     notes: list[str]) -> int:
-    """DeepSeek-V4's mega-MoE symmetric buffer per GPU (`all2all.mega_moe_buffer_bytes`):
-    made in the profile forward, outside torch (non-torch memory), for the scheduler's
-    token budget on every EP rank (`DeepseekV4MegaMoEExperts.get_symm_buffer`, 0.25)."""
-    t = arch.text_config
-    out = A2A.mega_moe_buffer_bytes(
-        ranks=a.moe_ranks, experts=arch.num_experts, tokens=mnbt,
-        top_k=int(t.get("num_experts_per_tok") or 1), hidden=arch.hidden_size,
-        intermediate=arch.expert_intermediate_size)
-    out = cdiv(out, 2 * MiB) * 2 * MiB
-    layout = version.at_least(0, 25) and not version.at_least(0, 27)
-    notes.append(f"non-torch memory includes {out / GiB:.2f} GiB per GPU of DeepGEMM mega-MoE's "
-                 f"symmetric buffer ({mnbt:,} tokens on each of {a.moe_ranks} EP ranks; it "
-                 "replaces the fused-MoE workspace and the DP gather)" + (
-                     "" if layout else f"; its layout is DeepGEMM 2.5.0's (vLLM 0.25-0.26), "
-                     f"which vLLM {version.text} may have changed"))
-    return out
 
 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
@@ -1426,7 +1306,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if a.data_parallel_size > 1 and a.enable_expert_parallel and A2A.batched_dp(
             asked, version.v):  # `ParallelConfig.use_batched_dp_moe` (any model)
         d_mnbt = A2A.BATCHED_DP_TOKENS
-    a2a = _all2all(arch, a, asked, version, notes)
+    a2a = A2A.exchange_backend(arch, a, asked, version, notes)
     version.moe_backend_kind(a.moe_backend)  # a value vLLM rejects is bad input
     norm_backend = str(a.moe_backend or "auto").lower().replace("-", "_")  # as `arg_utils`
     if norm_backend != a.moe_backend:
@@ -1812,7 +1692,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         shape = MK.with_moe_kernel(shape, arch, model, a, gpu, version, a2a,
                                    mnbt if version.at_least(0, 20) else A2A.BATCHED_DP_TOKENS)
     late_slots = 0  # microbatch workspace slots first allocated after sizing
-    ubatches = _ubatches(a, asked, gpu, version, notes)
+    ubatches = A2A.ubatches(a, asked, gpu, version, notes)
     if ubatches > 1 and shape.moe_intermediate_local:
         # the V1 profile splits its dummy batch only with DP > 1 and a budget at the prefill
         # threshold (`check_ubatch_thresholds`); V2 never splits it (a helper's reading of
@@ -2081,9 +1961,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      and tp in version.custom_all_reduce_sizes,
                      fi_ar, rocm=gpu.vendor == "amd", nvlink_tp8=gpu.vendor == "nvidia"
                      and gpu.interconnect_gbps > 0 and gpu.nvlink_domain >= 8 and tp >= 8)
-    a2a_bytes = _all2all_buffers(a2a, arch, a, gpu, version, mnbt, notes) if a2a else 0
+    a2a_bytes = A2A.deepep_buffers(a2a, arch, a, gpu, version, mnbt, notes) if a2a else 0
     if MK.mega_moe(arch, a):
-        a2a_bytes += _mega_moe_buffer(arch, a, version, mnbt, notes)
+        a2a_bytes += A2A.mega_moe_buffer(arch, a, version, mnbt, notes)
     nt += a2a_bytes
     if fi_ar:
         notes.append(f"non-torch memory includes "
