@@ -1503,3 +1503,21 @@ def test_task_embed_runs_the_pooling_runner(capsys):
         return float(msg["message"].split("weights ")[1].split(" GiB")[0])
 
     assert weights(gen) - weights(emb) == pytest.approx(151936 * 4096 * 2 / 2**30, abs=0.01)
+
+
+def test_leaderworkerset_data_parallel_across_pods(capsys, tmp_path):
+    # a wide-EP LeaderWorkerSet: 2 pods x 8 GPUs run DP 16 (8 local ranks each)
+    f = tmp_path / "lws.yaml"
+    f.write_text(
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
+        "metadata: {name: wide-ep}\nspec:\n  replicas: 1\n  leaderWorkerTemplate:\n"
+        "    size: 2\n    workerTemplate:\n      spec:\n"
+        "        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}\n"
+        "        containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.33.0\n"
+        "          command: [vllm, serve, deepseek-ai/DeepSeek-R1]\n"
+        "          args: [--data-parallel-size, '16', --data-parallel-size-local, '8',"
+        " --enable-expert-parallel, --max-model-len, '32768']\n"
+        "          resources: {limits: {nvidia.com/gpu: 8}}\n")
+    code, rep = check_json(capsys, str(f))
+    g = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "gpu-count-matches")
+    assert g["status"] == "pass" and g["message"] == "TP x PP x DP = 16 uses the 16 GPUs allocated"

@@ -305,13 +305,19 @@ def gpu_count(out: Outcome, p: Parsed) -> None:
     t = out.target
     cid = "gpu-count-matches"
     need = gpus_needed(p)
+    v = p.values
+    group = t.kind == "LeaderWorkerSet" and v.get("data_parallel_size_local") and \
+        v.get("data_parallel_size")  # the group's pods run every DP rank between them
+    if group:
+        need = (v.get("tensor_parallel_size") or 1) * (v.get("pipeline_parallel_size") or 1) \
+            * v["data_parallel_size"]
     have, loc = t.gpu_count, t.gpu_count_loc
     vis, vloc = _visible_devices(p)
     if vis is not None and (have is None or vis < have):
         have, loc = vis, vloc
     loc = loc or t.loc
-    parallel = f"TP x PP x DP = {need}" if not p.values.get("data_parallel_size_local") else \
-        f"TP x PP x local DP = {need}"
+    parallel = f"TP x PP x DP = {need}" if group or not v.get("data_parallel_size_local") \
+        else f"TP x PP x local DP = {need}"
     out.facts["gpus_needed"] = need
     out.facts["gpus"] = have
     if have is None:
