@@ -174,6 +174,8 @@ def size_cmd(
     pooler_config: Optional[str] = typer.Option(
         None, "--pooler-config", help="the pooler's JSON config; its seq_pooling_type (or "
         "pooling_type) MEAN / CLS turns chunked prefill off"),
+    nnodes: int = typer.Option(1, "--nnodes", help="hosts the GPUs are spread over (0.12+): "
+                               "TP past one host runs without custom all-reduce"),
     kv_sharing_fast_prefill: bool = typer.Option(
         False, "--kv-sharing-fast-prefill", help="Gemma-3n / Gemma 4: the fast-prefill "
         "buffers (the profile still runs every token)"),
@@ -296,7 +298,7 @@ def size_cmd(
         max_cudagraph_capture_size=max_cudagraph_capture_size, moe_backend=moe_backend,
         all2all_backend=all2all_backend, enable_dbo=enable_dbo, ubatch_size=ubatch_size,
         runner=runner, convert=convert, pooling_type=pooling_type_of(pooler_config),
-        kv_sharing_fast_prefill=kv_sharing_fast_prefill,
+        kv_sharing_fast_prefill=kv_sharing_fast_prefill, nnodes=nnodes,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt)
         if limit_mm_per_prompt is not None else None,

@@ -2071,3 +2071,16 @@ def test_flashinfer_allreduce_only_at_the_tp_sizes_its_table_lists():
 
     assert fi("9.0", 8, "0.26") and not fi("9.0", 16, "0.26")
     assert not fi("10.0", 16, "0.24") and fi("10.0", 16, "0.25")
+
+
+def test_nnodes_spreads_the_world_over_hosts():
+    # `--nnodes 2` (0.12+): TP8 over two hosts of 4 runs without custom all-reduce on Hopper
+    from kvplan.sources.resolve import resolve_gpu
+
+    def nt(nnodes):
+        return run(LLAMA31_8B, gpu=resolve_gpu("h200"), version="0.33", tensor_parallel_size=8,
+                   max_model_len=8192, nnodes=nnodes).budget.non_torch >> 20
+
+    assert (nt(1), nt(2)) == (130 + 420 + 430, 130 + 100 + 430)
+    with pytest.raises(BadInput, match="--nnodes"):
+        nt(0)

@@ -61,6 +61,7 @@ VLLM_FIELDS = {
     "--task": "task",  # 0.9-0.12: embed / classify / score / reward run the pooling runner
     "--pooler-config": "pooler_config",  # its seq_pooling_type (`engines/vllm_pooler.py`)
     "--kv-sharing-fast-prefill": "kv_sharing_fast_prefill",  # Gemma-3n / 4 buffers
+    "--nnodes": "nnodes",  # hosts the world spans (custom all-reduce, DeepEP internode)
     "--dbo-prefill-token-threshold": "dbo_prefill_token_threshold",
     "--attention-backend": "attention_backend",  # sized as vLLM's default choice (a warning)
     "--data-parallel-size-local": "data_parallel_size_local",  # this node's DP ranks
@@ -353,7 +354,7 @@ INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_s
               "data_parallel_size_local",
               "decode_context_parallel_size",
               "block_size", "max_num_seqs", "num_gpu_blocks_override", "max_total_tokens",
-              "max_loras", "max_lora_rank", "max_num_active_seqs", "ubatch_size",
+              "max_loras", "max_lora_rank", "max_num_active_seqs", "ubatch_size", "nnodes",
               "dbo_prefill_token_threshold"}
 HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
 BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",

@@ -197,6 +197,7 @@ class EngineArgs:
     pooling_type: str | None = None  # --pooler-config's seq_pooling_type (LAST, MEAN, CLS)
     convert: str = "auto"  # --convert: auto | none | embed | classify | reward
     kv_sharing_fast_prefill: bool = False  # --kv-sharing-fast-prefill (Gemma-3n / Gemma 4)
+    nnodes: int = 1  # --nnodes (0.12+): the GPUs are spread over this many hosts
     enable_dbo: bool = False  # --enable-dbo (dual-batch overlap: 2 microbatches)
     ubatch_size: int = 1  # --ubatch-size (0.30+: microbatches when above 1)
     dbo_prefill_token_threshold: int = 512  # --dbo-prefill-token-threshold
@@ -1145,6 +1146,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        hint="use a multiple of 16", flag="block_size")
     notes: list[str] = list(arch.notes) + [n for n in (engine_note, aiter_note) if n]
     tp, pp = a.tensor_parallel_size, a.pipeline_parallel_size
+    if a.nnodes < 1:
+        raise BadInput(f"--nnodes must be at least 1, got {a.nnodes}", flag="nnodes")
+    if a.nnodes > 1 and version.at_least(0, 12):  # `ParallelConfig.nnodes`: the world over hosts
+        gpu = replace(gpu, gpus_per_node=min(
+            gpu.gpus_per_node, cdiv(tp * pp * a.data_parallel_size, a.nnodes)))
     cc = gpu.compute_capability
 
     # dtypes

@@ -74,8 +74,6 @@ UNSIZED: dict[str, tuple[str, Callable[[str], bool] | None]] = {
     "--enable-mixed-moe-lora-format": ("the 2D MoE LoRA wrapper's slots", None),
     "--max-lora-cls-labels": ("LoRA classifier heads", None),
     "--enable-elastic-ep": ("elastic EP's all-to-all buffers sized for its largest DP", None),
-    "--nnodes": ("a group across hosts, which runs without custom all-reduce unless the "
-                 "hosts share NVLink", lambda v: v != "1"),
     "--ec-transfer-config": ("the encoder-cache transfer connector", None),
     "--kv-offloading-size": ("the KV offloading connector's buffers (--kv-offloading-size, "
                              "a KV connector as --kv-transfer-config sets)", None),
