@@ -1521,3 +1521,42 @@ def test_leaderworkerset_data_parallel_across_pods(capsys, tmp_path):
     code, rep = check_json(capsys, str(f))
     g = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "gpu-count-matches")
     assert g["status"] == "pass" and g["message"] == "TP x PP x DP = 16 uses the 16 GPUs allocated"
+
+
+def test_leaderworkerset_replica_runs_the_whole_dp_group(capsys, tmp_path):
+    # one LWS replica is the whole DP 16 group, so replicas needed = engines needed / 16
+    f = tmp_path / "lws.yaml"
+    f.write_text(
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
+        "metadata:\n  name: wide-ep\n"
+        "  annotations: {kvplan.io/workload: chat, kvplan.io/rate: '400'}\n"
+        "spec:\n  replicas: 1\n  leaderWorkerTemplate:\n"
+        "    size: 2\n    workerTemplate:\n      spec:\n"
+        "        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}\n"
+        "        containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.33.0\n"
+        "          command: [vllm, serve, deepseek-ai/DeepSeek-R1]\n"
+        "          args: [--data-parallel-size, '16', --data-parallel-size-local, '8',"
+        " --enable-expert-parallel, --max-model-len, '32768']\n"
+        "          resources: {limits: {nvidia.com/gpu: 8}}\n")
+    _, rep = check_json(capsys, str(f))
+    r = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "replicas-cover-rate")
+    # 8.54 req/s an engine at 80 % utilisation: 59 engines, 4 groups of 16
+    assert "x 16 engines; utilization <= 80% needs 4" in r["message"] and r["suggested"] == 4
+    # the same group as one container per node would need 2x the pods
+    g = f.read_text().replace("leaderworkerset.x-k8s.io/v1", "apps/v1").replace(
+        "LeaderWorkerSet", "Deployment").replace("  leaderWorkerTemplate:\n    size: 2\n"
+                                                 "    workerTemplate:\n", "  template:\n")
+    f.write_text(g)
+    _, dep = check_json(capsys, str(f))
+    r2 = next(c for c in dep["deployments"][0]["checks"] if c["id"] == "replicas-cover-rate")
+    assert "x 8 engines" in r2["message"] and r2["suggested"] == 8  # 59 engines / 8
+
+
+def test_pooling_server_skips_generation_capacity(capsys):
+    cmd = ("vllm serve Qwen/Qwen3-8B --runner pooling --max-model-len 8192 "
+           "--max-num-seqs 1024")
+    _, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--workload", "chat",
+                        "--rate", "50")
+    st = {c["id"]: c for c in rep["deployments"][0]["checks"]}
+    for cid in ("max-num-seqs-safe", "replicas-cover-rate"):
+        assert st[cid]["status"] == "skip" and "pooling runner" in st[cid]["message"]

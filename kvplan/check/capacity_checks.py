@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from kvplan.check.base import FAIL, PASS, SKIP
-from kvplan.check.checks import local_engines
+from kvplan.check.checks import group_engines
 from kvplan.check.mapping import Parsed, spelled
 from kvplan.check.sizing_checks import replicas_fix
 from kvplan.errors import BadInput
@@ -73,6 +73,12 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
     name = spelled(p.engine, "max_num_seqs")
     loc = p.loc_of("max_num_seqs")
     over = out.facts.pop("max_num_seqs_over_blocks", None)
+    if getattr(r, "pooling", False):  # an embedding / scoring server: nothing decodes
+        why = ("pooling runner: each request is one prefill with no decode to preempt, so "
+               "kvplan's generation workloads do not apply")
+        out.add("max-num-seqs-safe", SKIP, why)
+        out.add("replicas-cover-rate", SKIP, why)
+        return
     if decl.workload is None:
         why = ("no workload declared: add the annotations kvplan.io/workload and "
                "kvplan.io/rate (plan file: workload:; --cmd: --workload/--rate)")
@@ -128,7 +134,7 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
     else:
         out.add("max-num-seqs-safe", PASS, f"{name} {current} <= the safe {safe}{at} for the "
                 f"declared {wl.name} workload", loc, current=current, suggested=safe)
-    _replicas_check(out, plan, n, wl, tg, gpu, local_engines(p))
+    _replicas_check(out, plan, n, wl, tg, gpu, group_engines(p, t))
 
 
 def _over_blocks(out: Any, p: Parsed, over: tuple[int, int], fix: int, name: str,
@@ -171,7 +177,8 @@ def _replicas_check(out: Any, plan: Any, n: int, wl: Any, tg: Any, gpu: Any, dp:
     have = t.replicas_max or t.replicas
     loc = t.replicas_loc or t.loc
     slo = f" and TTFT p95 <= {tg.ttft_p95_s:g} s" if tg.ttft_p95_s else ""
-    load = f"{rate:.3g} req/s" + (f" ({wl.users} users)" if wl.users else "")
+    load = (f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}") + " req/s" + \
+        (f" ({wl.users} users)" if wl.users else "")
     each = (f"one replica serves about {rps * dp:.1f} req/s at {n} sequences"
             f"{f' x {dp} engines' if dp > 1 else ''}")
     out.facts["replicas"] = have

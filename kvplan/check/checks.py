@@ -286,6 +286,16 @@ def local_engines(p: Parsed) -> int:
     return dp
 
 
+def group_engines(p: Parsed, t: Target) -> int:
+    """Data-parallel engines one replica runs: a LeaderWorkerSet's pods run the whole DP group
+    between them (--data-parallel-size-local per pod), one container its local share."""
+    v = p.values
+    if t.kind == "LeaderWorkerSet" and v.get("data_parallel_size_local") and \
+            v.get("data_parallel_size"):
+        return v["data_parallel_size"]
+    return local_engines(p)
+
+
 def gpus_needed(p: Parsed) -> int:
     v = p.values
     tp = v.get("tensor_parallel_size") or 1
@@ -306,11 +316,10 @@ def gpu_count(out: Outcome, p: Parsed) -> None:
     cid = "gpu-count-matches"
     need = gpus_needed(p)
     v = p.values
-    group = t.kind == "LeaderWorkerSet" and v.get("data_parallel_size_local") and \
-        v.get("data_parallel_size")  # the group's pods run every DP rank between them
+    group = group_engines(p, t) != local_engines(p)  # the pods share one DP group
     if group:
         need = (v.get("tensor_parallel_size") or 1) * (v.get("pipeline_parallel_size") or 1) \
-            * v["data_parallel_size"]
+            * group_engines(p, t)
     have, loc = t.gpu_count, t.gpu_count_loc
     vis, vloc = _visible_devices(p)
     if vis is not None and (have is None or vis < have):
