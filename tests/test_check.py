@@ -1542,6 +1542,7 @@ def test_leaderworkerset_replica_runs_the_whole_dp_group(capsys, tmp_path):
     r = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "replicas-cover-rate")
     # 8.54 req/s an engine at 80 % utilisation: 59 engines, 4 groups of 16
     assert "x 16 engines; utilization <= 80% needs 4" in r["message"] and r["suggested"] == 4
+    assert rep["deployments"][0]["replicas_needed"] == 4  # groups, the unit of `replicas`
     # the same group as one container per node would need 2x the pods
     g = f.read_text().replace("leaderworkerset.x-k8s.io/v1", "apps/v1").replace(
         "LeaderWorkerSet", "Deployment").replace("  leaderWorkerTemplate:\n    size: 2\n"
@@ -1560,3 +1561,53 @@ def test_pooling_server_skips_generation_capacity(capsys):
     st = {c["id"]: c for c in rep["deployments"][0]["checks"]}
     for cid in ("max-num-seqs-safe", "replicas-cover-rate"):
         assert st[cid]["status"] == "skip" and "pooling runner" in st[cid]["message"]
+
+
+def test_fast_prefill_refused_beside_eagle_even_with_the_draft_unresolved(capsys):
+    # `VllmConfig.__post_init__` refuses the pair from the method alone (0.10.2+; dspark 0.25+)
+    base = ("vllm serve google/gemma-4-E4B-it --kv-sharing-fast-prefill --max-model-len 32768 "
+            "--speculative-config '{\"method\": \"%s\", \"model\": \"nobody/draft\", "
+            "\"num_speculative_tokens\": 3}'")
+    for method in ("eagle3", "dflash"):
+        code, rep = check_json(capsys, "--cmd", base % method, "--gpu", "l4")
+        fv = [c for c in rep["deployments"][0]["checks"] if c["id"] == "flag-values"]
+        assert code == 1 and fv[0]["status"] == "fail"
+        assert "refuses --kv-sharing-fast-prefill with EAGLE-style" in fv[0]["message"]
+    code, rep = check_json(capsys, "--cmd", base % "draft_model", "--gpu", "l4")
+    assert code == 0
+
+
+def test_data_parallel_local_size_refusals(capsys):
+    base = "vllm serve deepseek-ai/DeepSeek-R1 --enable-expert-parallel "
+
+    def fails(extra):
+        code, rep = check_json(capsys, "--cmd", base + extra, "--gpu", "h200")
+        return [c for c in rep["deployments"][0]["checks"]
+                if c["id"] == "flag-values" and c["status"] == "fail"]
+
+    # `ParallelConfig.__post_init__` (0.10.1+) and `run_headless` (0.9+)
+    f = fails("-dp 16 -dpl 32")
+    assert f[0]["message"].startswith("data_parallel_size_local (32) must be <= "
+                                      "data_parallel_size (16)")
+    assert fails("-dp 16 -dpl 0 --headless")[0]["message"].startswith(
+        "data_parallel_size_local must be > 0 in headless mode")
+    assert fails("-dp 16 -dpl 8") == [] and fails("-dp 16 -dpl 0") == []
+
+
+def test_microbatching_fix_follows_the_release(capsys):
+    cmd = ("vllm serve deepseek-ai/DeepSeek-R1 -dp 8 --enable-expert-parallel --enable-dbo "
+           "--max-model-len 16384")
+
+    def fv(*argv):
+        _, rep = check_json(capsys, *argv, "--gpu", "h200")
+        return next(c for c in rep["deployments"][0]["checks"] if c["id"] == "flag-values")
+
+    # 0.11 has no --all2all-backend: the backend comes from the environment
+    assert fv("--cmd", cmd, "--vllm-version", "0.11.0")["fix"].startswith(
+        "set VLLM_ALL2ALL_BACKEND=deepep_low_latency")
+    # 0.17 no longer reads the variable (`envs.py`), so the upgrade is the reason
+    f = fv("--cmd", "VLLM_ALL2ALL_BACKEND=deepep_low_latency " + cmd, "--vllm-version", "0.17.1")
+    assert f["status"] == "fail" and "vLLM 0.17.1 no longer reads VLLM_ALL2ALL_BACKEND" in \
+        f["message"] and f["fix"].startswith("add --all2all-backend deepep_low_latency")
+    assert fv("--cmd", "VLLM_ALL2ALL_BACKEND=deepep_low_latency " + cmd,
+              "--vllm-version", "0.11.0")["status"] == "pass"

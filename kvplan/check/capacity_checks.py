@@ -168,12 +168,14 @@ def _replicas_check(out: Any, plan: Any, n: int, wl: Any, tg: Any, gpu: Any, dp:
     cid = "replicas-cover-rate"
     if not tg.rate and not wl.users:
         out.add(cid, SKIP, "no rate declared: add the annotation kvplan.io/rate (requests/s)")
+        out.facts["replicas_needed"] = None
         return
     pt = _point(plan, n, wl, gpu)
     needed, rps, rate = _replicas(pt, n, wl, tg)
     if n == plan.max_num_seqs:
         needed = plan.replicas
     pods = math.ceil(needed / dp)  # each pod runs its data-parallel engines
+    out.facts["replicas_needed"] = pods  # in the unit of `replicas`: pods (LWS: groups)
     have = t.replicas_max or t.replicas
     loc = t.replicas_loc or t.loc
     slo = f" and TTFT p95 <= {tg.ttft_p95_s:g} s" if tg.ttft_p95_s else ""

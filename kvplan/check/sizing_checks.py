@@ -312,14 +312,35 @@ def _speculative(out: Any, p: Parsed, a: Any, version: str,
                            version=version)
         check_version(spec, VllmVersion.of(version))
     except BadInput as e:
+        f = p.set_by.get("speculative_config") or next(
+            (p.set_by[fld] for fld in SPEC_FLAGS if fld in p.set_by), None)
         if "refuses" in e.message:  # vLLM's own start-up check, not a gap in kvplan
-            f = p.set_by.get("speculative_config") or next(
-                (p.set_by[fld] for fld in SPEC_FLAGS if fld in p.set_by), None)
             out.add("flag-values", FAIL, f"{e.message}: the engine refuses to start",
                     f.loc if f else p.cmd.loc, fix=e.hint or "fix the speculative config")
+        elif p.values.get("kv_sharing_fast_prefill") and _eagle_like(value) and \
+                VllmVersion.of(version).at_least(0, 10, 2):
+            # the draft is unresolved (offline CI), but the refusal needs only the method
+            fp = p.set_by["kv_sharing_fast_prefill"]
+            out.add("flag-values", FAIL, "vLLM refuses --kv-sharing-fast-prefill with "
+                    "EAGLE-style speculative decoding (MTP included): the engine refuses to "
+                    "start", fp.loc, fix="drop --kv-sharing-fast-prefill or the EAGLE draft")
         return e.message
     a.speculative = spec
     return ""
+
+
+def _eagle_like(value: str) -> bool:
+    """Whether a speculative config's method drafts from the target's hidden states
+    (`SpeculativeConfig.use_eagle`: eagle, eagle3, any MTP, dflash, dspark)."""
+    import json
+
+    from kvplan.core.specdec import EAGLE_LIKE
+
+    try:
+        method = str(json.loads(value).get("method") or "").lower()
+    except (ValueError, AttributeError):
+        return False
+    return method in EAGLE_LIKE or method.endswith("mtp")
 
 
 def _all2all(p: Parsed, a: Any, version: str) -> str:
@@ -400,14 +421,20 @@ def _refusals(out: Any, p: Parsed, a: Any, version: str, gpu: Any) -> None:
     """Flag combinations vLLM refuses at start-up (`engines/vllm_unsized.py`): flag-values
     fails at the flag."""
     from kvplan.core.versions import VllmVersion
+    from kvplan.engines.vllm_env import read_by
     from kvplan.engines.vllm_unsized import refusals
 
     given = {f.name: f.value for f in p.flags if f.name and not f.negated}
     a2a = _all2all(p, a, version) or None
     v = VllmVersion.of(version).v
+    env = p.cmd.env.get("VLLM_ALL2ALL_BACKEND")
+    ignored = env is not None and env.value and not read_by("VLLM_ALL2ALL_BACKEND", v)
     for flag, what, fix in refusals(given, (v[0], v[1]), gpu.vendor, a.tensor_parallel_size,
                                     a.max_num_seqs, a2a):
         use = next(f for f in p.flags if f.name == flag)
+        if ignored and "all-to-all backend" in what:  # an image upgraded past the variable
+            what += (f" (vLLM {version} no longer reads VLLM_ALL2ALL_BACKEND="
+                     f"{env.value}; it takes --all2all-backend)")
         out.add("flag-values", FAIL, f"{what}: the engine refuses to start", use.loc,
                 fix=fix, current=use.value)
 

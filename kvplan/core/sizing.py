@@ -1471,7 +1471,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         v2 = False
         notes.append(f"vLLM {version.text} runs {v1_why} on model runner V1 (\"Model Runner V2 "
                      "does not yet support\"), so kvplan sizes V1's profile")
-    if spec and a.kv_sharing_fast_prefill and spec.method in ("eagle", "eagle3", "mtp"):
+    if spec and a.kv_sharing_fast_prefill and spec.eagle_like and version.at_least(0, 10, 2):
+        # `VllmConfig.__post_init__` (0.10.1 only warned that the flag did nothing yet)
         raise BadInput("vLLM refuses --kv-sharing-fast-prefill with EAGLE-style speculative "
                        "decoding (MTP included)", hint="drop one of the two",
                        flag="kv_sharing_fast_prefill")

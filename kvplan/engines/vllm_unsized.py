@@ -137,8 +137,9 @@ def refusals(flags: dict[str, str | None], version: tuple[int, int], vendor: str
                         f"{', '.join(ok)} all-to-all backend"
                         f"{'s' if len(ok) > 1 else ''}, not "
                         f"{all2all_backend or 'the default'}",
-                        f"add --all2all-backend {ok[0]} (and install DeepEP), or remove "
-                        f"{flag}"))
+                        (f"add --all2all-backend {ok[0]}" if version >= (0, 12) else
+                         f"set VLLM_ALL2ALL_BACKEND={ok[0]}")  # the flag is 0.12+
+                        + f" (and install DeepEP), or remove {flag}"))
     # 0.30+ `ParallelConfig` validator: with microbatching, a threshold below the number of
     # microbatches (2 for DBO, else --ubatch-size)
     batches = 2 if dbo else int(ubatch) if ubatch and ubatch.isdigit() else 0
@@ -148,6 +149,17 @@ def refusals(flags: dict[str, str | None], version: tuple[int, int], vendor: str
                 and int(v) < batches):
             out.append((flag, f"{flag} {v} is below the {batches} microbatches "
                         "(`ParallelConfig` validator)", f"{flag} {batches} or more"))
+    dpl, dp = flags.get("--data-parallel-size-local"), flags.get("--data-parallel-size") or "1"
+    if dpl is not None and dpl.isdigit():
+        if version >= (0, 10) and dp.isdigit() and int(dpl) > int(dp):
+            # `ParallelConfig.__post_init__` (0.10.1+)
+            out.append(("--data-parallel-size-local", f"data_parallel_size_local ({dpl}) "
+                        f"must be <= data_parallel_size ({dp})",
+                        f"--data-parallel-size-local {dp} or less (the ranks on this node)"))
+        if int(dpl) == 0 and on("--headless"):  # `run_headless` (0.9+)
+            out.append(("--data-parallel-size-local", "data_parallel_size_local must be > 0 "
+                        "in headless mode", "give the engines this node runs, or drop "
+                        "--headless on an API-only node"))
     v = flags.get("--max-num-active-seqs")
     if v is not None and v.lstrip("-").isdigit() and int(v) < 1:  # `Field(ge=1)`
         out.append(("--max-num-active-seqs", f"--max-num-active-seqs {v} must be at least 1",
