@@ -429,7 +429,7 @@ def _refusals(out: Any, p: Parsed, a: Any, version: str, gpu: Any) -> None:
     v = VllmVersion.of(version).v
     env = p.cmd.env.get("VLLM_ALL2ALL_BACKEND")
     ignored = env is not None and env.value and not read_by("VLLM_ALL2ALL_BACKEND", v)
-    for flag, what, fix in refusals(given, (v[0], v[1]), gpu.vendor, a.tensor_parallel_size,
+    for flag, what, fix in refusals(given, v, gpu.vendor, a.tensor_parallel_size,
                                     a.max_num_seqs, a2a):
         use = next(f for f in p.flags if f.name == flag)
         if ignored and "all-to-all backend" in what:  # an image upgraded past the variable

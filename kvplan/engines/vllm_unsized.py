@@ -111,7 +111,7 @@ def unsized(flags: list[tuple[str, str | None, bool]],
     return out
 
 
-def refusals(flags: dict[str, str | None], version: tuple[int, int], vendor: str,
+def refusals(flags: dict[str, str | None], version: tuple[int, ...], vendor: str,
              tensor_parallel_size: int, max_num_seqs: int | None,
              all2all_backend: str | None) -> list[tuple[str, str, str]]:
     """(flag, what vLLM refuses, fix) for flag combinations `VllmConfig.__post_init__`
@@ -137,8 +137,8 @@ def refusals(flags: dict[str, str | None], version: tuple[int, int], vendor: str
                         f"{', '.join(ok)} all-to-all backend"
                         f"{'s' if len(ok) > 1 else ''}, not "
                         f"{all2all_backend or 'the default'}",
-                        (f"add --all2all-backend {ok[0]}" if version >= (0, 12) else
-                         f"set VLLM_ALL2ALL_BACKEND={ok[0]}")  # the flag is 0.12+
+                        (f"add --all2all-backend {ok[0]}" if version >= (0, 11, 1) else
+                         f"set VLLM_ALL2ALL_BACKEND={ok[0]}")  # the flag is 0.11.1+
                         + f" (and install DeepEP), or remove {flag}"))
     # 0.30+ `ParallelConfig` validator: with microbatching, a threshold below the number of
     # microbatches (2 for DBO, else --ubatch-size)
@@ -151,7 +151,7 @@ def refusals(flags: dict[str, str | None], version: tuple[int, int], vendor: str
                         "(`ParallelConfig` validator)", f"{flag} {batches} or more"))
     dpl, dp = flags.get("--data-parallel-size-local"), flags.get("--data-parallel-size") or "1"
     if dpl is not None and dpl.isdigit():
-        if version >= (0, 10) and dp.isdigit() and int(dpl) > int(dp):
+        if version >= (0, 10, 1) and dp.isdigit() and int(dpl) > int(dp):
             # `ParallelConfig.__post_init__` (0.10.1+)
             out.append(("--data-parallel-size-local", f"data_parallel_size_local ({dpl}) "
                         f"must be <= data_parallel_size ({dp})",
