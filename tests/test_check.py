@@ -1611,3 +1611,32 @@ def test_microbatching_fix_follows_the_release(capsys):
         f["message"] and f["fix"].startswith("add --all2all-backend deepep_low_latency")
     assert fv("--cmd", "VLLM_ALL2ALL_BACKEND=deepep_low_latency " + cmd,
               "--vllm-version", "0.11.0")["status"] == "pass"
+
+
+def test_model_newer_than_the_image_names_the_image(capsys, tmp_path):
+    f = tmp_path / "g4.yaml"
+    f.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: g4}\nspec:\n"
+                 "  template:\n    spec:\n      nodeSelector: {nvidia.com/gpu.product: NVIDIA-L4}\n"
+                 "      containers:\n      - name: vllm\n        image: vllm/vllm-openai:v0.17.1\n"
+                 "        args: [--model, google/gemma-4-E4B-it, --max-model-len, '8192']\n"
+                 "        resources: {limits: {nvidia.com/gpu: 1}}\n")
+    code, rep = check_json(capsys, str(f))
+    s = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "sizing-inputs")
+    assert code == 1 and s["status"] == "fail"
+    assert s["message"].startswith("cannot size: vLLM 0.17.1 does not have "
+                                   "Gemma4ForConditionalGeneration yet")
+    assert s["fix"] == ("run a vLLM image newer than 0.18.1 (this one is "
+                        "vllm/vllm-openai:v0.17.1)")
+
+
+def test_low_utilization_with_sleep_mode_is_a_colocated_trainer(capsys):
+    base = "vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.4 --max-model-len 8192"
+
+    def g(cmd):
+        _, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100")
+        return next(c for c in rep["deployments"][0]["checks"]
+                    if c["id"] == "gpu-memory-utilization-range")
+
+    assert g(base)["status"] == "warn" and g(base)["suggested"] == 0.9
+    s = g(base + " --enable-sleep-mode")
+    assert s["status"] == "pass" and "colocated" in s["message"]

@@ -268,6 +268,9 @@ def utilization_range(out: Outcome, p: Parsed, default: float) -> None:
         # the KV cache is the given size; vLLM only checks the requested share is free
         out.add(cid, PASS, f"{name} {v:g} (the KV cache is --kv-cache-memory-bytes, which "
                 "vLLM sizes without it)", loc, current=v)
+    elif v < 0.5 and any(f.name == "--enable-sleep-mode" and not f.negated for f in p.flags):
+        out.add(cid, PASS, f"{name} {v:g} with --enable-sleep-mode: the rest of the GPU is "
+                "left to a colocated process (an RL trainer)", loc, current=v)
     elif v < 0.5:
         out.add(cid, WARN, f"{name} {v:g} leaves {1 - v:.0%} of the GPU unused by the KV "
                 "cache (fine only if another process shares the GPU)", loc,

@@ -232,6 +232,14 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
         elif "dtype" in e.message:
             out.add("flag-values", FAIL, f"{e.message}: the engine refuses to start",
                     p.loc_of(e.flag or "kv_cache_dtype"), fix=e.hint or "fix the flag")
+        elif e.flag == "vllm_version":  # the release lacks the model: the image is the fix
+            src = out.target.version_source or ""
+            passed.status, passed.message = FAIL, f"cannot size: {e.message}"
+            after = e.message.rsplit("after ", 1)[-1].rstrip(")")
+            passed.fix = (f"run a vLLM image newer than {after} (this one is "
+                          f"{src.split(' ', 1)[1]})" if src.startswith("image ") else
+                          "set kvplan.io/vllm-version to a later release"
+                          if src == "kvplan.io/vllm-version" else e.hint)
         elif e.flag == "tensor_parallel_size":  # a layout vLLM rejects (FP8 block split)
             tpv = next(f for f in out.findings if f.id == "tensor-parallel-valid")
             tpv.status, tpv.message = FAIL, f"{e.message}: the engine refuses to start"
