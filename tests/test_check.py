@@ -1485,7 +1485,13 @@ def test_a_flag_of_a_later_patch_than_the_record_is_a_warning(capsys):
            "--all2all-backend deepep_low_latency")
     code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", "0.11.1")
     f = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "flags-known")
-    assert f["status"] == "warn" and "unless 0.11.1, a later patch" in f["message"]
+    assert f["status"] == "pass" and f["message"] == "3 flags known to vLLM 0.11.1"
+    # a patch kvplan has no record of is read as the nearest recorded one below it
+    code, rep = check_json(capsys, "--cmd", cmd + " --kv-cache-metrics", "--gpu", "h100",
+                           "--vllm-version", "0.11.9")
+    f = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "flags-known")
+    assert f["status"] == "warn" and "for vLLM 0.11.2" in f["message"] and \
+        "unless 0.11.9, a later patch" in f["message"]  # 0.12 has it
     code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", "0.11.0")
     f = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "flags-known")
     assert f["status"] == "fail"
@@ -1640,3 +1646,24 @@ def test_low_utilization_with_sleep_mode_is_a_colocated_trainer(capsys):
     assert g(base)["status"] == "warn" and g(base)["suggested"] == 0.9
     s = g(base + " --enable-sleep-mode")
     assert s["status"] == "pass" and "colocated" in s["message"]
+
+
+def test_flags_checked_against_the_images_own_patch(capsys):
+    # 0.10.1 added --skip-mm-profiling; 0.11.1 added --all2all-backend and dropped --rope-theta
+    # (tools/vllm_patch_flags.py over the wheels); a minor given alone is its recorded release
+    def fk(cmd, version):
+        _, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --max-model-len 8192 "
+                            + cmd, "--gpu", "l4", "--vllm-version", version)
+        return [c for c in rep["deployments"][0]["checks"] if c["id"] == "flags-known"]
+
+    f = fk("--skip-mm-profiling", "0.10.0")[0]
+    assert f["status"] == "fail" and f["message"].endswith("(vLLM 0.10.1 added it)")
+    assert f["fix"] == "remove --skip-mm-profiling, or run vLLM 0.10.1 or later"
+    assert fk("--skip-mm-profiling", "0.10.1")[0]["message"] == \
+        "2 flags known to vLLM 0.10.1"
+    assert fk("--all2all-backend naive", "0.11")[0]["message"].endswith(
+        "(vLLM 0.11.1 added it)")
+    assert fk("--all2all-backend naive", "0.11.1")[0]["status"] == "pass"
+    f = fk("--rope-theta 1000000", "0.11.1")[0]
+    assert f["status"] == "fail" and "(vLLM 0.11.1 dropped it; 0.11.0 had it)" in f["message"]
+    assert fk("--rope-theta 1000000", "0.11.0")[0]["status"] == "pass"

@@ -139,10 +139,18 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
         hint = reg.suggest(f.key)
         elsewhere = _known_in(f.key)
         later = elsewhere and parse_version(elsewhere[0]) > parse_version(reg.release)
-        if later:  # added after this release: a look-alike name is not what was meant
+        spelt = "--" + f.key.lstrip("-").split("=", 1)[0].replace("_", "-")
+        added, dropped = reg.later.get(spelt), reg.removed.get(spelt)
+        if added:  # a later patch of this minor added it (vllm_patch_flags.json)
+            later, elsewhere = True, [added]
+        if later or dropped:  # a look-alike name is not what was meant
             hint = None
         why = ""
-        if elsewhere:
+        if added:
+            why = f" (vLLM {added} added it)"
+        elif dropped:
+            why = f" (vLLM {reg.release} dropped it; {dropped} had it)"
+        elif elsewhere:
             why = (f" (it exists in vLLM {elsewhere[0]}–{elsewhere[-1]})" if len(elsewhere) > 1
                    else f" (it exists in vLLM {elsewhere[0]})")
         patch = bool(later and target and parse_version(target) > parse_version(reg.release))

@@ -242,10 +242,10 @@ _EXACT: dict[str, set[str]] = {}
 
 def _exact(reg: Any) -> set[str]:
     """Every full spelling the release's parser registers (names, aliases, negations)."""
-    if reg.key not in _EXACT:
-        _EXACT[reg.key] = {x for name, info in reg.flags.items()
+    if reg.release not in _EXACT:
+        _EXACT[reg.release] = {x for name, info in reg.flags.items()
                            for x in (name, *info.get("aliases", []), *info.get("negations", []))}
-    return _EXACT[reg.key]
+    return _EXACT[reg.release]
 
 
 def _is_number(s: str) -> bool:

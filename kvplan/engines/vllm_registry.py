@@ -14,11 +14,18 @@ from pathlib import Path
 from kvplan.core.versions import VllmVersion
 
 DATA = Path(__file__).with_name("vllm_flags.json")
+# how other patches of a minor differ from its record (tools/vllm_patch_flags.py)
+PATCHES = Path(__file__).with_name("vllm_patch_flags.json")
 
 
 @lru_cache(maxsize=1)
 def _data() -> dict:
     return json.loads(DATA.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _patches() -> dict:
+    return json.loads(PATCHES.read_text(encoding="utf-8"))["patches"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,10 @@ def recorded_versions() -> list[str]:
 
 
 class Registry:
-    """The flags of one release (the newest recorded release not newer than the target)."""
+    """The flags of one release: the newest recorded release not newer than the target, and
+    for a patch given in full (`0.10.0`) whose flags differ from its minor's record, that
+    patch's own (`later` names the patch that adds a flag it lacks, `removed` the last
+    release that had a flag the patch dropped)."""
 
     def __init__(self, version: str | None):
         v = VllmVersion.of(version)
@@ -51,6 +61,38 @@ class Registry:
         self.release = versions[best]["release"]
         self.parser = versions[best].get("parser", {})
         self.flags: dict[str, dict] = versions[best]["flags"]
+        self.later: dict[str, str] = {}
+        self.removed: dict[str, str] = {}  # flag -> the last release of the minor with it
+        text = v.text
+        if text.count(".") == 1 and text not in versions:  # a minor without a record (0.7):
+            text = max((k for k in _patches() if k.startswith(text + ".")),  # its last patch
+                       key=lambda k: VllmVersion.of(k).v, default=text)
+        elif text.count(".") >= 2 and text not in _patches():  # an unrecorded patch: the
+            text = max((k for k, e in _patches().items() if e["record"] == best  # nearest
+                        and VllmVersion.of(k).v <= v.v), key=lambda k: VllmVersion.of(k).v,
+                       default=self.release)  # release at or below it, record included
+            if VllmVersion.of(text).v < VllmVersion.of(self.release).v <= v.v:
+                text = self.release
+        patch = _patches().get(text) if text.count(".") >= 2 else None
+        if patch and patch["record"] == best:
+            self.release, v = text, VllmVersion.of(text)
+            self.flags = {k: i for k, i in self.flags.items() if k not in patch["lacks"]}
+            self.flags.update(patch["has"])
+            newer = sorted((k for k, e in _patches().items() if e["record"] == best
+                            and VllmVersion.of(k).v > v.v), key=lambda k: VllmVersion.of(k).v)
+            record = versions[best]["release"]
+            for flag in patch["lacks"]:
+                if v.v > VllmVersion.of(record).v:  # dropped after the record
+                    self.removed[flag] = record
+                else:
+                    self.later[flag] = next((k for k in newer
+                                             if flag not in _patches()[k]["lacks"]), record)
+        at = VllmVersion.of(self.release).v
+        for k, e in sorted(_patches().items(), key=lambda kv: VllmVersion.of(kv[0]).v):
+            if e["record"] == best and VllmVersion.of(k).v > at:  # after the record
+                for flag in e["has"]:
+                    if flag not in self.flags:
+                        self.later.setdefault(flag, k)
         self._spell: dict[str, tuple[str, bool]] = {}
         for name, info in self.flags.items():
             self._spell[name] = (name, False)
