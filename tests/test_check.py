@@ -1380,6 +1380,54 @@ def test_json_config_aliases_of_backend_flags(capsys):
     assert "keys other than backend" in one(d["deployments"][0], "sizing-inputs")["message"]
 
 
+def test_max_num_seqs_judged_on_the_pool_it_leaves(capsys):
+    # Gemma-4-E4B on an L4 (32k, 0.9, chat, 1 % risk; tests/test_plan.py has the table): the
+    # pool at 64 holds 73, so 64 passes although the plan's cap is 72; 73 holds only 71 on
+    # its pool and fails, quoting 71 and the fix 72, which passes on its own pool
+    def seqs(flags):
+        cmd = ("vllm serve google/gemma-4-E4B-it --max-model-len 32768 "
+               f"--gpu-memory-utilization 0.9 {flags}")
+        code, d = check_json(capsys, "--cmd", cmd, "-g", "l4", "-w", "chat", "--rate", "1",
+                             "--vllm-version", "0.33.0")
+        return one(d["deployments"][0], "max-num-seqs-safe")
+
+    ok = seqs("--max-num-seqs 64")
+    assert ok["status"] == "pass" and ok["current"] == 64 and ok["suggested"] == 72
+    assert ok["message"] == ("--max-num-seqs 64 <= the safe 73 on the pool that 64 leaves "
+                             "for the declared chat workload")
+    bad = seqs("--max-num-seqs 73")
+    assert bad["status"] == "fail" and bad["suggested"] == 72
+    assert bad["fix"] == "--max-num-seqs 72"
+    assert bad["message"].startswith(
+        "--max-num-seqs 73 exceeds the safe 72 for the declared chat workload: on the pool "
+        "that 73 leaves, past 71 running sequences the batch overflows the KV pool")
+    assert seqs("--max-num-seqs 72")["status"] == "pass"
+    default = seqs("")
+    assert default["status"] == "fail" and default["fix"] == "--max-num-seqs 72"
+    assert default["message"].startswith(
+        "the default max-num-seqs 256 exceeds the safe 72 for the declared chat workload: on "
+        "the pool that 256 leaves, past 47 running sequences")
+    # --max-num-active-seqs keeps the pool max_num_seqs (256) leaves: its fix is that pool's
+    active = seqs("--max-num-active-seqs 60")
+    assert active["status"] == "fail" and active["fix"] == "--max-num-active-seqs 47"
+    assert "on the pool that max-num-seqs 256 leaves, past 47 running" in active["message"]
+    assert seqs("--max-num-active-seqs 47")["status"] == "pass"
+
+
+def test_unset_max_num_seqs_passes_as_the_default(capsys):
+    # Qwen2.5-7B on an L40S: the default 256 leaves a pool that holds 286 chat sequences
+    code, d = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen2.5-7B-Instruct", "-g", "l40s",
+                         "-w", "chat", "--rate", "1")
+    s = one(d["deployments"][0], "max-num-seqs-safe")
+    assert s["status"] == "pass" and s["message"].startswith(
+        "the default max-num-seqs 256 <= the safe 286 on the pool that 256 leaves")
+    # set to the planner's figure on the default pool it leaves a smaller pool: 285
+    code, d = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen2.5-7B-Instruct "
+                         "--max-num-seqs 286", "-g", "l40s", "-w", "chat", "--rate", "1")
+    s = one(d["deployments"][0], "max-num-seqs-safe")
+    assert s["status"] == "fail" and s["fix"] == "--max-num-seqs 285"
+    assert "on the pool that 286 leaves, past 285 running sequences" in s["message"]
+
 def test_max_num_active_seqs_caps_the_running_batch(capsys):
     # 0.31+ --max-num-active-seqs caps RUNNING below max_num_seqs (buffers and graphs stay
     # sized by max_num_seqs); `SchedulerConfig` refuses it above max_num_seqs

@@ -406,6 +406,74 @@ def test_recommended_cap_is_safe_on_its_own_pool(capsys):
     assert rec["replicas"] == 8
 
 
+
+def _own_pool_cap(m, gpu, args, version, wl, t, n):
+    """The policy's cap on the pool vLLM leaves at --max-num-seqs n (-1: it does not start)."""
+    from dataclasses import replace
+
+    from kvplan.core.plan import policy_caps
+
+    r = size(m, gpu, replace(args, max_num_seqs=n), version, hints=False)
+    return policy_caps(r, wl.clip(r.max_model_len), t)[0] if r.fits else -1
+
+
+def test_planned_cap_is_the_fixed_point_of_its_own_pool(monkeypatch):
+    # Gemma-4-E4B on an L4 (32k, 0.9, vLLM 0.33, chat, 1 % risk): a larger --max-num-seqs
+    # profiles a larger sampler and graph grid, so the pool and its safe cap shrink. The
+    # default 256 holds 47; the pool at 47 holds 75, at 75 only 71. The plan used to stop at
+    # 47 when 75 failed; the largest n whose own pool holds n is 72 (73 holds 71)
+    import kvplan.core.plan as plan_mod
+    from kvplan.core.plan import Targets, plan_one
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, l4 = resolve_model("google/gemma-4-E4B-it"), resolve_gpu("l4")
+    args = EngineArgs(max_model_len=32768, gpu_memory_utilization=0.9)
+    wl, t = preset("chat"), Targets(rate=1)
+    table = {n: _own_pool_cap(m, l4, args, "0.33.0", wl, t, n)
+             for n in (47, 56, 64, 70, 71, 72, 73, 75, 256)}
+    assert table == {47: 75, 56: 74, 64: 73, 70: 72, 71: 72, 72: 72, 73: 71, 75: 71, 256: 47}
+    calls = []
+    real = plan_mod.size
+    monkeypatch.setattr(plan_mod, "size", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    p = plan_one(m, l4, args, "0.33.0", wl, t)
+    assert p.max_num_seqs == p.safe_seqs == 72 and p.result.args.max_num_seqs == 72
+    assert p.result.usable_blocks == 14264
+    # the default, the cap it holds (47), the cap 47's pool allows (75), 75's own figure
+    # (71), then 72: five sizes of ~1 ms
+    assert [a.max_num_seqs for a in calls] == [None, 47, 75, 71, 72]
+
+
+@pytest.mark.parametrize("model,gpu,kw,version,workload,targets", [
+    ("google/gemma-4-E4B-it", "l4", {"max_model_len": 32768, "gpu_memory_utilization": 0.9},
+     "0.33.0", "chat", {}),
+    ("google/gemma-4-E4B-it", "l4", {"max_model_len": 32768}, "0.33.0", "chat",
+     {"preempt_risk": 0.05}),
+    ("meta-llama/Llama-3.1-70B-Instruct", "h100",
+     {"tensor_parallel_size": 2, "kv_cache_dtype": "fp8", "max_model_len": 32768}, None, "rag",
+     {}),
+    ("meta-llama/Llama-3.1-8B-Instruct", "l4", {"max_model_len": 16384}, None, "chat", {}),
+    ("Qwen/Qwen3-8B", "l4", {"max_model_len": 16384}, None, "rag", {"policy": "guaranteed"}),
+    # above the default 256: the larger profile shrinks the pool, the cap comes down (286 on
+    # the default pool, 285 on its own)
+    ("Qwen/Qwen2.5-7B-Instruct", "l40s", {}, None, "chat", {}),
+    # Mamba blocks: the default 1,024 does not start, the plan starts at the block count
+    ("Qwen/Qwen3.5-27B", "h100", {"max_model_len": 8192}, None, "chat", {}),
+])
+def test_planned_cap_holds_on_its_pool_and_one_more_does_not(model, gpu, kw, version, workload,
+                                                             targets):
+    from kvplan.core.plan import Targets, plan_one
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, g = resolve_model(model), resolve_gpu(gpu)
+    args, wl, t = EngineArgs(**kw), preset(workload), Targets(rate=1, **targets)
+    p = plan_one(m, g, args, version, wl, t)
+    n = p.max_num_seqs
+    assert p.feasible and p.result.args.max_num_seqs == n
+    assert _own_pool_cap(m, g, args, version, wl, t, n) >= n
+    r = size(m, g, args, version, hints=False)
+    if n + 1 <= min(r.max_num_batched_tokens, max(r.max_num_seqs, n)):
+        assert _own_pool_cap(m, g, args, version, wl, t, n + 1) < n + 1
+
 def test_mla_moe_at_tp_gets_the_data_parallel_kv_figure():
     # DeepSeek-R1 at TP8 on H200s keeps its 576-wide latent KV on all 8 ranks; as 8 DP
     # engines with EP each holds a pool of its own (sized by `size`, every term included)

@@ -4,7 +4,7 @@ the fleet, with `kvplan recommend`'s planner (`core.plan.plan_one`)."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan.check.base import FAIL, PASS, SKIP
@@ -115,9 +115,21 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
                     "the SLOs", current=current)
         out.add("replicas-cover-rate", SKIP, "not planned: no feasible max-num-seqs")
         return
-    n = min(current, safe)
+    # the running cap is judged on the pool its own command leaves (vLLM profiles
+    # max_num_seqs sequences): a value above the planner's cap may still hold on its pool
+    own = _own_cap(r, wl, tg, gpu)
+    holds = current <= own.cap
+    capped = active is not None and name == "--max-num-active-seqs"
+    # the fix holds on its own pool: the planner's cap (a smaller --max-num-seqs leaves a
+    # larger pool), or for --max-num-active-seqs the cap on the pool max_num_seqs leaves
+    fix = own.cap if capped or safe >= current else safe
+    pool = f"the pool that max-num-seqs {r.max_num_seqs} leaves" if capped else \
+        f"the pool that {current} leaves"
+    src = f"{name} {current}" if given else f"the default max-num-seqs {current}"
+    n = current if holds else min(current, max(fix, 1))
     if over:
         _over_blocks(out, p, over, min(over[1], safe), name, loc)
+        n = min(current, safe)
     elif p.engine == "tgi":
         out.add("max-num-seqs-safe", SKIP, "TGI reserves each request's tokens when it admits "
                 "it, so it queues instead of preempting", loc)
@@ -125,15 +137,19 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
     elif p.engine == "sglang" and not given:
         out.add("max-num-seqs-safe", SKIP, f"{name} not set: SGLang admits by its own "
                 f"token estimate (the safe cap would be {safe})", loc, suggested=safe)
-    elif current > safe:
-        src = f"{name} {current}" if given else f"the default max-num-seqs {current}"
-        why = _why(plan, tg, p.engine)
-        out.add("max-num-seqs-safe", FAIL, f"{src} exceeds the safe {safe}{at} for the "
-                f"declared {wl.name} workload: {why}", loc, fix=f"{name} {safe}",
-                current=current, suggested=safe)
+        n = min(current, safe)
+    elif not holds:
+        fixed = f"{name} {fix}"
+        if fix < 1:  # not one sequence on this pool: the planner's cap on its larger pool
+            fix = n = safe
+            fixed = f"{spelled(p.engine, 'max_num_seqs')} {safe}" + (
+                " (without --max-num-active-seqs)" if capped else "")
+        out.add("max-num-seqs-safe", FAIL, f"{src} exceeds the safe {fix}{at} for the "
+                f"declared {wl.name} workload: {_why(own, pool, tg, p.engine)}", loc,
+                fix=fixed, current=current, suggested=fix)
     else:
-        out.add("max-num-seqs-safe", PASS, f"{name} {current} <= the safe {safe}{at} for the "
-                f"declared {wl.name} workload", loc, current=current, suggested=safe)
+        out.add("max-num-seqs-safe", PASS, f"{src} <= the safe {own.cap}{at} on {pool} for "
+                f"the declared {wl.name} workload", loc, current=current, suggested=safe)
     _replicas_check(out, plan, n, wl, tg, gpu, group_engines(p, t))
 
 
@@ -150,17 +166,51 @@ def _over_blocks(out: Any, p: Parsed, over: tuple[int, int], fix: int, name: str
             fix=f"{name} {fix}", current=current, suggested=fix)
 
 
-def _why(plan: Any, tg: Any, engine: str) -> str:
+@dataclass(frozen=True)
+class _Own:
+    """The policy's cap on a sized pool, and what binds it."""
+
+    cap: int  # the largest running batch the policy and the TPOT SLO allow on this pool
+    kv: int  # the policy's cap alone (safe, or guaranteed under the guaranteed policy)
+    tpot: int | None  # the largest batch whose TPOT meets the SLO (None: no SLO, or above)
+
+
+def _own_cap(r: Any, wl: Any, tg: Any, gpu: Any) -> _Own:
+    from kvplan.core import perf
+    from kvplan.core.plan import policy_caps
+
+    wlc = wl.clip(r.max_model_len)
+    kv = policy_caps(r, wlc, tg)[0]
+    if tg.tpot_ms is None or kv < 1:
+        return _Own(kv, kv, None)
+    pm = perf.build(r, gpu)
+    o = wlc.output.points
+    o_mean, o_sq = sum(o) / len(o), sum(x * x for x in o) / len(o)
+
+    def meets(b: int) -> bool:
+        return perf.operating_point(pm, b, wlc.prompt.mean, o_mean, o_sq,
+                                    r.max_num_batched_tokens,
+                                    wlc.prefix_hit).tpot_ms <= tg.tpot_ms
+
+    if meets(kv):
+        return _Own(kv, kv, None)
+    lo, hi = 0, kv - 1  # the largest batch whose TPOT meets the SLO (0: not one)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if meets(mid) else (lo, mid - 1)
+    return _Own(lo, kv, lo)
+
+
+def _why(own: _Own, pool: str, tg: Any, engine: str) -> str:
+    if own.tpot is not None:
+        return f"past {own.tpot} sequences TPOT exceeds the {tg.tpot_ms:g} ms SLO"
     if tg.policy == "guaranteed":
-        return (f"{plan.guaranteed_seqs} sequences of max_model_len fill the KV pool "
+        return (f"on {pool}, {own.kv} sequences of max_model_len fill the KV pool "
                 "(guaranteed policy)")
     then = {"sglang": "SGLang retracts requests and recomputes them"}.get(
         engine, "vLLM preempts requests and recomputes them")
-    why = (f"past {plan.safe_seqs} running sequences the batch overflows the KV pool with more "
-           f"than {tg.preempt_risk:.0%} probability, and {then}")
-    if plan.max_num_seqs < plan.safe_seqs and tg.tpot_ms is not None:
-        why = f"past {plan.max_num_seqs} sequences TPOT exceeds the {tg.tpot_ms:g} ms SLO"
-    return why
+    return (f"on {pool}, past {own.kv} running sequences the batch overflows the KV pool "
+            f"with more than {tg.preempt_risk:.0%} probability, and {then}")
 
 
 def _replicas_check(out: Any, plan: Any, n: int, wl: Any, tg: Any, gpu: Any, dp: int) -> None:

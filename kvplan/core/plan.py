@@ -11,6 +11,7 @@ are ranked by cost.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import field, replace
 
 from kvplan.core import capacity, perf, queueing
@@ -134,6 +135,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     the max_num_seqs the plan emits (its cost and ranking do not depend on it, so `search`
     does this for the plans it returns only)."""
     r = size(model, gpu, args, version, hints=False)
+    unset = args.max_num_seqs is None  # the plan emits its own --max-num-seqs
     limit = r.max_num_seqs_limit  # vLLM 0.20+: Mamba models need a block per decoding seq
     if not r.fits and limit and r.max_num_seqs > limit:  # size at a max_num_seqs that starts
         # (the safe cap below stays under it: a request holds a block in every group)
@@ -199,36 +201,40 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
                              f"{t.tpot_ms:g} ms")
                 capacity_bound = False
             n = lo
-    if resize_pool and args.max_num_seqs is None and n < r.max_num_seqs:
-        # the emitted --max-num-seqs shrinks vLLM's profile (the dummy sampler runs n
-        # requests) and its CUDA-graph grid (up to 2n): size the pool the command gets, then
-        # raise the cap while the policy still holds on the pool the raised cap leaves
+    if resize_pool and unset and n != r.max_num_seqs:
+        # the emitted --max-num-seqs sets vLLM's profile (the dummy sampler runs n requests)
+        # and its CUDA-graph grid (up to 2n): the cap must hold on the pool it leaves itself
         r0 = r
-        r2 = size(model, gpu, replace(args, max_num_seqs=n), version, hints=False)
-        gain = r2.budget.available_kv - r.budget.available_kv
-        if r2.fits and gain > 0:
-            cand = n
-            for _ in range(8):
-                d = capacity.demand(r2.groups, wl, r2.max_model_len)
-                g2 = capacity.guaranteed_max_num_seqs(d, r2.usable_blocks)
-                s2 = capacity.safe_max_num_seqs(d, r2.usable_blocks, t.preempt_risk)
-                holds = g2 if t.policy == "guaranteed" else s2
-                if holds < cand:
-                    break  # the raised cap no longer holds: keep the last one that did
-                n, r, guaranteed, safe = cand, r2, g2, s2
-                ceiling = capacity.mean_ceiling(d, r2.usable_blocks)
-                up = min(holds, mnbt, r0.max_num_seqs)
-                if not capacity_bound or up <= n:
-                    break
-                cand = up
-                r2 = size(model, gpu, replace(args, max_num_seqs=cand), version, hints=False)
-                if not r2.fits:
-                    break
-            gain = r.budget.available_kv - r0.budget.available_kv
-            if gain >= GiB // 4:
-                notes.append(f"with --max-num-seqs {n} vLLM profiles {n} sequences instead of "
-                             f"{r0.max_num_seqs} (and captures CUDA graphs only up to its "
-                             f"grid): {gain / GiB:.1f} GiB more KV per GPU than at the default")
+
+        def sized(c: int) -> SizeResult:
+            return size(model, gpu, replace(args, max_num_seqs=c), version, hints=False)
+
+        fit = None
+        if n > r0.max_num_seqs:  # above the default: a larger profile, a smaller pool
+            fit = _fixed_point(lambda c: r0 if c == r0.max_num_seqs else sized(c),
+                               r0.max_num_seqs, n, wl, t)
+        else:  # below it the pool grows: raise the cap while it holds on its own pool
+            r2 = sized(n)
+            if r2.fits and r2.budget.available_kv > r.budget.available_kv:
+                top = n  # a scheduler limit or the SLO bound n: not raised past it
+                if capacity_bound:
+                    top = max(n, min(mnbt, r0.max_num_seqs,
+                                     (mnbt - 1) // slots if slots else mnbt))
+                    if t.tpot_ms is not None and point(top).tpot_ms > t.tpot_ms:
+                        lo, hi = n, top  # n meets the SLO: the largest batch that does
+                        while lo < hi:
+                            mid = (lo + hi + 1) // 2
+                            lo, hi = ((mid, hi) if point(mid).tpot_ms <= t.tpot_ms
+                                      else (lo, mid - 1))
+                        top = lo
+                fit = _fixed_point(lambda c: r2 if c == n else sized(c), n, top, wl, t)
+        if fit is not None:
+            n, r, guaranteed, safe, ceiling = fit
+        gain = r.budget.available_kv - r0.budget.available_kv
+        if gain >= GiB // 4:
+            notes.append(f"with --max-num-seqs {n} vLLM profiles {n} sequences instead of "
+                         f"{r0.max_num_seqs} (and captures CUDA graphs only up to its "
+                         f"grid): {gain / GiB:.1f} GiB more KV per GPU than at the default")
     pt = point(n)
     fleet = size_fleet(pt, n, o_mean, wl, t)
     replicas, per_replica_rps, rate = fleet.replicas, fleet.per_replica_rps, fleet.rate
@@ -256,6 +262,43 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
                 kv_ceiling=ceiling, guaranteed_seqs=guaranteed, users_per_gpu=users_gpu,
                 daily_output_tokens=pt.output_tokens_per_s * replicas * 86400 * min(util, 1),
                 utilization=util, notes=notes, feasible=feasible, why_not=why)
+
+
+def policy_caps(r: SizeResult, wl: Workload, t: Targets) -> tuple[int, int, int, int]:
+    """(the policy's cap, guaranteed, safe at the risk target, mean ceiling) on r's pool."""
+    d = capacity.demand(r.groups, wl, r.max_model_len)
+    g = capacity.guaranteed_max_num_seqs(d, r.usable_blocks)
+    s = capacity.safe_max_num_seqs(d, r.usable_blocks, t.preempt_risk)
+    return (g if t.policy == "guaranteed" else s), g, s, capacity.mean_ceiling(
+        d, r.usable_blocks)
+
+
+def _fixed_point(sized: Callable[[int], SizeResult], start: int, top: int, wl: Workload,
+                 t: Targets) -> tuple[int, SizeResult, int, int, int] | None:
+    """The largest cap c in [start, top] whose own pool (`sized(c)`, the pool vLLM leaves at
+    --max-num-seqs c) holds c under the policy: (c, result, guaranteed, safe, ceiling), or
+    None when `start` does not hold. A larger cap leaves a smaller pool (a larger profile and
+    graph grid), so the policy's cap on it is non-increasing and the predicate monotone: a
+    cap that held bounds the answer by what it holds, a cap that failed by itself, and the
+    failed cap's own figure is the next guess (then bisection), a few sizes in all."""
+    best, lo, hi, cand, guesses = None, start - 1, top + 1, start, 0
+    while lo < cand < hi:
+        rc = sized(cand)
+        holds, g, s, ceil = policy_caps(rc, wl, t) if rc.fits else (-1, 0, 0, 0)
+        if holds >= cand:
+            best, lo = (cand, rc, g, s, ceil), cand
+            hi = min(hi, holds + 1)  # a larger cap's smaller pool holds no more
+            nxt = hi - 1
+        elif best is None:
+            return None
+        else:
+            hi = cand
+            nxt = holds  # a smaller cap's larger pool holds at least this
+        guesses += 1
+        if not lo < nxt < hi or guesses > 6:  # bisection bounds the worst case
+            nxt = (lo + hi) // 2
+        cand = nxt
+    return best
 
 
 def _vision_gain(r: SizeResult, cap: int) -> str:
