@@ -1715,3 +1715,13 @@ def test_flags_checked_against_the_images_own_patch(capsys):
     f = fk("--rope-theta 1000000", "0.11.1")[0]
     assert f["status"] == "fail" and "(vLLM 0.11.1 dropped it; 0.11.0 had it)" in f["message"]
     assert fk("--rope-theta 1000000", "0.11.0")[0]["status"] == "pass"
+
+
+def test_batched_dp_default_token_budget_named_as_a_default(capsys):
+    cmd = ("vllm serve deepseek-ai/DeepSeek-R1 -dp 8 --enable-expert-parallel "
+           "--all2all-backend deepep_low_latency --max-num-seqs 512")
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h200")
+    f = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "flag-values")
+    assert code == 1 and f["message"].startswith(
+        "the default max_num_batched_tokens 256 (deepep_low_latency's batched DP/EP default) "
+        "is smaller than --max-num-seqs 512")

@@ -1404,7 +1404,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if a.max_num_seqs is None:
         seqs = min(seqs, mnbt)
     if mnbt < seqs:  # `SchedulerConfig.verify_max_model_len` (0.33; the same check in V0)
-        raise BadInput(f"--max-num-batched-tokens {mnbt} is smaller than --max-num-seqs {seqs}; "
+        given = (f"--max-num-batched-tokens {mnbt}" if a.max_num_batched_tokens else
+                 f"the default max_num_batched_tokens {mnbt}" + (
+                     f" ({asked}'s batched DP/EP default)"
+                     if d_mnbt == A2A.BATCHED_DP_TOKENS == mnbt else ""))
+        raise BadInput(f"{given} is smaller than --max-num-seqs {seqs}; "
                        "vLLM refuses this", hint=f"use --max-num-batched-tokens {seqs} or more, "
                        f"or --max-num-seqs {mnbt} or fewer",
                        flag="max_num_seqs" if a.max_num_seqs else "max_num_batched_tokens")
