@@ -140,7 +140,7 @@ def test_line_numbers_inside_a_shell_block_scalar(capsys, tmp_path):
     bad = [c for c in rep["deployments"][0]["checks"]
            if c["id"] == "flag-values" and c["status"] == "fail"]
     assert code == 1 and len(bad) == 1 and bad[0]["line"] == line_of(f, "--max-num-seqs 4096")
-    assert bad[0]["message"].startswith("--max-num-batched-tokens 2048 is smaller than "
+    assert bad[0]["message"].startswith("the default max_num_batched_tokens 2048 is smaller than "
                                         "--max-num-seqs 4096")
 
 
@@ -1725,3 +1725,288 @@ def test_batched_dp_default_token_budget_named_as_a_default(capsys):
     assert code == 1 and f["message"].startswith(
         "the default max_num_batched_tokens 256 (deepep_low_latency's batched DP/EP default) "
         "is smaller than --max-num-seqs 512")
+# --- LeaderWorkerSet groups: the worker template, lws-group-consistent ----------------------
+
+def lws_variant(tmp_path, **subs):
+    """lws-wide-ep-worker.yaml with the worker's args made consistent, then `subs` applied
+    (old text -> new text)."""
+    src = (FIX / "lws-wide-ep-worker.yaml").read_text()
+    src = src.replace('"--data-parallel-size", "32"', '"--data-parallel-size", "16"').replace(
+        '"--headless", "--all2all-backend", "deepep_high_throughput"',
+        '"--headless", "--enable-expert-parallel", "--all2all-backend", "deepep_low_latency"'
+    ).replace('"163840", "--gpu-memory-utilization", "1.5",\n'
+              '                 "--this-flag-does-not-exist"]', '"32768"]')
+    for old, new in subs.items():
+        assert old in src, old
+        src = src.replace(old, new)
+    f = tmp_path / "lws.yaml"
+    f.write_text(src)
+    return f
+
+
+def test_lws_worker_template_is_checked(capsys):
+    src = FIX / "lws-wide-ep-worker.yaml"
+    code, rep = check_json(capsys, src)
+    assert code == 1
+    lead, work = rep["deployments"]
+    assert lead["name"] == "LeaderWorkerSet/r1-wide-ep (leader)" and lead["gpus"] == 16
+    assert work["name"] == "LeaderWorkerSet/r1-wide-ep (worker)" and work["gpus"] == 8
+    fk = one(work, "flags-known")
+    assert fk["status"] == "fail" and fk["current"] == "--this-flag-does-not-exist"
+    assert fk["line"] == line_of(src, "--this-flag-does-not-exist")
+    gmu = one(work, "gpu-memory-utilization-range")
+    assert (gmu["status"], gmu["current"], gmu["suggested"]) == ("fail", 1.5, 0.9)
+    # the group's capacity is the leader's: not reported twice
+    g = one(work, "gpu-count-matches")
+    assert g["status"] == "skip" and g["message"] == (
+        "counted for the whole group on LeaderWorkerSet/r1-wide-ep (leader): the leader's "
+        "GPUs + (size - 1) x the worker's")
+    assert one(lead, "gpu-count-matches")["status"] == "pass"
+    assert "lws-group-consistent" not in by_id(work)
+    got = {(c["current"], c["suggested"], c["line"], c["fix"]) for c in
+           by_id(lead)["lws-group-consistent"]}
+    assert got == {
+        (32, 16, line_of(src, '"--data-parallel-size", "32"'),
+         "--data-parallel-size 16 (as the leader)"),
+        (False, True, line_of(src, 'command: ["vllm"', line_of(src, "workerTemplate")),
+         "add --enable-expert-parallel (as the leader)"),
+        ("deepep_high_throughput", "deepep_low_latency", line_of(src, "deepep_high"),
+         "--all2all-backend deepep_low_latency (as the leader)"),
+        (163840, 32768, line_of(src, '"163840"'), "--max-model-len 32768 (as the leader)")}
+    dp = next(c for c in by_id(lead)["lws-group-consistent"] if c["current"] == 32)
+    assert dp["status"] == "fail" and dp["message"].startswith(
+        "--data-parallel-size differs: the worker has 32, the leader 16 (line 20): every pod "
+        "of the group must start vLLM alike")
+
+
+def test_lws_consistent_group_passes(capsys, tmp_path):
+    code, rep = check_json(capsys, lws_variant(tmp_path))
+    assert code == 0
+    lead, work = rep["deployments"]
+    c = one(lead, "lws-group-consistent")
+    assert c["status"] == "pass" and c["message"] == (
+        "the leader and the worker agree: model deepseek-ai/DeepSeek-R1, image "
+        "vllm/vllm-openai:v0.33.0, --data-parallel-size 16, --tensor-parallel-size 1, "
+        "--pipeline-parallel-size 1, expert parallelism on, all-to-all backend "
+        "deepep_low_latency, --max-model-len 32768; 8 on the leader + 1 x 8 on the worker "
+        "= 16 data-parallel ranks")
+    # the worker is sized on its own: --headless runs no API server
+    assert one(work, "weights-fit")["status"] == "pass"
+    assert work["kv_cache_tokens"] == lead["kv_cache_tokens"] > 0
+
+
+@pytest.mark.parametrize("subs,status,current,suggested,message", [
+    ({'"--data-parallel-start-rank", "8"': '"--data-parallel-start-rank", "12"'}, "fail", 12, 8,
+     "the worker runs data-parallel ranks 12-19 (--data-parallel-start-rank 12, "
+     "--data-parallel-size-local 8), past --data-parallel-size 16 (ranks 0-15): vLLM has no "
+     "such rank and the group never forms"),
+    ({'"--data-parallel-start-rank", "8"': '"--data-parallel-start-rank", "4"'}, "fail", 4, 8,
+     "the worker runs data-parallel ranks 4-11, which the leader runs too (0-7): the group "
+     "never forms"),
+    ({'"--data-parallel-size-local", "8",\n                 "--data-parallel-start-rank", "8"':
+      '"--data-parallel-size-local", "4",\n                 "--data-parallel-start-rank", "8"'},
+     "fail", 12, 16, "the group's pods run 8 on the leader + 1 x 4 on the worker = 12 "
+     "data-parallel ranks but --data-parallel-size is 16: ranks 12-15 never start and the "
+     "group waits for them"),
+    ({"image: vllm/vllm-openai:v0.33.0\n          command: [\"vllm\", \"serve\", \"deepseek-ai/"
+      "DeepSeek-R1\"]\n          args: [\"--data-parallel-size\", \"16\", \"--data-parallel-size"
+      "-local\", \"8\",\n                 \"--data-parallel-start-rank\", \"8\"":
+      "image: vllm/vllm-openai:v0.32.0\n          command: [\"vllm\", \"serve\", \"deepseek-ai/"
+      "DeepSeek-R1\"]\n          args: [\"--data-parallel-size\", \"16\", \"--data-parallel-size"
+      "-local\", \"8\",\n                 \"--data-parallel-start-rank\", \"8\""},
+     "fail", "vllm/vllm-openai:v0.32.0", "vllm/vllm-openai:v0.33.0",
+     "image differs: the worker has vllm/vllm-openai:v0.32.0, the leader "
+     "vllm/vllm-openai:v0.33.0 (line 18): the pods would run different vLLM builds, whose "
+     "start-up handshakes need not match"),
+    ({'\n                 "--enable-expert-parallel", "--all2all-backend", "deepep_low_latency",':
+      '\n                 "--enable-expert-parallel",'}, "warn", "deepep_low_latency", None,
+     "all-to-all backend differs: the worker has deepep_low_latency, the leader (the release's "
+     "default) (line 19): unless that is the release's default, the pods exchange tokens "
+     "differently and the group fails at start-up"),
+])
+def test_lws_group_inconsistencies(capsys, tmp_path, subs, status, current, suggested, message):
+    _, rep = check_json(capsys, lws_variant(tmp_path, **subs))
+    c = one(rep["deployments"][0], "lws-group-consistent")
+    assert (c["status"], c["current"], c["suggested"], c["message"]) == (
+        status, current, suggested, message)
+
+
+def test_lws_shared_literal_start_rank(capsys, tmp_path):
+    # size 3: both worker pods run the worker template's literal start rank 8
+    f = lws_variant(tmp_path, **{"size: 2": "size: 3"})
+    code, rep = check_json(capsys, f)
+    got = by_id(rep["deployments"][0])["lws-group-consistent"]
+    assert code == 1 and [c["status"] for c in got] == ["fail", "fail"]
+    assert got[0]["message"] == ("the 2 worker pods of the worker template all run "
+                                 "--data-parallel-start-rank 8: each claims ranks 8-15 and "
+                                 "the group never forms")
+    assert got[0]["fix"] == ("give each pod its own start rank in a shell: "
+                             "--data-parallel-start-rank $(( LWS_WORKER_INDEX * 8 ))")
+    assert got[1]["message"].startswith("the group's pods run 8 on the leader + 2 x 8 on the "
+                                        "workers = 24 data-parallel ranks but "
+                                        "--data-parallel-size is 16: 8 of them have no place")
+    assert (got[1]["fix"], got[1]["line"]) == ("leaderWorkerTemplate.size: 2",
+                                               line_of(f, "size: 3"))
+
+
+def test_lws_unresolved_values_are_not_failures(capsys, tmp_path):
+    # a start rank and a length from variables kvplan cannot resolve
+    f = lws_variant(tmp_path, **{
+        '"--data-parallel-start-rank", "8"': '"--data-parallel-start-rank", "$(START_RANK)"',
+        '"--headless", "--enable-expert-parallel", "--all2all-backend", "deepep_low_latency",\n'
+        '                 "--max-model-len", "32768"]':
+        '"--headless", "--enable-expert-parallel", "--all2all-backend", "deepep_low_latency",\n'
+        '                 "--max-model-len", "$(MAX_LEN)"]'})
+    code, rep = check_json(capsys, f)
+    c = one(rep["deployments"][0], "lws-group-consistent")
+    assert c["status"] == "pass" and c["message"].endswith(
+        "= 16 data-parallel ranks; not compared: --max-model-len (set from variables "
+        "kvplan cannot resolve)")
+    assert code == 0
+
+
+def test_lws_of_size_one_runs_no_worker(capsys, tmp_path):
+    # size 1: the group is the leader alone, and the worker template never runs
+    code, rep = check_json(capsys, lws_variant(tmp_path, **{
+        "size: 2": "size: 1", '"--data-parallel-size", "16"': '"--data-parallel-size", "8"'}))
+    (dep,) = rep["deployments"]
+    assert dep["name"] == "LeaderWorkerSet/r1-wide-ep" and dep["gpus"] == 8
+    assert "lws-group-consistent" not in by_id(dep) and code == 0
+
+
+def test_lws_group_check_can_be_ignored(capsys, tmp_path):
+    f = tmp_path / "lws.yaml"
+    f.write_text((FIX / "lws-wide-ep-worker.yaml").read_text().replace(
+        "  name: r1-wide-ep\n",
+        "  name: r1-wide-ep\n  annotations: {kvplan.io/ignore: lws-group-consistent}\n"))
+    _, rep = check_json(capsys, f)
+    got = by_id(rep["deployments"][0])["lws-group-consistent"]
+    assert {c["status"] for c in got} == {"skip"} and len(got) == 4
+    assert got[0]["message"].startswith("ignored (kvplan.io/ignore): ")
+
+
+def test_lws_script_branches_are_alternatives(capsys):
+    src = FIX / "lws-script-branches.yaml"
+    code, rep = check_json(capsys, src)
+    first, second = rep["deployments"]
+    l1, l2 = line_of(src, "exec vllm serve"), line_of(src, "exec vllm serve", 27)
+    assert first["name"] == f"LeaderWorkerSet/kimi-k2 (branch at line {l1})"
+    assert second["name"] == f"LeaderWorkerSet/kimi-k2 (branch at line {l2})"
+    # each arm is checked: both run the default max-num-seqs
+    s1, s2 = one(first, "max-num-seqs-safe"), one(second, "max-num-seqs-safe")
+    assert s1["status"] == s2["status"] == "fail" and s1["suggested"] == s2["suggested"]
+    assert (s1["line"], s2["line"]) == (l1, l2)
+    assert one(first, "replicas-cover-rate")["status"] == "pass"
+    assert one(second, "replicas-cover-rate")["message"] == (
+        f"the group's replicas are checked on LeaderWorkerSet/kimi-k2 (branch at line {l1})")
+    c = one(first, "lws-group-consistent")
+    assert c["status"] == "pass" and c["message"].startswith(
+        f"the branch at line {l1} and the branch at line {l2} agree: model "
+        "moonshotai/Kimi-K2-Instruct")
+    assert c["message"].endswith("; 4 pods x 4 = 16 data-parallel ranks")
+    w = one(first, "flags-known")
+    assert w["status"] == "warn" and w["message"] == (
+        "'$START_RANK' refers to a variable kvplan cannot resolve (START_RANK is computed when "
+        f"the script runs (line {line_of(src, 'START_RANK=')})); that value is not checked")
+
+
+def test_headless_variable_is_a_warning_not_a_failure(capsys):
+    src = FIX / "lws-headless-var.yaml"
+    code, rep = check_json(capsys, src)
+    (dep,) = rep["deployments"]
+    assert code == 0 and dep["max_model_len"] == 65536  # MAX_LEN assigned by the script
+    got = [c for c in by_id(dep)["flags-known"] if "$HEADLESS" in c["message"]]
+    assert [c["status"] for c in got] == ["warn"]
+    lines = line_of(src, 'HEADLESS=""'), line_of(src, 'then HEADLESS=')
+    assert got[0]["message"] == (
+        "'$HEADLESS' refers to a variable kvplan cannot resolve (HEADLESS is assigned "
+        f"different values in the script's branches (lines {lines[0]} and {lines[1]})); the "
+        "arguments it expands to are not checked")
+    c = one(dep, "lws-group-consistent")
+    assert c["message"] == "4 pods x 4 = 16 data-parallel ranks"
+
+
+def test_script_variables_in_a_container(capsys, tmp_path):
+    src = (FIX / "lws-headless-var.yaml").read_text()
+    f = tmp_path / "h.yaml"
+    f.write_text(src.replace(
+        '            if [ "${LWS_WORKER_INDEX:-0}" -ne 0 ]; then HEADLESS="--headless"; fi\n', ""))
+    code, rep = check_json(capsys, f)
+    dep = rep["deployments"][0]
+    assert not [c for c in dep["checks"] if "HEADLESS" in c["message"]]
+    assert one(dep, "flags-known")["status"] == "warn"  # $START_RANK only
+    # an unquoted empty variable stands for no word; a set one for its value
+    f.write_text(src.replace('HEADLESS=""\n', 'HEADLESS="--headless"\n').replace(
+        '            if [ "${LWS_WORKER_INDEX:-0}" -ne 0 ]; then HEADLESS="--headless"; fi\n', ""))
+    code, rep = check_json(capsys, f)
+    assert one(rep["deployments"][0], "flags-known")["message"].startswith("'$START_RANK'")
+
+
+def test_engine_commands_in_if_arms_of_a_deployment(capsys, tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: qwen}\nspec:\n  template:\n"
+        "    spec:\n      nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}\n"
+        "      containers:\n      - name: vllm\n        image: vllm/vllm-openai:v0.33.0\n"
+        "        command: [sh, -c]\n        args:\n        - |\n"
+        "          if [ \"$BIG\" = 1 ]; then\n"
+        "            exec vllm serve Qwen/Qwen3-8B -tp 2 --max-model-len 32768\n"
+        "          else\n"
+        "            exec vllm serve Qwen/Qwen3-8B --max-model-len 32768\n"
+        "          fi\n"
+        "        resources: {limits: {nvidia.com/gpu: 2}}\n")
+    code, rep = check_json(capsys, f)
+    a, b = rep["deployments"]
+    assert (a["name"], b["name"]) == ("Deployment/qwen (branch at line 15)",
+                                      "Deployment/qwen (branch at line 17)")
+    ga, gb = one(a, "gpu-count-matches"), one(b, "gpu-count-matches")
+    assert ga["status"] == "pass" and (gb["status"], gb["current"], gb["suggested"]) == (
+        "warn", 2, 1)
+    # a command after the `if`, not in an arm: two engines at once, as before
+    f.write_text(f.read_text().replace("          fi\n", "          fi\n"
+                                       "          vllm serve Qwen/Qwen3-4B\n"))
+    code, _, err = run(capsys, "check", f)
+    assert code == 2 and "two engine commands in one container (lines 15 and 19)" in err
+
+
+def test_shell_script_variables():
+    from kvplan.check.base import Loc, Token
+    from kvplan.check.command import EnvVar, find_engine
+
+    def engine(script, env=None):
+        return find_engine([Token("sh"), Token("-c")], [Token(script)], env or {})
+
+    e = engine("X=1; [ -n \"$Y\" ] && X=2; vllm serve m --max-model-len $X")
+    assert [t.text for t in e.unresolved] == ["$X"]
+    assert e.why["X"] == "assigned different values in the script's branches"
+    e = engine("X=1; [ -n \"$Y\" ] && X=1; vllm serve m --max-model-len $X")
+    assert e.args[-1].text == "1" and not e.unresolved  # the same value either way
+    e = engine("export CUDA_VISIBLE_DEVICES=0,1\nFOO=1\nexport BAR\nBAR=2\nvllm serve m")
+    assert set(e.env) == {"CUDA_VISIBLE_DEVICES", "BAR"}  # only what is exported
+    e = engine("N=$(nproc)\nvllm serve m -tp $N")
+    assert e.why["N"] == "computed when the script runs"
+    e = engine('case "$R" in\n  a) vllm serve m -tp 1 ;;\n  *) vllm serve m -tp 2 ;;\nesac')
+    assert [x.args[-1].text for x in [e, *e.alternatives]] == ["1", "2"]
+    # a default for an empty variable follows the variable's known value
+    model = {"MODEL": EnvVar("Qwen/Qwen3-8B", Loc())}
+    for script in ('if [ -z "$MODEL" ]; then MODEL=x/y; fi\nvllm serve $MODEL',
+                   '[ -z "${MODEL}" ] && MODEL=x/y\nvllm serve $MODEL',
+                   '[ -n "$MODEL" ] || MODEL=x/y\nvllm serve $MODEL'):
+        assert engine(script, model).args[0].text == "Qwen/Qwen3-8B", script
+        assert engine(script, {"MODEL": EnvVar("", Loc())}).args[0].text == "x/y", script
+        assert engine(script, {"MODEL": EnvVar(None, Loc())}).args[0].text == "$MODEL"
+
+
+def test_script_gpu_count_from_exported_visible_devices(capsys, tmp_path):
+    f = tmp_path / "start.sh"
+    f.write_text("#!/bin/sh\nexport CUDA_VISIBLE_DEVICES=0,1\n"
+                 "exec vllm serve Qwen/Qwen3-8B -tp 4 --max-model-len 8192\n")
+    code, rep = check_json(capsys, f, "--gpu", "h100")
+    g = one(rep["deployments"][0], "gpu-count-matches")
+    assert (g["status"], g["current"], g["suggested"], g["line"]) == ("fail", 2, 4, 2)
+    assert g["fix"] == "list 4 devices in CUDA_VISIBLE_DEVICES"
+    f.write_text(f.read_text().replace("export CUDA", "CUDA"))  # not exported: vLLM sees all
+    code, rep = check_json(capsys, f, "--gpu", "h100")
+    g = one(rep["deployments"][0], "gpu-count-matches")
+    assert g["status"] == "skip" and g["message"] == (
+        "TP x PP x DP = 4; the GPU count is not given")

@@ -81,6 +81,16 @@ class Declared:
 
 
 @dataclass
+class PodGroup:
+    """The pods of one LeaderWorkerSet replica, which its targets (the leader's and the
+    workers' engine commands, each arm of a script's `if`) run between them."""
+
+    name: str  # LeaderWorkerSet/NAME
+    size: int  # pods a replica: the leader and size - 1 workers
+    size_loc: Loc = Loc()
+
+
+@dataclass
 class Target:
     """One engine deployment to check, as read from a file or --cmd."""
 
@@ -108,6 +118,11 @@ class Target:
     ignore: set[str] = field(default_factory=set)
     template: bool = False  # a ServingRuntime: size only when annotated
     mounts: list[Mount] | None = None  # None: the input does not describe volumes
+    image: str | None = None
+    image_loc: Loc | None = None
+    group: PodGroup | None = None  # a LeaderWorkerSet's pods
+    role: str | None = None  # in a group: leader | worker | pods (one template for all)
+    group_entry: str | None = None  # the target that holds the group's checks, if not this
 
 
 @dataclass

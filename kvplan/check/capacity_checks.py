@@ -220,6 +220,10 @@ def _replicas_check(out: Any, plan: Any, n: int, wl: Any, tg: Any, gpu: Any, dp:
         out.add(cid, SKIP, "no rate declared: add the annotation kvplan.io/rate (requests/s)")
         out.facts["replicas_needed"] = None
         return
+    if t.group_entry:  # another pod of a LeaderWorkerSet group: the group is the replica
+        out.add(cid, SKIP, f"the group's replicas are checked on {t.group_entry}",
+                t.replicas_loc or t.loc)
+        return
     pt = _point(plan, n, wl, gpu)
     needed, rps, rate = _replicas(pt, n, wl, tg)
     if n == plan.max_num_seqs:

@@ -7,6 +7,7 @@ table of ids and rules.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -42,6 +43,9 @@ CHECKS: dict[str, str] = {
     "late-allocations-fit": "what vLLM allocates after sizing the KV cache without budgeting "
                             "it (CUDA graphs it does not subtract, model runner V2's sampler "
                             "warm-up) fits in the memory gpu_memory_utilization leaves",
+    "lws-group-consistent": "the pods of a LeaderWorkerSet group start vLLM alike (model, "
+                            "image, DP, TP, PP, expert parallel, all-to-all backend, "
+                            "max-model-len) and their data-parallel ranks make up the group",
 }
 
 
@@ -52,6 +56,7 @@ class Outcome:
     target: Target
     findings: list[Finding] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
+    parsed: Parsed | None = None  # the command as the engine's parser reads it
 
     def add(self, id_: str, status: str, message: str, loc: Loc | None = None,
             fix: str | None = None, current: Any = None, suggested: Any = None) -> Finding:
@@ -102,6 +107,7 @@ def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
                          ) from None
     reg = _registry(version.text) if engine == "vllm" else None
     p = parse(t.command, reg)
+    out.parsed = p
     if newer:
         out.facts["vllm_version_requested"] = t.vllm_version
     out.facts.update(engine=engine, form=t.command.form, vllm_version=version.text,
@@ -113,11 +119,19 @@ def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
     sizing_checks.run(out, p, version.text, catalogs)
     gpu_count(out, p)
     cache_checks.check(out, t, p)
-    for f in out.findings:
-        if f.id in t.ignore:
-            f.status, f.message = SKIP, f"ignored (kvplan.io/ignore): {f.message}"
-            f.fix = None
+    apply_ignore(out)
     return out
+
+
+def apply_ignore(out: Outcome) -> None:
+    """The checks the target's kvplan.io/ignore names, reported as skipped."""
+    for f in out.findings:
+        if f.id in out.target.ignore and not f.message.startswith(IGNORED):
+            f.status, f.message = SKIP, f"{IGNORED}{f.message}"
+            f.fix = None
+
+
+IGNORED = "ignored (kvplan.io/ignore): "
 
 
 def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
@@ -163,6 +177,8 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
                     f", or run vLLM {elsewhere[0]} or later" if later else ""),
                 current=f.key, suggested=hint)
     for tok in p.extra:
+        if _VAR.search(tok.text):  # may expand to flags, or to nothing: warned about below
+            continue
         out.add("flags-known", FAIL, f"unexpected argument {tok.text!r}: vLLM's parser rejects "
                 "it", tok.loc, fix="remove it, or put it after the flag it belongs to",
                 current=tok.text)
@@ -194,14 +210,23 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
         out.add("flags-known", WARN, f"options in --config {p.config_file.value} are not read "
                 "by kvplan", p.config_file.loc, fix="put the memory and scheduling flags on "
                 "the command line")
+    alone = {id(tok) for tok in p.extra}
     for tok in p.cmd.unresolved:
+        what = "the arguments it expands to are" if id(tok) in alone else "that value is"
+        names = [m.group(1) or m.group(2) or m.group(3) for m in _VAR.finditer(tok.text)]
+        why = [f"{n} is {p.cmd.why[n]}" for n in names if n in p.cmd.why]
         out.add("flags-known", WARN, f"{tok.text!r} refers to a variable kvplan cannot resolve "
-                "(a secret, config map or host variable); that value is not checked", tok.loc,
-                fix="give the value literally, or in the container's env")
+                + (f"({'; '.join(why)})" if why else "(a secret, config map or host variable)")
+                + f"; {what} not checked", tok.loc,
+                fix="give the value literally to have it checked" if why else
+                "give the value literally, or in the container's env")
     if len(out.findings) == before:
         n = len(p.flags)
         out.add("flags-known", PASS, f"{n} flag{'s' * (n != 1)} known to vLLM {reg.release}"
                 if n else "no flags to check", p.cmd.loc)
+
+
+_VAR = re.compile(r"\$\(([A-Za-z_][\w.-]*)\)|\$\{([A-Za-z_]\w*)[^}]*\}|\$([A-Za-z_]\w*)")
 
 
 def flag_values(out: Outcome, p: Parsed, reg: Any) -> None:
@@ -314,12 +339,13 @@ def gpus_needed(p: Parsed) -> int:
     return tp * pp * local_engines(p)
 
 
-def _visible_devices(p: Parsed) -> tuple[int | None, Loc | None]:
+def _visible_devices(p: Parsed) -> tuple[int | None, Loc | None, str]:
+    """The devices a CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES list shows the engine."""
     for var in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
         ev = p.cmd.env.get(var)
         if ev and ev.value and all(x.strip().isdigit() for x in ev.value.split(",")):
-            return len(ev.value.split(",")), ev.loc
-    return None, None
+            return len(ev.value.split(",")), ev.loc, var
+    return None, None, ""
 
 
 def gpu_count(out: Outcome, p: Parsed) -> None:
@@ -332,9 +358,18 @@ def gpu_count(out: Outcome, p: Parsed) -> None:
         need = (v.get("tensor_parallel_size") or 1) * (v.get("pipeline_parallel_size") or 1) \
             * group_engines(p, t)
     have, loc = t.gpu_count, t.gpu_count_loc
-    vis, vloc = _visible_devices(p)
+    if t.group_entry:  # another pod of a LeaderWorkerSet group: counted with the group's
+        out.facts["gpus"] = have
+        how = "size x the pod's GPUs" if t.role == "pods" else \
+            "the leader's GPUs + (size - 1) x the worker's"
+        out.add(cid, SKIP, f"counted for the whole group on {t.group_entry}: {how}",
+                loc or t.loc, current=have)
+        return
+    vis, vloc, var = _visible_devices(p)
+    fix = _gpu_fix(t, need, p)
     if vis is not None and (have is None or vis < have):
         have, loc = vis, vloc
+        fix = f"list {need} device{'s' * (need != 1)} in {var}"
     loc = loc or t.loc
     parallel = f"TP x PP x DP = {need}" if group or not v.get("data_parallel_size_local") \
         else f"TP x PP x local DP = {need}"
@@ -351,12 +386,10 @@ def gpu_count(out: Outcome, p: Parsed) -> None:
     elif have < need:
         out.add(cid, FAIL, f"{parallel} needs {need} GPUs but the "
                 f"{'replica' if t.kind == 'LeaderWorkerSet' else 'container'} gets {have}: "
-                "the engine cannot start", loc, fix=_gpu_fix(t, need, p), current=have,
-                suggested=need)
+                "the engine cannot start", loc, fix=fix, current=have, suggested=need)
     elif have > need:
         out.add(cid, WARN, f"{have} GPUs allocated but {parallel} uses {need}: "
-                f"{have - need} idle", loc, fix=_gpu_fix(t, need, p), current=have,
-                suggested=need)
+                f"{have - need} idle", loc, fix=fix, current=have, suggested=need)
     else:
         out.add(cid, PASS, f"{parallel} uses the {have} GPU{'s' * (have != 1)} allocated",
                 loc, current=have)

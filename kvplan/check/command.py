@@ -39,6 +39,10 @@ class EngineCommand:
     loc: Loc
     env: dict[str, EnvVar] = field(default_factory=dict)
     unresolved: list[Token] = field(default_factory=list)  # args with $(VAR) left in them
+    why: dict[str, str] = field(default_factory=dict)  # script variable -> why it is unknown
+    # engine commands in the other arms of the same `if`/`case` of a shell script: one of
+    # them runs, which one depends on the pod (each is checked as its own target)
+    alternatives: list[EngineCommand] = field(default_factory=list)
 
 
 def expand_k8s(tok: Token, env: dict[str, EnvVar]) -> tuple[Token, bool]:
@@ -91,9 +95,9 @@ def _locate(raw: str, base: Loc, words: list[str]) -> list[Loc]:
     return out
 
 
-def split_shell(script: Token) -> list[list[Token]]:
+def shell_commands(script: Token) -> list[tuple[str, list[Token]]]:
     """Simple commands of a shell script (`;`, `&&`, `||`, `|`, `&`, newlines), each a list of
-    words; comments and redirections dropped."""
+    words with the separator before it; comments and redirections dropped."""
     s = re.sub(r"\\\r?\n", " ", script.text)
     lex = shlex.shlex(s, posix=True, punctuation_chars=";&|\n")
     lex.whitespace, lex.whitespace_split, lex.commenters = " \t\r", True, ""
@@ -103,14 +107,14 @@ def split_shell(script: Token) -> list[list[Token]]:
         raise InputError(f"cannot split the shell command: {e}", file=script.loc.file,
                          line=script.loc.line) from None
     locs = _locate(script.raw or script.text, script.loc, words)
-    cmds: list[list[Token]] = [[]]
+    cmds: list[tuple[str, list[Token]]] = [("", [])]
     comment = False
     skip_next = False
     for w, loc in zip(words, locs):
         if w and set(w) <= set(";&|\n"):
             comment = False
-            if w != "&" or not (cmds[-1] and re.fullmatch(r"\d*>", cmds[-1][-1].text)):
-                cmds.append([])
+            if w != "&" or not (cmds[-1][1] and re.fullmatch(r"\d*>", cmds[-1][1][-1].text)):
+                cmds.append((w, []))
                 continue
         if comment:
             continue
@@ -125,8 +129,15 @@ def split_shell(script: Token) -> list[list[Token]]:
             continue
         if re.match(r"^\d*(>>?|<)", w):
             continue
-        cmds[-1].append(Token(w, loc))
-    return [c for c in cmds if c]
+        cmds[-1][1].append(Token(w, loc))
+    out: list[tuple[str, list[Token]]] = []
+    pending = ""  # the separators before a command (blank lines between add up)
+    for sp, c in cmds:
+        pending += sp
+        if c:
+            out.append((pending, c))
+            pending = ""
+    return out
 
 
 def _basename(s: str) -> str:
@@ -214,7 +225,9 @@ def image_version(image: str | None) -> str | None:
 
 def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
                 image: str | None = None, k8s_vars: bool = True) -> EngineCommand | None:
-    """The engine command a container runs (command + args, as Kubernetes joins them)."""
+    """The engine command a container runs (command + args, as Kubernetes joins them). Engine
+    commands in different arms of one `if`/`case` of a shell script are alternatives: the
+    first is returned with the others in its `alternatives`."""
     env = dict(env)
     argv = [expand_k8s(t, env)[0] if k8s_vars else t for t in command + args]
     if not command:
@@ -222,23 +235,38 @@ def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
         if implied and _engine_of(argv) is None:  # args may still start with the command
             return EngineCommand(implied[0], implied[1], argv, argv[0].loc if argv else Loc(),
                                  env, _unresolved(argv))
-    found: list[EngineCommand] = []
-    for cmd in _simple_commands(argv, env):
-        local_env = dict(env)
-        cmd = _strip_prefix(cmd, local_env)
+    found: list[tuple[EngineCommand, tuple]] = []
+    for sc in _simple_commands(argv, env):
+        local_env = dict(sc.env)
+        cmd = _strip_prefix(sc.words, local_env)
         hit = _engine_of(cmd)
         if hit:
             engine, form, start = hit
-            found.append(EngineCommand(engine, form, cmd[start:], cmd[0].loc, local_env,
-                                       _unresolved(cmd[start:])))
-    if len(found) > 1:
-        a, b = found[0], found[1]
-        where = f" (lines {a.loc.line} and {b.loc.line})" if a.loc.line else ""
-        raise InputError(f"two engine commands in one container{where}; kvplan cannot tell "
-                         "which one gets the GPUs",
-                         file=b.loc.file, line=b.loc.line,
-                         hint="run one engine per container")
-    return found[0] if found else None
+            found.append((EngineCommand(engine, form, cmd[start:], cmd[0].loc, local_env,
+                                        _unresolved(cmd[start:]), dict(sc.why)), sc.path))
+    for i, (a, pa) in enumerate(found):
+        for b, pb in found[i + 1:]:
+            if not _exclusive(pa, pb):
+                where = f" (lines {a.loc.line} and {b.loc.line})" if a.loc.line else ""
+                raise InputError(f"two engine commands in one container{where}; kvplan cannot "
+                                 "tell which one gets the GPUs",
+                                 file=b.loc.file, line=b.loc.line,
+                                 hint="run one engine per container")
+    if not found:
+        return None
+    first = found[0][0]
+    first.alternatives = [e for e, _ in found[1:]]
+    return first
+
+
+def _exclusive(a: tuple, b: tuple) -> bool:
+    """Whether two commands run in different arms of one `if`/`case` (`_Cmd.path`)."""
+    for (ia, arm_a), (ib, arm_b) in zip(a, b):
+        if ia != ib:
+            return False
+        if arm_a != arm_b:
+            return True
+    return False
 
 
 def _unresolved(args: list[Token]) -> list[Token]:
@@ -246,21 +274,179 @@ def _unresolved(args: list[Token]) -> list[Token]:
     return [t for t in args if re.search(r"\$[({A-Za-z_]", t.text)]
 
 
-def _simple_commands(argv: list[Token], env: dict[str, EnvVar]) -> list[list[Token]]:
+@dataclass
+class _Cmd:
+    """A simple command of a script, with what the script set before it runs."""
+
+    words: list[Token]
+    env: dict[str, EnvVar]  # the command's environment: the container's and what is exported
+    path: tuple = ()  # ((id, arm), ...) of the `if`/`case` blocks it runs inside
+    why: dict[str, str] = field(default_factory=dict)
+
+
+def _simple_commands(argv: list[Token], env: dict[str, EnvVar]) -> list[_Cmd]:
     if not argv:
         return []
     if _basename(argv[0].text) in SHELLS:
         for i, t in enumerate(argv[1:], 1):
             if re.fullmatch(r"-[a-z]*c[a-z]*", t.text) and i + 1 < len(argv):
-                out = []
-                for c in split_shell(argv[i + 1]):
-                    words = []
-                    for w in c:
-                        words.append(Token(expand_shell(w.text, env)[0], w.loc))
-                    out.append(words)
-                return out
+                return shell_script(argv[i + 1], env)
         return []
-    return [argv]
+    return [_Cmd(argv, dict(env))]
+
+
+_OPENS = {"if": "if", "case": "case", "while": "loop", "until": "loop", "for": "loop",
+          "select": "loop"}
+_CLOSES = {"fi", "esac", "done"}
+_NOISE = {"then", "do", "!", "{", "}"}
+_DECLARE = {"export", "readonly", "declare", "local", "typeset"}
+_ONE_VAR = re.compile(r"\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)")
+
+
+def shell_script(script: Token, env: dict[str, EnvVar]) -> list[_Cmd]:
+    """The simple commands of a `sh -c` script, each with the variables the script assigned
+    before it expanded. An assignment at the top level sets its variable; one inside an
+    `if`, `case` or loop, or after `&&`, `||` or `|`, may not run, so the variable is
+    unresolved unless that assigns the value it already has; a value computed as the script
+    runs (`$(...)`, `$((...))`, backquotes) is unresolved. A default for an empty variable
+    (`if [ -z "$X" ]; then X=...; fi`, `[ -z "$X" ] && X=...`, `[ -n "$X" ] || X=...`) is
+    applied, or not, by the variable's value when that is known. A word that is only a
+    variable set to the empty string expands to no word at all, as an unquoted one does."""
+    values: dict[str, EnvVar] = dict(env)  # value None: unresolved
+    exported = set(env)
+    why: dict[str, str] = {}
+    frames: list[list] = []  # [id, arm, kind, condition] of the open blocks
+    ids = 0
+    out: list[_Cmd] = []
+    prev: list[str] = []  # the words of the command before
+    for sep, words in shell_commands(script):
+        if ";;" in sep and frames and frames[-1][2] == "case":
+            frames[-1][1] += 1
+        while words:  # keywords ahead of the command proper
+            w = words[0].text
+            if w in _OPENS:
+                ids += 1
+                frames.append([ids, 0, _OPENS[w], [x.text for x in words[1:]]])
+            elif w in ("elif", "else") and frames:
+                frames[-1][1] += 1
+            elif w in _CLOSES and frames:
+                frames.pop()
+            elif not (w in _NOISE or w in ("elif", "else") or (
+                    frames and frames[-1][2] == "case" and w.endswith(")"))):
+                break
+            words = words[1:]
+        if not words:
+            continue
+        guard = None  # the emptiness test the command runs under, if that is all
+        if frames and not any(c in sep for c in "&|"):
+            f = frames[-1]
+            if len(frames) == 1 and f[2] == "if" and f[1] == 0:
+                guard = _empty_test(f[3])
+        elif not frames and sep.strip(" \n") in ("&&", "||"):
+            guard = _empty_test(prev)
+            if guard and (guard[0] == "-z") != (sep.strip(" \n") == "&&"):
+                guard = None
+        prev = [x.text for x in words]
+        maybe = bool(frames) or any(c in sep for c in "&|")
+        first = words[0].text
+        i = 1 if first in _DECLARE else 0
+        while first in _DECLARE and i < len(words) and words[i].text.startswith("-"):
+            i += 1
+        assigned: list[tuple[str, str | None, Token, str]] = []
+        rest: list[Token] = []
+        while i < len(words):
+            w = words[i]
+            m = re.match(r"^([A-Za-z_]\w*)=(.*)$", w.text, re.S)
+            if not m:
+                if first in _DECLARE:  # `export NAME`
+                    if re.fullmatch(r"[A-Za-z_]\w*", w.text) and first == "export":
+                        exported.add(w.text)
+                    i += 1
+                    continue
+                rest = words[i:]
+                break
+            name, value = m.group(1), m.group(2)
+            line = w.loc.line
+            if value.startswith("$(") or "`" in value:  # computed: skip the rest of it
+                i = _computed_end(words, i, value) + 1
+                assigned.append((name, None, w, "computed when the script runs" + (
+                    f" (line {line})" if line else "")))
+                continue
+            text, ok = expand_shell(value, values)
+            assigned.append((name, text if ok else None, w, "set from a variable kvplan "
+                             "cannot resolve" + (f" (line {line})" if line else "")))
+            i += 1
+        if rest and first not in _DECLARE:
+            if assigned:  # `VAR=value command`: for that command only
+                rest = words
+            out.append(_command(rest, values, exported, frames, why))
+            continue
+        for name, value, tok, reason in assigned:
+            old = values.get(name)
+            if guard and guard[1] == name and old is not None and old.value is not None:
+                if old.value != "":
+                    continue  # `[ -z "$X" ]` is false: the default is not applied
+                maybe = False
+            if maybe and not (old is not None and old.value is not None and
+                              old.value == value):
+                lines = [x for x in (old.loc.line if old else None, tok.loc.line) if x]
+                why[name] = ("assigned in a branch of the script" if not old else
+                             "assigned different values in the script's branches") + (
+                    f" (line{'s' * (len(set(lines)) > 1)} "
+                    f"{' and '.join(str(x) for x in sorted(set(lines)))})" if lines else "")
+                values[name] = EnvVar(None, tok.loc)
+            elif not maybe:
+                values[name] = EnvVar(value, tok.loc)
+                if value is None:
+                    why[name] = reason
+                else:
+                    why.pop(name, None)
+            if first == "export":
+                exported.add(name)
+    return out
+
+
+def _empty_test(words: list[str]) -> tuple[str, str] | None:
+    """('-z' | '-n', NAME) for `[ -z "$NAME" ]`, `[[ -n $NAME ]]`, `test -z "${NAME}"`."""
+    w = list(words)
+    if w and w[0] in ("[", "[[", "test"):
+        w = w[1:]
+    if w and w[-1] in ("]", "]]"):
+        w = w[:-1]
+    if len(w) == 2 and w[0] in ("-z", "-n") and _ONE_VAR.fullmatch(w[1]):
+        return w[0], w[1].strip("${}")
+    return None
+
+
+def _computed_end(words: list[Token], i: int, value: str) -> int:
+    """The index of the last word of a `$(...)`, `$((...))` or backquoted value that the
+    shell split at its spaces (`X=$(( A * 4 ))`)."""
+    if value.startswith("$("):
+        if value.count("(") <= value.count(")"):
+            return i
+        end = "))" if value.startswith("$((") else ")"
+    elif value.count("`") >= 2:
+        return i
+    else:
+        end = "`"
+    j = i + 1
+    while j < len(words) and not (end in words[j].text if end == "`" else
+                                  words[j].text.endswith(end)):
+        j += 1
+    return min(j, len(words) - 1)
+
+
+def _command(words: list[Token], values: dict[str, EnvVar], exported: set[str],
+             frames: list[list], why: dict[str, str]) -> _Cmd:
+    expanded = []
+    for w in words:
+        text, _ = expand_shell(w.text, values)
+        if text == "" and _ONE_VAR.fullmatch(w.text):
+            continue  # an empty variable, unquoted: no word
+        expanded.append(Token(text, w.loc) if text != w.text else w)
+    env = {k: v for k, v in values.items() if k in exported}
+    return _Cmd(expanded, env, tuple((f[0], f[1]) for f in frames),
+                {k: v for k, v in why.items()})
 
 
 def tokens_from_string(text: str, loc: Loc, raw: str | None = None) -> list[Token]:

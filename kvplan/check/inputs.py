@@ -6,7 +6,7 @@ Dockerfiles (`scripts`) and `--cmd` command lines.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvplan.check import compose, kubernetes, scripts
@@ -93,9 +93,41 @@ def load(paths: list[str], cmd: str | None, defaults: Defaults) -> tuple[list[Ta
     targets.sort(key=lambda t: (order.get(t.loc.file, 0), t.loc.line or 0))
     if cmd is not None:
         targets.append(_cmd_target(cmd))
+    targets = [b for t in targets for b in _branches(t)]
+    _link_groups(targets)
     for t in targets:
         _apply_defaults(t, defaults)
     return targets, infos
+
+
+def _branches(t: Target) -> list[Target]:
+    """A target per engine command in the arms of a script's `if`/`case`: which one runs
+    depends on where the script runs, so each is checked."""
+    alts = t.command.alternatives
+    if not alts:
+        return [t]
+    out = []
+    for n, eng in enumerate([t.command, *alts], 1):
+        where = f"branch at line {eng.loc.line}" if eng.loc.line else f"branch {n}"
+        name = f"{t.name[:-1]}, {where})" if t.name.endswith(")") else f"{t.name} ({where})"
+        b = replace(t, name=name, command=replace(eng, alternatives=[]))
+        if t.kind in ("script", "command"):
+            b.loc = eng.loc
+        out.append(b)
+    return out
+
+
+def _link_groups(targets: list[Target]) -> None:
+    """The LeaderWorkerSet targets that share a group: the first of the leader's (else the
+    first) holds the group's checks, the others name it."""
+    groups: dict[int, list[Target]] = {}
+    for t in targets:
+        if t.group is not None:
+            groups.setdefault(id(t.group), []).append(t)
+    for ts in groups.values():
+        entry = next((t for t in ts if t.role == "leader"), ts[0])
+        for t in ts:
+            t.group_entry = None if t is entry else entry.name
 
 
 def _kubernetes_targets(docs: list[tuple[FileInfo, Doc]], infos: list[FileInfo]

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from kvplan.check import annotations
-from kvplan.check.base import FileInfo, InputError, Loc, Mount, Target, Token
+from kvplan.check.base import FileInfo, InputError, Loc, Mount, PodGroup, Target, Token
 from kvplan.check.command import EnvVar, find_engine, set_version
 from kvplan.check.yamlsrc import Doc, Obj, int_at, text_of
 
@@ -234,31 +234,54 @@ def _pod_kind(o: Obj, scalers: dict) -> list[Target]:
 
 
 def _lws(o: Obj) -> list[Target]:
-    """LeaderWorkerSet: one replica is a group of `size` pods; the leader runs the engine."""
+    """LeaderWorkerSet: one replica is a group of `size` pods, the leader's and size - 1
+    workers'. The leader's engine command holds the group's checks (GPUs, replicas); a worker
+    template that runs an engine too (`vllm serve ... --headless`) is checked as its own
+    target, and `lws-group-consistent` compares the two. Without a leader template every pod
+    runs the worker template."""
     base = ("spec", "leaderWorkerTemplate")
     worker = o.sub(*base, "workerTemplate", "spec")
-    leader = o.sub(*base, "leaderTemplate", "spec") or worker
-    if leader is None:
+    lead = o.sub(*base, "leaderTemplate", "spec")
+    if lead is None and worker is None:
         return []
     size = int_at(o, *base, "size", what="size") or 1
     name = str(o.get("metadata", "name") or "?")
     ann = _annotated(o, (*base, "leaderTemplate"), (*base, "workerTemplate"))
+    group = PodGroup(f"LeaderWorkerSet/{name}", size, o.loc(*base, "size"))
     wgpus = 0
     if worker is not None:
         for _, wc in _containers(worker):
             wgpus += _gpu_count(wc)[0] or 0
+    # the worker template runs on size - 1 pods: none at size 1
+    workers = _lws_pods(o, worker, ann, group, "worker") if lead is not None and \
+        worker is not None and size > 1 else []
+    out = _lws_pods(o, lead or worker, ann, group, "leader" if lead is not None else "pods",
+                    tag=" (leader)" if workers else "")
+    for t in out:
+        if t.gpu_count is not None or wgpus:
+            t.gpu_count = (t.gpu_count or 0) + (size - 1) * wgpus
+    return out + workers
+
+
+def _lws_pods(o: Obj, pod: Obj, ann: annotations.Annotated, group: PodGroup, role: str,
+              tag: str | None = None) -> list[Target]:
+    """Targets of the engine containers of one LeaderWorkerSet pod template (the GPU count is
+    the pod's)."""
+    cs = _containers(pod)
     out = []
-    for _, c in _containers(leader):
+    for _, c in cs:
         eng = _engine(c)
         if eng is None:
             continue
-        t = _base_target(o, f"LeaderWorkerSet/{name}", eng, ann)
-        lg, t.gpu_count_loc = _gpu_count(c)
-        t.mounts = _mounts(leader, c)
-        if lg is not None or wgpus:
-            t.gpu_count = (lg or 0) + (size - 1) * wgpus
-        _set_gpu(t, leader)
+        label = group.name + (f"[{c.get('name')}]" if len(cs) > 1 else "") + (
+            f" ({role})" if tag is None else tag)
+        t = _base_target(o, label, eng, ann)
+        t.gpu_count, t.gpu_count_loc = _gpu_count(c)
+        t.mounts = _mounts(pod, c)
+        _set_gpu(t, pod)
         set_version(t, c.get("image"))
+        t.image, t.image_loc = c.string("image"), c.loc("image")
+        t.group, t.role = group, role
         t.replicas = int_at(o, "spec", "replicas", what="replicas") or 1
         t.replicas_loc = o.key_loc("spec", "replicas")
         t.replicas_source = "spec.replicas (groups)"

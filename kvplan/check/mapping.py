@@ -65,6 +65,8 @@ VLLM_FIELDS = {
     "--dbo-prefill-token-threshold": "dbo_prefill_token_threshold",
     "--attention-backend": "attention_backend",  # sized as vLLM's default choice (a warning)
     "--data-parallel-size-local": "data_parallel_size_local",  # this node's DP ranks
+    # where this node's ranks start (lws-group-consistent; not sized)
+    "--data-parallel-start-rank": "data_parallel_start_rank",
     "--mamba-cache-dtype": "mamba_cache_dtype", "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
     # applied to the model's config before sizing (`engines/vllm_overrides.py`); 0.6-0.11's
     # --rope-scaling / --rope-theta are overrides of those two keys
@@ -351,7 +353,7 @@ def _convert(fld: str, text: str, typ: str | None, what: str) -> Any:
 
 
 INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
-              "data_parallel_size_local",
+              "data_parallel_size_local", "data_parallel_start_rank",
               "decode_context_parallel_size",
               "block_size", "max_num_seqs", "num_gpu_blocks_override", "max_total_tokens",
               "max_loras", "max_lora_rank", "max_num_active_seqs", "ubatch_size", "nnodes",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvplan.check import group_checks
 from kvplan.check.base import InputError
 from kvplan.check.checks import run
 from kvplan.check.inputs import Defaults, load
@@ -28,4 +29,6 @@ def check(paths: list[str], cmd: str | None, defaults: Defaults,
         raise InputError(f"nothing to check: no vLLM, SGLang or TGI command in {shown}",
                          hint="kvplan reads `vllm serve`, the OpenAI api_server, SGLang and TGI "
                               "commands in Kubernetes manifests, compose files and plan files")
-    return Report([run(t, catalogs) for t in targets], files, strict)
+    outcomes = [run(t, catalogs) for t in targets]
+    group_checks.check(outcomes)
+    return Report(outcomes, files, strict)

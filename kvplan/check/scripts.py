@@ -1,7 +1,8 @@
 """Start-up scripts and Dockerfiles -> `Target`s.
 
 A shell script (`*.sh`, `*.bash`, or any file starting with `#!`) is read as `sh -c` reads it,
-with the variables it assigns beforehand. A Dockerfile's final stage is read as Docker runs it:
+with the variables it assigns beforehand (`command.shell_script`, as for a container's
+`sh -c` script). A Dockerfile's final stage is read as Docker runs it:
 ENTRYPOINT (exec or shell form) with CMD as its arguments, or the base image's entrypoint when
 the file sets none (`vllm/vllm-openai` runs the OpenAI server), and the image tag gives the
 vLLM release.
@@ -16,8 +17,6 @@ from pathlib import PurePath
 from kvplan.check.base import Declared, InputError, Loc, Target, Token
 from kvplan.check.command import EnvVar, find_engine, set_version
 
-_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|\S*)\s*$")
-
 
 def is_script(name: str, text: str) -> bool:
     return name.endswith((".sh", ".bash")) or text.startswith("#!")
@@ -31,13 +30,8 @@ def is_dockerfile(name: str) -> bool:
 
 def script_target(name: str, text: str) -> Target | None:
     """The engine command a shell script runs, or None."""
-    env = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        m = _ASSIGN.match(line)
-        if m:
-            env[m.group(1)] = EnvVar(m.group(2).strip("\"'"), Loc(name, n, 1))
     script = Token(text, Loc(name, 1, 1), raw=text)
-    eng = find_engine([Token("sh"), Token("-c")], [script], env, k8s_vars=False)
+    eng = find_engine([Token("sh"), Token("-c")], [script], {}, k8s_vars=False)
     if eng is None:
         return None
     return Target(name=PurePath(name).name, kind="script", loc=eng.loc, command=eng,
