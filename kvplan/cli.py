@@ -172,8 +172,9 @@ def size_cmd(
     convert: str = typer.Option("auto", "--convert", help="embed, classify or reward: run a "
                                 "generative checkpoint as a pooling model"),
     pooler_config: Optional[str] = typer.Option(
-        None, "--pooler-config", help="the pooler's JSON config; its seq_pooling_type (or "
-        "pooling_type) MEAN / CLS turns chunked prefill off"),
+        None, "--pooler-config", help="the pooler's JSON config, read as the release reads "
+        "it: pooling_type (seq_pooling_type / tok_pooling_type from 0.14) decides chunked "
+        "prefill"),
     nnodes: int = typer.Option(1, "--nnodes", help="hosts the GPUs are spread over (0.12+): "
                                "TP past one host runs without custom all-reduce"),
     kv_sharing_fast_prefill: bool = typer.Option(
@@ -253,8 +254,9 @@ def size_cmd(
         from kvplan.engines.vllm_registry import check_choice
 
         check_choice("--quantization", quantization, vllm_version)
-    from kvplan.engines.vllm_pooler import pooling_type_of
+    from kvplan.engines.vllm_pooler import ignored_note, read
 
+    pooler = read(pooler_config, vllm_version)
     args = EngineArgs(
         tensor_parallel_size=tensor_parallel_size,
         pipeline_parallel_size=pipeline_parallel_size,
@@ -297,7 +299,7 @@ def size_cmd(
         if cudagraph_capture_sizes is not None else None,
         max_cudagraph_capture_size=max_cudagraph_capture_size, moe_backend=moe_backend,
         all2all_backend=all2all_backend, enable_dbo=enable_dbo, ubatch_size=ubatch_size,
-        runner=runner, convert=convert, pooling_type=pooling_type_of(pooler_config),
+        runner=runner, convert=convert, pooler=pooler,
         kv_sharing_fast_prefill=kv_sharing_fast_prefill, nnodes=nnodes,
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt)
@@ -305,7 +307,7 @@ def size_cmd(
         mm_ipc_gpu_memory_gb=mm_ipc_gpu_memory_gb, api_server_count=api_server_count,
         video_io=parse_video_io(media_io_kwargs) if media_io_kwargs is not None else None,
     )
-    key_notes: list[str] = []
+    key_notes: list[str] = [n for n in [ignored_note(pooler, vllm_version)] if n]
     if optimization_level is not None:
         from kvplan.engines.vllm_compile import optimization_level as opt_level
 

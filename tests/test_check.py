@@ -2010,3 +2010,33 @@ def test_script_gpu_count_from_exported_visible_devices(capsys, tmp_path):
     g = one(rep["deployments"][0], "gpu-count-matches")
     assert g["status"] == "skip" and g["message"] == (
         "TP x PP x DP = 4; the GPU count is not given")
+def test_pooler_config_as_the_release_reads_it(capsys):
+    # #8: vLLM's argparse type (`parse_dataclass`) refuses a --pooler-config that is not JSON
+    def flag(cmd, version="0.33"):
+        code, d = check_json(capsys, "--gpu", "l4", "--vllm-version", version, "--cmd",
+                             "vllm serve Qwen/Qwen3-8B --max-model-len 8192 " + cmd)
+        return code, one(d["deployments"][0], "flag-values"), d["deployments"][0]
+
+    code, v, _ = flag("--runner pooling --pooler-config '{seq_pooling_type:MEAN}'")
+    assert code == 1 and v["status"] == "fail" and "is not a JSON object" in v["message"]
+    assert "the engine refuses to start" in v["message"] and "pooling_type" in v["fix"]
+    code, v, _ = flag("--runner pooling --pooler-config '{\"pooling_type\": \"MEANS\"}'")
+    assert code == 1 and v["status"] == "fail" and "'MEANS' is not one of" in v["message"]
+    code, v, _ = flag("--runner pooling --pooler-config '{\"pooling_type\": \"mean\"}'", "0.11")
+    assert code == 1 and v["fix"] == 'write "MEAN"'
+    # 0.12 / 0.13's pydantic PoolerConfig drops seq_pooling_type: LAST pooling is sized, and
+    # flag-values warns with the key the release reads
+    code, v, dep = flag("--runner pooling --pooler-config '{\"seq_pooling_type\": \"MEAN\"}'",
+                        "0.12")
+    assert code == 0 and v["status"] == "warn" and "use pooling_type before 0.14" in v["message"]
+    assert v["suggested"] == '{"pooling_type": "MEAN"}'
+    assert "38,512 tokens" in one(dep, "max-model-len-fits")["message"]  # LAST: 2,048 budget
+    code, v, dep = flag("--runner pooling --pooler-config '{\"pooling_type\": \"MEAN\"}'",
+                        "0.12")
+    assert v["status"] == "pass" and "34,080 tokens" in one(dep, "max-model-len-fits")["message"]
+    # 0.16+ forbid unknown keys; 0.10's --override-pooler-config is read the same way
+    code, v, _ = flag("--runner pooling --pooler-config '{\"normalize\": true}'", "0.16")
+    assert code == 1 and "forbids unknown keys" in v["message"]
+    code, v, dep = flag("--task embed --override-pooler-config '{\"pooling_type\": \"MEAN\"}'",
+                        "0.10")
+    assert v["status"] == "pass" and "34,080 tokens" in one(dep, "max-model-len-fits")["message"]

@@ -2,9 +2,11 @@
 
 Usage: python tools/vllm_config_fields.py DIR  (DIR/<version>/vllm/... holds each release's
 Python files, e.g. from `pip download vllm==X --no-deps` and unzip '*.py'). Reads the
-annotated fields of `CompilationConfig` (config/compilation.py) and `SpeculativeConfig`
-(config/speculative.py) with `ast`, without importing vLLM; the newest patch of each minor
-release is kept, and each field is written as the first and last minor release that has it.
+annotated fields of `CompilationConfig` (config/compilation.py), `SpeculativeConfig`
+(config/speculative.py) and `PoolerConfig` (config/pooler.py from 0.11; config/__init__.py in
+0.10.1-0.10.2, config.py before) with `ast`, without importing vLLM; the newest patch of each
+minor release is kept, and each field is written as the first and last minor release that
+has it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-CLASSES = {"compilation": ("config/compilation.py", "CompilationConfig"),
-           "speculative": ("config/speculative.py", "SpeculativeConfig")}
+CLASSES = {"compilation": (("config/compilation.py",), "CompilationConfig"),
+           "speculative": (("config/speculative.py",), "SpeculativeConfig"),
+           "pooler": (("config/pooler.py", "config/__init__.py", "config.py"), "PoolerConfig")}
 OUT = Path(__file__).resolve().parent.parent / "kvplan/engines/vllm_config_fields.json"
 
 
@@ -45,10 +48,12 @@ def main(root: Path) -> None:
             if minor not in newest or _key(d.name) > _key(newest[minor]):
                 newest[minor] = d.name
     data: dict = {"source": " ".join(__doc__.split()), "releases": {}}
-    for kind, (rel, cls) in CLASSES.items():
+    for kind, (rels, cls) in CLASSES.items():
         spans: dict[str, list[str]] = {}
         for minor in sorted(newest, key=_key):
-            names = fields(root / newest[minor] / "vllm" / rel, cls)
+            names = next((n for rel in rels
+                          if (n := fields(root / newest[minor] / "vllm" / rel, cls)) is not None),
+                         None)
             if names is None:
                 continue
             data["releases"].setdefault(kind, []).append(newest[minor])

@@ -244,6 +244,17 @@ def flag_values(out: Outcome, p: Parsed, reg: Any) -> None:
             out.add("flag-values", WARN, f"--kv-cache-dtype {f.value!r} is not one of vLLM "
                     f"{reg.release}'s values (a plugin may add it)", f.loc,
                     fix=f"use one of {', '.join(known[:6])}", current=f.value)
+    if p.engine == "vllm" and p.set_by.get("pooler_config") is not None:
+        from kvplan.engines.vllm_pooler import ignored_note, read, renamed
+
+        f, release = p.set_by["pooler_config"], reg.release if reg is not None else None
+        pooler = read(f.value, release, what=f.key)  # a refused value is in p.errors
+        note = ignored_note(pooler, release, what=f.key)
+        if note:
+            fixed = renamed(f.value or "", pooler)
+            out.add("flag-values", WARN, note, f.loc,
+                    fix=f"{f.key} '{fixed}'" if fixed else f"remove {pooler.ignored[0]!r}",
+                    current=f.value, suggested=fixed)
     if p.engine == "vllm":
         from kvplan.core.versions import parse_version
         from kvplan.engines.vllm_env import ENV_FIELDS, parse_value, read_by
@@ -268,6 +279,13 @@ def flag_values(out: Outcome, p: Parsed, reg: Any) -> None:
 
 def _value_fix(f: Any, reg: Any) -> str:
     info = reg.flags.get(f.name or "", {}) if reg is not None else {}
+    if f.name in ("--pooler-config", "--override-pooler-config"):
+        from kvplan.engines.vllm_pooler import read
+
+        try:
+            read(f.value, reg.release if reg is not None else None, what=f.key)
+        except BadInput as e:
+            return e.hint or f"fix the value of {f.key}"
     if info.get("choices"):
         return f"use one of {', '.join(info['choices'])}"
     if info.get("type", "").startswith("human_readable_int"):

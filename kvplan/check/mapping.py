@@ -59,7 +59,8 @@ VLLM_FIELDS = {
     "--enable-dbo": "enable_dbo", "--ubatch-size": "ubatch_size",  # microbatching
     "--runner": "runner", "--convert": "convert",  # the pooling runner
     "--task": "task",  # 0.9-0.12: embed / classify / score / reward run the pooling runner
-    "--pooler-config": "pooler_config",  # its seq_pooling_type (`engines/vllm_pooler.py`)
+    "--pooler-config": "pooler_config",  # its pooling type (`engines/vllm_pooler.py`)
+    "--override-pooler-config": "pooler_config",  # 0.6-0.11's spelling (wins in 0.11)
     "--kv-sharing-fast-prefill": "kv_sharing_fast_prefill",  # Gemma-3n / 4 buffers
     "--nnodes": "nnodes",  # hosts the world spans (custom all-reduce, DeepEP internode)
     "--dbo-prefill-token-threshold": "dbo_prefill_token_threshold",
@@ -569,6 +570,14 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
             raw = normalise_speculative(parse_speculative_config(f.value, what=f.key),
                                         reg.release)
             check_keys("speculative", raw, reg.release, f.key)
+            value = f.value
+        elif fld == "pooler_config" and engine == "vllm":
+            from kvplan.engines.vllm_pooler import read
+
+            prior = p.set_by.get(fld)
+            if prior is not None and prior.name == "--override-pooler-config":
+                return  # 0.11 `ModelConfig`: the deprecated override replaces --pooler-config
+            read(f.value, reg.release if reg is not None else None, what=f.key)
             value = f.value
         elif fld == "mm_processor_kwargs":
             from kvplan.units import parse_json_object

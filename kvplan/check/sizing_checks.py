@@ -117,11 +117,6 @@ def _engine_args(p: Parsed) -> Any:
     a = EngineArgs(**{k: v for k, v in p.values.items() if k in names})
     if p.engine == "sglang":
         a.engine = "sglang"  # its own KV formats (fp4_e2m1) and pool rules
-    if p.values.get("pooler_config"):
-        from kvplan.engines.vllm_pooler import pooling_type_of
-
-        with contextlib.suppress(BadInput):  # a value vLLM cannot read: flag-values
-            a.pooling_type = pooling_type_of(str(p.values["pooler_config"]))
     if p.values.get("headless") and a.api_server_count is None:
         a.api_server_count = 1  # `vllm serve --headless`: the worker counts one API process
     if p.engine == "vllm":
@@ -169,6 +164,11 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
 
         model = replace(model, config=apply_hf_overrides(model.config, p.values["hf_overrides"]))
     a = _engine_args(p)
+    if p.engine == "vllm" and p.values.get("pooler_config"):
+        from kvplan.engines.vllm_pooler import read
+
+        with contextlib.suppress(BadInput):  # a value the release refuses: flag-values
+            a.pooler = read(str(p.values["pooler_config"]), version)
     spec_why = _speculative(out, p, a, version, catalogs)
     try:
         arch = normalize(model.config)

@@ -20,6 +20,7 @@ from kvplan.core import blocks as B
 from kvplan.core import kvformats as KF
 from kvplan.core import memory as M
 from kvplan.core import moekernel as MK
+from kvplan.core import pooling as PL
 from kvplan.core import quantcheck as QC
 from kvplan.core.arch import (
     DSV4,
@@ -98,6 +99,7 @@ from kvplan.core.pipeline import (
     intermediate_tensor_bytes,
     pp_partition,
 )
+from kvplan.core.pooling import PoolerRead
 from kvplan.core.record import record
 from kvplan.core.specdec import mtp_checkpoint_bytes
 from kvplan.core.tensors import TensorSummary
@@ -194,7 +196,7 @@ class EngineArgs:
     eplb_window_size: int = 1000  # --eplb-config window_size
     runner: str = "auto"  # --runner: auto | generate | pooling
     task: str | None = None  # --task (0.9-0.12): embed / classify / score / reward = pooling
-    pooling_type: str | None = None  # --pooler-config's seq_pooling_type (LAST, MEAN, CLS)
+    pooler: PoolerRead | None = None  # --pooler-config as the release reads it (vllm_pooler)
     convert: str = "auto"  # --convert: auto | none | embed | classify | reward
     kv_sharing_fast_prefill: bool = False  # --kv-sharing-fast-prefill (Gemma-3n / Gemma 4)
     nnodes: int = 1  # --nnodes (0.12+): the GPUs are spread over this many hosts
@@ -744,6 +746,7 @@ def _q_groups(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> int:
 # unregistered `*Model` too, but registered ones such as MistralModel map to generation)
 POOLING_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForRewardModeling",
                     "RewardModel", "EmbeddingModel")
+POOLING_TASKS = ("embed", "embedding", "classify", "score", "reward")  # --task (to 0.12)
 
 
 def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[str]) -> bool:
@@ -766,7 +769,7 @@ def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[s
     if a.runner == "generate":
         return False
     pooling = a.runner == "pooling" or a.convert not in ("auto", "none") or (
-        a.task in ("embed", "embedding", "classify", "score", "reward")) or any(
+        a.task in POOLING_TASKS) or any(
         x.endswith(POOLING_SUFFIXES) for x in arch.architectures)
     if pooling and arch.text_config.get("is_causal") is False:
         raise BadInput("encoder-only attention (is_causal: false): vLLM keeps no KV cache for "
@@ -777,6 +780,52 @@ def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[s
                      "synchronous scheduling by default; kvplan's fixed activation terms were "
                      "fitted on generation starts")
     return pooling
+
+
+def _pooling_prefill(arch: ModelArch, a: EngineArgs, version: VllmVersion, mml: int,
+                     notes: list[str]) -> tuple[bool, bool, int | None, EngineArgs]:
+    """Chunked prefill and prefix caching for a pooling model as the release decides
+    (`core/pooling.py`): (chunked prefill on, the flag `SchedulerConfig` is built with, a
+    budget the release sets whatever the flags (0.9.2 / 0.10.0), the arguments with prefix
+    caching resolved)."""
+    asked, v = a.enable_chunked_prefill, version.text
+    if not version.v1:  # V0 (every pooling start to 0.9.1): `_set_default_args_v0`
+        if asked and version.at_least(0, 6, 5):
+            raise BadInput(f"vLLM {v} refuses --enable-chunked-prefill for a pooling model "
+                           "(its V0 engine: \"Chunked prefill is not supported for pooling "
+                           "models\")", hint="drop --enable-chunked-prefill",
+                           flag="enable_chunked_prefill")
+        return False, False, None, a
+    rule = PL.prefill(version, arch.architectures, a.pooler)
+    arg = rule.supported if asked is None else asked
+    on = arg and not rule.forced
+    if a.enable_prefix_caching is None or rule.forced:
+        # 0.26-0.27 keep hybrids' prefix caching opt-in, pooling ones too
+        # (`_set_default_chunked_prefill_and_prefix_caching_args`: `and not is_hybrid`)
+        a = replace(a, enable_prefix_caching=rule.supported and not (
+            arch.is_hybrid_state and version.at_least(0, 26) and not version.at_least(0, 28)))
+    budget = None
+    if not version.at_least(0, 10, 1):  # 0.9.2 / 0.10.0: `_set_default_args_v1`, `VllmConfig`
+        budget = max(mml, PL.DEFAULT_BUDGET) if rule.forced else None if arg else mml
+    t = rule.pooling_type
+    if rule.from_model and t != "none":
+        notes.append(f"pooling type {t}: the model class's default (a sentence-transformers "
+                     "checkpoint's Pooling module sets its own, which kvplan does not read: "
+                     "give it with --pooler-config)")
+    why = (f"no pooling type (vLLM {v} fills no default; 0.10.1+ take the model's)"
+           if t == "none" else "the class's default CLS pooling (encoder-only attention to "
+           "`ModelConfig.attn_type`)" if rule.encoder else f"{t} pooling")
+    if rule.forced and asked:
+        notes.append(f"{why}: vLLM {v} turns chunked prefill and prefix caching off whatever "
+                     "the flags say (`VllmConfig.__post_init__`)")
+    elif not rule.supported and asked:
+        notes.append(f"{why}: vLLM {v} does not support chunked prefill here but honours "
+                     "--enable-chunked-prefill (it warns the engine may crash or return "
+                     "wrong outputs)")
+    elif not rule.supported and asked is None:
+        notes.append(f"{why}: vLLM {v} turns chunked prefill and prefix caching off, so the "
+                     "token budget covers a whole prompt")
+    return on, arg, budget, a
 
 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
@@ -1036,7 +1085,9 @@ def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
             cc=gpu.compute_capability, vendor=gpu.vendor, kv_cache_dtype=a.kv_cache_dtype,
             architectures=arch.architectures, mla=MLA in arch.kinds,
             quantization=a.quantization, dtype=a.dtype, cpu_offload=a.cpu_offload_gb > 0,
-            lora=a.enable_lora, pp=a.pipeline_parallel_size)
+            lora=a.enable_lora, pp=a.pipeline_parallel_size,
+            pooling=a.runner != "generate" and (a.task in POOLING_TASKS or any(
+                x.endswith(POOLING_SUFFIXES) for x in arch.architectures)))
         why, strict = fallback or ("", False)
         if a.use_v1 is not False:  # VLLM_USE_V1 unset or 1
             if not why:
@@ -1356,16 +1407,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         d_mnbt, d_seqs = 2 * d_mnbt, 2 * d_seqs
     seqs = a.max_num_seqs or d_seqs
     chunked = a.enable_chunked_prefill
-    if pooling and chunked is None and version.at_least(0, 20) and (
-            str(a.pooling_type or "").upper() in ("MEAN", "CLS")):
-        # `ModelConfig.is_chunked_prefill_supported` / `is_prefix_caching_supported`: a
-        # causal pooling model with MEAN or CLS pooling takes neither
-        chunked = False
-        if a.enable_prefix_caching is None:
-            a = replace(a, enable_prefix_caching=False)
-        notes.append(f"{str(a.pooling_type).upper()} pooling: vLLM turns chunked prefill and "
-                     "prefix caching off, so the token budget covers a whole prompt")
-    if version.v1 and not version.at_least(0, 11, 1):
+    chunked_arg, budget = None, None  # the flag `SchedulerConfig` is built with; a set budget
+    if pooling:  # each release's own rule (`core/pooling.py`)
+        chunked, chunked_arg, budget, a = _pooling_prefill(arch, a, version, mml, notes)
+    elif version.v1 and not version.at_least(0, 11, 1):
         # "V1 always uses chunked prefills": 0.8-0.11.0 set it for every generation model
         # (`_set_default_args_v1`; 0.11.0 `_set_default_args`), whatever the flag said
         if chunked is False:
@@ -1375,21 +1420,27 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     elif chunked is None:
         chunked = version.v1 or mml > 32768 and v0_chunks_long_prompts(arch, a, gpu.vendor,
                                                                         version)
+    if chunked_arg is None:
+        chunked_arg = chunked
     # before 0.11.1 V1's `_set_default_args_v1` fills the default for the server and LLM
-    # contexts; V0 and the engine context leave it to `SchedulerConfig.__post_init__`,
-    # which also caps it at max_num_seqs x max_model_len; 0.11.1+ `EngineArgs` caps every
-    # default (0.9.2-0.33 wheels)
+    # contexts (max_model_len when chunked prefill is off, 0.10.1-0.11.0); V0 and the engine
+    # context leave it to `SchedulerConfig.__post_init__`, which also caps it at
+    # max_num_seqs x max_model_len; 0.11.1+ `EngineArgs` caps every default (0.9.2-0.33
+    # wheels). The budget follows the chunked-prefill flag as it stood then: 0.10.1-0.11.x
+    # turn a pooling model's off later (`VllmConfig.__post_init__`)
     v1_filled = version.v1 and not version.at_least(0, 11, 1) and a.usage != "engine"
-    if a.max_num_batched_tokens:
+    if budget is not None:
+        mnbt = budget
+    elif a.max_num_batched_tokens:
         mnbt = a.max_num_batched_tokens
-    elif not chunked:
-        mnbt = max(mml, d_mnbt)
+    elif not chunked_arg:
+        mnbt = mml if v1_filled else max(mml, d_mnbt)
     else:
         mnbt = d_mnbt
         if a.usage == "engine" and version.v1 and not version.at_least(0, 11, 1) and (
                 arch.vision_config or arch.audio_config):  # `SchedulerConfig.__post_init__`
             mnbt = max(mnbt, 5120)  # MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (to 0.11)
-    if not a.max_num_batched_tokens and not v1_filled:
+    if not a.max_num_batched_tokens and not v1_filled and budget is None:
         mnbt = min(seqs * mml, mnbt)
     if not a.max_num_batched_tokens and version.at_least(0, 22) and arch.mm_prefix_lm and \
             mm_on and arch.model_type.startswith("gemma4"):
@@ -1412,7 +1463,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        "vLLM refuses this", hint=f"use --max-num-batched-tokens {seqs} or more, "
                        f"or --max-num-seqs {mnbt} or fewer",
                        flag="max_num_seqs" if a.max_num_seqs else "max_num_batched_tokens")
-    if not chunked and mnbt < mml and a.max_num_batched_tokens:
+    if not chunked_arg and mnbt < mml and a.max_num_batched_tokens and budget is None:
         raise BadInput(f"--max-num-batched-tokens {mnbt} is smaller than --max-model-len {mml} "
                        "with chunked prefill off; vLLM refuses this",
                        hint="raise it or enable chunked prefill", flag="max_num_batched_tokens")

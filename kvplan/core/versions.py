@@ -179,7 +179,7 @@ class VllmVersion:
     def v0_fallback(self, *, cc: str, vendor: str, kv_cache_dtype: str,
                     architectures: list[str], mla: bool, quantization: str | None = None,
                     dtype: str = "auto", cpu_offload: bool = False, lora: bool = False,
-                    pp: int = 1) -> tuple[str, bool] | None:
+                    pp: int = 1, pooling: bool = False) -> tuple[str, bool] | None:
         """Why vLLM 0.8.0-0.10.2 runs this start on its V0 engine instead of V1, and whether
         `VLLM_USE_V1=1` makes that a refusal (`_raise_or_fallback`) rather than an
         experimental V1 start (`_warn_or_fallback`); None when V1 runs it.
@@ -198,7 +198,9 @@ class VllmVersion:
           --dtype float32 to 0.9.1 (`V1_SUPPORTED_DTYPES`); --cpu-offload-gb to 0.8.2;
         * --enable-lora and pipeline parallelism to 0.8.2 ("off by default": VLLM_USE_V1=1
           runs them on V1); in 0.8.3-0.8.5 pipeline parallelism without the Ray executor
-          (kvplan takes vLLM's default executor, not Ray)."""
+          (kvplan takes vLLM's default executor, not Ray);
+        * a pooling model (embedding, classification, reward: `task not in ["generate"]`,
+          "No Embedding Models so far") to 0.9.1."""
         if not self.at_least(0, 8) or self.at_least(0, 11):
             return None
         nvidia, early = vendor == "nvidia", not self.at_least(0, 8, 3)
@@ -216,6 +218,7 @@ class VllmVersion:
             (cpu_offload and early, "--cpu-offload-gb is not served by V1"),
             (pp > 1 and not early and not self.at_least(0, 9),
              "pipeline parallelism without the Ray executor is not served by V1"),
+            (pooling and self.v < (0, 9, 2), "a pooling model is not served by V1"),
         ]
         strict += [(self.v < until, f"{arch} is a V0-only model class")
                    for arch in architectures if (until := _V0_ONLY_UNTIL.get(arch))]
