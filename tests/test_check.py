@@ -1559,31 +1559,13 @@ def test_task_embed_runs_the_pooling_runner(capsys):
     assert weights(gen) - weights(emb) == pytest.approx(151936 * 4096 * 2 / 2**30, abs=0.01)
 
 
-def test_leaderworkerset_data_parallel_across_pods(capsys, tmp_path):
-    # a wide-EP LeaderWorkerSet: 2 pods x 8 GPUs run DP 16 (8 local ranks each)
+def _wide_ep_lws(tmp_path, annotations=""):
+    """A wide-EP LeaderWorkerSet: 2 pods x 8 H200s run DeepSeek-R1 at DP 16 (8 local ranks
+    each), one template for every pod."""
     f = tmp_path / "lws.yaml"
     f.write_text(
         "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
-        "metadata: {name: wide-ep}\nspec:\n  replicas: 1\n  leaderWorkerTemplate:\n"
-        "    size: 2\n    workerTemplate:\n      spec:\n"
-        "        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}\n"
-        "        containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.33.0\n"
-        "          command: [vllm, serve, deepseek-ai/DeepSeek-R1]\n"
-        "          args: [--data-parallel-size, '16', --data-parallel-size-local, '8',"
-        " --enable-expert-parallel, --max-model-len, '32768']\n"
-        "          resources: {limits: {nvidia.com/gpu: 8}}\n")
-    code, rep = check_json(capsys, str(f))
-    g = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "gpu-count-matches")
-    assert g["status"] == "pass" and g["message"] == "TP x PP x DP = 16 uses the 16 GPUs allocated"
-
-
-def test_leaderworkerset_replica_runs_the_whole_dp_group(capsys, tmp_path):
-    # one LWS replica is the whole DP 16 group, so replicas needed = engines needed / 16
-    f = tmp_path / "lws.yaml"
-    f.write_text(
-        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
-        "metadata:\n  name: wide-ep\n"
-        "  annotations: {kvplan.io/workload: chat, kvplan.io/rate: '400'}\n"
+        f"metadata:\n  name: wide-ep\n{annotations}"
         "spec:\n  replicas: 1\n  leaderWorkerTemplate:\n"
         "    size: 2\n    workerTemplate:\n      spec:\n"
         "        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}\n"
@@ -1592,6 +1574,18 @@ def test_leaderworkerset_replica_runs_the_whole_dp_group(capsys, tmp_path):
         "          args: [--data-parallel-size, '16', --data-parallel-size-local, '8',"
         " --enable-expert-parallel, --max-model-len, '32768']\n"
         "          resources: {limits: {nvidia.com/gpu: 8}}\n")
+    return f
+
+
+def test_leaderworkerset_data_parallel_across_pods(capsys, tmp_path):
+    code, rep = check_json(capsys, str(_wide_ep_lws(tmp_path)))
+    g = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "gpu-count-matches")
+    assert g["status"] == "pass" and g["message"] == "TP x PP x DP = 16 uses the 16 GPUs allocated"
+
+
+def test_leaderworkerset_replica_runs_the_whole_dp_group(capsys, tmp_path):
+    # one LWS replica is the whole DP 16 group, so replicas needed = engines needed / 16
+    f = _wide_ep_lws(tmp_path, "  annotations: {kvplan.io/workload: chat, kvplan.io/rate: '400'}\n")
     _, rep = check_json(capsys, str(f))
     r = next(c for c in rep["deployments"][0]["checks"] if c["id"] == "replicas-cover-rate")
     # 8.54 req/s an engine at 80 % utilisation: 59 engines, 4 groups of 16
