@@ -2034,3 +2034,19 @@ def test_pooler_config_as_the_release_reads_it(capsys):
     code, v, dep = flag("--task embed --override-pooler-config '{\"pooling_type\": \"MEAN\"}'",
                         "0.10")
     assert v["status"] == "pass" and "34,080 tokens" in one(dep, "max-model-len-fits")["message"]
+
+
+def test_a_sized_flag_from_an_unresolved_variable_is_not_sized(capsys):
+    # sized as DP 1, DeepSeek-R1's experts would not fit: a false FAIL; the variable is warned
+    code, rep = check_json(capsys, "--cmd", "vllm serve deepseek-ai/DeepSeek-R1 "
+                           "--data-parallel-size $DP --enable-expert-parallel", "--gpu", "h200")
+    st = {c["id"]: c for c in rep["deployments"][0]["checks"]}
+    assert code == 0 and st["weights-fit"]["status"] == "skip"
+    assert st["weights-fit"]["message"] == ("not sized: --data-parallel-size is $DP, which "
+                                            "kvplan cannot resolve (give it literally, or in "
+                                            "the container's env)")
+    assert st["flags-known"]["status"] == "warn"
+    _, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --kv-cache-dtype $KVD",
+                        "--gpu", "h100")
+    assert [c["status"] for c in rep["deployments"][0]["checks"]
+            if c["id"] == "flag-values"] == ["pass"]

@@ -240,7 +240,7 @@ def flag_values(out: Outcome, p: Parsed, reg: Any) -> None:
     if reg is not None:
         f = p.set_by.get("kv_cache_dtype")
         known = reg.flags.get("--kv-cache-dtype", {}).get("known_values")
-        if f and known and f.value not in known:
+        if f and known and f.value not in known and "$" not in f.value:
             out.add("flag-values", WARN, f"--kv-cache-dtype {f.value!r} is not one of vLLM "
                     f"{reg.release}'s values (a plugin may add it)", f.loc,
                     fix=f"use one of {', '.join(known[:6])}", current=f.value)

@@ -106,6 +106,21 @@ def _inputs(out: Any, p: Parsed, catalogs: list[str] | None) -> tuple[Any, Any] 
     return model, gpu
 
 
+def _unresolved_sizing(p: Parsed) -> list[Any]:
+    """The sized flags whose value is a variable kvplan cannot resolve (`$DP`)."""
+    from kvplan.check.mapping import SGLANG_FIELDS, TGI_FIELDS, VLLM_FIELDS
+
+    fields = {"vllm": VLLM_FIELDS, "sglang": SGLANG_FIELDS, "tgi": TGI_FIELDS}[p.engine]
+    texts = {tok.text for tok in p.cmd.unresolved}
+    return [f for f in p.flags if fields.get(f.name) not in (None, *_PLACEMENT) and f.value
+            and (f.value in texts or "$" in f.value)]
+
+
+# flags that place an engine in its group without changing its memory (an LWS pod's ranks)
+_PLACEMENT = ("data_parallel_start_rank", "data_parallel_size_local", "api_server_count",
+              "headless", "model")
+
+
 def _engine_args(p: Parsed) -> Any:
     """The engine arguments, with the modelled vLLM environment variables of the container
     (`engines/vllm_env.py`; a value vLLM cannot parse is left at its default here and
@@ -159,6 +174,12 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
     if got is None:
         return
     model, gpu = got
+    hidden = _unresolved_sizing(p)
+    if hidden:  # sized with a default in its place, a verdict would be a guess
+        f = hidden[0]
+        _skip_sized(out, f"not sized: {f.key} is {f.value}, which kvplan cannot resolve "
+                    "(give it literally, or in the container's env)")
+        return
     if p.engine == "vllm" and p.values.get("hf_overrides"):  # as vLLM applies them to the config
         from kvplan.engines.vllm_overrides import apply_hf_overrides
 
