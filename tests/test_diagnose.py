@@ -680,6 +680,20 @@ def test_shared_samples_diagnose(tmp_path, capsys):
         assert code == 0 and d["verdict"] == "healthy", (name, err)
 
 
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/vllm-metrics not present")
+def test_shared_partial_scrapes_are_bad_input(tmp_path, capsys):
+    # latency histograms or token counters, no running/waiting/KV gauges: a server that has
+    # served requests (243 TPOT observations on engine 1) is not evidence of health
+    for name in ("v1-2025-09-dp2-qwen3-8b-tpot-and-itl.txt",
+                 "v0-2024-04-ibm-fork-bloom560m.txt"):
+        p = tmp_path / name
+        p.write_text(_clean((SHARED / name).read_text()))
+        code, out, err = run(capsys, "diagnose", str(p))
+        assert code == 2 and out == "", name
+        assert err.startswith("kvplan: error: no vLLM scheduler metrics (requests running, "
+                              "KV cache usage) in "), name
+
+
 # --- pure pieces -------------------------------------------------------------------------------
 
 def test_tail_share_by_hand():
@@ -725,3 +739,17 @@ def test_cli_import_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"
+
+
+def test_version_note_dates_kv_cache_usage_perc_to_0_9_2():
+    # v1/metrics/loggers.py exports vllm:kv_cache_usage_perc from 0.9.2 (not in 0.9.0/0.9.1)
+    from kvplan.diagnose.analyse import _version_note
+
+    name = "vllm:kv_cache_usage_perc"
+    for v in ("0.8.5", "0.9.0", "0.9.1"):
+        assert _version_note(v, name) == [
+            "the server exports vllm:kv_cache_usage_perc, added in vLLM 0.9.2: it is newer "
+            f"than --vllm-version {v}"]
+    for v in ("0.9", "0.9.2", "0.10.1"):
+        assert _version_note(v, name) == []
+    assert _version_note("0.12", "vllm:gpu_cache_usage_perc") != []

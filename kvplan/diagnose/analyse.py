@@ -314,13 +314,14 @@ def _notes(scrapes: list[Scrape], ws: list[EngineWindow], o: Options,
 def _version_note(version: str, name: str) -> list[str]:
     parts = version.lstrip("v").split(".")
     try:
-        v = (int(parts[0]), int(parts[1]) if len(parts) > 1 else 0)
+        v = tuple(int(x) for x in parts[:3])
     except ValueError:
         return []
     if name == "vllm:gpu_cache_usage_perc" and v >= (0, 12):
         return [f"the server exports vllm:gpu_cache_usage_perc, removed in vLLM 0.12: it is "
                 f"older than --vllm-version {version}"]
-    if name == "vllm:kv_cache_usage_perc" and v < (0, 9):
+    if name == "vllm:kv_cache_usage_perc" and v < (0, 9, 2) and v != (0, 9):
+        # a bare "0.9" may be 0.9.2 (v1/metrics/loggers.py has the name from 0.9.2)
         return [f"the server exports vllm:kv_cache_usage_perc, added in vLLM 0.9.2: it is "
                 f"newer than --vllm-version {version}"]
     return []

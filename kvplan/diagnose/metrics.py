@@ -267,3 +267,12 @@ def _fold(e: Engine, generic: Engine) -> None:
 def has_engine_metrics(s: Scrape) -> bool:
     """True when the scrape holds at least one vLLM/SGLang field kvplan reads."""
     return any(e.gauges or e.counters or e.hists for e in s.engines.values())
+
+
+SCHEDULER_GAUGES = ("running", "waiting", "kv_cache_usage")
+
+
+def has_scheduler_gauges(s: Scrape) -> bool:
+    """True when the scrape holds the scheduler's gauges every engine exports from start-up
+    (requests running / waiting, KV cache usage): without them a verdict has no evidence."""
+    return any(k in e.gauges for e in s.engines.values() for k in SCHEDULER_GAUGES)

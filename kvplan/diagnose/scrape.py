@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from kvplan.diagnose.metrics import Scrape, has_engine_metrics, parse
+from kvplan.diagnose.metrics import Scrape, has_engine_metrics, has_scheduler_gauges, parse
 from kvplan.errors import BadInput
 
 MAX_BYTES = 64 << 20
@@ -91,10 +91,10 @@ def read_source(path: str) -> str:
 
 def usable(scrapes: list[Scrape], source: str) -> list[Scrape]:
     """The scrapes, or BadInput when `source` holds no vLLM/SGLang metrics at all."""
-    if any(has_engine_metrics(s) or s.declared for s in scrapes):
+    if any(has_scheduler_gauges(s) or s.declared for s in scrapes):
         return scrapes
     hint = "point at the server's /metrics (vLLM: the API port; SGLang: --enable-metrics)"
-    if any(s.model_names for s in scrapes):  # vLLM samples, but none of the scheduler's
+    if any(s.model_names or has_engine_metrics(s) for s in scrapes):  # none of the scheduler's
         raise BadInput(f"no vLLM scheduler metrics (requests running, KV cache usage) in "
                        f"{source}, only other vLLM samples: a V1 engine exports them from "
                        "start-up, so this is a partial scrape, a router or another process",
