@@ -854,6 +854,21 @@ def test_pooling_runner_has_no_lm_head_sampler_or_full_graphs(capsys):
     assert code == 2 and "encoder-only attention" in err
 
 
+def test_bert_family_is_encoder_only(capsys, tmp_path):
+    # no BERT config says is_causal: vLLM's bert.py / roberta.py build ENCODER_ONLY attention
+    for arch, mtype in (("BertModel", "bert"),
+                        ("XLMRobertaForSequenceClassification", "xlm-roberta")):
+        f = tmp_path / f"{arch}.json"
+        f.write_text(json.dumps({
+            "architectures": [arch], "model_type": mtype, "hidden_size": 384,
+            "num_attention_heads": 12, "num_hidden_layers": 12, "intermediate_size": 1536,
+            "max_position_embeddings": 512, "vocab_size": 30522, "torch_dtype": "float32"}))
+        code, out, err = run(capsys, "size", str(f), "--gpu", "l4")
+        assert code == 2 and out == "" and err.startswith(
+            f"kvplan: error: {arch} is an encoder-only model (vLLM builds its attention as "
+            "ENCODER_ONLY): vLLM keeps no KV cache for it"), err
+
+
 def test_pooling_review_rules(capsys):
     def j(model, *extra):
         code, out, err = run(capsys, "size", model, "--gpu", "h100", "--json", *extra)

@@ -747,6 +747,23 @@ def _q_groups(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> int:
 POOLING_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForRewardModeling",
                     "RewardModel", "EmbeddingModel")
 POOLING_TASKS = ("embed", "embedding", "classify", "score", "reward")  # --task (to 0.12)
+# architectures whose vLLM classes build every attention layer as encoder-only
+# (`AttentionType.ENCODER_ONLY` in bert.py, bert_with_rope.py, roberta.py, modernbert.py,
+# colbert.py, openai_privacy_filter.py; 0.33 `registry.py`), so no KV cache exists: BERT,
+# RoBERTa / XLM-R (bge-m3, bge-reranker), GTE, Nomic, ModernBERT, ColBERT
+ENCODER_ONLY = frozenset({
+    "BertModel", "BertForMaskedLM", "BertSpladeSparseEmbeddingModel", "BgeM3EmbeddingModel",
+    "GteModel", "GteNewModel", "NomicBertModel", "ModernBertModel", "RobertaForMaskedLM",
+    "RobertaModel", "XLMRobertaModel", "HF_ColBERT", "ColBERTModernBertModel",
+    "ColBERTJinaRobertaModel", "BertForTokenClassification", "ModernBertForTokenClassification",
+    "OpenAIPrivacyFilterForTokenClassification", "RobertaForTokenClassification",
+    "XLMRobertaForTokenClassification", "BertForSequenceClassification",
+    "GteNewForSequenceClassification", "ModernBertForSequenceClassification",
+    "RobertaForSequenceClassification", "XLMRobertaForSequenceClassification",
+    # decoders vLLM turns bidirectional (`models/config.py` sets `is_causal = False`)
+    "LlamaBidirectionalModel", "LlamaBidirectionalForSequenceClassification",
+    "VoyageQwen3BidirectionalEmbedModel", "LlamaNemotronVLModel",
+    "LlamaNemotronVLForSequenceClassification"})
 
 
 def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[str]) -> bool:
@@ -766,6 +783,14 @@ def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[s
         raise BadInput(f"vLLM {version.text} has no --runner / --convert (0.10.1+)",
                        hint="its --task embed / classify / score / reward picks pooling",
                        flag="runner")
+    encoder = next((x for x in arch.architectures if x in ENCODER_ONLY or (
+        x == "Gemma3TextModel" and arch.text_config.get("use_bidirectional_attention"))),
+        None)  # EmbeddingGemma: `Gemma3TextModelConfig` makes it bidirectional
+    if encoder:  # a pooling model whatever the flags: `--runner generate` fails in vLLM too
+        raise BadInput(f"{encoder} is an encoder-only model (vLLM builds its attention as "
+                       "ENCODER_ONLY): vLLM keeps no KV cache for it and sizes no pool, so "
+                       "there is nothing to plan", hint="its memory is the weights and the "
+                       "batch's activations")
     if a.runner == "generate":
         return False
     pooling = a.runner == "pooling" or a.convert not in ("auto", "none") or (
