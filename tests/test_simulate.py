@@ -2,6 +2,7 @@
 preemption-free guarantee, and the collapse with and without the recommended cap."""
 
 import json
+import random
 
 import pytest
 from configs import LLAMA31_8B
@@ -10,7 +11,7 @@ from kvplan.cli import main
 from kvplan.core import perf
 from kvplan.core.sizing import EngineArgs, Gpu, Model, size
 from kvplan.core.workload import LengthDist, Workload, preset
-from kvplan.sim.engine import Config
+from kvplan.sim.engine import Config, Engine, Request
 from kvplan.sim.report import knee_and_collapse, summary
 from kvplan.sim.run import Load, simulate
 from kvplan.sim.setup import engine_config
@@ -192,3 +193,220 @@ def test_engine_config_counts_all_mode_states_as_growing_groups():
     n = -(-8192 // r.block_size)
     assert (cfg.groups_per_token_block, cfg.state_blocks) == (5, 4 * 3)
     assert cfg.groups_per_token_block * n + cfg.state_blocks == r.blocks_per_request == 5 * n + 12
+
+
+class FlatSteps:
+    """A step-time model where every step takes 10 ms; records (decodes, prefill tokens)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def step_time(self, decodes, ctx, prefill_tokens=0.0, prefill_ctx=0.0):
+        self.calls.append((decodes, prefill_tokens))
+        return 0.01
+
+
+def tiny(**kw):
+    base = dict(num_blocks=4, block_size=4, groups_per_token_block=1, state_blocks=0,
+                max_num_seqs=2, max_num_batched_tokens=2, max_model_len=64)
+    return Config(**{**base, **kw})
+
+
+def test_v1_step_that_preempts_admits_nothing():
+    # vLLM V1 `Scheduler.schedule`: `if not preempted_reqs:` guards the waiting loop (0.9.0,
+    # 0.15, 0.19, 0.33). Before 0.19 only the first chunk must fit. By hand, 4-token blocks,
+    # 4 blocks, a 2-token budget: A (2-token prompt) prefills in step 1, B in steps 2-3. A
+    # crosses into its second block at step 4 and B at step 6, leaving no free block; at step
+    # 8 A crosses again: B is preempted (2 blocks back, 1 to A). B's first chunk (1 token, 1
+    # block) would fit, but not in the step that preempted it: it comes back in step 9.
+    e = Engine(tiny(reserve_full_prompt=False), FlatSteps())
+    a, b = Request(1, 0, 2, 20), Request(2, 0, 2, 20)
+    e.arrive(a)
+    e.arrive(b)
+    frees = []
+    for _ in range(7):
+        e.step()
+        frees.append(e.free)
+    assert frees == [3, 2, 2, 1, 1, 0, 0] and list(e.running) == [1, 2]
+    e.step()  # step 8
+    assert e.stats.preemptions == 1 and list(e.running) == [1]
+    assert [r.rid for r in e.waiting] == [2] and e.free == 1
+    e.step()  # step 9: readmitted on its first chunk
+    assert list(e.running) == [1, 2] and (b.computed, e.free) == (1, 0)
+
+
+def test_v1_guard_holds_over_a_preempting_run():
+    wl = preset("chat")
+    rng = random.Random(4)
+    for reserve in (False, True):
+        e = Engine(tiny(num_blocks=120, block_size=16, max_num_seqs=24,
+                        max_num_batched_tokens=512, max_model_len=8192,
+                        reserve_full_prompt=reserve), FlatSteps())
+        for i in range(80):
+            e.arrive(Request(i + 1, 0, wl.prompt.sample(rng), wl.output.sample(rng)))
+        preempting = 0
+        while e.running or e.waiting:
+            before, p = set(e.running), e.stats.preemptions
+            e.step()
+            if e.stats.preemptions > p:
+                preempting += 1
+                assert set(e.running) <= before  # nobody admitted in a preempting step
+        assert preempting > 10 and len(e.stats.completed) + e.stats.rejected == 80
+
+
+def test_v0_admits_whole_sequences_with_the_watermark_and_prefills_alone():
+    # V0 `_schedule_default` / `can_allocate` (0.6.6), by hand: 10 blocks of 4 tokens, a
+    # watermark of 1. A and B (16-token prompts, 4 blocks each) prefill together in step 1
+    # (10 - 4 - 4 = 2 >= 1 left); C (37 tokens, 10 blocks: 10 - 10 < 1) can never fit and is
+    # ignored. Step 2 decodes: both cross into a fifth block, but V0 needs a free block to
+    # touch for each decode: 2 + 1 > 2, so B is preempted (A takes 1 of its 4). Step 3 cannot
+    # readmit B (17 tokens, 5 blocks: 5 - 5 < 1): A decodes and finishes (3 tokens), freeing
+    # everything. Step 4 prefills B alone (17 tokens, no decode), step 5 decodes it to its end.
+    pm = FlatSteps()
+    e = Engine(tiny(num_blocks=10, max_num_seqs=4, max_num_batched_tokens=64, v0=True,
+                    chunked_prefill=False, watermark_blocks=1, prefix_caching=False), pm)
+    a, b, c = Request(1, 0, 16, 3), Request(2, 0, 16, 3), Request(3, 0, 37, 3)
+    for r in (a, b, c):
+        e.arrive(r)
+    seen = []
+    for _ in range(5):
+        e.step()
+        seen.append((pm.calls[-1], e.free, list(e.running), [r.rid for r in e.waiting]))
+    assert seen == [((0, 32), 2, [1, 2], []), ((1, 0), 5, [1], [2]), ((1, 0), 10, [], [2]),
+                    ((0, 17), 5, [2], []), ((1, 0), 10, [], [])]
+    assert (e.stats.rejected, e.stats.preemptions, len(e.stats.completed)) == (1, 1, 2)
+    # B's 16 prompt tokens had KV and are computed again (its first output token had none)
+    assert e.stats.recomputed_tokens == 16
+
+
+def test_v0_chunked_step_admits_others_but_not_its_victims():
+    # `_schedule_chunked_prefill`: the step's victims rejoin the queue after its new
+    # prefills (`waiting.extendleft(preempted)`). By hand: A and B (4-token prompts, a block
+    # each) fill max_num_seqs 2; C waits. Step 2: both cross into a second block and V0 keeps
+    # a block to touch: 2 + 1 > 2 free, so B is preempted; C (1 token, 1 block) starts in the
+    # same step, and B is back at the head of the queue.
+    for v0, running, waiting, free in ((True, [1, 3], [2], 1), (False, [1, 2], [3], 0)):
+        e = Engine(tiny(max_num_batched_tokens=8, v0=v0, reserve_full_prompt=False),
+                   FlatSteps())
+        for r in (Request(1, 0, 4, 20), Request(2, 0, 4, 20), Request(3, 0, 1, 5)):
+            e.arrive(r)
+        e.step()
+        e.step()
+        assert (list(e.running), [r.rid for r in e.waiting], e.free) == (running, waiting,
+                                                                        free)
+        assert e.stats.preemptions == (1 if v0 else 0)  # V1 has no block to touch
+
+
+def test_shared_prefix_is_charged_once_and_stays_evictable():
+    # V1 prefix caching (`get_computed_blocks`, `allocate_slots`, `BlockPool.free_blocks`),
+    # by hand with 16-token blocks and 40 of them. A 100-token prompt with an 80-token hit
+    # holds 5 prefix blocks (80 // 16) and 2 of its own (7 blocks for 100 tokens).
+    pm = FlatSteps()
+    e = Engine(tiny(num_blocks=40, block_size=16, max_num_seqs=8,
+                    max_num_batched_tokens=512, max_model_len=1024), pm)
+    a, b = Request(1, 0, 100, 5, prefix_hit=80), Request(2, 0, 100, 5, prefix_hit=80)
+    e.arrive(a)
+    e.arrive(b)
+    e.step()
+    # A computes all 100 tokens and caches the prefix as it is scheduled; B, admitted after
+    # it in the same step, hits it and computes 20: 7 + 2 blocks, not 7 + 7
+    assert pm.calls[-1] == (0, 120) and e.free == 31
+    assert (a.shared, a.blocks, b.shared, b.blocks) == (5, 2, 5, 2)
+    while e.running:
+        e.step()
+    # both finished: the prefix is cached, unheld and counted free (evictable)
+    assert (e.free, e.p_held, e.p_cached) == (40, 0, 5)
+    c = Request(3, 0, 100, 2, prefix_hit=80)
+    e.arrive(c)
+    e.step()  # C hits the 5 evictable blocks: they leave the free count with its own 2
+    assert pm.calls[-1] == (0, 20) and e.free == 33 and (c.shared, c.blocks) == (5, 2)
+    while e.running:
+        e.step()
+    e.arrive(Request(4, 0, 600, 2))  # 38 blocks: 3 of the 5 cached prefix blocks go
+    while e.running or e.waiting:
+        e.step()
+    assert (e.free, e.p_cached) == (40, 2)
+    f = Request(5, 0, 100, 2, prefix_hit=80)
+    e.arrive(f)
+    e.step()  # F hits 2 blocks (32 tokens), computes 68 and caches the prefix again
+    assert pm.calls[-1] == (0, 68) and e.free == 33
+    assert (f.shared, f.blocks, e.p_cached, e.p_held) == (5, 2, 5, 5)
+
+
+def test_engine_config_of_a_v0_release():
+    # 0.6.6 (V0): no null block, a 1 % watermark, no prefix caching; chunked prefill off up to
+    # max_model_len 32K (`create_engine_config`), on above it for Llama on NVIDIA
+    r16 = size(Model("llama", LLAMA31_8B), H100, EngineArgs(max_model_len=16384), "0.6.6")
+    r64 = size(Model("llama", LLAMA31_8B), H100, EngineArgs(max_model_len=65536), "0.6.6")
+    c16, c64 = engine_config(r16), engine_config(r64)
+    assert not r16.version.v1 and c16.v0 and not c16.prefix_caching
+    assert c16.num_blocks == r16.num_gpu_blocks == r16.usable_blocks + 1
+    assert c16.watermark_blocks == r16.num_gpu_blocks // 100
+    assert (c16.chunked_prefill, c64.chunked_prefill) == (False, True)
+    v1 = engine_config(size(Model("llama", LLAMA31_8B), H100, EngineArgs(max_model_len=8192),
+                            "0.9.0"))
+    assert not v1.v0 and v1.prefix_caching and v1.watermark_blocks == 0
+
+
+def test_v0_fallback_start_is_simulated_as_v0(capsys):
+    # 0.9.0 stores an fp8 cache on an L4 only in V0 (`_is_v1_supported_oracle`)
+    code, out, err = run(capsys, "simulate", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "l4",
+                         "--kv-cache-dtype", "fp8", "--vllm-version", "0.9.0",
+                         "--max-model-len", "8192", "--concurrency", "4", "--requests", "12",
+                         "--prefix-hit", "0.5", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert any("V0 engine" in n and "simulated as V0" in n for n in d["notes"])
+    assert any("--prefix-hit ignored" in n for n in d["notes"])
+    assert d["requests_completed"] == 12
+
+
+def test_releases_before_0_14_report_the_largest_length_that_fits(capsys):
+    # no --max-model-len auto before 0.14: exit 1 with the length `kvplan size` names
+    m = ["meta-llama/Llama-3.1-8B-Instruct", "--gpu", "l4", "--vllm-version", "0.10.0"]
+    code, out, _ = run(capsys, "size", *m, "--json")
+    largest = json.loads(out)["largest_max_model_len"]
+    assert code == 1 and largest == 28160
+    code, _, err = run(capsys, "simulate", *m, "--workload", "reasoning", "--concurrency", "4")
+    assert code == 1
+    assert "largest max_model_len that fits is 28160" in err and "--max-model-len 28160" in err
+    assert "needs vLLM 0.14" not in err
+
+
+def test_sweep_fix_is_recommends_cap_on_its_own_pool(capsys):
+    m = ["meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100", "--workload", "chat"]
+    code, out, err = run(capsys, "recommend", *m, "--json")
+    assert code == 0, err
+    cap = json.loads(out)["max_num_seqs"]
+    code, out, err = run(capsys, "size", *m[:3], "--max-num-seqs", str(cap), "--json")
+    blocks = json.loads(out)["num_gpu_blocks"] - 1
+    code, out, err = run(capsys, "simulate", *m, "--sweep", "rate=2:4:2", "--duration", "5",
+                         "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["recommended_max_num_seqs"] == cap and d["fix_usable_blocks"] == blocks
+    assert d["fix_queue_limit"] == 2 * cap
+    code, out, err = run(capsys, "simulate", *m, "--rate", "2", "--duration", "5", "--json")
+    assert json.loads(out)["recommended_max_num_seqs"] == cap
+
+
+def test_simulate_json_keys_are_documented(capsys):
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "json.md"
+    text = doc.read_text()
+    section = text[text.index("## `kvplan simulate --json`"):]
+    section = section[:section.index("\n## ", 5)]
+    documented = set(re.findall(r"`([a-z0-9_]+)`", section))
+    m = ["llama-3.1-8b-instruct", "--gpu", "h100", "--max-model-len", "8192", "--json"]
+    code, out, err = run(capsys, "simulate", *m, "--rate", "2", "--duration", "5")
+    assert code == 0, err
+    single = json.loads(out)
+    code, out, err = run(capsys, "simulate", *m, "--sweep", "rate=2:4:2", "--duration", "5")
+    assert code == 0, err
+    sweep = json.loads(out)
+    keys = set(single) | set(sweep) | set(sweep["points"][0]) | set(
+        sweep["with_recommended_cap"][0])
+    assert keys - documented == set()
+    assert "series" not in single

@@ -1,8 +1,19 @@
-"""The throughput curve of one deployment: tokens/s, TPOT and TTFT against batch depth."""
+"""The throughput curve of one deployment: tokens/s, TPOT and TTFT against batch depth.
+
+Up to the KV ceiling every point is `perf.operating_point`. Past it the pool holds about the
+ceiling's batch on average, whatever the load: the engine runs that batch and the rest of
+the clients wait (or are preempted and wait again), so tokens/s and TPOT stay at the
+ceiling's and TTFT adds the wait of a closed loop of `b` clients served `c` at a time,
+(b - c) x service / c (the response-time law). That is what `kvplan simulate` shows from
+vLLM 0.19 (full-prompt admission); earlier releases over-admit and lose more to
+recomputation, so there it is an upper bound.
+"""
 
 from __future__ import annotations
 
-from kvplan.core import capacity, perf
+from dataclasses import replace
+
+from kvplan.core import perf
 from kvplan.core.record import record
 from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, size
 from kvplan.core.workload import Workload
@@ -16,7 +27,7 @@ class Curve:
     points: list[perf.Point]
     knee: int
     kv_ceiling: int  # batch where the running batch fills the pool on average
-    safe: int  # largest batch within a 1 % preemption risk
+    safe: int  # `kvplan recommend`'s --max-num-seqs: within a 1 % preemption risk on its pool
 
     def to_json(self) -> dict:
         from kvplan.core.plan import kv_format_advice
@@ -59,22 +70,40 @@ def default_sizes(limit: int) -> list[int]:
     return sorted(set(sizes + [max(limit, 1)]))
 
 
+def past_ceiling(at_ceiling: perf.Point, batch: int, ceiling: int, out_mean: float
+                 ) -> perf.Point:
+    """`batch` clients on a pool that holds `ceiling` sequences: the ceiling's tokens/s and
+    TPOT; TTFT adds the closed loop's wait, (batch - ceiling) x service / ceiling."""
+    service_s = at_ceiling.ttft_ms / 1000 + out_mean * at_ceiling.tpot_ms / 1000
+    wait_s = (batch - ceiling) * service_s / ceiling
+    return perf.Point(batch, at_ceiling.output_tokens_per_s, at_ceiling.tpot_ms,
+                      at_ceiling.ttft_ms + wait_s * 1000, at_ceiling.step_s)
+
+
 def curve(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
           sizes: list[int] | None = None) -> Curve:
+    from kvplan.core.plan import Targets, plan_one
+
     r = size(model, gpu, args, version)
     if not r.fits:
         raise DoesNotFit(f"{r.model} on {r.gpu}: {r.failure}")
     wlc = wl.clip(r.max_model_len)
-    d = capacity.demand(r.groups, wlc, r.max_model_len)
-    ceiling = capacity.mean_ceiling(d, r.usable_blocks)
-    safe = capacity.safe_max_num_seqs(d, r.usable_blocks, 0.01)
+    # the cap `kvplan recommend` (and `check`) give, on the pool vLLM leaves at that cap,
+    # and the ceiling of that pool
+    plan = plan_one(model, gpu, replace(args, max_num_seqs=None), version, wl, Targets())
+    ceiling = plan.kv_ceiling
+    safe = plan.max_num_seqs if plan.feasible else 0
     pm = perf.build(r, gpu)
     o = wlc.output.points
     o_mean, o_sq = sum(o) / len(o), sum(x * x for x in o) / len(o)
+
+    def point(b: int) -> perf.Point:
+        return perf.operating_point(pm, b, wlc.prompt.mean, o_mean, o_sq,
+                                    r.max_num_batched_tokens, wlc.prefix_hit)
+
+    top = max(ceiling, 1)
+    at_top = point(top)
     grid = sizes or default_sizes(max(2, min(int(ceiling * 1.5), 4096)))
-    pts = [perf.operating_point(pm, b, wlc.prompt.mean, o_mean, o_sq,
-                                r.max_num_batched_tokens, wlc.prefix_hit) for b in grid]
-    dense = [perf.operating_point(pm, b, wlc.prompt.mean, o_mean, o_sq,
-                                  r.max_num_batched_tokens, wlc.prefix_hit)
-             for b in default_sizes(max(2, min(ceiling, 4096)))]
+    pts = [point(b) if b <= top else past_ceiling(at_top, b, top, o_mean) for b in grid]
+    dense = [point(b) for b in default_sizes(max(2, min(ceiling, 4096)))]
     return Curve(r, wlc, pts, knee_of(dense), ceiling, safe)

@@ -46,10 +46,11 @@ def render_curve(c, stream=None) -> None:
     lines.append(f"knee at batch {p(str(c.knee), 'green')}: beyond it more batch costs "
                  "relatively more latency than it adds throughput")
     lines.append(f"KV ceiling at batch {p(str(c.kv_ceiling), 'red')}: the running batch fills "
-                 f"the pool on average; past it vLLM preempts and recomputes (throughput "
-                 f"falls -- see `kvplan simulate`)")
-    lines.append(f"safe --max-num-seqs {c.safe} (1 % preemption risk; `kvplan recommend` for "
-                 "replicas and SLOs)")
+                 f"the pool on average; past it vLLM preempts, and the batch beyond the "
+                 f"ceiling waits: tokens/s stay at the ceiling's at best and TTFT grows "
+                 f"(before vLLM 0.19 recomputation costs more -- see `kvplan simulate`)")
+    lines.append(f"safe --max-num-seqs {c.safe} (`kvplan recommend`'s: 1 % preemption risk on "
+                 "the pool that cap leaves; `kvplan recommend` for replicas and SLOs)")
     from kvplan.core.plan import kv_format_advice
 
     lines += [f"{p('note', 'yellow')}: {n}" for n in kv_format_advice(r)]

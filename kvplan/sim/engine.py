@@ -1,13 +1,38 @@
-"""A discrete-event simulation of one vLLM-V1-style engine.
+"""A discrete-event simulation of one vLLM engine: V1 (0.8+) or the V0 engine.
 
-Scheduler semantics follow vLLM V1 (`v1/core/sched/scheduler.py`): each step first extends
-the running requests (decodes, then prefill chunks) in scheduling order, allocating blocks
-as sequences grow; when a block cannot be allocated the most recently scheduled request is
-preempted by recompute (its blocks freed, pushed to the front of the waiting queue, its
-prompt and generated tokens recomputed when rescheduled). Then waiting requests are admitted
-FCFS while the token budget (max_num_batched_tokens) and max_num_seqs allow and the full
-current prompt fits in free blocks (0.19+ `scheduler_reserve_full_isl`). A finished prefill
-emits the first token at the end of its step. Step times come from `kvplan.core.perf`.
+V1 (`v1/core/sched/scheduler.py Scheduler.schedule`): each step first extends the running
+requests (decodes, then prefill chunks) in scheduling order, allocating blocks as sequences
+grow; when a block cannot be allocated the most recently scheduled request is preempted by
+recompute (its blocks freed, pushed to the front of the waiting queue, its prompt and
+generated tokens recomputed when rescheduled). Only a step that preempted nothing then admits
+waiting requests (the waiting loop sits under `if not preempted_reqs:` in every V1 release,
+0.8-0.33), FCFS while the token budget (max_num_batched_tokens) and max_num_seqs allow and
+the blocks fit: the first chunk before 0.19, the full current prompt from 0.19
+(`scheduler_reserve_full_isl`, `KVCacheManager.allocate_slots` `full_sequence_must_fit`).
+
+V0 (`core/scheduler.py`, `core/block_manager.py`, 0.6-0.10): admission allocates the whole
+sequence (prompt plus generated tokens) and needs it free beyond a watermark of 1 % of the
+blocks (`can_allocate`: a sequence that can never fit is ignored). Without chunked prefill
+(the V0 default up to max_model_len 32K) a step either prefills whole prompts or decodes,
+never both (`_schedule_default`); with it, decodes and chunks share steps and the step's
+victims rejoin the queue after its admissions (`_schedule_chunked_prefill`). A decoding
+request needs a free block to be touched (`can_append_slots`), modelled as one block kept
+free at decode time. Preemption is by recompute from the back of the running queue.
+
+Prefix caching (V1 `KVCacheManager.get_computed_blocks` / `BlockPool`): the `prefix_hit`
+share of each prompt is a common prefix, cached in whole blocks and capped at prompt - 1
+tokens. Its blocks are shared and ref-counted: charged once however many running requests
+hold them; when no running request holds a block it stays cached but counts as free
+(evictable), and is evicted -- tail first, after the pool's other free blocks -- only when an
+allocation needs it. A request that hits an evictable block takes it out of the free count
+(`get_num_blocks_to_allocate`: `num_evictable_blocks`). A request holding the whole cached
+prefix extends it as it computes (blocks are cached when scheduled, `cache_blocks`); one that
+does not keeps its further prefix blocks as its own copies. A preempted request hits the
+shared prefix again on readmission; its own blocks are recomputed (vLLM may still find some
+cached: conservative). V0 serves no prefix-cache hits (prefix caching is off by default).
+
+A finished prefill emits the first token at the end of its step. Step times come from
+`kvplan.core.perf`.
 
 Speed: decoding requests advance lazily against a global decode counter, and block growth
 is counted per residue class of the block boundary, so stretches of pure decoding are
@@ -34,10 +59,10 @@ class Request:
     arrival: float
     prompt: int
     output: int
-    prefix_hit: int = 0  # prompt tokens served from the prefix cache (first admission only)
+    prefix_hit: int = 0  # prompt tokens the workload serves from the prefix cache
     computed: int = 0  # tokens whose KV exists (prefill progress)
     generated: int = 0
-    blocks: int = 0
+    blocks: int = 0  # blocks the request holds alone (the shared prefix's are not here)
     first_token: float | None = None
     finish: float | None = None
     admitted: float | None = None
@@ -49,6 +74,9 @@ class Request:
     decoding: bool = False
     done_at: int = 0  # decode counter value at completion
     epoch: int = 0  # bumped when the request leaves the decoding set (lazy heap deletion)
+    prefix_blocks: int = 0  # its part of the common prefix, in whole blocks of tokens
+    shared: int = 0  # prefix token-blocks it holds in the shared cache
+    lost: int = 0  # tokens computed before its last preemption
 
     @property
     def tokens_needed(self) -> int:
@@ -58,7 +86,7 @@ class Request:
 
 @dataclass
 class Config:
-    num_blocks: int  # usable blocks (num_gpu_blocks - 1)
+    num_blocks: int  # usable blocks (V1: num_gpu_blocks - 1 for the null block)
     block_size: int
     groups_per_token_block: int  # attention groups: blocks added per block_size tokens
     state_blocks: int  # fixed blocks per request (Mamba states)
@@ -67,7 +95,11 @@ class Config:
     max_model_len: int
     admission_cap: int | None = None  # requests in the engine (running + waiting)
     queue_limit: int | None = None  # waiting requests; more are rejected (HTTP 429)
-    reserve_full_prompt: bool = True
+    reserve_full_prompt: bool = True  # V1 0.19+: the whole prompt must fit to admit
+    v0: bool = False  # the V0 engine's scheduler and block manager
+    chunked_prefill: bool = True  # V0 only (V1 always chunks generation prefills)
+    watermark_blocks: int = 0  # V0: int(0.01 x num_gpu_blocks) kept free at admission
+    prefix_caching: bool = True  # whether `prefix_hit` is served from the cache
 
 
 @dataclass
@@ -92,10 +124,12 @@ class Engine:
         self.cfg = cfg
         self.perf = perf
         self.now = 0.0
-        self.free = cfg.num_blocks
+        self.free = cfg.num_blocks  # free blocks, evictable cached prefix blocks included
         self.waiting: deque[Request] = deque()
         self.running: OrderedDict[int, Request] = OrderedDict()  # scheduling order
-        self.prefilling: set[int] = set()
+        # requests part-way through a prefill, in scheduling order (admission order, as in
+        # `running`: both lose a victim from the back and gain a readmission at the back)
+        self.prefilling: dict[int, None] = {}
         self.G = 0  # global decode counter
         self.dec_count = [0] * cfg.block_size  # decoding requests per residue class
         self.dec_n = 0
@@ -103,6 +137,13 @@ class Engine:
         self.heap: list[tuple[int, int, int]] = []  # (done_at, rid, epoch)
         self.stats = Stats()
         self._last_t = 0.0
+        # the shared prefix cache, in token-blocks (x groups_per_token_block blocks each):
+        # the first p_held are held by running requests, up to p_cached are still cached
+        self.p_held = 0
+        self.p_cached = 0
+        self.p_holders: dict[int, int] = {}  # shared extent -> running requests holding it
+        # V0 keeps a touched block free for each decode (`can_append_slots`)
+        self.reserve = 1 if cfg.v0 else 0
 
     # --- blocks ---------------------------------------------------------------------------
     def blocks_for(self, tokens: int) -> int:
@@ -123,6 +164,50 @@ class Engine:
             if cnt:
                 n += cnt * ((g + k - q) // bs - (g - q) // bs)
         return n * self.cfg.groups_per_token_block
+
+    # --- the shared prefix ----------------------------------------------------------------
+    def _share(self, r: Request, s: int) -> None:
+        """r now holds the first s prefix token-blocks (the caller charged any new ones)."""
+        old = r.shared
+        if old == s:
+            return
+        holders = self.p_holders
+        if old:
+            n = holders[old] - 1
+            if n:
+                holders[old] = n
+            else:
+                del holders[old]
+        if s:
+            holders[s] = holders.get(s, 0) + 1
+        r.shared = s
+        if s > self.p_held:
+            self.p_held = s
+        elif old == self.p_held and old not in holders:
+            # the last holder of the tail left: its blocks are cached, free and evictable
+            held = max(holders) if holders else 0
+            self.free += self.cfg.groups_per_token_block * (self.p_held - held)
+            self.p_held = held
+
+    def _evict(self) -> None:
+        """Allocations take evictable prefix blocks last, the tail first."""
+        self.p_cached = max(self.p_held, min(
+            self.p_cached, self.p_held + self.free // self.cfg.groups_per_token_block))
+
+    def _extend(self, r: Request) -> None:
+        """r holds the whole cached prefix and has computed more of it: its new full prefix
+        blocks join the cache (shared from now on)."""
+        e = min(r.prefix_blocks, r.computed // self.cfg.block_size)
+        if e > r.shared == self.p_cached:
+            r.blocks -= self.cfg.groups_per_token_block * (e - r.shared)
+            self._share(r, e)
+            self.p_cached = e
+
+    def _hit(self, r: Request) -> tuple[int, int]:
+        """(prefix token-blocks r finds cached, evictable blocks it takes from the free
+        count)."""
+        s = min(r.prefix_blocks, self.p_cached)
+        return s, self.cfg.groups_per_token_block * max(0, s - self.p_held)
 
     # --- bookkeeping ----------------------------------------------------------------------
     def in_system(self) -> int:
@@ -148,22 +233,26 @@ class Engine:
         """Materialise the lazy state and take r out of the decoding set."""
         r.computed = r.base + self.G
         r.generated = r.gbase + self.G
-        r.blocks = self.blocks_for(r.computed)
+        r.blocks = self.blocks_for(r.computed) - self.cfg.groups_per_token_block * r.shared
         r.decoding = False
         r.epoch += 1
         self.dec_count[self._residue(r)] -= 1
         self.dec_n -= 1
         self.dec_base_sum -= r.base
 
+    def _release(self, r: Request) -> None:
+        self.free += r.blocks
+        r.blocks = 0
+        if r.shared:
+            self._share(r, 0)
+
     def _preempt_last(self) -> Request:
         rid, victim = self.running.popitem(last=True)
         if victim.decoding:
             self._stop_decoding(victim)
-        self.prefilling.discard(rid)
-        self.free += victim.blocks
-        victim.blocks = 0
-        victim.recomputed += victim.computed
-        self.stats.recomputed_tokens += victim.computed
+        self.prefilling.pop(rid, None)
+        self._release(victim)
+        victim.lost = victim.computed
         victim.computed = 0
         victim.preemptions += 1
         self.stats.preemptions += 1
@@ -173,9 +262,22 @@ class Engine:
     def _finish(self, r: Request, t: float) -> None:
         r.finish = t
         self.running.pop(r.rid, None)
-        self.free += r.blocks
-        r.blocks = 0
+        self._release(r)
         self.stats.completed.append(r)
+
+    def _reject_head(self) -> None:
+        self.waiting.popleft()
+        self.stats.rejected += 1
+
+    def _start(self, r: Request, computed: int) -> None:
+        """Charge a readmitted request's recomputation; r is about to run."""
+        if r.lost:
+            recomputed = max(0, r.lost - computed)
+            r.recomputed += recomputed
+            self.stats.recomputed_tokens += recomputed
+            r.lost = 0
+        if r.admitted is None:
+            r.admitted = self.now
 
     # --- arrivals -------------------------------------------------------------------------
     def arrive(self, r: Request) -> bool:
@@ -192,32 +294,44 @@ class Engine:
         if c.queue_limit is not None and len(self.waiting) >= c.queue_limit:
             self.stats.rejected += 1
             return False
+        if r.prefix_hit and c.prefix_caching:  # whole blocks, at most prompt - 1 tokens
+            r.prefix_blocks = min(r.prefix_hit, r.prompt - 1) // c.block_size
         self.waiting.append(r)
         return True
 
     # --- one scheduler step ---------------------------------------------------------------
     def step(self) -> None:
         c = self.cfg
+        if c.v0 and not c.chunked_prefill:
+            self._step_v0_unchunked()
+            return
         budget = c.max_num_batched_tokens
+        preempted = self.stats.preemptions
         # 1. decodes: one token each; preempt from the back until the new blocks fit
         while True:
             need = self.crossings(1)
-            if need <= self.free or not self.running:
+            if need + (self.reserve if self.dec_n else 0) <= self.free or not self.running:
                 break
             self._preempt_last()
         self.free -= need
+        if self.p_cached > self.p_held:
+            self._evict()
         budget -= self.dec_n
         decodes = self.dec_n
         # 2. running prefills (chunked) in scheduling order
         prefill_tokens = 0
-        prefill_ctx = 0.0
+        prefill_ctx = 0
         finished_prefill: list[Request] = []
-        for rid in list(self.running):
-            if rid not in self.prefilling or budget <= 0:
+        g = c.groups_per_token_block
+        for rid in list(self.prefilling):
+            if budget <= 0:
+                break
+            r = self.running.get(rid)
+            if r is None:  # preempted earlier in this loop
                 continue
-            r = self.running[rid]
             chunk = min(r.tokens_needed - r.computed, budget)
-            need = self.blocks_for(r.computed + chunk) - r.blocks
+            # V0 allocated the whole sequence at admission: nothing more to take
+            need = max(0, self.blocks_for(r.computed + chunk) - g * r.shared - r.blocks)
             while need > self.free and self.running:
                 victim = self._preempt_last()
                 if victim is r:
@@ -227,34 +341,62 @@ class Engine:
             self.free -= need
             r.blocks += need
             r.computed += chunk
+            if r.prefix_blocks > r.shared:
+                self._extend(r)
             budget -= chunk
             prefill_tokens += chunk
             prefill_ctx = max(prefill_ctx, r.computed)
             if r.computed >= r.tokens_needed:
                 finished_prefill.append(r)
-        # 3. admit waiting requests FCFS
+        if self.p_cached > self.p_held:
+            self._evict()
+        # 3. admit waiting requests
+        preempted = self.stats.preemptions - preempted
+        if c.v0:
+            # `_schedule_chunked_prefill`: this step's victims rejoin the queue after the
+            # new prefills are scheduled (`waiting.extendleft(preempted)`)
+            held = [self.waiting.popleft() for _ in range(preempted)]
+            budget, prefill_tokens, prefill_ctx = self._admit_v0(
+                budget, prefill_tokens, prefill_ctx, finished_prefill, chunking=True)
+            self.waiting.extendleft(reversed(held))
+        elif not preempted:  # V1: `if not preempted_reqs:` guards the waiting loop
+            prefill_tokens, prefill_ctx = self._admit_v1(
+                budget, prefill_tokens, prefill_ctx, finished_prefill)
+        self._advance(decodes, prefill_tokens, prefill_ctx, finished_prefill)
+
+    def _admit_v1(self, budget: int, prefill_tokens: int, prefill_ctx: int,
+                  finished_prefill: list[Request]) -> tuple[int, int]:
+        """FCFS while the budget and max_num_seqs allow and the blocks fit
+        (`KVCacheManager.allocate_slots`)."""
+        c = self.cfg
+        g, bs = c.groups_per_token_block, c.block_size
         while self.waiting and budget > 0 and len(self.running) < c.max_num_seqs:
             r = self.waiting[0]
-            if self.blocks_for(r.tokens_needed) > c.num_blocks:
+            full = self.blocks_for(r.tokens_needed)
+            if full > c.num_blocks:
                 # can never fit, even in an empty pool (the null block takes one): vLLM
                 # would stall on it; the simulation drops it and counts it as rejected
-                self.waiting.popleft()
-                self.stats.rejected += 1
+                self._reject_head()
                 continue
-            cached = r.prefix_hit if r.preemptions == 0 and r.computed == 0 else 0
-            if c.reserve_full_prompt and self.blocks_for(r.tokens_needed) > self.free:
+            s, touched = self._hit(r) if r.prefix_blocks else (0, 0)
+            if c.reserve_full_prompt and full - g * s + touched > self.free:
+                break
+            hit = s * bs
+            chunk = min(r.tokens_needed - hit, budget)
+            need = self.blocks_for(hit + chunk) - g * s
+            if need + touched > self.free:
                 break
             self.waiting.popleft()
-            r.computed = cached
-            r.admitted = r.admitted if r.admitted is not None else self.now
-            chunk = min(r.tokens_needed - r.computed, budget)
-            need = self.blocks_for(r.computed + chunk)
-            if need > self.free:
-                self.waiting.appendleft(r)
-                break
-            self.free -= need
+            self._start(r, hit)
+            self.free -= need + touched
             r.blocks = need
-            r.computed += chunk
+            if s:
+                self._share(r, s)
+            r.computed = hit + chunk
+            if r.prefix_blocks > r.shared:
+                self._extend(r)
+            if self.p_cached > self.p_held:
+                self._evict()
             budget -= chunk
             prefill_tokens += chunk
             prefill_ctx = max(prefill_ctx, r.computed)
@@ -262,9 +404,64 @@ class Engine:
             if r.computed >= r.tokens_needed:
                 finished_prefill.append(r)
             else:
-                self.prefilling.add(r.rid)
+                self.prefilling[r.rid] = None
+        return prefill_tokens, prefill_ctx
+
+    def _admit_v0(self, budget: int, prefill_tokens: int, prefill_ctx: int,
+                  finished_prefill: list[Request], chunking: bool) -> tuple[int, int, int]:
+        """V0 `_schedule_prefills`: FCFS while `can_allocate` says OK -- the whole sequence
+        (prompt + generated) fits with the watermark to spare -- and the budget and
+        max_num_seqs allow. Without chunking the whole prompt must fit the budget."""
+        c = self.cfg
+        wm = c.watermark_blocks
+        while self.waiting and len(self.running) < c.max_num_seqs:
+            r = self.waiting[0]
+            n = r.tokens_needed
+            need = self.blocks_for(n)
+            if c.num_blocks - need < wm or (not chunking and n > c.max_num_batched_tokens):
+                self._reject_head()  # AllocStatus.NEVER / over the prompt limit: ignored
+                continue
+            if self.free - need < wm or budget <= 0:  # AllocStatus.LATER
+                break
+            chunk = min(n, budget) if chunking else n
+            if chunk > budget:
+                break
+            self.waiting.popleft()
+            self._start(r, 0)
+            self.free -= need
+            r.blocks = need
+            r.computed = chunk
+            budget -= chunk
+            prefill_tokens += chunk
+            prefill_ctx = max(prefill_ctx, chunk)
+            self.running[r.rid] = r
+            if chunk >= n:
+                finished_prefill.append(r)
+            else:
+                self.prefilling[r.rid] = None
+        return budget, prefill_tokens, prefill_ctx
+
+    def _step_v0_unchunked(self) -> None:
+        """V0 `_schedule_default`: prefill whole prompts if any waiting request can start;
+        otherwise one decode step for the running requests, preempting from the back."""
+        finished_prefill: list[Request] = []
+        _, prefill_tokens, prefill_ctx = self._admit_v0(
+            self.cfg.max_num_batched_tokens, 0, 0, finished_prefill, chunking=False)
+        decodes = 0
+        if not finished_prefill:
+            while True:
+                need = self.crossings(1)
+                if need + (self.reserve if self.dec_n else 0) <= self.free or not self.running:
+                    break
+                self._preempt_last()
+            self.free -= need
+            decodes = self.dec_n
+        self._advance(decodes, prefill_tokens, prefill_ctx, finished_prefill)
+
+    def _advance(self, decodes: int, prefill_tokens: int, prefill_ctx: int,
+                 finished_prefill: list[Request]) -> None:
         # 4. time passes
-        ctx = (self.dec_base_sum / self.dec_n + self.G) if self.dec_n else 0.0
+        ctx = (self.dec_base_sum / self.dec_n + self.G) if decodes else 0.0
         dt = self.perf.step_time(decodes, ctx, prefill_tokens, prefill_ctx / 2)
         t = self.now + dt
         self._tick(t)
@@ -276,7 +473,7 @@ class Engine:
         # 5. completions of decoders, first tokens of finished prefills
         self._complete_decoders()
         for r in finished_prefill:
-            self.prefilling.discard(r.rid)
+            self.prefilling.pop(r.rid, None)
             if r.first_token is None:
                 r.first_token = t
             r.generated += 1
@@ -297,12 +494,31 @@ class Engine:
 
     # --- fast path ------------------------------------------------------------------------
     def can_jump(self) -> bool:
+        """Whether the next steps are pure decodes: nothing prefilling and no waiting request
+        a step would admit (or drop as never fitting)."""
         if self.prefilling or not self.dec_n:
             return False
-        admissible = self.waiting and len(self.running) < self.cfg.max_num_seqs and (
-            not self.cfg.reserve_full_prompt
-            or self.blocks_for(self.waiting[0].tokens_needed) <= self.free)
-        return not admissible
+        c = self.cfg
+        if not self.waiting or len(self.running) >= c.max_num_seqs:
+            return True
+        r = self.waiting[0]
+        full = self.blocks_for(r.tokens_needed)
+        budget = c.max_num_batched_tokens - self.dec_n  # what a step leaves for prefills
+        if c.v0:
+            if c.num_blocks - full < c.watermark_blocks:
+                return False
+            return full + c.watermark_blocks > self.free or (c.chunked_prefill and budget <= 0)
+        if full > c.num_blocks:
+            return False
+        s, touched = self._hit(r) if r.prefix_blocks else (0, 0)
+        g = c.groups_per_token_block
+        if c.reserve_full_prompt:
+            return full - g * s + touched > self.free or budget <= 0
+        if budget <= 0:
+            return True
+        hit = s * c.block_size
+        chunk = min(r.tokens_needed - hit, budget)
+        return self.blocks_for(hit + chunk) - g * s + touched > self.free
 
     def jump(self, until: float) -> bool:
         """Advance pure-decode steps up to (not past) time `until`, the next completion or
@@ -322,11 +538,12 @@ class Engine:
         k = min(k_done - 1, k_time, 100_000)
         if k < 2:
             return False
+        free = self.free - self.reserve
         lo, hi = 0, k  # largest k whose block growth fits
-        if self.crossings(k) > self.free:
+        if self.crossings(k) > free:
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                if self.crossings(mid) <= self.free:
+                if self.crossings(mid) <= free:
                     lo = mid
                 else:
                     hi = mid - 1
@@ -340,6 +557,8 @@ class Engine:
         if k < 2:
             return False
         self.free -= self.crossings(k)
+        if self.p_cached > self.p_held:
+            self._evict()
         t = self.now + k * dt_mid
         self._tick(t)
         self.now = t

@@ -1,10 +1,20 @@
 """From a resolved model and GPU to simulation runs: size the engine, build its config,
-run, summarise. The recommended cap is the safe max-num-seqs of `kvplan recommend`."""
+run, summarise. The recommended cap is the --max-num-seqs `kvplan recommend` emits
+(`core.plan.plan_one`, on the pool vLLM leaves at that cap)."""
 
 from __future__ import annotations
 
-from kvplan.core import capacity, perf
-from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, size
+from dataclasses import replace
+
+from kvplan.core import perf
+from kvplan.core.sizing import (
+    EngineArgs,
+    Gpu,
+    Model,
+    SizeResult,
+    size,
+    v0_chunks_long_prompts,
+)
 from kvplan.core.workload import Workload
 from kvplan.errors import BadInput, DoesNotFit
 from kvplan.sim.engine import Config
@@ -15,8 +25,9 @@ from kvplan.units import parse_vllm_int
 
 def sized(model: Model, gpu: Gpu, tp: int, mml: str | None, kv: str, util: float | None,
           mnbt: str | None, seqs: int | None, version: str | None,
-          extra: dict | None = None) -> tuple[SizeResult, list[str]]:
-    """`extra`: more EngineArgs fields (LoRA slots, a speculative config), whose memory the
+          extra: dict | None = None) -> tuple[SizeResult, list[str], EngineArgs]:
+    """The engine as vLLM starts it, the notes, and the arguments it was sized with.
+    `extra`: more EngineArgs fields (LoRA slots, a speculative config), whose memory the
     simulated engine gets and whose speed it does not."""
     notes: list[str] = []
     args = EngineArgs(tensor_parallel_size=tp, kv_cache_dtype=kv, gpu_memory_utilization=util,
@@ -30,49 +41,93 @@ def sized(model: Model, gpu: Gpu, tp: int, mml: str | None, kv: str, util: float
         args.max_model_len = -1 if str(mml).lower() in ("-1", "auto") else parse_vllm_int(
             mml, what="--max-model-len")
     r = size(model, gpu, args, version)
-    if not r.fits and mml is None and r.largest_max_model_len:
+    if not r.fits and mml is None and r.largest_max_model_len and r.version.at_least(0, 14):
         args.max_model_len = -1  # what `vllm serve --max-model-len auto` would start with
         r = size(model, gpu, args, version)
         notes.append(f"max_model_len auto-fit to {r.max_model_len:,} (the model's full length "
                      "does not fit; vLLM --max-model-len auto does the same)")
     if not r.fits:
-        raise DoesNotFit(f"{r.model} on {r.gpu}: {r.failure}")
-    return r, notes
+        hint = None
+        if mml is None and r.largest_max_model_len:  # as `kvplan size` reports it
+            hint = (f"vLLM {r.version.text} has no --max-model-len auto (0.14+): simulate "
+                    f"--max-model-len {r.largest_max_model_len} or less")
+        raise DoesNotFit(f"{r.model} on {r.gpu}: {r.failure}", hint=hint)
+    return r, notes, args
+
+
+def v0_chunked_prefill(r: SizeResult, vendor: str = "nvidia") -> bool:
+    """Whether the V0 engine chunks prefills: the flag, else on for max_model_len over 32K
+    where V0 allows it (0.6.6 `create_engine_config`, 0.8-0.10 `_set_default_args_v0`)."""
+    asked = r.args.enable_chunked_prefill
+    if asked is not None:
+        return bool(asked)
+    return r.max_model_len > 32768 and v0_chunks_long_prompts(r.arch, r.args, vendor,
+                                                               r.version)
 
 
 def engine_config(r: SizeResult, seqs: int | None = None, admission_cap: int | None = None,
-                  queue_limit: int | None = None) -> Config:
+                  queue_limit: int | None = None, vendor: str = "nvidia") -> Config:
     # a group grows a block per block_size tokens unless it is a fixed set of Mamba states;
     # prefix caching's 'all' mode keeps a state per block as well as its fixed ones
     attn = [g for g in r.groups if not g.spec.is_state or g.spec.all_states]
     states = sum(g.spec.state_blocks for g in r.groups if g.spec.is_state)
-    return Config(num_blocks=r.usable_blocks, block_size=r.block_size,
+    v0 = not r.version.v1
+    # V0 has no null block; its block manager keeps 1 % of the blocks free at admission
+    # (`BlockSpaceManager(watermark=0.01)`: `int(watermark * num_gpu_blocks)`)
+    blocks = r.num_gpu_blocks if v0 else r.usable_blocks
+    prefix = r.args.enable_prefix_caching
+    return Config(num_blocks=blocks, block_size=r.block_size,
                   groups_per_token_block=max(1, len(attn)), state_blocks=states,
                   max_num_seqs=seqs or r.max_num_seqs,
                   max_num_batched_tokens=r.max_num_batched_tokens,
                   max_model_len=r.max_model_len, admission_cap=admission_cap,
-                  queue_limit=queue_limit, reserve_full_prompt=r.version.at_least(0, 19))
+                  queue_limit=queue_limit, reserve_full_prompt=r.version.at_least(0, 19),
+                  v0=v0, chunked_prefill=not v0 or v0_chunked_prefill(r, vendor),
+                  watermark_blocks=int(0.01 * r.num_gpu_blocks) if v0 else 0,
+                  prefix_caching=(not v0) if prefix is None else bool(prefix))
 
 
-def recommended_cap(r: SizeResult, wl: Workload) -> int:
-    d = capacity.demand(r.groups, wl, r.max_model_len)
-    return max(1, capacity.safe_max_num_seqs(d, r.usable_blocks, 0.01))
+def engine_notes(cfg: Config, r: SizeResult, wl: Workload) -> list[str]:
+    notes = []
+    if cfg.v0:
+        why = r.engine_note or f"vLLM {r.version.text} runs the V0 engine"
+        notes.append(f"{why}; simulated as V0: a request starts only when its whole sequence "
+                     f"fits with {cfg.watermark_blocks:,} blocks (1 %) to spare" + (
+                         "" if cfg.chunked_prefill else "; without chunked prefill a step "
+                         "prefills or decodes, not both"))
+    if wl.prefix_hit and not cfg.prefix_caching:
+        notes.append(f"--prefix-hit ignored: vLLM {r.version.text} "
+                     f"{'(V0) ' if cfg.v0 else ''}runs without prefix caching by default")
+    return notes
+
+
+def recommended(model: Model, gpu: Gpu, args: EngineArgs, version: str | None,
+                wl: Workload):
+    """`kvplan recommend`'s plan for this deployment at its defaults (1 % preemption risk,
+    no SLO): its --max-num-seqs and the pool vLLM leaves at that cap (`plan.result`)."""
+    from kvplan.core.plan import Targets, plan_one
+
+    return plan_one(model, gpu, replace(args, max_num_seqs=None), version, wl, Targets())
 
 
 def _context(r: SizeResult, wl: Workload, notes: list[str]) -> dict:
     return {"model": r.model, "gpu": r.gpu, "tensor_parallel_size": r.args.tensor_parallel_size,
             "max_model_len": r.max_model_len, "max_num_seqs": r.max_num_seqs,
             "max_num_batched_tokens": r.max_num_batched_tokens,
-            "usable_blocks": r.usable_blocks, "block_size": r.block_size,
+            # the engine's blocks: V0 has no null block
+            "usable_blocks": r.usable_blocks if r.version.v1 else r.num_gpu_blocks,
+            "block_size": r.block_size,
             "workload": wl.name, "notes": notes}
 
 
 def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
                queue_limit, ttft, tpot, rate, burstiness, concurrency, duration, requests,
                trace, extra=None) -> dict:
-    r, notes = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra)
-    cfg = engine_config(r, seqs, admission_cap, queue_limit)
+    r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra)
+    cfg = engine_config(r, seqs, admission_cap, queue_limit, gpu.vendor)
+    notes += engine_notes(cfg, r, wl)
     pm = perf.build(r, gpu)
+    cap = max(1, recommended(model, gpu, args, version, wl).max_num_seqs)
     tr = None
     if trace:
         from kvplan.sources.trace import read_trace
@@ -83,7 +138,7 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
                              hint="add a timestamp column, or use --rate / --concurrency")
         tr = list(zip(t.arrivals, t.prompts, t.outputs))
     if not (rate or concurrency or tr):
-        concurrency = max(1, recommended_cap(r, wl))
+        concurrency = cap
         notes.append(f"no load given: closed loop with {concurrency} clients (the recommended "
                      "cap)")
     load = Load(rate=rate, burstiness=burstiness, concurrency=concurrency, duration=duration,
@@ -96,7 +151,7 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
     st = simulate(cfg, pm, wl.clip(r.max_model_len), bounded(load), seed)
     out = summary(st, ttft, tpot)
     out.update(_context(r, wl, notes))
-    out["recommended_max_num_seqs"] = recommended_cap(r, wl)
+    out["recommended_max_num_seqs"] = cap
     out["series"] = st.series
     return out
 
@@ -118,32 +173,40 @@ def bounded(load: Load) -> Load:
 def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, requests,
               model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
               queue_limit, ttft, tpot, extra=None) -> SweepResult:
-    r, notes = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra)
+    r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra)
     pm = perf.build(r, gpu)
     wlc = wl.clip(r.max_model_len)
-    cap = recommended_cap(r, wlc)
+    notes += engine_notes(engine_config(r, vendor=gpu.vendor), r, wl)
+    plan = recommended(model, gpu, args, version, wl) if compare_cap else None
+    cap = max(1, plan.max_num_seqs) if plan else None
 
-    def one(v: float, engine_seqs: int | None, queue: int | None) -> dict:
-        cfg = engine_config(r, engine_seqs, admission_cap, queue)
+    def one(v: float, engine_seqs: int | None, queue: int | None,
+            rr: SizeResult = r, pmr: perf.PerfModel = pm) -> dict:
+        cfg = engine_config(rr, engine_seqs, admission_cap, queue, gpu.vendor)
         if axis == "concurrency":
             n = int(v)
             load = Load(concurrency=n, requests=requests or max(200, 3 * n),
                         duration=duration)
         else:
             load = Load(rate=v, duration=duration or 120.0, requests=requests)
-        st = simulate(cfg, pm, wlc, bounded(load), seed)
+        st = simulate(cfg, pmr, wlc, bounded(load), seed)
         s = summary(st, ttft, tpot)
         s[axis] = int(v) if axis == "concurrency" else round(v, 3)
         return s
 
     points = [one(v, seqs, queue_limit) for v in values]
     knee, collapse, latency = knee_and_collapse(points, axis)
-    # the fix: the recommended cap and a bounded queue (429 beyond), as `kvplan recommend`
-    # sets them when no TTFT SLO is given (two service times of waiting)
-    fix_queue = queue_limit if queue_limit is not None else 2 * cap
-    capped = [one(v, cap, fix_queue) for v in values] if compare_cap else None
-    res = SweepResult(axis, points, capped, cap if compare_cap else None, knee, collapse,
-                      latency, _context(r, wlc, notes))
-    if compare_cap:
+    # the fix: the recommended cap on the pool vLLM leaves at it, and a bounded queue (429
+    # beyond): two waiting requests per slot when no --queue-limit is given
+    capped, fix_queue = None, None
+    if plan is not None:
+        fix_queue = queue_limit if queue_limit is not None else 2 * cap
+        fix_pm = perf.build(plan.result, gpu)
+        capped = [one(v, cap, fix_queue, plan.result, fix_pm) for v in values]
+    res = SweepResult(axis, points, capped, cap, knee, collapse, latency,
+                      _context(r, wlc, notes))
+    if plan is not None:
         res.context["fix_queue_limit"] = fix_queue  # type: ignore[index]
+        res.context["fix_usable_blocks"] = engine_config(  # type: ignore[index]
+            plan.result, cap, vendor=gpu.vendor).num_blocks
     return res
