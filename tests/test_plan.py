@@ -490,3 +490,23 @@ def test_mla_moe_at_tp_gets_the_data_parallel_kv_figure():
     llama = resolve_model("meta-llama/Llama-3.1-70B-Instruct")
     assert dp_advice(llama, h200, size(llama, h200, EngineArgs(tensor_parallel_size=4),
                                        "0.33")) == []
+
+
+def test_prefix_cache_blocks_are_held_once():
+    # the shared prefix leaves each request's demand and is held once, as long as the longest
+    # running request's cached part: whole 16-token blocks of 80 % of the top rag prompt
+    from dataclasses import replace
+
+    r = size(Model("m", LLAMA31_8B), H100, EngineArgs(max_model_len=32768), "0.33")
+    wl = preset("rag").clip(32768)
+    top = min(wl.prompt.max, 32767)
+    d0 = capacity.demand(r.groups, wl, 32768)
+    d = capacity.demand(r.groups, replace(wl, prefix_hit=0.8), 32768)
+    assert d0.shared == 0
+    assert d.shared == math.ceil((min(int(top * 0.8), top - 1) // 16 * 16) / 16)
+    assert d.mean < d0.mean  # each request keeps only its own blocks
+    u = r.usable_blocks
+    assert capacity.mean_ceiling(d, u) == int((u - d.shared) / d.mean)
+    # the overflow tail is the same sum against the pool less the shared prefix
+    n = capacity.safe_max_num_seqs(d, u, 0.01)
+    assert d.overflow_prob(n, u) == replace(d, shared=0).overflow_prob(n, u - d.shared)

@@ -53,6 +53,9 @@ class Demand:
     hist: tuple[tuple[int, float], ...] = ()  # (value, probability)
     grid: tuple[tuple[float, float], ...] = ()  # (theta, tilted mean), increasing
     grid_means: tuple[float, ...] = ()
+    # blocks of the common prompt prefix the running batch shares through the prefix cache,
+    # held once (the longest one a request can hold); the demands above exclude it
+    shared: int = 0
 
     def _tilted(self, theta: float) -> tuple[float, float, float]:
         """log M(theta), tilted mean and tilted variance, from the histogram."""
@@ -82,12 +85,14 @@ class Demand:
 
     def overflow_prob(self, n: int, usable: int) -> float:
         """P(sum of n demands > usable), lattice saddlepoint approximation."""
+        usable -= self.shared
         if n <= 0 or n * self.hist[-1][0] <= usable:
             return 0.0
         k = usable + 1  # overflow: S >= usable + 1
         a = k / n
         if a <= self.mean:
-            return max(0.5, self.overflow_bound(n, usable) if a > self.mean else 1.0)
+            return max(0.5, self.overflow_bound(n, usable + self.shared)
+                       if a > self.mean else 1.0)
         theta = self._solve(a)
         lm, _, var = self._tilted(theta)
         big_k = n * lm
@@ -101,6 +106,7 @@ class Demand:
 
     def overflow_bound(self, n: int, usable: int) -> float:
         """Chernoff: P(sum of n demands > usable) <= min_theta exp(n log M - theta usable)."""
+        usable -= self.shared
         if n <= 0:
             return 0.0
         if n * self.samples[-1] <= usable:
@@ -112,6 +118,7 @@ class Demand:
 
     def overflow_mc(self, n: int, usable: int, trials: int, rng: random.Random) -> float:
         """Monte Carlo estimate of the same probability (independent of the bound)."""
+        usable -= self.shared
         s = self.samples
         over = 0
         for _ in range(trials):
@@ -146,6 +153,14 @@ def _demand(groups: list[Group], wl: Workload, max_model_len: int, seed: int) ->
     for o in outs:  # size-biased: a request is seen in the batch in proportion to its length
         acc += o
         cum.append(acc)
+    # prefix caching shares whole blocks of a prompt's cached part (at most prompt - 1
+    # tokens: `KVCacheManager.get_computed_blocks`); the common prefix is held once, as long
+    # as the longest running request's (evictable, so free, when nobody holds it)
+    bs = max((g.spec.block_size for g in groups), default=1)
+
+    def cached(p: int) -> int:
+        return min(int(p * wl.prefix_hit), p - 1) // bs * bs if wl.prefix_hit else 0
+
     samples = []
     for _ in range(SAMPLES):
         o = outs[bisect.bisect_left(cum, rng.random() * acc)]
@@ -153,8 +168,9 @@ def _demand(groups: list[Group], wl: Workload, max_model_len: int, seed: int) ->
         p = min(p, max_model_len - 1)
         age = int(rng.random() * o)
         tokens = min(max_model_len, p + age)
-        shared = int(p * wl.prefix_hit)
-        samples.append(_group_blocks(groups, tokens - shared) if groups else 1)
+        samples.append(_group_blocks(groups, tokens - cached(p)) if groups else 1)
+    top_prefix = cached(min(wl.prompt.max, max_model_len - 1))
+    shared = _group_blocks(groups, top_prefix) if groups and top_prefix else 0
     samples.sort()
     top = samples[-1]
     mean = sum(samples) / len(samples)
@@ -183,7 +199,7 @@ def _demand(groups: list[Group], wl: Workload, max_model_len: int, seed: int) ->
         grid.append((theta, m1 / m0))
     worst = _group_blocks(groups, max_model_len) if groups else 1
     return Demand(tuple(samples), mean, worst, tuple(lmgf), hist, tuple(grid),
-                  tuple(m for _, m in grid))
+                  tuple(m for _, m in grid), shared)
 
 
 def safe_max_num_seqs(d: Demand, usable: int, risk: float, cap: int = 4096,
@@ -236,9 +252,9 @@ def safe_max_num_seqs(d: Demand, usable: int, risk: float, cap: int = 4096,
 
 def guaranteed_max_num_seqs(d: Demand, usable: int) -> int:
     """Every admitted sequence may reach max_model_len: no preemption ever."""
-    return usable // d.worst if d.worst else 0
+    return max(0, usable - d.shared) // d.worst if d.worst else 0
 
 
 def mean_ceiling(d: Demand, usable: int) -> int:
     """Batch at which the pool is full on average: preemption starts around here."""
-    return int(usable / d.mean) if d.mean else 0
+    return int(max(0, usable - d.shared) / d.mean) if d.mean else 0
