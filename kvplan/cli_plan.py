@@ -107,6 +107,18 @@ def _args(mml, kvd, util, mnbt, tp=1, env=None, version=None):
     return a
 
 
+def _shell_env(env: list[str]) -> list[str]:
+    """NAME=VALUE with the value shell-quoted where it needs it (a plain value, as every
+    modelled variable takes, stays plain: a dotenv, $GITHUB_ENV and `docker --env-file` line)."""
+    import shlex
+
+    out = []
+    for item in env:
+        name, _, value = item.partition("=")
+        out.append(f"{name}={shlex.quote(value)}")
+    return out
+
+
 def memory_extras(enable_lora: bool, max_loras: int, max_lora_rank: int,
                   speculative_config: str | None, catalog: list[str] | None,
                   version: str | None = None) -> dict:
@@ -191,8 +203,12 @@ def register(app: typer.Typer) -> None:
         n_plus_one: bool = typer.Option(False, "--n-plus-one", help="One spare replica."),
         engine: str = typer.Option("vllm", "--engine", help="vllm | sglang | tgi"),
         emit_flags: bool = typer.Option(False, "--emit-flags", help="Print only the engine "
-                                        "flags, shell-quoted, on one line."),
-        top: int = typer.Option(3, "--top", help="Deployments shown side by side."),
+                                        "flags, shell-quoted, on one line (exit 1 prints "
+                                        "none: guard $(...) with || exit 1)."),
+        emit_env: bool = typer.Option(False, "--emit-env", help="Print only the environment "
+                                      "the plan was sized with, NAME=VALUE lines (none when "
+                                      "it needs none)."),
+        top: int = typer.Option(3, "--top", help="Deployments shown side by side (>= 1)."),
         enable_lora: bool = LORA, max_loras: int = MAX_LORAS, max_lora_rank: int = LORA_RANK,
         speculative_config: Optional[str] = SPEC,
         vllm_version: Optional[str] = VERSION, env: Optional[list[str]] = ENV,
@@ -214,8 +230,21 @@ def register(app: typer.Typer) -> None:
         for name, v in (("--ttft", ttft), ("--tpot", tpot)):
             if v is not None and v <= 0:
                 raise BadInput(f"{name} must be positive")
+        if top < 1:
+            raise BadInput(f"--top must be >= 1, got {top}", hint="it counts the deployments "
+                           "shown, the recommended one first")
+        chosen = [n for n, on in (("--emit-flags", emit_flags), ("--emit-env", emit_env),
+                                  ("--json", as_json)) if on]
+        if len(chosen) > 1:
+            raise BadInput(f"{' and '.join(chosen)} each choose what is printed",
+                           hint="give one; --json carries the flags, env and command")
         wl = build_workload(workload, prompt_tokens, output_tokens, trace, rate, peak_rate,
                             burstiness, users, think_time, prefix_hit)
+        if wl.peak_rate is not None and wl.rate is not None and wl.peak_rate < wl.rate:
+            src = "--rate" if rate is not None else "the trace's rate,"
+            raise BadInput(f"--peak-rate {wl.peak_rate:g} is below {src} {wl.rate:g} req/s",
+                           hint="the peak is the highest arrival rate to stay stable at: "
+                           "give one at or above the sustained rate, or leave it out")
         t = Targets(rate=wl.rate, peak_rate=wl.peak_rate, ttft_p95_s=ttft, tpot_ms=tpot,
                     preempt_risk=preempt_risk, policy=policy,
                     target_utilization=target_utilization, redundancy=1 if n_plus_one else 0)
@@ -232,7 +261,14 @@ def register(app: typer.Typer) -> None:
         if emit_flags:
             import shlex
 
+            if rec.env:  # `vllm serve M $(...)` alone starts without them
+                sys.stderr.write(f"kvplan: warning: the plan was sized with {' '.join(rec.env)} "
+                                 "in vLLM's environment, which --emit-flags does not print: "
+                                 "start vLLM with it (--emit-env prints it) or its pool is "
+                                 "not the one planned\n")
             sys.stdout.write(shlex.join(rec.flags) + "\n")
+        elif emit_env:
+            sys.stdout.write("".join(f"{e}\n" for e in _shell_env(rec.env)))
         elif as_json:
             sys.stdout.write(json.dumps(rec.to_json(), indent=2) + "\n")
         else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass, field
 
 from kvplan import catalog as cat_mod
@@ -31,6 +33,7 @@ class Recommendation:
     flags: list[str]
     command: str
     advice: list[str] = field(default_factory=list)
+    env: list[str] = field(default_factory=list)  # NAME=VALUE the command's vLLM needs
 
     @property
     def best(self) -> Plan:
@@ -60,7 +63,7 @@ class Recommendation:
         return {**row(b), "model": self.model.id, "engine": self.engine,
                 "workload": self.workload.name, "rate": self.targets.rate,
                 "preempt_risk": self.targets.preempt_risk, "policy": self.targets.policy,
-                "flags": self.flags, "command": self.command,
+                "flags": self.flags, "env": self.env, "command": self.command,
                 "alternatives": [row(p) for p in self.plans[1:]],
                 "advice": self.advice + b.notes, "rejected": self.rejected}
 
@@ -75,6 +78,9 @@ def _gpus(spec: str | None, catalogs: list[str] | None):
 
 
 def _tps(spec: str, model: Model) -> list[int]:
+    """The TP sizes to try: `auto` (1, 2, 4, 8; one that does not divide the heads is a
+    rejected candidate) or the user's list, each checked against the model's attention heads
+    as vLLM checks them (bad input: no GPU changes it)."""
     s = str(spec).strip().lower()
     if s == "auto":
         return [1, 2, 4, 8]
@@ -85,21 +91,76 @@ def _tps(spec: str, model: Model) -> list[int]:
                        hint="use N, a list (1,2,4) or auto") from None
     if not vals or vals[0] < 1:
         raise BadInput("--tensor-parallel-size must be >= 1")
+    from kvplan.core.arch import normalize
+
+    heads = normalize(model.config).num_attention_heads
+    bad = [tp for tp in vals if heads and heads % tp]
+    if bad:  # as `kvplan size` says it (sizing._validate_parallel)
+        ok = [d for d in range(1, min(heads, 16) + 1) if heads % d == 0]
+        raise BadInput(f"vLLM rejects --tensor-parallel-size {bad[0]}: {heads} attention "
+                       f"heads are not divisible by {bad[0]}",
+                       hint=f"use one of {', '.join(map(str, ok))}",
+                       flag="tensor_parallel_size")
     return vals
+
+
+def _kv_dtypes(spec: str, version: str | None) -> list[str]:
+    """The `|`-separated --kv-cache-dtype names, each one the release accepts (bad input
+    otherwise: a typo must not vanish into the rejected candidates)."""
+    from kvplan.core.versions import VllmVersion
+
+    v = VllmVersion.of(version)
+    allowed = v.kv_cache_dtypes
+    names: list[str] = []
+    for x in (spec or "").split("|"):
+        k = x.strip().lower()  # as vLLM's choices spell them (and `size` reads them)
+        if not k or k in names:
+            continue
+        if k not in allowed:
+            close = difflib.get_close_matches(k, allowed, n=2, cutoff=0.6)
+            raise BadInput(f"--kv-cache-dtype {x.strip()} is not accepted by vLLM {v.text}",
+                           hint=f"did you mean {' or '.join(close)}?" if close else
+                           "choose one of " + ", ".join(allowed), flag="kv_cache_dtype")
+        names.append(k)
+    return names or ["auto"]
+
+
+_LARGEST = re.compile(r"the largest max_model_len that fits is (\d+)")
+
+
+def _no_fit_hint(rejected: list[str], t: Targets, gpu_spec: str | None, tp_spec: str,
+                 kvs: list[str]) -> str:
+    """What to change when no candidate is feasible, from what the candidates failed on."""
+    parts = []
+    fits = [(int(m.group(1)), r.split(":", 1)[0]) for r in rejected
+            if (m := _LARGEST.search(r))]
+    if fits:  # the context does not fit: the largest that does, on the best candidate
+        n, where = max(fits)
+        parts.append(f"--max-model-len {n} fits on {where}")
+    if t.tpot_ms is not None or t.ttft_p95_s is not None:
+        parts.append("relax --tpot/--ttft")
+    if str(gpu_spec).strip().lower() != "any" or str(tp_spec).strip().lower() != "auto":
+        parts.append("allow more GPUs (--gpu any, -tp auto)")
+    if not any(k.lower().startswith("fp8") for k in kvs):
+        parts.append("try --kv-cache-dtype 'auto|fp8'")
+    if not parts:
+        return "--json lists every candidate and why it was rejected"
+    return " or ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
 
 
 def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
               base: EngineArgs, version: str | None, wl: Workload, t: Targets, engine: str,
               catalogs: list[str] | None, top: int = 3) -> Recommendation:
+    if top < 1:
+        raise BadInput(f"--top must be >= 1, got {top}")
     gpus = _gpus(gpu_spec, catalogs)
-    kvs = [k.strip() for k in kv_spec.split("|") if k.strip()] or ["auto"]
-    plans, rejected = search(model, gpus, base, version, wl, t, _tps(tp_spec, model), kvs,
-                             limit=max(top, 1))
+    kvs = _kv_dtypes(kv_spec, version)
+    tps = _tps(tp_spec, model)
+    plans, rejected = search(model, gpus, base, version, wl, t, tps, kvs, limit=top)
     if not plans:
         detail = "; ".join(rejected[:3]) if rejected else "no candidate"
         raise DoesNotFit(f"no deployment meets the targets: {detail}",
-                         hint="relax --tpot/--ttft, allow more GPUs (--gpu any, -tp auto) "
-                              "or --kv-cache-dtype auto|fp8")
+                         hint=_no_fit_hint(rejected, t, gpu_spec, tp_spec, kvs))
     best = plans[0]
     flags = flags_for(best, engine)
     if engine == "vllm":
@@ -109,6 +170,11 @@ def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
         if bad:  # a bug in kvplan, not in the user's input: never emit a flag vLLM rejects
             raise RuntimeError(f"emitted flags unknown to vLLM {version}: {bad}")
     cmd = command_for(best, engine, model.id)
+    env = []
+    if engine == "vllm":
+        from kvplan.engines.vllm_env import env_for
+
+        env = env_for(best.result.args)
     advice = length_advice(best.result, wl.clip(best.max_model_len)) + kv_format_advice(
         best.result) + (dp_advice(model, best.gpu, best.result) if engine == "vllm" else [])
-    return Recommendation(model, wl, t, engine, plans, rejected, flags, cmd, advice)
+    return Recommendation(model, wl, t, engine, plans, rejected, flags, cmd, advice, env)

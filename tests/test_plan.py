@@ -169,6 +169,78 @@ def test_search_ranks_by_cost(capsys):
     assert costs == sorted(costs)
 
 
+def _brute_force(model, gpus, wl, t, kvs):
+    """Every candidate planned on its own pool, sorted as `search` ranks."""
+    from dataclasses import replace
+
+    from kvplan.core import plan as P
+
+    out = []
+    for g in gpus:
+        for tp in (1, 2, 4, 8):
+            for kv in kvs:
+                try:
+                    q = P.plan_one(model, g, replace(EngineArgs(), tensor_parallel_size=tp,
+                                                     kv_cache_dtype=kv), None, wl, t)
+                except BadInput:
+                    continue
+                if q.feasible:
+                    out.append(q)
+    return sorted(out, key=P._rank_key)
+
+
+@pytest.mark.parametrize("model,workload,rate", [
+    ("meta-llama/Llama-3.1-8B-Instruct", "chat", 30),
+    ("meta-llama/Llama-3.1-8B-Instruct", "chat", 50),
+    ("meta-llama/Llama-3.1-70B-Instruct", "rag", 5),
+])
+def test_search_returns_the_cheapest_plans_on_their_own_pools(model, workload, rate):
+    """review 22 #3: ranked after re-sizing, over every candidate that could still rank, so
+    the result is the brute force's (re-sizing moves a cost either way: a cap below the
+    default grows the pool, one above it shrinks it)."""
+    from kvplan.core import plan as P
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m = resolve_model(model, None)
+    gpus = [resolve_gpu(g, None, None) for g in ("a40", "gh200", "a100-pcie-80gb", "l40s")]
+    wl = preset(workload)
+    wl.rate = rate
+    t = P.Targets(rate=rate)
+    everything = [P._rank_key(q) for q in _brute_force(m, gpus, wl, t, ["auto", "fp8"])]
+    assert len(everything) > 12
+    for limit in (1, 3, 12):
+        plans, _ = P.search(m, gpus, EngineArgs(), None, wl, t, [1, 2, 4, 8],
+                            ["auto", "fp8"], limit=limit)
+        assert [P._rank_key(q) for q in plans] == everything[:limit]
+
+
+def test_recommended_plan_does_not_depend_on_top(capsys):
+    """The old search re-planned the first-pass top 3 only and never re-sorted: at 30 req/s it
+    recommended an 8-GPU a40 plan at $3.92/h above a $2.98/h gh200 plan in its own table."""
+    argv = ["recommend", "meta-llama/Llama-3.1-8B-Instruct", "--workload", "chat", "--rate",
+            "30", "--gpu", "a40,gh200,a100-pcie-80gb", "-tp", "auto", "--kv-cache-dtype",
+            "auto|fp8", "--json"]
+    rows = {}
+    for top in ("1", "3", "12"):
+        code, out, err = run(capsys, *argv, "--top", top)
+        assert code == 0, err
+        d = json.loads(out)
+        rows[top] = [d] + d["alternatives"]
+        assert len(rows[top]) == int(top)
+        keys = [(r["cost_per_hour"], r["total_gpus"], -r["per_replica_output_tokens_per_s"])
+                for r in rows[top]]
+        assert keys == sorted(keys)
+    def pick(r):
+        return (r["gpu"], r["tensor_parallel_size"], r["kv_cache_dtype"], r["max_num_seqs"])
+
+    assert [pick(r) for r in rows["1"]] == [pick(r) for r in rows["12"][:1]]
+    assert [pick(r) for r in rows["3"]] == [pick(r) for r in rows["12"][:3]]
+    code, out, _ = run(capsys, *argv[:-1], "--top", "12")
+    table = out.split("Alternatives (ranked by cost)")[1]
+    costs = [float(line.split()[-2]) for line in table.splitlines()[2:14]]
+    assert costs == sorted(costs) and len(costs) == 12
+
+
 def test_users_per_gpu(capsys):
     code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
                          "--users", "2000", "--think-time", "20", "--max-model-len", "16384",
@@ -232,10 +304,67 @@ def test_an_absurd_ttft_slo_is_no_queue_limit_not_a_crash(capsys):
     (("--workload", "chatt"), "did you mean chat"),
     (("--preempt-risk", "2"), "--preempt-risk must be between 0 and 1"),
     (("--policy", "yolo"), "is not risk or guaranteed"),
+    # review 22 #9: bad input, not "no deployment meets the targets" (exit 1)
+    (("--kv-cache-dtype", "fp9"),
+     "--kv-cache-dtype fp9 is not accepted by vLLM 0.33 (did you mean fp8"),
+    (("--kv-cache-dtype", "fp8|nvfp4|turboquant_4bit_nc|bogus"),
+     "--kv-cache-dtype bogus is not accepted by vLLM 0.33 (choose one of auto, fp8,"),
+    (("--kv-cache-dtype", "auto|nvfp4", "--vllm-version", "0.18"),
+     "--kv-cache-dtype nvfp4 is not accepted by vLLM 0.18"),
+    (("-tp", "3"), "vLLM rejects --tensor-parallel-size 3: 32 attention heads are not "
+     "divisible by 3 (use one of 1, 2, 4, 8, 16)"),
+    (("-tp", "2,6"), "vLLM rejects --tensor-parallel-size 6: 32 attention heads"),
+    # review 22 #16: refused, not silently bent
+    (("--top", "0"), "--top must be >= 1, got 0"),
+    (("--rate", "5", "--peak-rate", "2"), "--peak-rate 2 is below --rate 5 req/s"),
+    (("--rate", "5", "--emit-flags", "--json"), "--emit-flags and --json each choose what"),
+    (("--rate", "5", "--emit-flags", "--emit-env"), "--emit-flags and --emit-env each"),
 ])
 def test_bad_plan_input(capsys, args, msg):
-    code, _, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100", *args)
-    assert code == 2 and msg in err
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100", *args)
+    assert code == 2 and msg in err and out == ""
+    assert err.count("\n") == 1 and "no deployment meets" not in err
+
+
+def test_a_peak_below_the_traces_rate_is_refused(tmp_path, capsys):
+    t = tmp_path / "t.jsonl"
+    t.write_text("\n".join(json.dumps({"prompt_tokens": 500, "output_tokens": 200,
+                                       "timestamp": i * 0.1}) for i in range(50)))
+    code, _, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
+                       "--trace", str(t), "--peak-rate", "4")
+    assert code == 2 and "--peak-rate 4 is below the trace's rate, 10 req/s" in err
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
+                         "--rate", "5", "--peak-rate", "5", "--json")
+    assert code == 0, err  # a peak equal to the rate is a flat load
+
+
+def test_a_typo_in_a_kv_list_or_a_duplicate_is_not_a_rejected_candidate(capsys):
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
+                         "--rate", "5", "--kv-cache-dtype", "fp8|FP8|fp8", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["kv_cache_dtype"] == "fp8" and d["rejected"] == []
+    assert len(d["alternatives"]) == 0  # one candidate, not three
+
+
+def test_no_fit_hint_names_the_largest_max_model_len(capsys):
+    """review 22 #15: the failure names the largest length that fits; the hint offers it,
+    and no SLO knob when no SLO was given."""
+    import re
+
+    code, out, err = run(capsys, "recommend", "meta-llama/Llama-3.1-70B-Instruct", "--gpu",
+                         "h100", "-tp", "2", "--kv-cache-dtype", "fp8", "--workload", "rag",
+                         "--rate", "5")
+    assert code == 1 and out == ""
+    n = re.search(r"the largest max_model_len that fits is (\d+)", err).group(1)
+    hint = err[err.index(f"(--max-model-len {n} "):]
+    assert hint == (f"(--max-model-len {n} fits on h100-sxm TP2 fp8 or allow more GPUs "
+                    "(--gpu any, -tp auto))\n")  # no SLO was given; fp8 was tried
+    assert "h100-sxm TP2 fp8: max_model_len 131072 needs" in err  # not "h100-sxm TP2:" twice
+    code, out, _ = run(capsys, "recommend", "meta-llama/Llama-3.1-70B-Instruct", "--gpu",
+                       "h100", "-tp", "2", "--kv-cache-dtype", "fp8", "--workload", "rag",
+                       "--rate", "5", "--max-model-len", n, "--json")
+    assert code == 0 and json.loads(out)["max_model_len"] == int(n)
 
 
 @pytest.mark.parametrize("version", ["0.6", "0.8.5", "0.10.2", "0.11", "0.14", "0.18", "0.20.2",
@@ -406,7 +535,6 @@ def test_recommended_cap_is_safe_on_its_own_pool(capsys):
     assert rec["replicas"] == 8
 
 
-
 def _own_pool_cap(m, gpu, args, version, wl, t, n):
     """The policy's cap on the pool vLLM leaves at --max-num-seqs n (-1: it does not start)."""
     from dataclasses import replace
@@ -510,3 +638,76 @@ def test_prefix_cache_blocks_are_held_once():
     # the overflow tail is the same sum against the pool less the shared prefix
     n = capacity.safe_max_num_seqs(d, u, 0.01)
     assert d.overflow_prob(n, u) == replace(d, shared=0).overflow_prob(n, u - d.shared)
+
+
+def test_emit_flags_warns_of_the_env_the_plan_needs_and_emit_env_prints_it(capsys):
+    """review 22 #8: `vllm serve M $(... --emit-flags)` loses VLLM_ROCM_MOE_PADDING=0 (20.6 GiB
+    of KV per MI300X here): said on stderr; --emit-env and JSON `env` carry it."""
+    import shlex
+
+    base = ["recommend", "Qwen/Qwen3-VL-30B-A3B-Instruct", "--gpu", "mi300x", "--vllm-version",
+            "0.18", "--workload", "chat", "--rate", "5"]
+    env = ["--env", "VLLM_ROCM_MOE_PADDING=0"]
+    code, out, err = run(capsys, *base, *env, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["env"] == ["VLLM_ROCM_MOE_PADDING=0"]
+    assert d["command"] == shlex.join([*d["env"], "vllm", "serve", d["model"], *d["flags"]])
+    code, flags, err = run(capsys, *base, *env, "--emit-flags")
+    assert code == 0 and shlex.split(flags) == d["flags"]
+    assert err == ("kvplan: warning: the plan was sized with VLLM_ROCM_MOE_PADDING=0 in vLLM's "
+                   "environment, which --emit-flags does not print: start vLLM with it "
+                   "(--emit-env prints it) or its pool is not the one planned\n")
+    code, out, err = run(capsys, *base, *env, "--emit-env")
+    assert (code, out, err) == (0, "VLLM_ROCM_MOE_PADDING=0\n", "")
+    # sized without it: nothing to carry, nothing said
+    code, out, err = run(capsys, *base, "--emit-env")
+    assert (code, out, err) == (0, "", "")
+    code, out, err = run(capsys, *base, "--emit-flags")
+    assert code == 0 and out.startswith("--max-model-len ") and err == ""
+    code, out, _ = run(capsys, *base, "--json")
+    assert json.loads(out)["env"] == []
+
+
+def test_recommend_wording_says_what_each_figure_is(capsys):
+    """review 22 #15: served demand is not capacity; the admission line names the TTFT SLO
+    only when one was given; the KV line says which figures are per GPU and per replica."""
+    argv = ["recommend", "llama-3.1-70b-instruct", "--gpu", "h100", "-tp", "2",
+            "--kv-cache-dtype", "fp8", "--workload", "rag", "--max-model-len", "32768"]
+    code, out, err = run(capsys, *argv, "--rate", "5")
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    code, js, _ = run(capsys, *argv, "--rate", "5", "--json")
+    d = json.loads(js)
+    r = size(_model("llama-3.1-70b-instruct"), _gpu("h100"),
+             EngineArgs(tensor_parallel_size=2, kv_cache_dtype="fp8", max_model_len=32768,
+                        max_num_seqs=d["max_num_seqs"]), None)
+    assert (f"{r.budget.kv_pool / 2**30:.1f} GiB/GPU     fp8; {r.num_gpu_blocks:,} blocks of "
+            f"{r.block_size} tokens per replica ({r.kv_cache_tokens:,} tokens as vLLM logs it, "
+            "each block split over its 2 GPUs)") in rows["KV"]
+    assert rows["served"].split()[1:] == [f"{d['daily_output_tokens'] / 1e9:.2f}", "B",
+                                          "tok/day", "output", "tokens", "the",
+                                          f"{d['replicas']}", "replicas", "serve", "at", "5",
+                                          "req/s", "(the", "demand,", "not", "a", "ceiling)"]
+    assert "capacity" not in rows
+    assert rows["admission"].endswith("per replica; reject with 429 beyond (about two service "
+                                      "times of queueing; --ttft sizes it to an SLO)")
+    code, out, err = run(capsys, *argv, "--rate", "5", "--ttft", "5")
+    assert code == 0, err
+    assert "(keeps queueing inside the TTFT SLO)" in out
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert "  capacity " in out and "output tokens at 80% utilisation (no --rate given)" in out
+    assert "  served " not in out
+
+
+def _model(name):
+    from kvplan.sources.resolve import resolve_model
+
+    return resolve_model(name, None)
+
+
+def _gpu(name):
+    from kvplan.sources.resolve import resolve_gpu
+
+    return resolve_gpu(name, None, None)

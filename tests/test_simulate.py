@@ -410,3 +410,19 @@ def test_simulate_json_keys_are_documented(capsys):
         sweep["with_recommended_cap"][0])
     assert keys - documented == set()
     assert "series" not in single
+
+
+def test_header_prints_vllms_block_count_and_the_usable_ones(capsys):
+    """review 22 #15: `size` and `recommend` print num_gpu_blocks; the header printed the
+    usable blocks (one fewer, the null block) as if they were the same figure."""
+    from kvplan.core.sizing import EngineArgs, size
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    code, out, err = run(capsys, "simulate", "llama-3.1-8b-instruct", "--gpu", "h100",
+                         "--max-model-len", "8192", "--max-num-seqs", "64", "--rate", "2",
+                         "--duration", "10")
+    assert code == 0, err
+    r = size(resolve_model("llama-3.1-8b-instruct", None), resolve_gpu("h100", None, None),
+             EngineArgs(max_model_len=8192, max_num_seqs=64))
+    assert (f" · {r.num_gpu_blocks:,} blocks of 16 ({r.num_gpu_blocks - 1:,} usable) · "
+            "max_num_seqs 64") in out.splitlines()[0]

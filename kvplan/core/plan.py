@@ -385,11 +385,42 @@ def length_advice(r: SizeResult, wl: Workload) -> list[str]:
     return notes
 
 
+def _rank_key(p: Plan) -> tuple[float, int, float]:
+    """Cheapest first, then fewer GPUs, then more tokens/s per replica."""
+    return (p.cost_per_hour if p.cost_per_hour is not None else math.inf, p.total_gpus,
+            -p.per_replica_tokens_per_s)
+
+
+def _floor_key(p: Plan) -> tuple[float, int, float]:
+    """A key no plan of p's candidate ranks ahead of, whatever its cap: one replica (the
+    fewest a plan has) at the candidate's $/h, and no bound on its tokens/s."""
+    g = p.gpus_per_replica
+    price = p.gpu.price_per_hour
+    return (price * g if price else math.inf, g, -math.inf)
+
+
+def _reason(e: BadInput, gpu: Gpu, tp: int) -> str:
+    """The message without the "GPU TPn: " `plan_one` puts first (the rejection names it)."""
+    return e.message.removeprefix(f"{gpu.id} TP{tp}: ")
+
+
 def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
            wl: Workload, t: Targets, tps: list[int], kv_dtypes: list[str],
            limit: int = 5) -> tuple[list[Plan], list[str]]:
-    """Every (GPU, TP, KV dtype) candidate; feasible ones ranked by cost, then GPUs."""
-    plans, rejected = [], []
+    """Every (GPU, TP, KV dtype) candidate; the `limit` cheapest feasible plans (then fewer
+    GPUs, then more tokens/s), each planned on the pool its own --max-num-seqs leaves.
+
+    The first pass plans every candidate on the default pool (`resize_pool=False`, one
+    sizing each). Re-sizing moves a plan's cap, and so its replicas and cost, either way:
+    a cap below the default grows the pool (a higher cap, usually fewer replicas), one above
+    it shrinks the pool (a lower cap, sometimes more replicas), and the TTFT of a cap close
+    to max_num_batched_tokens is not monotone in it either. So no first-pass cost bounds the
+    re-sized one except the floor of one replica at the candidate's price (`_floor_key`).
+    Candidates are re-planned in first-pass order (close to the final one, so the bar falls
+    fast), skipping each whose floor cannot reach the `limit`-th best re-sized plan: the
+    result is that of re-planning every candidate the first pass finds feasible."""
+    first: list[tuple[Plan, str]] = []
+    rejected: list[str] = []
     for gpu in gpus:
         for tp in tps:
             for kv in kv_dtypes:
@@ -399,19 +430,28 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
                 except BadInput as e:
                     if (e.flag != "tensor_parallel_size" or a.enable_expert_parallel
                             or not normalize(model.config).num_experts):
-                        rejected.append(f"{gpu.id} TP{tp} {kv}: {e.message}")
+                        rejected.append(f"{gpu.id} TP{tp} {kv}: {_reason(e, gpu, tp)}")
                         continue
                     try:  # e.g. an FP8 expert-block split: expert parallelism keeps experts whole
                         a = replace(a, enable_expert_parallel=True)
                         p = plan_one(model, gpu, a, version, wl, t, resize_pool=False)
                     except BadInput as e2:
-                        rejected.append(f"{gpu.id} TP{tp} {kv}: {e2.message}")
+                        rejected.append(f"{gpu.id} TP{tp} {kv}: {_reason(e2, gpu, tp)}")
                         continue
                 if p.feasible:
-                    plans.append(p)
+                    first.append((p, f"{gpu.id} TP{tp} {kv}"))
                 else:
                     rejected.append(f"{gpu.id} TP{tp} {kv}: {p.why_not}")
-    plans.sort(key=lambda p: (p.cost_per_hour if p.cost_per_hour is not None else math.inf,
-                              p.total_gpus, -p.per_replica_tokens_per_s))
-    return [plan_one(model, p.gpu, p.result.args, version, wl, t)
-            for p in plans[:limit]], rejected
+    first.sort(key=lambda c: _rank_key(c[0]))
+    best: list[Plan] = []
+    for p, name in first:
+        if len(best) >= limit and _floor_key(p) > _rank_key(best[-1]):
+            continue  # ranks below the plans returned, whatever its re-sized cap
+        q = plan_one(model, p.gpu, p.result.args, version, wl, t)
+        if not q.feasible:  # e.g. a cap raised on the larger pool: a longer prefill than --ttft
+            rejected.append(f"{name}: {q.why_not}")
+            continue
+        best.append(q)
+        best.sort(key=_rank_key)  # stable: equal keys keep the first-pass order
+        del best[limit:]
+    return best, rejected

@@ -57,6 +57,29 @@ def render_curve(c, stream=None) -> None:
     out.write("\n".join(lines) + "\n")
 
 
+def kv_detail(b) -> str:
+    """The pool's dtype and blocks, with the unit each figure is in: blocks are the
+    replica's (every GPU of it holds its share of each block), GiB are per GPU."""
+    r = b.result
+    g = b.gpus_per_replica
+    per = f", each block split over its {g} GPUs" if g > 1 else ""
+    return (f"{r.kv_dtype}; {fmt_int(r.num_gpu_blocks)} blocks of {r.block_size} tokens per "
+            f"replica ({fmt_int(r.kv_cache_tokens)} tokens as vLLM logs it{per})")
+
+
+def daily_row(b, rec) -> list[str]:
+    """Output tokens a day: what the fleet serves at the rate, or one replica's at the
+    target utilisation without one."""
+    t = rec.targets
+    value = f"{b.daily_output_tokens / 1e9:.2f} B tok/day"
+    if t.rate or rec.workload.users:
+        load = f"at {t.rate:g} req/s" if t.rate else f"for {rec.workload.users:,} users"
+        return ["served", value, f"output tokens the {b.replicas} replica"
+                f"{'s' if b.replicas != 1 else ''} serve {load} (the demand, not a ceiling)"]
+    return ["capacity", value, f"output tokens at {t.target_utilization:.0%} utilisation "
+            "(no --rate given)"]
+
+
 def render_recommendation(rec, stream=None) -> None:
     out = stream or sys.stdout
     p = Painter(use_color(out))
@@ -75,19 +98,19 @@ def render_recommendation(rec, stream=None) -> None:
          f"{t.preempt_risk:.0%} preemption risk: {b.safe_seqs}, guaranteed (every request at "
          f"max_model_len): {b.guaranteed_seqs}, pool full on average at {b.kv_ceiling}"],
         ["--max-model-len", fmt_int(b.max_model_len), ""],
-        ["KV cache", f"{r.budget.kv_pool / 2**30:.1f} GiB", f"{r.kv_dtype}, "
-         f"{fmt_int(r.num_gpu_blocks)} blocks of {r.block_size} tokens per replica"],
+        ["KV cache", f"{r.budget.kv_pool / 2**30:.1f} GiB/GPU", kv_detail(b)],
         ["throughput", f"{fmt_int(b.per_replica_tokens_per_s)} tok/s",
          f"per replica at batch {b.max_num_seqs}; {b.utilization:.0%} utilised"],
         ["TPOT p50", f"{b.tpot_p50_ms:.1f} ms", f"SLO {t.tpot_ms:g} ms" if t.tpot_ms else ""],
         ["TTFT p95", f"{b.ttft_p95_s:.2f} s", (f"SLO {t.ttft_p95_s:g} s; " if t.ttft_p95_s
                                                 else "") + "prefill + M/M/c queueing"],
-        ["admission", f"queue ≤ {b.queue_depth_limit}", "per replica; reject with 429 "
-         "beyond (keeps queueing inside the TTFT SLO)"],
+        ["admission", f"queue ≤ {b.queue_depth_limit}", "per replica; reject with 429 beyond "
+         + ("(keeps queueing inside the TTFT SLO)" if t.ttft_p95_s else
+            "(about two service times of queueing; --ttft sizes it to an SLO)")],
         ["cost", f"${b.cost_per_hour:,.2f}/h" if b.cost_per_hour else "-",
          f"${b.cost_per_million:.3f} per 1M output tokens" if b.cost_per_million else
          "no GPU price in the catalog"],
-        ["capacity", f"{b.daily_output_tokens / 1e9:.2f} B tok/day", ""],
+        daily_row(b, rec),
     ]
     if b.users_per_gpu:
         rows.append(["users per GPU", f"{b.users_per_gpu:.0f}", ""])

@@ -13,10 +13,18 @@ def _fmt(x, n=2) -> str:
     return "-" if x is None else f"{x:,.{n}f}"
 
 
+def _blocks(d: dict) -> str:
+    """vLLM's num_gpu_blocks, as `size` and `recommend` print it, and the usable ones the
+    simulation runs on (one is vLLM's null block)."""
+    usable = d["usable_blocks"]
+    return (f"{fmt_int(d.get('num_gpu_blocks', usable + 1))} blocks of {d['block_size']} "
+            f"({fmt_int(usable)} usable)")
+
+
 def _head(d: dict, p: Painter) -> list[str]:
     return [f"{p(d['model'], 'bold')} on {p(d['gpu'], 'bold')} TP{d['tensor_parallel_size']} · "
             f"workload {d['workload']} · max_model_len {fmt_int(d['max_model_len'])} · "
-            f"{fmt_int(d['usable_blocks'])} blocks of {d['block_size']} · max_num_seqs "
+            f"{_blocks(d)} · max_num_seqs "
             f"{d['max_num_seqs']}"] + [p(f"note: {n}", "yellow") for n in d.get("notes", [])]
 
 
