@@ -112,9 +112,7 @@ def evaluate(c: dict) -> dict:
     if running < conc:
         row["kind"] = "concurrency (KV-bound)"
     pm = perf.build(r, gpu)
-    oo = wl.output.points
-    pt = perf.operating_point(pm, running, wl.prompt.mean, sum(oo) / len(oo),
-                              sum(x * x for x in oo) / len(oo), r.max_num_batched_tokens)
+    pt = perf.operating_point(pm, running, perf.traffic(wl), r.max_num_batched_tokens)
     meas = measured_tps(c, conc)
     if meas is None:
         return {**row, "skip": "no tokens/s measured"}

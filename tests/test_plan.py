@@ -431,16 +431,20 @@ def test_recommend_caps_max_num_seqs_at_the_mamba_block_count(capsys):
     assert 1 <= p.max_num_seqs <= r.num_gpu_blocks // len(r.groups)
 
 
-def test_recommend_never_emits_more_seqs_than_the_token_budget(capsys):
-    # a small model on an L40S: the KV pool would hold ~2,345 chat sequences, but vLLM rejects
-    # max_num_seqs above max_num_batched_tokens (2,048 by default on a < 70 GiB GPU)
+def test_recommend_never_emits_more_seqs_than_the_token_budget_refills(capsys):
+    # a small model on an L40S: the KV pool would hold ~2,900 sequences of 1,000 + 250
+    # tokens, vLLM rejects max_num_seqs above max_num_batched_tokens (2,048 by default on a
+    # < 70 GiB GPU), and with decodes first the budget refills at most
+    # 2,048 x 250 / (1,000 + 249) = 409.9 running sequences (perf.unstarved_batch)
     code, out, err = run(capsys, "recommend", "Qwen/Qwen2.5-0.5B", "--gpu", "l40s",
-                         "--max-model-len", "4096", "--workload", "chat", "--rate", "50",
-                         "--json")
+                         "--max-model-len", "4096", "--prompt-tokens", "fixed:1000",
+                         "--output-tokens", "fixed:250", "--rate", "50", "--json")
     d = json.loads(out)
-    assert code == 0 and d["max_num_seqs"] == 2048 < d["safe_max_num_seqs"]
-    assert "--max-num-seqs 2048" in d["command"]
+    assert code == 0 and d["max_num_seqs"] == 409 < 2048 < d["safe_max_num_seqs"]
+    assert "--max-num-seqs 409" in d["command"] and d["budget_limited"] is True
     assert any("max_num_batched_tokens (2048) >= max_num_seqs" in a for a in d["advice"])
+    assert any(a.startswith("max_num_seqs 409 (not 2048): with max_num_batched_tokens 2048")
+               for a in d["advice"])
 
 
 def test_search_falls_back_to_expert_parallel_for_fp8_block_splits(capsys):

@@ -39,23 +39,33 @@ def targets_of(slo: Any, wl: Any) -> Any:
                    redundancy=1 if slo.n_plus_one else 0)
 
 
-def _point(plan: Any, n: int, wl: Any, gpu: Any) -> Any:
+def _point(plan: Any, n: int, wl: Any, gpu: Any) -> tuple[Any, Any]:
+    """The operating point at the deployment's running cap n and its own token budget (the
+    plan is made at the deployment's budget: `plan_one(raise_budget=False)`), and its
+    first-token times at a rate (`plan.latency_at`), as `plan_one` builds them."""
     from kvplan.core import perf
+    from kvplan.core.plan import latency_at
 
-    if n == plan.max_num_seqs:
-        return plan.point
-    o = wl.output.points
-    o_mean, o_sq = sum(o) / len(o), sum(x * x for x in o) / len(o)
-    return perf.operating_point(perf.build(plan.result, gpu), n, wl.prompt.mean, o_mean, o_sq,
-                                plan.result.max_num_batched_tokens, wl.prefix_hit)
+    r = plan.result
+    pm = perf.build(r, gpu)
+    tr = perf.traffic(wl.clip(r.max_model_len))
+    cache: dict[int, Any] = {}
+
+    def at(b: int) -> Any:
+        if b not in cache:
+            cache[b] = perf.operating_point(pm, b, tr, r.max_num_batched_tokens)
+        return cache[b]
+
+    pt = plan.point if n == plan.max_num_seqs else at(n)
+    return pt, latency_at(pm, tr, pt, at)
 
 
-def _replicas(pt: Any, n: int, wl: Any, tg: Any) -> tuple[int, float, float]:
+def _replicas(pt: Any, latency: Any, n: int, wl: Any, tg: Any) -> tuple[int, float, float]:
     """(replicas, requests/s one replica serves, rate) exactly as `plan_one` sizes them."""
     from kvplan.core.plan import size_fleet
 
     o = wl.output.points
-    f = size_fleet(pt, n, sum(o) / len(o), wl, tg)
+    f = size_fleet(pt, n, sum(o) / len(o), wl, tg, latency)
     return f.replicas, f.per_replica_rps, f.rate
 
 
@@ -93,10 +103,11 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
     # the suggestion is the cap `kvplan recommend` emits: planned as if unset, so the pool
     # is the one the fixed command gets (`plan_one` re-sizes it at the cap), unless only the
     # given cap lets the engine start
-    try:
-        plan = plan_one(model, gpu, replace(r.args, max_num_seqs=None), version, wl, tg)
+    try:  # at the deployment's own token budget: the check judges its flags
+        plan = plan_one(model, gpu, replace(r.args, max_num_seqs=None), version, wl, tg,
+                        raise_budget=False)
     except BadInput:
-        plan = plan_one(model, gpu, r.args, version, wl, tg)
+        plan = plan_one(model, gpu, r.args, version, wl, tg, raise_budget=False)
     at = ""
     if out.has("max-model-len-fits", FAIL):
         at = f" (with {spelled(p.engine, 'max_model_len')} {r.max_model_len})"
@@ -184,13 +195,10 @@ def _own_cap(r: Any, wl: Any, tg: Any, gpu: Any) -> _Own:
     if tg.tpot_ms is None or kv < 1:
         return _Own(kv, kv, None)
     pm = perf.build(r, gpu)
-    o = wlc.output.points
-    o_mean, o_sq = sum(o) / len(o), sum(x * x for x in o) / len(o)
+    tr = perf.traffic(wlc)
 
     def meets(b: int) -> bool:
-        return perf.operating_point(pm, b, wlc.prompt.mean, o_mean, o_sq,
-                                    r.max_num_batched_tokens,
-                                    wlc.prefix_hit).tpot_ms <= tg.tpot_ms
+        return perf.operating_point(pm, b, tr, r.max_num_batched_tokens).tpot_ms <= tg.tpot_ms
 
     if meets(kv):
         return _Own(kv, kv, None)
@@ -224,8 +232,8 @@ def _replicas_check(out: Any, plan: Any, n: int, wl: Any, tg: Any, gpu: Any, dp:
         out.add(cid, SKIP, f"the group's replicas are checked on {t.group_entry}",
                 t.replicas_loc or t.loc)
         return
-    pt = _point(plan, n, wl, gpu)
-    needed, rps, rate = _replicas(pt, n, wl, tg)
+    pt, at = _point(plan, n, wl, gpu)
+    needed, rps, rate = _replicas(pt, at, n, wl.clip(plan.result.max_model_len), tg)
     if n == plan.max_num_seqs:
         needed = plan.replicas
     pods = math.ceil(needed / dp)  # each pod runs its data-parallel engines
@@ -237,6 +245,11 @@ def _replicas_check(out: Any, plan: Any, n: int, wl: Any, tg: Any, gpu: Any, dp:
         (f" ({wl.users} users)" if wl.users else "")
     each = (f"one replica serves about {rps * dp:.1f} req/s at {n} sequences"
             f"{f' x {dp} engines' if dp > 1 else ''}")
+    if pt.budget_starved:  # the cap is past what the token budget refills (perf.py)
+        each += (f" (max_num_batched_tokens {plan.result.max_num_batched_tokens} keeps only "
+                 f"about {pt.unstarved_batch} running: the decodes leave too few tokens to "
+                 "prefill their replacements)")
+    out.facts["budget_starved"] = pt.budget_starved
     out.facts["replicas"] = have
     if have < pods:
         out.add(cid, FAIL, f"{have} replica{'s' * (have != 1)} for {load}: {each}; "

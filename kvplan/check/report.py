@@ -75,6 +75,7 @@ def to_json(rep: Report) -> dict[str, Any]:
             "max_model_len": fx.get("max_model_len"), "max_num_seqs": fx.get("max_num_seqs"),
             "safe_max_num_seqs": fx.get("safe_max_num_seqs"),
             "replicas_needed": fx.get("replicas_needed"),
+            "budget_starved": fx.get("budget_starved"),
             "kv_cache_tokens": fx.get("kv_cache_tokens"),
             "checks": [f.to_json() for f in _ordered(o)],
         })

@@ -18,7 +18,16 @@ from kvplan.core import capacity, perf, queueing
 from kvplan.core.arch import normalize
 from kvplan.core.mm import encoder_profile
 from kvplan.core.record import record
-from kvplan.core.sizing import EngineArgs, Gpu, Model, SizeResult, mm_pixel_bytes, mm_pixels, size
+from kvplan.core.sizing import (
+    EngineArgs,
+    Gpu,
+    Model,
+    SizeResult,
+    batch_defaults,
+    mm_pixel_bytes,
+    mm_pixels,
+    size,
+)
 from kvplan.core.specdec import parallel_draft_slots
 from kvplan.core.workload import Workload
 from kvplan.errors import BadInput
@@ -62,6 +71,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     feasible: bool = True
     why_not: str = ""
+    per_replica_rps: float = 0.0
+    budget_limited: bool = False  # the token budget, not the KV pool, bounds max_num_seqs
 
     @property
     def gpus_per_replica(self) -> int:
@@ -71,20 +82,6 @@ class Plan:
     @property
     def total_gpus(self) -> int:
         return self.gpus_per_replica * self.replicas
-
-
-_MOMENTS: dict[tuple, tuple[float, float, float]] = {}
-
-
-def _moments(wl: Workload) -> tuple[float, float, float]:
-    key = (wl.prompt.points, wl.output.points)
-    hit = _MOMENTS.get(key)
-    if hit is None:
-        o = wl.output.points
-        if len(_MOMENTS) > 64:
-            _MOMENTS.clear()
-        hit = _MOMENTS[key] = (wl.prompt.mean, sum(o) / len(o), sum(x * x for x in o) / len(o))
-    return hit
 
 
 MAX_REPLICAS = 1_000_000  # beyond any fleet; the queueing maths overflows well above it
@@ -99,41 +96,141 @@ class Fleet:
     rate: float | None
     wait95_s: float
     service_s: float
+    ttft95_s: float = 0.0  # first token p95: the waits and the prefill, convolved
+    prefill95_s: float = 0.0  # the prefill part alone (no queue), at the planned load
 
 
-def size_fleet(pt: perf.Point, n: int, out_mean: float, wl: Workload, t: Targets) -> Fleet:
+Latency = Callable[[float], "list[float] | None"]
+
+
+def latency_at(pm: perf.PerfModel, tr: perf.Traffic, pt: perf.Point,
+               point: Callable[[int], perf.Point]) -> Latency:
+    """lam (requests/s a replica gets) -> its first-token times with a free slot
+    (`perf.first_token_times`), at the batch that share keeps running: by Little's law
+    b = lam x the service time at b, a fixed point reached from the cap's (`pt`); `point(b)`
+    is the operating point at b."""
+    memo: dict[float, list[float] | None] = {}
+
+    def latency(lam: float) -> list[float] | None:
+        if lam not in memo:
+            b = max(1, min(int(pt.running), math.ceil(lam * pt.running / pt.requests_per_s)))
+            p = point(b)
+            for _ in range(8):  # b -> lam x s(b) is increasing: the iterates fall to it
+                nb = max(1, min(b, math.ceil(lam * p.running / p.requests_per_s)))
+                if nb >= b - 1:
+                    break
+                b, p = nb, point(nb)
+            memo[lam] = perf.first_token_times(pm, tr, p, lam)
+        return memo[lam]
+
+    return latency
+
+
+def ttft_quantile(latency: Latency, rate: float, replicas: int, slots: int, service_s: float,
+                  burstiness: float = 1.0, q: float = 0.95) -> float:
+    """TTFT q-quantile at `rate` requests/s spread over `replicas` of `slots` slots: the
+    M/M/c wait for a slot (c = replicas x slots, `queueing.sojourn_quantile`) convolved with
+    a request's own time to its first token at a replica's share of the rate (`latency`:
+    the step in progress, the prompts queued ahead for the token budget, its own chunks and
+    what rides with them). inf when a replica's budget cannot keep up."""
+    lam = rate / replicas if rate else 0.0
+    delays = latency(lam)
+    if delays is None:
+        return math.inf
+    return queueing.sojourn_quantile(delays, replicas * slots, rate, service_s, q, burstiness)
+
+
+def size_fleet(pt: perf.Point, n: int, out_mean: float, wl: Workload, t: Targets,
+               latency: Latency | None = None) -> Fleet:
     """Smallest replica count that keeps utilisation under the target at the rate, is stable
-    at the peak rate and keeps TTFT p95 (prefill + M/M/c wait) within the SLO; + redundancy.
-    With `users`, the rate is users / (think time + service time)."""
-    service_s = pt.ttft_ms / 1000 + out_mean * pt.tpot_ms / 1000
-    rps = n / service_s
+    at the peak rate and keeps TTFT p95 within the SLO; + redundancy. One replica serves the
+    operating point's requests/s (`pt.requests_per_s`: its output tokens/s / mean output,
+    after any token-budget starvation) and keeps `pt.running` sequences, each for
+    service_s = running / requests_per_s (Little's law): those are the M/M/c servers. TTFT
+    p95 is `ttft_quantile`'s (with no `latency`, the mean prompt's prefill at the cap stands
+    for every request). With `users`, the rate is users / (think time + service time). `n`
+    and `out_mean` are kept for callers."""
+    rps = pt.requests_per_s
+    slots = max(1, int(pt.running or n))
+    service_s = slots / rps
+    lat: Latency = latency or (lambda lam: [pt.ttft_ms / 1000])
     rate = t.rate
     if wl.users:
         rate = wl.users / (wl.think_time_s + service_s)
-    replicas, wait95 = 1, 0.0
-    if rate:
-        need = max(rate / (rps * t.target_utilization), (t.peak_rate or 0) / rps)
-        if not need <= MAX_REPLICAS:  # inf too: a trace whose arrivals span 1e-323 s
-            raise BadInput(f"{max(rate, t.peak_rate or 0):g} requests/s needs more than "
-                           f"{MAX_REPLICAS:,} replicas of {rps:.3g} requests/s each",
-                           hint="the rate is in requests per second; check its units")
-        replicas = max(1, math.ceil(rate / (rps * t.target_utilization)))
-        if t.peak_rate:
-            replicas = max(replicas, math.ceil(t.peak_rate / rps))
-        for _ in range(10000):
-            wait95 = queueing.wait_quantile(replicas * n, rate, service_s, 0.95, wl.burstiness)
-            if t.ttft_p95_s is None or pt.ttft_ms / 1000 + wait95 <= t.ttft_p95_s:
-                break
-            replicas += 1
-        replicas += t.redundancy
-    return Fleet(replicas, rps, rate, wait95, service_s)
+    alone = ttft_quantile(lat, 0.0, 1, slots, service_s)  # an idle replica
+    if not rate:
+        return Fleet(1, rps, rate, 0.0, service_s, alone, alone)
+    need = max(rate / (rps * t.target_utilization), (t.peak_rate or 0) / rps)
+    if not need <= MAX_REPLICAS:  # inf too: a trace whose arrivals span 1e-323 s
+        raise BadInput(f"{max(rate, t.peak_rate or 0):g} requests/s needs more than "
+                       f"{MAX_REPLICAS:,} replicas of {rps:.3g} requests/s each",
+                       hint="the rate is in requests per second; check its units")
+    replicas = max(1, math.ceil(rate / (rps * t.target_utilization)))
+    if t.peak_rate:
+        replicas = max(replicas, math.ceil(t.peak_rate / rps))
+
+    def ttft(k: int) -> float:
+        return ttft_quantile(lat, rate, k, slots, service_s, wl.burstiness)
+
+    ttft95 = ttft(replicas)
+    if t.ttft_p95_s is not None and ttft95 > t.ttft_p95_s and alone <= t.ttft_p95_s:
+        # more replicas lower every term (fewer requests each): the fewest that meet it
+        # (none do when an idle replica misses it: the plan is then infeasible)
+        lo, hi = replicas, replicas + 1
+        while ttft(hi) > t.ttft_p95_s and hi < MAX_REPLICAS:
+            lo, hi = hi, min(MAX_REPLICAS, 2 * hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if ttft(mid) <= t.ttft_p95_s else (mid, hi)
+        replicas = hi
+        ttft95 = ttft(replicas)
+    wait95 = queueing.wait_quantile(replicas * slots, rate, service_s, 0.95, wl.burstiness)
+    own = lat(rate / replicas)  # the first token with a free slot, at a replica's share
+    prefill95 = queueing.sojourn_quantile(own, 1, 0.0, 1.0) if own else math.inf
+    return Fleet(replicas + t.redundancy, rps, rate, wait95, service_s, ttft95, prefill95)
 
 
 def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
-             t: Targets, *, resize_pool: bool = True) -> Plan:
+             t: Targets, *, resize_pool: bool = True, raise_budget: bool = True) -> Plan:
     """The best plan for one candidate deployment. `resize_pool`: size the KV pool again at
     the max_num_seqs the plan emits (its cost and ranking do not depend on it, so `search`
-    does this for the plans it returns only)."""
+    does this for the plans it returns only). `raise_budget`: when the token budget
+    (max_num_batched_tokens, not set in `args`) cannot refill the batch the KV pool holds,
+    also plan with it doubled, sized at that budget, while that serves more, and keep the
+    plan with the fewest replicas (with no rate: the most requests/s per replica); a tie
+    keeps the smaller budget (shorter steps)."""
+    best = _plan_at(model, gpu, args, version, wl, t, resize_pool)
+    if not (raise_budget and args.max_num_batched_tokens is None and best.budget_limited):
+        return best
+    rated = bool(t.rate or wl.users)
+
+    def better(q: Plan, p: Plan) -> bool:
+        if not q.feasible:
+            return False
+        if not p.feasible:
+            return True
+        if rated:
+            return q.replicas < p.replicas
+        return q.per_replica_rps > p.per_replica_rps
+
+    prev, mnbt = best, best.result.max_num_batched_tokens
+    while prev.budget_limited:  # each doubling lets the budget refill about twice the batch
+        mnbt *= 2
+        try:
+            q = _plan_at(model, gpu, replace(args, max_num_batched_tokens=mnbt), version, wl,
+                         t, resize_pool)
+        except BadInput:  # the larger profile leaves no room: stop at the last that fit
+            break
+        if better(q, best):
+            best = q
+        if not q.feasible or q.per_replica_rps <= prev.per_replica_rps:
+            break  # compute-bound: a larger budget only lengthens the steps
+        prev = q
+    return best
+
+
+def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
+             t: Targets, resize_pool: bool) -> Plan:
     r = size(model, gpu, args, version, hints=False)
     unset = args.max_num_seqs is None  # the plan emits its own --max-num-seqs
     limit = r.max_num_seqs_limit  # vLLM 0.20+: Mamba models need a block per decoding seq
@@ -149,7 +246,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     guaranteed = capacity.guaranteed_max_num_seqs(d, usable)
     safe = capacity.safe_max_num_seqs(d, usable, t.preempt_risk)
     ceiling = capacity.mean_ceiling(d, usable)
-    n = guaranteed if t.policy == "guaranteed" else safe
+    n = kv_n = guaranteed if t.policy == "guaranteed" else safe
     capacity_bound = True  # n is the policy's count, not cut by a scheduler limit or the SLO
     notes: list[str] = []
     if gpu.memory_note:  # the plan ranks this GPU on an inferred total
@@ -161,11 +258,12 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
         notes.append("LoRA: the adapter slots are in the weights; the throughput shown is "
                      "without the LoRA kernels' cost")
     pm = perf.build(r, gpu)
-    p_mean, o_mean, o_sq = _moments(wl)
+    tr = perf.traffic(wl)
+    o_mean = tr.out_mean
     mnbt = r.max_num_batched_tokens
 
     def point(b: int) -> perf.Point:
-        return perf.operating_point(pm, b, p_mean, o_mean, o_sq, mnbt, wl.prefix_hit)
+        return perf.operating_point(pm, b, tr, mnbt)
 
     if n > mnbt:  # `SchedulerConfig`: max_num_batched_tokens must be >= max_num_seqs
         notes.append(f"max_num_seqs {mnbt} (not {n}): vLLM needs max_num_batched_tokens "
@@ -178,6 +276,23 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
                      f"draft slots per request must leave scheduled tokens in "
                      f"max_num_batched_tokens ({mnbt}); raise it to run more")
         n, capacity_bound = cap, False
+    # the token budget refills at most this many running sequences (perf.unstarved_batch):
+    # a larger cap only queues the rest behind the budget, on a pool sized for more
+    refill = max(1, int(perf.unstarved_batch(tr, mnbt)))
+    budget_limited = False
+    d_mnbt = batch_defaults(gpu, r.version, r.args.usage, args.tensor_parallel_size
+                            * args.pipeline_parallel_size)[0]
+    if mnbt > d_mnbt and (short := int(perf.unstarved_batch(tr, d_mnbt))) < kv_n:
+        notes.append(f"--max-num-batched-tokens {mnbt}: with vLLM's default {d_mnbt} the "
+                     f"decodes leave prefill too few tokens to refill more than about {short} "
+                     f"running sequences ({kv_n} fit the KV pool); the larger budget's "
+                     "activation profile is in the pool shown")
+    if n > refill:
+        notes.append(f"max_num_seqs {refill} (not {n}): with max_num_batched_tokens {mnbt} "
+                     f"the decodes of a larger batch leave too few tokens to prefill the "
+                     f"requests that replace the finished ones, so no more than about "
+                     f"{refill} run")
+        n, capacity_bound, budget_limited = refill, False, True
     feasible, why = True, ""
     if n < 1:
         feasible, why = False, ("not one sequence fits with the required safety"
@@ -188,7 +303,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
             feasible = False
             why = (f"TPOT {t.tpot_ms:g} ms is below the {point(1).tpot_ms:.1f} ms a single "
                    f"sequence gets on {gpu.id} TP{args.tensor_parallel_size}")
-        else:
+        elif point(n).tpot_ms > t.tpot_ms:
             lo, hi = 1, n
             while lo < hi:  # largest batch whose TPOT meets the SLO
                 mid = (lo + hi + 1) // 2
@@ -199,7 +314,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
             if lo < n:
                 notes.append(f"max_num_seqs {lo} (not {n}) keeps TPOT within "
                              f"{t.tpot_ms:g} ms")
-                capacity_bound = False
+                capacity_bound, budget_limited = False, False
             n = lo
     if resize_pool and unset and n != r.max_num_seqs:
         # the emitted --max-num-seqs sets vLLM's profile (the dummy sampler runs n requests)
@@ -216,9 +331,9 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
         else:  # below it the pool grows: raise the cap while it holds on its own pool
             r2 = sized(n)
             if r2.fits and r2.budget.available_kv > r.budget.available_kv:
-                top = n  # a scheduler limit or the SLO bound n: not raised past it
+                top = n  # a scheduler limit, the budget or the SLO bound n: not raised past
                 if capacity_bound:
-                    top = max(n, min(mnbt, r0.max_num_seqs,
+                    top = max(n, min(mnbt, r0.max_num_seqs, refill,
                                      (mnbt - 1) // slots if slots else mnbt))
                     if t.tpot_ms is not None and point(top).tpot_ms > t.tpot_ms:
                         lo, hi = n, top  # n meets the SLO: the largest batch that does
@@ -235,16 +350,29 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
             notes.append(f"with --max-num-seqs {n} vLLM profiles {n} sequences instead of "
                          f"{r0.max_num_seqs} (and captures CUDA graphs only up to its "
                          f"grid): {gain / GiB:.1f} GiB more KV per GPU than at the default")
-    pt = point(n)
-    fleet = size_fleet(pt, n, o_mean, wl, t)
+        if budget_limited and n < refill:  # its own pool holds fewer: the pool binds again
+            budget_limited = False
+    cache: dict[int, perf.Point] = {}
+
+    def at(b: int) -> perf.Point:
+        if b not in cache:
+            cache[b] = point(b)
+        return cache[b]
+
+    pt = at(n)
+    # the first-token times cost ~5 ms a rate: the search ranks without them unless a TTFT
+    # SLO needs them (its plans are planned again, with them, before they are shown)
+    latency = latency_at(pm, tr, pt, at) if resize_pool or t.ttft_p95_s is not None else None
+    fleet = size_fleet(pt, n, o_mean, wl, t, latency)
     replicas, per_replica_rps, rate = fleet.replicas, fleet.per_replica_rps, fleet.rate
-    wait95, service_s = fleet.wait95_s, fleet.service_s
-    ttft95 = pt.ttft_ms / 1000 + wait95
-    if t.ttft_p95_s is not None and pt.ttft_ms / 1000 > t.ttft_p95_s:
+    service_s = fleet.service_s
+    if t.ttft_p95_s is not None and fleet.ttft95_s > t.ttft_p95_s:
+        idle = ttft_quantile(latency or (lambda lam: [pt.ttft_ms / 1000]), 0.0, 1, 1, service_s)
         feasible = False
-        why = why or (f"TTFT p95 {t.ttft_p95_s:g} s is below the {pt.ttft_ms / 1000:.2f} s "
-                      f"prefill of a mean prompt on {gpu.id} TP{args.tensor_parallel_size}")
-    budget = (t.ttft_p95_s - pt.ttft_ms / 1000) if t.ttft_p95_s else 2 * service_s
+        why = why or (f"TTFT p95 {t.ttft_p95_s:g} s is below the {idle:.2f} s that 95 % of "
+                      f"requests take to their first token even on an idle replica of "
+                      f"{gpu.id} TP{args.tensor_parallel_size} (their prefill)")
+    budget = (t.ttft_p95_s - fleet.prefill95_s) if t.ttft_p95_s else 2 * service_s
     queue_limit = max(1, int(min(budget * per_replica_rps, 1e9)))  # a 1e308 s SLO: no limit
     gpus_per_replica = args.tensor_parallel_size * args.pipeline_parallel_size
     price = gpu.price_per_hour
@@ -257,11 +385,13 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
         users_gpu = wl.users / (replicas * gpus_per_replica)
     return Plan(result=r, gpu=gpu, max_num_seqs=n, max_model_len=r.max_model_len,
                 replicas=replicas, per_replica_tokens_per_s=pt.output_tokens_per_s,
-                tpot_p50_ms=pt.tpot_ms, ttft_p95_s=ttft95, queue_depth_limit=queue_limit,
-                cost_per_hour=cost, cost_per_million=per_m, point=pt, safe_seqs=safe,
-                kv_ceiling=ceiling, guaranteed_seqs=guaranteed, users_per_gpu=users_gpu,
+                tpot_p50_ms=pt.tpot_ms, ttft_p95_s=fleet.ttft95_s,
+                queue_depth_limit=queue_limit, cost_per_hour=cost, cost_per_million=per_m,
+                point=pt, safe_seqs=safe, kv_ceiling=ceiling, guaranteed_seqs=guaranteed,
+                users_per_gpu=users_gpu,
                 daily_output_tokens=pt.output_tokens_per_s * replicas * 86400 * min(util, 1),
-                utilization=util, notes=notes, feasible=feasible, why_not=why)
+                utilization=util, notes=notes, feasible=feasible, why_not=why,
+                per_replica_rps=per_replica_rps, budget_limited=budget_limited)
 
 
 def policy_caps(r: SizeResult, wl: Workload, t: Targets) -> tuple[int, int, int, int]:

@@ -39,8 +39,11 @@ class Curve:
             "points": [{"batch_size": p.batch_size,
                         "output_tokens_per_s": round(p.output_tokens_per_s, 1),
                         "tpot_ms": round(p.tpot_ms, 2), "ttft_ms": round(p.ttft_ms, 1),
-                        "preempting": p.batch_size > self.kv_ceiling}
+                        "preempting": p.batch_size > self.kv_ceiling,
+                        "budget_starved": p.budget_starved,
+                        "requests_per_s": round(p.requests_per_s, 3)}
                        for p in self.points],
+            "unstarved_batch_size": self.points[0].unstarved_batch if self.points else None,
             "knee_batch_size": self.knee,
             "kv_ceiling_batch_size": self.kv_ceiling,
             "safe_max_num_seqs": self.safe,
@@ -76,8 +79,7 @@ def past_ceiling(at_ceiling: perf.Point, batch: int, ceiling: int, out_mean: flo
     TPOT; TTFT adds the closed loop's wait, (batch - ceiling) x service / ceiling."""
     service_s = at_ceiling.ttft_ms / 1000 + out_mean * at_ceiling.tpot_ms / 1000
     wait_s = (batch - ceiling) * service_s / ceiling
-    return perf.Point(batch, at_ceiling.output_tokens_per_s, at_ceiling.tpot_ms,
-                      at_ceiling.ttft_ms + wait_s * 1000, at_ceiling.step_s)
+    return replace(at_ceiling, batch_size=batch, ttft_ms=at_ceiling.ttft_ms + wait_s * 1000)
 
 
 def curve(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
@@ -94,16 +96,14 @@ def curve(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Wor
     ceiling = plan.kv_ceiling
     safe = plan.max_num_seqs if plan.feasible else 0
     pm = perf.build(r, gpu)
-    o = wlc.output.points
-    o_mean, o_sq = sum(o) / len(o), sum(x * x for x in o) / len(o)
+    tr = perf.traffic(wlc)
 
     def point(b: int) -> perf.Point:
-        return perf.operating_point(pm, b, wlc.prompt.mean, o_mean, o_sq,
-                                    r.max_num_batched_tokens, wlc.prefix_hit)
+        return perf.operating_point(pm, b, tr, r.max_num_batched_tokens)
 
     top = max(ceiling, 1)
     at_top = point(top)
     grid = sizes or default_sizes(max(2, min(int(ceiling * 1.5), 4096)))
-    pts = [point(b) if b <= top else past_ceiling(at_top, b, top, o_mean) for b in grid]
+    pts = [point(b) if b <= top else past_ceiling(at_top, b, top, tr.out_mean) for b in grid]
     dense = [point(b) for b in default_sizes(max(2, min(ceiling, 4096)))]
     return Curve(r, wlc, pts, knee_of(dense), ceiling, safe)

@@ -38,6 +38,8 @@ def render_curve(c, stream=None) -> None:
             mark.append("← knee")
         if pt.batch_size > c.kv_ceiling:
             mark.append("preempting")
+        if pt.budget_starved:  # the token budget keeps fewer running (perf.unstarved_batch)
+            mark.append(f"budget keeps {pt.unstarved_batch}")
         rows.append([str(pt.batch_size), fmt_int(pt.output_tokens_per_s), f"{pt.tpot_ms:.1f}",
                      f"{pt.ttft_ms:.0f}", " ".join(mark)])
         chart.append((str(pt.batch_size), pt.output_tokens_per_s, " ".join(mark)))
