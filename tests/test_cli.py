@@ -867,6 +867,14 @@ def test_bert_family_is_encoder_only(capsys, tmp_path):
         assert code == 2 and out == "" and err.startswith(
             f"kvplan: error: {arch} is an encoder-only model (vLLM builds its attention as "
             "ENCODER_ONLY): vLLM keeps no KV cache for it"), err
+    # gte-*-v1.5's own config: Alibaba's remote NewModel, which vLLM serves as GteNewModel
+    f = tmp_path / "gte.json"
+    f.write_text(json.dumps({
+        "architectures": ["NewModel"], "model_type": "new", "hidden_size": 1024,
+        "num_attention_heads": 16, "num_hidden_layers": 24, "intermediate_size": 4096,
+        "max_position_embeddings": 8192, "vocab_size": 30528, "torch_dtype": "float32"}))
+    code, out, err = run(capsys, "size", str(f), "--gpu", "l4")
+    assert code == 2 and "vLLM serves it as GteNewModel" in err and "--hf-overrides" in err
 
 
 def test_pooling_review_rules(capsys):
@@ -911,3 +919,18 @@ def test_kv_sharing_fast_prefill_buffers(capsys):
                        '{"method": "eagle3", "model": "google/gemma-4-E2B", '
                        '"num_speculative_tokens": 2}')
     assert code == 2 and "EAGLE-style" in err
+
+
+def test_v0_chunked_budget_was_512_before_0_6_5(capsys):
+    # 0.6.0-0.6.4.post1 `SchedulerConfig.__init__`: 512 with chunked prefill (2,048 from 0.6.5);
+    # without chunked prefill max(max_model_len, 2048) in every 0.6
+    def mnbt(version, *extra):
+        code, out, err = run(capsys, "size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                             "--max-model-len", "8192", "--vllm-version", version, "--json",
+                             *extra)
+        return json.loads(out)["max_num_batched_tokens"]
+
+    assert mnbt("0.6.0", "--enable-chunked-prefill") == 512
+    assert mnbt("0.6.4.post1", "--enable-chunked-prefill") == 512
+    assert mnbt("0.6.5", "--enable-chunked-prefill") == 2048
+    assert mnbt("0.6.0") == 8192

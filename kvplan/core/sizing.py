@@ -786,6 +786,14 @@ def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[s
     encoder = next((x for x in arch.architectures if x in ENCODER_ONLY or (
         x == "Gemma3TextModel" and arch.text_config.get("use_bidirectional_attention"))),
         None)  # EmbeddingGemma: `Gemma3TextModelConfig` makes it bidirectional
+    if arch.model_type == "new" and "NewModel" in arch.architectures:
+        # gte-*-v1.5 / gte-multilingual ship Alibaba's remote `NewModel`, which vLLM does not
+        # register: its docs pass the architecture vLLM serves them as
+        raise BadInput("NewModel (Alibaba's GTE, model_type 'new') is an encoder-only model: "
+                       "vLLM serves it as GteNewModel, keeps no KV cache and sizes no pool, so "
+                       "there is nothing to plan", hint="vLLM runs it with --hf-overrides "
+                       "'{\"architectures\": [\"GteNewModel\"]}'; its memory is the weights "
+                       "and the batch's activations")
     if encoder:  # a pooling model whatever the flags: `--runner generate` fails in vLLM too
         raise BadInput(f"{encoder} is an encoder-only model (vLLM builds its attention as "
                        "ENCODER_ONLY): vLLM keeps no KV cache for it and sizes no pool, so "
@@ -1462,6 +1470,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         mnbt = mml if v1_filled else max(mml, d_mnbt)
     else:
         mnbt = d_mnbt
+        if not version.v1 and not version.at_least(0, 6, 5):
+            mnbt = 512  # 0.6.0-0.6.4.post1 `SchedulerConfig.__init__` (2,048 from 0.6.5)
         if a.usage == "engine" and version.v1 and not version.at_least(0, 11, 1) and (
                 arch.vision_config or arch.audio_config):  # `SchedulerConfig.__post_init__`
             mnbt = max(mnbt, 5120)  # MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (to 0.11)
