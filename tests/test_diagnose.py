@@ -753,3 +753,18 @@ def test_version_note_dates_kv_cache_usage_perc_to_0_9_2():
     for v in ("0.9", "0.9.2", "0.10.1"):
         assert _version_note(v, name) == []
     assert _version_note("0.12", "vllm:gpu_cache_usage_perc") != []
+
+
+def test_a_partial_scrape_among_whole_ones_is_named(tmp_path, capsys):
+    # the third scrape lost its running / waiting / KV gauges (a router answered, say): the
+    # levels come from the other two, and the notes say so
+    text = series(healthy())
+    keep = "\n".join(ln for ln in text[2].splitlines()
+                     if not ln.startswith(("vllm:num_requests", "vllm:kv_cache_usage_perc")))
+    f = tmp_path / "m.prom"
+    f.write_text(text[0] + text[1] + keep + "\n")
+    code, d, err = run_json(capsys, "diagnose", str(f))
+    assert code == 0, err
+    assert ("scrape 3 of 3 carries no scheduler gauges (running, waiting, KV usage: a partial "
+            "scrape or another process): those figures come from the other 2") in d["notes"]
+    assert d["observed"]["running"] == 41.0  # (40 + 42) / 2

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.diagnose import findings as F
+from kvplan.diagnose import metrics as M
 from kvplan.diagnose.metrics import Scrape
 from kvplan.diagnose.window import EngineWindow, Level, slope, windows
 
@@ -292,6 +293,20 @@ def diagnose(scrapes: list[Scrape], o: Options | None = None) -> Diagnosis:
 def _notes(scrapes: list[Scrape], ws: list[EngineWindow], o: Options,
            rec: F.Recommendation | None, names: dict[str, str]) -> list[str]:
     notes = []
+    bare = [i for i, sc in enumerate(scrapes, 1)
+            if M.has_engine_metrics(sc) and not M.has_scheduler_gauges(sc)]
+    if bare and len(bare) < len(scrapes):  # a partial scrape among whole ones
+        which = ", ".join(map(str, bare[:5])) + (" ..." if len(bare) > 5 else "")
+        notes.append(f"scrape{'s' * (len(bare) > 1)} {which} of {len(scrapes)} carr"
+                     f"{'y' if len(bare) > 1 else 'ies'} no scheduler gauges (running, "
+                     "waiting, KV usage: a partial scrape or another process): those figures "
+                     f"come from the other {len(scrapes) - len(bare)}")
+    keys = sorted({k for sc in scrapes for k in sc.engines})
+    for k in keys if len(keys) > 1 else ():
+        if not any(x in sc.engines[k].gauges for sc in scrapes if k in sc.engines
+                   for x in M.SCHEDULER_GAUGES):
+            notes.append(f"engine {k} exports no scheduler gauges in any scrape: its row "
+                         "rests on its counters alone")
     if len(scrapes) < 2:
         notes.append("one scrape: preemption and queue trends need two or more (a URL is "
                      "scraped --scrapes times, --interval apart)")
