@@ -76,8 +76,8 @@ def daily_row(b, rec) -> list[str]:
     value = f"{b.daily_output_tokens / 1e9:.2f} B tok/day"
     if t.rate or rec.workload.users:
         load = f"at {t.rate:g} req/s" if t.rate else f"for {rec.workload.users:,} users"
-        return ["served", value, f"output tokens the {b.replicas} replica"
-                f"{'s' if b.replicas != 1 else ''} serve {load} (the demand, not a ceiling)"]
+        who = "the replica serves" if b.replicas == 1 else f"the {b.replicas} replicas serve"
+        return ["served", value, f"output tokens {who} {load} (the demand, not a ceiling)"]
     return ["capacity", value, f"output tokens at {t.target_utilization:.0%} utilisation "
             "(no --rate given)"]
 
@@ -91,9 +91,10 @@ def render_recommendation(rec, stream=None) -> None:
     lines = [f"{p(rec.model.id, 'bold')} · workload {rec.workload.name} · vLLM "
              f"{r.version.text}", ""]
     load = (f"{t.rate:g} req/s" if t.rate else
-            f"{rec.workload.users} users" if rec.workload.users else "no rate given")
+            f"{rec.workload.users} users" if rec.workload.users else None)
     lines.append(p(f"Recommended: {b.replicas} × {b.gpu.id} TP{r.args.tensor_parallel_size} "
-                   f"({b.total_gpus} GPU{'s' if b.total_gpus != 1 else ''}) for {load}",
+                   f"({b.total_gpus} GPU{'s' if b.total_gpus != 1 else ''})"
+                   + (f" for {load}" if load else " (no --rate: one replica's capacity)"),
                    "bold", "green"))
     rows = [
         ["--max-num-seqs", f"{b.max_num_seqs}", f"{t.policy} policy; safe at "
