@@ -120,6 +120,13 @@ def _kv_dtypes(spec: str, version: str | None) -> list[str]:
         if not k or k in names:
             continue
         if k not in allowed:
+            from kvplan.engines.vllm_registry import registry
+
+            info = registry(v.text).lookup("--kv-cache-dtype")
+            if info is not None and k in info.choices:  # the parser takes it; kvplan cannot
+                raise BadInput(f"kvplan does not size --kv-cache-dtype {x.strip()} (vLLM "
+                               f"{v.text} accepts it)", hint="choose one of "
+                               + ", ".join(allowed), flag="kv_cache_dtype")
             close = difflib.get_close_matches(k, allowed, n=2, cutoff=0.6)
             raise BadInput(f"--kv-cache-dtype {x.strip()} is not accepted by vLLM {v.text}",
                            hint=f"did you mean {' or '.join(close)}?" if close else

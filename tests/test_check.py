@@ -176,7 +176,9 @@ def test_flag_removed_in_the_target_release(capsys):
     assert dep["vllm_version"] == "0.18.1"  # from the image tag
     f = one(dep, "flags-known")
     assert f["status"] == "fail" and f["current"] == "--swap-space"
-    assert "(it exists in vLLM 0.6–0.17)" in f["message"] and f["fix"] == "remove --swap-space"
+    # the first release that dropped it and the last that had it, as patches
+    assert "(vLLM 0.18.0 dropped it; 0.17.1 had it)" in f["message"]
+    assert f["fix"] == "remove --swap-space"
     code, rep = check_json(capsys, FIX / "deployment-model-path.yaml", "--vllm-version", "0.14")
     assert rep["deployments"][0]["vllm_version"] == "0.18.1"  # the image wins over the default
 
@@ -1197,9 +1199,9 @@ def test_every_minor_release_has_its_own_flags(capsys, version, status, says):
     f = one(rep["deployments"][0], "flags-known")
     assert f["status"] == status and says in f["message"]
     if status == "fail":
-        assert "(it exists in vLLM 0.25–0.33)" in f["message"]
+        assert f["message"].endswith("(vLLM 0.25.0 added it)")
         # a flag added later gets no look-alike suggestion
-        assert f["fix"] == "remove --mm-ipc-gpu-memory-gb, or run vLLM 0.25 or later"
+        assert f["fix"] == "remove --mm-ipc-gpu-memory-gb, or run vLLM 0.25.0 or later"
 
 
 def test_serve_rejects_model_flag_before_0_12(capsys):
@@ -2050,3 +2052,215 @@ def test_a_sized_flag_from_an_unresolved_variable_is_not_sized(capsys):
                         "--gpu", "h100")
     assert [c["status"] for c in rep["deployments"][0]["checks"]
             if c["id"] == "flag-values"] == ["pass"]
+
+
+# --- flags per patch: the release named, early-0.6 flags, deprecations (review 22b) --------
+
+def _flags_known(capsys, version, flag, env=""):
+    code, rep = check_json(capsys, "--cmd", f"{env}vllm serve meta-llama/Llama-3.1-8B-Instruct "
+                           f"--max-model-len 8192 {flag}", "--gpu", "h100",
+                           "--vllm-version", version)
+    return code, by_id(rep["deployments"][0])["flags-known"]
+
+
+@pytest.mark.parametrize("version,flag,says,fix", [
+    # each arg_utils.py: 0.11.1 dropped --rope-theta (0.11.2 did not)
+    ("0.11.2", "--rope-theta 1000", "(vLLM 0.11.1 dropped it; 0.11.0 had it)",
+     "remove --rope-theta"),
+    # -dcp (--decode-context-parallel-size) is absent in 0.10.0-0.10.1.1
+    ("0.10.1", "-dcp 1", "(vLLM 0.10.2 added it)", "remove -dcp, or run vLLM 0.10.2 or later"),
+    ("0.6.5", "--generation-config auto", "(vLLM 0.6.6 added it)",
+     "remove --generation-config, or run vLLM 0.6.6 or later"),
+    ("0.8.3", "--speculative-model x", "(vLLM 0.8.3 dropped it; 0.8.2 had it)",
+     "use --speculative-config '{\"model\": \"x\", \"num_speculative_tokens\": <n>}' "
+     "instead"),
+    ("0.10.2", "--enable-prompt-adapter", "(vLLM 0.10.2 dropped it; 0.10.1.1 had it)",
+     "remove --enable-prompt-adapter"),
+    # gone in 0.17-0.32, back in 0.33 as the negation of --enable-log-requests
+    ("0.20.2", "--disable-log-requests",
+     "(vLLM 0.17.0 dropped it; 0.16.0 had it; 0.33.0 has it again)",
+     "remove --disable-log-requests (request logging is off by default from vLLM 0.10.1; "
+     "--enable-log-requests turns it on)"),
+    # only in 0.6.0-0.6.3.post1 / 0.6.0-0.6.1, before every parser record
+    ("0.6.4", "--max-context-len-to-capture 8192",
+     "(vLLM 0.6.4 dropped it; 0.6.3.post1 had it)", "use --max-seq-len-to-capture 8192 instead"),
+    ("0.6.2", "--engine-use-ray", "(vLLM 0.6.1.post2 dropped it; 0.6.1 had it)",
+     "remove --engine-use-ray"),
+])
+def test_flag_messages_name_the_patch_that_added_or_dropped_it(capsys, version, flag, says,
+                                                               fix):
+    code, (f,) = _flags_known(capsys, version, flag)
+    assert code == 1 and f["status"] == "fail"
+    assert f["message"] == (f"unknown flag {flag.split()[0]} for vLLM {version}: `vllm serve` "
+                            f"exits with 'unrecognized arguments' {says}")
+    assert f["fix"] == fix
+
+
+def test_the_patch_that_adds_a_flag_accepts_it(capsys):
+    assert _flags_known(capsys, "0.6.6", "--generation-config auto")[1][0]["status"] == "pass"
+    assert _flags_known(capsys, "0.10.2", "-dcp 1")[1][0]["status"] == "pass"
+    assert _flags_known(capsys, "0.8.2", "--speculative-model x --num-speculative-tokens 3"
+                        )[1][0]["status"] == "pass"
+
+
+def test_flags_only_in_early_06_patches_are_known_and_refused_at_start(capsys):
+    # 0.6.0-0.6.3.post1 register --max-context-len-to-capture (type=int: 8192 is its value,
+    # not a stray argument), and `ModelConfig.__init__` raises when it is given
+    code, (f,) = _flags_known(capsys, "0.6.3", "--max-context-len-to-capture 8192")
+    assert code == 1 and f["status"] == "fail"
+    assert f["message"] == (
+        "--max-context-len-to-capture is deprecated in vLLM 0.6.3 (0.6.4 drops it) and the "
+        "engine refuses to start with it (its ModelConfig raises \"`max_context_len_to_capture`"
+        " is deprecated\")")
+    assert f["fix"] == "use --max-seq-len-to-capture 8192 instead"
+    # 0.6.0-0.6.1 --engine-use-ray (store_true): `AsyncLLMEngine` raises unless
+    # VLLM_ALLOW_ENGINE_USE_RAY is 1 or true
+    code, (f,) = _flags_known(capsys, "0.6.1", "--engine-use-ray")
+    assert code == 1 and f["status"] == "fail" and f["fix"] == (
+        "remove --engine-use-ray, or set VLLM_ALLOW_ENGINE_USE_RAY=1")
+    code, (f,) = _flags_known(capsys, "0.6.1", "--engine-use-ray",
+                              env="VLLM_ALLOW_ENGINE_USE_RAY=1 ")
+    assert code == 0 and f["status"] == "warn" and f["message"] == (
+        "--engine-use-ray is deprecated in vLLM 0.6.1 (0.6.1.post2 drops it)")
+
+
+@pytest.mark.parametrize("version", ["0.10.1", "0.12.0"])
+def test_task_embed_is_replaced_by_the_pooling_runner_not_removed(capsys, version):
+    # 0.10.1 `ModelConfig.__post_init__` maps a pooling task to `--runner pooling --convert
+    # X`; removing --task would serve Qwen3 (a causal LM) as a generator
+    code, (f,) = _flags_known(capsys, version, "--task embed")
+    assert code == 0 and f["status"] == "warn"
+    assert f["message"] == f"--task is deprecated in vLLM {version} (0.13.0 drops it)"
+    assert f["fix"] == "use --runner pooling --convert embed instead"
+    assert f["suggested"] == "--runner pooling --convert embed"
+    _, (f,) = _flags_known(capsys, version, "--task classify")
+    assert f["fix"] == "use --runner pooling --convert classify instead"
+    _, (f,) = _flags_known(capsys, version, "--task score")  # classify or embed by the model
+    assert f["fix"] == "use --runner pooling instead"
+
+
+def test_task_before_its_deprecation_and_after_its_removal(capsys):
+    # 0.10.0 has no --runner / --convert and does not mark --task deprecated
+    assert _flags_known(capsys, "0.10.0", "--task embed")[1][0]["status"] == "pass"
+    code, (f,) = _flags_known(capsys, "0.13.0", "--task embed")
+    assert code == 1 and f["status"] == "fail"
+    assert f["message"].endswith("(vLLM 0.13.0 dropped it; 0.12.0 had it)")
+    assert f["fix"] == "use --runner pooling --convert embed instead"  # not -asc
+    # the fix applied: a pooling deployment, whose generation checks are skipped
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-0.6B --runner pooling "
+                           "--convert embed --max-model-len 8192", "--gpu", "l4",
+                           "--vllm-version", "0.13.0", "--workload", "chat", "--rate", "50")
+    d = rep["deployments"][0]
+    assert code == 0 and one(d, "flags-known")["status"] == "pass"
+    assert one(d, "max-num-seqs-safe")["status"] == "skip"
+
+
+def test_disable_log_requests_is_deprecated_from_0_10_1_only(capsys):
+    # 0.10.0 `arg_utils.py`: a plain store_true, requests logged by default; 0.10.1 adds
+    # --enable-log-requests (default off) and deprecates the old flag
+    for version in ("0.9.2", "0.10.0"):
+        assert _flags_known(capsys, version, "--disable-log-requests")[1][0]["status"] == "pass"
+    code, (f,) = _flags_known(capsys, "0.10.1", "--disable-log-requests")
+    assert code == 0 and f["status"] == "warn"
+    assert f["message"] == "--disable-log-requests is deprecated in vLLM 0.10.1 (0.17.0 drops it)"
+    assert f["fix"] == ("remove --disable-log-requests (request logging is off by default from "
+                        "vLLM 0.10.1; --enable-log-requests turns it on)")
+
+
+def test_other_deprecated_flags_name_their_replacement(capsys):
+    _, (f,) = _flags_known(capsys, "0.11", "--override-pooler-config '{\"pooling_type\": "
+                           "\"MEAN\"}'")
+    assert f["fix"] == "use --pooler-config '{\"pooling_type\": \"MEAN\"}' instead"
+    _, (f,) = _flags_known(capsys, "0.6", "--worker-use-ray")
+    assert f["fix"] == "use --distributed-executor-backend ray instead"
+
+
+def test_pooler_messages_name_the_deployments_release(capsys):
+    # the 0.14 / 0.15 records are 0.14.1 / 0.15.1; 0.14.0 and 0.15.0 are read as themselves
+    def values(version, cfg):
+        _, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-0.6B --runner pooling "
+                            f"--max-model-len 8192 --pooler-config '{cfg}'", "--gpu", "l4",
+                            "--vllm-version", version)
+        d = rep["deployments"][0]
+        return one(d, "flag-values")["message"], one(d, "flags-known")["message"]
+
+    v, k = values("0.14.0", '{"pooling_type": "MEAN", "seq_pooling_type": "MEAN"}')
+    assert "which vLLM 0.14.0 refuses" in v and k == "3 flags known to vLLM 0.14.0"
+    v, _ = values("0.15.0", '{"pooling_type": "MEAN", "foo": 1}')
+    assert v.startswith("vLLM 0.15.0 ignores --pooler-config 'foo'")
+    v, _ = values("0.15", '{"pooling_type": "MEAN", "foo": 1}')  # a minor alone: its record
+    assert v.startswith("vLLM 0.15.1 ignores")
+
+
+def test_registry_reads_each_release_it_has_read_as_itself():
+    from kvplan.engines.vllm_registry import Registry
+
+    assert Registry("0.14.0").release == "0.14.0" and Registry("0.14").release == "0.14.1"
+    assert Registry("0.11.9").release == "0.11.2"  # not released: the nearest read below
+    assert Registry("0.7").release == "0.7.3"
+    assert Registry("0.10.0").lookup("--disable-log-requests").deprecated is False
+    assert Registry("0.10.1").lookup("--disable-log-requests").deprecated is True
+    assert Registry("0.6.3").lookup("--max-context-len-to-capture").takes_value is True
+    assert Registry("0.6.4").lookup("--max-context-len-to-capture") is None
+
+
+@pytest.mark.parametrize("version,status", [("0.11.0", "fail"), ("0.11.1", "pass"),
+                                            ("0.19", "pass")])
+def test_fp8_ds_mla_is_a_kv_dtype_from_0_11_1(capsys, version, status):
+    # `CacheDType` (config/cache.py) lists fp8_ds_mla from 0.11.1; the 0.11 record is 0.11.0's
+    _, rep = check_json(capsys, "--cmd", "vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8 "
+                        "--max-model-len 8192 --kv-cache-dtype fp8_ds_mla", "--gpu", "h200",
+                        "--vllm-version", version)
+    assert one(rep["deployments"][0], "flag-values")["status"] == status
+
+
+# --- image tags: only vLLM's own images give the release -----------------------------------
+
+@pytest.mark.parametrize("image,version", [
+    ("vllm/vllm-openai-rocm:v0.28.0", "0.28.0"),
+    ("docker.io/vllm/vllm-openai:v0.11.1", "0.11.1"),
+    ("mirror.example.com:5000/vllm/vllm-openai:v0.11.1", "0.11.1"),  # a registry mirror
+    ("rocm/vllm:v0.14.0_amd_dev", "0.14.0"),
+    ("rocm/vllm:rocm6.3.1_instinct_vllm0.8.3_20250415", "0.8.3"),
+    # not vLLM's release: llm-d's, KServe's, a private build's
+    ("ghcr.io/llm-d/llm-d:v0.2.0", None),
+    ("ghcr.io/llm-d/llm-d:v0.8.0", None),
+    ("ghcr.io/llm-d/llm-d-cuda:v0.3.0", None),
+    ("kserve/huggingfaceserver:v0.15.2", None),
+    ("myregistry.io/inference/server:v0.9.0", None),
+])
+def test_only_vllm_images_tags_give_the_release(image, version):
+    from kvplan.check.command import image_version
+
+    assert image_version(image) == version
+
+
+def test_an_llm_d_image_tag_is_not_read_as_the_vllm_release(capsys, tmp_path):
+    src = tmp_path / "llmd.yaml"
+    src.write_text("""\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: decode}
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: ghcr.io/llm-d/llm-d:v0.2.0
+        command: ["vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "8192"]
+        resources: {limits: {nvidia.com/gpu: 1}}
+""")
+    # v0.2.0 was refused as a vLLM release outside the modelled range (exit 2)
+    code, out, err = run(capsys, "check", src, "--gpu", "h100")
+    assert code == 0, err
+    assert ("vllm 0.33 (assumed; set kvplan.io/vllm-version or --vllm-version)") in out
+    code, rep = check_json(capsys, src, "--gpu", "h100", "--vllm-version", "0.10.1")
+    d = rep["deployments"][0]
+    assert (d["vllm_version"], d["vllm_version_source"]) == ("0.10.1", "--vllm-version")
+
+
+def test_an_unread_tag_is_named_in_the_header_where_the_image_is_known(capsys, tmp_path):
+    src = lws_variant(tmp_path, **{"vllm/vllm-openai:v0.33.0": "ghcr.io/llm-d/llm-d:v0.8.0"})
+    code, out, err = run(capsys, "check", src)
+    assert "vllm 0.33 (assumed: the tag of ghcr.io/llm-d/llm-d:v0.8.0 is llm-d's release, " \
+           "not vLLM's; set kvplan.io/vllm-version or --vllm-version)" in out

@@ -248,6 +248,56 @@ def test_bad_kv_dtype_for_version(capsys):
     assert code == 2 and "not accepted by this vLLM version" in err
 
 
+def test_kv_dtypes_are_each_releases_own():
+    """`VllmVersion.kv_cache_dtypes` is what every release's parser takes: its CacheDType
+    (the --kv-cache-dtype choices / known values vllm_flags.json records, with the patches'
+    own lists from vllm_patch_flags.json: fp8_ds_mla from 0.11.1, not 0.11.0)."""
+    from kvplan.core.versions import VllmVersion
+    from kvplan.engines.vllm_registry import registry, releases
+
+    for r in releases():
+        known = set(registry(r).lookup("--kv-cache-dtype").choices) - {"None"}
+        assert set(VllmVersion.of(r).kv_cache_dtypes) == known, r
+    assert "fp8_ds_mla" not in VllmVersion.of("0.11.0").kv_cache_dtypes
+    assert "fp8_ds_mla" in VllmVersion.of("0.11.1").kv_cache_dtypes
+    assert "float16" in VllmVersion.of("0.18.0").kv_cache_dtypes
+    assert "fp8_inc" not in VllmVersion.of("0.9.2").kv_cache_dtypes
+
+
+def test_kv_dtypes_the_release_accepts_are_sized(capsys):
+    # DeepSeek-V3.2's usual fp8_ds_mla (0.11.1+) and float16 (0.18+) were refused before 0.20
+    code, out, err = run(capsys, "recommend", "deepseek-ai/DeepSeek-V3.2", "--gpu", "h200",
+                         "-tp", "8", "--kv-cache-dtype", "auto|fp8_ds_mla", "--workload", "chat",
+                         "--rate", "5", "--vllm-version", "0.19", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["kv_cache_dtype"] == "fp8_ds_mla" and "--kv-cache-dtype fp8_ds_mla" in d["command"]
+    code, out, err = run(capsys, "size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                         "--kv-cache-dtype", "float16", "--vllm-version", "0.19", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["kv_cache_dtype"] == "float16" and d["kv_bytes_per_token"] == 131072
+    code, _, err = run(capsys, "recommend", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                       "--kv-cache-dtype", "float16", "--vllm-version", "0.17", "--rate", "5")
+    assert code == 2 and "--kv-cache-dtype float16 is not accepted by vLLM 0.17" in err
+    code, _, err = run(capsys, "size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                       "--kv-cache-dtype", "fp8_inc", "--vllm-version", "0.9")
+    assert code == 2 and "not accepted by this vLLM version" in err  # fp8_inc from 0.10
+
+
+def test_a_kv_dtype_vllm_accepts_but_kvplan_cannot_size_is_said_so(capsys, monkeypatch):
+    from kvplan.core.versions import VllmVersion
+
+    real = VllmVersion.kv_cache_dtypes.fget
+    monkeypatch.setattr(VllmVersion, "kv_cache_dtypes", property(
+        lambda self: tuple(k for k in real(self) if k != "float16")))
+    code, _, err = run(capsys, "recommend", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                       "--kv-cache-dtype", "auto|float16", "--vllm-version", "0.19",
+                       "--rate", "5")
+    assert code == 2 and "kvplan does not size --kv-cache-dtype float16 (vLLM 0.19 accepts " \
+        "it)" in err
+
+
 def test_unknown_flag_is_one_line(capsys):
     code, _, err = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100", "--bogus")
     assert code == 2 and "Traceback" not in err

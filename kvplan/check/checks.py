@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from kvplan.check.base import FAIL, PASS, SKIP, WARN, Finding, InputError, Loc, Target
@@ -70,17 +69,10 @@ class Outcome:
         return any(f.id == id_ and f.status == status for f in self.findings)
 
 
-@cache
 def _registry(key: str):
-    from kvplan.engines.vllm_registry import Registry
+    from kvplan.engines.vllm_registry import registry
 
-    return Registry(key)
-
-
-def _known_in(key: str) -> list[str]:
-    from kvplan.engines.vllm_registry import recorded_versions
-
-    return [v for v in recorded_versions() if _registry(v).lookup(key) is not None]
+    return registry(key)
 
 
 def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
@@ -145,37 +137,36 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
                 "parser only); the flags that map onto vLLM's are read", p.cmd.loc)
         return
     from kvplan.core.versions import parse_version
+    from kvplan.engines.vllm_registry import history, instead
 
     before = len(out.findings)
     for f in p.flags:
         if f.name is not None:
             continue
-        hint = reg.suggest(f.key)
-        elsewhere = _known_in(f.key)
-        later = elsewhere and parse_version(elsewhere[0]) > parse_version(reg.release)
-        spelt = "--" + f.key.lstrip("-").split("=", 1)[0].replace("_", "-")
-        added, dropped = reg.later.get(spelt), reg.removed.get(spelt)
-        if added:  # a later patch of this minor added it (vllm_patch_flags.json)
-            later, elsewhere = True, [added]
-        if later or dropped:  # a look-alike name is not what was meant
-            hint = None
+        spelt = "--" + f.key.lstrip("-").split("=", 1)[0].replace("_", "-") \
+            if f.key.startswith("--") else f.key
+        added, dropped, had = history(f.key, reg.release)
+        later = bool(added) and not had  # only releases after this one have it
+        hint = None if added or had else reg.suggest(f.key)  # a look-alike is not what was meant
         why = ""
-        if added:
+        if had:
+            why = f" (vLLM {dropped} dropped it; {had} had it" + (
+                f"; {added} has it again)" if added else ")")
+        elif added:
             why = f" (vLLM {added} added it)"
-        elif dropped:
-            why = f" (vLLM {reg.release} dropped it; {dropped} had it)"
-        elif elsewhere:
-            why = (f" (it exists in vLLM {elsewhere[0]}–{elsewhere[-1]})" if len(elsewhere) > 1
-                   else f" (it exists in vLLM {elsewhere[0]})")
-        patch = bool(later and target and parse_version(target) > parse_version(reg.release))
+        patch = later and target is not None and \
+            parse_version(target) > parse_version(reg.release)
+        use = instead(spelt, f.value, reg)
         out.add("flags-known", WARN if lenient or patch else FAIL, f"unknown flag {f.key} for "
                 f"vLLM {reg.release}: `vllm serve` exits with 'unrecognized arguments'{why}" + (
                     " unless the newer release added it" if lenient else
                     f" unless {target}, a later patch than kvplan's record, added it"
                     if patch else ""), f.loc,
-                fix=f"use {hint}" if hint else f"remove {f.key}" + (
-                    f", or run vLLM {elsewhere[0]} or later" if later else ""),
-                current=f.key, suggested=hint)
+                fix=f"use {use} instead" if use else f"use {hint}" if hint else
+                f"remove {f.key}" + (f", or run vLLM {added} or later" if later else
+                                     f" ({_SAFE_TO_DROP[spelt]})" if spelt in _SAFE_TO_DROP
+                                     else ""),
+                current=f.key, suggested=use or hint)
     for tok in p.extra:
         if _VAR.search(tok.text):  # may expand to flags, or to nothing: warned about below
             continue
@@ -196,8 +187,7 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
                     "ambiguous and vLLM refuses to start", f.loc, fix=f"use {f.name}",
                     current=f.key, suggested=f.name)
         if f.name and reg.flags.get(f.name, {}).get("deprecated"):
-            out.add("flags-known", WARN, f"{f.key} is deprecated in vLLM {reg.release}", f.loc,
-                    fix=f"remove {f.key}")
+            _deprecated(out, f, reg)
     for first, again in p.repeated:
         where = f" (also line {first.loc.line})" if first.loc.line else ""
         if "." in again.key and "." not in first.key:  # `FlexibleArgumentParser`
@@ -224,6 +214,51 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
         n = len(p.flags)
         out.add("flags-known", PASS, f"{n} flag{'s' * (n != 1)} known to vLLM {reg.release}"
                 if n else "no flags to check", p.cmd.loc)
+
+
+# deprecated or removed flags whose removal keeps what vLLM does, and why
+_SAFE_TO_DROP = {
+    # `AsyncEngineArgs.enable_log_requests` defaults to False from 0.10.1 (0.10.1-0.33
+    # arg_utils.py); 0.10.0 and before log requests unless --disable-log-requests is given
+    "--disable-log-requests": "request logging is off by default from vLLM 0.10.1; "
+                              "--enable-log-requests turns it on",
+}
+# deprecated flags vLLM still parses but refuses at start-up, unless `env` says otherwise
+_REFUSED = {
+    # 0.6.0-0.6.3.post1 `ModelConfig.__init__` raises ValueError when it is given
+    "--max-context-len-to-capture": ("its ModelConfig raises \"`max_context_len_to_capture` is "
+                                     "deprecated\"", None),
+    # 0.6.0-0.6.1 `AsyncLLMEngine.__init__` raises unless VLLM_ALLOW_ENGINE_USE_RAY is set
+    "--engine-use-ray": ("its AsyncLLMEngine raises \"`--engine-use-ray` is deprecated\"",
+                         "VLLM_ALLOW_ENGINE_USE_RAY"),
+}
+
+
+def _deprecated(out: Outcome, f: Any, reg: Any) -> None:
+    """A flag the release marks deprecated: a warning with what to write instead (removing
+    --task embed would turn an embedding server into a generator), or a failure where the
+    release refuses it at start-up."""
+    from kvplan.engines.vllm_registry import dropped_after, instead
+
+    use = instead(f.name, f.value, reg)
+    gone = dropped_after(f.name, reg.release)
+    when = f" ({gone} drops it)" if gone else ""
+    fix = f"use {use} instead" if use else f"remove {f.key}" + (
+        f" ({_SAFE_TO_DROP[f.name]})" if f.name in _SAFE_TO_DROP else "")
+    refused = _REFUSED.get(f.name)
+    if refused and not f.negated:
+        why, var = refused
+        ev = out.target.command.env.get(var) if var else None
+        allowed = ev is not None and (ev.value is None  # unresolved: it may allow it
+                                      or ev.value.strip().lower() in ("1", "true"))
+        if not allowed:
+            out.add("flags-known", FAIL, f"{f.key} is deprecated in vLLM {reg.release}{when} "
+                    f"and the engine refuses to start with it ({why})", f.loc,
+                    fix=fix + (f", or set {var}=1" if var else ""), current=f.key,
+                    suggested=use)
+            return
+    out.add("flags-known", WARN, f"{f.key} is deprecated in vLLM {reg.release}{when}", f.loc,
+            fix=fix, current=f.key, suggested=use)
 
 
 _VAR = re.compile(r"\$\(([A-Za-z_][\w.-]*)\)|\$\{([A-Za-z_]\w*)[^}]*\}|\$([A-Za-z_]\w*)")

@@ -208,18 +208,31 @@ def image_engine(image: str | None) -> tuple[str, str] | None:
     return None
 
 
+# The images whose bare version tag (`v0.10.2`, `v0.28.0-cu130`) is the vLLM release inside:
+# the vLLM project's own (Docker Hub `vllm/`: vllm-openai, vllm-openai-rocm, ...) and AMD's
+# (`rocm/vllm`, `rocm/vllm-dev`), matched on the repository path's end, so a registry
+# mirror (`mirror.example.com/vllm/vllm-openai`) counts. Any other image's tag is its own
+# product's release: llm-d's (`ghcr.io/llm-d/llm-d:v0.2.0` ships vLLM 0.10.x), KServe's
+# (`kserve/huggingfaceserver:v0.15.2`), Red Hat AI Inference Server's (3.2.3) or a private
+# build's.
+VLLM_IMAGES = re.compile(r"(?:^|/)(?:vllm/vllm(?:-[a-z0-9]+)*|rocm/vllm(?:-dev)?)$")
+
+
 def image_version(image: str | None) -> str | None:
-    """`vllm/vllm-openai:v0.10.2` -> '0.10.2'; `rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909` ->
-    '0.10.1'. None for `latest`, `nightly`, digests, other tags, and Red Hat AI Inference
-    Server images, whose tag is the product's release (3.2.3), not vLLM's."""
-    if not image or "@" in image or "/rhaiis/" in image:
+    """The vLLM release an image's tag names: `vllm/vllm-openai:v0.10.2` -> '0.10.2';
+    `rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909` -> '0.10.1' (a tag that names vLLM, on any
+    image). None for `latest`, `nightly`, digests, and a bare version tag on an image not in
+    `VLLM_IMAGES`, whose tag is not vLLM's release (the release is then `--vllm-version`'s or
+    assumed)."""
+    if not image or "@" in image:
         return None
     last = image.rsplit("/", 1)[-1]
     if ":" not in last:
         return None
-    tag = last.split(":", 1)[1]
-    m = re.search(r"(?:^|[_-])vllm[_-]?v?(\d+\.\d+(?:\.\d+)?)", tag) or \
-        re.match(r"^v?(\d+\.\d+(?:\.\d+)?)", tag)
+    repo, tag = image.rsplit(":", 1)
+    m = re.search(r"(?:^|[_-])vllm[_-]?v?(\d+\.\d+(?:\.\d+)?)", tag)
+    if m is None and VLLM_IMAGES.search(repo.lower()):
+        m = re.match(r"^v?(\d+\.\d+(?:\.\d+)?)", tag)
     return m.group(1) if m else None
 
 

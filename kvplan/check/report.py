@@ -92,6 +92,18 @@ def to_json(rep: Report) -> dict[str, Any]:
 
 # --- human -----------------------------------------------------------------------------------
 
+def _unread_tag(image: str | None) -> str:
+    """Why an image's version tag did not give the release (`command.VLLM_IMAGES`)."""
+    import re
+
+    tag = image.rsplit("/", 1)[-1].partition(":")[2] if image and "@" not in image else ""
+    if not re.match(r"v?\d+\.\d+", tag):
+        return ""
+    llmd = "/llm-d/" in image or image.startswith("llm-d/")
+    return f": the tag of {image} is " + ("llm-d's release" if llmd else "not known to be") \
+        + " vLLM's" * (not llmd) + (", not vLLM's" if llmd else " release")
+
+
 def human(rep: Report, color: bool) -> str:
     from kvplan.render.term import Painter
 
@@ -106,7 +118,7 @@ def human(rep: Report, color: bool) -> str:
         if fx.get("gpus"):
             bits[-1] += f" x{fx['gpus']}"
         bits.append(f"{fx.get('engine')}" + (f" {fx['vllm_version']}" + (
-            " (assumed; set kvplan.io/vllm-version or --vllm-version)"
+            f" (assumed{_unread_tag(t.image)}; set kvplan.io/vllm-version or --vllm-version)"
             if fx.get("version_source") == "default" else
             f" (for {fx['vllm_version_requested']}, newer than kvplan models)"
             if fx.get("vllm_version_requested") else "") if fx.get("engine") == "vllm" else ""))

@@ -779,15 +779,23 @@ class VllmVersion:
 
     @property
     def kv_cache_dtypes(self) -> tuple[str, ...]:
-        """Accepted `--kv-cache-dtype` values (`config/cache.py CacheDType`)."""
-        base = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+        """The `--kv-cache-dtype` names the release's parser accepts: its `CacheDType`
+        Literal (config/cache.py from 0.11, config/__init__.py in 0.10, config.py in
+        0.8.5-0.9), before that the option's argparse choices (0.6-0.8 arg_utils.py), read in
+        every wheel 0.6.0-0.33.0 (tools/vllm_patch_flags.py keeps the patches that differ):
+        auto / fp8 / fp8_e4m3 / fp8_e5m2 to 0.9, + fp8_inc 0.10.0, + bfloat16 0.11.0,
+        + fp8_ds_mla 0.11.1, + float16 0.18.0, + the quantized formats from 0.20
+        (core/kvquant.py)."""
+        names = ["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
+        for name, since in (("fp8_inc", (0, 10)), ("bfloat16", (0, 11)),
+                            ("fp8_ds_mla", (0, 11, 1)), ("float16", (0, 18))):
+            if self.at_least(*since):
+                names.append(name)
         if self.at_least(0, 20):
             from kvplan.core.kvquant import accepted  # the quantized formats (core/kvquant.py)
 
-            return base + ("bfloat16", "float16", "fp8_ds_mla") + accepted(self.at_least)
-        if self.at_least(0, 11):
-            return base + ("bfloat16",)
-        return base
+            names += accepted(self.at_least)
+        return tuple(names)
 
     @property
     def modelopt_kv_auto(self) -> bool:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
+import shlex
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from kvplan.core.versions import VllmVersion
@@ -24,8 +26,24 @@ def _data() -> dict:
 
 
 @lru_cache(maxsize=1)
+def _patch_file() -> dict:
+    return json.loads(PATCHES.read_text(encoding="utf-8"))
+
+
 def _patches() -> dict:
-    return json.loads(PATCHES.read_text(encoding="utf-8"))["patches"]
+    return _patch_file()["patches"]
+
+
+def _order(release: str) -> tuple[int, ...]:
+    """'0.10.1.1' -> (0, 10, 1, 1): patches of patches and .postN sort after their base."""
+    return tuple(int(x) for x in re.findall(r"\d+", release)[:4])
+
+
+@lru_cache(maxsize=1)
+def releases() -> list[str]:
+    """Every release whose flags kvplan read (the records and every other released patch
+    from 0.6.0, tools/vllm_patch_flags.py), oldest first."""
+    return sorted(_patch_file()["releases"], key=_order)
 
 
 @dataclass(frozen=True)
@@ -43,56 +61,49 @@ def recorded_versions() -> list[str]:
     return sorted(_data()["versions"], key=lambda k: tuple(int(x) for x in k.split(".")))
 
 
+def _record_of(release: str) -> str:
+    keys = recorded_versions()
+    return ([k for k in keys if _order(k) <= _order(release)[:2]] or keys[:1])[-1]
+
+
 class Registry:
     """The flags of one release: the newest recorded release not newer than the target, and
     for a patch given in full (`0.10.0`) whose flags differ from its minor's record, that
-    patch's own (`later` names the patch that adds a flag it lacks, `removed` the last
-    release that had a flag the patch dropped)."""
+    patch's own (`vllm_patch_flags.json`: the flags it lacks or adds, and the ones its
+    `add_argument` calls mark deprecated or not). `release` is the release read: the target
+    when kvplan read its wheel (0.14.0 as itself, though its flags are 0.14.1's), else the
+    nearest one read at or below it (0.11.9 as 0.11.2; a minor alone as its record)."""
 
     def __init__(self, version: str | None):
         v = VllmVersion.of(version)
         versions = _data()["versions"]
-        keys = sorted(versions, key=lambda k: tuple(int(x) for x in k.split(".")))
-        best = keys[0]
-        for k in keys:
-            if tuple(int(x) for x in k.split(".")) <= v.v[:2]:
-                best = k
+        best = _record_of(v.text)
         self.key = best
-        self.release = versions[best]["release"]
-        self.parser = versions[best].get("parser", {})
-        self.flags: dict[str, dict] = versions[best]["flags"]
-        self.later: dict[str, str] = {}
-        self.removed: dict[str, str] = {}  # flag -> the last release of the minor with it
-        text = v.text
-        if text.count(".") == 1 and text not in versions:  # a minor without a record (0.7):
-            text = max((k for k in _patches() if k.startswith(text + ".")),  # its last patch
-                       key=lambda k: VllmVersion.of(k).v, default=text)
-        elif text.count(".") >= 2 and text not in _patches():  # an unrecorded patch: the
-            text = max((k for k, e in _patches().items() if e["record"] == best  # nearest
-                        and VllmVersion.of(k).v <= v.v), key=lambda k: VllmVersion.of(k).v,
-                       default=self.release)  # release at or below it, record included
-            if VllmVersion.of(text).v < VllmVersion.of(self.release).v <= v.v:
-                text = self.release
-        patch = _patches().get(text) if text.count(".") >= 2 else None
+        record = versions[best]
+        self.parser = record.get("parser", {})
+        text, read = v.text, releases()
+        if text.count(".") == 1:  # a minor alone: its record, else (0.7) its last patch
+            text = record["release"] if text in versions else max(
+                (k for k in read if k.startswith(text + ".")), key=_order,
+                default=record["release"])
+        elif text not in read:  # a patch kvplan did not read: the nearest read below it
+            text = max((k for k in read if _record_of(k) == best and _order(k) <= _order(text)),
+                       key=_order, default=record["release"])
+        self.release = text
+        self.flags: dict[str, dict] = dict(record["flags"])
+        patch = _patches().get(text)
         if patch and patch["record"] == best:
-            self.release, v = text, VllmVersion.of(text)
             self.flags = {k: i for k, i in self.flags.items() if k not in patch["lacks"]}
             self.flags.update(patch["has"])
-            newer = sorted((k for k, e in _patches().items() if e["record"] == best
-                            and VllmVersion.of(k).v > v.v), key=lambda k: VllmVersion.of(k).v)
-            record = versions[best]["release"]
-            for flag in patch["lacks"]:
-                if v.v > VllmVersion.of(record).v:  # dropped after the record
-                    self.removed[flag] = record
-                else:
-                    self.later[flag] = next((k for k in newer
-                                             if flag not in _patches()[k]["lacks"]), record)
-        at = VllmVersion.of(self.release).v
-        for k, e in sorted(_patches().items(), key=lambda kv: VllmVersion.of(kv[0]).v):
-            if e["record"] == best and VllmVersion.of(k).v > at:  # after the record
-                for flag in e["has"]:
-                    if flag not in self.flags:
-                        self.later.setdefault(flag, k)
+            for name in patch.get("deprecated", []):
+                self.flags[name] = {**self.flags[name], "deprecated": True}
+            for name in patch.get("undeprecated", []):
+                self.flags[name] = {k: x for k, x in self.flags[name].items()
+                                    if k != "deprecated"}
+            if "kv_cache_dtypes" in patch:  # its CacheDType, where it differs from the record
+                info = self.flags["--kv-cache-dtype"]
+                key = "choices" if info.get("choices") else "known_values"
+                self.flags["--kv-cache-dtype"] = {**info, key: patch["kv_cache_dtypes"]}
         self._spell: dict[str, tuple[str, bool]] = {}
         for name, info in self.flags.items():
             self._spell[name] = (name, False)
@@ -136,6 +147,78 @@ class Registry:
         """Flags (tokens starting with '-') this release's parser would reject."""
         return [f for f in flags if f.startswith("-") and not _is_number(f)
                 and self.lookup(f) is None]
+
+
+@cache
+def registry(release: str) -> Registry:
+    return Registry(release)
+
+
+def history(spelled: str, release: str) -> tuple[str | None, str | None, str | None]:
+    """Where a flag `release` rejects stands in the releases kvplan read, as (added,
+    dropped, had): `added` the first release after `release` that accepts it, `dropped` the
+    first release after the last one before `release` that had it, `had` that last one
+    (0.11.2's --rope-theta: (None, '0.11.1', '0.11.0')). Accepted spellings, aliases and
+    prefixes count as each release's parser reads them."""
+    at, read = _order(release), releases()
+    has = [r for r in read if registry(r).lookup(spelled) is not None]
+    after = [r for r in has if _order(r) > at]
+    before = [r for r in has if _order(r) < at]
+    had = before[-1] if before else None
+    dropped = next((r for r in read if _order(r) > _order(had)), None) if had else None
+    return (after[0] if after else None), dropped, had
+
+
+def dropped_after(spelled: str, release: str) -> str | None:
+    """The first release read after `release` whose parser rejects `spelled`."""
+    return next((r for r in releases() if _order(r) > _order(release)
+                 and registry(r).lookup(spelled) is None), None)
+
+
+# `--task` (0.6-0.12; deprecated from 0.10.1, gone in 0.13) as `--runner` / `--convert`
+# (0.10.1+) give it: 0.10.1 `ModelConfig.__post_init__` (`_RUNNER_TASKS`, `_task_to_convert`:
+# embed / embedding -> embed, classify, reward; score -> classify or embed by the
+# architecture, which `--runner pooling` alone lets vLLM pick)
+_TASK = {"embed": "--runner pooling --convert embed",
+         "embedding": "--runner pooling --convert embed",
+         "classify": "--runner pooling --convert classify",
+         "reward": "--runner pooling --convert reward", "score": "--runner pooling",
+         "generate": "--runner generate", "transcription": "--runner generate",
+         "draft": "--runner draft"}
+# deprecated or removed flags whose removal changes what vLLM does, and what the release's
+# own deprecation names instead ({} is the flag's value)
+_INSTEAD = {
+    # 0.6.0-0.6.3.post1 `ModelConfig.__init__`: "`max_context_len_to_capture` is deprecated.
+    # Use `max_seq_len_to_capture` instead." (a ValueError: the start fails)
+    "--max-context-len-to-capture": "--max-seq-len-to-capture {}",
+    # 0.6 help: "Deprecated, use --distributed-executor-backend=ray"
+    "--worker-use-ray": "--distributed-executor-backend ray",
+    # 0.11 `ModelConfig`: the deprecated override is read as --pooler-config
+    "--override-pooler-config": "--pooler-config {}",
+    # 0.10.1-0.12 `EngineArgs.create_model_config` warnings
+    "--disable-mm-preprocessor-cache": "--mm-processor-cache-gb 0",
+    "--enable-multimodal-encoder-data-parallel": "--mm-encoder-tp-mode data",
+}
+
+
+def instead(name: str, value: str | None, reg: Registry) -> str | None:
+    """What to write in `reg`'s release instead of a deprecated or removed flag `name`
+    (canonical spelling) given `value`, when removing it would change what vLLM does; None
+    when removing it is right or the release lacks the replacement."""
+    if name == "--task":
+        use = _TASK.get((value or "").strip().lower()) if value and "$" not in value \
+            else "--runner pooling --convert <embed|classify|reward>"
+    elif name in ("--speculative-model", "--num-speculative-tokens"):
+        # the V0 speculative flags (0.6-0.8.2) as `SpeculativeConfig` keys (0.8+ JSON)
+        model = value if name == "--speculative-model" and value else "<draft model>"
+        n = value if name == "--num-speculative-tokens" and value else "<n>"
+        use = ("--speculative-config "
+               + shlex.quote(f'{{"model": "{model}", "num_speculative_tokens": {n}}}'))
+    else:
+        use = _INSTEAD.get(name, "").replace("{}", shlex.quote(value or "")).strip() or None
+    if use is None or "{}" in _INSTEAD.get(name, "") and not value:
+        return None
+    return use if reg.lookup(use.split()[0]) is not None else None
 
 
 def _is_number(tok: str) -> bool:
