@@ -309,10 +309,11 @@ def load(kind: str, extra: list[str] | None = None) -> Catalog:
     return cat
 
 
-# Config keys that never change sizing; dropped when kvplan writes a catalog entry.
+# Config keys that never change sizing; dropped when kvplan writes a catalog entry (`auto_map`
+# is kept: it decides whether vLLM falls back to its Transformers backend, engines/vllm_archs).
 DROP_CONFIG_KEYS = {
     "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
-    "initializer_range", "transformers_version", "_name_or_path", "auto_map", "id2label",
+    "initializer_range", "transformers_version", "_name_or_path", "id2label",
     "label2id", "use_cache", "attention_dropout", "hidden_dropout", "embd_pdrop", "resid_pdrop",
     "output_attentions", "output_hidden_states", "return_dict", "chat_template",
     "tokenizer_class", "torchscript", "problem_type", "task_specific_params",

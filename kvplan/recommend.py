@@ -166,6 +166,12 @@ def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
     gpus = _gpus(gpu_spec, catalogs)
     kvs = _kv_dtypes(kv_spec, version)
     tps = _tps(tp_spec, model)
+    from kvplan.core.arch import normalize
+    from kvplan.core.versions import VllmVersion
+    from kvplan.engines.vllm_archs import check as registry_check
+
+    # an architecture vLLM refuses is bad input, not a rejection of every candidate
+    registry_check(normalize(model.config).architectures, model.config, VllmVersion.of(version))
     plans, rejected = search(model, gpus, base, version, wl, t, tps, kvs, limit=top)
     if not plans:
         detail = "; ".join(rejected[:3]) if rejected else "no candidate"

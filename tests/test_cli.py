@@ -918,8 +918,12 @@ def test_bert_family_is_encoder_only(capsys, tmp_path):
             f"kvplan: error: {arch} is an encoder-only model (vLLM builds its attention as "
             "ENCODER_ONLY): vLLM keeps no KV cache for it"), err
     # gte-*-v1.5's own config: Alibaba's remote NewModel, which vLLM serves as GteNewModel
+    # (its auto_map names the remote code, so vLLM's registry check would try the Transformers
+    # backend rather than refuse the name outright)
     f = tmp_path / "gte.json"
     f.write_text(json.dumps({
+        "auto_map": {"AutoConfig": "Alibaba-NLP/new-impl--configuration.NewConfig",
+                     "AutoModel": "Alibaba-NLP/new-impl--modeling.NewModel"},
         "architectures": ["NewModel"], "model_type": "new", "hidden_size": 1024,
         "num_attention_heads": 16, "num_hidden_layers": 24, "intermediate_size": 4096,
         "max_position_embeddings": 8192, "vocab_size": 30528, "torch_dtype": "float32"}))

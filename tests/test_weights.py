@@ -491,11 +491,12 @@ def test_mla_keeps_a_dequantized_kv_b_copy_in_v1():
                                                     kv_cache_memory_bytes=1 << 30),
                     version).budget.weights
 
-    assert weights("0.11") - weights("0.6") == 61 * 16 * 512 * 256 * 2 == 255852544
+    # (0.6.6 is the first release whose registry lists DeepseekV3ForCausalLM)
+    assert weights("0.11") - weights("0.6.6") == 61 * 16 * 512 * 256 * 2 == 255852544
     # q_a / kv_a are FP8 linears: 1 byte each, whole on every rank
     qa_kva = 61 * 7168 * (1536 + 512 + 64)
     bf16_cfg = {**DEEPSEEK_V3, "torch_dtype": "bfloat16"}
-    assert weights("0.6", bf16_cfg) - weights("0.6") > qa_kva  # 16-bit: q_a/kv_a at 2 B
+    assert weights("0.6.6", bf16_cfg) - weights("0.6.6") > qa_kva  # 16-bit: q_a/kv_a at 2 B
 
 
 def test_mistral_native_pixtral_tower_is_whole_on_every_rank_012_to_019(capsys):

@@ -283,6 +283,14 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
     if r.version.engine_v0:  # 0.8-0.10 moved this start to V0: say so where it was sized
         passed = next(f for f in out.findings if f.id == "sizing-inputs")
         passed.message += f"; {r.engine_note}"
+    from kvplan.engines.vllm_archs import FALLBACK
+
+    fallback = next((n for n in r.notes if FALLBACK in n), None)
+    if fallback:  # the registry lacks the architecture: sized as a generic decoder
+        passed = next(f for f in out.findings if f.id == "sizing-inputs")
+        passed.status, passed.message = WARN, f"{passed.message}; {fallback}"
+        passed.fix = passed.fix or ("confirm the start logs the Transformers backend, or "
+                                    "accept the margin (kvplan.io/ignore: sizing-inputs)")
     if not _weights(out, p, r):
         for cid in SIZED[2:]:
             out.add(cid, SKIP, "not sized: the weights do not fit")

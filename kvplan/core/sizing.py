@@ -1191,6 +1191,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         last = ".".join(map(str, REMOVED_ARCHITECTURES[gone]))
         raise BadInput(f"vLLM {version.text} no longer runs {gone} (supported until {last})",
                        hint=f"use --vllm-version {last}")
+    from kvplan.engines.vllm_archs import check as registry_check
+
+    # `ModelRegistry`: none registered -> the Transformers backend (a note) or a refusal
+    registry_note = registry_check(arch.architectures, model.config, version)
     _validate_parallel(arch, a, version)
     check_eplb(enabled=a.enable_eplb, redundant=a.eplb_num_redundant_experts,
                expert_parallel=a.enable_expert_parallel,
@@ -1228,7 +1232,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         raise BadInput(f"vLLM {version.text} has no attention backend for --block-size "
                        f"{a.block_size} ('block_size not supported')",
                        hint="use a multiple of 16", flag="block_size")
-    notes: list[str] = list(arch.notes) + [n for n in (engine_note, aiter_note) if n]
+    notes: list[str] = list(arch.notes) + [n for n in (registry_note, engine_note, aiter_note)
+                                           if n]
     tp, pp = a.tensor_parallel_size, a.pipeline_parallel_size
     if a.nnodes < 1:
         raise BadInput(f"--nnodes must be at least 1, got {a.nnodes}", flag="nnodes")
