@@ -1814,11 +1814,13 @@ def test_lws_consistent_group_passes(capsys, tmp_path):
      "image differs: the worker has vllm/vllm-openai:v0.32.0, the leader "
      "vllm/vllm-openai:v0.33.0 (line 18): the pods would run different vLLM builds, whose "
      "start-up handshakes need not match"),
+    # the leader takes 0.33's default backend: the leader is the one to change
     ({'\n                 "--enable-expert-parallel", "--all2all-backend", "deepep_low_latency",':
-      '\n                 "--enable-expert-parallel",'}, "warn", "deepep_low_latency", None,
-     "all-to-all backend differs: the worker has deepep_low_latency, the leader (the release's "
-     "default) (line 19): unless that is the release's default, the pods exchange tokens "
-     "differently and the group fails at start-up"),
+      '\n                 "--enable-expert-parallel",'}, "fail", "allgather_reducescatter",
+     "deepep_low_latency",
+     "all-to-all backend differs: the leader runs allgather_reducescatter (the release's "
+     "default), the worker deepep_low_latency (line 34): the pods exchange tokens differently "
+     "and the group fails at start-up"),
 ])
 def test_lws_group_inconsistencies(capsys, tmp_path, subs, status, current, suggested, message):
     _, rep = check_json(capsys, lws_variant(tmp_path, **subs))
@@ -1856,8 +1858,8 @@ def test_lws_unresolved_values_are_not_failures(capsys, tmp_path):
     code, rep = check_json(capsys, f)
     c = one(rep["deployments"][0], "lws-group-consistent")
     assert c["status"] == "pass" and c["message"].endswith(
-        "= 16 data-parallel ranks; not compared: --max-model-len (set from variables "
-        "kvplan cannot resolve)")
+        "= 16 data-parallel ranks; not compared: --max-model-len, --data-parallel-start-rank "
+        "(set from variables kvplan cannot resolve)")
     assert code == 0
 
 
@@ -1899,11 +1901,10 @@ def test_lws_script_branches_are_alternatives(capsys):
     assert c["status"] == "pass" and c["message"].startswith(
         f"the branch at line {l1} and the branch at line {l2} agree: model "
         "moonshotai/Kimi-K2-Instruct")
-    assert c["message"].endswith("; 4 pods x 4 = 16 data-parallel ranks")
-    w = one(first, "flags-known")
-    assert w["status"] == "warn" and w["message"] == (
-        "'$START_RANK' refers to a variable kvplan cannot resolve (START_RANK is computed when "
-        f"the script runs (line {line_of(src, 'START_RANK=')})); that value is not checked")
+    # START_RANK=$(( ${LWS_WORKER_INDEX:-0} * 4 )), read pod by pod: not a warning
+    assert c["message"].endswith("; 4 pods x 4 = 16 data-parallel ranks (start ranks 0, 4, "
+                                 "8, 12, read pod by pod from LWS_WORKER_INDEX)")
+    assert one(first, "flags-known")["message"] == "6 flags known to vLLM 0.33.0"
 
 
 def test_headless_variable_is_a_warning_not_a_failure(capsys):
@@ -1919,7 +1920,8 @@ def test_headless_variable_is_a_warning_not_a_failure(capsys):
         f"different values in the script's branches (lines {lines[0]} and {lines[1]})); the "
         "arguments it expands to are not checked")
     c = one(dep, "lws-group-consistent")
-    assert c["message"] == "4 pods x 4 = 16 data-parallel ranks"
+    assert c["message"] == ("4 pods x 4 = 16 data-parallel ranks (start ranks 0, 4, 8, 12, "
+                            "read pod by pod from LWS_WORKER_INDEX)")
 
 
 def test_script_variables_in_a_container(capsys, tmp_path):
@@ -1930,12 +1932,14 @@ def test_script_variables_in_a_container(capsys, tmp_path):
     code, rep = check_json(capsys, f)
     dep = rep["deployments"][0]
     assert not [c for c in dep["checks"] if "HEADLESS" in c["message"]]
-    assert one(dep, "flags-known")["status"] == "warn"  # $START_RANK only
+    # $START_RANK is read pod by pod (lws-group-consistent): no flag left to warn about
+    assert one(dep, "flags-known")["message"] == "6 flags known to vLLM 0.33.0"
     # an unquoted empty variable stands for no word; a set one for its value
     f.write_text(src.replace('HEADLESS=""\n', 'HEADLESS="--headless"\n').replace(
         '            if [ "${LWS_WORKER_INDEX:-0}" -ne 0 ]; then HEADLESS="--headless"; fi\n', ""))
     code, rep = check_json(capsys, f)
-    assert one(rep["deployments"][0], "flags-known")["message"].startswith("'$START_RANK'")
+    assert one(rep["deployments"][0], "flags-known")["message"] == \
+        "7 flags known to vLLM 0.33.0"
 
 
 def test_engine_commands_in_if_arms_of_a_deployment(capsys, tmp_path):
@@ -2264,3 +2268,401 @@ def test_an_unread_tag_is_named_in_the_header_where_the_image_is_known(capsys, t
     code, out, err = run(capsys, "check", src)
     assert "vllm 0.33 (assumed: the tag of ghcr.io/llm-d/llm-d:v0.8.0 is llm-d's release, " \
            "not vLLM's; set kvplan.io/vllm-version or --vllm-version)" in out
+
+
+# --- shell words, LeaderWorkerSet variables and groups (review 22b) -------------------------
+
+def test_shell_words_as_sh_splits_and_expands_them():
+    from kvplan.check.base import Token
+    from kvplan.check.shellwords import arith, expand, lex
+
+    def words(script, **known):
+        out = []
+        for it in lex(script):
+            if it.kind == "word":
+                from kvplan.check.shellwords import Word
+
+                e = expand(Word(it.text, parts=it.parts), known.get)
+                out.append(e.fields if e.ok else ("?", *e.fields))
+        return out
+
+    args = "--max-model-len 8192 --enforce-eager"
+    assert words("serve $ARGS", ARGS=args) == [["serve"], args.split()]
+    assert words('serve "$ARGS" ${ARGS}', ARGS=args) == [["serve"], [args], args.split()]
+    assert words("serve $EMPTY \"$EMPTY\" ''", EMPTY="") == [["serve"], [], [""], [""]]
+    assert words("--x=$A", A="1 2") == [["--x=1", "2"]]
+    # arithmetic and command substitution are one word, however many spaces they hold
+    assert words("-dp $(( LWS_GROUP_SIZE * DPL )) -dpl $((DPL))", LWS_GROUP_SIZE="2",
+                 DPL="8") == [["-dp"], ["16"], ["-dpl"], ["8"]]
+    assert words("$(( N * 8 )) $( cat /x ) `hostname`") == [
+        ("?", "$(( N * 8 ))"), ("?", "$( cat /x )"), ("?", "`hostname`")]
+    assert words("${I:-0} ${I:-0}", I="") == [["0"], ["0"]]
+    assert words("${I:-0}", I="3") == [["3"]]
+    assert [it.kind for it in lex("a 2>&1 >/dev/null | b # c\nd <<EOF\nx y\nEOF\ne")] == [
+        "word", "skip", "skip", "op", "word", "skip", "op", "word", "skip", "op", "skip",
+        "skip", "word"]
+    assert arith("8 + (I - 1) * 4", {"I": "3"}.get)[0] == 16
+    assert arith("-7 / 2", {}.get)[0] == -3 and arith("-7 % 2", {}.get)[0] == -1
+    assert arith("I * 8", {}.get) == (None, ["I"], False)
+    assert arith("1 << 2", {}.get) == (None, [], True)  # not evaluated: left unresolved
+    assert expand(Token("$X"), {"X": "a b"}.get).fields == ["$X"]  # a word as written
+
+
+def test_unquoted_variable_of_several_flags_is_split(capsys, tmp_path):
+    # review 22b #2: ARGS holds two flags; sh passes them as three words, "$ARGS" as one
+    f = tmp_path / "s2.sh"
+    f.write_text('#!/bin/sh\nARGS="--max-model-len 8192 --enforce-eager"\n'
+                 "export CUDA_VISIBLE_DEVICES=0\n"
+                 "exec vllm serve meta-llama/Llama-3.1-8B-Instruct $ARGS --max-num-seqs 64\n")
+    code, rep = check_json(capsys, f, "--gpu", "l4", "--vllm-version", "0.11.0")
+    (dep,) = rep["deployments"]
+    assert code == 0 and dep["max_model_len"] == 8192
+    assert one(dep, "flags-known")["message"] == "3 flags known to vLLM 0.11.0"
+    assert one(dep, "max-model-len-fits")["status"] == "pass"
+    f.write_text(f.read_text().replace(" $ARGS ", ' "$ARGS" '))
+    code, rep = check_json(capsys, f, "--gpu", "l4", "--vllm-version", "0.11.0")
+    fk = one(rep["deployments"][0], "flags-known")
+    assert code == 1 and fk["status"] == "fail" and fk["current"] == \
+        "--max-model-len 8192 --enforce-eager"
+    # a container's env value in a `sh -c` script is split too
+    d = tmp_path / "d.yaml"
+    d.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  template:\n"
+        "    spec:\n      nodeSelector: {nvidia.com/gpu.product: NVIDIA-L4}\n"
+        "      containers:\n      - name: vllm\n        image: vllm/vllm-openai:v0.11.0\n"
+        "        env:\n        - {name: EXTRA_ARGS, value: \"--max-model-len 8192 "
+        "--enforce-eager\"}\n"
+        "        command: [/bin/sh, -c]\n        args:\n        - |\n"
+        "          vllm serve meta-llama/Llama-3.1-8B-Instruct $EXTRA_ARGS --max-num-seqs 64\n"
+        "        resources: {limits: {nvidia.com/gpu: 1}}\n")
+    code, rep = check_json(capsys, d)
+    assert code == 0 and rep["deployments"][0]["max_model_len"] == 8192
+    # Kubernetes' $(VAR) in an args item substitutes within the item: one argument
+    d.write_text(d.read_text().replace(
+        "        command: [/bin/sh, -c]\n        args:\n        - |\n"
+        "          vllm serve meta-llama/Llama-3.1-8B-Instruct $EXTRA_ARGS --max-num-seqs 64\n",
+        "        args: [meta-llama/Llama-3.1-8B-Instruct, $(EXTRA_ARGS)]\n"))
+    code, rep = check_json(capsys, d)
+    fk = one(rep["deployments"][0], "flags-known")
+    assert code == 1 and fk["current"] == "--max-model-len 8192 --enforce-eager"
+
+
+def test_arithmetic_is_one_word(capsys, tmp_path):
+    # review 22b #3: `$(( … ))` with spaces is one word, computed from known values
+    code, rep = check_json(capsys, "--gpu", "h100", "--vllm-version", "0.12", "--cmd",
+                           "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 "
+                           "--data-parallel-size $(( 2 * 1 ))")
+    dep = rep["deployments"][0]
+    assert code == 0 and one(dep, "gpu-count-matches")["message"] == (
+        "TP x PP x DP = 2; the GPU count is not given")
+    code, rep = check_json(capsys, "--gpu", "h100", "--cmd",
+                           "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 "
+                           "--max-num-seqs $( cat /etc/seqs ) -tp $(( N * 2 ))")
+    st = by_id(rep["deployments"][0])
+    assert [c["message"] for c in st["flags-known"]] == [
+        "'$( cat /etc/seqs )' is computed when the script runs; that value is not checked",
+        "'$(( N * 2 ))' refers to a variable kvplan cannot resolve (a secret, config map or "
+        "host variable); that value is not checked"]
+    assert st["gpu-count-matches"][0]["message"] == (
+        "not counted: -tp is $(( N * 2 )), which kvplan cannot resolve")
+    # kvplan's own fix for a shared start rank, applied as written (review 22b's
+    # fixapplied.yaml, at size 3)
+    f = tmp_path / "fix.yaml"
+    f.write_text(
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\nmetadata: {name: rk}\n"
+        "spec:\n  leaderWorkerTemplate:\n    size: 3\n    leaderTemplate:\n      spec:\n"
+        "        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}\n        containers:\n"
+        "        - name: vllm\n          image: vllm/vllm-openai:v0.12.0\n"
+        "          command: [vllm, serve, deepseek-ai/DeepSeek-R1]\n          args: [-dp, '24', "
+        "-dpl, '8', --data-parallel-start-rank, '0', --enable-expert-parallel, "
+        "--max-model-len, '8192']\n          resources: {limits: {nvidia.com/gpu: 8}}\n"
+        "    workerTemplate:\n      spec:\n"
+        "        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}\n        containers:\n"
+        "        - name: vllm\n          image: vllm/vllm-openai:v0.12.0\n"
+        "          command: [bash, -c]\n          args: ['exec vllm serve deepseek-ai/DeepSeek-R1 "
+        "-dp 24 -dpl 8 --data-parallel-start-rank $(( LWS_WORKER_INDEX * 8 )) --headless "
+        "--enable-expert-parallel --max-model-len 8192']\n"
+        "          resources: {limits: {nvidia.com/gpu: 8}}\n")
+    code, rep = check_json(capsys, f)
+    lead, work = rep["deployments"]
+    assert one(work, "flags-known")["message"] == "6 flags known to vLLM 0.12.0"
+    c = one(lead, "lws-group-consistent")
+    assert code == 0 and c["status"] == "pass" and c["message"].endswith(
+        "8 on the leader + 2 x 8 on the workers = 24 data-parallel ranks (start ranks 0, 8, "
+        "16, read pod by pod from LWS_WORKER_INDEX)")
+
+
+def test_llm_d_decode_group_is_resolved_from_lws_variables(capsys):
+    # review 22b #3, #6, #16: LWS_GROUP_SIZE is the group's size, so the DP size is 2 x 8;
+    # the start ranks are read pod by pod; LWS_LEADER_ADDRESS is no secret
+    src = FIX / "lws-llmd-decode.yaml"
+    code, rep = check_json(capsys, src)
+    first, second = rep["deployments"]
+    assert first["gpus"] == 16 and first["kv_cache_tokens"] > 0
+    for dep in (first, second):
+        assert one(dep, "flags-known")["status"] == "pass"
+        assert one(dep, "weights-fit")["status"] == "pass"
+    g = one(first, "gpu-count-matches")
+    assert (g["status"], g["message"]) == ("pass", (
+        "the pods' engines use 2 pods x 8 = 16 GPUs (TP x PP x local DP on each pod), the 16 "
+        "allocated"))
+    c = one(first, "lws-group-consistent")
+    assert c["status"] == "pass" and "not compared" not in c["message"]
+    assert "--data-parallel-size 16," in c["message"] and c["message"].endswith(
+        "; 2 pods x 8 = 16 data-parallel ranks (start ranks 0, 8, read pod by pod from "
+        "LWS_WORKER_INDEX)")
+    assert "--max-model-len 163840 (the model's default)" in c["message"]
+    # the group's replicas: counted once, on the group's entry
+    assert first["replicas_needed"] == 1 and second["replicas_needed"] is None
+
+
+def test_gpu_count_skips_a_layout_from_a_variable(capsys, tmp_path):
+    # review 22b #6: a DP size kvplan cannot resolve: no "8 idle" with a fix that halves the
+    # group
+    f = tmp_path / "l.yaml"
+    f.write_text((FIX / "lws-llmd-decode.yaml").read_text().replace(
+        "$((LWS_GROUP_SIZE * DP_SIZE_LOCAL))", "$DP_SIZE").replace(
+        "          env:\n", "          env:\n          - {name: DP_SIZE, valueFrom: "
+        "{configMapKeyRef: {name: dp, key: size}}}\n"))
+    code, rep = check_json(capsys, f)
+    g = one(rep["deployments"][0], "gpu-count-matches")
+    assert (g["status"], g["message"], g["current"]) == (
+        "skip", "not counted: --data-parallel-size is $DP_SIZE, which kvplan cannot resolve", 16)
+
+
+@pytest.mark.parametrize("leader_env,leader_flag,worker_flag,status,message,fix", [
+    # 0.17 no longer reads the variable: the leader runs the default, the worker DeepEP
+    (["VLLM_ALL2ALL_BACKEND", "deepep_low_latency"], None, "deepep_low_latency", "fail",
+     "all-to-all backend differs: the leader runs allgather_reducescatter (the release's "
+     "default: vLLM 0.17.1 does not read VLLM_ALL2ALL_BACKEND=deepep_low_latency), the worker "
+     "deepep_low_latency (line 25): the pods exchange tokens differently and the group fails "
+     "at start-up", "--all2all-backend deepep_low_latency in place of VLLM_ALL2ALL_BACKEND (as "
+     "the worker)"),
+    # the leader spells out the default the worker takes
+    (None, "allgather_reducescatter", None, "pass", None, None),
+    # the worker names another backend than the leader's
+    (None, "deepep_high_throughput", "deepep_low_latency", "fail",
+     "all-to-all backend differs: the worker runs deepep_low_latency, the leader "
+     "deepep_high_throughput (line 15): the pods exchange tokens differently and the group "
+     "fails at start-up", "--all2all-backend deepep_high_throughput (as the leader)"),
+])
+def test_lws_all2all_backend_as_each_release_resolves_it(capsys, tmp_path, leader_env,
+                                                         leader_flag, worker_flag, status,
+                                                         message, fix):
+    # review 22b #4
+    def args(*extra):
+        return ', '.join(f'"{a}"' for a in extra)
+
+    env = f"\n          env: [{{name: {leader_env[0]}, value: {leader_env[1]}}}]" \
+        if leader_env else ""
+    lflag = ["--all2all-backend", leader_flag] if leader_flag else []
+    wflag = ["--all2all-backend", worker_flag] if worker_flag else []
+    f = tmp_path / "a.yaml"
+    f.write_text(
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\nmetadata: {name: mm}\n"
+        "spec:\n  replicas: 1\n  leaderWorkerTemplate:\n    size: 2\n    leaderTemplate:\n"
+        "      spec:\n        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}\n"
+        "        containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.17.1"
+        f"{env}\n          command: [vllm, serve, deepseek-ai/DeepSeek-R1]\n"
+        "          args: [" + args("-dp", "16", "-dpl", "8", "--enable-expert-parallel",
+                                   "--max-model-len", "8192", *lflag) + "]\n"
+        "          resources: {limits: {nvidia.com/gpu: 8}}\n    workerTemplate:\n"
+        "      spec:\n        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}\n"
+        "        containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.17.1\n"
+        "          command: [vllm, serve, deepseek-ai/DeepSeek-R1]\n"
+        "          args: [" + args("-dp", "16", "-dpl", "8", "--data-parallel-start-rank", "8",
+                                   "--headless", "--enable-expert-parallel", "--max-model-len",
+                                   "8192", *wflag) + "]\n"
+        "          resources: {limits: {nvidia.com/gpu: 8}}\n")
+    code, rep = check_json(capsys, f)
+    c = one(rep["deployments"][0], "lws-group-consistent")
+    assert c["status"] == status
+    if status == "pass":
+        assert "all-to-all backend allgather_reducescatter" in c["message"] and code == 0
+    else:
+        assert (c["message"], c["fix"]) == (message, fix) and code == 1
+    if leader_env:  # the finding points at the leader's ignored variable
+        assert (c["line"], c["current"], c["suggested"]) == (
+            line_of(f, "VLLM_ALL2ALL_BACKEND"), "allgather_reducescatter", "deepep_low_latency")
+
+
+def test_lws_all2all_variable_read_by_0_11_1_agrees_with_the_flag(capsys, tmp_path):
+    # 0.11.1 reads VLLM_ALL2ALL_BACKEND when the flag is unset: leader and worker agree
+    f = lws_variant(tmp_path, **{
+        "v0.33.0": "v0.11.1",
+        '\n                 "--enable-expert-parallel", "--all2all-backend", "deepep_low_latency",':
+        '\n                 "--enable-expert-parallel",',
+        'command: ["vllm", "serve", "deepseek-ai/DeepSeek-R1"]\n          args: '
+        '["--data-parallel-size", "16", "--data-parallel-size-local", "8",\n'
+        '                 "--data-parallel-start-rank", "0"':
+        'env: [{name: VLLM_ALL2ALL_BACKEND, value: deepep_low_latency}]\n'
+        '          command: ["vllm", "serve", "deepseek-ai/DeepSeek-R1"]\n          args: '
+        '["--data-parallel-size", "16", "--data-parallel-size-local", "8",\n'
+        '                 "--data-parallel-start-rank", "0"'})
+    code, rep = check_json(capsys, f)
+    c = one(rep["deployments"][0], "lws-group-consistent")
+    assert c["status"] == "pass" and "all-to-all backend deepep_low_latency" in c["message"]
+
+
+def test_lws_worker_replicas_needed_is_the_groups(capsys, tmp_path):
+    # review 22b #5: the worker's entry carries no replica count of its own engines
+    f = lws_variant(tmp_path, **{"  name: r1-wide-ep\n": "  name: r1-wide-ep\n  annotations: "
+                                 "{kvplan.io/workload: chat, kvplan.io/rate: '300'}\n"})
+    code, rep = check_json(capsys, f)
+    lead, work = rep["deployments"]
+    # DeepEP LL's 256-token budget keeps about 55 of the 256 running: 5 groups for 300 req/s
+    assert lead["replicas_needed"] == one(lead, "replicas-cover-rate")["suggested"] == 5
+    assert work["replicas_needed"] is None
+    assert one(work, "replicas-cover-rate")["status"] == "skip"
+    # review 22b #16: the cap quoted is the one applied (DeepEP LL's 256-token budget)
+    s = one(lead, "max-num-seqs-safe")
+    # the cap `kvplan recommend` would emit: the batch that budget keeps refilled
+    assert s["suggested"] == lead["safe_max_num_seqs"] == 55
+    assert s["message"].endswith("past 55 running the token budget cannot refill the batch, "
+                                 "so kvplan recommend sets 55)")
+    assert s["message"].startswith(
+        "the default max-num-seqs 256 <= the safe 256 on the pool that 256 leaves for the "
+        "declared chat workload (max_num_batched_tokens 256 caps it; the KV pool alone holds ")
+
+
+def test_lws_nnodes_and_node_ranks(capsys, tmp_path):
+    # review 22b #7: one engine over the group's pods (--nnodes, 0.11.1+)
+    src = FIX / "lws-nnodes.yaml"
+    code, rep = check_json(capsys, src)
+    lead, work = rep["deployments"]
+    c = one(lead, "lws-group-consistent")
+    assert code == 0 and c["status"] == "pass" and c["message"].endswith(
+        "--nnodes 2, expert parallelism off, --max-model-len 32768; node ranks 0 (leader), 1 "
+        "(worker pod with LWS_WORKER_INDEX 1) of --nnodes 2")
+    assert one(work, "flags-known")["status"] == "pass"  # $(LWS_...) are the controller's
+    assert one(lead, "gpu-count-matches")["message"] == (
+        "the pods' engines use 4 on the leader + 1 x 4 on the worker = 8 GPUs (TP x PP x local "
+        "DP on each pod), the 8 allocated")
+
+    def group(**subs):
+        f = tmp_path / "n.yaml"
+        text = src.read_text()
+        for old, new in subs.items():
+            assert old in text, old
+            text = text.replace(old, new)
+        f.write_text(text)
+        _, rep = check_json(capsys, f)
+        return f, by_id(rep["deployments"][0])["lws-group-consistent"]
+
+    # the worker's --nnodes and node rank as the review's nnodes-bad.yaml
+    f, got = group(**{'"--nnodes", "2", "--node-rank", "$(LWS_WORKER_INDEX)"':
+                      '"--nnodes", "3", "--node-rank", "0"'})
+    assert [(c["status"], c["message"], c["fix"]) for c in got] == [
+        ("fail", "--nnodes differs: the worker has 3, the leader 2 (line 18): every pod of the "
+         "group must start vLLM alike: the engine spread over the pods (--nnodes) hangs at its "
+         "handshake or fails at start-up", "--nnodes 2 (as the leader)"),
+        ("fail", "the worker runs --node-rank 0, as the leader does: both act as node 0, the "
+         "one that opens the group, and the engine never starts", "--node-rank 1")]
+    # a literal rank every worker pod shares, and --nnodes short of the group
+    f, got = group(**{"size: 2": "size: 3",
+                      '"--node-rank", "$(LWS_WORKER_INDEX)"': '"--node-rank", "1"'})
+    assert [(c["message"], c["fix"]) for c in got] == [
+        ("--nnodes 2 but the group has 3 pods (leaderWorkerTemplate.size): node ranks 2 and "
+         "up are refused (node_rank must be less than nnodes)", "--nnodes 3"),
+        ("the 2 worker pods of the worker template all run --node-rank 1: the nodes need a "
+         "rank each and the engine never starts", "--node-rank $(LWS_WORKER_INDEX)")]
+    assert got[0]["line"] == line_of(f, '"--nnodes", "2"')
+    # ranks from LWS_WORKER_INDEX past --nnodes
+    _, got = group(**{"size: 2": "size: 3"})
+    assert [c["message"] for c in got][-1] == (
+        "the worker pod with LWS_WORKER_INDEX 2 runs --node-rank 2, not below --nnodes 2: vLLM "
+        "refuses to start")
+    # the leader is not node 0, though the pods reach node 0 at the leader's address
+    _, got = group(**{'"--nnodes", "2", "--node-rank", "0"': '"--nnodes", "2", "--node-rank", '
+                      '"1"', '"--node-rank", "$(LWS_WORKER_INDEX)"': '"--node-rank", "0"'})
+    assert [c["message"] for c in got] == [
+        "the leader runs --node-rank 1: the pods reach node 0 at --master-addr "
+        "$(LWS_LEADER_ADDRESS), the leader's address, where node 0 does not run"]
+
+
+def test_lws_group_messages(capsys, tmp_path):
+    # review 22b #16: a rank fix that stays clear of the leader's ranks
+    f = lws_variant(tmp_path, **{'"--data-parallel-size", "16"': '"--data-parallel-size", "12"'})
+    code, rep = check_json(capsys, f)
+    got = by_id(rep["deployments"][0])["lws-group-consistent"]
+    assert [(c["message"], c["fix"]) for c in got] == [
+        ("the group's pods run 8 on the leader + 1 x 8 on the worker = 16 data-parallel ranks "
+         "but --data-parallel-size is 12: 4 of them have no place in the group",
+         "--data-parallel-size 16 on every pod, or --data-parallel-size-local values that add "
+         "up to 12")]
+    # two pods that run engines of their own: no data-parallel group to hang, and the GPUs
+    # each pod's engine uses
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\nmetadata: {name: s}\n"
+        "spec:\n  leaderWorkerTemplate:\n    size: 2\n    leaderTemplate:\n      spec:\n"
+        "        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}\n"
+        "        containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.10.2\n"
+        "          command: [vllm, serve, meta-llama/Llama-3.1-8B-Instruct]\n"
+        "          args: [--max-model-len, '32768']\n"
+        "          resources: {limits: {nvidia.com/gpu: 1}}\n    workerTemplate:\n      spec:\n"
+        "        containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.10.2\n"
+        "          command: [vllm, serve, meta-llama/Llama-3.1-8B-Instruct]\n"
+        "          args: [-tp, '4', --max-model-len, '32768']\n"
+        "          resources: {limits: {nvidia.com/gpu: 4}}\n")
+    code, rep = check_json(capsys, f)
+    lead = rep["deployments"][0]
+    c = one(lead, "lws-group-consistent")
+    assert c["message"] == (
+        "--tensor-parallel-size differs: the worker has 4, the leader 1 (line 13): the pods "
+        "run engines of their own (no data-parallel group or --nnodes joins them), so one "
+        "group would serve two different deployments")
+    g = one(lead, "gpu-count-matches")
+    assert (g["status"], g["message"]) == ("pass", (
+        "the pods' engines use 1 on the leader + 1 x 4 on the worker = 5 GPUs (TP x PP x local "
+        "DP on each pod), the 5 allocated"))
+    f.write_text(f.read_text().replace("nvidia.com/gpu: 4}", "nvidia.com/gpu: 8}"))
+    _, rep = check_json(capsys, f)
+    g = one(rep["deployments"][0], "gpu-count-matches")
+    assert (g["status"], g["fix"], g["line"]) == ("warn", "nvidia.com/gpu: 4 on the worker",
+                                                  line_of(f, "nvidia.com/gpu: 8"))
+
+
+def test_lws_variables_are_named_as_the_controllers(capsys, tmp_path):
+    # review 22b #16: LWS_* are set by the LeaderWorkerSet controller, not secrets; the
+    # leader's address as a flag's value is not a warning
+    f = lws_variant(tmp_path, **{'"--data-parallel-rpc-port", "5555",\n                 '
+                                 '"--headless"': '"--data-parallel-address", '
+                                 '"$(LWS_LEADER_ADDRESS)", "--headless"',
+                                 '"--data-parallel-start-rank", "8"':
+                                 '"--data-parallel-start-rank", "$(SECRET_RANK)"'})
+    code, rep = check_json(capsys, f)
+    work = rep["deployments"][1]
+    fk = one(work, "flags-known")
+    assert fk["message"] == ("'$(SECRET_RANK)' refers to a variable kvplan cannot resolve (a "
+                             "secret, config map or host variable); that value is not checked")
+    f.write_text(f.read_text().replace('"$(SECRET_RANK)"', '"$(LWS_WORKER_INDEX)0"'))
+    code, rep = check_json(capsys, f)
+    fk = one(rep["deployments"][1], "flags-known")
+    assert fk["status"] == "pass"  # read pod by pod: LWS_WORKER_INDEX 1 -> rank 10
+    c = one(rep["deployments"][0], "lws-group-consistent")
+    assert c["message"] == (
+        "the worker pod with LWS_WORKER_INDEX 1 runs data-parallel ranks 10-17 "
+        "(--data-parallel-start-rank 10, --data-parallel-size-local 8), past "
+        "--data-parallel-size 16 (ranks 0-15): vLLM has no such rank and the group never forms")
+    assert (c["fix"], c["current"], c["suggested"]) == ("--data-parallel-start-rank 8", 10, 8)
+    code, rep = check_json(capsys, "--gpu", "h100", "--cmd", "vllm serve "
+                           "meta-llama/Llama-3.1-8B-Instruct $LWS_LEADER_ADDRESS")
+    # outside a LeaderWorkerSet the name means nothing to kvplan
+    assert "(a secret, config map or host variable)" in one(
+        rep["deployments"][0], "flags-known")["message"]
+
+
+def test_script_line_numbers_in_an_else_arm(capsys, tmp_path):
+    # review 22b #15: the assignment's own line, after `else` and a comment
+    f = tmp_path / "start.sh"
+    f.write_text('#!/bin/bash\nMODEL=meta-llama/Llama-3.1-8B-Instruct\n'
+                 'if [ "$ROLE" = "a" ]; then\n  EXTRA=""\nelse\n  # comment\n'
+                 '  EXTRA="--enforce-eager"\nfi\nexport CUDA_VISIBLE_DEVICES=0\n'
+                 'exec vllm serve $MODEL --max-model-len 8192 $EXTRA\n')
+    code, rep = check_json(capsys, f, "--gpu", "l4")
+    fk = one(rep["deployments"][0], "flags-known")
+    assert fk["message"] == (
+        "'$EXTRA' refers to a variable kvplan cannot resolve (EXTRA is assigned different "
+        "values in the script's branches (lines 4 and 7)); the arguments it expands to are "
+        "not checked") and fk["line"] == 10

@@ -123,6 +123,10 @@ class Target:
     group: PodGroup | None = None  # a LeaderWorkerSet's pods
     role: str | None = None  # in a group: leader | worker | pods (one template for all)
     group_entry: str | None = None  # the target that holds the group's checks, if not this
+    pod_gpus: int | None = None  # in a group: the GPUs of one pod of this template
+    # in a group, when the command depends on the pod's LWS_WORKER_INDEX: (index, the engine
+    # command that pod runs) for each pod of the template
+    pod_commands: list[tuple[int, Any]] = field(default_factory=list)
 
 
 @dataclass

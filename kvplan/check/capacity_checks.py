@@ -112,7 +112,7 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
     if out.has("max-model-len-fits", FAIL):
         at = f" (with {spelled(p.engine, 'max_model_len')} {r.max_model_len})"
     out.facts.update(workload=wl.name, rate=wl.rate, safe_max_num_seqs=plan.max_num_seqs,
-                     replicas_needed=plan.replicas)
+                     replicas_needed=None if t.group_entry else plan.replicas)
     safe = plan.max_num_seqs
     current = r.max_num_seqs
     given = "max_num_seqs" in p.values
@@ -159,8 +159,17 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
                 f"declared {wl.name} workload: {_why(own, pool, tg, p.engine)}", loc,
                 fix=fixed, current=current, suggested=fix)
     else:
-        out.add("max-num-seqs-safe", PASS, f"{src} <= the safe {own.cap}{at} on {pool} for "
-                f"the declared {wl.name} workload", loc, current=current, suggested=safe)
+        budget = r.max_num_batched_tokens
+        cap, why = own.cap, ""
+        if own.cap > budget >= current:  # the scheduler's token budget binds first
+            cap, why = budget, (f" (max_num_batched_tokens {budget} caps it; the KV pool "
+                                f"alone holds {own.cap})")
+        if getattr(plan, "budget_limited", False) and safe < current:
+            more = (f"past {safe} running the token budget cannot refill the batch, so "
+                    f"kvplan recommend sets {safe}")
+            why = f"{why[:-1]}; {more})" if why else f" ({more})"
+        out.add("max-num-seqs-safe", PASS, f"{src} <= the safe {cap}{at} on {pool} for "
+                f"the declared {wl.name} workload{why}", loc, current=current, suggested=safe)
     _replicas_check(out, plan, n, wl, tg, gpu, group_engines(p, t))
 
 
@@ -231,6 +240,7 @@ def _replicas_check(out: Any, plan: Any, n: int, wl: Any, tg: Any, gpu: Any, dp:
     if t.group_entry:  # another pod of a LeaderWorkerSet group: the group is the replica
         out.add(cid, SKIP, f"the group's replicas are checked on {t.group_entry}",
                 t.replicas_loc or t.loc)
+        out.facts["replicas_needed"] = None  # the group's is on its entry, counted once
         return
     pt, at = _point(plan, n, wl, gpu)
     needed, rps, rate = _replicas(pt, at, n, wl.clip(plan.result.max_model_len), tg)

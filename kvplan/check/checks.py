@@ -167,8 +167,10 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
                                      f" ({_SAFE_TO_DROP[spelt]})" if spelt in _SAFE_TO_DROP
                                      else ""),
                 current=f.key, suggested=use or hint)
+    unresolved = {id(tok) for tok in p.cmd.unresolved}
     for tok in p.extra:
-        if _VAR.search(tok.text):  # may expand to flags, or to nothing: warned about below
+        if id(tok) in unresolved or _VAR.search(tok.text):  # may expand to flags, or to
+            # nothing: warned about below
             continue
         out.add("flags-known", FAIL, f"unexpected argument {tok.text!r}: vLLM's parser rejects "
                 "it", tok.loc, fix="remove it, or put it after the flag it belongs to",
@@ -202,9 +204,17 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
                 "the command line")
     alone = {id(tok) for tok in p.extra}
     for tok in p.cmd.unresolved:
+        if id(tok) not in alone and p.cmd.from_lws(tok):
+            continue  # the leader's address, or a rank from the pod's LWS_WORKER_INDEX:
+            # set on every pod (lws-group-consistent reads the ranks pod by pod)
         what = "the arguments it expands to are" if id(tok) in alone else "that value is"
-        names = [m.group(1) or m.group(2) or m.group(3) for m in _VAR.finditer(tok.text)]
+        names = p.cmd.needs(tok)
         why = [f"{n} is {p.cmd.why[n]}" for n in names if n in p.cmd.why]
+        if not names:
+            out.add("flags-known", WARN, f"{tok.text!r} is computed when the script runs; "
+                    f"{what} not checked", tok.loc, fix="give the value literally to have it "
+                    "checked")
+            continue
         out.add("flags-known", WARN, f"{tok.text!r} refers to a variable kvplan cannot resolve "
                 + (f"({'; '.join(why)})" if why else "(a secret, config map or host variable)")
                 + f"; {what} not checked", tok.loc,
@@ -389,7 +399,26 @@ def gpus_needed(p: Parsed) -> int:
     v = p.values
     tp = v.get("tensor_parallel_size") or 1
     pp = v.get("pipeline_parallel_size") or 1
+    nn = v.get("nnodes") or 1
+    if p.engine == "vllm" and nn > 1:  # one engine over hosts: this one's share
+        return max(1, tp * pp * (v.get("data_parallel_size") or 1) // nn)
     return tp * pp * local_engines(p)
+
+
+_LAYOUT = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+           "data_parallel_size_local", "nnodes")
+
+
+def layout_unresolved(p: Parsed) -> Any:
+    """The flag of the parallel layout (TP, PP, DP, local DP, --nnodes) whose value is a
+    variable kvplan cannot resolve, or None."""
+    from kvplan.check.mapping import SGLANG_FIELDS, TGI_FIELDS, VLLM_FIELDS
+
+    table = {"vllm": VLLM_FIELDS, "sglang": SGLANG_FIELDS}.get(p.engine, TGI_FIELDS)
+    unresolved = {tok.text for tok in p.cmd.unresolved}
+    return next((f for f in p.flags if table.get(f.name or "") in _LAYOUT and f.value and
+                 table[f.name] not in p.values and (f.value in unresolved or "$" in f.value)),
+                None)
 
 
 def _visible_devices(p: Parsed) -> tuple[int | None, Loc | None, str]:
@@ -407,6 +436,8 @@ def gpu_count(out: Outcome, p: Parsed) -> None:
     need = gpus_needed(p)
     v = p.values
     group = group_engines(p, t) != local_engines(p)  # the pods share one DP group
+    if t.kind == "LeaderWorkerSet" and p.engine == "vllm" and (v.get("nnodes") or 1) > 1:
+        group = True  # one engine over the group's pods: its whole world
     if group:
         need = (v.get("tensor_parallel_size") or 1) * (v.get("pipeline_parallel_size") or 1) \
             * group_engines(p, t)
@@ -417,6 +448,12 @@ def gpu_count(out: Outcome, p: Parsed) -> None:
             "the leader's GPUs + (size - 1) x the worker's"
         out.add(cid, SKIP, f"counted for the whole group on {t.group_entry}: {how}",
                 loc or t.loc, current=have)
+        return
+    unknown = layout_unresolved(p)
+    if unknown is not None:  # the layout is not known: neither idle nor missing GPUs are
+        out.add(cid, SKIP, f"not counted: {unknown.key} is {unknown.value}, which kvplan "
+                "cannot resolve", loc or t.loc, current=have)
+        out.facts["gpus"] = have
         return
     vis, vloc, var = _visible_devices(p)
     fix = _gpu_fix(t, need, p)
@@ -454,5 +491,7 @@ def _gpu_fix(t: Target, need: int, p: Parsed) -> str:
     if t.kind == "plan deployment":
         return f"gpus: {need}"
     if t.kind == "LeaderWorkerSet":
-        return f"give the group {need} GPUs (size x nvidia.com/gpu per pod)"
+        return f"give the group {need} GPU{'s' * (need != 1)}" + (
+            " (size x nvidia.com/gpu per pod)" if t.role == "pods" else
+            " (the leader's nvidia.com/gpu + (size - 1) x the worker's)")
     return f"resources.limits: nvidia.com/gpu: {need}"

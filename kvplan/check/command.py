@@ -13,20 +13,23 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from kvplan.check.base import InputError, Loc, Target, Token
+from kvplan.check.shellwords import LIT, ShellSyntaxError, Word, after_eq, expand, lex
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ash", "ksh"}
 WRAPPERS = {"exec", "env", "nohup", "time", "command"}
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _K8S_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-_SH_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 @dataclass
 class EnvVar:
     value: str | None  # None: from a secret, config map or field reference
     loc: Loc
+    why: str | None = None  # why the value is not known, when not from a secret or config map
+    lws: bool = False  # set by the LeaderWorkerSet controller (LWS_WORKER_INDEX, ...)
 
 
 @dataclass
@@ -39,10 +42,29 @@ class EngineCommand:
     loc: Loc
     env: dict[str, EnvVar] = field(default_factory=dict)
     unresolved: list[Token] = field(default_factory=list)  # args with $(VAR) left in them
-    why: dict[str, str] = field(default_factory=dict)  # script variable -> why it is unknown
+    why: dict[str, str] = field(default_factory=dict)  # variable -> why it is unknown
+    # an unresolved argument -> the variables it needs (empty: computed as the script runs)
+    refs: dict[str, list[str]] = field(default_factory=dict)
+    # variables the LeaderWorkerSet controller sets, and the script's computed from them only
+    lws: set[str] = field(default_factory=set)
     # engine commands in the other arms of the same `if`/`case` of a shell script: one of
     # them runs, which one depends on the pod (each is checked as its own target)
     alternatives: list[EngineCommand] = field(default_factory=list)
+
+    def needs(self, tok: Token) -> list[str]:
+        """The variables an unresolved argument needs ([] when computed as the script runs)."""
+        if tok.text in self.refs:
+            return self.refs[tok.text]
+        return [m.group(1) or m.group(2) or m.group(3) for m in _REF.finditer(tok.text)]
+
+    def from_lws(self, tok: Token) -> bool:
+        """Whether an unresolved argument needs only what the LeaderWorkerSet controller sets
+        (the pod's LWS_WORKER_INDEX, the leader's address), directly or through the script."""
+        names = self.needs(tok)
+        return bool(names) and all(n in self.lws for n in names)
+
+
+_REF = re.compile(r"\$\(([A-Za-z_][\w.-]*)\)|\$\{([A-Za-z_]\w*)[^}]*\}|\$([A-Za-z_]\w*)")
 
 
 def expand_k8s(tok: Token, env: dict[str, EnvVar]) -> tuple[Token, bool]:
@@ -64,25 +86,16 @@ def expand_k8s(tok: Token, env: dict[str, EnvVar]) -> tuple[Token, bool]:
     return (Token(text, tok.loc, tok.raw) if text != tok.text else tok), ok
 
 
-def expand_shell(text: str, env: dict[str, EnvVar]) -> tuple[str, bool]:
-    ok = True
-
-    def sub(m: re.Match) -> str:
-        nonlocal ok
-        v = env.get(m.group(1) or m.group(2))
-        if v is None or v.value is None:
-            ok = False
-            return m.group(0)
-        return v.value
-
-    return _SH_VAR.sub(sub, text), ok
-
-
-def _locate(raw: str, base: Loc, words: list[str]) -> list[Loc]:
-    """Locations of successive words inside a scalar's source text."""
+def _locate(raw: str, base: Loc, words: list[str], alts: list[str] | None = None
+            ) -> list[Loc]:
+    """Locations of successive words inside a scalar's source text (`alts`: what to look for
+    when a word is not found as written, e.g. without its quotes)."""
     out, cur, last = [], 0, base
-    for w in words:
+    for n, w in enumerate(words):
         pos = raw.find(w, cur) if w else -1
+        if pos < 0 and alts and alts[n]:
+            w = alts[n]
+            pos = raw.find(w, cur)
         if pos < 0 or base.line is None:
             out.append(last)
             continue
@@ -97,39 +110,21 @@ def _locate(raw: str, base: Loc, words: list[str]) -> list[Loc]:
 
 def shell_commands(script: Token) -> list[tuple[str, list[Token]]]:
     """Simple commands of a shell script (`;`, `&&`, `||`, `|`, `&`, newlines), each a list of
-    words with the separator before it; comments and redirections dropped."""
-    s = re.sub(r"\\\r?\n", " ", script.text)
-    lex = shlex.shlex(s, posix=True, punctuation_chars=";&|\n")
-    lex.whitespace, lex.whitespace_split, lex.commenters = " \t\r", True, ""
+    words (`shellwords.Word`, with their quoting) with the separators before it; comments,
+    redirections and here-documents dropped."""
     try:
-        words = list(lex)
-    except ValueError as e:
+        items = lex(script.text)
+    except ShellSyntaxError as e:
         raise InputError(f"cannot split the shell command: {e}", file=script.loc.file,
                          line=script.loc.line) from None
-    locs = _locate(script.raw or script.text, script.loc, words)
+    locs = _locate(script.raw or script.text, script.loc, [it.src for it in items],
+                   [it.text for it in items])
     cmds: list[tuple[str, list[Token]]] = [("", [])]
-    comment = False
-    skip_next = False
-    for w, loc in zip(words, locs):
-        if w and set(w) <= set(";&|\n"):
-            comment = False
-            if w != "&" or not (cmds[-1][1] and re.fullmatch(r"\d*>", cmds[-1][1][-1].text)):
-                cmds.append((w, []))
-                continue
-        if comment:
-            continue
-        if w.startswith("#"):
-            comment = True
-            continue
-        if skip_next:
-            skip_next = False
-            continue
-        if re.fullmatch(r"\d*(>>?|<)", w):  # redirection with a separate target
-            skip_next = True
-            continue
-        if re.match(r"^\d*(>>?|<)", w):
-            continue
-        cmds[-1][1].append(Token(w, loc))
+    for it, loc in zip(items, locs):
+        if it.kind == "op":
+            cmds.append((it.text, []))
+        elif it.kind == "word":
+            cmds[-1][1].append(Word(it.text, loc, parts=it.parts))
     out: list[tuple[str, list[Token]]] = []
     pending = ""  # the separators before a command (blank lines between add up)
     for sp, c in cmds:
@@ -240,23 +235,32 @@ def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
                 image: str | None = None, k8s_vars: bool = True) -> EngineCommand | None:
     """The engine command a container runs (command + args, as Kubernetes joins them). Engine
     commands in different arms of one `if`/`case` of a shell script are alternatives: the
-    first is returned with the others in its `alternatives`."""
+    first is returned with the others in its `alternatives`. Kubernetes' `$(VAR)` expansion
+    substitutes within each item and never splits it; a shell script then splits its own
+    unquoted expansions."""
     env = dict(env)
     argv = [expand_k8s(t, env)[0] if k8s_vars else t for t in command + args]
+    base_why = {k: v.why for k, v in env.items() if v.why and v.value is None}
+    base_lws = {k for k, v in env.items() if v.lws and v.value is None}
     if not command:
         implied = image_engine(image)
         if implied and _engine_of(argv) is None:  # args may still start with the command
             return EngineCommand(implied[0], implied[1], argv, argv[0].loc if argv else Loc(),
-                                 env, _unresolved(argv))
+                                 env, _unresolved(argv), dict(base_why), lws=set(base_lws))
     found: list[tuple[EngineCommand, tuple]] = []
-    for sc in _simple_commands(argv, env):
+    for sc in _simple_commands(argv, env, frozenset(env) if k8s_vars else frozenset()):
         local_env = dict(sc.env)
         cmd = _strip_prefix(sc.words, local_env)
         hit = _engine_of(cmd)
         if hit:
             engine, form, start = hit
-            found.append((EngineCommand(engine, form, cmd[start:], cmd[0].loc, local_env,
-                                        _unresolved(cmd[start:]), dict(sc.why)), sc.path))
+            why = {**base_why, **sc.why}
+            args_ = cmd[start:]
+            unresolved = [t for t in args_ if id(t) in sc.unresolved] if sc.shell else \
+                _unresolved(args_)
+            found.append((EngineCommand(engine, form, args_, cmd[0].loc, local_env,
+                                        unresolved, why, dict(sc.refs), base_lws | sc.lws),
+                          sc.path))
     for i, (a, pa) in enumerate(found):
         for b, pb in found[i + 1:]:
             if not _exclusive(pa, pb):
@@ -295,15 +299,20 @@ class _Cmd:
     env: dict[str, EnvVar]  # the command's environment: the container's and what is exported
     path: tuple = ()  # ((id, arm), ...) of the `if`/`case` blocks it runs inside
     why: dict[str, str] = field(default_factory=dict)
+    refs: dict[str, list[str]] = field(default_factory=dict)  # as `EngineCommand.refs`
+    lws: set[str] = field(default_factory=set)  # as `EngineCommand.lws`
+    shell: bool = False  # expanded by a shell: `unresolved` says which words kept a `$`
+    unresolved: set[int] = field(default_factory=set)  # id() of the words left unexpanded
 
 
-def _simple_commands(argv: list[Token], env: dict[str, EnvVar]) -> list[_Cmd]:
+def _simple_commands(argv: list[Token], env: dict[str, EnvVar],
+                     k8s: frozenset[str] = frozenset()) -> list[_Cmd]:
     if not argv:
         return []
     if _basename(argv[0].text) in SHELLS:
         for i, t in enumerate(argv[1:], 1):
             if re.fullmatch(r"-[a-z]*c[a-z]*", t.text) and i + 1 < len(argv):
-                return shell_script(argv[i + 1], env)
+                return shell_script(argv[i + 1], env, k8s)
         return []
     return [_Cmd(argv, dict(env))]
 
@@ -316,18 +325,34 @@ _DECLARE = {"export", "readonly", "declare", "local", "typeset"}
 _ONE_VAR = re.compile(r"\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)")
 
 
-def shell_script(script: Token, env: dict[str, EnvVar]) -> list[_Cmd]:
-    """The simple commands of a `sh -c` script, each with the variables the script assigned
-    before it expanded. An assignment at the top level sets its variable; one inside an
-    `if`, `case` or loop, or after `&&`, `||` or `|`, may not run, so the variable is
-    unresolved unless that assigns the value it already has; a value computed as the script
-    runs (`$(...)`, `$((...))`, backquotes) is unresolved. A default for an empty variable
-    (`if [ -z "$X" ]; then X=...; fi`, `[ -z "$X" ] && X=...`, `[ -n "$X" ] || X=...`) is
-    applied, or not, by the variable's value when that is known. A word that is only a
-    variable set to the empty string expands to no word at all, as an unquoted one does."""
+def _assignment(w: Token) -> str | None:
+    """NAME of an assignment word `NAME=value` (the name and `=` unquoted)."""
+    head = w.parts[0] if isinstance(w, Word) and w.parts else (w.text, LIT)
+    m = re.match(r"^([A-Za-z_]\w*)=", head[0])
+    return m.group(1) if m and head[1] == LIT else None
+
+
+def shell_script(script: Token, env: dict[str, EnvVar],
+                 k8s: frozenset[str] = frozenset()) -> list[_Cmd]:
+    """The simple commands of a `sh -c` script, each with its words expanded from the
+    variables the script assigned before it (`shellwords.expand`: an unquoted expansion is
+    split into words, `$(( ... ))` is evaluated when its operands are known). An assignment
+    at the top level sets its variable; one inside an `if`, `case` or loop, or after `&&`,
+    `||` or `|`, may not run, so the variable is unresolved unless that assigns the value it
+    already has; a value computed as the script runs (`$(...)`, backquotes, arithmetic on an
+    unknown variable) is unresolved. A default for an empty variable (`if [ -z "$X" ]; then
+    X=...; fi`, `[ -z "$X" ] && X=...`, `[ -n "$X" ] || X=...`) is applied, or not, by the
+    variable's value when that is known. `k8s`: the container's variables, whose `$(NAME)`
+    Kubernetes substitutes before the shell runs."""
     values: dict[str, EnvVar] = dict(env)  # value None: unresolved
     exported = set(env)
-    why: dict[str, str] = {}
+    why: dict[str, str] = {k: v.why for k, v in env.items() if v.why and v.value is None}
+    lws = {k for k, v in env.items() if v.lws and v.value is None}
+
+    def look(name: str) -> str | None:
+        v = values.get(name)
+        return None if v is None else v.value
+
     frames: list[list] = []  # [id, arm, kind, condition] of the open blocks
     ids = 0
     out: list[_Cmd] = []
@@ -365,12 +390,12 @@ def shell_script(script: Token, env: dict[str, EnvVar]) -> list[_Cmd]:
         i = 1 if first in _DECLARE else 0
         while first in _DECLARE and i < len(words) and words[i].text.startswith("-"):
             i += 1
-        assigned: list[tuple[str, str | None, Token, str]] = []
+        assigned: list[tuple[str, str | None, Token, str, bool]] = []
         rest: list[Token] = []
         while i < len(words):
             w = words[i]
-            m = re.match(r"^([A-Za-z_]\w*)=(.*)$", w.text, re.S)
-            if not m:
+            name = _assignment(w)
+            if name is None:
                 if first in _DECLARE:  # `export NAME`
                     if re.fullmatch(r"[A-Za-z_]\w*", w.text) and first == "export":
                         exported.add(w.text)
@@ -378,23 +403,20 @@ def shell_script(script: Token, env: dict[str, EnvVar]) -> list[_Cmd]:
                     continue
                 rest = words[i:]
                 break
-            name, value = m.group(1), m.group(2)
-            line = w.loc.line
-            if value.startswith("$(") or "`" in value:  # computed: skip the rest of it
-                i = _computed_end(words, i, value) + 1
-                assigned.append((name, None, w, "computed when the script runs" + (
-                    f" (line {line})" if line else "")))
-                continue
-            text, ok = expand_shell(value, values)
-            assigned.append((name, text if ok else None, w, "set from a variable kvplan "
-                             "cannot resolve" + (f" (line {line})" if line else "")))
+            e = expand(after_eq(w), look, split=False, k8s=k8s)
+            line = f" (line {w.loc.line})" if w.loc.line else ""
+            from_lws = bool(e.missing) and not e.computed and all(n in lws for n in e.missing)
+            reason = ("computed when the script runs" if e.computed else
+                      f"set per pod from {', '.join(e.missing)}" if from_lws else
+                      f"set from {', '.join(e.missing)}, which kvplan cannot resolve") + line
+            assigned.append((name, e.fields[0] if e.ok else None, w, reason, from_lws))
             i += 1
         if rest and first not in _DECLARE:
             if assigned:  # `VAR=value command`: for that command only
                 rest = words
-            out.append(_command(rest, values, exported, frames, why))
+            out.append(_command(rest, look, values, exported, frames, why, lws, k8s))
             continue
-        for name, value, tok, reason in assigned:
+        for name, value, tok, reason, from_lws in assigned:
             old = values.get(name)
             if guard and guard[1] == name and old is not None and old.value is not None:
                 if old.value != "":
@@ -408,12 +430,17 @@ def shell_script(script: Token, env: dict[str, EnvVar]) -> list[_Cmd]:
                     f" (line{'s' * (len(set(lines)) > 1)} "
                     f"{' and '.join(str(x) for x in sorted(set(lines)))})" if lines else "")
                 values[name] = EnvVar(None, tok.loc)
+                lws.discard(name)
             elif not maybe:
                 values[name] = EnvVar(value, tok.loc)
                 if value is None:
                     why[name] = reason
                 else:
                     why.pop(name, None)
+                if from_lws:
+                    lws.add(name)
+                else:
+                    lws.discard(name)
             if first == "export":
                 exported.add(name)
     return out
@@ -431,35 +458,29 @@ def _empty_test(words: list[str]) -> tuple[str, str] | None:
     return None
 
 
-def _computed_end(words: list[Token], i: int, value: str) -> int:
-    """The index of the last word of a `$(...)`, `$((...))` or backquoted value that the
-    shell split at its spaces (`X=$(( A * 4 ))`)."""
-    if value.startswith("$("):
-        if value.count("(") <= value.count(")"):
-            return i
-        end = "))" if value.startswith("$((") else ")"
-    elif value.count("`") >= 2:
-        return i
-    else:
-        end = "`"
-    j = i + 1
-    while j < len(words) and not (end in words[j].text if end == "`" else
-                                  words[j].text.endswith(end)):
-        j += 1
-    return min(j, len(words) - 1)
-
-
-def _command(words: list[Token], values: dict[str, EnvVar], exported: set[str],
-             frames: list[list], why: dict[str, str]) -> _Cmd:
-    expanded = []
+def _command(words: list[Token], look: Any, values: dict[str, EnvVar], exported: set[str],
+             frames: list[list], why: dict[str, str], lws: set[str],
+             k8s: frozenset[str]) -> _Cmd:
+    """A simple command with its words expanded: an unquoted expansion of a known value is
+    split into words (none for an empty one); a word kvplan cannot expand stays one word,
+    as written."""
+    expanded: list[Token] = []
+    refs: dict[str, list[str]] = {}
+    unresolved: set[int] = set()
+    prefix = True  # the `VAR=value` words ahead of the command: not split
     for w in words:
-        text, _ = expand_shell(w.text, values)
-        if text == "" and _ONE_VAR.fullmatch(w.text):
-            continue  # an empty variable, unquoted: no word
-        expanded.append(Token(text, w.loc) if text != w.text else w)
+        prefix = prefix and _assignment(w) is not None
+        e = expand(w, look, split=not prefix, k8s=k8s)
+        if e.ok:
+            expanded += [Token(f, w.loc) for f in e.fields]
+        else:
+            tok = Token(e.fields[0], w.loc)
+            expanded.append(tok)
+            unresolved.add(id(tok))
+            refs[e.fields[0]] = [] if e.computed else e.missing
     env = {k: v for k, v in values.items() if k in exported}
     return _Cmd(expanded, env, tuple((f[0], f[1]) for f in frames),
-                {k: v for k, v in why.items()})
+                {k: v for k, v in why.items()}, refs, set(lws), True, unresolved)
 
 
 def tokens_from_string(text: str, loc: Loc, raw: str | None = None) -> list[Token]:

@@ -110,7 +110,10 @@ def _branches(t: Target) -> list[Target]:
     for n, eng in enumerate([t.command, *alts], 1):
         where = f"branch at line {eng.loc.line}" if eng.loc.line else f"branch {n}"
         name = f"{t.name[:-1]}, {where})" if t.name.endswith(")") else f"{t.name} ({where})"
-        b = replace(t, name=name, command=replace(eng, alternatives=[]))
+        pods = [(i, ([e, *e.alternatives])[n - 1]) for i, e in t.pod_commands
+                if e is not None and len(e.alternatives) == len(alts)]
+        b = replace(t, name=name, command=replace(eng, alternatives=[]),
+                    pod_commands=pods if len(pods) == len(t.pod_commands) else [])
         if t.kind in ("script", "command"):
             b.loc = eng.loc
         out.append(b)

@@ -8,13 +8,15 @@ skipped. docs/check.md describes what is read from where.
 from __future__ import annotations
 
 import posixpath
+import re
+from dataclasses import replace
 from typing import Any
 
 import yaml
 
 from kvplan.check import annotations
 from kvplan.check.base import FileInfo, InputError, Loc, Mount, PodGroup, Target, Token
-from kvplan.check.command import EnvVar, find_engine, set_version
+from kvplan.check.command import EnvVar, expand_k8s, find_engine, set_version
 from kvplan.check.yamlsrc import Doc, Obj, int_at, text_of
 
 GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator",
@@ -97,13 +99,28 @@ def targets(objs: list[tuple[FileInfo, Obj]]) -> list[Target]:
     return out
 
 
-def _env(c: Obj) -> dict[str, EnvVar]:
-    env: dict[str, EnvVar] = {}
+_K8S_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def _env(c: Obj, base: dict[str, EnvVar] | None = None) -> dict[str, EnvVar]:
+    """The container's env, over `base` (what a controller injects unless the container sets
+    it); a value's `$(VAR)` is expanded from the variables before it, as the kubelet does."""
+    env: dict[str, EnvVar] = dict(base or {})
     for i, e in enumerate(c.typed("env", kind=list)):
         if isinstance(e, dict) and e.get("name"):
             v = e.get("value")
-            env[str(e["name"])] = EnvVar(None if v is None and "valueFrom" in e else
-                                         text_of(v) if v is not None else "", c.loc("env", i))
+            text = None if v is None and "valueFrom" in e else text_of(v) if v is not None \
+                else ""
+            why, lws = None, False
+            if text and "$(" in text:
+                tok, ok = expand_k8s(Token(text), env)
+                if not ok:  # from a variable kvplan does not know (a secret, the leader's
+                    names = [n for n in _K8S_REF.findall(text) if n in env and  # address)
+                             env[n].value is None]
+                    lws = bool(names) and all(env[n].lws for n in names)
+                    why = f"set from {', '.join(names)}" if names else None
+                text = tok.text if ok else None
+            env[str(e["name"])] = EnvVar(text, c.loc("env", i), why, lws)
     return env
 
 
@@ -191,8 +208,9 @@ def _containers(pod: Obj) -> list[tuple[int, Obj]]:
             for i, c in enumerate(cs.data) if isinstance(c, dict)]
 
 
-def _engine(c: Obj) -> Any:
-    return find_engine(c.tokens("command"), c.tokens("args"), _env(c), image=c.string("image"))
+def _engine(c: Obj, base: dict[str, EnvVar] | None = None) -> Any:
+    return find_engine(c.tokens("command"), c.tokens("args"), _env(c, base),
+                       image=c.string("image"))
 
 
 def _pod_kind(o: Obj, scalers: dict) -> list[Target]:
@@ -270,13 +288,21 @@ def _lws_pods(o: Obj, pod: Obj, ann: annotations.Annotated, group: PodGroup, rol
     cs = _containers(pod)
     out = []
     for _, c in cs:
-        eng = _engine(c)
+        env = lws_env(group, role, o.loc("metadata"))
+        eng = _engine(c, env)
         if eng is None:
             continue
         label = group.name + (f"[{c.get('name')}]" if len(cs) > 1 else "") + (
             f" ({role})" if tag is None else tag)
         t = _base_target(o, label, eng, ann)
         t.gpu_count, t.gpu_count_loc = _gpu_count(c)
+        t.pod_gpus = t.gpu_count
+        if env["LWS_WORKER_INDEX"].value is None and any(
+                e.from_lws(tok) for e in [eng, *eng.alternatives] for tok in e.unresolved):
+            first = 1 if role == "worker" else 0
+            for i in range(first, min(group.size, first + MAX_PODS)):
+                env["LWS_WORKER_INDEX"] = replace(env["LWS_WORKER_INDEX"], value=str(i))
+                t.pod_commands.append((i, _engine(c, env)))
         t.mounts = _mounts(pod, c)
         _set_gpu(t, pod)
         set_version(t, c.get("image"))
@@ -287,6 +313,26 @@ def _lws_pods(o: Obj, pod: Obj, ann: annotations.Annotated, group: PodGroup, rol
         t.replicas_source = "spec.replicas (groups)"
         out.append(t)
     return out
+
+
+MAX_PODS = 64  # the pods of a template whose commands are read one by one
+
+
+def lws_env(group: PodGroup, role: str, loc: Loc) -> dict[str, EnvVar]:
+    """What the LeaderWorkerSet controller adds to every container of a group's pods
+    (`AddLWSVariables`, lws `pkg/utils/pod/pod_utils.go`), unless the container sets it: the
+    leader's address, the group's size, and the pod's index (0 on the leader)."""
+    size = group.size
+    which = {"leader": "0 on the leader",
+             "worker": f"{'1' if size == 2 else f'1-{size - 1}'} on the worker pods",
+             }.get(role, f"0-{size - 1}, one per pod")
+    index = "0" if role == "leader" or size == 1 else None
+    return {
+        "LWS_LEADER_ADDRESS": EnvVar(None, loc, why="the leader pod's address, which the "
+                                     "LeaderWorkerSet controller sets", lws=True),
+        "LWS_GROUP_SIZE": EnvVar(str(size), group.size_loc or loc, lws=True),
+        "LWS_WORKER_INDEX": EnvVar(index, loc, why="the pod's index in its group, which the "
+                                   f"LeaderWorkerSet controller sets ({which})", lws=True)}
 
 
 def _storage_model(uri: Any) -> str | None:

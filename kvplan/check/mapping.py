@@ -68,6 +68,7 @@ VLLM_FIELDS = {
     "--data-parallel-size-local": "data_parallel_size_local",  # this node's DP ranks
     # where this node's ranks start (lws-group-consistent; not sized)
     "--data-parallel-start-rank": "data_parallel_start_rank",
+    "--node-rank": "node_rank",  # this host's place among --nnodes (lws-group-consistent)
     "--mamba-cache-dtype": "mamba_cache_dtype", "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
     # applied to the model's config before sizing (`engines/vllm_overrides.py`); 0.6-0.11's
     # --rope-scaling / --rope-theta are overrides of those two keys
@@ -358,6 +359,7 @@ INT_FIELDS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_s
               "decode_context_parallel_size",
               "block_size", "max_num_seqs", "num_gpu_blocks_override", "max_total_tokens",
               "max_loras", "max_lora_rank", "max_num_active_seqs", "ubatch_size", "nnodes",
+              "node_rank",
               "dbo_prefill_token_threshold"}
 HR_FIELDS = {"max_model_len", "max_num_batched_tokens"}
 BOOL_FIELDS = {"enable_expert_parallel", "enforce_eager", "enable_prefix_caching",

@@ -118,7 +118,7 @@ def _unresolved_sizing(p: Parsed) -> list[Any]:
 
 # flags that place an engine in its group without changing its memory (an LWS pod's ranks)
 _PLACEMENT = ("data_parallel_start_rank", "data_parallel_size_local", "api_server_count",
-              "headless", "model")
+              "headless", "model", "node_rank")
 
 
 def _engine_args(p: Parsed) -> Any:

@@ -96,6 +96,30 @@ def resolve(flag: str | None, env: str | None, release: tuple[int, int, int],
     return chosen
 
 
+def default(release: tuple[int, ...]) -> str | None:
+    """The backend a release runs when neither `--all2all-backend` nor VLLM_ALL2ALL_BACKEND
+    (where read) sets one: the variable's default `naive` in 0.9-0.10, `allgather_reducescatter`
+    from 0.11 (`envs.py`; `ParallelConfig.all2all_backend` from 0.14); None before 0.9."""
+    if release < (0, 9):
+        return None
+    return "naive" if release < (0, 11) else "allgather_reducescatter"
+
+
+def effective(flag: str | None, env: str | None, release: tuple[int, int, int],
+              notes: list[str]) -> tuple[str | None, str]:
+    """(the backend the start runs, what chose it: flag | env | default) for the flag and the
+    variable as `resolve` reads them; pplx runs allgather_reducescatter from 0.17."""
+    chosen = resolve(flag, env, release, notes)
+    read = env if (0, 9) <= release < (0, 16) else None
+    via = "env" if read is not None and (
+        release < (0, 11, 1) or release >= (0, 14) or flag is None) else \
+        "flag" if flag is not None else "default"
+    backend = chosen or default(release)
+    if backend == "pplx" and release >= (0, 17):
+        backend = "allgather_reducescatter"
+    return backend, via
+
+
 def batched_dp(backend: str | None, release: tuple[int, ...]) -> bool:
     """`ParallelConfig.use_batched_dp_moe` (0.20+; the caller checks DP > 1 and EP): these
     backends default `max_num_batched_tokens` to 256 tokens."""

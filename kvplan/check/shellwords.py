@@ -1,0 +1,439 @@
+"""Shell words as `sh` reads them, for the scripts `kvplan check` reads (`command.shell_script`).
+
+`lex` splits a script into words and operators (`;`, `;;`, `&&`, `||`, `|`, `&`, newlines),
+dropping comments, redirections (with their targets) and here-documents. A word keeps its
+quoting: each part is literal or an expansion, quoted or not, and an expansion is one unit
+however many spaces it holds (`$(( LWS_WORKER_INDEX * 8 ))`, `$( cat /etc/x )`, backquotes,
+`${X:-0}`).
+
+`expand` does what the shell does with a word: parameter expansion from the known values
+(`$X`, `${X}`, `${X:-word}`, `${X-word}`), arithmetic expansion when every operand is known
+(`$(( LWS_GROUP_SIZE * 8 ))`), and field splitting of the unquoted expansions on spaces,
+tabs and newlines (`ARGS="--max-model-len 8192 --enforce-eager"; vllm serve M $ARGS` passes
+three arguments, `"$ARGS"` one). A command substitution, or a value kvplan does not know,
+leaves the word unresolved: one word, as written.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kvplan.check.base import Token
+
+# parts: (text, how): u unquoted literal, q quoted literal, U unquoted expansion, D quoted one
+LIT, QLIT, EXP, QEXP = "u", "q", "U", "D"
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_IFS = " \t\n"
+
+
+@dataclass(frozen=True)
+class Word(Token):
+    """A shell word: `text` without its quotes (as written otherwise), and its parts."""
+
+    parts: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class Item:
+    kind: str  # word | op | skip (a comment, a redirection and its target)
+    text: str
+    src: str  # as written, to locate it in the source
+    parts: tuple[tuple[str, str], ...] = ()
+
+
+class ShellSyntaxError(ValueError):
+    pass
+
+
+def _close(s: str, i: int, open_: str, close: str) -> int:
+    """The index of the `close` matching the `open_` at s[i], skipping quoted text."""
+    depth, j, n = 0, i, len(s)
+    while j < n:
+        c = s[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "'" and open_ == "(":
+            k = s.find("'", j + 1)
+            j = (k if k >= 0 else n) + 1
+            continue
+        if c == '"' and open_ == "(":
+            j = _dq_end(s, j) + 1
+            continue
+        if c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    raise ShellSyntaxError(f"no closing {close!r}")
+
+
+def _dq_end(s: str, i: int) -> int:
+    """The index of the double quote closing the one at s[i]."""
+    j = i + 1
+    while j < len(s):
+        c = s[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "$" and s[j + 1:j + 2] in ("(", "{"):
+            j = _dollar_end(s, j)
+            continue
+        if c == "`":
+            k = s.find("`", j + 1)
+            if k < 0:
+                raise ShellSyntaxError("no closing backquote")
+            j = k + 1
+            continue
+        if c == '"':
+            return j
+        j += 1
+    raise ShellSyntaxError("no closing quotation")
+
+
+def _dollar_end(s: str, i: int) -> int:
+    """The end (exclusive) of the expansion starting with the `$` at s[i]; i + 1 for a `$`
+    that starts none."""
+    nxt = s[i + 1:i + 2]
+    if nxt == "(":
+        return _close(s, i + 1, "(", ")") + 1
+    if nxt == "{":
+        return _close(s, i + 1, "{", "}") + 1
+    m = _NAME.match(s, i + 1)
+    if m:
+        return m.end()
+    if nxt and (nxt.isdigit() or nxt in "@*#?$!-"):
+        return i + 2
+    return i + 1
+
+
+_STOP = set(" \t\r\n;&|<>")
+
+
+def _word(s: str, i: int) -> tuple[tuple[tuple[str, str], ...], int]:
+    """The parts of the word starting at s[i], and where it ends."""
+    parts: list[tuple[str, str]] = []
+
+    def push(text: str, how: str) -> None:
+        if parts and parts[-1][1] == how and how in (LIT, QLIT):
+            parts[-1] = (parts[-1][0] + text, how)
+        else:
+            parts.append((text, how))
+
+    n = len(s)
+    while i < n:
+        c = s[i]
+        if c in _STOP:
+            break
+        if c == "\\":
+            if s[i + 1:i + 2] == "\n":  # a line continuation
+                i += 2
+            elif i + 1 < n:
+                push(s[i + 1], QLIT)
+                i += 2
+            else:
+                push("\\", LIT)
+                i += 1
+        elif c == "'":
+            k = s.find("'", i + 1)
+            if k < 0:
+                raise ShellSyntaxError("no closing quotation")
+            push(s[i + 1:k], QLIT)
+            i = k + 1
+        elif c == '"':
+            end = _dq_end(s, i)
+            push("", QLIT)  # "" is a word of its own
+            j = i + 1
+            while j < end:
+                d = s[j]
+                if d == "\\" and s[j + 1:j + 2] in ('"', "\\", "$", "`", "\n"):
+                    if s[j + 1] != "\n":
+                        push(s[j + 1], QLIT)
+                    j += 2
+                elif d == "$" and _dollar_end(s, j) > j + 1:
+                    k = _dollar_end(s, j)
+                    parts.append((s[j:k], QEXP))
+                    j = k
+                elif d == "`":
+                    k = s.index("`", j + 1) + 1
+                    parts.append((s[j:k], QEXP))
+                    j = k
+                else:
+                    push(d, QLIT)
+                    j += 1
+            i = end + 1
+        elif c == "$" and _dollar_end(s, i) > i + 1:
+            k = _dollar_end(s, i)
+            parts.append((s[i:k], EXP))
+            i = k
+        elif c == "`":
+            k = s.find("`", i + 1)
+            if k < 0:
+                raise ShellSyntaxError("no closing backquote")
+            parts.append((s[i:k + 1], EXP))
+            i = k + 1
+        else:
+            push(c, LIT)
+            i += 1
+    return tuple(parts), i
+
+
+_REDIR = re.compile(r"\d*(>>|>&|>\||<<-|<<|<&|<>|>|<)|&>>|&>")
+
+
+def lex(s: str) -> list[Item]:
+    """The words, operators and skipped text of a script (ShellSyntaxError when a quote or
+    an expansion is not closed)."""
+    out: list[Item] = []
+    heredocs: list[tuple[str, bool]] = []
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c in " \t\r":
+            i += 1
+        elif c == "\\" and s[i + 1:i + 2] == "\n":
+            i += 2
+        elif c == "\n":
+            out.append(Item("op", "\n", "\n"))
+            i += 1
+            for delim, strip in heredocs:  # the here-document's lines, to its delimiter
+                while i < n:
+                    end = s.find("\n", i)
+                    end = n if end < 0 else end
+                    line = s[i:end]
+                    out.append(Item("skip", line, line))
+                    i = end + 1
+                    if (line.lstrip("\t") if strip else line) == delim:
+                        break
+            heredocs = []
+        elif c == "#":
+            end = s.find("\n", i)
+            end = n if end < 0 else end
+            out.append(Item("skip", s[i:end], s[i:end]))
+            i = end
+        elif c == ";":
+            op = ";;" if s[i + 1:i + 2] == ";" else ";"
+            out.append(Item("op", op, op))
+            i += len(op)
+        elif c == "|":
+            op = "||" if s[i + 1:i + 2] == "|" else "|"
+            out.append(Item("op", op, op))
+            i += len(op)
+        elif _REDIR.match(s, i) and (c != "&" or s[i + 1:i + 2] == ">"):
+            m = _REDIR.match(s, i)
+            op, j = m.group(0), m.end()
+            if op.endswith("&") and re.match(r"\d+|-", s[j:]):  # 2>&1, >&-
+                j = re.match(r"\d+|-", s[j:]).end() + j
+                out.append(Item("skip", s[i:j], s[i:j]))
+                i = j
+                continue
+            while j < n and s[j] in " \t":
+                j += 1
+            parts, k = _word(s, j)
+            if op.startswith("<<") or op.lstrip("0123456789").startswith("<<"):
+                heredocs.append(("".join(t for t, _ in parts), op.endswith("-")))
+            out.append(Item("skip", s[i:k], s[i:k]))
+            i = k
+        elif c == "&":
+            op = "&&" if s[i + 1:i + 2] == "&" else "&"
+            out.append(Item("op", op, op))
+            i += len(op)
+        else:
+            parts, k = _word(s, i)
+            if k == i:  # a stray character the rules above do not take
+                parts, k = ((c, LIT),), i + 1
+            out.append(Item("word", "".join(t for t, _ in parts), s[i:k], parts))
+            i = k
+    return out
+
+
+# --- expansion ---------------------------------------------------------------------------
+
+Look = Callable[[str], "str | None"]  # a variable's value; None when not known
+
+
+@dataclass
+class Expanded:
+    """A word after expansion: the fields it becomes when every expansion is known, else one
+    field with the known ones substituted and the others as written."""
+
+    fields: list[str]
+    missing: list[str] = field(default_factory=list)  # variables whose value is not known
+    computed: bool = False  # a command substitution, or arithmetic kvplan does not evaluate
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.computed
+
+
+def _param(unit: str, look: Look, k8s: frozenset[str]) -> tuple[str | None, list[str], bool]:
+    """(value, missing, computed) of one `$…` unit."""
+    if unit.startswith("$(("):
+        v, missing, computed = arith(unit[3:-2], look, k8s)
+        return (None if v is None else str(v)), missing, computed
+    if unit.startswith("`"):
+        return None, [], True
+    if unit.startswith("$("):
+        inner = unit[2:-1].strip()
+        if inner in k8s:  # Kubernetes substitutes $(VAR) of the container's env first
+            v = look(inner)
+            return v, ([] if v is not None else [inner]), False
+        return None, [], True
+    if unit.startswith("${"):
+        body = unit[2:-1]
+        m = re.fullmatch(r"([A-Za-z_]\w*)(?:(:?)([-=])(.*))?", body, re.S)
+        if not m:
+            return None, [], True
+        name, colon, op, word = m.groups()
+        v = look(name)
+        if v is None:
+            return None, [name], False
+        if op and (v == "" if colon else False):
+            e = expand(Word(word, parts=_word_all(word)), look, split=False, k8s=k8s)
+            return (e.fields[0] if e.ok else None), e.missing, e.computed
+        return v, [], False
+    name = unit[1:]
+    if not _NAME.fullmatch(name):
+        return None, [], True  # $1, $@, $$, …: known only when the script runs
+    v = look(name)
+    return v, ([] if v is not None else [name]), False
+
+
+def expand(word: Token, look: Look, split: bool = True,
+           k8s: frozenset[str] = frozenset()) -> Expanded:
+    """`word` as the shell expands it (`split`: field splitting, off for assignments).
+    `k8s`: the names whose `$(NAME)` Kubernetes substitutes before the shell runs."""
+    parts = word.parts if isinstance(word, Word) else ((word.text, LIT),)
+    pieces: list[tuple[str, bool, bool]] = []  # (text, splittable, quoted)
+    missing: list[str] = []
+    computed = False
+    for text, how in parts:
+        if how in (LIT, QLIT):
+            pieces.append((text, False, how == QLIT))
+            continue
+        v, miss, comp = _param(text, look, k8s)
+        missing += [m for m in miss if m not in missing]
+        computed = computed or comp
+        if v is None:
+            pieces.append((text, False, True))
+        else:
+            pieces.append((v, how == EXP, how == QEXP))
+    if missing or computed or not split:
+        return Expanded(["".join(p[0] for p in pieces)], missing, computed)
+    fields: list[str] = []
+    buf, started = "", False
+    for text, splittable, quoted in pieces:
+        if not splittable:
+            buf += text
+            started = started or quoted or bool(text)
+            continue
+        for ch in text:
+            if ch in _IFS:
+                if started:
+                    fields.append(buf)
+                buf, started = "", False
+            else:
+                buf += ch
+                started = True
+    if started:
+        fields.append(buf)
+    return Expanded(fields)
+
+
+def after_eq(word: Token) -> Token:
+    """The value of an assignment word `NAME=value`, with its parts."""
+    if not isinstance(word, Word):
+        return Token(word.text.split("=", 1)[1], word.loc)
+    parts = list(word.parts)
+    first, how = parts[0]
+    rest = first.split("=", 1)[1]
+    value = ([(rest, how)] if rest else []) + parts[1:]
+    return Word("".join(t for t, _ in value), word.loc, parts=tuple(value))
+
+
+# --- arithmetic --------------------------------------------------------------------------
+
+_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+        ast.Mult: lambda a, b: a * b}
+
+
+def _div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _eval(node: ast.AST) -> int:
+    if isinstance(node, ast.Expression):
+        return _eval(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and \
+            not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _eval(node.operand)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.BinOp):
+        a, b = _eval(node.left), _eval(node.right)
+        if type(node.op) in _OPS:
+            return _OPS[type(node.op)](a, b)
+        if isinstance(node.op, (ast.Div, ast.Mod)) and b:
+            q = _div(a, b)
+            return q if isinstance(node.op, ast.Div) else a - b * q
+    raise ValueError("not evaluated")
+
+
+def arith(expr: str, look: Look, k8s: frozenset[str] = frozenset(), depth: int = 0
+          ) -> tuple[int | None, list[str], bool]:
+    """(value, missing, computed) of `$(( expr ))`: + - * / % and parentheses over integers
+    and variables (a variable's value is itself evaluated; an empty one is 0)."""
+    missing: list[str] = []
+    e = expand(Word(expr, parts=_word_all(expr)), look, split=False, k8s=k8s)
+    if not e.ok:
+        return None, e.missing, e.computed
+    text = e.fields[0]
+
+    def name(m: re.Match) -> str:
+        v = look(m.group(0))
+        if v is None:
+            missing.append(m.group(0))
+            return "0"
+        if not v.strip():
+            return "0"
+        if re.fullmatch(r"\s*-?\d+\s*", v):
+            return f"({v.strip()})"
+        if depth < 4:
+            n, miss, _ = arith(v, look, k8s, depth + 1)
+            missing.extend(miss)
+            return "0" if n is None else f"({n})"
+        return "0"
+
+    text = re.sub(r"(?<![\w$])[A-Za-z_]\w*", name, text)
+    if missing:
+        return None, list(dict.fromkeys(missing)), False
+    if re.search(r"\b0\d", text):  # an octal constant: not evaluated here
+        return None, [], True
+    try:
+        return _eval(ast.parse(text.strip(), mode="eval")), [], False
+    except (SyntaxError, ValueError, RecursionError):
+        return None, [], True
+
+
+def _word_all(s: str) -> tuple[tuple[str, str], ...]:
+    """The parts of an arithmetic expression: its `$…` expansions and the text between."""
+    parts: list[tuple[str, str]] = []
+    i = 0
+    while i < len(s):
+        if s[i] == "$" and _dollar_end(s, i) > i + 1:
+            k = _dollar_end(s, i)
+            parts.append((s[i:k], QEXP))
+            i = k
+        else:
+            j = s.find("$", i + 1)
+            j = len(s) if j < 0 else j
+            parts.append((s[i:j], QLIT))
+            i = j
+    return tuple(parts)
