@@ -216,12 +216,8 @@ def lex(s: str) -> list[Item]:
             end = n if end < 0 else end
             out.append(Item("skip", s[i:end], s[i:end]))
             i = end
-        elif c == ";":
-            op = ";;" if s[i + 1:i + 2] == ";" else ";"
-            out.append(Item("op", op, op))
-            i += len(op)
-        elif c == "|":
-            op = "||" if s[i + 1:i + 2] == "|" else "|"
+        elif c in ";|":  # ; ;; | ||
+            op = c * 2 if s[i + 1:i + 2] == c else c
             out.append(Item("op", op, op))
             i += len(op)
         elif _REDIR.match(s, i) and (c != "&" or s[i + 1:i + 2] == ">"):

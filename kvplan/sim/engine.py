@@ -308,12 +308,7 @@ class Engine:
         budget = c.max_num_batched_tokens
         preempted = self.stats.preemptions
         # 1. decodes: one token each; preempt from the back until the new blocks fit
-        while True:
-            need = self.crossings(1)
-            if need + (self.reserve if self.dec_n else 0) <= self.free or not self.running:
-                break
-            self._preempt_last()
-        self.free -= need
+        self._room_for_decodes()
         if self.p_cached > self.p_held:
             self._evict()
         budget -= self.dec_n
@@ -441,6 +436,16 @@ class Engine:
                 self.prefilling[r.rid] = None
         return budget, prefill_tokens, prefill_ctx
 
+    def _room_for_decodes(self) -> None:
+        """Take the blocks one more token of every running request needs, preempting from
+        the back (`_preempt_last`) until they fit."""
+        while True:
+            need = self.crossings(1)
+            if need + (self.reserve if self.dec_n else 0) <= self.free or not self.running:
+                break
+            self._preempt_last()
+        self.free -= need
+
     def _step_v0_unchunked(self) -> None:
         """V0 `_schedule_default`: prefill whole prompts if any waiting request can start;
         otherwise one decode step for the running requests, preempting from the back."""
@@ -449,12 +454,7 @@ class Engine:
             self.cfg.max_num_batched_tokens, 0, 0, finished_prefill, chunking=False)
         decodes = 0
         if not finished_prefill:
-            while True:
-                need = self.crossings(1)
-                if need + (self.reserve if self.dec_n else 0) <= self.free or not self.running:
-                    break
-                self._preempt_last()
-            self.free -= need
+            self._room_for_decodes()
             decodes = self.dec_n
         self._advance(decodes, prefill_tokens, prefill_ctx, finished_prefill)
 
