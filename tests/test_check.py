@@ -2666,3 +2666,12 @@ def test_script_line_numbers_in_an_else_arm(capsys, tmp_path):
         "'$EXTRA' refers to a variable kvplan cannot resolve (EXTRA is assigned different "
         "values in the script's branches (lines 4 and 7)); the arguments it expands to are "
         "not checked") and fk["line"] == 10
+
+
+def test_unbalanced_arithmetic_in_a_script_is_not_an_internal_error(capsys, tmp_path):
+    # found by fuzzing the shell reader: "$((" whose inside does not close was exit 3
+    f = tmp_path / "start.sh"
+    f.write_text('#!/bin/sh\nX=$(({;\n);$(-))\n'
+                 "vllm serve Qwen/Qwen3-8B --max-model-len 8192 $((1 + 2))\n")
+    code, out, err = run(capsys, "check", str(f), "--gpu", "h100")
+    assert code in (0, 1, 2) and "internal error" not in err

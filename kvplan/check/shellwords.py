@@ -387,7 +387,11 @@ def arith(expr: str, look: Look, k8s: frozenset[str] = frozenset(), depth: int =
     """(value, missing, computed) of `$(( expr ))`: + - * / % and parentheses over integers
     and variables (a variable's value is itself evaluated; an empty one is 0)."""
     missing: list[str] = []
-    e = expand(Word(expr, parts=_word_all(expr)), look, split=False, k8s=k8s)
+    try:
+        parts = _word_all(expr)
+    except ShellSyntaxError:  # not arithmetic sh would evaluate: left unresolved
+        return None, [], True
+    e = expand(Word(expr, parts=parts), look, split=False, k8s=k8s)
     if not e.ok:
         return None, e.missing, e.computed
     text = e.fields[0]
