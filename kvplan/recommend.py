@@ -53,6 +53,10 @@ class Recommendation:
                 "max_num_batched_tokens": p.result.max_num_batched_tokens,
                 "budget_limited": p.budget_limited,
                 "ttft_p95_s": round(p.ttft_p95_s, 3), "tpot_p50_ms": round(p.tpot_p50_ms, 2),
+                "tpot_p50_ms_at_rate": (round(p.tpot_at_rate_ms, 2)
+                                        if p.tpot_at_rate_ms is not None else None),
+                "running_at_rate": (round(p.running_at_rate, 1)
+                                    if p.running_at_rate is not None else None),
                 "queue_depth_limit": p.queue_depth_limit,
                 "cost_per_hour": round(p.cost_per_hour, 2) if p.cost_per_hour else None,
                 "cost_per_million_output_tokens":
@@ -149,8 +153,10 @@ def _no_fit_hint(rejected: list[str], t: Targets, gpu_spec: str | None, tp_spec:
         parts.append(f"--max-model-len {n} fits on {where}")
     if t.tpot_ms is not None or t.ttft_p95_s is not None:
         parts.append("relax --tpot/--ttft")
-    if str(gpu_spec).strip().lower() != "any" or str(tp_spec).strip().lower() != "auto":
-        parts.append("allow more GPUs (--gpu any, -tp auto)")
+    more = [f for f, given in (("--gpu any", str(gpu_spec).strip().lower() == "any"),
+                               ("-tp auto", str(tp_spec).strip().lower() == "auto")) if not given]
+    if more:
+        parts.append(f"allow more GPUs ({', '.join(more)})")
     if not any(k.lower().startswith("fp8") for k in kvs):
         parts.append("try --kv-cache-dtype 'auto|fp8'")
     if not parts:

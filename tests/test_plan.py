@@ -715,3 +715,34 @@ def _gpu(name):
     from kvplan.sources.resolve import resolve_gpu
 
     return resolve_gpu(name, None, None)
+
+
+def test_no_fit_hint_offers_only_what_was_not_given(capsys):
+    """An unreachable TTFT with --gpu any does not suggest --gpu any again."""
+    code, out, err = run(capsys, "recommend", "qwen3-32b", "--gpu", "any", "--rate", "50",
+                         "--ttft", "0.1")
+    assert code == 1 and out == ""
+    assert err.rstrip().endswith("relax --tpot/--ttft, allow more GPUs (-tp auto) or try "
+                                 "--kv-cache-dtype 'auto|fp8')")
+    assert "--gpu any," not in err
+
+
+def test_tpot_at_the_planned_load_matches_the_simulator(capsys):
+    """recommend's TPOT is the cap's (a full batch); at 5 req/s an H100 runs about 19
+    sequences, and the simulator at that rate and cap measures the same TPOT p50 (11.05 ms
+    over 120 s of arrivals; kvplan 11.3 ms)."""
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b", "--gpu", "h100", "--rate", "5",
+                         "--max-model-len", "16k", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["tpot_p50_ms"] > 50 and d["running_at_rate"] == pytest.approx(19, abs=2)
+    code, out, err = run(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                         "16k", "--max-num-seqs", str(d["max_num_seqs"]), "--rate", "5",
+                         "--duration", "120", "--json")
+    assert code == 0, err
+    sim = json.loads(out)["tpot_p50_ms"]
+    assert d["tpot_p50_ms_at_rate"] == pytest.approx(sim, rel=0.05)
+    code, out, _ = run(capsys, "recommend", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                       "16k", "--json")  # no rate: no planned load
+    d = json.loads(out)
+    assert d["tpot_p50_ms_at_rate"] is None and d["running_at_rate"] is None

@@ -73,6 +73,8 @@ class Plan:
     why_not: str = ""
     per_replica_rps: float = 0.0
     budget_limited: bool = False  # the token budget, not the KV pool, bounds max_num_seqs
+    tpot_at_rate_ms: float | None = None  # TPOT at the planned rate's batch (`point_at_rate`)
+    running_at_rate: float | None = None  # that batch; None without a rate
 
     @property
     def gpus_per_replica(self) -> int:
@@ -103,24 +105,31 @@ class Fleet:
 Latency = Callable[[float], "list[float] | None"]
 
 
+def point_at_rate(lam: float, pt: perf.Point,
+                  point: Callable[[int], perf.Point]) -> perf.Point:
+    """The operating point a replica keeps at `lam` requests/s: by Little's law its batch
+    b = lam x the service time at b, a fixed point reached from the cap's (`pt`, never
+    above it); `point(b)` is the operating point at b. A mean-field estimate: the batch
+    fluctuates around it."""
+    b = max(1, min(int(pt.running), math.ceil(lam * pt.running / pt.requests_per_s)))
+    p = point(b)
+    for _ in range(8):  # b -> lam x s(b) is increasing: the iterates fall to it
+        nb = max(1, min(b, math.ceil(lam * p.running / p.requests_per_s)))
+        if nb >= b - 1:
+            break
+        b, p = nb, point(nb)
+    return p
+
+
 def latency_at(pm: perf.PerfModel, tr: perf.Traffic, pt: perf.Point,
                point: Callable[[int], perf.Point]) -> Latency:
     """lam (requests/s a replica gets) -> its first-token times with a free slot
-    (`perf.first_token_times`), at the batch that share keeps running: by Little's law
-    b = lam x the service time at b, a fixed point reached from the cap's (`pt`); `point(b)`
-    is the operating point at b."""
+    (`perf.first_token_times`), at the batch that share keeps running (`point_at_rate`)."""
     memo: dict[float, list[float] | None] = {}
 
     def latency(lam: float) -> list[float] | None:
         if lam not in memo:
-            b = max(1, min(int(pt.running), math.ceil(lam * pt.running / pt.requests_per_s)))
-            p = point(b)
-            for _ in range(8):  # b -> lam x s(b) is increasing: the iterates fall to it
-                nb = max(1, min(b, math.ceil(lam * p.running / p.requests_per_s)))
-                if nb >= b - 1:
-                    break
-                b, p = nb, point(nb)
-            memo[lam] = perf.first_token_times(pm, tr, p, lam)
+            memo[lam] = perf.first_token_times(pm, tr, point_at_rate(lam, pt, point), lam)
         return memo[lam]
 
     return latency
@@ -380,6 +389,7 @@ def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     served_tps = (rate * o_mean) if rate else (pt.output_tokens_per_s * t.target_utilization)
     per_m = cost / (served_tps * 3600 / 1e6) if cost and served_tps else None
     util = (rate / (replicas * per_replica_rps)) if rate else t.target_utilization
+    loaded = point_at_rate(rate / replicas, pt, at) if rate else None
     users_gpu = None
     if wl.users:
         users_gpu = wl.users / (replicas * gpus_per_replica)
@@ -391,7 +401,9 @@ def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
                 users_per_gpu=users_gpu,
                 daily_output_tokens=pt.output_tokens_per_s * replicas * 86400 * min(util, 1),
                 utilization=util, notes=notes, feasible=feasible, why_not=why,
-                per_replica_rps=per_replica_rps, budget_limited=budget_limited)
+                per_replica_rps=per_replica_rps, budget_limited=budget_limited,
+                tpot_at_rate_ms=loaded.tpot_ms if loaded else None,
+                running_at_rate=loaded.running if loaded else None)
 
 
 def policy_caps(r: SizeResult, wl: Workload, t: Targets) -> tuple[int, int, int, int]:

@@ -104,7 +104,12 @@ def render_recommendation(rec, stream=None) -> None:
         ["KV cache", f"{r.budget.kv_pool / 2**30:.1f} GiB/GPU", kv_detail(b)],
         ["throughput", f"{fmt_int(b.per_replica_tokens_per_s)} tok/s",
          f"per replica at batch {b.max_num_seqs}; {b.utilization:.0%} utilised"],
-        ["TPOT p50", f"{b.tpot_p50_ms:.1f} ms", f"SLO {t.tpot_ms:g} ms" if t.tpot_ms else ""],
+        ["TPOT p50", f"{b.tpot_p50_ms:.1f} ms", "; ".join(x for x in (
+            f"SLO {t.tpot_ms:g} ms" if t.tpot_ms else "",
+            f"at the cap (batch {b.max_num_seqs})" if b.tpot_at_rate_ms is None else
+            f"at the cap (batch {b.max_num_seqs}); about {b.tpot_at_rate_ms:.1f} ms at the "
+            f"planned load ({b.utilization * b.per_replica_rps:.3g} req/s a replica, about "
+            f"{b.running_at_rate:.0f} running)") if x)],
         ["TTFT p95", f"{b.ttft_p95_s:.2f} s", (f"SLO {t.ttft_p95_s:g} s; " if t.ttft_p95_s
                                                 else "") + "prefill + M/M/c queueing"],
         ["admission", f"queue ≤ {b.queue_depth_limit}", "per replica; reject with 429 beyond "
