@@ -344,6 +344,9 @@ def entry_from_record(rec: dict[str, Any], aliases: list[str] | None = None) -> 
     entry["config"] = trim_config(cfg)
     if rec.get("quant_config"):
         entry["quant_config"] = rec["quant_config"]
+    if rec.get("st_checked"):  # the Hub showed whether modules.json exists
+        entry["sentence_transformers"] = {"modules": rec.get("st_modules") or [],
+                                          "pooling": rec.get("st_configs") or {}}
     return entry
 
 

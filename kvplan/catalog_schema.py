@@ -24,7 +24,8 @@ _FIELDS: dict[str, dict[str, tuple[str, float | None, bool]]] = {
         "aliases": (_STRS, None, False), "family": (_STR, None, False),
         "params": (_INT, 0, False), "weights_bytes": (_INT, 1, False),
         "weights_source": (_STR, None, False), "weights_layout": (_MAP, None, False),
-        "config": (_MAP, None, True), "quant_config": (_MAP, None, False)},
+        "config": (_MAP, None, True), "quant_config": (_MAP, None, False),
+        "sentence_transformers": (_MAP, None, False)},
     "gpus": {
         "name": (_STR, None, False), "aliases": (_STRS, None, False),
         "vendor": (_STR, None, False), "memory_bytes": (_INT, 1, True),

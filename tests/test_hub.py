@@ -255,3 +255,43 @@ def test_token_stored_by_hf_auth_login(hub, capsys, monkeypatch, tmp_path):
     code, out, err = run(capsys, "size", "acme/gated2", *ARGS)
     assert code == 0, err
     assert secret not in out + err
+
+
+def test_sentence_transformers_repo_on_the_hub(hub, capsys, tmp_path):
+    """modules.json and the Pooling module's config come from the Hub as vLLM fetches them;
+    the start is a pooling one (Qwen3-8B shapes, MEAN: 396,848 tokens on an H100 at 32,768),
+    from the cache once the network is gone, and from a `models add` entry."""
+    from test_pooling import ST_MEAN, ST_MODULES
+
+    cfg = catalog.load("models", []).get("Qwen/Qwen3-8B")[1]["config"]
+    hub.repos["acme/qwen3-embed"] = Repo(files={
+        "config.json": json.dumps(cfg).encode(), "modules.json": json.dumps(ST_MODULES).encode(),
+        "1_Pooling/config.json": json.dumps(ST_MEAN).encode(),
+        "model.safetensors": safetensors_bytes(SINGLE)})
+    args = ("--gpu", "h100", "--max-model-len", "32768", "--json")
+    code, out, err = run(capsys, "size", "acme/qwen3-embed", *args)
+    assert code == 0, err
+    first = json.loads(out)
+    assert first["runner"] == "pooling" and first["max_num_batched_tokens"] == 32768
+    site = tmp_path / "site.yaml"
+    code, _, err = run(capsys, "models", "add", "acme/qwen3-embed", "--catalog", str(site))
+    assert code == 0, err
+    entry = yaml.safe_load(site.read_text())["models"]["acme/qwen3-embed"]
+    assert entry["sentence_transformers"] == {"modules": ST_MODULES,
+                                              "pooling": {"1_Pooling": ST_MEAN}}
+    hub.stop()
+    code, out, err = run(capsys, "size", "acme/qwen3-embed", *args)
+    assert code == 0, err
+    assert json.loads(out)["kv_cache_tokens"] == first["kv_cache_tokens"]
+    code, out, err = run(capsys, "size", "acme/qwen3-embed", "--catalog", str(site),
+                         "--offline", *args)
+    assert code == 0, err
+    assert json.loads(out)["runner"] == "pooling"
+
+
+def test_hub_repo_without_modules_json_is_generation(hub, capsys):
+    hub.repos["acme/llama-copy"] = sharded_repo()
+    code, out, err = run(capsys, "size", "acme/llama-copy", *ARGS)
+    assert code == 0, err
+    assert json.loads(out)["runner"] == "generate"
+    assert any(r.startswith("HEAD modules.json") for r in hub.repos["acme/llama-copy"].requests)

@@ -218,3 +218,99 @@ def test_size_refuses_a_config_the_release_refuses(capsys):
     code, _, err = size_json(capsys, "--runner", "pooling", "--pooler-config",
                              '{"pooling_type": "mean"}')
     assert code == 2 and 'write "MEAN"' in err
+
+
+# --- sentence-transformers checkpoints (`get_pooling_config`, 0.6.4-0.33) -------------------
+
+ST_MODULES = [{"idx": 0, "name": "0", "path": "",
+               "type": "sentence_transformers.models.Transformer"},
+              {"idx": 1, "name": "1", "path": "1_Pooling",
+               "type": "sentence_transformers.models.Pooling"},
+              {"idx": 2, "name": "2", "path": "2_Normalize",
+               "type": "sentence_transformers.models.Normalize"}]
+# Qwen3-Embedding's 1_Pooling/config.json (key order as sentence-transformers writes it)
+ST_LAST = {"word_embedding_dimension": 4096, "pooling_mode_cls_token": False,
+           "pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": False,
+           "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False,
+           "pooling_mode_lasttoken": True, "include_prompt": True}
+ST_MEAN = {**ST_LAST, "pooling_mode_mean_tokens": True, "pooling_mode_lasttoken": False}
+ST_MAX_THEN_MEAN = {"pooling_mode_max_tokens": True, "pooling_mode_mean_tokens": True}
+
+
+def st_dir(tmp_path, pooling, modules=ST_MODULES):
+    from kvplan import catalog
+
+    d = tmp_path / "qwen3-embed"
+    (d / "1_Pooling").mkdir(parents=True)
+    cfg = catalog.load("models", []).get("Qwen/Qwen3-8B")[1]["config"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    (d / "modules.json").write_text(json.dumps(modules))
+    (d / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    return str(d)
+
+
+@pytest.mark.parametrize("version,pooling,seq,tok", [
+    ("0.13.0", ST_LAST, "LAST", None),
+    ("0.14.0", ST_LAST, "LAST", None),  # include_prompt reads as INCLUDE: skipped
+    ("0.11.0", ST_MEAN, "MEAN", None),
+    ("0.10.0", ST_MAX_THEN_MEAN, None, None),  # MAX first: no type to 0.10.0
+    ("0.14.0", ST_MAX_THEN_MEAN, "MEAN", None),  # every true key, MAX skipped
+    ("0.29.0", {"pooling_mode": "mean"}, None, None),  # the string key from 0.30
+    ("0.30.0", {"pooling_mode": "mean"}, "MEAN", None),
+    ("0.30.0", {"pooling_mode_mean_sqrt_len_tokens": True}, "MEAN", None),  # cut at "_"
+])
+def test_st_pooling_per_release(version, pooling, seq, tok):
+    from kvplan.core.pooling import st_pooling
+
+    st = st_pooling(ST_MODULES, {"1_Pooling": pooling}, VllmVersion.of(version))
+    assert st.module == "1_Pooling" and (st.read.seq, st.read.tok) == (seq, tok)
+    assert st_pooling(ST_MODULES[:1], {}, VllmVersion.of(version)) is None  # no Pooling module
+    newer = [{**ST_MODULES[1],
+              "type": "sentence_transformers.sentence_transformer.modules.pooling.Pooling"}]
+    assert (st_pooling(newer, {"1_Pooling": pooling}, VllmVersion.of(version)) is None) == (
+        not VllmVersion.of(version).at_least(0, 30))
+
+
+def test_st_checkpoint_runs_pooling_as_the_flags_would(capsys, tmp_path):
+    """A Qwen3ForCausalLM directory with modules.json is a pooling start by default, sized
+    to the token as the catalog model with --runner pooling and the Pooling module's type
+    given as --pooler-config (H100, 32,768 tokens)."""
+    for version, pooling, flag, tokens, mnbt in [
+            ("0.33", ST_LAST, "LAST", 414_592, 8192), ("0.33", ST_MEAN, "MEAN", 396_848, 32768),
+            ("0.12.0", ST_MEAN, "MEAN", 391_184, 32768)]:
+        path = st_dir(tmp_path / f"{version}{flag}", pooling)
+        args = ("--gpu", "h100", "--max-model-len", "32768", "--vllm-version", version, "--json")
+        code, out, err = main(["size", path, *args]), *capsys.readouterr()
+        assert code == 0, err
+        d = json.loads(out)
+        code = main(["size", "Qwen/Qwen3-8B", *args, "--runner", "pooling", "--pooler-config",
+                     json.dumps({"pooling_type": flag})])
+        ref = json.loads(capsys.readouterr()[0])
+        assert (d["runner"], d["kv_cache_tokens"], d["max_num_batched_tokens"]) == (
+            "pooling", tokens, mnbt) == (ref["runner"], ref["kv_cache_tokens"],
+                                         ref["max_num_batched_tokens"])
+        assert any(f"pooling type {flag}: the checkpoint's sentence-transformers Pooling "
+                   "module (1_Pooling/config.json" in n for n in d["notes"])
+    # --runner generate serves it as a generator (the catalog model's 391,088 tokens)
+    assert main(["size", path, "--gpu", "h100", "--max-model-len", "32768", "--runner",
+                 "generate", "--json"]) == 0
+    assert json.loads(capsys.readouterr()[0])["kv_cache_tokens"] == 391_088
+    # --pooler-config wins over the module: LAST keeps chunked prefill (0.12.0: 408,928)
+    assert main(["size", path, "--gpu", "h100", "--max-model-len", "32768", "--vllm-version",
+                 "0.12.0", "--pooler-config", '{"pooling_type": "LAST"}', "--json"]) == 0
+    assert json.loads(capsys.readouterr()[0])["kv_cache_tokens"] == 408_928
+
+
+def test_st_checkpoint_bad_input(capsys, tmp_path):
+    # 0.10.1-0.13 raise on a first mode they do not support, before any runner is chosen
+    path = st_dir(tmp_path / "max", ST_MAX_THEN_MEAN)
+    assert main(["size", path, "--gpu", "h100", "--vllm-version", "0.11.0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pooling_mode_max_tokens, is MAX" in err
+    assert "run vLLM 0.14 or newer" in err
+    path = st_dir(tmp_path / "bad", ST_LAST, modules=[{"path": "1_Pooling"}])
+    assert main(["size", path, "--gpu", "h100"]) == 2
+    assert "modules.json" in capsys.readouterr().err
+    path = st_dir(tmp_path / "notlist", ST_LAST, modules={"a": 1})
+    assert main(["size", path, "--gpu", "h100"]) == 2
+    assert "must hold a JSON array" in capsys.readouterr().err

@@ -107,3 +107,92 @@ def prefill(version: VllmVersion, architectures: list[str], pooler: PoolerRead |
         return Prefill(ok, False, str(pt), pooler.seq is None, d_seq == "CLS")
     ok = pt == "LAST"  # 0.9.2-0.11.x: `pooling_type.lower() == "last"`
     return Prefill(ok, not ok, pt or "none", pooler.seq is None)
+
+
+# sentence-transformers checkpoints (`transformers_utils/config.py get_pooling_config`, read
+# in the 0.6.4-0.33 wheels): modules.json lists a Pooling module whose own config.json names
+# the pooling mode. Module types the release looks for, from the release that first does:
+ST_POOLING_MODULES = {
+    "sentence_transformers.models.Pooling": (0, 6, 4),
+    "sentence_transformers.sentence_transformer.modules.pooling.Pooling": (0, 30, 0),
+}
+
+
+@record(frozen=True)
+class StPooling:
+    """What a release reads from a sentence-transformers checkpoint's Pooling module."""
+
+    module: str  # the module's path in the repo (`1_Pooling`)
+    read: PoolerRead  # the types it gives (the merge keeps --pooler-config's where set)
+    key: str = ""  # the config key that decided (for notes)
+    error: str = ""  # 0.10.1-0.13: a mode `get_pooling_config_name` raises on
+
+
+def st_module(modules: list | None, version: VllmVersion) -> dict | None:
+    """The Pooling entry of modules.json the release takes (`get_pooling_config`'s first
+    match), or None."""
+    for item in modules or []:
+        first = ST_POOLING_MODULES.get(item.get("type")) if isinstance(item, dict) else None
+        if first and version.v >= first and isinstance(item.get("path"), str):
+            return item
+    return None
+
+
+def _mode_name(key: str) -> str:
+    """`parse_pooling_type` (0.14+) / `get_pooling_config_name` (to 0.13) before the check:
+    `pooling_mode_` dropped, cut at the first `_`, `lasttoken` read as LAST."""
+    name = key.replace("pooling_mode_", "") if "pooling_mode_" in key else key
+    name = name.split("_", 1)[0]
+    return "LAST" if "lasttoken" in name else name.upper()
+
+
+def st_pooling(modules: list | None, configs: dict[str, dict] | None,
+               version: VllmVersion) -> StPooling | None:
+    """The release's reading of the checkpoint's Pooling module (None: no module it takes).
+    To 0.13 the first key set to true names the one type (unsupported names give none to
+    0.10.0 and stop the start from 0.10.1); from 0.14 every true key is read in order, a
+    later one of the same kind winning and the rest skipped; 0.30 adds `pooling_mode`
+    given as a string."""
+    if not version.at_least(0, 6, 4):
+        return None
+    item = st_module(modules, version)
+    if item is None:
+        return None
+    cfg = (configs or {}).get(item["path"]) or {}
+    path = item["path"]
+    if not version.at_least(0, 14):
+        key = next((k for k, val in cfg.items() if val is True), None)
+        if key is None:
+            return StPooling(path, PoolerRead())
+        name = _mode_name(key)
+        if name in POOLING_TYPES:
+            return StPooling(path, PoolerRead(seq=name), key)
+        err = (f"its Pooling module's first mode, {key}, is {name}, which vLLM "
+               f"{version.text} does not support") if version.at_least(0, 10, 1) else ""
+        return StPooling(path, PoolerRead(), key, err)
+    seq = tok = None
+    keys = []
+    for k, val in cfg.items():
+        if k == "pooling_mode" and isinstance(val, str) and version.at_least(0, 30):
+            name = _mode_name(val)
+        elif val is True:
+            name = _mode_name(k)
+        else:
+            continue
+        if name in SEQ_TYPES:
+            seq = name
+            keys.append(k)
+        elif name in TOK_TYPES:
+            tok = name
+            keys.append(k)
+    return StPooling(path, PoolerRead(seq=seq, tok=tok), ", ".join(keys))
+
+
+def merged(user: PoolerRead | None, st: StPooling | None) -> PoolerRead | None:
+    """`--pooler-config`'s types, the checkpoint's where it sets none (`ModelConfig`: "Only
+    set values that are not overridden by the user")."""
+    if st is None:
+        return user
+    user = user or PoolerRead()
+    return PoolerRead(seq=user.seq or st.read.seq, tok=user.tok or st.read.tok,
+                      ignored=user.ignored)

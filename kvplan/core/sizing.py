@@ -152,6 +152,12 @@ class Model:
     weights_source: str = ""
     hf_quant_config: dict[str, Any] | None = None
     weights_layout: dict[str, Any] | None = None  # exact bytes by role (core/tensors.py)
+    # a sentence-transformers checkpoint: modules.json and the config.json of each module
+    # listed as Pooling, by path (`core/pooling.py st_pooling`); st_checked: the source
+    # could show modules.json (a directory, the Hub), not a bare config.json or the catalog
+    st_modules: list | None = None
+    st_configs: dict[str, Any] | None = None
+    st_checked: bool = False
 
     @property
     def quant_file_for_kv(self) -> dict[str, Any] | None:
@@ -766,12 +772,13 @@ ENCODER_ONLY = frozenset({
     "LlamaNemotronVLForSequenceClassification"})
 
 
-def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[str]) -> bool:
+def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[str],
+             st: PL.StPooling | None = None) -> bool:
     """Whether vLLM runs the model with its pooling runner (`ModelConfig._get_runner_type`,
     read in the 0.20-0.33 wheels): `--runner pooling`, a `--convert` other than auto / none,
-    or by default a pooling architecture. A sentence-transformers checkpoint (modules.json
-    with a Pooling module) is pooling too whatever its architecture, which a config.json does
-    not show: `--runner pooling` says so. Encoder-only attention keeps no KV cache at all."""
+    or by default a pooling architecture or a sentence-transformers checkpoint (`st`:
+    modules.json with a Pooling module, whatever the architecture: `_get_default_runner_type`
+    0.10.1+, `_get_preferred_task` 0.6.5-0.10.0). Encoder-only attention keeps no KV cache."""
     if a.runner not in ("auto", "generate", "pooling"):
         raise BadInput(f"--runner {a.runner!r} is not auto, generate or pooling", flag="runner")
     converts = ("auto", "none", "embed", "classify") + (
@@ -801,9 +808,22 @@ def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[s
                        "batch's activations")
     if a.runner == "generate":
         return False
+    auto = a.runner == "auto" and a.task in (None, "auto")  # the release picks the runner
+    if st is not None and st.error and (auto or a.runner == "pooling" or a.task in
+                                        POOLING_TASKS or a.convert not in ("auto", "none")):
+        raise BadInput(f"vLLM {version.text} stops at start on this sentence-transformers "
+                       f"checkpoint: {st.error} (`get_pooling_config_name` raises "
+                       "NotImplementedError)", hint="run vLLM 0.14 or newer, which skips "
+                       f"it, or set a supported mode in {st.module}/config.json")
+    by_st = auto and st is not None and version.at_least(0, 6, 5)
     pooling = a.runner == "pooling" or a.convert not in ("auto", "none") or (
-        a.task in POOLING_TASKS) or any(
+        a.task in POOLING_TASKS) or by_st or any(
         x.endswith(POOLING_SUFFIXES) for x in arch.architectures)
+    if by_st and not any(x.endswith(POOLING_SUFFIXES) for x in arch.architectures):
+        notes.append(f"a sentence-transformers checkpoint (modules.json lists {st.module}): "
+                     f"vLLM {version.text} runs it with the pooling runner by default "
+                     + ("(--runner generate serves it as a generator)" if version.at_least(
+                         0, 10, 1) else "(--task generate serves it as a generator)"))
     if pooling and arch.text_config.get("is_causal") is False:
         raise BadInput("encoder-only attention (is_causal: false): vLLM keeps no KV cache for "
                        "this pooling model and sizes no pool, so there is nothing to plan",
@@ -816,7 +836,8 @@ def _pooling(arch: ModelArch, a: EngineArgs, version: VllmVersion, notes: list[s
 
 
 def _pooling_prefill(arch: ModelArch, a: EngineArgs, version: VllmVersion, mml: int,
-                     notes: list[str]) -> tuple[bool, bool, int | None, EngineArgs]:
+                     notes: list[str], st: PL.StPooling | None = None,
+                     st_checked: bool = False) -> tuple[bool, bool, int | None, EngineArgs]:
     """Chunked prefill and prefix caching for a pooling model as the release decides
     (`core/pooling.py`): (chunked prefill on, the flag `SchedulerConfig` is built with, a
     budget the release sets whatever the flags (0.9.2 / 0.10.0), the arguments with prefix
@@ -841,10 +862,13 @@ def _pooling_prefill(arch: ModelArch, a: EngineArgs, version: VllmVersion, mml: 
     if not version.at_least(0, 10, 1):  # 0.9.2 / 0.10.0: `_set_default_args_v1`, `VllmConfig`
         budget = max(mml, PL.DEFAULT_BUDGET) if rule.forced else None if arg else mml
     t = rule.pooling_type
-    if rule.from_model and t != "none":
+    if rule.from_model and t != "none" and not st_checked:
         notes.append(f"pooling type {t}: the model class's default (a sentence-transformers "
-                     "checkpoint's Pooling module sets its own, which kvplan does not read: "
-                     "give it with --pooler-config)")
+                     "checkpoint's Pooling module sets its own, which kvplan reads only from "
+                     "a model directory or the Hub: give it with --pooler-config)")
+    elif st is not None and st.key and not rule.from_model and t != "none":
+        notes.append(f"pooling type {t}: the checkpoint's sentence-transformers Pooling module "
+                     f"({st.module}/config.json: {st.key}) where --pooler-config sets none")
     why = (f"no pooling type (vLLM {v} fills no default; 0.10.1+ take the model's)"
            if t == "none" else "the class's default CLS pooling (encoder-only attention to "
            "`ModelConfig.attn_type`)" if rule.encoder else f"{t} pooling")
@@ -1097,7 +1121,7 @@ def fp8_marlin_scales(arch: ModelArch, model: Model, gpu: Gpu, version: VllmVers
 
 
 def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
-            a: EngineArgs) -> tuple[VllmVersion, str | None]:
+            a: EngineArgs, st_pooling: bool = False) -> tuple[VllmVersion, str | None]:
     """The engine generation this start runs on, and a note when it is not the release's
     default: 0.8-0.10 fall back to V0 for what V1 lacks (`VllmVersion.v0_fallback`), and
     `VLLM_USE_V1` picks or forbids it (`EngineArgs.create_engine_config`)."""
@@ -1119,7 +1143,7 @@ def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
             architectures=arch.architectures, mla=MLA in arch.kinds,
             quantization=a.quantization, dtype=a.dtype, cpu_offload=a.cpu_offload_gb > 0,
             lora=a.enable_lora, pp=a.pipeline_parallel_size,
-            pooling=a.runner != "generate" and (a.task in POOLING_TASKS or any(
+            pooling=a.runner != "generate" and (a.task in POOLING_TASKS or st_pooling or any(
                 x.endswith(POOLING_SUFFIXES) for x in arch.architectures)))
         why, strict = fallback or ("", False)
         if a.use_v1 is not False:  # VLLM_USE_V1 unset or 1
@@ -1169,7 +1193,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if arch.is_sparse_mla and not version.at_least(0, 24):  # every layer built its indexer
         full = arch.indexer_bytes
         arch = replace(arch, layers=[replace(x, indexer_bytes=full) for x in arch.layers])
-    version, engine_note = _engine(version, arch, gpu, a)
+    st = PL.st_pooling(model.st_modules, model.st_configs, version)
+    version, engine_note = _engine(version, arch, gpu, a, st is not None and a.runner == "auto"
+                                   and a.task in (None, "auto"))
     if model.hf_quant_config is not None:  # hf_quant_config.json (ModelOpt)
         if not isinstance(model.hf_quant_config, dict):
             raise BadInput("hf_quant_config.json is not a JSON object")
@@ -1395,7 +1421,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        "a CUDA process enumerates one MIG instance, and instances have no "
                        "peer-to-peer access", hint="use one slice per engine (TP 1), a larger "
                        "profile or whole GPUs", flag="tensor_parallel_size")
-    pooling = _pooling(arch, a, version, notes)
+    pooling = _pooling(arch, a, version, notes, st)
+    st_typed = None  # the checkpoint's Pooling module, when it alone names the types
+    if pooling and st is not None:  # the checkpoint's pooling types, where the flag sets none
+        if a.pooler is None or (a.pooler.seq is None and a.pooler.tok is None):
+            st_typed = st
+        a = replace(a, pooler=PL.merged(a.pooler, st))
     d_mnbt, d_seqs = batch_defaults(gpu, version, a.usage, tp * pp)
     asked = A2A.resolve(a.all2all_backend, a.all2all_backend_env, version.v, notes)
     if a.data_parallel_size > 1 and a.enable_expert_parallel and A2A.batched_dp(
@@ -1447,7 +1478,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     chunked = a.enable_chunked_prefill
     chunked_arg, budget = None, None  # the flag `SchedulerConfig` is built with; a set budget
     if pooling:  # each release's own rule (`core/pooling.py`)
-        chunked, chunked_arg, budget, a = _pooling_prefill(arch, a, version, mml, notes)
+        chunked, chunked_arg, budget, a = _pooling_prefill(arch, a, version, mml, notes,
+                                                     st_typed, model.st_checked)
     elif version.v1 and not version.at_least(0, 11, 1):
         # "V1 always uses chunked prefills": 0.8-0.11.0 set it for every generation model
         # (`_set_default_args_v1`; 0.11.0 `_set_default_args`), whatever the flag said

@@ -19,8 +19,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kvplan.core.pooling import ST_POOLING_MODULES
 from kvplan.errors import BadInput
-from kvplan.sources.local import read_json, safetensors_tensors, weights_record
+from kvplan.sources.local import read_json, safetensors_tensors, st_modules, weights_record
 
 REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 DEFAULT_TIMEOUT = 10.0
@@ -222,6 +223,56 @@ def _weights(hh: Any, repo_id: str, revision: str | None, token: str | None,
     return rec
 
 
+ST_KEYS = ("st_modules", "st_configs", "st_checked")
+
+
+def _st_hub(hh: Any, repo_id: str, revision: str | None, token: str | None,
+            offline: bool) -> dict[str, Any]:
+    """A sentence-transformers repo's modules.json and Pooling configs, as vLLM's
+    `get_pooling_config` fetches them ({"st_checked": True} alone when there is none; {} when
+    the Hub could not say)."""
+    E = _errors()
+    try:
+        mods = st_modules(read_json(Path(_download(hh, repo_id, "modules.json", revision, token,
+                                                   offline)), "modules.json", list),
+                          f"modules.json of {repo_id}")
+    except (E["entry"], E["local"], E["offline"]):
+        return {"st_checked": not offline}
+    except BadInput:
+        raise
+    except Exception:  # noqa: BLE001 - optional file: the network may drop between calls
+        return {}
+    configs: dict[str, Any] = {}
+    for item in mods:
+        if item["type"] in ST_POOLING_MODULES:
+            try:
+                q = _download(hh, repo_id, f"{item['path']}/config.json", revision, token,
+                              offline)
+            except Exception:  # noqa: BLE001 - vLLM reads a missing one as no mode
+                continue
+            configs[item["path"]] = read_json(Path(q), f"Pooling config of {repo_id}")
+    return {"st_modules": mods, "st_configs": configs, "st_checked": True}
+
+
+def _st_cached(hh: Any, repo_id: str, revision: str | None,
+               saved: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The sentence-transformers part from the HF cache or kvplan's saved record ({} when
+    neither says; None when modules.json is cached but a Pooling config is not)."""
+    mj = hh.try_to_load_from_cache(repo_id, "modules.json", revision=revision)
+    if not isinstance(mj, str):
+        return {k: saved[k] for k in ST_KEYS if k in saved} if saved else {}
+    mods = st_modules(read_json(Path(mj), "modules.json", list), f"modules.json of {repo_id}")
+    configs: dict[str, Any] = {}
+    for item in mods:
+        if item["type"] in ST_POOLING_MODULES:
+            c = hh.try_to_load_from_cache(repo_id, f"{item['path']}/config.json",
+                                          revision=revision)
+            if not isinstance(c, str):
+                return None
+            configs[item["path"]] = read_json(Path(c), f"Pooling config of {repo_id}")
+    return {"st_modules": mods, "st_configs": configs, "st_checked": True}
+
+
 def _from_cache(hh: Any, repo_id: str, revision: str | None) -> dict[str, Any] | None:
     """A complete record from the local HF cache alone (config + exact weights), or None."""
     try:
@@ -234,11 +285,15 @@ def _from_cache(hh: Any, repo_id: str, revision: str | None) -> dict[str, Any] |
     config = read_json(cfg_path, f"config of {repo_id}")
     snapshot, commit = cfg_path.parent, cfg_path.parent.name
     local = safetensors_tensors(snapshot) if any(snapshot.glob("*.safetensors")) else None
+    saved = _load_record(repo_id, commit)
     w = (weights_record(local, "sum of safetensors headers in the local HF cache", config)
-         if local else _load_record(repo_id, commit))
+         if local else saved)
     if not w:
         return None
-    rec: dict[str, Any] = {"id": repo_id, "config": config, **w}
+    st = _st_cached(hh, repo_id, revision, saved)
+    if st is None:
+        return None
+    rec: dict[str, Any] = {"id": repo_id, "config": config, **w, **st}
     q = hh.try_to_load_from_cache(repo_id, "hf_quant_config.json", revision=revision)
     if isinstance(q, str):
         rec["quant_config"] = read_json(Path(q), f"hf_quant_config of {repo_id}")
@@ -284,4 +339,9 @@ def load_hub(repo_id: str, *, revision: str | None = None, token: str | None = N
         rec["weights_error"] = f"{type(exc).__name__}: {exc}"
     if w:
         rec.update(w)
+    st = _st_hub(hh, repo_id, revision, token, offline)
+    rec.update(st)
+    if w and st.get("st_checked") and not offline:  # the next cached run knows it too
+        _save_record(repo_id, commit, {**{k: v for k, v in w.items() if k not in ST_KEYS},
+                                       **st})
     return rec

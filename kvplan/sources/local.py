@@ -12,12 +12,14 @@ import struct
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from kvplan.core.pooling import ST_POOLING_MODULES
 from kvplan.errors import BadInput
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on header size
 
 
-def read_json(path: Path, what: str) -> dict[str, Any]:
+def read_json(path: Path, what: str, kind: type = dict) -> Any:
+    """A JSON file holding an object (or, with `kind=list`, an array), or one clear line."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -27,9 +29,39 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     except ValueError as e:
         raise BadInput(f"{what} {path} is not valid JSON: {e}",
                        hint="fix the file or pass another path") from None
-    if not isinstance(data, dict):
-        raise BadInput(f"{what} {path} must hold a JSON object")
+    if not isinstance(data, kind):
+        raise BadInput(f"{what} {path} must hold a JSON "
+                       + ("object" if kind is dict else "array"))
     return data
+
+
+def st_modules(modules: Any, where: str) -> list[dict[str, Any]]:
+    """modules.json of a sentence-transformers checkpoint, checked as vLLM indexes it
+    (`item["type"]`, `item["path"]` of the Pooling module)."""
+    for item in modules:
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str) or (
+                item["type"] in ST_POOLING_MODULES and not isinstance(item.get("path"), str)):
+            raise BadInput(f"{where} lists a module without a 'type' (or a Pooling module "
+                           f"without a 'path'): {str(item)[:80]}",
+                           hint="each entry needs type and path, as sentence-transformers "
+                                "writes them")
+    return modules
+
+
+def st_record(directory: Path) -> dict[str, Any]:
+    """The sentence-transformers part of a model record: modules.json and the config.json of
+    each Pooling module (`core/pooling.py st_pooling` decides which a release reads)."""
+    mj = directory / "modules.json"
+    if not mj.is_file():
+        return {}
+    mods = st_modules(read_json(mj, "modules.json", list), str(mj))
+    configs = {}
+    for item in mods:
+        if item["type"] in ST_POOLING_MODULES:
+            cfg = directory / item["path"] / "config.json"
+            if cfg.is_file():
+                configs[item["path"]] = read_json(cfg, "sentence-transformers Pooling config")
+    return {"st_modules": mods, "st_configs": configs, "st_checked": True}
 
 
 def parse_safetensors_header(f: BinaryIO, name: str, file_size: int | None = None) -> dict:
@@ -118,7 +150,9 @@ def load_local(path: str) -> dict[str, Any] | None:
     hq = directory / "hf_quant_config.json"
     if hq.exists():
         rec["quant_config"] = read_json(hq, "hf_quant_config")
+    rec.update(st_record(directory))
     if p.is_dir():
+        rec["st_checked"] = True
         st = safetensors_tensors(directory)
         if st:
             rec.update(weights_record(st, "sum of local safetensors headers", config))

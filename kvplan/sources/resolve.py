@@ -14,7 +14,7 @@ from kvplan import catalog
 from kvplan.catalog_schema import MIG_PROFILE
 from kvplan.core.sizing import Gpu, Model
 from kvplan.errors import BadInput
-from kvplan.sources.local import load_local
+from kvplan.sources.local import load_local, st_modules
 from kvplan.units import parse_bytes
 
 _MIG = re.compile(rf"[\s_-]MIG[\s_-]+({MIG_PROFILE}(?:[+-][a-z.]+)*)\s*$", re.I)
@@ -30,17 +30,30 @@ def model_from_entry(key: str, entry: dict[str, Any]) -> Model:
     config = entry.get("config")
     if not isinstance(config, dict):
         raise BadInput(f"catalog model {key!r} has no 'config' mapping")
+    st = entry.get("sentence_transformers")
+    if st is not None:  # {modules: modules.json, pooling: {path: its config.json}}
+        mods, pools = st.get("modules"), st.get("pooling") or {}
+        if not isinstance(mods, list) or not isinstance(pools, dict) or not all(
+                isinstance(c, dict) for c in pools.values()):
+            raise BadInput(f"catalog model {key!r}: sentence_transformers needs 'modules' (a "
+                           "list, modules.json) and 'pooling' (a mapping of path to config)")
+        st_modules(mods, f"catalog model {key!r} sentence_transformers.modules")
     return Model(id=key, config=config, weights_bytes=entry.get("weights_bytes"),
                  weights_source=entry.get("weights_source", "catalog"),
                  hf_quant_config=entry.get("quant_config"),
-                 weights_layout=entry.get("weights_layout"))
+                 weights_layout=entry.get("weights_layout"),
+                 st_modules=st["modules"] if st else None,
+                 st_configs=(st.get("pooling") or {}) if st else None,
+                 st_checked=st is not None)
 
 
 def model_from_record(rec: dict[str, Any]) -> Model:
     return Model(id=rec["id"], config=rec["config"], weights_bytes=rec.get("weights_bytes"),
                  weights_source=rec.get("weights_source", ""),
                  hf_quant_config=rec.get("quant_config"),
-                 weights_layout=rec.get("weights_layout"))
+                 weights_layout=rec.get("weights_layout"),
+                 st_modules=rec.get("st_modules"), st_configs=rec.get("st_configs"),
+                 st_checked=bool(rec.get("st_checked")))
 
 
 def resolve_model(name: str, catalogs: list[str] | None = None, *, revision: str | None = None,
