@@ -347,6 +347,8 @@ def entry_from_record(rec: dict[str, Any], aliases: list[str] | None = None) -> 
     if rec.get("st_checked"):  # the Hub showed whether modules.json exists
         entry["sentence_transformers"] = {"modules": rec.get("st_modules") or [],
                                           "pooling": rec.get("st_configs") or {}}
+        if rec.get("st_encoder"):
+            entry["sentence_transformers"]["encoder"] = rec["st_encoder"]
     return entry
 
 

@@ -259,26 +259,30 @@ def test_token_stored_by_hf_auth_login(hub, capsys, monkeypatch, tmp_path):
 
 def test_sentence_transformers_repo_on_the_hub(hub, capsys, tmp_path):
     """modules.json and the Pooling module's config come from the Hub as vLLM fetches them;
-    the start is a pooling one (Qwen3-8B shapes, MEAN: 396,848 tokens on an H100 at 32,768),
-    from the cache once the network is gone, and from a `models add` entry."""
+    the start is a pooling one (Qwen3-8B shapes, MEAN: a whole-prompt budget) at the
+    sentence_bert_config.json length, from the cache once the network is gone, and from a
+    `models add` entry."""
     from test_pooling import ST_MEAN, ST_MODULES
 
     cfg = catalog.load("models", []).get("Qwen/Qwen3-8B")[1]["config"]
     hub.repos["acme/qwen3-embed"] = Repo(files={
         "config.json": json.dumps(cfg).encode(), "modules.json": json.dumps(ST_MODULES).encode(),
         "1_Pooling/config.json": json.dumps(ST_MEAN).encode(),
+        "sentence_bert_config.json": b'{"max_seq_length": 32768}',
         "model.safetensors": safetensors_bytes(SINGLE)})
-    args = ("--gpu", "h100", "--max-model-len", "32768", "--json")
+    args = ("--gpu", "h100", "--json")  # max_model_len 32,768 from sentence_bert_config
     code, out, err = run(capsys, "size", "acme/qwen3-embed", *args)
     assert code == 0, err
     first = json.loads(out)
     assert first["runner"] == "pooling" and first["max_num_batched_tokens"] == 32768
+    assert first["max_model_len"] == 32768  # (its tiny safetensors: not 396,848 tokens)
     site = tmp_path / "site.yaml"
     code, _, err = run(capsys, "models", "add", "acme/qwen3-embed", "--catalog", str(site))
     assert code == 0, err
     entry = yaml.safe_load(site.read_text())["models"]["acme/qwen3-embed"]
-    assert entry["sentence_transformers"] == {"modules": ST_MODULES,
-                                              "pooling": {"1_Pooling": ST_MEAN}}
+    assert entry["sentence_transformers"] == {
+        "modules": ST_MODULES, "pooling": {"1_Pooling": ST_MEAN},
+        "encoder": {"file": "sentence_bert_config.json", "max_seq_length": 32768}}
     hub.stop()
     code, out, err = run(capsys, "size", "acme/qwen3-embed", *args)
     assert code == 0, err
@@ -286,7 +290,7 @@ def test_sentence_transformers_repo_on_the_hub(hub, capsys, tmp_path):
     code, out, err = run(capsys, "size", "acme/qwen3-embed", "--catalog", str(site),
                          "--offline", *args)
     assert code == 0, err
-    assert json.loads(out)["runner"] == "pooling"
+    assert json.loads(out)["runner"] == "pooling" and json.loads(out)["max_model_len"] == 32768
 
 
 def test_hub_repo_without_modules_json_is_generation(hub, capsys):

@@ -314,3 +314,28 @@ def test_st_checkpoint_bad_input(capsys, tmp_path):
     path = st_dir(tmp_path / "notlist", ST_LAST, modules={"a": 1})
     assert main(["size", path, "--gpu", "h100"]) == 2
     assert "must hold a JSON array" in capsys.readouterr().err
+
+
+def test_st_encoder_config_sets_max_model_len(capsys, tmp_path):
+    """`get_sentence_transformer_tokenizer_config`: the first non-empty sentence_*_config.json
+    with max_seq_length replaces the derived length (40,960 for Qwen3-8B), as the default
+    and as the cap, for generation too."""
+    path = st_dir(tmp_path, ST_MEAN)
+    (tmp_path / "qwen3-embed" / "sentence_roberta_config.json").write_text(
+        '{"max_seq_length": 4096}')
+    (tmp_path / "qwen3-embed" / "sentence_bert_config.json").write_text(
+        '{"max_seq_length": 8192, "do_lower_case": false}')
+    assert main(["size", path, "--gpu", "h100", "--json"]) == 0
+    d = json.loads(capsys.readouterr()[0])
+    assert d["max_model_len"] == 8192 and d["max_num_batched_tokens"] == 8192  # MEAN
+    assert main(["size", path, "--gpu", "h100", "--runner", "generate", "--max-model-len",
+                 "16384"]) == 2
+    err = capsys.readouterr().err
+    assert "exceeds the model's maximum of 8192 (sentence_bert_config.json max_seq_length" in err
+    (tmp_path / "qwen3-embed" / "sentence_bert_config.json").write_text('{"do_lower_case": 1}')
+    assert main(["size", path, "--gpu", "h100", "--json"]) == 0  # first non-empty: no length
+    assert json.loads(capsys.readouterr()[0])["max_model_len"] == 40960
+    (tmp_path / "qwen3-embed" / "sentence_bert_config.json").write_text(
+        '{"max_seq_length": "long"}')
+    assert main(["size", path, "--gpu", "h100"]) == 2
+    assert "max_seq_length must be a positive integer" in capsys.readouterr().err

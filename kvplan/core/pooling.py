@@ -118,6 +118,15 @@ ST_POOLING_MODULES = {
 }
 
 
+# `get_sentence_transformer_tokenizer_config` (0.6.4-0.33): the first of these files that
+# holds a non-empty object is the encoder config; its max_seq_length, when it has one,
+# replaces the config's derived max_model_len (`_get_and_verify_max_len`), whatever the runner
+ST_ENCODER_FILES = ("sentence_bert_config.json", "sentence_roberta_config.json",
+                    "sentence_distilbert_config.json", "sentence_camembert_config.json",
+                    "sentence_albert_config.json", "sentence_xlm-roberta_config.json",
+                    "sentence_xlnet_config.json")
+
+
 @record(frozen=True)
 class StPooling:
     """What a release reads from a sentence-transformers checkpoint's Pooling module."""

@@ -158,6 +158,7 @@ class Model:
     st_modules: list | None = None
     st_configs: dict[str, Any] | None = None
     st_checked: bool = False
+    st_encoder: dict[str, Any] | None = None  # sentence_bert_config.json & co. (+ "file")
 
     @property
     def quant_file_for_kv(self) -> dict[str, Any] | None:
@@ -1383,7 +1384,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # lengths and batch defaults
     derived, derived_src = derived_max_model_len(arch, version)
-    mml_src = f"config {derived_src}"
+    enc = model.st_encoder if version.at_least(0, 6, 4) else None
+    if enc and "max_seq_length" in enc:  # `_get_and_verify_max_len`: replaces the derived one
+        n = enc["max_seq_length"]
+        if isinstance(n, bool) or not isinstance(n, (int, float)) or not 0 < n < 2**31:
+            raise BadInput(f"{enc.get('file')} max_seq_length must be a positive integer, got "
+                           f"{n!r}", hint="fix the sentence-transformers config")
+        derived, derived_src = int(n), f"{enc.get('file')} max_seq_length (sentence-transformers)"
+    mml_src = derived_src if enc and "max_seq_length" in enc else f"config {derived_src}"
     longrope = longrope_default_len(arch.text_config) if version.at_least(0, 11, 1) else None
     default_len = min(longrope, derived) if longrope else derived
     if a.max_model_len is None and longrope:

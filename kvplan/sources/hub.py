@@ -21,7 +21,13 @@ from typing import Any
 
 from kvplan.core.pooling import ST_POOLING_MODULES
 from kvplan.errors import BadInput
-from kvplan.sources.local import read_json, safetensors_tensors, st_modules, weights_record
+from kvplan.sources.local import (
+    read_json,
+    safetensors_tensors,
+    st_encoder,
+    st_modules,
+    weights_record,
+)
 
 REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 DEFAULT_TIMEOUT = 10.0
@@ -223,7 +229,7 @@ def _weights(hh: Any, repo_id: str, revision: str | None, token: str | None,
     return rec
 
 
-ST_KEYS = ("st_modules", "st_configs", "st_checked")
+ST_KEYS = ("st_modules", "st_configs", "st_checked", "st_encoder")
 
 
 def _st_hub(hh: Any, repo_id: str, revision: str | None, token: str | None,
@@ -251,7 +257,19 @@ def _st_hub(hh: Any, repo_id: str, revision: str | None, token: str | None,
             except Exception:  # noqa: BLE001 - vLLM reads a missing one as no mode
                 continue
             configs[item["path"]] = read_json(Path(q), f"Pooling config of {repo_id}")
-    return {"st_modules": mods, "st_configs": configs, "st_checked": True}
+
+    def encoder(name: str) -> dict[str, Any] | None:  # only an ST repo is asked for these
+        try:
+            return read_json(Path(_download(hh, repo_id, name, revision, token, offline)),
+                             f"{name} of {repo_id}")
+        except BadInput:
+            raise
+        except Exception:  # noqa: BLE001 - absent (the usual case) or unreachable
+            return None
+
+    enc = st_encoder(encoder)
+    return {"st_modules": mods, "st_configs": configs, "st_checked": True,
+            **({"st_encoder": enc} if enc else {})}
 
 
 def _st_cached(hh: Any, repo_id: str, revision: str | None,
@@ -270,7 +288,14 @@ def _st_cached(hh: Any, repo_id: str, revision: str | None,
             if not isinstance(c, str):
                 return None
             configs[item["path"]] = read_json(Path(c), f"Pooling config of {repo_id}")
-    return {"st_modules": mods, "st_configs": configs, "st_checked": True}
+
+    def encoder(name: str) -> dict[str, Any] | None:
+        c = hh.try_to_load_from_cache(repo_id, name, revision=revision)
+        return read_json(Path(c), f"{name} of {repo_id}") if isinstance(c, str) else None
+
+    enc = st_encoder(encoder)
+    return {"st_modules": mods, "st_configs": configs, "st_checked": True,
+            **({"st_encoder": enc} if enc else {})}
 
 
 def _from_cache(hh: Any, repo_id: str, revision: str | None) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ import struct
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from kvplan.core.pooling import ST_POOLING_MODULES
+from kvplan.core.pooling import ST_ENCODER_FILES, ST_POOLING_MODULES
 from kvplan.errors import BadInput
 
 MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on header size
@@ -48,12 +48,25 @@ def st_modules(modules: Any, where: str) -> list[dict[str, Any]]:
     return modules
 
 
+def st_encoder(read: Any) -> dict[str, Any] | None:
+    """`{"file": name, **its object}` for the first sentence-transformers encoder config
+    (`core/pooling.py ST_ENCODER_FILES`) that `read(name)` returns non-empty, else None."""
+    for name in ST_ENCODER_FILES:
+        d = read(name)
+        if d:
+            return {"file": name, **d}
+    return None
+
+
 def st_record(directory: Path) -> dict[str, Any]:
     """The sentence-transformers part of a model record: modules.json and the config.json of
-    each Pooling module (`core/pooling.py st_pooling` decides which a release reads)."""
+    each Pooling module (`core/pooling.py st_pooling` decides which a release reads), and the
+    encoder config whose max_seq_length sets max_model_len."""
+    enc = st_encoder(lambda n: read_json(directory / n, "sentence-transformers config")
+                     if (directory / n).is_file() else None)
     mj = directory / "modules.json"
     if not mj.is_file():
-        return {}
+        return {"st_encoder": enc} if enc else {}
     mods = st_modules(read_json(mj, "modules.json", list), str(mj))
     configs = {}
     for item in mods:
@@ -61,7 +74,8 @@ def st_record(directory: Path) -> dict[str, Any]:
             cfg = directory / item["path"] / "config.json"
             if cfg.is_file():
                 configs[item["path"]] = read_json(cfg, "sentence-transformers Pooling config")
-    return {"st_modules": mods, "st_configs": configs, "st_checked": True}
+    return {"st_modules": mods, "st_configs": configs, "st_checked": True,
+            **({"st_encoder": enc} if enc else {})}
 
 
 def parse_safetensors_header(f: BinaryIO, name: str, file_size: int | None = None) -> dict:

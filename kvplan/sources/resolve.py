@@ -34,7 +34,8 @@ def model_from_entry(key: str, entry: dict[str, Any]) -> Model:
     if st is not None:  # {modules: modules.json, pooling: {path: its config.json}}
         mods, pools = st.get("modules"), st.get("pooling") or {}
         if not isinstance(mods, list) or not isinstance(pools, dict) or not all(
-                isinstance(c, dict) for c in pools.values()):
+                isinstance(c, dict) for c in pools.values()) or not isinstance(
+                st.get("encoder") or {}, dict):
             raise BadInput(f"catalog model {key!r}: sentence_transformers needs 'modules' (a "
                            "list, modules.json) and 'pooling' (a mapping of path to config)")
         st_modules(mods, f"catalog model {key!r} sentence_transformers.modules")
@@ -44,7 +45,8 @@ def model_from_entry(key: str, entry: dict[str, Any]) -> Model:
                  weights_layout=entry.get("weights_layout"),
                  st_modules=st["modules"] if st else None,
                  st_configs=(st.get("pooling") or {}) if st else None,
-                 st_checked=st is not None)
+                 st_checked=st is not None,
+                 st_encoder=(st.get("encoder") or None) if st else None)
 
 
 def model_from_record(rec: dict[str, Any]) -> Model:
@@ -53,7 +55,7 @@ def model_from_record(rec: dict[str, Any]) -> Model:
                  hf_quant_config=rec.get("quant_config"),
                  weights_layout=rec.get("weights_layout"),
                  st_modules=rec.get("st_modules"), st_configs=rec.get("st_configs"),
-                 st_checked=bool(rec.get("st_checked")))
+                 st_checked=bool(rec.get("st_checked")), st_encoder=rec.get("st_encoder"))
 
 
 def resolve_model(name: str, catalogs: list[str] | None = None, *, revision: str | None = None,
