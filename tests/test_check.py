@@ -2675,3 +2675,40 @@ def test_unbalanced_arithmetic_in_a_script_is_not_an_internal_error(capsys, tmp_
                  "vllm serve Qwen/Qwen3-8B --max-model-len 8192 $((1 + 2))\n")
     code, out, err = run(capsys, "check", str(f), "--gpu", "h100")
     assert code in (0, 1, 2) and "internal error" not in err
+
+
+def test_script_defaults_of_unset_variables_are_checked_with_a_warning(capsys, tmp_path):
+    """`${X:-8192}` with X set nowhere kvplan reads is checked with its default, as sh
+    expands it when X is unset, and a warning names the variables the environment may set;
+    a variable the container's env sets (a secret, the pod's LWS_WORKER_INDEX) keeps the
+    word unresolved."""
+    from kvplan.check.shellwords import Word, expand, lex
+
+    def exp(text, is_set=None, **known):
+        it = lex(text)[0]
+        return expand(Word(it.text, parts=it.parts), known.get, is_set=is_set)
+
+    e = exp("${LEN:-16384}")
+    assert (e.fields, e.ok, e.defaulted) == (["16384"], True, ["LEN"])
+    assert exp("${LEN-1}").fields == ["1"] and exp("${LEN:=2}").fields == ["2"]
+    assert exp("${LEN:-16384}", LEN="8192").defaulted == []  # known: no default
+    e = exp("${LEN:-16384}", is_set={"LEN"}.__contains__)
+    assert (e.ok, e.missing) == (False, ["LEN"])  # set to a value kvplan does not know
+    e = exp("$(( ${N:-2} * 128 ))")
+    assert (e.fields, e.defaulted) == (["256"], ["N"])
+    assert exp("${A:-$B}").missing == ["A", "B"]  # a default kvplan cannot expand either
+    f = tmp_path / "run.sh"
+    f.write_text("#!/bin/bash\nLEN=${MAX_LEN:-32768}\n"
+                 "exec vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len $LEN "
+                 "--max-num-seqs $(( ${SCALE:-2} * 128 )) ${EXTRA_ARGS:-}\n")
+    code, rep = check_json(capsys, f, "--gpu", "h100")
+    dep = rep["deployments"][0]
+    w = one(dep, "flags-known")
+    assert (w["status"], w["line"]) == ("warn", 3)
+    assert w["message"] == (
+        "checked with the script's defaults (32768 from MAX_LEN, 256 from SCALE, nothing "
+        "from EXTRA_ARGS): neither the script nor the container's env sets MAX_LEN, SCALE, "
+        "EXTRA_ARGS; an environment that sets them runs other values")
+    # sized with the defaults: 32,768 tokens on an H100 (was skipped as unresolved)
+    assert one(dep, "max-model-len-fits")["status"] == "pass"
+    assert "--max-model-len 32768 fits" in one(dep, "max-model-len-fits")["message"]

@@ -220,6 +220,17 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
                 + f"; {what} not checked", tok.loc,
                 fix="give the value literally to have it checked" if why else
                 "give the value literally, or in the container's env")
+    if p.cmd.defaulted:  # `${X:-8192}` with X set nowhere kvplan reads: its default
+        names = list(dict.fromkeys(n for _, ns in p.cmd.defaulted for n in ns))
+        vals = ", ".join(f"{t.text or 'nothing'} from {'/'.join(ns)}"
+                         for t, ns in p.cmd.defaulted[:6]) + (
+            ", ..." if len(p.cmd.defaulted) > 6 else "")
+        many = len(names) > 1
+        out.add("flags-known", WARN, f"checked with the script's default{'s' * many} ({vals}):"
+                f" neither the script nor the container's env sets {', '.join(names)}; an "
+                f"environment that sets {'them' if many else 'it'} runs other values",
+                p.cmd.defaulted[0][0].loc, fix="set the variable in the container's env (or "
+                "the value literally) so that kvplan checks what runs")
     if len(out.findings) == before:
         n = len(p.flags)
         out.add("flags-known", PASS, f"{n} flag{'s' * (n != 1)} known to vLLM {reg.release}"

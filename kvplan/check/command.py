@@ -50,6 +50,9 @@ class EngineCommand:
     # engine commands in the other arms of the same `if`/`case` of a shell script: one of
     # them runs, which one depends on the pod (each is checked as its own target)
     alternatives: list[EngineCommand] = field(default_factory=list)
+    # (argument, variables) for arguments a script gave from `${X:-default}` with X set
+    # nowhere kvplan reads: checked with the default, which the environment may override
+    defaulted: list[tuple[Token, list[str]]] = field(default_factory=list)
 
     def needs(self, tok: Token) -> list[str]:
         """The variables an unresolved argument needs ([] when computed as the script runs)."""
@@ -258,8 +261,11 @@ def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
             args_ = cmd[start:]
             unresolved = [t for t in args_ if id(t) in sc.unresolved] if sc.shell else \
                 _unresolved(args_)
+            ids = {id(t) for t in args_}
             found.append((EngineCommand(engine, form, args_, cmd[0].loc, local_env,
-                                        unresolved, why, dict(sc.refs), base_lws | sc.lws),
+                                        unresolved, why, dict(sc.refs), base_lws | sc.lws,
+                                        defaulted=[(t, n) for t, n in sc.defaulted
+                                                   if id(t) in ids or not t.text]),
                           sc.path))
     for i, (a, pa) in enumerate(found):
         for b, pb in found[i + 1:]:
@@ -303,6 +309,7 @@ class _Cmd:
     lws: set[str] = field(default_factory=set)  # as `EngineCommand.lws`
     shell: bool = False  # expanded by a shell: `unresolved` says which words kept a `$`
     unresolved: set[int] = field(default_factory=set)  # id() of the words left unexpanded
+    defaulted: list = field(default_factory=list)  # as `EngineCommand.defaulted`
 
 
 def _simple_commands(argv: list[Token], env: dict[str, EnvVar],
@@ -348,6 +355,8 @@ def shell_script(script: Token, env: dict[str, EnvVar],
     exported = set(env)
     why: dict[str, str] = {k: v.why for k, v in env.items() if v.why and v.value is None}
     lws = {k for k, v in env.items() if v.lws and v.value is None}
+
+    dflt: dict[str, list[str]] = {}  # variable -> the unknown ones whose default it took
 
     def look(name: str) -> str | None:
         v = values.get(name)
@@ -403,18 +412,22 @@ def shell_script(script: Token, env: dict[str, EnvVar],
                     continue
                 rest = words[i:]
                 break
-            e = expand(after_eq(w), look, split=False, k8s=k8s)
+            e = expand(after_eq(w), look, split=False, k8s=k8s, is_set=values.__contains__)
             line = f" (line {w.loc.line})" if w.loc.line else ""
             from_lws = bool(e.missing) and not e.computed and all(n in lws for n in e.missing)
             reason = ("computed when the script runs" if e.computed else
                       f"set per pod from {', '.join(e.missing)}" if from_lws else
                       f"set from {', '.join(e.missing)}, which kvplan cannot resolve") + line
             assigned.append((name, e.fields[0] if e.ok else None, w, reason, from_lws))
+            if e.ok and (e.defaulted or _sources(w, dflt)):
+                dflt[name] = list(dict.fromkeys(e.defaulted + _sources(w, dflt)))
+            else:
+                dflt.pop(name, None)
             i += 1
         if rest and first not in _DECLARE:
             if assigned:  # `VAR=value command`: for that command only
                 rest = words
-            out.append(_command(rest, look, values, exported, frames, why, lws, k8s))
+            out.append(_command(rest, look, values, exported, frames, why, lws, k8s, dflt))
             continue
         for name, value, tok, reason, from_lws in assigned:
             old = values.get(name)
@@ -458,21 +471,32 @@ def _empty_test(words: list[str]) -> tuple[str, str] | None:
     return None
 
 
+def _sources(w: Token, dflt: dict[str, list[str]]) -> list[str]:
+    """The defaulted variables behind the script variables a word refers to."""
+    return [x for m in _REF.finditer(w.text) for x in dflt.get(m.group(2) or m.group(3) or "",
+                                                               [])]
+
+
 def _command(words: list[Token], look: Any, values: dict[str, EnvVar], exported: set[str],
              frames: list[list], why: dict[str, str], lws: set[str],
-             k8s: frozenset[str]) -> _Cmd:
+             k8s: frozenset[str], dflt: dict[str, list[str]] | None = None) -> _Cmd:
     """A simple command with its words expanded: an unquoted expansion of a known value is
     split into words (none for an empty one); a word kvplan cannot expand stays one word,
-    as written."""
+    as written. An unknown variable's written default is taken (`${X:-8192}`) and noted."""
     expanded: list[Token] = []
     refs: dict[str, list[str]] = {}
     unresolved: set[int] = set()
+    defaulted: list[tuple[Token, list[str]]] = []
     prefix = True  # the `VAR=value` words ahead of the command: not split
     for w in words:
         prefix = prefix and _assignment(w) is not None
-        e = expand(w, look, split=not prefix, k8s=k8s)
+        e = expand(w, look, split=not prefix, k8s=k8s, is_set=values.__contains__)
         if e.ok:
-            expanded += [Token(f, w.loc) for f in e.fields]
+            toks = [Token(f, w.loc) for f in e.fields]
+            expanded += toks
+            names = list(dict.fromkeys(e.defaulted + _sources(w, dflt or {})))
+            if names:  # an empty default (`${EXTRA_ARGS:-}`) adds no word: noted as ""
+                defaulted.append((toks[0] if toks else Token("", w.loc), names))
         else:
             tok = Token(e.fields[0], w.loc)
             expanded.append(tok)
@@ -480,7 +504,7 @@ def _command(words: list[Token], look: Any, values: dict[str, EnvVar], exported:
             refs[e.fields[0]] = [] if e.computed else e.missing
     env = {k: v for k, v in values.items() if k in exported}
     return _Cmd(expanded, env, tuple((f[0], f[1]) for f in frames),
-                {k: v for k, v in why.items()}, refs, set(lws), True, unresolved)
+                {k: v for k, v in why.items()}, refs, set(lws), True, unresolved, defaulted)
 
 
 def tokens_from_string(text: str, loc: Loc, raw: str | None = None) -> list[Token]:

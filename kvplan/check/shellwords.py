@@ -7,11 +7,12 @@ however many spaces it holds (`$(( LWS_WORKER_INDEX * 8 ))`, `$( cat /etc/x )`, 
 `${X:-0}`).
 
 `expand` does what the shell does with a word: parameter expansion from the known values
-(`$X`, `${X}`, `${X:-word}`, `${X-word}`), arithmetic expansion when every operand is known
-(`$(( LWS_GROUP_SIZE * 8 ))`), and field splitting of the unquoted expansions on spaces,
-tabs and newlines (`ARGS="--max-model-len 8192 --enforce-eager"; vllm serve M $ARGS` passes
-three arguments, `"$ARGS"` one). A command substitution, or a value kvplan does not know,
-leaves the word unresolved: one word, as written.
+(`$X`, `${X}`, `${X:-word}`, `${X-word}`, `${X:=word}`; an unknown variable with a default
+takes it, as if unset, and is listed in `defaulted`), arithmetic expansion when every
+operand is known (`$(( LWS_GROUP_SIZE * 8 ))`), and field splitting of the unquoted
+expansions on spaces, tabs and newlines (`ARGS="--max-model-len 8192 --enforce-eager";
+vllm serve M $ARGS` passes three arguments, `"$ARGS"` one). A command substitution, or a
+value kvplan does not know, leaves the word unresolved: one word, as written.
 """
 
 from __future__ import annotations
@@ -261,16 +262,22 @@ class Expanded:
     fields: list[str]
     missing: list[str] = field(default_factory=list)  # variables whose value is not known
     computed: bool = False  # a command substitution, or arithmetic kvplan does not evaluate
+    # variables kvplan does not know whose written default it took (`${X:-8192}`): the
+    # environment the script runs in may set them
+    defaulted: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.missing and not self.computed
 
 
-def _param(unit: str, look: Look, k8s: frozenset[str]) -> tuple[str | None, list[str], bool]:
-    """(value, missing, computed) of one `$…` unit."""
+def _param(unit: str, look: Look, k8s: frozenset[str], defaulted: list[str],
+           is_set: Callable[[str], bool]) -> tuple[str | None, list[str], bool]:
+    """(value, missing, computed) of one `$…` unit; `defaulted` gets the unknown variables
+    whose default (`${X:-word}`, `${X-word}`, `${X:=word}`) it took, as for an unset one."""
     if unit.startswith("$(("):
-        v, missing, computed = arith(unit[3:-2], look, k8s)
+        v, missing, computed = arith(unit[3:-2], look, k8s, defaulted=defaulted,
+                                     is_set=is_set)
         return (None if v is None else str(v)), missing, computed
     if unit.startswith("`"):
         return None, [], True
@@ -287,11 +294,17 @@ def _param(unit: str, look: Look, k8s: frozenset[str]) -> tuple[str | None, list
             return None, [], True
         name, colon, op, word = m.groups()
         v = look(name)
-        if v is None:
+        if v is None and (not op or is_set(name)):  # set, to a value kvplan does not know
             return None, [name], False
-        if op and (v == "" if colon else False):
-            e = expand(Word(word, parts=_word_all(word)), look, split=False, k8s=k8s)
-            return (e.fields[0] if e.ok else None), e.missing, e.computed
+        if op and (v is None or (v == "" if colon else False)):
+            e = expand(Word(word, parts=_word_all(word)), look, split=False, k8s=k8s,
+                       is_set=is_set)
+            if v is None and e.ok:
+                defaulted += [x for x in (name, *e.defaulted) if x not in defaulted]
+            elif e.ok:
+                defaulted += [x for x in e.defaulted if x not in defaulted]
+            return (e.fields[0] if e.ok else None), (
+                e.missing if v is not None or e.ok else [name, *e.missing]), e.computed
         return v, [], False
     name = unit[1:]
     if not _NAME.fullmatch(name):
@@ -301,18 +314,23 @@ def _param(unit: str, look: Look, k8s: frozenset[str]) -> tuple[str | None, list
 
 
 def expand(word: Token, look: Look, split: bool = True,
-           k8s: frozenset[str] = frozenset()) -> Expanded:
+           k8s: frozenset[str] = frozenset(),
+           is_set: Callable[[str], bool] | None = None) -> Expanded:
     """`word` as the shell expands it (`split`: field splitting, off for assignments).
-    `k8s`: the names whose `$(NAME)` Kubernetes substitutes before the shell runs."""
+    `k8s`: the names whose `$(NAME)` Kubernetes substitutes before the shell runs. `is_set`:
+    whether a variable `look` does not know is set all the same (a secret, the pod's
+    LWS_WORKER_INDEX), so that its `${X:-word}` default does not apply; by default, none."""
+    is_set = is_set or (lambda name: False)
     parts = word.parts if isinstance(word, Word) else ((word.text, LIT),)
     pieces: list[tuple[str, bool, bool]] = []  # (text, splittable, quoted)
     missing: list[str] = []
+    defaulted: list[str] = []
     computed = False
     for text, how in parts:
         if how in (LIT, QLIT):
             pieces.append((text, False, how == QLIT))
             continue
-        v, miss, comp = _param(text, look, k8s)
+        v, miss, comp = _param(text, look, k8s, defaulted, is_set)
         missing += [m for m in miss if m not in missing]
         computed = computed or comp
         if v is None:
@@ -320,7 +338,8 @@ def expand(word: Token, look: Look, split: bool = True,
         else:
             pieces.append((v, how == EXP, how == QEXP))
     if missing or computed or not split:
-        return Expanded(["".join(p[0] for p in pieces)], missing, computed)
+        return Expanded(["".join(p[0] for p in pieces)], missing, computed,
+                        [] if missing or computed else defaulted)
     fields: list[str] = []
     buf, started = "", False
     for text, splittable, quoted in pieces:
@@ -338,7 +357,7 @@ def expand(word: Token, look: Look, split: bool = True,
                 started = True
     if started:
         fields.append(buf)
-    return Expanded(fields)
+    return Expanded(fields, defaulted=defaulted)
 
 
 def after_eq(word: Token) -> Token:
@@ -382,18 +401,22 @@ def _eval(node: ast.AST) -> int:
     raise ValueError("not evaluated")
 
 
-def arith(expr: str, look: Look, k8s: frozenset[str] = frozenset(), depth: int = 0
-          ) -> tuple[int | None, list[str], bool]:
+def arith(expr: str, look: Look, k8s: frozenset[str] = frozenset(), depth: int = 0,
+          defaulted: list[str] | None = None,
+          is_set: Callable[[str], bool] | None = None) -> tuple[int | None, list[str], bool]:
     """(value, missing, computed) of `$(( expr ))`: + - * / % and parentheses over integers
-    and variables (a variable's value is itself evaluated; an empty one is 0)."""
+    and variables (a variable's value is itself evaluated; an empty one is 0). `defaulted`
+    gets the unknown variables whose written default it took."""
     missing: list[str] = []
     try:
         parts = _word_all(expr)
     except ShellSyntaxError:  # not arithmetic sh would evaluate: left unresolved
         return None, [], True
-    e = expand(Word(expr, parts=parts), look, split=False, k8s=k8s)
+    e = expand(Word(expr, parts=parts), look, split=False, k8s=k8s, is_set=is_set)
     if not e.ok:
         return None, e.missing, e.computed
+    if defaulted is not None:
+        defaulted += [x for x in e.defaulted if x not in defaulted]
     text = e.fields[0]
 
     def name(m: re.Match) -> str:
@@ -406,7 +429,7 @@ def arith(expr: str, look: Look, k8s: frozenset[str] = frozenset(), depth: int =
         if re.fullmatch(r"\s*-?\d+\s*", v):
             return f"({v.strip()})"
         if depth < 4:
-            n, miss, _ = arith(v, look, k8s, depth + 1)
+            n, miss, _ = arith(v, look, k8s, depth + 1, defaulted, is_set)
             missing.extend(miss)
             return "0" if n is None else f"({n})"
         return "0"
