@@ -39,6 +39,8 @@ def _load_yaml(path: str, mtime: float) -> dict[str, Any]:
             data = yaml.load(f, Loader=loader)
     except OSError as e:
         raise BadInput(f"cannot read catalog {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"catalog {path} is not UTF-8 text", hint="save it as UTF-8") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
@@ -190,7 +192,11 @@ def _scan_cached(path: Path, kind: str) -> list[tuple[str, _Lazy, list[str]]] | 
 
     def source() -> str:
         if not text:
-            text.append(path.read_text(encoding="utf-8"))
+            try:
+                text.append(path.read_text(encoding="utf-8"))
+            except UnicodeDecodeError:
+                raise BadInput(f"catalog {path} is not UTF-8 text",
+                               hint="save it as UTF-8") from None
         return text[0]
 
     if not (isinstance(index, dict) and index.get("ident") == ident):

@@ -299,3 +299,54 @@ def test_hub_repo_without_modules_json_is_generation(hub, capsys):
     assert code == 0, err
     assert json.loads(out)["runner"] == "generate"
     assert any(r.startswith("HEAD modules.json") for r in hub.repos["acme/llama-copy"].requests)
+
+
+def _write_dir(d, files):
+    d.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+    return str(d)
+
+
+def test_model_directory_sums_only_the_shards_the_index_names(capsys, tmp_path):
+    """vLLM's `filter_duplicate_safetensors_files`: Mistral repos ship consolidated.safetensors
+    beside the HF shards; only the index's shards are loaded. A shard the index names but the
+    directory lacks is a partial download: exit 2."""
+    repo = sharded_repo()
+    consolidated = safetensors_bytes({"layers.0.attention.wq.weight": ("BF16", [640, 640])})
+    d = _write_dir(tmp_path / "mistral", {**repo.files, "consolidated.safetensors": consolidated})
+    code, out, err = run(capsys, "size", d, *ARGS)
+    assert code == 0, err
+    assert json.loads(out)["weights_total_bytes"] == tensor_total(SHARD1) + tensor_total(SHARD2)
+    # without an index the HF-format files are taken, not the Mistral-format one
+    d2 = _write_dir(tmp_path / "noindex", {"config.json": repo.files["config.json"],
+                                          "model.safetensors": safetensors_bytes(SINGLE),
+                                          "consolidated.safetensors": consolidated})
+    code, out, err = run(capsys, "size", d2, *ARGS)
+    assert json.loads(out)["weights_total_bytes"] == tensor_total(SINGLE)
+    del repo.files["model-00002-of-00002.safetensors"]
+    d3 = _write_dir(tmp_path / "partial", repo.files)
+    code, out, err = run(capsys, "size", d3, *ARGS)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert ("names 1 of 2 shards that are not there (model-00002-of-00002.safetensors): vLLM "
+            "refuses a partial checkpoint") in err
+    # a cached Hub snapshot that holds part of the shards is not used (the Hub's headers are)
+    from kvplan.sources.hub import _cached_tensors
+
+    assert _cached_tensors(tmp_path / "partial") is None
+    assert _cached_tensors(tmp_path / "mistral") is not None
+
+
+def test_unreadable_local_files_are_bad_input(capsys, tmp_path):
+    cfg = json.dumps(catalog_config())
+    (tmp_path / "utf16.json").write_bytes(cfg.encode("utf-16"))
+    code, _, err = run(capsys, "size", str(tmp_path / "utf16.json"), "--gpu", "h100")
+    assert code == 2 and "is not UTF-8 text (byte 0: b'\\xff')" in err
+    d = tmp_path / "dangling"
+    _write_dir(d, {"config.json": cfg.encode()})
+    (d / "model.safetensors").symlink_to(tmp_path / "gone")
+    code, _, err = run(capsys, "size", str(d), "--gpu", "h100")
+    assert code == 2 and "cannot read safetensors file" in err and "No such file" in err
+    (tmp_path / "cat.yaml").write_bytes("models: {}\n".encode("utf-16"))
+    code, _, err = run(capsys, "gpus", "--catalog", str(tmp_path / "cat.yaml"))
+    assert code == 2 and "is not UTF-8 text" in err

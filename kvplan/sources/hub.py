@@ -197,11 +197,23 @@ def _is_network_error(exc: BaseException) -> bool:
     return False
 
 
+def _cached_tensors(snapshot: Path) -> dict[str, tuple[str, int]] | None:
+    """The tensors of the safetensors files a cached snapshot holds, or None when it holds
+    none or only part of them (an interrupted download, a blob gone): the Hub's headers or
+    kvplan's saved record then give the whole checkpoint."""
+    if not any(snapshot.glob("*.safetensors")):
+        return None
+    try:
+        return safetensors_tensors(snapshot)
+    except BadInput:
+        return None
+
+
 def _weights(hh: Any, repo_id: str, revision: str | None, token: str | None,
              offline: bool, snapshot: Path, commit: str,
              config: dict[str, Any]) -> dict[str, Any] | None:
     """Exact tensor bytes: cached snapshot files, a saved record, or the Hub's headers."""
-    local = safetensors_tensors(snapshot) if any(snapshot.glob("*.safetensors")) else None
+    local = _cached_tensors(snapshot)
     if local:
         return weights_record(local, "sum of safetensors headers in the local HF cache",
                               config)
@@ -309,7 +321,7 @@ def _from_cache(hh: Any, repo_id: str, revision: str | None) -> dict[str, Any] |
     cfg_path = Path(cfg)
     config = read_json(cfg_path, f"config of {repo_id}")
     snapshot, commit = cfg_path.parent, cfg_path.parent.name
-    local = safetensors_tensors(snapshot) if any(snapshot.glob("*.safetensors")) else None
+    local = _cached_tensors(snapshot)
     saved = _load_record(repo_id, commit)
     w = (weights_record(local, "sum of safetensors headers in the local HF cache", config)
          if local else saved)

@@ -24,6 +24,10 @@ def read_json(path: Path, what: str, kind: type = dict) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise BadInput(f"cannot read {what} {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:  # UTF-16 from PowerShell's Out-File, a binary file
+        raise BadInput(f"{what} {path} is not UTF-8 text (byte {e.start}: "
+                       f"{e.object[e.start:e.start + 1]!r})",
+                       hint="save it as UTF-8, as transformers and vLLM read it") from None
     try:
         data = json.loads(text)
     except ValueError as e:
@@ -137,15 +141,57 @@ def weights_record(tensors: dict[str, tuple[str, int]], source: str,
     return rec
 
 
-def safetensors_tensors(directory: Path) -> dict[str, tuple[str, int]] | None:
-    """Every tensor's dtype and bytes over all `*.safetensors` files, or None."""
+INDEX = "model.safetensors.index.json"  # transformers' SAFE_WEIGHTS_INDEX_NAME
+
+
+class PartialCheckpoint(BadInput):
+    """The index names shards the directory lacks (an interrupted download)."""
+
+
+def weight_files(directory: Path) -> list[Path]:
+    """The `*.safetensors` files vLLM loads from a directory (`default_loader.py
+    _prepare_weights`, `weight_utils.filter_duplicate_safetensors_files`, 0.6-0.33): with
+    model.safetensors.index.json only the shards its weight_map names (Mistral repos ship
+    `consolidated.safetensors` beside the HF shards, "Using both breaks"); shards it names
+    that are missing stop the start (0.26+ "Weight files referenced in index but missing",
+    earlier the weights left uninitialised), raised as `PartialCheckpoint`."""
     files = sorted(directory.glob("*.safetensors"))
+    index = directory / INDEX
+    if not index.is_file():
+        if any(p.name.startswith("consolidated") for p in files) and any(
+                not p.name.startswith("consolidated") for p in files):  # HF + Mistral format
+            files = [p for p in files if not p.name.startswith("consolidated")]
+        return files
+    wm = read_json(index, "safetensors index").get("weight_map")
+    if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
+        raise BadInput(f"{index} has no 'weight_map' of tensor names to files",
+                       hint="re-download the index or remove it")
+    named = set(wm.values())
+    missing = sorted(n for n in named if not (directory / n).is_file())
+    if missing:
+        raise PartialCheckpoint(
+            f"{INDEX} in {directory} names {len(missing)} of {len(named)} shards that are not "
+            f"there ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): vLLM "
+            "refuses a partial checkpoint", hint="finish the download, or pass the "
+            "config.json alone to size it from an estimate of the weights")
+    return [p for p in files if p.name in named]
+
+
+def safetensors_tensors(directory: Path) -> dict[str, tuple[str, int]] | None:
+    """Every tensor's dtype and bytes over the safetensors files vLLM loads (`weight_files`),
+    or None when there are none."""
+    files = weight_files(directory)
     if not files:
         return None
     out: dict[str, tuple[str, int]] = {}
     for p in files:
-        with p.open("rb") as f:
-            header = parse_safetensors_header(f, p.name, p.stat().st_size)
+        try:
+            with p.open("rb") as f:
+                header = parse_safetensors_header(f, p.name, p.stat().st_size)
+        except OSError as e:  # a dangling symlink (its blob gone), a directory, no access
+            raise BadInput(f"cannot read safetensors file {p}: {e.strerror}",
+                           hint="a broken symlink or a partial copy: re-download the "
+                                "snapshot") from None
         out.update(tensor_bytes(header, p.name))
     return out
 
