@@ -340,7 +340,8 @@ def test_engine_config_of_a_v0_release():
     r64 = size(Model("llama", LLAMA31_8B), H100, EngineArgs(max_model_len=65536), "0.6.6")
     c16, c64 = engine_config(r16), engine_config(r64)
     assert not r16.version.v1 and c16.v0 and not c16.prefix_caching
-    assert c16.num_blocks == r16.num_gpu_blocks == r16.usable_blocks + 1
+    assert c16.num_blocks == r16.num_gpu_blocks == r16.usable_blocks == 27_790
+    assert r16.admission_blocks == 27_790 - 277  # the watermark: int(0.01 x 27,790)
     assert c16.watermark_blocks == r16.num_gpu_blocks // 100
     assert (c16.chunked_prefill, c64.chunked_prefill) == (False, True)
     v1 = engine_config(size(Model("llama", LLAMA31_8B), H100, EngineArgs(max_model_len=8192),
@@ -426,3 +427,18 @@ def test_header_prints_vllms_block_count_and_the_usable_ones(capsys):
              EngineArgs(max_model_len=8192, max_num_seqs=64))
     assert (f" · {r.num_gpu_blocks:,} blocks of 16 ({r.num_gpu_blocks - 1:,} usable) · "
             "max_num_seqs 64") in out.splitlines()[0]
+
+
+def test_v0_admission_watermark_in_size(capsys):
+    """V0 has no null block but admits only while 1 % of the blocks stay free: 10,240 blocks
+    of 16 tokens hold (10,240 - 102) // 64 = 158 requests of 1,024 tokens, not 159."""
+    from kvplan.cli import main
+
+    assert main(["size", "llama-3.1-8b", "--gpu", "h100", "--vllm-version", "0.6.0",
+                 "--max-model-len", "8192", "--kv-cache-memory-bytes", "20G", "--json"]) == 0
+    d = json.loads(capsys.readouterr()[0])
+    assert (d["num_gpu_blocks"], d["usable_blocks"]) == (10_240, 10_240)
+    assert d["concurrency_at"] == {"1024": 158, "4096": 39, "8192": 19}
+    assert main(["size", "llama-3.1-8b", "--gpu", "h100", "--vllm-version", "0.6.0",
+                 "--max-model-len", "8192", "--kv-cache-memory-bytes", "20G"]) == 0
+    assert "V0 admits into 10,138: 1 % kept free" in capsys.readouterr()[0]

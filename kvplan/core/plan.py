@@ -251,7 +251,7 @@ def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
         raise BadInput(f"{gpu.id} TP{args.tensor_parallel_size}: {r.failure}")
     wl = wl.clip(r.max_model_len)
     d = capacity.demand(r.groups, wl, r.max_model_len)
-    usable = r.usable_blocks
+    usable = r.admission_blocks
     guaranteed = capacity.guaranteed_max_num_seqs(d, usable)
     safe = capacity.safe_max_num_seqs(d, usable, t.preempt_risk)
     ceiling = capacity.mean_ceiling(d, usable)
@@ -409,8 +409,8 @@ def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
 def policy_caps(r: SizeResult, wl: Workload, t: Targets) -> tuple[int, int, int, int]:
     """(the policy's cap, guaranteed, safe at the risk target, mean ceiling) on r's pool."""
     d = capacity.demand(r.groups, wl, r.max_model_len)
-    g = capacity.guaranteed_max_num_seqs(d, r.usable_blocks)
-    s = capacity.safe_max_num_seqs(d, r.usable_blocks, t.preempt_risk)
+    g = capacity.guaranteed_max_num_seqs(d, r.admission_blocks)
+    s = capacity.safe_max_num_seqs(d, r.admission_blocks, t.preempt_risk)
     return (g if t.policy == "guaranteed" else s), g, s, capacity.mean_ceiling(
         d, r.usable_blocks)
 

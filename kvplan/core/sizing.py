@@ -381,7 +381,17 @@ class SizeResult:
 
     @property
     def usable_blocks(self) -> int:
-        return max(self.num_gpu_blocks - 1, 0)
+        """Blocks requests can hold: V1 reserves the null block (`BlockPool`), V0 has none."""
+        return max(self.num_gpu_blocks - 1, 0) if self.version.v1 else self.num_gpu_blocks
+
+    @property
+    def admission_blocks(self) -> int:
+        """Blocks the scheduler admits new requests into: V0's block manager keeps a 1 %
+        watermark free at admission (`BlockSpaceManager(watermark=0.01)`, `can_allocate`:
+        free - required >= int(0.01 x num_gpu_blocks)); V1 has no watermark."""
+        if self.version.v1:
+            return self.usable_blocks
+        return self.num_gpu_blocks - int(0.01 * self.num_gpu_blocks)
 
     def to_json(self) -> dict[str, Any]:
         a = self.args
@@ -2496,7 +2506,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     tokens = B.kv_cache_tokens(groups, num_blocks, mml, conc,
                                from_concurrency=version.kv_tokens_from_concurrency,
                                v1=version.v1, state_block=mml if mode == "none" else None)
-    usable = max(num_blocks - 1, 0)
+    # what admission lets in at once: V1 keeps the null block, V0 a 1 % watermark free
+    # (`SizeResult.admission_blocks`)
+    usable = max(num_blocks - 1, 0) if version.v1 else num_blocks - int(0.01 * num_blocks)
     conc_at = {}
     for n in sorted(set(TYPICAL_LENGTHS) | {mml}):
         if n <= mml:

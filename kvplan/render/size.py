@@ -113,7 +113,9 @@ def render_size(r: SizeResult, stream=None) -> None:
     groups = f"{len(r.groups)} group{'s' if len(r.groups) != 1 else ''}"
     kv_rows += [
         ["blocks", f"{fmt_int(r.num_gpu_blocks)} × {fmt_bytes(r.bytes_per_block)} "
-                   f"({r.block_size} tokens, {groups}; 1 null block)"],
+                   f"({r.block_size} tokens, {groups}; " + (
+                       "1 null block)" if r.version.v1 else
+                       f"V0 admits into {fmt_int(r.admission_blocks)}: 1 % kept free)")],
         ["GPU KV cache size", f"{fmt_int(r.kv_cache_tokens)} tokens (as vLLM logs it)"],
         ["max concurrency", f"{r.max_concurrency:.2f}x at {fmt_int(r.max_model_len)} tokens "
                             f"({fmt_int(r.blocks_per_request)} blocks per request)"],

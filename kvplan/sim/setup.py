@@ -74,7 +74,7 @@ def engine_config(r: SizeResult, seqs: int | None = None, admission_cap: int | N
     v0 = not r.version.v1
     # V0 has no null block; its block manager keeps 1 % of the blocks free at admission
     # (`BlockSpaceManager(watermark=0.01)`: `int(watermark * num_gpu_blocks)`)
-    blocks = r.num_gpu_blocks if v0 else r.usable_blocks
+    blocks = r.usable_blocks
     prefix = r.args.enable_prefix_caching
     return Config(num_blocks=blocks, block_size=r.block_size,
                   groups_per_token_block=max(1, len(attn)), state_blocks=states,
@@ -115,7 +115,7 @@ def _context(r: SizeResult, wl: Workload, notes: list[str]) -> dict:
             "max_model_len": r.max_model_len, "max_num_seqs": r.max_num_seqs,
             "max_num_batched_tokens": r.max_num_batched_tokens,
             # the engine's blocks: V0 has no null block
-            "usable_blocks": r.usable_blocks if r.version.v1 else r.num_gpu_blocks,
+            "usable_blocks": r.usable_blocks,
             "block_size": r.block_size,
             "workload": wl.name, "notes": notes}
 
