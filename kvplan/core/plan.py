@@ -138,15 +138,17 @@ def latency_at(pm: perf.PerfModel, tr: perf.Traffic, pt: perf.Point,
 def ttft_quantile(latency: Latency, rate: float, replicas: int, slots: int, service_s: float,
                   burstiness: float = 1.0, q: float = 0.95) -> float:
     """TTFT q-quantile at `rate` requests/s spread over `replicas` of `slots` slots: the
-    M/M/c wait for a slot (c = replicas x slots, `queueing.sojourn_quantile`) convolved with
-    a request's own time to its first token at a replica's share of the rate (`latency`:
-    the step in progress, the prompts queued ahead for the token budget, its own chunks and
-    what rides with them). inf when a replica's budget cannot keep up."""
+    M/M/c wait for one of a replica's slots at its share of the rate (c = slots: each vLLM
+    replica queues its own requests, whatever the load balancer in front sends it;
+    `queueing.sojourn_quantile`) convolved with a request's own time to its first token at
+    that share (`latency`: the step in progress, the prompts queued ahead for the token
+    budget, its own chunks and what rides with them). inf when a replica's budget cannot
+    keep up."""
     lam = rate / replicas if rate else 0.0
     delays = latency(lam)
     if delays is None:
         return math.inf
-    return queueing.sojourn_quantile(delays, replicas * slots, rate, service_s, q, burstiness)
+    return queueing.sojourn_quantile(delays, slots, lam, service_s, q, burstiness)
 
 
 def size_fleet(pt: perf.Point, n: int, out_mean: float, wl: Workload, t: Targets,
@@ -193,7 +195,7 @@ def size_fleet(pt: perf.Point, n: int, out_mean: float, wl: Workload, t: Targets
             lo, hi = (lo, mid) if ttft(mid) <= t.ttft_p95_s else (mid, hi)
         replicas = hi
         ttft95 = ttft(replicas)
-    wait95 = queueing.wait_quantile(replicas * slots, rate, service_s, 0.95, wl.burstiness)
+    wait95 = queueing.wait_quantile(slots, rate / replicas, service_s, 0.95, wl.burstiness)
     own = lat(rate / replicas)  # the first token with a free slot, at a replica's share
     prefill95 = queueing.sojourn_quantile(own, 1, 0.0, 1.0) if own else math.inf
     return Fleet(replicas + t.redundancy, rps, rate, wait95, service_s, ttft95, prefill95)

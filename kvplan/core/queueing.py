@@ -2,8 +2,9 @@
 token budget's M/G/1 queue is in `perf.first_token_times`).
 
 Each replica runs up to `max_num_seqs` sequences at once; a request holds one of those
-slots for its whole service time (prefill + output tokens x TPOT). The cluster is modelled
-as c = replicas x max_num_seqs identical servers fed by Poisson arrivals. Assumptions (stated
+slots for its whole service time (prefill + output tokens x TPOT). Each replica is modelled
+as c = max_num_seqs identical servers fed by Poisson arrivals at its share of the rate
+(a load balancer spreads requests; each vLLM replica queues its own). Assumptions (stated
 in docs/recommend.md): Poisson arrivals (bursty traffic is handled by the peak rate),
 exponential service times (conservative for the tail), FCFS, no abandonment. With
 `burstiness` b (gamma-distributed gaps of shape b), waits scale by (1 + 1/b) / 2
