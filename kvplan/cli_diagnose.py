@@ -10,7 +10,9 @@ WATCH_WINDOW = 6  # scrapes a --watch verdict looks back over
 DEFAULT_SCRAPES = 3
 
 
-def _check(sources, interval, scrapes, timeout, watch, max_num_seqs, model, gpu, tp, mml, pp=1):
+def _check(sources, interval, scrapes, timeout, watch, max_num_seqs, model, gpu, tp, mml, pp=1,
+           version=None, risk=0.01):
+    from kvplan.core.versions import read_release
     from kvplan.diagnose.scrape import is_url
     from kvplan.errors import BadInput
 
@@ -24,6 +26,10 @@ def _check(sources, interval, scrapes, timeout, watch, max_num_seqs, model, gpu,
                     ("--tensor-parallel-size", tp), ("--pipeline-parallel-size", pp)):
         if v is not None and v < 1:
             raise BadInput(f"{name} must be >= 1")
+    if version is not None:
+        read_release(version)  # exit 2 on 'abc', as kvplan size
+    if not 0 < risk < 1:
+        raise BadInput("--preempt-risk must be between 0 and 1, e.g. 0.01")
     if (model is None) != (gpu is None):
         raise BadInput("--model and --gpu go together", hint="the cross-check with kvplan "
                        "size needs both")
@@ -65,7 +71,11 @@ def register(app: typer.Typer) -> None:
         tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", "-tp"),
         pipeline_parallel_size: int = typer.Option(1, "--pipeline-parallel-size", "-pp"),
         max_model_len: Optional[str] = typer.Option(None, "--max-model-len"),
-        vllm_version: Optional[str] = typer.Option(None, "--vllm-version"),
+        vllm_version: Optional[str] = typer.Option(None, "--vllm-version", help="The "
+                                                   "server's vLLM release (checks the names)."),
+        preempt_risk: float = typer.Option(0.01, "--preempt-risk", help="Accepted "
+                                           "probability that a full batch at the recommended "
+                                           "cap overflows the KV pool (as recommend)."),
         catalog: Optional[list[str]] = typer.Option(None, "--catalog"),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object (one per "
                                      "line with --watch)."),
@@ -79,8 +89,10 @@ def register(app: typer.Typer) -> None:
         from kvplan.diagnose.analyse import Options, diagnose
 
         url = _check(sources, interval, scrapes, timeout, watch, max_num_seqs, model, gpu,
-                     tensor_parallel_size, max_model_len, pipeline_parallel_size)
-        opts = Options(max_num_seqs=max_num_seqs, vllm_version=vllm_version, interval=interval)
+                     tensor_parallel_size, max_model_len, pipeline_parallel_size, vllm_version,
+                     preempt_risk)
+        opts = Options(max_num_seqs=max_num_seqs, vllm_version=vllm_version, interval=interval,
+                       preempt_risk=preempt_risk)
         cross = _CrossCheck(model, gpu, tensor_parallel_size, max_model_len, vllm_version,
                             catalog, max_num_seqs, pipeline_parallel_size)
         if url is None:
@@ -121,7 +133,8 @@ class _CrossCheck:
                     if e.cache_config), {})
         n = parse_vllm_int(mml, what="--max-model-len") if mml else None
         out, notes = cross_check(model, gpu, tp=tp, max_model_len=n, vllm_version=version,
-                                 catalogs=catalog, cache_config=cfg, pp=pp)
+                                 catalogs=catalog, cache_config=cfg, pp=pp,
+                                 max_num_seqs=self.given_cap)
         opts.cross_check = out
         opts.notes += notes
         if out["fits"] and out["predicted_num_gpu_blocks"] > 0:

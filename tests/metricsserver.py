@@ -30,6 +30,7 @@ class State:
     queue_time: tuple[float, float] | None = None  # (sum, count)
     blocks: int | None = 5120
     block_size: int = 16
+    gpu_memory_utilization: float = 0.9
 
 
 def _labels(model: str, engine: str | None, extra: str = "") -> str:
@@ -111,7 +112,8 @@ def vllm_scrape(engines: dict[str | None, State], *, model: str = "meta-llama/Ll
             continue
         eng = f'engine="{k}",' if k is not None and era != "v0" else ""
         out.append(f'vllm:cache_config_info{{block_size="{s.block_size}",cache_dtype="auto",'
-                   f'enable_prefix_caching="True",{eng}gpu_memory_utilization="0.9",'
+                   f'enable_prefix_caching="True",{eng}gpu_memory_utilization='
+                   f'"{s.gpu_memory_utilization}",'
                    f'num_cpu_blocks="None",num_gpu_blocks="{s.blocks}",'
                    f'num_gpu_blocks_override="None",sliding_window="None"}} 1.0{ts}')
     return "\n".join(out) + "\n"

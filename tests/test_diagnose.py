@@ -7,6 +7,7 @@ clock does; every expected number below is worked out by hand in its comment.
 
 import io
 import json
+import math
 import os
 import signal
 import socket
@@ -52,6 +53,26 @@ def series(states: list[dict], era: str = "v1", stamps: bool = True) -> list[str
 
 def finished(n: float) -> dict[str, float]:
     return {"stop": n, "length": 0, "abort": 0}
+
+
+def erlang_tail(n: int, x: float) -> float:
+    """P(Gamma(n, 1) > x) = P(Poisson(x) < n): n exponential footprints overflow x means."""
+    term, total = math.exp(-x), 0.0
+    for k in range(n):
+        total += term
+        term *= x / (k + 1)
+    return total
+
+
+def erlang_cap(kv_per_seq: float, risk: float = 0.01) -> int:
+    """The cap recommend's risk model allows for exponential footprints (diagnose's shape
+    without length histograms), by hand: the largest N with P(Gamma(N) > 1 / kv_per_seq)
+    <= risk / 1.25 (capacity.APPROX_MARGIN) — continuous, so diagnose's blocks and
+    2 %-rounded-up bins land at most ~3 % below it."""
+    n = 1
+    while erlang_tail(n + 1, 1 / kv_per_seq) <= risk / 1.25:
+        n += 1
+    return n
 
 
 # --- scenarios -------------------------------------------------------------------------------
@@ -130,11 +151,17 @@ def test_done_when_preemption_spiral_named_with_evidence_and_cap(serve, capsys):
     # 360 preemptions in 10 s = 36/s; 200 requests finished = 1.80 per request
     assert "preemptions rose 120 → 480 in 10.0 s (36.00/s, 1.80 per finished request)" in out
     assert "KV cache usage 98.0%" in out
-    # floor(0.85 × 768 running / 2.94 summed usage) = floor(222.04) = 222; one sequence holds
-    # 0.98 / 256 × 5,120 blocks × 16 = 313.6 tokens
-    assert "lower --max-num-seqs to 222 (now 256, given)" in out
-    assert "a running sequence holds 314 tokens of KV" in out
-    assert "Recommended --max-num-seqs: 222" in out
+    # one sequence holds 2.94 / 768 of the pool = 0.98 / 256 × 5,120 blocks × 16 = 313.6
+    # tokens; no length histograms, so exponential footprints: Erlang gives 223
+    # (erlang_cap(2.94 / 768)); blocks of 16 and bins rounded up give 219 (the old mean
+    # target, floor(0.85 × 768 / 2.94), was 222)
+    assert "lower --max-num-seqs to 219 (now 256, given; a full batch of 256 holds 98.0% of " \
+        "the pool on average and overflows with over 10%)" in out
+    assert "a running sequence holds 314 tokens of KV on average (CV 0.97, exponential: no " \
+        "length histograms), so 219 of them overflow the 81,920-token pool with ≤ 1% " \
+        "probability (mean KV usage 83.8%)" in out
+    assert "Recommended --max-num-seqs: 219" in out
+    assert "the KV pool was full in the window (usage up to 98.0%)" in out
 
 
 def test_done_when_spiral_json(serve, capsys):
@@ -146,8 +173,13 @@ def test_done_when_spiral_json(serve, capsys):
     assert f["id"] == "preemption_spiral" and f["severity"] == "critical"
     assert f.keys() >= {"id", "severity", "title", "evidence", "fix"}
     assert f["data"]["0"] == {"preemptions": 360.0, "preemptions_per_s": 36.0,
-                              "kv_cache_usage": 0.98}
-    assert d["recommended_max_num_seqs"] == 222
+                              "kv_cache_usage": 0.98, "counter_reset": False}
+    assert d["recommended_max_num_seqs"] == 219
+    r = d["recommendation"]
+    assert (r["method"], r["preempt_risk"], r["footprint_shape"]) == (
+        "risk", 0.01, "exponential: no length histograms")
+    assert r["overflow_probability"] <= 0.01 / 1.25 and r["footprint_cv"] == 0.9652
+    assert r["target_kv_cache_usage"] == round(219 * 2.94 / 768, 4)  # 0.8384
     o = d["observed"]
     assert o["preemptions_per_s"] == 36.0 and o["kv_cache_usage"] == 0.98
     assert o["running"] == 256 and o["waiting_last"] == 61
@@ -169,8 +201,9 @@ def test_done_when_healthy_says_so_and_exits_0(serve, capsys):
     assert "running 40–44, waiting 0" in out and "0 preemptions in 10.0 s" in out
     # 100 requests and 40,000 output tokens in 10 s
     assert "10.00 requests/s, 4,000 output tokens/s" in out
-    # floor(0.85 × 126 / 1.50) = floor(71.4) = 71
-    assert "Recommended --max-num-seqs: 71" in out
+    # 1.50 / 126 of the pool per sequence: Erlang 63, diagnose 62 (was floor(0.85 × 126 / 1.5)
+    # = 71)
+    assert "Recommended --max-num-seqs: 62" in out
 
 
 def test_healthy_json(serve, capsys):
@@ -178,7 +211,7 @@ def test_healthy_json(serve, capsys):
     assert code == 0 and d["verdict"] == "healthy"
     assert [f["id"] for f in d["findings"]] == ["healthy"]
     assert d["findings"][0]["severity"] == "ok"
-    assert d["recommended_max_num_seqs"] == 71
+    assert d["recommended_max_num_seqs"] == 62
     assert d["observed"]["generation_tokens_per_s"] == 4000.0
     assert d["observed"]["prompt_tokens_per_s"] == 10000.0
     assert d["engines"][0]["findings"] == ["healthy"]
@@ -198,12 +231,13 @@ def test_queue_explosion_cap_inferred(serve, capsys):
     assert "running pinned at 128 = --max-num-seqs 128 (inferred" in ev
     assert "the server completes 10.00 requests/s; arrivals ≈ 16.00/s" in ev
     fixes = " | ".join(f["fix"])
-    # floor(0.85 × 384 / 1.20) = 272 sequences fit at 85 % of the pool
-    assert "raise --max-num-seqs from 128 to 272" in fixes
+    # 1.2 / 384 of the pool per sequence: Erlang 278; 16-block footprints, diagnose 271 (the
+    # mean target said 272)
+    assert "raise --max-num-seqs from 128 to 271: KV usage is only 40.0%" in fixes
     # ceil(16 / (0.8 × 10)) = 2 replicas; queue bound 10/s × 10 s = 100
     assert "add replicas: 2 servers" in fixes and "answer 429 past ~100 waiting" in fixes
     assert f["data"]["0"]["replicas_needed"] == 2 and f["data"]["0"]["queue_limit"] == 100
-    assert d["recommended_max_num_seqs"] == 272
+    assert d["recommended_max_num_seqs"] == 271
     assert d["observed"]["max_num_seqs"] == 128
     assert d["observed"]["arrivals_per_s"] == 16.0
 
@@ -231,8 +265,12 @@ def test_long_requests_hogging_kv(serve, capsys):
     assert "output" not in f["data"]["0"]
     assert "KV cache usage mean 85.0%" in f["evidence"]
     assert "route prompts over ~10,240 tokens to a separate long-context pool" in f["fix"][0]
-    # floor(0.85 × 300 / 2.55) = 100 exactly (no float round-down)
-    assert d["recommended_max_num_seqs"] == 100
+    # the length histograms give the spread: 5 % of prompts 20x the rest make one sequence's
+    # footprint CV 2.04, so 69 (mean KV 58.7 %) where the mean target said 100
+    # (test_histogram_shape_by_monte_carlo checks 69 independently)
+    r = d["recommendation"]
+    assert d["recommended_max_num_seqs"] == 69 and r["footprint_cv"] == 2.0357
+    assert r["footprint_shape"] == "length histograms, window"
 
 
 def test_underfed_against_given_cap(serve, capsys):
@@ -253,10 +291,12 @@ def test_underfed_against_kv_room(serve, capsys, cap):
     code, d, _ = run_json(capsys, "diagnose", serve(series(underfed())), "--interval", "0.01",
                           *cap)
     assert code == 1
-    # floor(0.85 × 21 / 0.18) = 99, below any larger cap; 7 / 99 = 7.1 %
-    assert d["recommended_max_num_seqs"] == 99
-    assert d["findings"][0]["evidence"][0] == ("running 6–8 (mean 7.0): 7.1% of the ~99 "
-                                               "sequences the KV pool holds at 85%")
+    # 0.18 / 21 of the pool per sequence: Erlang 91 = diagnose, below any larger cap;
+    # 7 / 91 = 7.7 %
+    assert d["recommended_max_num_seqs"] == 91
+    assert d["findings"][0]["evidence"][0] == ("running 6–8 (mean 7.0): 7.7% of the ~91 "
+                                               "sequences the KV pool holds at ≤ 1% overflow "
+                                               "risk")
 
 
 def test_data_parallel_engines(serve, capsys):
@@ -270,9 +310,10 @@ def test_data_parallel_engines(serve, capsys):
     e0, e1 = d["engines"]
     assert (e0["engine"], e1["engine"]) == ("0", "1")
     assert e0["findings"] == ["healthy"] and e1["findings"] == ["preemption_spiral"]
-    # engine 0: floor(0.85 × 180 / 1.05) = 145; engine 1: floor(0.85 × 450 / 2.91) = 131
-    assert (e0["recommended_max_num_seqs"], e1["recommended_max_num_seqs"]) == (145, 131)
-    assert d["recommended_max_num_seqs"] == 131 and d["recommendation"]["engine"] == "1"
+    # engine 0: 1.05 / 180 per sequence, Erlang 141, diagnose 139; engine 1: 2.91 / 450,
+    # Erlang 126, diagnose 124
+    assert (e0["recommended_max_num_seqs"], e1["recommended_max_num_seqs"]) == (139, 124)
+    assert d["recommended_max_num_seqs"] == 124 and d["recommendation"]["engine"] == "1"
     assert e1["preemptions_per_s"] == 10.0 and e0["preemptions_per_s"] == 0.0
     o = d["observed"]
     assert o["running"] == 210 and o["kv_cache_usage"] == 0.66 and o["requests_per_s"] == 4.0
@@ -292,7 +333,7 @@ def test_spiral_under_each_name_era(serve, capsys, era, name):
                           "--interval", "0.01")
     assert code == 1 and d["findings"][0]["id"] == "preemption_spiral"
     assert d["metric_names"]["kv_cache_usage"] == name
-    assert d["recommended_max_num_seqs"] == 222
+    assert d["recommended_max_num_seqs"] == 219
 
 
 def test_intermittent_preemption_below_full(serve, capsys):
@@ -302,10 +343,11 @@ def test_intermittent_preemption_below_full(serve, capsys):
     assert code == 1
     f = d["findings"][0]
     assert f["id"] == "intermittent_preemption" and f["severity"] == "warning"
-    # 10 in 10 s = 1/s, 0.10 per finished request; floor(0.85 × 300 / 2.1) = 121
+    # 10 in 10 s = 1/s, 0.10 per finished request; 2.1 / 300 per sequence: Erlang 115,
+    # diagnose 114
     assert f["evidence"][0] == ("preemptions rose 0 → 10 in 10.0 s (1.00/s, 0.10 per finished "
                                 "request)")
-    assert d["recommended_max_num_seqs"] == 121
+    assert d["recommended_max_num_seqs"] == 114
 
 
 def test_spiral_that_starts_inside_the_window(serve, capsys):
@@ -526,7 +568,8 @@ def test_cross_check_with_kvplan_size(serve, capsys):
     assert any("differs from kvplan size's prediction" in n for n in d["notes"])
     # without --max-num-seqs, the cap is vLLM's default on an H100 (1024)
     assert d["observed"]["max_num_seqs"] == size["max_num_seqs"] == 1024
-    assert "lower --max-num-seqs to 222 (now 1024, vLLM default" in d["findings"][0]["fix"][0]
+    assert "lower --max-num-seqs to 219 (now 1024, vLLM default" in d["findings"][0]["fix"][0]
+    assert d["cross_check"]["max_num_seqs"] is None
 
 
 def test_cross_check_supplies_missing_pool(serve, capsys):
@@ -537,13 +580,16 @@ def test_cross_check_supplies_missing_pool(serve, capsys):
                           "--gpu", "h100", "--max-model-len", "32768")
     assert d["recommendation"]["pool_source"] == "kvplan size"
     assert d["observed"]["kv_pool_tokens"] == size["num_gpu_blocks"] * size["block_size"]
-    assert d["recommended_max_num_seqs"] == 222
+    # 0.98 / 256 of 27,879 blocks = 107 blocks per sequence: Erlang 223, diagnose 221
+    assert d["recommended_max_num_seqs"] == 221
 
 
 def test_no_pool_is_a_note(serve, capsys):
     code, d, _ = run_json(capsys, "diagnose", serve(series(spiral(era_blocks=None))),
                           "--interval", "0.01")
-    assert d["recommended_max_num_seqs"] == 222
+    # pool unknown: the footprint is counted on a nominal 100,000-unit pool, nearly the
+    # continuous Erlang answer (223)
+    assert d["recommended_max_num_seqs"] == 221
     assert d["recommendation"]["kv_tokens_per_sequence"] is None
     assert any("no vllm:cache_config_info" in n for n in d["notes"])
 
@@ -566,8 +612,10 @@ def test_v0_fixture_names_and_unlabelled_cache_config(capsys):
     assert e.hists["ttft"].count == 2000 and e.hists["ttft"].mean == 0.125
     assert e.config_int("num_gpu_blocks") == 2048 and e.config_int("block_size") == 16
     code, d, _ = run_json(capsys, "diagnose", str(FIXTURES / "v0-0.6-busy.prom"))
-    # one scrape: levels only; floor(0.85 × 24 / 0.75) = 27
-    assert code == 0 and d["recommended_max_num_seqs"] == 27
+    # one scrape: levels only, healthy (nothing waiting, KV 75 %); 0.75 / 24 per sequence:
+    # Erlang 19 = diagnose (the mean target said 27)
+    assert code == 0 and d["recommended_max_num_seqs"] == 19
+    assert d["findings"][0]["title"].startswith("Healthy at the only scrape")
     assert d["observed"]["kv_tokens_per_running_seq"] == 1024.0  # 0.75 × 32,768 / 24
     assert any("one scrape" in n for n in d["notes"])
     assert any("swapped to CPU" in n for n in d["notes"])
@@ -601,8 +649,9 @@ def test_sglang_fixture(capsys):
     assert e.gauges["kv_cache_usage"] == 0.4 and e.gauges["kv_pool_tokens"] == 160000
     assert e.names["preemptions"] == "sglang:num_retracted_requests_total"
     code, d, _ = run_json(capsys, "diagnose", str(FIXTURES / "sglang.prom"))
-    # floor(0.85 × 64 / 0.4) = 136; 0.4 × 160,000 / 64 = 1,000 tokens per sequence
-    assert code == 0 and d["server"] == "sglang" and d["recommended_max_num_seqs"] == 136
+    # 0.4 / 64 per sequence: Erlang 130, diagnose 129 (counted in tokens: SGLang's pool);
+    # 0.4 × 160,000 / 64 = 1,000 tokens per sequence
+    assert code == 0 and d["server"] == "sglang" and d["recommended_max_num_seqs"] == 129
     assert d["recommendation"]["flag"] == "--max-running-requests"
     assert d["recommendation"]["kv_tokens_per_sequence"] == 1000.0
 
@@ -743,16 +792,17 @@ def test_cli_import_stays_light():
 
 def test_version_note_dates_kv_cache_usage_perc_to_0_9_2():
     # v1/metrics/loggers.py exports vllm:kv_cache_usage_perc from 0.9.2 (not in 0.9.0/0.9.1)
-    from kvplan.diagnose.analyse import _version_note
+    from kvplan.diagnose.names import version_notes
 
-    name = "vllm:kv_cache_usage_perc"
+    name = {"vllm:kv_cache_usage_perc"}
     for v in ("0.8.5", "0.9.0", "0.9.1"):
-        assert _version_note(v, name) == [
+        assert version_notes(v, name) == [
             "the server exports vllm:kv_cache_usage_perc, added in vLLM 0.9.2: it is newer "
             f"than --vllm-version {v}"]
     for v in ("0.9", "0.9.2", "0.10.1"):
-        assert _version_note(v, name) == []
-    assert _version_note("0.12", "vllm:gpu_cache_usage_perc") != []
+        assert version_notes(v, name) == []
+    assert version_notes("0.12", {"vllm:gpu_cache_usage_perc"}) != []
+    assert version_notes("0.11.2", {"vllm:gpu_cache_usage_perc"}) == []
 
 
 def test_a_partial_scrape_among_whole_ones_is_named(tmp_path, capsys):
@@ -768,3 +818,230 @@ def test_a_partial_scrape_among_whole_ones_is_named(tmp_path, capsys):
     assert ("scrape 3 of 3 carries no scheduler gauges (running, waiting, KV usage: a partial "
             "scrape or another process): those figures come from the other 2") in d["notes"]
     assert d["observed"]["running"] == 41.0  # (40 + 42) / 2
+
+
+# --- review 23b: the recommendation's risk model, one scrape, impossible values -------------
+
+def l4_cap14(kvs=(0.55, 0.58, 0.565)):
+    # the reviewer's L4 scrape (prom/l4_cap14b.prom): recommend's plan for Llama-3.1-8B at 8K,
+    # chat (cap 14, 2,152 blocks), saturated by 14 clients: KV 55-58 %, 3 waiting
+    return [{None: State(running=14, waiting=3, kv=kv, finished=finished(1000 + 3 * i),
+                         blocks=2152, gpu_memory_utilization=0.92)}
+            for i, kv in enumerate(kvs)]
+
+
+def test_erlang_bracket_of_every_recommendation():
+    # without length histograms a footprint is exponential: N of them sum to Gamma(N), and
+    # the cap is where P(Gamma(N) > pool) passes 1 % / 1.25; by hand, per fixture
+    cases = {"spiral": (2.94 / 768, 223, 219), "healthy": (1.5 / 126, 63, 62),
+             "queue": (1.2 / 384, 278, 271), "underfed": (0.18 / 21, 91, 91),
+             "dp engine 0": (1.05 / 180, 141, 139), "dp engine 1": (2.91 / 450, 126, 124),
+             "intermittent": (2.1 / 300, 115, 114), "v0 fixture": (0.75 / 24, 19, 19),
+             "sglang": (0.4 / 64, 130, 129), "l4 cap 14": (1.695 / 42, 14, 14)}
+    for name, (per_seq, erlang, got) in cases.items():
+        assert erlang_cap(per_seq) == erlang, name
+        assert 0.97 * erlang <= got <= erlang, name
+    # the reviewer's L4: 14 sequences at 0.565 hold 0.7 % overflow risk, 15 would hold 1.4 %
+    assert round(erlang_tail(14, 42 / 1.695), 4) == 0.0072
+    assert round(erlang_tail(15, 42 / 1.695), 4) == 0.0138
+
+
+def test_reviewer_l4_cap14_is_not_told_to_raise_its_cap(serve, capsys):
+    # review 23b #6: the mean target advised 21 (floor(0.85 × 42 / 1.695)); at 21 the
+    # simulator preempts. The risk model on the same footprint (1,390 tokens, exponential)
+    # gives recommend's own cap, 14
+    url = serve(series(l4_cap14()))
+    code, d, err = run_json(capsys, "diagnose", url, "--interval", "0.01", "--max-num-seqs",
+                            "14")
+    assert code == 0 and d["verdict"] == "healthy", err
+    r = d["recommendation"]
+    assert d["recommended_max_num_seqs"] == 14 and r["current_max_num_seqs"] == 14
+    assert r["kv_tokens_per_sequence"] == round(1.695 / 42 * 2152 * 16, 1)  # 1,389.6
+    assert r["overflow_probability"] <= 0.008 and r["footprint_shape"].startswith("exponential")
+    assert d["findings"][0]["fix"] == ["no change needed"]
+    _, plan, _ = run_json(capsys, "recommend", "llama-3.1-8b", "--gpu", "l4",
+                          "--max-model-len", "8K", "--workload", "chat", "--rate", "1")
+    assert plan["safe_max_num_seqs"] == 14 >= d["recommended_max_num_seqs"]
+    # simulate at diagnose's cap (2,000 chat requests, 14 clients): no preemption; at the
+    # mean target's 21 (21 clients): 84, and TTFT p99 10.95 s
+    for cap, preempted in ((14, 0), (21, 84)):
+        _, sim, _ = run_json(capsys, "simulate", "llama-3.1-8b", "--gpu", "l4",
+                             "--max-model-len", "8K", "--workload", "chat", "--max-num-seqs",
+                             str(cap), "--concurrency", str(cap), "--requests", "2000",
+                             "--seed", "1")
+        assert sim["preemptions"] == preempted, cap
+
+
+def test_histogram_shape_by_monte_carlo(serve, capsys):
+    """The hogging fixture's footprint, rebuilt by hand and summed by Monte Carlo: prompts
+    uniform in (500, 1000] (95 %) or (10000, 20000] (5 %), outputs in (100, 200] seen in
+    proportion to their length at a uniform age, scaled to the observed 0.0085 of the pool
+    (2.55 / 300), in blocks of 16 of 5,119. 69 sequences overflow the pool less than 1 % of the
+    time; 80 do more often than 1 %."""
+    import random
+
+    code, d, _ = run_json(capsys, "diagnose", serve(series(hogging())), "--interval", "0.01")
+    assert d["recommended_max_num_seqs"] == 69
+    rng = random.Random(7)
+    raw = []
+    for _ in range(20000):
+        p = rng.uniform(500, 1000) if rng.random() < 0.95 else rng.uniform(10000, 20000)
+        while True:  # length-biased output: accept o with probability o / 200
+            o = rng.uniform(100, 200)
+            if rng.random() < o / 200:
+                break
+        raw.append(p + rng.random() * o)
+    target = 2.55 / 300 * 5119 * 16
+    scale = target / (sum(raw) / len(raw))
+    blocks = [math.ceil(x * scale / 16) for x in raw]
+    c = target / 16 / (sum(blocks) / len(blocks))  # re-centre after rounding up to blocks
+    blocks = [math.ceil(x * scale * c / 16) for x in raw]
+
+    def overflow(n: int, trials: int = 20000) -> float:
+        return sum(sum(rng.choices(blocks, k=n)) > 5119 for _ in range(trials)) / trials
+
+    assert overflow(69) < 0.01 < overflow(80)
+
+
+def test_one_scrape_saturated_is_not_healthy(tmp_path, capsys):
+    # review 23b #8 (prom/one_full.prom): one scrape, 256 running, 120 waiting, KV 99 %,
+    # 5,000 preemptions since start. It was "HEALTHY, no change needed", exit 0
+    f = tmp_path / "one.prom"
+    f.write_text(vllm_scrape({None: State(running=256, waiting=120, kv=0.99, preemptions=5000,
+                                          finished=finished(1000), blocks=2048)}))
+    code, d, _ = run_json(capsys, "diagnose", str(f))
+    assert code == 1 and d["verdict"] == "unhealthy"
+    (s,) = d["findings"]
+    assert (s["id"], s["severity"]) == ("saturated", "warning")
+    assert s["evidence"][:3] == [
+        "120 requests waiting", "running 256 with KV cache usage at 99.0%: the pool is the limit",
+        "5,000 preemptions since the server started (one scrape: when they happened is unknown)"]
+    # 0.99 / 256 per sequence (127 tokens, 8 blocks): Erlang 221; diagnose 210, as capacity's
+    # bins take small demands up by a whole block; below the 256 running
+    assert s["fix"][0].startswith("lower --max-num-seqs to 210: ")
+    assert s["data"]["0"] == {"waiting": 120.0, "kv_cache_usage": 0.99,
+                              "preemptions_total": 5000.0, "limit": "kv"}
+    assert erlang_cap(0.99 / 256) == 221
+    # a full pool of a server that has preempted, nothing waiting: saturated too
+    f.write_text(vllm_scrape({None: State(running=200, kv=0.95, preemptions=3)}))
+    code, d, _ = run_json(capsys, "diagnose", str(f))
+    assert code == 1 and d["findings"][0]["id"] == "saturated"
+    assert d["findings"][0]["title"] == ("Saturated at the only scrape: the KV cache is full and "
+                                         "the server preempts (levels, no trend)")
+    # calm levels: healthy, but said to rest on one instant
+    f.write_text(vllm_scrape({None: State(running=20, waiting=2, kv=0.4, preemptions=3)}))
+    code, d, _ = run_json(capsys, "diagnose", str(f))
+    assert code == 0 and d["findings"][0]["title"].startswith("Healthy at the only scrape")
+    # two scrapes: the trend rules decide (standing_queue), not the levels rule
+    two = "".join(series([{None: State(running=256, waiting=w, kv=0.99, blocks=2048)}
+                          for w in (120, 121)]))
+    f.write_text(two)
+    code, d, _ = run_json(capsys, "diagnose", str(f))
+    assert [x["id"] for x in d["findings"]] == ["standing_queue"]
+
+
+@pytest.mark.parametrize("line,message", [
+    ("vllm:kv_cache_usage_perc{model_name=\"m\"} 1.5",
+     "vllm:kv_cache_usage_perc{model_name=\"m\"} is 1.5 in F: above 1, and KV cache usage is a "
+     "fraction (1 = 100 %)"),
+    ("vllm:kv_cache_usage_perc{model_name=\"m\"} -0.1",
+     "vllm:kv_cache_usage_perc{model_name=\"m\"} is -0.1 in F: negative"),
+    ("vllm:num_requests_running{model_name=\"m\"} -3",
+     "vllm:num_requests_running{model_name=\"m\"} is -3 in F: negative, which a count, a rate "
+     "or a share cannot be"),
+    ("vllm:num_requests_waiting{model_name=\"m\"} -1",
+     "vllm:num_requests_waiting{model_name=\"m\"} is -1 in F: negative"),
+    ("vllm:num_requests_running{model_name=\"m\"} NaN",
+     "vllm:num_requests_running{model_name=\"m\"} is nan in F: not a finite number"),
+    ("vllm:kv_cache_usage_perc{model_name=\"m\"} +Inf",
+     "vllm:kv_cache_usage_perc{model_name=\"m\"} is inf in F: not a finite number"),
+    ("vllm:num_preemptions_total{model_name=\"m\"} -5",
+     "vllm:num_preemptions_total{model_name=\"m\"} is -5 in F: negative"),
+])
+def test_impossible_values_exit_2(tmp_path, capsys, line, message):
+    # review 23b #9: 1.5 gave "KV cache usage 150.0%" and a cap of 2, -3 "running -3", NaN
+    # "a partial scrape, a router or another process"
+    f = tmp_path / "bad.prom"
+    ok = {"vllm:num_requests_running": 5, "vllm:kv_cache_usage_perc": 0.5}
+    name = line.split("{")[0]
+    f.write_text("".join(f'{k}{{model_name="m"}} {v}\n' for k, v in ok.items() if k != name)
+                 + line + "\n")
+    code, out, err = run(capsys, "diagnose", str(f))
+    assert code == 2 and out == ""
+    assert err.startswith("kvplan: error: " + message.replace("F", str(f), 1)), err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_absent_waiting_is_not_quoted_as_zero(tmp_path, capsys):
+    # review 23b #9: a scrape without vllm:num_requests_waiting printed "waiting 0"
+    f = tmp_path / "m.prom"
+    f.write_text('vllm:num_requests_running{model_name="m"} 5\n'
+                 'vllm:kv_cache_usage_perc{model_name="m"} 0.2\n')
+    code, out, _ = run(capsys, "diagnose", str(f))
+    assert code == 0 and "running 5\n" in out and "waiting 0" not in out
+    assert "waiting " not in out
+
+
+def test_vllm_version_and_risk_are_validated(tmp_path, capsys):
+    # review 23b #13: --vllm-version abc ran silently; kvplan size exits 2
+    f = tmp_path / "m.prom"
+    f.write_text(series(healthy())[0])
+    for v in ("abc", "99"):
+        code, out, err = run(capsys, "diagnose", str(f), "--vllm-version", v)
+        assert code == 2 and err == (f"kvplan: error: cannot read vLLM version '{v}' (use e.g. "
+                                     "0.33 or 0.20.2)\n")
+    for r in ("0", "1", "-0.5"):
+        code, _, err = run(capsys, "diagnose", str(f), "--preempt-risk", r)
+        assert code == 2 and "--preempt-risk must be between 0 and 1" in err
+    assert run(capsys, "diagnose", str(f), "--preempt-risk", "nan")[0] == 2
+    # a laxer risk admits more: 5 % on the healthy fixture (1.5 / 126 per sequence)
+    _, d, _ = run_json(capsys, "diagnose", str(f), "--preempt-risk", "0.05")
+    assert d["recommendation"]["preempt_risk"] == 0.05 and d["recommended_max_num_seqs"] > 62
+
+
+def test_version_note_when_both_usage_names_are_exported(serve, capsys):
+    # review 23b #13: a 0.9.2-0.11 server exports gpu_cache_usage_perc beside
+    # kv_cache_usage_perc; the newer one wins the field, but the old one still dates it:
+    # 0.12.0's v1/metrics/loggers.py no longer has it (0.11.2's does)
+    url = serve(series(healthy(), era="v1-0.10"))
+    code, d, _ = run_json(capsys, "diagnose", url, "--interval", "0.01", "--vllm-version", "0.12")
+    assert d["metric_names"]["kv_cache_usage"] == "vllm:kv_cache_usage_perc"
+    assert ("the server exports vllm:gpu_cache_usage_perc, removed in vLLM 0.12: it is older "
+            "than --vllm-version 0.12") in d["notes"]
+    url = serve(series(healthy(), era="v1-0.10"))
+    code, d, _ = run_json(capsys, "diagnose", url, "--interval", "0.01", "--vllm-version",
+                          "0.11.2")
+    assert not any("--vllm-version" in n for n in d["notes"])
+
+
+def test_counter_reset_is_named_not_quoted_as_a_rise(tmp_path, capsys):
+    # review 23b #14 (prom/reset.prom): 500 -> 3 -> 4 printed "preemptions rose 500 → 4"
+    states = [{None: State(running=40, kv=0.3, preemptions=p, finished=finished(f),
+                           blocks=2048)} for p, f in ((500, 1000), (3, 5), (4, 10))]
+    f = tmp_path / "reset.prom"
+    f.write_text("".join(series(states)))
+    code, d, _ = run_json(capsys, "diagnose", str(f))
+    (p,) = [x for x in d["findings"] if x["id"] == "intermittent_preemption"]
+    # increase: 3 after the restart + 1 = 4 in 10 s; finished 5 + 5 = 10: 0.40 per request
+    assert p["evidence"][0] == ("+4 preemptions in 10.0 s (0.40/s, 0.40 per finished request); "
+                                "the counter reset in the window (500 → 3: a server restart) and "
+                                "counts from zero after it")
+    assert p["data"]["0"]["counter_reset"] is True
+    assert any(n.startswith("counters fell between scrapes (vllm:num_preemptions_total 500 → "
+                            "3; vllm:request_success_total 1,000 → 5)") for n in d["notes"])
+
+
+def test_cross_check_sizes_the_given_cap(serve, capsys):
+    # review 23b #7: the cross-check sized vLLM's default cap (1,828 blocks on an L4 at 8K)
+    # and called recommend's own pool (2,152 at --max-num-seqs 14) "+18 %, check other
+    # processes on the GPU"
+    _, size, _ = run_json(capsys, "size", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
+                          "8K", "--max-num-seqs", "14")
+    assert size["num_gpu_blocks"] == 2152
+    code, d, _ = run_json(capsys, "diagnose", serve(series(l4_cap14())), "--interval", "0.01",
+                          "--max-num-seqs", "14", "--model", "llama-3.1-8b", "--gpu", "l4",
+                          "--max-model-len", "8K")
+    c = d["cross_check"]
+    assert c["predicted_num_gpu_blocks"] == 2152 == c["observed_num_gpu_blocks"]
+    assert c["max_num_seqs"] == 14 and c["default_max_num_seqs"] is None
+    assert not any("differs from kvplan size" in n for n in d["notes"])

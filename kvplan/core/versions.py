@@ -40,12 +40,18 @@ SUPPORTED_RANGE = ("0.6", "0.33")
 _RELEASE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")  # tolerates 0.11.0rc1, v0.8.5.post1
 
 
-def parse_version(text: str) -> tuple[int, int, int]:
-    """'0.20.2' -> (0, 20, 2); '0.33' -> (0, 33, 0); tolerates '0.11.0rc1', 'v0.8.5.post1'."""
+def read_release(text: str) -> tuple[int, int, int | None]:
+    """'0.20.2' -> (0, 20, 2); '0.9' -> (0, 9, None): the form only, any release."""
     m = _RELEASE.match(str(text).strip())
     if not m:
         raise BadInput(f"cannot read vLLM version {text!r}", hint="use e.g. 0.33 or 0.20.2")
-    v = (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    return int(m.group(1)), int(m.group(2)), int(m.group(3)) if m.group(3) else None
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """'0.20.2' -> (0, 20, 2); '0.33' -> (0, 33, 0); tolerates '0.11.0rc1', 'v0.8.5.post1'."""
+    major, minor, patch = read_release(text)
+    v = (major, minor, patch or 0)
     lo, hi = parse_version_bounds()
     if not lo <= v[:2] <= hi:
         raise BadInput(f"vLLM version {text} is outside the modelled range "

@@ -8,7 +8,10 @@ from typing import Any
 
 from kvplan.diagnose import findings as F
 from kvplan.diagnose import metrics as M
+from kvplan.diagnose import safecap
 from kvplan.diagnose.metrics import Scrape
+from kvplan.diagnose.names import version_notes
+from kvplan.diagnose.safecap import Recommendation
 from kvplan.diagnose.window import EngineWindow, Level, slope, windows
 
 
@@ -23,6 +26,7 @@ class Options:
     vllm_version: str | None = None
     timed: bool = True  # scrape times are real (timestamps or receive times), not file order
     interval: float = 5.0
+    preempt_risk: float = safecap.RISK  # --preempt-risk
     notes: list[str] = field(default_factory=list)
 
 
@@ -30,7 +34,7 @@ class Options:
 class Diagnosis:
     verdict: str  # healthy | unhealthy
     findings: list[F.Finding]
-    recommendation: F.Recommendation | None
+    recommendation: Recommendation | None
     cap: F.Cap | None
     observed: dict[str, Any]
     engines: list[dict[str, Any]]
@@ -55,14 +59,21 @@ class Diagnosis:
             "recommendation": None if rec is None else {
                 "max_num_seqs": rec.max_num_seqs,
                 "flag": "--max-running-requests" if self.server == "sglang" else "--max-num-seqs",
-                "target_kv_cache_usage": F.TARGET_KV,
+                "target_kv_cache_usage": round(rec.mean_usage, 4),
                 "kv_cache_usage_per_sequence": round(rec.kv_per_seq, 6),
+                "method": "risk",
+                "preempt_risk": rec.risk,
+                "overflow_probability": round(rec.overflow, 6),
+                "footprint_cv": round(rec.cv, 4),
+                "footprint_shape": rec.shape,
                 "kv_tokens_per_sequence": _r(rec.tokens_per_seq, 1),
                 "pool_tokens": rec.pool_tokens,
                 "pool_source": rec.pool_source,
                 "engine": rec.engine,
                 "current_max_num_seqs": self.cap.value if self.cap else None,
                 "current_max_num_seqs_source": self.cap.source if self.cap else None,
+                "current_overflow_probability": _r(rec.overflow_at(self.cap.value), 6)
+                if self.cap else None,
             },
             "observed": self.observed,
             "engines": self.engines,
@@ -121,7 +132,7 @@ def _pool(w: EngineWindow, o: Options) -> tuple[int | None, int | None, int | No
     return blocks, bs, None, None
 
 
-def _engine_json(w: EngineWindow, cap: F.Cap | None, rec: F.Recommendation | None,
+def _engine_json(w: EngineWindow, cap: F.Cap | None, rec: Recommendation | None,
                  pool: tuple, ids: list[str]) -> dict[str, Any]:
     running, waiting, kv = w.level("running"), w.level("waiting"), w.level("kv_cache_usage")
     return {
@@ -175,7 +186,7 @@ def _tokens_per_s(ws: list[EngineWindow], counter: str, gauge: str) -> float | N
 
 
 def _observed(scrapes: list[Scrape], ws: list[EngineWindow], cap: F.Cap | None,
-              rec: F.Recommendation | None, pools: list[tuple], duration: float
+              rec: Recommendation | None, pools: list[tuple], duration: float
               ) -> dict[str, Any]:
     """Server-wide figures: gauges summed (KV averaged) over engines per scrape, rates summed."""
     run = Level.of([v for _, v in _series(scrapes, "running")])
@@ -225,7 +236,8 @@ def _observed(scrapes: list[Scrape], ws: list[EngineWindow], cap: F.Cap | None,
     }
 
 
-def _healthy(o: dict[str, Any]) -> F.Finding:
+def _healthy(o: dict[str, Any], rec: Recommendation | None, cap: F.Cap | None,
+             levels_only: bool, flag: str) -> F.Finding:
     ev = []
     if o["running"] is not None and not o["running_max"] and not o["waiting_max"]:
         ev.append("idle: no requests running or waiting")
@@ -235,8 +247,10 @@ def _healthy(o: dict[str, Any]) -> F.Finding:
             ev.append(f"KV cache usage {F.span_mean(kv, F.pct)}")
         if o["running"] is not None:
             run = Level(0, 0, o["running_min"], o["running"], o["running_max"])
-            wait = Level(0, 0, o["waiting_min"] or 0, 0, o["waiting_max"] or 0)
-            ev.append(f"running {F.span(run)}, waiting {F.span(wait)}")
+            line = f"running {F.span(run)}"
+            if o["waiting"] is not None:  # absent from the scrapes: not quoted as 0
+                line += f", waiting {F.span(Level(0, 0, o['waiting_min'], 0, o['waiting_max']))}"
+            ev.append(line)
     if o["running"] is None and o["kv_cache_usage"] is None:
         ev.append("no running/waiting/KV values in the scrapes (a server that has served no "
                   "requests yet exports only HELP and TYPE lines)")
@@ -245,8 +259,19 @@ def _healthy(o: dict[str, Any]) -> F.Finding:
     if o["requests_per_s"] is not None:
         ev.append(f"{o['requests_per_s']:.2f} requests/s, "
                   f"{F.num(o['generation_tokens_per_s'] or 0)} output tokens/s")
+    fix = ["no change needed"]
+    risk = rec.overflow_at(cap.value) if rec and cap else None
+    if rec and cap and rec.max_num_seqs < cap.value and risk is not None:
+        fix = [f"no change needed at this load; if the batch grows to {flag} {cap.value}, it "
+               f"overflows the pool with {F.prob(risk)}: the recommended {rec.max_num_seqs} "
+               f"keeps that ≤ {rec.risk:.0%}"]
+    if levels_only:
+        ev.append("one scrape: these are levels at one instant; preemption and queue trends "
+                  "need two or more")
+        return F.Finding("healthy", "ok", "Healthy at the only scrape (levels, no trend)", ev,
+                         fix)
     return F.Finding("healthy", "ok", "Healthy: no preemption, no growing queue, no starved "
-                     "capacity", ev, ["no change needed"])
+                     "capacity", ev, fix)
 
 
 # --- entry point ---------------------------------------------------------------------------
@@ -259,7 +284,7 @@ def diagnose(scrapes: list[Scrape], o: Options | None = None) -> Diagnosis:
     ws = list(wins.values())
     caps = {k: _cap(w, o) for k, w in wins.items()}
     pools = {k: _pool(w, o) for k, w in wins.items()}
-    own = {k: F.recommend(w, pools[k][2], pools[k][3]) for k, w in wins.items()}
+    own = {k: safecap.recommend(w, pools[k], o.preempt_risk) for k, w in wins.items()}
     recs = [r for r in own.values() if r]
     rec = min(recs, key=lambda r: r.max_num_seqs) if recs else None
     req = _sum([w.rate("requests_finished") for w in ws])
@@ -272,7 +297,7 @@ def diagnose(scrapes: list[Scrape], o: Options | None = None) -> Diagnosis:
     duration = scrapes[-1].t - scrapes[0].t if scrapes else 0.0
     observed = _observed(scrapes, ws, cap, rec, list(pools.values()), duration)
     if not found:
-        found = [_healthy(observed)]
+        found = [_healthy(observed, rec, cap, len(scrapes) < 2, ctx.flag)]
     engines = [_engine_json(w, caps[k], own[k], pools[k], [f.id for f in per_engine[k]])
                for k, w in wins.items()]
     names: dict[str, str] = {}
@@ -287,11 +312,11 @@ def diagnose(scrapes: list[Scrape], o: Options | None = None) -> Diagnosis:
                  for s in scrapes],
         server=server, model_names=sorted({m for s in scrapes for m in s.model_names}),
         metric_names=dict(sorted(names.items())), cross_check=o.cross_check,
-        notes=_notes(scrapes, ws, o, rec, names), vllm_version=o.vllm_version)
+        notes=_notes(scrapes, ws, o, rec), vllm_version=o.vllm_version)
 
 
 def _notes(scrapes: list[Scrape], ws: list[EngineWindow], o: Options,
-           rec: F.Recommendation | None, names: dict[str, str]) -> list[str]:
+           rec: Recommendation | None) -> list[str]:
     notes = []
     bare = [i for i, sc in enumerate(scrapes, 1)
             if M.has_engine_metrics(sc) and not M.has_scheduler_gauges(sc)]
@@ -317,27 +342,25 @@ def _notes(scrapes: list[Scrape], ws: list[EngineWindow], o: Options,
         notes.append("no vllm:cache_config_info: the pool size is unknown, so KV per sequence "
                      "is given as a share of the pool (pass --model and --gpu to take the pool "
                      "from kvplan size)")
+    full = next((lv for w in ws if rec and w.key == rec.engine
+                 for lv in [w.level("kv_cache_usage")] if lv and lv.max >= F.KV_FULL), None)
+    if full:
+        notes.append(f"the KV pool was full in the window (usage up to {F.pct(full.max)}): a "
+                     "full pool caps what the running sequences hold, so the footprint the "
+                     "recommendation rests on is a lower bound and the cap an upper one; "
+                     "diagnose again once the pool is below full")
     sw = [w.level("swapped") for w in ws]
     if any(x and x.max > 0 for x in sw):
         notes.append("requests were swapped to CPU (V0): V0 counts swaps as preemptions too")
-    if o.vllm_version and "kv_cache_usage" in names:
-        notes += _version_note(o.vllm_version, names["kv_cache_usage"])
+    drops = [(w.last.names.get(f, f), a, b) for w in ws for f in M.COUNTERS
+             for a, b in w.resets(f)]
+    if drops:
+        shown = "; ".join(f"{n} {F.num(a)} → {F.num(b)}" for n, a, b in drops[:3])
+        notes.append(f"counters fell between scrapes ({shown}): the server restarted in the "
+                     "window; increases count from zero after the restart (as PromQL's "
+                     "increase)")
+    if o.vllm_version:
+        exported = {n for sc in scrapes for e in sc.engines.values() for n in e.exported}
+        notes += version_notes(o.vllm_version, exported)
     notes += o.notes
     return notes
-
-
-def _version_note(version: str, name: str) -> list[str]:
-    parts = version.lstrip("v").split(".")
-    try:
-        v = tuple(int(x) for x in parts[:3])
-    except ValueError:
-        return []
-    if name == "vllm:gpu_cache_usage_perc" and v >= (0, 12):
-        return [f"the server exports vllm:gpu_cache_usage_perc, removed in vLLM 0.12: it is "
-                f"older than --vllm-version {version}"]
-    if name == "vllm:kv_cache_usage_perc" and v < (0, 9, 2) and v != (0, 9):
-        # a bare "0.9" may be 0.9.2 (v1/metrics/loggers.py has the name from 0.9.2)
-        return [f"the server exports vllm:kv_cache_usage_perc, added in vLLM 0.9.2: it is "
-                f"newer than --vllm-version {version}"]
-    return []
-

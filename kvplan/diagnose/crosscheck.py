@@ -19,9 +19,11 @@ def _num(cfg: dict[str, str], key: str, kind=float):
 
 def cross_check(model: str, gpu: str, *, tp: int, max_model_len: int | None,
                 vllm_version: str | None, catalogs: list[str] | None,
-                cache_config: dict[str, str], pp: int = 1) -> tuple[dict[str, Any], list[str]]:
+                cache_config: dict[str, str], pp: int = 1, max_num_seqs: int | None = None
+                ) -> tuple[dict[str, Any], list[str]]:
     """Size MODEL on GPU with the server's cache settings (gpu_memory_utilization,
-    cache_dtype, num_gpu_blocks_override from cache_config_info); returns (JSON, notes)."""
+    cache_dtype, num_gpu_blocks_override from cache_config_info) and cap (--max-num-seqs: the
+    profile run and the CUDA graphs it sizes change the pool); returns (JSON, notes)."""
     from kvplan.core.sizing import EngineArgs, size
     from kvplan.sources.resolve import resolve_gpu, resolve_model
 
@@ -37,7 +39,7 @@ def cross_check(model: str, gpu: str, *, tp: int, max_model_len: int | None,
     args = EngineArgs(tensor_parallel_size=tp, pipeline_parallel_size=pp,
                       max_model_len=max_model_len, kv_cache_dtype=kvd,
                       gpu_memory_utilization=util, num_gpu_blocks_override=override,
-                      kv_cache_dtype_skip_layers=skip)
+                      kv_cache_dtype_skip_layers=skip, max_num_seqs=max_num_seqs)
     try:
         r = size(m, g, args, vllm_version)
     except BadInput as e:
@@ -61,8 +63,9 @@ def cross_check(model: str, gpu: str, *, tp: int, max_model_len: int | None,
         "blocks_ratio": round(ratio, 4) if ratio is not None else None,
         "predicted_block_size": r.block_size, "observed_block_size": obs_bs,
         "kv_cache_tokens": r.kv_cache_tokens, "blocks_per_request": r.blocks_per_request,
-        "guaranteed_max_num_seqs": guaranteed, "default_max_num_seqs": r.max_num_seqs,
-        "fits": r.fits,
+        "guaranteed_max_num_seqs": guaranteed,
+        "default_max_num_seqs": r.max_num_seqs if max_num_seqs is None else None,
+        "max_num_seqs": max_num_seqs, "fits": r.fits,
     }
     if not r.fits:
         notes.append(f"cross-check: kvplan size says this deployment would not start "

@@ -9,11 +9,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvplan.diagnose.safecap import Recommendation
 from kvplan.diagnose.window import EngineWindow, Level, tail_share
 
 KV_FULL = 0.90  # mean KV usage at which the pool counts as full
 KV_PRESSURE = 0.80  # mean KV usage at which long requests start to matter
-TARGET_KV = 0.85  # the recommended cap aims the mean KV usage here
 PINNED = 0.95  # running >= 95 % of the cap: pinned at max-num-seqs
 QUEUE_GROWTH = 5.0  # waiting requests added over the window (fitted line)
 STANDING_QUEUE = 5.0  # waiting in every scrape
@@ -24,11 +24,10 @@ UNDERFED_RUNNING = 0.25  # running at most 25 % of the cap ...
 UNDERFED_KV = 0.30  # ... with KV usage never above 30 %
 TARGET_UTILIZATION = 0.8  # replicas are sized for this utilisation (as kvplan recommend)
 QUEUE_BUDGET_S = 10.0  # a bounded queue holds about this many seconds of completions
-MAX_SEQS_CEILING = 4096
 
 SEVERITY = {"critical": 0, "warning": 1, "ok": 2}
 ORDER = ("preemption_spiral", "queue_explosion", "long_requests_hogging_kv",
-         "intermittent_preemption", "standing_queue", "under_fed", "healthy")
+         "intermittent_preemption", "saturated", "standing_queue", "under_fed", "healthy")
 
 
 @dataclass
@@ -55,18 +54,6 @@ class Cap:
 
     value: int
     source: str
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    """A max-num-seqs from the KV one running sequence holds and the pool size."""
-
-    max_num_seqs: int
-    kv_per_seq: float  # fraction of the pool one running sequence holds, on average
-    tokens_per_seq: float | None
-    pool_tokens: int | None
-    pool_source: str | None
-    engine: str
 
 
 @dataclass
@@ -107,40 +94,43 @@ def round_up(x: float, step: int) -> int:
     return int(math.ceil(x / step) * step)
 
 
-# --- the recommendation --------------------------------------------------------------------
-
-def recommend(w: EngineWindow, pool_tokens: int | None, pool_source: str | None
-              ) -> Recommendation | None:
-    """floor(TARGET_KV × Σrunning / Σkv_usage) over scrapes with sequences running: the cap at
-    which the average running batch fills TARGET_KV of the pool."""
-    sum_kv = sum_r = 0.0
-    for s in w.snaps:
-        r, kv = s.gauges.get("running"), s.gauges.get("kv_cache_usage")
-        if r is not None and kv is not None and r > 0:
-            sum_r += r
-            sum_kv += kv
-    if sum_r <= 0 or sum_kv <= 0:
-        return None
-    per_seq = sum_kv / sum_r
-    ratio = TARGET_KV / per_seq  # inf when a gauge underflows (kv_cache_usage 1e-320)
-    n = MAX_SEQS_CEILING if ratio >= MAX_SEQS_CEILING else max(1, int(math.floor(ratio + 1e-9)))
-    tokens = per_seq * pool_tokens if pool_tokens else None
-    return Recommendation(n, per_seq, tokens, pool_tokens, pool_source, w.key)
+def prob(x: float) -> str:
+    """An overflow probability: '<0.1%', '0.7%', 'over 10%' (the saddlepoint estimate is
+    made for tails; near the mean it is rough)."""
+    return "<0.1%" if x < 0.001 else f"{x:.1%}" if x < 0.1 else "over 10%"
 
 
-def _lower_cap(ctx: Context, cap: Cap | None) -> str | None:
-    rec = ctx.rec
-    if rec is None or (cap is not None and rec.max_num_seqs >= cap.value):
-        return None
-    now = f" (now {cap.value}, {cap.source})" if cap else ""
+def rec_reason(rec: Recommendation) -> str:
+    """Why the recommended cap: the mean footprint, its spread and the overflow risk."""
     if rec.tokens_per_seq and rec.pool_tokens:
-        why = (f"a running sequence holds {num(rec.tokens_per_seq)} tokens of KV, so "
-               f"{rec.max_num_seqs} of them fill {TARGET_KV:.0%} of the "
-               f"{rec.pool_tokens:,}-token pool")
+        per, pool = (f"{num(rec.tokens_per_seq)} tokens of KV",
+                     f"the {rec.pool_tokens:,}-token pool")
     else:
-        why = (f"a running sequence holds {pct(rec.kv_per_seq)} of the pool, so "
-               f"{rec.max_num_seqs} of them fill {TARGET_KV:.0%} of it")
-    return f"lower {ctx.flag} to {rec.max_num_seqs}{now}: {why}"
+        per, pool = f"{pct(rec.kv_per_seq)} of the pool", "the pool"
+    if rec.demand is None:
+        return (f"a running sequence holds {per} on average, so {rec.max_num_seqs} of them "
+                f"fill {pct(rec.mean_usage)} of {pool}")
+    return (f"a running sequence holds {per} on average (CV {rec.cv:.2f}, {rec.shape}), so "
+            f"{rec.max_num_seqs} of them overflow {pool} with ≤ {rec.risk:.0%} probability "
+            f"(mean KV usage {pct(rec.mean_usage)})")
+
+
+def _lower_cap(ctx: Context, cap: Cap | None, running: Level | None = None) -> str | None:
+    """'lower the cap to N' when the recommendation is below the cap (or, with the cap
+    unknown, below the largest running batch seen)."""
+    rec = ctx.rec
+    if rec is None:
+        return None
+    top = cap.value if cap else (running.max if running else None)
+    if top is not None and rec.max_num_seqs >= top:
+        return None
+    now = ""
+    if cap:
+        risk = rec.overflow_at(cap.value)
+        now = f" (now {cap.value}, {cap.source}" + (
+            f"; a full batch of {cap.value} holds {pct(cap.value * rec.kv_per_seq)} of the "
+            f"pool on average and overflows with {prob(risk)})" if risk is not None else ")")
+    return f"lower {ctx.flag} to {rec.max_num_seqs}{now}: {rec_reason(rec)}"
 
 
 def _bigger_pool(server: str) -> str:
@@ -165,15 +155,23 @@ def preemption(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None
     fin = w.counter("requests_finished")
     if fin and fin[2] > 0:
         per_req = f", {inc / fin[2]:.2f} per finished request"
-    ev = [f"preemptions rose {num(first)} → {num(last)} in {secs:.1f} s "
-          f"({rate:.2f}/s{per_req})"]
+    drops = w.resets("preemptions")
+    if drops:
+        before, after = drops[0]
+        ev = [f"+{num(inc)} preemptions in {secs:.1f} s ({rate:.2f}/s{per_req}); the counter "
+              f"reset in the window ({num(before)} → {num(after)}: a server restart) and "
+              "counts from zero after it"]
+    else:
+        ev = [f"preemptions rose {num(first)} → {num(last)} in {secs:.1f} s "
+              f"({rate:.2f}/s{per_req})"]
     if kv:
         ev.append(f"KV cache usage {span_mean(kv, pct)}")
     if running:
         ev.append(f"running {span(running)}" + (f", waiting {span(waiting)}" if waiting else ""))
     data = {"preemptions": inc, "preemptions_per_s": round(rate, 3),
-            "kv_cache_usage": round(kv.mean, 4) if kv else None}
-    lower = _lower_cap(ctx, cap)
+            "kv_cache_usage": round(kv.mean, 4) if kv else None,
+            "counter_reset": bool(drops)}
+    lower = _lower_cap(ctx, cap, running)
     fix = ([lower, f"or enlarge the pool: {_bigger_pool(ctx.server)}"] if lower
            else [f"enlarge the pool: {_bigger_pool(ctx.server)}"])
     if kv is not None and (kv.mean >= KV_FULL or _full_when_preempting(w)):
@@ -245,8 +243,7 @@ def queue(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None:
     rec = ctx.rec
     if lim == "max_num_seqs" and rec and rec.max_num_seqs > cap.value and kv:
         fix.append(f"raise {ctx.flag} from {cap.value} to {rec.max_num_seqs}: KV usage is "
-                   f"only {pct(kv.mean)}, so {rec.max_num_seqs} sequences fit at "
-                   f"{TARGET_KV:.0%} of the pool")
+                   f"only {pct(kv.mean)}; {rec_reason(rec)}")
     if mu and lam:
         n = max(2, math.ceil(lam / (TARGET_UTILIZATION * mu) - 1e-9))
         depth = max(1, math.ceil(mu * QUEUE_BUDGET_S))
@@ -270,6 +267,55 @@ def queue(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None:
                        ev, fix, data=data)
     return Finding("standing_queue", "warning", "Standing queue: the server is saturated",
                    ev, fix, data=data)
+
+
+def saturated(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None:
+    """One scrape, no trend: requests waiting, or a full pool on a server that preempts."""
+    if w.duration > 0:  # two or more scrapes: the trend rules decide
+        return None
+    waiting, kv, running = w.level("waiting"), w.level("kv_cache_usage"), w.level("running")
+    preempted = w.last.counters.get("preemptions")
+    queued = waiting is not None and waiting.last >= STANDING_QUEUE
+    full = kv is not None and kv.last >= KV_FULL and bool(preempted)
+    if not (queued or full):
+        return None
+    lim = limit(cap, kv, running)
+    ev = []
+    if queued:
+        ev.append(f"{num(waiting.last)} requests waiting")
+    r = num(running.last) if running else "?"
+    kv_text = f"KV cache usage at {pct(kv.last)}" if kv else ""
+    if lim == "max_num_seqs":
+        ev.append(f"running {r} = {ctx.flag} {cap.value} ({cap.source})"
+                  + (f", {kv_text}" if kv else ""))
+    elif kv:
+        ev.append(f"running {r} with {kv_text}" + (": the pool is the limit" if lim == "kv"
+                                                   else ""))
+    if preempted:
+        ev.append(f"{num(preempted)} preemptions since the server started (one scrape: when "
+                  "they happened is unknown)")
+    ev.append("one scrape: whether the queue grows and preemptions go on takes two or more")
+    fix = []
+    pool_full = kv is not None and kv.last >= KV_FULL
+    lower = _lower_cap(ctx, cap, running) if pool_full else None
+    if lower:
+        fix.append(lower)
+    if pool_full:
+        fix.append(f"more KV per replica: {_bigger_pool(ctx.server)}")
+    rec = ctx.rec
+    if lim == "max_num_seqs" and rec and rec.max_num_seqs > cap.value and kv and not pool_full:
+        fix.append(f"raise {ctx.flag} from {cap.value} to {rec.max_num_seqs}: KV usage is "
+                   f"only {pct(kv.last)}; {rec_reason(rec)}")
+    if queued:
+        fix.append("add replicas, and answer 429 at the gateway past a bounded queue")
+    fix.append("scrape over a window to see the trend: a URL with --scrapes 3 --interval 5, "
+               "or several saved scrapes")
+    data = {"waiting": waiting.last if waiting else None,
+            "kv_cache_usage": round(kv.last, 4) if kv else None,
+            "preemptions_total": preempted, "limit": lim}
+    return Finding("saturated", "warning", "Saturated at the only scrape: "
+                   + ("requests wait" if queued else "the KV cache is full and the server "
+                      "preempts") + " (levels, no trend)", ev, fix, data=data)
 
 
 def hogging(w: EngineWindow, ctx: Context, pressure: bool) -> Finding | None:
@@ -325,7 +371,8 @@ def underfed(w: EngineWindow, ctx: Context, cap: Cap | None,
         return None
     if own is not None and (cap is None or own.max_num_seqs < cap.value):
         room = own.max_num_seqs
-        what = f"the ~{room} sequences the KV pool holds at {TARGET_KV:.0%}"
+        what = (f"the ~{room} sequences the KV pool holds at ≤ {own.risk:.0%} overflow "
+                "risk")
     elif cap is not None:
         room, what = cap.value, f"{ctx.flag} {cap.value} ({cap.source})"
     else:
@@ -348,7 +395,8 @@ def underfed(w: EngineWindow, ctx: Context, cap: Cap | None,
 def engine_findings(w: EngineWindow, ctx: Context, cap: Cap | None,
                     own: Recommendation | None) -> list[Finding]:
     """All rules on one engine."""
-    out = [f for f in (preemption(w, ctx, cap), queue(w, ctx, cap)) if f]
+    out = [f for f in (preemption(w, ctx, cap), queue(w, ctx, cap), saturated(w, ctx, cap))
+           if f]
     kv = w.level("kv_cache_usage")
     s = w.slope("waiting")
     pressure = bool((kv and kv.mean >= KV_PRESSURE) or any(

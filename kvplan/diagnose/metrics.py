@@ -107,6 +107,7 @@ class Engine:
     hists: dict[str, Hist] = field(default_factory=dict)
     cache_config: dict[str, str] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # field -> metric name it came from
+    exported: set[str] = field(default_factory=set)  # every metric name read, winners or not
 
     def config_int(self, key: str) -> int | None:
         try:
@@ -182,14 +183,15 @@ def _scrape(samples: list, source: str) -> Scrape:
         hit = LOOKUP.get(s.name)
         if hit is None and s.name != CACHE_CONFIG:
             continue
-        slot = raw.setdefault(eng, {"vals": {}, "config": {}})
+        slot = raw.setdefault(eng, {"vals": {}, "config": {}, "seen": set()})
         if hit is None:
             slot["config"].update({k: v for k, v in s.labels.items() if k not in NOT_CONFIG})
             continue
         kind, fld, rank, name = hit
         if name.startswith("sglang:"):
             server = "sglang"
-        _add(slot["vals"], kind, fld, rank, name, s)
+        slot["seen"].add(name)
+        _add(slot["vals"], kind, fld, rank, name, s, source)
     engines = {k: _resolve(v) for k, v in raw.items()}
     labelled = [k for k in engines if k]
     if labelled and "" in engines:  # unlabelled series (V0-style info) apply to every engine
@@ -207,11 +209,34 @@ def _engine_order(k: str):
     return (0, int(k), "") if k.isdigit() else (1, 0, k)
 
 
-def _add(vals: dict, kind: str, fld: str, rank: int, name: str, s) -> None:
+def _series(s) -> str:
+    labels = ",".join(f'{k}="{v}"' for k, v in s.labels.items())
+    return f"{s.name}{{{labels}}}" if labels else s.name
+
+
+def _plausible(fld: str, v: float, s, source: str) -> None:
+    """Gauges and counters vLLM/SGLang can export: finite, not negative, KV usage <= 1
+    (`BlockPool.get_usage` is 1 - free / total; the HELP text: "1 means 100 percent")."""
+    if not math.isfinite(v):
+        what = "not a finite number"
+    elif v < 0:
+        what = "negative, which a count, a rate or a share cannot be"
+    elif fld == "kv_cache_usage" and v > 1:
+        what = "above 1, and KV cache usage is a fraction (1 = 100 %)"
+    else:
+        return
+    raise BadInput(f"{_series(s)} is {v:g} in {source}: {what}",
+                   hint="an exporter that rescales or relabels the series? point kvplan at "
+                        "the server's own /metrics")
+
+
+def _add(vals: dict, kind: str, fld: str, rank: int, name: str, s, source: str) -> None:
     try:
         v = float(s.value)
     except OverflowError:  # an integer beyond any float (prometheus_client keeps it exact)
         return
+    if kind in ("gauge", "counter"):
+        _plausible(fld, v, s, source)
     if kind == "hist_bucket":
         try:
             le = float(s.labels.get("le", "nan"))
@@ -239,7 +264,7 @@ def _add(vals: dict, kind: str, fld: str, rank: int, name: str, s) -> None:
 
 
 def _resolve(slot: dict) -> Engine:
-    e = Engine(cache_config=slot["config"])
+    e = Engine(cache_config=slot["config"], exported=slot["seen"])
     best: dict[tuple[str, str], int] = {}
     for (kind, fld, rank), (name, value) in slot["vals"].items():
         if best.get((kind, fld), 99) <= rank:
@@ -262,6 +287,7 @@ def _fold(e: Engine, generic: Engine) -> None:
             dst.setdefault(k, v)
     for k, v in generic.names.items():
         e.names.setdefault(k, v)
+    e.exported |= generic.exported
 
 
 def has_engine_metrics(s: Scrape) -> bool:

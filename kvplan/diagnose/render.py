@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from kvplan.diagnose.analyse import Diagnosis
-from kvplan.diagnose.findings import TARGET_KV, num, pct, span, span_mean
+from kvplan.diagnose.findings import num, pct, prob, span, span_mean
 from kvplan.diagnose.window import Level
 from kvplan.render.term import Painter, table, use_color
 
@@ -93,9 +93,11 @@ def render(d: Diagnosis, stream=None) -> None:
         per = (f"{num(rec.tokens_per_seq)} tokens of KV per running sequence, pool "
                f"{rec.pool_tokens:,} tokens" if rec.tokens_per_seq and rec.pool_tokens
                else f"{pct(rec.kv_per_seq)} of the pool per running sequence")
+        spread = (f"; CV {rec.cv:.2f}, {rec.shape}; overflow risk {prob(rec.overflow)} "
+                  f"≤ {rec.risk:.0%}" if rec.demand is not None else "")
         where = f", engine {rec.engine}" if len(d.engines) > 1 else ""
         lines += ["", f"{p('Recommended ' + flag, 'bold')}: {p(str(rec.max_num_seqs), 'bold')} "
-                  + p(f"({per}; aims at {TARGET_KV:.0%} KV usage{where})", "dim")]
+                  + p(f"({per}{spread}; mean KV usage {pct(rec.mean_usage)}{where})", "dim")]
     rows = _observed_rows(d)
     if rows:
         lines += ["", p("Observed", "bold"), table(rows)]

@@ -82,6 +82,11 @@ class EngineWindow:
             return None
         return pts[0][1], pts[-1][1], inc, pts[-1][0] - pts[0][0]
 
+    def resets(self, fld: str) -> list[tuple[float, float]]:
+        """(before, after) of each drop of a counter: a restart from zero."""
+        vals = [s.counters[fld] for s in self.snaps if fld in s.counters]
+        return [(a, b) for a, b in zip(vals, vals[1:]) if b < a]
+
     def rate(self, fld: str) -> float | None:
         c = self.counter(fld)
         if c is None or c[3] <= 0:
