@@ -175,8 +175,9 @@ def size_cmd(
         None, "--pooler-config", help="the pooler's JSON config, read as the release reads "
         "it: pooling_type (seq_pooling_type / tok_pooling_type from 0.14) decides chunked "
         "prefill"),
-    nnodes: int = typer.Option(1, "--nnodes", help="hosts the GPUs are spread over (0.12+): "
-                               "TP past one host runs without custom all-reduce"),
+    nnodes: int = typer.Option(1, "--nnodes", help="hosts the GPUs are spread over (0.11.1+; "
+                               "it must divide TP x PP x DP): TP past one host runs without "
+                               "custom all-reduce"),
     kv_sharing_fast_prefill: bool = typer.Option(
         False, "--kv-sharing-fast-prefill", help="Gemma-3n / Gemma 4: the fast-prefill "
         "buffers (the profile still runs every token)"),

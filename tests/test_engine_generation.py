@@ -118,3 +118,33 @@ def test_hybrid_models_on_v0_are_refused_with_the_first_v1_release():
     assert e.value.hint == "size it for vLLM 0.10.1 or later (V1)"
     with pytest.raises(BadInput, match="V0 engine"):  # before 0.8 V0 is all there is
         size(m, resolve_gpu("h100"), EngineArgs(tensor_parallel_size=4), "0.7.3")
+
+
+@pytest.mark.parametrize("model, arch, after", [
+    ("qwen3.5-27b", "Qwen3_5ForConditionalGeneration", "0.16.0"),
+    ("qwen3-next-80b-a3b-thinking", "Qwen3NextForCausalLM", "0.10.1"),
+    ("granite-4.0-h-tiny", "GraniteMoeHybridForCausalLM", "0.8.5"),
+    ("kimi-k3", "KimiK3ForConditionalGeneration", "0.26.0"),
+])
+def test_a_release_without_the_architecture_says_so_whatever_moves_it_to_v0(model, arch, after):
+    # review 23a #7: -pp 2 moves 0.8.5 to V0 (`_is_v1_supported_oracle`), but the model
+    # registry refuses first ("Model architectures [...] are not supported")
+    m, a100 = resolve_model(model), resolve_gpu("a100")
+    for pp in (1, 2):
+        with pytest.raises(BadInput) as e:
+            size(m, a100, EngineArgs(pipeline_parallel_size=pp), "0.8.5")
+        assert e.value.line() == (f"vLLM 0.8.5 does not have {arch} yet (its model registry "
+                                  f"lists it after {after}) (use a later --vllm-version)")
+
+
+def test_a_hybrid_moved_to_v0_by_a_flag_names_the_flag():
+    # 0.10.0's V1 serves granite-4.0-h (V0-only to 0.9.1); an fp8 cache V1 cannot store on
+    # an A100 (`is_kv_cache_dtype_supported`) moves the start to V0, so the fix is that flag
+    m = resolve_model("granite-4.0-h-tiny")
+    with pytest.raises(BadInput, match="V0 engine") as e:
+        size(m, resolve_gpu("a100"), EngineArgs(kv_cache_dtype="fp8"), "0.10.0")
+    assert e.value.hint == ("its V1 engine serves it without this: --kv-cache-dtype fp8 is not "
+                            "one V1 stores on this GPU")
+    with pytest.raises(BadInput, match="V0 engine") as e:
+        size(m, resolve_gpu("a100"), EngineArgs(), "0.9.1")
+    assert e.value.hint == "size it for vLLM 0.9.2 or later (V1)"

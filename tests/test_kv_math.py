@@ -2084,3 +2084,22 @@ def test_nnodes_spreads_the_world_over_hosts():
     assert (nt(1), nt(2)) == (130 + 420 + 430, 130 + 100 + 430)
     with pytest.raises(BadInput, match="--nnodes"):
         nt(0)
+
+
+@pytest.mark.parametrize("tp, nnodes, version, says", [
+    # `EngineArgs.create_engine_config`: a ValueError from 0.27, an assertion in 0.11.1-0.26
+    (8, 3, "0.33", "'Invalid data-parallel launch options: `--nnodes 3` must evenly divide "
+                   "the total world size (8)' (use --nnodes 1, 2, 4 or 8,"),
+    (2, 3, "0.27", "must evenly divide the total world size (2)' (use --nnodes 1 or 2,"),
+    (1, 2, "0.33", "refuses --nnodes 2 for 1 GPU"),
+    (8, 3, "0.26", "'world_size=8 must be divisible by nnodes=3.'"),
+    (8, 3, "0.11.1", "'world_size=8 must be divisible by nnodes=3.'"),
+    # the flag arrives in 0.11.1
+    (8, 2, "0.11.0", "vLLM 0.11.0 has no --nnodes"),
+])
+def test_nnodes_must_divide_the_world(tp, nnodes, version, says):
+    with pytest.raises(BadInput) as e:
+        run(LLAMA31_8B, version=version, tensor_parallel_size=tp, nnodes=nnodes)
+    assert says in e.value.line()
+    # a divisor starts, from the flag's first release
+    assert run(LLAMA31_8B, version="0.11.1", tensor_parallel_size=8, nnodes=2).fits

@@ -117,6 +117,7 @@ TYPICAL_LENGTHS = (1024, 4096, 8192, 32768, 131072)
 # The shortest --max-model-len a "does not fit" hint proposes with more TP (a choice, not an
 # engine fact: a context under 4k tokens is rarely a serving option)
 SHORTER_HINT_MIN_LEN = 4096
+NNODES_FROM = (0, 11, 1)  # `--nnodes` (`ParallelConfig.nnodes`) arrives in 0.11.1
 # `config/model.py` `LogprobsMode` (0.10+)
 LOGPROBS_MODES = ("raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits")
 
@@ -655,6 +656,7 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
                        "arguments')", hint="on 0.27-0.28 set --env VLLM_DCP_Q_REPLICATE=1"
                        if version.at_least(0, 27) else "q-replication arrives in vLLM 0.27",
                        flag="dcp_q_replicate")
+    _validate_nnodes(a, version)
     if a.num_gpu_blocks_override is not None and a.num_gpu_blocks_override < 1:
         raise BadInput(f"--num-gpu-blocks-override {a.num_gpu_blocks_override}: vLLM has no "
                        "free block to start with ('No free blocks available')",
@@ -701,6 +703,31 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
 
 
 # --- weights ---------------------------------------------------------------------------------
+
+def _validate_nnodes(a: EngineArgs, version: VllmVersion) -> None:
+    """`--nnodes` as `EngineArgs.create_engine_config` takes it: the flag arrives in 0.11.1,
+    and the hosts must split the world (TP x PP x DP) evenly, an assertion in 0.11.1-0.26
+    and a ValueError from 0.27 (the 0.11.1-0.33 wheels)."""
+    nn = a.nnodes
+    if nn < 1:
+        raise BadInput(f"--nnodes must be at least 1, got {nn}", flag="nnodes")
+    if nn == 1:
+        return
+    if not version.at_least(*NNODES_FROM):
+        raise BadInput(f"vLLM {version.text} has no --nnodes ('unrecognized arguments')",
+                       hint="it arrived in 0.11.1; earlier releases span hosts with Ray",
+                       flag="nnodes")
+    world = a.tensor_parallel_size * a.pipeline_parallel_size * a.data_parallel_size
+    if world % nn:
+        said = (f"'Invalid data-parallel launch options: `--nnodes {nn}` must evenly divide "
+                f"the total world size ({world})'" if version.at_least(0, 27) else
+                f"'world_size={world} must be divisible by nnodes={nn}.'")
+        ok = [str(d) for d in range(1, world + 1) if world % d == 0]
+        raise BadInput(f"vLLM {version.text} refuses --nnodes {nn} for {world} GPU"
+                       f"{'s' * (world != 1)} (TP x PP x DP): {said}",
+                       hint=f"use --nnodes {', '.join(ok[:-1]) + ' or ' if ok[:-1] else ''}"
+                       f"{ok[-1]}, a divisor of the GPU count", flag="nnodes")
+
 
 # `models/deepseek_v2.py` `DeepseekV2MLAAttention` reads dcp_q_replicate (0.29+; the env
 # var alone 0.27-0.28, and it wins when set 0.29+), and so does every model built on it
@@ -1136,7 +1163,7 @@ def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
     """The engine generation this start runs on, and a note when it is not the release's
     default: 0.8-0.10 fall back to V0 for what V1 lacks (`VllmVersion.v0_fallback`), and
     `VLLM_USE_V1` picks or forbids it (`EngineArgs.create_engine_config`)."""
-    v = version.text
+    v, why = version.text, ""
     if not version.at_least(0, 8):
         note = (f"VLLM_USE_V1=1: vLLM {v}'s experimental V1 engine is not modelled; sized "
                 "as V0" if a.use_v1 else None)
@@ -1171,9 +1198,13 @@ def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
                    else "VLLM_USE_V1=0"))
     if arch.is_hybrid_state:
         first = version.first_v1(arch.architectures)
+        # a release whose V1 serves the model: what moved this start to V0 is to drop
+        moved = version.at_least(0, 8) and version.v >= VllmVersion.of(first).v
         raise BadInput(f"vLLM {v} serves {'/'.join(arch.architectures) or arch.model_type} on "
                        "its V0 engine, whose separate Mamba state cache kvplan does not model",
-                       hint=f"size it for vLLM {first} or later (V1)")
+                       hint=(f"its V1 engine serves it without this: {why}" if why
+                             else "unset VLLM_USE_V1") if moved
+                       else f"size it for vLLM {first} or later (V1)")
     return engine, note
 
 
@@ -1205,12 +1236,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         full = arch.indexer_bytes
         arch = replace(arch, layers=[replace(x, indexer_bytes=full) for x in arch.layers])
     st = PL.st_pooling(model.st_modules, model.st_configs, version)
-    version, engine_note = _engine(version, arch, gpu, a, st is not None and a.runner == "auto"
-                                   and a.task in (None, "auto"))
     if model.hf_quant_config is not None:  # hf_quant_config.json (ModelOpt)
         if not isinstance(model.hf_quant_config, dict):
             raise BadInput("hf_quant_config.json is not a JSON object")
         check_field_types(model.hf_quant_config, "hf_quant_config.")
+    # the model registry first: a release without the architecture refuses it whatever
+    # engine a flag would move the start to
     new = next((x for x in arch.architectures
                 if x in ABSENT_UNTIL and version.v <= ABSENT_UNTIL[x]), None)
     if new:  # `ModelRegistry`: the architecture is not registered yet
@@ -1232,6 +1263,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     # `ModelRegistry`: none registered -> the Transformers backend (a note) or a refusal
     registry_note = registry_check(arch.architectures, model.config, version)
+    version, engine_note = _engine(version, arch, gpu, a, st is not None and a.runner == "auto"
+                                   and a.task in (None, "auto"))
     _validate_parallel(arch, a, version)
     check_eplb(enabled=a.enable_eplb, redundant=a.eplb_num_redundant_experts,
                expert_parallel=a.enable_expert_parallel,
@@ -1272,9 +1305,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     notes: list[str] = list(arch.notes) + [n for n in (registry_note, engine_note, aiter_note)
                                            if n]
     tp, pp = a.tensor_parallel_size, a.pipeline_parallel_size
-    if a.nnodes < 1:
-        raise BadInput(f"--nnodes must be at least 1, got {a.nnodes}", flag="nnodes")
-    if a.nnodes > 1 and version.at_least(0, 12):  # `ParallelConfig.nnodes`: the world over hosts
+    if a.nnodes > 1:  # `ParallelConfig.nnodes`: the world over hosts
         gpu = replace(gpu, gpus_per_node=min(
             gpu.gpus_per_node, cdiv(tp * pp * a.data_parallel_size, a.nnodes)))
     cc = gpu.compute_capability
