@@ -247,7 +247,7 @@ def size_cmd(
     mml = None
     if max_model_len is not None:
         mml = -1 if max_model_len.strip().lower() in ("-1", "auto") else parse_vllm_int(
-            max_model_len, what="--max-model-len")
+            max_model_len, what="--max-model-len", version=vllm_version)
     kvb = None
     if kv_cache_memory_bytes is not None:
         kvb = parse_vllm_int(kv_cache_memory_bytes, what="--kv-cache-memory-bytes")
@@ -270,7 +270,8 @@ def size_cmd(
         gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kvb,
         block_size=block_size, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=parse_vllm_int(max_num_batched_tokens,
-                                              what="--max-num-batched-tokens")
+                                              what="--max-num-batched-tokens",
+                                              version=vllm_version)
         if max_num_batched_tokens else None,
         enforce_eager=enforce_eager, dtype=dtype, quantization=quantization,
         allow_deprecated_quantization=allow_deprecated_quantization,

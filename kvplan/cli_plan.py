@@ -91,10 +91,11 @@ def _args(mml, kvd, util, mnbt, tp=1, env=None, version=None):
     m = None
     if mml is not None:
         auto = str(mml).lower() in ("-1", "auto")
-        m = -1 if auto else parse_vllm_int(mml, what="--max-model-len")
+        m = -1 if auto else parse_vllm_int(mml, what="--max-model-len", version=version)
     a = EngineArgs(tensor_parallel_size=tp, max_model_len=m, kv_cache_dtype=kvd,
                    gpu_memory_utilization=util,
-                   max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens")
+                   max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens",
+                                                         version=version)
                    if mnbt else None)
     from kvplan.core.versions import VllmVersion
     from kvplan.engines.vllm_env import apply_assignments

@@ -49,24 +49,42 @@ def parse_bytes(text: str | int | float, *, what: str = "size") -> int:
 
 _VLLM_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
                 "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+# the first release whose parser reads these flags with `human_readable_int` (32k, 32K);
+# before it `type=int`: 0.6.0-0.8.3 `add_argument('--max-model-len', type=int)`, 0.8.4 the
+# first with human_readable_int; `get_kwargs`' large-integer set gains max_num_batched_tokens
+# in 0.9.1 (engine/arg_utils.py). --kv-cache-memory-bytes has it from its first release.
+HUMAN_READABLE_FROM = {"--max-model-len": (0, 8, 4), "--max-num-batched-tokens": (0, 9, 1)}
+_EXAMPLES = {"--kv-cache-memory-bytes": "a byte count such as 21474836480, 20G (= 20 GiB) or "
+                                        "20g (= 20,000,000,000)"}
 
 
-def parse_vllm_int(text: str | int, *, what: str) -> int:
+def parse_vllm_int(text: str | int, *, what: str, version: str | None = None) -> int:
     """Parse an integer the way vLLM's argument parser does.
 
     Lower-case suffixes are decimal (32k = 32,000), upper-case binary (32K = 32,768), decimals
     only with decimal suffixes (25.6k); vllm/utils/argparse_utils.py `human_readable_int`.
+    With `version`, a flag that release still parses as a plain int refuses suffixes
+    (`HUMAN_READABLE_FROM`).
     """
     if isinstance(text, int):
         return text
     s = str(text).strip()
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)", s)
-    if not m or (m.group(2) in ("", "K", "M", "G", "T") and "." in m.group(1)):
-        raise BadInput(
-            f"cannot read {what} {text!r}",
-            hint="use an integer such as 32768, 32K (=32768) or 32k (=32000)",
-        )
-    return int(float(m.group(1)) * _VLLM_SUFFIX.get(m.group(2), 1))
+    number, suffix = (m.group(1), m.group(2)) if m else ("", "")
+    if suffix.isupper() and "." in number:  # `human_readable_int`'s own words
+        raise BadInput(f"cannot read {what} {text!r}: decimals are not allowed with binary "
+                       f"suffixes like {suffix}", hint=f"did you mean {number}{suffix.lower()}?")
+    if not m or "." in number and not suffix:
+        raise BadInput(f"cannot read {what} {text!r}", hint="use " + _EXAMPLES.get(
+            what, "an integer such as 32768, 32K (=32768) or 32k (=32000)"))
+    value = int(float(number) * _VLLM_SUFFIX.get(suffix, 1))
+    first = HUMAN_READABLE_FROM.get(what)
+    release = tuple(int(x) for x in re.findall(r"\d+", version or "")[:3])
+    if suffix and first and release and release + (0,) * (3 - len(release)) < first:
+        raise BadInput(f"vLLM {version} reads {what} as a plain integer ({text!r}: 'invalid "
+                       "int value')", hint=f"write {value}; vLLM reads suffixes there from "
+                       + ".".join(map(str, first)))
+    return value
 
 
 def parse_names(text: str | None) -> tuple[str, ...]:

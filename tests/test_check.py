@@ -284,12 +284,20 @@ def test_flag_values(capsys):
     assert [(c["status"], c["current"]) for c in f] == [("fail", "lots"), ("fail", "bfloat16")]
     assert f[0]["fix"] == "give --max-num-seqs a plain integer"
     assert f[1]["fix"] == "use one of auto, fp8, fp8_e4m3, fp8_e5m2, fp8_inc"
-    # 32k is a human-readable int from 0.8; in 0.6 --max-model-len takes a plain integer
+    # 32k is a human-readable int from 0.8.4; before, --max-model-len takes a plain integer
+    # (0.8.0-0.8.3 `type=int`, which the 0.8 record, 0.8.5's parser, does not show), and
+    # --max-num-batched-tokens from 0.9.1 (units.HUMAN_READABLE_FROM)
     assert rep["deployments"][0]["max_model_len"] == 32000
+    for version, flag, bad in (("0.6", "--max-model-len", "32k"),
+                               ("0.8.3", "--max-model-len", "32k"),
+                               ("0.9.0", "--max-num-batched-tokens", "8k")):
+        code, rep = check_json(capsys, "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct "
+                               f"{flag} {bad}", "--gpu", "h100", "--vllm-version", version)
+        f = one(rep["deployments"][0], "flag-values")
+        assert f["status"] == "fail" and f"'{bad}' is not an integer" in f["message"]
     code, rep = check_json(capsys, "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct "
-                           "--max-model-len 32k", "--gpu", "h100", "--vllm-version", "0.6")
-    f = one(rep["deployments"][0], "flag-values")
-    assert f["status"] == "fail" and "'32k' is not an integer" in f["message"]
+                           "--max-model-len 32k", "--gpu", "h100", "--vllm-version", "0.8.4")
+    assert one(rep["deployments"][0], "flag-values")["status"] == "pass"
     code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --max-model-len 32K",
                            "--gpu", "h100")
     assert one(rep["deployments"][0], "flag-values")["status"] == "pass"

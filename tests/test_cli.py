@@ -236,6 +236,52 @@ def test_max_model_len_suffixes_follow_vllm(capsys):
     assert code == 2 and "cannot read --max-model-len" in err
 
 
+@pytest.mark.parametrize("flag, value, version, says", [
+    # 0.6.0-0.8.3 `add_argument('--max-model-len', type=int)`; human_readable_int from 0.8.4
+    ("--max-model-len", "32k", "0.6.0", "vLLM 0.6.0 reads --max-model-len as a plain integer "
+     "('32k': 'invalid int value') (write 32000; vLLM reads suffixes there from 0.8.4)"),
+    ("--max-model-len", "32K", "0.8.3", "(write 32768; vLLM reads suffixes there from 0.8.4)"),
+    # `get_kwargs`' large-integer set gains max_num_batched_tokens in 0.9.1
+    ("--max-num-batched-tokens", "8k", "0.9.0", "(write 8000; vLLM reads suffixes there from "
+     "0.9.1)"),
+    # `human_readable_int`: "Decimals are not allowed with binary suffixes like G. Did you
+    # mean to use 20.5g instead?"
+    ("--kv-cache-memory-bytes", "20.5G", "0.33", "cannot read --kv-cache-memory-bytes '20.5G': "
+     "decimals are not allowed with binary suffixes like G (did you mean 20.5g?)"),
+    ("--kv-cache-memory-bytes", "20GiB", "0.33", "(use a byte count such as 21474836480, 20G "
+     "(= 20 GiB) or 20g (= 20,000,000,000))"),
+    ("--max-model-len", "32.5K", "0.33", "(did you mean 32.5k?)"),
+])
+def test_integer_flags_parse_as_the_release_parses_them(capsys, flag, value, version, says):
+    code, out, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", flag, value,
+                         "--vllm-version", version)
+    assert code == 2 and out == "" and err.count("\n") == 1 and says in err
+
+
+def test_integer_flags_take_suffixes_from_their_first_release(capsys):
+    for flag, value, version, want in (("--max-model-len", "32k", "0.8.4", 32000),
+                                       ("--max-model-len", "32000", "0.6.0", 32000),
+                                       ("--max-num-batched-tokens", "8K", "0.9.1", 8192)):
+        code, out, _ = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", flag, value,
+                           "--vllm-version", version, "--json")
+        assert code == 0 and json.loads(out)[flag[2:].replace("-", "_")] == want
+
+
+def test_kv_cache_memory_bytes_before_its_release_is_noted(capsys):
+    # the flag arrives in 0.10.2 (no kv_cache_memory in 0.6.0-0.10.1 arg_utils.py): sized as
+    # given (20 GiB / 2 MiB blocks = 10,240), with a note that `vllm serve` refuses it
+    code, out, _ = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "--vllm-version", "0.8.5",
+                       "--kv-cache-memory-bytes", "20G", "--max-model-len", "8192", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["num_gpu_blocks"] == 10240
+    assert ("vLLM 0.8.5 has no --kv-cache-memory-bytes (it arrives in 0.10.2), so its `vllm "
+            "serve` refuses the flag: sized as a start whose profile left that much for the KV "
+            "cache") in d["notes"]
+    _, out, _ = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "--vllm-version", "0.10.2",
+                    "--kv-cache-memory-bytes", "20G", "--max-model-len", "8192", "--json")
+    assert not any("--kv-cache-memory-bytes" in n for n in json.loads(out)["notes"])
+
+
 def test_max_model_len_over_limit(capsys):
     code, _, err = run(capsys, "size", "qwen2.5-7b-instruct", "--gpu", "h100",
                        "--max-model-len", "65536")

@@ -1304,6 +1304,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        hint="use a multiple of 16", flag="block_size")
     notes: list[str] = list(arch.notes) + [n for n in (registry_note, engine_note, aiter_note)
                                            if n]
+    if a.kv_cache_memory_bytes is not None and not version.at_least(0, 10, 2):
+        notes.append(f"vLLM {version.text} has no --kv-cache-memory-bytes (it arrives in "
+                     "0.10.2), so its `vllm serve` refuses the flag: sized as a start whose "
+                     "profile left that much for the KV cache")
     tp, pp = a.tensor_parallel_size, a.pipeline_parallel_size
     if a.nnodes > 1:  # `ParallelConfig.nnodes`: the world over hosts
         gpu = replace(gpu, gpus_per_node=min(

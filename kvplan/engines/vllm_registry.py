@@ -14,6 +14,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 from kvplan.core.versions import VllmVersion
+from kvplan.units import HUMAN_READABLE_FROM
 
 DATA = Path(__file__).with_name("vllm_flags.json")
 # how other patches of a minor differ from its record (tools/vllm_patch_flags.py)
@@ -104,6 +105,10 @@ class Registry:
                 info = self.flags["--kv-cache-dtype"]
                 key = "choices" if info.get("choices") else "known_values"
                 self.flags["--kv-cache-dtype"] = {**info, key: patch["kv_cache_dtypes"]}
+        for name, first in HUMAN_READABLE_FROM.items():  # a patch before its minor's record
+            info = self.flags.get(name)
+            if info and _order(text) < first and str(info.get("type")).startswith("human"):
+                self.flags[name] = {**info, "type": "int"}
         self._spell: dict[str, tuple[str, bool]] = {}
         for name, info in self.flags.items():
             self._spell[name] = (name, False)

@@ -32,14 +32,15 @@ def sized(model: Model, gpu: Gpu, tp: int, mml: str | None, kv: str, util: float
     notes: list[str] = []
     args = EngineArgs(tensor_parallel_size=tp, kv_cache_dtype=kv, gpu_memory_utilization=util,
                       max_num_seqs=seqs,
-                      max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens")
+                      max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens",
+                                                            version=version)
                       if mnbt else None, **(extra or {}))
     if args.enable_lora or args.speculative:
         notes.append("LoRA slots / the speculative drafter are in the memory; the step times "
                      "are without their kernels and without speculative decoding's speed-up")
     if mml is not None:
         args.max_model_len = -1 if str(mml).lower() in ("-1", "auto") else parse_vllm_int(
-            mml, what="--max-model-len")
+            mml, what="--max-model-len", version=version)
     r = size(model, gpu, args, version)
     if not r.fits and mml is None and r.largest_max_model_len and r.version.at_least(0, 14):
         args.max_model_len = -1  # what `vllm serve --max-model-len auto` would start with
