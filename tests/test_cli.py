@@ -406,6 +406,18 @@ def test_incomplete_config_names_field(tmp_path, capsys):
     ("text", "model_type", [], "'model_type' must be a string"),
     ("text", "rope_scaling", "yarn", "'rope_scaling' must be an object"),
     ("text", "head_dim", 1.5, "'head_dim' must be a non-negative integer"),
+    # review 23a #10: a whole float is no count either (vLLM's shapes become floats)
+    ("text", "num_attention_heads", 32.0,
+     "config field 'num_attention_heads' must be a non-negative integer, got 32.0"),
+    # 0 KV heads: `LlamaAttention`'s tp_size % total_num_kv_heads; more KV heads than query
+    # heads or not dividing them: `Attention.__init__` "num_heads ... is not divisible by"
+    ("text", "num_key_value_heads", 0,
+     "config gives 0 KV heads (num_key_value_heads, layer 0): vLLM's attention layer divides "
+     "by the count (ZeroDivisionError) (give the model's KV head count, 1 or more)"),
+    ("text", "num_key_value_heads", 64,
+     "config gives 64 KV heads (num_key_value_heads, layer 0) for 32 attention heads: vLLM "
+     "refuses them ('num_heads (32) is not divisible by num_kv_heads (64)')"),
+    ("text", "num_key_value_heads", 12, "'num_heads (32) is not divisible by num_kv_heads (12)'"),
     ("text", "num_hidden_layers", 10**12, "not a plausible layer count"),
     # IndexCache's fields (fuzz seed 561)
     ("text", "index_skip_topk_offset", [1], "'index_skip_topk_offset' must be an integer"),

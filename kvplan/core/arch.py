@@ -276,6 +276,31 @@ def _int(t: dict[str, Any], *keys: str, default: int | None = None) -> int:
     return int(_req(t, *keys))
 
 
+_KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+                 "num_attention_groups")
+
+
+def _check_kv_heads(arch: ModelArch, t: dict[str, Any]) -> None:
+    """Refuse KV heads vLLM builds no attention layer for: 0 (llama.py `LlamaAttention`'s
+    `tp_size % total_num_kv_heads`, a ZeroDivisionError) or a count that does not divide the
+    query heads (`Attention.__init__`: "num_heads (32) is not divisible by num_kv_heads (64)",
+    asserted per rank in every release 0.6-0.33, which holds at every TP exactly when the
+    totals divide)."""
+    heads = arch.num_attention_heads
+    key = next((k for k in _KV_HEAD_KEYS if t.get(k) is not None), "num_key_value_heads")
+    for i, x in enumerate(arch.layers):
+        kv = x.num_kv_heads if isinstance(x, AttnLayer) else 1
+        if kv < 1:
+            raise BadInput(f"config gives 0 KV heads ({key}, layer {i}): vLLM's attention "
+                           "layer divides by the count (ZeroDivisionError)",
+                           hint="give the model's KV head count, 1 or more")
+        if heads and heads % kv:
+            raise BadInput(f"config gives {kv} KV heads ({key}, layer {i}) for {heads} "
+                           f"attention heads: vLLM refuses them ('num_heads ({heads}) is not "
+                           f"divisible by num_kv_heads ({kv})')",
+                           hint="the KV heads must divide the attention heads")
+
+
 def total_kv_heads(t: dict[str, Any]) -> int:
     """vLLM `get_total_num_kv_heads` incl. Falcon / GPTBigCode multi_query and aliases."""
     mt = t.get("model_type", "")
@@ -826,6 +851,7 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
     arch.layers = _layers(t, arch)
     if not arch.layers:
         raise BadInput("config declares zero layers")
+    _check_kv_heads(arch, t)
     # the embedding and LM head: required (a wrapper may keep it at the top level)
     vocab_keys = ("vocab_size", "padded_vocab_size")
     arch.vocab_size = _int(t if any(t.get(k) is not None for k in vocab_keys) else config,

@@ -99,8 +99,9 @@ def check_field_types(t: dict[str, Any], where: str = "") -> None:
             continue
         if k in _COUNT_KEYS or k in _INT_KEYS:
             lo = -2**53 if k in _INT_KEYS else 0
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v < 2**53 \
-                    or v != int(v):
+            # a float, even 32.0: no real config writes one, and vLLM builds tensor shapes
+            # from the counts (`LlamaAttention`'s head_dim = hidden // heads becomes 128.0)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v < 2**53:
                 raise BadInput(f"config field {name!r} must be a"
                                f"{'n' if lo else ' non-negative'} integer, got {v!r}")
             if v == 0 and k in _POSITIVE_KEYS:
