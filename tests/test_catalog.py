@@ -1,5 +1,7 @@
 """The built-in catalogs: schema, the fast scanner agrees with a full YAML parse."""
 
+import json
+
 import yaml
 
 from kvplan import catalog
@@ -194,3 +196,19 @@ def test_two_installations_keep_their_own_cache_slots(tmp_path, monkeypatch):
     slots = sorted(p.name for p in (tmp_path / "cache" / "catalog").iterdir())
     assert len(slots) == 2 and all((tmp_path / "cache" / "catalog" / s / "0.json").exists()
                                    for s in slots)
+
+
+def test_a_user_gpu_without_compute_capability_says_what_it_assumes(tmp_path, capsys):
+    # review 23a #6: the entry is sized as the Gpu default, NVIDIA 9.0, and says so
+    from kvplan.cli import main
+
+    f = tmp_path / "gpu.yaml"
+    f.write_text(yaml.safe_dump({"schema_version": 1, "gpus": {"my-gpu": {
+        "name": "My GPU", "memory_bytes": 48 << 30}}}))
+    code = main(["size", "qwen3-4b", "--gpu", "my-gpu", "--catalog", str(f), "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 0 and d["gpu_catalog_id"] == "my-gpu"
+    assert (d["gpu_compute_capability"], d["gpu_compute_capability_assumed"]) == ("9.0", True)
+    assert ("catalog GPU 'my-gpu' gives no compute_capability: modelled as NVIDIA compute "
+            "capability 9.0 (Hopper), which picks the kernels, FP8 support and block sizes; "
+            "pass --gpu NAME (with --gpu-memory SIZE) for another architecture") in d["notes"]

@@ -179,6 +179,50 @@ def test_gpu_memory_override(capsys):
     assert "give a unit, e.g. 24GiB" in err
 
 
+def test_custom_gpu_says_which_architecture_it_models(capsys):
+    # review 23a #6: --gpu-memory alone is an NVIDIA compute capability 9.0 GPU (the Gpu
+    # default): gpt-oss-20b gets Hopper's OpenAI Triton MXFP4 kernel and 8 sequences of 32k,
+    # where a 24 GiB Ada card (RTX 4090, 8.9) runs the modular kernels and holds 7
+    code, out, _ = run(capsys, "size", "gpt-oss-20b", "--gpu-memory", "24GiB",
+                       "--max-model-len", "32k", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["gpu"] == "custom-24GiB" and d["gpu_catalog_id"] is None
+    assert (d["gpu_vendor"], d["gpu_compute_capability"]) == ("nvidia", "9.0")
+    assert d["gpu_compute_capability_assumed"] is True
+    assert (d["moe_kernel"], d["concurrency_at"]["32000"]) == ("oai_triton", 8)
+    assert ("custom GPU: modelled as NVIDIA compute capability 9.0 (Hopper), which picks the "
+            "kernels, FP8 support and block sizes; pass --gpu NAME (with --gpu-memory SIZE) for "
+            "another architecture") in d["notes"]
+    code, out, _ = run(capsys, "size", "gpt-oss-20b", "--gpu", "rtx-4090", "--gpu-memory",
+                       "24GiB", "--max-model-len", "32k", "--json")
+    d = json.loads(out)
+    assert (d["gpu_compute_capability"], d["gpu_compute_capability_assumed"]) == ("8.9", False)
+    assert (d["moe_kernel"], d["concurrency_at"]["32000"]) == ("modular", 7)
+    assert not any("custom GPU" in n for n in d["notes"])
+
+
+@pytest.mark.parametrize("name, gpu, catalog_id", [
+    # review 23a #15: `gpu` names the variant sized; gpu_catalog_id the gpus.yaml entry
+    (["--gpu", "h100"], "h100-sxm", "h100-sxm"),
+    (["--gpu", "h100", "--gpu-memory", "70GiB"], "h100-sxm (70GiB)", "h100-sxm"),
+    (["--gpu", "NVIDIA-H100-80GB-HBM3-MIG-3g.40gb"], "h100-sxm-mig-3g.40gb", "h100-sxm"),
+    # review 23a #11: GPU feature discovery's time-slicing label (renameByDefault)
+    (["--gpu", "NVIDIA-H100-80GB-HBM3-SHARED"], "h100-sxm", "h100-sxm"),
+    (["--gpu", "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb-SHARED"], "a100-sxm4-40gb-mig-3g.20gb",
+     "a100-sxm4-40gb"),
+])
+def test_gpu_key_and_catalog_id(capsys, name, gpu, catalog_id):
+    code, out, err = run(capsys, "size", "qwen3-4b", *name, "--max-model-len", "8192", "--json")
+    d = json.loads(out)
+    assert code == 0, err
+    assert (d["gpu"], d["gpu_catalog_id"], d["gpu_compute_capability_assumed"]) == (
+        gpu, catalog_id, False)
+    shared = [n for n in d["notes"] if "time-sliced" in n]
+    assert shared == ([f"{name[1]} is a time-sliced GPU (GPU feature discovery's -SHARED "
+                       "label): the pods that share it share its memory, and this sizes one "
+                       "vLLM with all of it"] if name[1].endswith("SHARED") else [])
+
+
 def test_unknown_model_suggests(capsys):
     code, out, err = run(capsys, "size", "llama-3.1-8b-instruc", "--gpu", "h100")
     assert code == 2 and out == ""

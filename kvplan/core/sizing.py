@@ -141,6 +141,9 @@ class Gpu:
     price_per_hour: float | None = None
     mig_profile: str = ""  # a MIG slice of the GPU ("3g.40gb"); "" for the whole GPU
     memory_note: str = ""  # why memory_bytes is an estimate ("" when a runtime printed it)
+    catalog_id: str = ""  # the gpus.yaml entry it comes from ("" for --gpu-memory alone)
+    assumed: bool = False  # compute capability and vendor are defaults, not known
+    note: str = ""  # how the GPU was read: assumed architecture, a time-sliced GPU
 
 
 @record(frozen=True)
@@ -312,6 +315,7 @@ class SizeResult:
     gpu: str
     gpu_memory_bytes: int
     gpu_memory_estimated: bool  # the catalog's total is inferred, not a runtime print
+    gpu_spec: Gpu  # the GPU as sized (compute capability, vendor, catalog entry)
     args: EngineArgs
     version: VllmVersion
     arch: ModelArch
@@ -402,6 +406,10 @@ class SizeResult:
             "gpu": self.gpu,
             "gpu_memory_bytes": self.gpu_memory_bytes,
             "gpu_memory_estimated": self.gpu_memory_estimated,
+            "gpu_catalog_id": self.gpu_spec.catalog_id or None,
+            "gpu_vendor": self.gpu_spec.vendor,
+            "gpu_compute_capability": self.gpu_spec.compute_capability,
+            "gpu_compute_capability_assumed": self.gpu_spec.assumed,
             "vllm_version": self.version.text,
             "engine": "v1" if self.version.v1 else "v0",
             "model_runner_v2": self.model_runner_v2,
@@ -1855,6 +1863,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "known)")
     if gpu.memory_note:
         notes.append(f"{gpu.memory_note}; --gpu-memory SIZE gives the one the GPU reports")
+    if gpu.note:
+        notes.append(gpu.note)
     if a.cpu_offload_gb:
         # `UVAOffloader.wrap_modules`: decoder-layer parameters move to pinned host memory,
         # parameter by parameter, until cpu_offload_gb GiB (per GPU) are offloaded
@@ -2572,7 +2582,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                  if isinstance(x, AttnLayer) and x.parallel_state and i in kv_stages[top_stage])
     return SizeResult(
         model=model.id, gpu=gpu.id, gpu_memory_bytes=gpu.memory_bytes,
-        gpu_memory_estimated=bool(gpu.memory_note), args=a, version=version,
+        gpu_memory_estimated=bool(gpu.memory_note), gpu_spec=gpu, args=a, version=version,
         arch=arch, model_dtype=model_dtype, kv_dtype=kv, max_model_len=mml, quantization=quant,
         attention_backend=forced,
         max_model_len_source=mml_src, max_num_seqs=seqs, max_num_batched_tokens=mnbt,

@@ -18,6 +18,12 @@ from kvplan.sources.local import load_local, st_modules
 from kvplan.units import parse_bytes
 
 _MIG = re.compile(rf"[\s_-]MIG[\s_-]+({MIG_PROFILE}(?:[+-][a-z.]+)*)\s*$", re.I)
+# GPU feature discovery's product label on a time-sliced GPU (`sharing.timeSlicing` with
+# renameByDefault: nvidia.com/gpu.product=<product>-SHARED)
+_SHARED = re.compile(r"-SHARED\s*$", re.I)
+ASSUMED_GPU = ("modelled as NVIDIA compute capability {cc} (Hopper), which picks the kernels, "
+               "FP8 support and block sizes; pass --gpu NAME (with --gpu-memory SIZE) for "
+               "another architecture")
 
 
 def _unknown(kind: str, name: str, cat: catalog.Catalog, listing: str) -> BadInput:
@@ -81,8 +87,12 @@ def gpu_from_entry(key: str, e: dict[str, Any]) -> Gpu:
     mem = e.get("memory_bytes")
     if not isinstance(mem, int) or mem <= 0:
         raise BadInput(f"catalog GPU {key!r} needs a positive integer memory_bytes")
-    return Gpu(id=key, name=str(e.get("name", key)), memory_bytes=mem,
-               compute_capability=str(e.get("compute_capability", "9.0")),
+    assumed = e.get("compute_capability") is None
+    cc = Gpu.compute_capability if assumed else str(e["compute_capability"])
+    return Gpu(id=key, name=str(e.get("name", key)), memory_bytes=mem, catalog_id=key,
+               compute_capability=cc, assumed=assumed,
+               note=f"catalog GPU {key!r} gives no compute_capability: "
+               + ASSUMED_GPU.format(cc=cc) if assumed else "",
                vendor=str(e.get("vendor", "nvidia")),
                bandwidth_gbps=float(e.get("bandwidth_gbps") or 0),
                interconnect_gbps=float(e.get("interconnect_gbps") or 0),
@@ -163,19 +173,30 @@ def resolve_gpu(name: str | None, memory: str | None = None,
     if name:
         cat = catalog.load("gpus", catalogs)
         hit = cat.get(name)
-        mig = None if hit else _MIG.search(name)
+        shared = None if hit else _SHARED.search(name)
+        label = name[:shared.start()] if shared else name
+        if shared:
+            hit = cat.get(label)
+        mig = None if hit else _MIG.search(label)
         if mig:  # GFD's "<GPU>-MIG-3g.20gb", nvidia-smi's "<GPU> MIG 3g.20gb": the GPU's entry
-            hit = cat.get(name[:mig.start()].strip(" -_"))
+            hit = cat.get(label[:mig.start()].strip(" -_"))
         if not hit:
             raise _unknown("GPU", name, cat, "gpus")
-        if mig:
-            return _mig_slice(gpu_from_entry(*hit), hit[1], name, mig.group(1), memory)
         gpu = gpu_from_entry(*hit)
-        if memory:
+        if mig:
+            gpu = _mig_slice(gpu, hit[1], label, mig.group(1), memory)
+        elif memory:
             gpu = replace(gpu, memory_bytes=parse_gpu_memory(memory), id=f"{gpu.id} ({memory})",
                           memory_note="")
+        if shared:
+            gpu = replace(gpu, note="; ".join(x for x in (gpu.note, (
+                f"{name} is a time-sliced GPU (GPU feature discovery's -SHARED label): the "
+                "pods that share it share its memory, and this sizes one vLLM with all of "
+                "it")) if x))
         return gpu
     if memory:
         mem = parse_gpu_memory(memory)
-        return Gpu(id=f"custom-{memory}", name=f"custom GPU ({memory})", memory_bytes=mem)
+        return Gpu(id=f"custom-{memory}", name=f"custom GPU ({memory})", memory_bytes=mem,
+                   assumed=True, note="custom GPU: " + ASSUMED_GPU.format(
+                       cc=Gpu.compute_capability))
     raise BadInput("no GPU given", hint="pass --gpu NAME (see `kvplan gpus`) or --gpu-memory 24GiB")
