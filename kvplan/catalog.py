@@ -239,6 +239,7 @@ class Catalog:
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     origin: dict[str, str] = field(default_factory=dict)
     _index: dict[str, str] = field(default_factory=dict)
+    shadowed: dict[str, str] = field(default_factory=dict)  # a name -> the entry it meant before
 
     def add(self, key: str, entry: dict[str, Any] | _Lazy, origin: str,
             names: list[str] | None = None, normalised: bool = False) -> None:
@@ -252,7 +253,11 @@ class Catalog:
         self.entries[key] = entry
         self.origin[key] = origin
         for n in (names or []) if normalised else [key, *(names or [])]:
-            self._index[n if normalised else _norm(n)] = key
+            n = n if normalised else _norm(n)
+            before = self._index.get(n)
+            if before is not None and before != key:
+                self.shadowed[n] = before
+            self._index[n] = key
 
     def entry(self, key: str) -> dict[str, Any]:
         e = self.entries[key]
@@ -268,6 +273,16 @@ class Catalog:
         if key is None:
             return None
         return key, self.entry(key)
+
+    def provenance(self, name: str) -> str:
+        """Where a user file's entry for `name` comes from ("" for a built-in one)."""
+        key = self._index.get(_norm(name))
+        src = self.origin.get(key or "", "")
+        if not key or src == str(builtin_path(f"{self.kind}.yaml")):
+            return ""
+        prev = self.shadowed.get(_norm(name))
+        return (f"catalog {self.kind[:-1]} {key!r} in {src}"
+                + (f", whose name {name!r} hides {prev!r}" if prev else ""))
 
     def suggestions(self, name: str, n: int = 3) -> list[str]:
         import difflib  # only an unknown name needs it

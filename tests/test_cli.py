@@ -231,6 +231,27 @@ def test_unknown_model_suggests(capsys):
     assert err.count("\n") == 1
 
 
+def test_misleading_model_errors_name_the_cause(capsys, tmp_path):
+    # review 23a #12: --revision skips the catalog, so it needs a Hub repo id
+    code, _, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "--revision", "main")
+    assert code == 2 and err == (
+        "kvplan: error: --revision needs a Hub repo id; 'llama-3.1-8b' is the catalog alias of "
+        "meta-llama/Llama-3.1-8B (pass meta-llama/Llama-3.1-8B --revision main)\n")
+    code, _, err = run(capsys, "size", "", "--gpu", "h100")
+    assert code == 2 and err.startswith("kvplan: error: MODEL is empty (give a catalog id")
+    # a user entry whose alias takes a built-in name, with an incomplete config: the error
+    # names the entry, its file and the name it took
+    f = tmp_path / "dupalias.yaml"
+    f.write_text("schema_version: 1\nmodels:\n  acme/c:\n    aliases: [llama-3.1-8b]\n"
+                 "    config: {model_type: llama}\n")
+    code, _, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "--catalog", str(f))
+    assert code == 2 and err.startswith(
+        f"kvplan: error: catalog model 'acme/c' in {f}, whose name 'llama-3.1-8b' hides "
+        "'meta-llama/Llama-3.1-8B': config of model_type 'llama' lacks hidden_size")
+    code, _, err = run(capsys, "size", "acme/c", "--gpu", "h100", "--catalog", str(f))
+    assert code == 2 and err.startswith(f"kvplan: error: catalog model 'acme/c' in {f}: config")
+
+
 def test_unknown_gpu_suggests(capsys):
     code, _, err = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h1000")
     assert code == 2 and "unknown GPU 'h1000'" in err and "h100" in err

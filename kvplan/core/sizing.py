@@ -163,6 +163,7 @@ class Model:
     st_configs: dict[str, Any] | None = None
     st_checked: bool = False
     st_encoder: dict[str, Any] | None = None  # sentence_bert_config.json & co. (+ "file")
+    origin: str = ""  # a user catalog entry: which, in which file (named in config errors)
 
     @property
     def quant_file_for_kv(self) -> dict[str, Any] | None:
@@ -1239,7 +1240,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if a.kv_cache_memory_bytes == 0:  # `if kv_cache_memory_bytes := ...`: 0 profiles as unset
         a = replace(a, kv_cache_memory_bytes=None)
     version = VllmVersion.of(vllm_version)
-    arch = normalize(model.config)
+    try:
+        arch = normalize(model.config)
+    except BadInput as e:  # a user catalog's entry: say which, and where
+        if not model.origin:
+            raise
+        raise type(e)(f"{model.origin}: {e.message}", hint=e.hint, flag=e.flag) from None
     if arch.is_sparse_mla and not version.at_least(0, 24):  # every layer built its indexer
         full = arch.indexer_bytes
         arch = replace(arch, layers=[replace(x, indexer_bytes=full) for x in arch.layers])

@@ -32,7 +32,7 @@ def _unknown(kind: str, name: str, cat: catalog.Catalog, listing: str) -> BadInp
     return BadInput(f"unknown {kind} {name!r}", hint=hint)
 
 
-def model_from_entry(key: str, entry: dict[str, Any]) -> Model:
+def model_from_entry(key: str, entry: dict[str, Any], origin: str = "") -> Model:
     config = entry.get("config")
     if not isinstance(config, dict):
         raise BadInput(f"catalog model {key!r} has no 'config' mapping")
@@ -52,7 +52,7 @@ def model_from_entry(key: str, entry: dict[str, Any]) -> Model:
                  st_modules=st["modules"] if st else None,
                  st_configs=(st.get("pooling") or {}) if st else None,
                  st_checked=st is not None,
-                 st_encoder=(st.get("encoder") or None) if st else None)
+                 st_encoder=(st.get("encoder") or None) if st else None, origin=origin)
 
 
 def model_from_record(rec: dict[str, Any]) -> Model:
@@ -66,18 +66,25 @@ def model_from_record(rec: dict[str, Any]) -> Model:
 
 def resolve_model(name: str, catalogs: list[str] | None = None, *, revision: str | None = None,
                   token: str | None = None, offline: bool | None = None) -> Model:
+    if not name.strip():
+        raise BadInput("MODEL is empty", hint="give a catalog id or alias, a Hub repo id, a "
+                       "config.json or a model directory")
     rec = load_local(name)
     if rec is not None:
         return model_from_record(rec)
     if name.startswith((".", "/", "~")) or name.endswith(".json"):
         raise BadInput(f"no model at path {name}", hint="check the path")
     cat = catalog.load("models", catalogs)
-    hit = cat.get(name) if revision is None else None
-    if hit:
-        return model_from_entry(*hit)
+    hit = cat.get(name)
+    if hit and revision is None:
+        return model_from_entry(*hit, origin=cat.provenance(name))
     from kvplan.sources import hub
 
     if not hub.looks_like_repo_id(name):
+        if hit:  # --revision names a Hub revision, which a catalog alias has not
+            raise BadInput(f"--revision needs a Hub repo id; {name!r} is the catalog alias of "
+                           f"{hit[0]}", hint=f"pass {hit[0]} --revision {revision}"
+                           if hub.looks_like_repo_id(hit[0]) else "drop --revision")
         raise _unknown("model", name, cat, "models")
     return model_from_record(hub.load_hub(name, revision=revision, token=token,
                                           offline=offline, suggestions=cat.suggestions(name)))
