@@ -319,10 +319,12 @@ def load(kind: str, extra: list[str] | None = None) -> Catalog:
                     cat.add(key, lazy, src, names, normalised=True)
                 continue
         data = load_file(src)
+        from kvplan.catalog_schema import check_entry, check_file
+
+        check_file(data, src)
         section = data.get(kind) or {}
         if not isinstance(section, dict):
             raise BadInput(f"'{kind}:' in catalog {src} must be a mapping of id -> entry")
-        from kvplan.catalog_schema import check_entry
 
         for key, entry in section.items():
             check_entry(kind, str(key), entry, src)

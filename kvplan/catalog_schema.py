@@ -41,6 +41,19 @@ _FIELDS: dict[str, dict[str, tuple[str, float | None, bool]]] = {
 VENDORS = ("nvidia", "amd")
 MIG_PROFILE = r"\d+g\.\d+gb"  # a MIG GPU-instance profile name: 3g.40gb
 _MIG_PROFILE = re.compile(MIG_PROFILE)
+# NVIDIA's major.minor ("8.9"), or an AMD gfx target ("gfx942")
+_CC = re.compile(r"\d+\.\d+|gfx[0-9a-f]+")
+SCHEMA_VERSIONS = (1,)  # the catalog layouts this kvplan reads (docs/catalogs.md)
+
+
+def check_file(data: dict[str, Any], origin: str) -> None:
+    """Refuse a catalog file written for a layout this kvplan does not read."""
+    v = data.get("schema_version")
+    if v is not None and (isinstance(v, bool) or v not in SCHEMA_VERSIONS):
+        raise BadInput(f"catalog {origin}: schema_version {v!r} is not one this kvplan reads "
+                       f"({', '.join(map(str, SCHEMA_VERSIONS))})",
+                       hint="write schema_version: 1 (docs/catalogs.md), or run the kvplan "
+                       "that wrote the file")
 
 
 def _fits(kind: str, v: Any) -> bool:
@@ -80,8 +93,14 @@ def check_entry(kind: str, key: str, entry: Any, origin: str) -> None:
         if entry.get("vendor", "nvidia") not in VENDORS:
             raise bad("vendor", " or ".join(VENDORS))
         cc = entry.get("compute_capability")
-        if cc is not None and (isinstance(cc, bool) or not isinstance(cc, (str, int, float))):
-            raise bad("compute_capability", 'a string such as "9.0"')
+        if cc is not None and (not isinstance(cc, (str, float)) or not _CC.fullmatch(str(cc))):
+            raise bad("compute_capability", 'major.minor such as "9.0" (NVIDIA) or a gfx '
+                      'target such as "gfx942" (AMD)')
+        if cc is not None and str(cc).startswith("gfx") != (entry.get("vendor") == "amd"):
+            raise BadInput(f"gpus entry {key!r} in {origin}: compute_capability {cc!r} is "
+                           f"{'an AMD target' if str(cc).startswith('gfx') else 'NVIDIA'}'s but "
+                           f"vendor is {entry.get('vendor', 'nvidia (the default)')}",
+                           hint="set vendor: amd for a gfx target, nvidia for major.minor")
         for fld, kind, example, what in (("mig", _NUM, "3g.40gb", "its GiB"),
                                          ("mig_sms", _INT, "1g.10gb", "its SM count")):
             for prof, v in (entry.get(fld) or {}).items():

@@ -172,7 +172,24 @@ def test_user_entries_of_the_wrong_shape_are_named(tmp_path, capsys):
              ({"models": {"me/m": model}}, ["me/m", "--gpu", "h100"],
               "models entry 'me/m' in {f}: aliases must be a list of strings, got 5"),
              ({"models": {"me/m": {"config": {}, "weights_bytes": 0}}}, ["me/m", "--gpu", "h100"],
-              "weights_bytes must be an integer >= 1, got 0")]
+              "weights_bytes must be an integer >= 1, got 0"),
+             # review 23a #14: a capability cc_major() would read as anything
+             ({"gpus": {"my-gpu": {**gpu, "bandwidth_gbps": 900,
+                                   "compute_capability": "banana"}}},
+              ["llama-3.1-8b", "--gpu", "my-gpu"], "gpus entry 'my-gpu' in {f}: "
+              "compute_capability must be major.minor such as \"9.0\" (NVIDIA) or a gfx target "
+              "such as \"gfx942\" (AMD), got 'banana'"),
+             ({"gpus": {"my-gpu": {**gpu, "bandwidth_gbps": 900, "compute_capability": "8,9"}}},
+              ["llama-3.1-8b", "--gpu", "my-gpu"], "got '8,9'"),
+             ({"gpus": {"my-gpu": {**gpu, "bandwidth_gbps": 900, "compute_capability": 9}}},
+              ["llama-3.1-8b", "--gpu", "my-gpu"], "got 9"),
+             ({"gpus": {"my-gpu": {**gpu, "bandwidth_gbps": 900,
+                                   "compute_capability": "gfx942"}}},
+              ["llama-3.1-8b", "--gpu", "my-gpu"], "compute_capability 'gfx942' is an AMD "
+              "target's but vendor is nvidia (the default)"),
+             # a layout this kvplan does not read
+             ({"schema_version": 2, "models": {}}, ["llama-3.1-8b", "--gpu", "h100"],
+              "kvplan: error: catalog {f}: schema_version 2 is not one this kvplan reads (1)")]
     for n, (doc, argv, says) in enumerate(cases):
         f = tmp_path / f"cat{n}.yaml"
         f.write_text(yaml.safe_dump({"schema_version": 1, **doc}))
@@ -199,7 +216,8 @@ def test_two_installations_keep_their_own_cache_slots(tmp_path, monkeypatch):
 
 
 def test_a_user_gpu_without_compute_capability_says_what_it_assumes(tmp_path, capsys):
-    # review 23a #6: the entry is sized as the Gpu default, NVIDIA 9.0, and says so
+    # review 23a #6: the entry is sized as the Gpu default, NVIDIA 9.0, and says so; a YAML
+    # float capability (8.9) is read as the string it spells
     from kvplan.cli import main
 
     f = tmp_path / "gpu.yaml"
@@ -212,3 +230,9 @@ def test_a_user_gpu_without_compute_capability_says_what_it_assumes(tmp_path, ca
     assert ("catalog GPU 'my-gpu' gives no compute_capability: modelled as NVIDIA compute "
             "capability 9.0 (Hopper), which picks the kernels, FP8 support and block sizes; "
             "pass --gpu NAME (with --gpu-memory SIZE) for another architecture") in d["notes"]
+    f.write_text("schema_version: 1\ngpus:\n  my-gpu:\n    name: My GPU\n"
+                 "    memory_bytes: 51539607552\n    compute_capability: 8.9\n")
+    code = main(["size", "qwen3-4b", "--gpu", "my-gpu", "--catalog", str(f), "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert (d["gpu_compute_capability"], d["gpu_compute_capability_assumed"]) == ("8.9", False)
