@@ -287,6 +287,29 @@ def test_weights_hint_offers_a_smaller_tp_with_a_shorter_context(capsys):
             f"GPU); or with --tensor-parallel-size 4 --max-model-len {largest} (32.9 GiB") in line
 
 
+def test_hint_offers_the_asked_tp_with_a_shorter_context_when_the_profile_fails(capsys):
+    # review 23a #5: Qwen2.5-VL-7B on one L4 at its 128,000 default: the profile's video item
+    # (114,688 tokens, 14.85 GiB) leaves no KV cache; it shrinks with max_model_len, so TP1
+    # starts at 32,767 (16,384-token video), found by bisection through the same sizing
+    code, out, _ = run(capsys, "size", "qwen2.5-vl-7b", "--gpu", "l4", "--json")
+    d = json.loads(out)
+    assert code == 1 and d["failure"].startswith("no memory left for the KV cache")
+    assert ("fits with --tensor-parallel-size 4 (3.9 GiB of weights and 6.1 GiB of KV per GPU); "
+            "or with --max-model-len 32767 (1.8 GiB of KV per GPU)") in d["notes"]
+    for n, fits in ((32767, 0), (32768, 1)):
+        code, _, _ = run(capsys, "size", "qwen2.5-vl-7b", "--gpu", "l4", "--max-model-len",
+                         str(n))
+        assert code == fits
+    # where the peak does not move with the length, the failure's own largest length is it,
+    # and the hint does not repeat it
+    code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "l4",
+                       "--max-model-len", "131072", "--json")
+    d = json.loads(out)
+    assert code == 1 and d["failure"].endswith("the largest max_model_len that fits is 29232")
+    assert d["notes"][-1] == ("fits with --tensor-parallel-size 2 (7.5 GiB of weights and 11.0 "
+                              "GiB of KV per GPU)")
+
+
 def test_bad_tp_exit_2(capsys):
     code, _, err = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100", "-tp", "3")
     assert code == 2 and "not divisible by 3" in err

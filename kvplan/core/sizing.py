@@ -2463,6 +2463,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # vLLM's own "to fully utilize gpu memory" suggestion leaves the same 150 MiB
     kv_max = max(gpu.memory_bytes - non_kv - M.REDUNDANCY_BUFFER, 0)
     fits, failure = True, None
+    shorten = False  # the failure is the profile's peak or the KV cache: a shorter length may fit
     # with --kv-cache-memory-bytes vLLM compares nothing with the requested share (the
     # worker returns the given bytes after a compile-only profile run): the GPU bounds it
     if bud.weights > bud.requested and a.kv_cache_memory_bytes is None:
@@ -2489,13 +2490,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                    f"GPU: vLLM runs out of memory allocating it; "
                    f"{max(kv_max, bud.kv_pool) // bpb:,} blocks at most")
     elif bud.available_kv <= 0:
-        fits = False
+        fits, shorten = False, a.max_model_len != -1
         failure = ("no memory left for the KV cache after weights, activations and graphs "
                    f"({bud.available_kv / GiB:.2f} GiB)" + (
                        f"; the expert-parallel buffers take {a2a_bytes / GiB:.2f} GiB"
                        if a2a_bytes >= GiB else ""))
     elif bud.kv_pool <= 0:
-        fits = False
+        fits, shorten = False, a.max_model_len != -1
         failure = (f"the API server's multimodal decoding reserves {frontend.total / GiB:.2f} "
                    f"GiB but only {bud.available_kv / GiB:.2f} GiB is available for the KV "
                    "cache; lower --mm-ipc-gpu-memory-gb or hw_decoders, or raise "
@@ -2511,7 +2512,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         need = B.needed_bytes(groups, mml, inflight, check_bpb, per_layer=per_layer_check,
                               first_group=first_group)
         if need > avail_for_check:
-            fits = False
+            fits, shorten = False, True
             failure = (f"max_model_len {mml} needs {need / GiB:.2f} GiB of KV cache for one "
                        f"request but only {avail_for_check / GiB:.2f} GiB is available; "
                        + (f"the largest max_model_len that fits is {largest}" if largest
@@ -2532,7 +2533,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"this backend's default, {A2A.BATCHED_DP_TOKENS}")
     elif not fits and hints:
         notes.append(_fit_hint(model, gpu, a, vllm_version, arch,
-                               kv_bound=str(failure).startswith("max_model_len")))
+                               kv_bound=str(failure).startswith("max_model_len"),
+                               shorten_below=mml if shorten else 0, named=largest))
     call = shape.fi_call_scratch_bytes(mnbt * shape.moe_dp)
     if hints and call >= GiB and mnbt // 2 >= max(seqs, 1024) and \
             a.kv_cache_memory_bytes is None:  # (vLLM wants mnbt >= max_num_seqs)
@@ -2743,9 +2745,50 @@ def _activation_shape(arch: ModelArch, expert_tp: int, tp: int,
 
 
 def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
-              arch: ModelArch, *, kv_bound: bool = False) -> str:
+              arch: ModelArch, *, kv_bound: bool = False, shorten_below: int = 0,
+              named: int = 0) -> str:
     """The smallest change that makes vLLM start: fewer LoRA slots, more TP, then an FP8 KV
-    cache."""
+    cache; and, `shorten_below` a length whose profile peak or KV cache did not fit, the
+    largest shorter --max-model-len that starts as asked, unless it is the `named` one the
+    failure gives."""
+    hint = _fit_hint_parallel(model, gpu, a, version, arch, kv_bound)
+    n, r = _largest_len(model, gpu, a, version, shorten_below, named) if shorten_below \
+        else (0, None)
+    if r is None or n == named:
+        return hint
+    same = f"--max-model-len {n} ({r.budget.available_kv / GiB:.1f} GiB of KV per GPU)"
+    return f"{hint}; or with {same}" if hint.startswith("fits") else f"fits with {same}"
+
+
+def _largest_len(model: Model, gpu: Gpu, a: EngineArgs, version: str | None, below: int,
+                 named: int) -> tuple[int, SizeResult | None]:
+    """The largest --max-model-len under `below`, and at least SHORTER_HINT_MIN_LEN, that
+    starts with the other flags as asked, found by bisection through the same sizing (a
+    start fits at every shorter length). It can exceed the `named` largest the failure gives,
+    which keeps the profile run of the asked length: a Qwen VL model profiles one video item
+    as long as max_model_len allows (methodology §1)."""
+    def run(n: int) -> SizeResult | None:
+        try:
+            r = size(model, gpu, replace(a, max_model_len=n), version, hints=False)
+        except BadInput:
+            return None
+        return r if r.fits else None
+
+    lo, hi = SHORTER_HINT_MIN_LEN, below - 1
+    at = run(named) if named and lo <= named < below else None
+    if at is not None and run(named + 1) is None:
+        return named, at  # the named one is the largest: the peak does not shrink with it
+    best = run(lo) if lo <= hi else None
+    while best is not None and lo < hi:
+        mid = (lo + hi + 1) // 2
+        r = run(mid)
+        lo, hi, best = (mid, hi, r) if r is not None else (lo, mid - 1, best)
+    return lo, best
+
+
+def _fit_hint_parallel(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
+                       arch: ModelArch, kv_bound: bool) -> str:
+    """Fewer LoRA slots, more TP, then an FP8 KV cache."""
     lora, tries = "", []
     if a.enable_lora:  # slots cost in proportion: fewer, then one of a smaller rank
         from kvplan.core.lora import RANKS
