@@ -64,7 +64,8 @@ def parse_vllm_int(text: str | int, *, what: str, version: str | None = None) ->
     Lower-case suffixes are decimal (32k = 32,000), upper-case binary (32K = 32,768), decimals
     only with decimal suffixes (25.6k); vllm/utils/argparse_utils.py `human_readable_int`.
     With `version`, a flag that release still parses as a plain int refuses suffixes
-    (`HUMAN_READABLE_FROM`).
+    (`HUMAN_READABLE_FROM`); a minor alone (0.8) stands for its newest patch, as `check`'s
+    flag records read it.
     """
     if isinstance(text, int):
         return text
@@ -80,7 +81,7 @@ def parse_vllm_int(text: str | int, *, what: str, version: str | None = None) ->
     value = int(float(number) * _VLLM_SUFFIX.get(suffix, 1))
     first = HUMAN_READABLE_FROM.get(what)
     release = tuple(int(x) for x in re.findall(r"\d+", version or "")[:3])
-    if suffix and first and release and release + (0,) * (3 - len(release)) < first:
+    if suffix and first and release and release < first[:len(release)]:
         raise BadInput(f"vLLM {version} reads {what} as a plain integer ({text!r}: 'invalid "
                        "int value')", hint=f"write {value}; vLLM reads suffixes there from "
                        + ".".join(map(str, first)))

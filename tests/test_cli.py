@@ -347,7 +347,9 @@ def test_integer_flags_parse_as_the_release_parses_them(capsys, flag, value, ver
 
 
 def test_integer_flags_take_suffixes_from_their_first_release(capsys):
+    # a minor alone stands for its newest patch, as check's flag records (0.8 = 0.8.5)
     for flag, value, version, want in (("--max-model-len", "32k", "0.8.4", 32000),
+                                       ("--max-model-len", "32k", "0.8", 32000),
                                        ("--max-model-len", "32000", "0.6.0", 32000),
                                        ("--max-num-batched-tokens", "8K", "0.9.1", 8192)):
         code, out, _ = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", flag, value,

@@ -289,7 +289,9 @@ def _check_kv_heads(arch: ModelArch, t: dict[str, Any]) -> None:
     heads = arch.num_attention_heads
     key = next((k for k in _KV_HEAD_KEYS if t.get(k) is not None), "num_key_value_heads")
     for i, x in enumerate(arch.layers):
-        kv = x.num_kv_heads if isinstance(x, AttnLayer) else 1
+        if not isinstance(x, AttnLayer):
+            continue
+        kv = x.num_kv_heads
         if kv < 1:
             raise BadInput(f"config gives 0 KV heads ({key}, layer {i}): vLLM's attention "
                            "layer divides by the count (ZeroDivisionError)",

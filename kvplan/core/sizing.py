@@ -711,8 +711,6 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
             raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
 
 
-# --- weights ---------------------------------------------------------------------------------
-
 def _validate_nnodes(a: EngineArgs, version: VllmVersion) -> None:
     """`--nnodes` as `EngineArgs.create_engine_config` takes it: the flag arrives in 0.11.1,
     and the hosts must split the world (TP x PP x DP) evenly, an assertion in 0.11.1-0.26
@@ -737,6 +735,8 @@ def _validate_nnodes(a: EngineArgs, version: VllmVersion) -> None:
                        hint=f"use --nnodes {', '.join(ok[:-1]) + ' or ' if ok[:-1] else ''}"
                        f"{ok[-1]}, a divisor of the GPU count", flag="nnodes")
 
+
+# --- weights ---------------------------------------------------------------------------------
 
 # `models/deepseek_v2.py` `DeepseekV2MLAAttention` reads dcp_q_replicate (0.29+; the env
 # var alone 0.27-0.28, and it wins when set 0.29+), and so does every model built on it
@@ -1207,7 +1207,7 @@ def _engine(version: VllmVersion, arch: ModelArch, gpu: Gpu,
                    else "VLLM_USE_V1=0"))
     if arch.is_hybrid_state:
         first = version.first_v1(arch.architectures)
-        # a release whose V1 serves the model: what moved this start to V0 is to drop
+        # a release whose V1 serves the model: drop what moved this start to V0
         moved = version.at_least(0, 8) and version.v >= VllmVersion.of(first).v
         raise BadInput(f"vLLM {v} serves {'/'.join(arch.architectures) or arch.model_type} on "
                        "its V0 engine, whose separate Mamba state cache kvplan does not model",
