@@ -266,6 +266,20 @@ def test_trace_input(tmp_path, capsys):
     assert code == 0, err
 
 
+def test_trace_rows_are_sorted_with_their_arrival_times(tmp_path):
+    """Review 23b #2: the times were sorted apart from their rows. A trace written at
+    completion, out of order: each row keeps its own lengths at its own time."""
+    from kvplan.sources.trace import read_trace
+
+    t = tmp_path / "t.csv"
+    t.write_text("prompt_tokens,output_tokens,timestamp\n"
+                 "300,30,102.5\n100,10,100.0\n400,40,102.5\n200,20,101.0\n")
+    tr = read_trace(str(t))
+    assert tr.arrivals == [0.0, 1.0, 2.5, 2.5]
+    assert tr.prompts == [100, 200, 300, 400]  # equal times keep the file's order
+    assert tr.outputs == [10, 20, 30, 40]
+
+
 @pytest.mark.parametrize("content,msg", [
     ("", "is empty"),
     ("{\"prompt_tokens\": 5}\n", "no prompt/output token columns"),

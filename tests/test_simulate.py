@@ -442,3 +442,25 @@ def test_v0_admission_watermark_in_size(capsys):
     assert main(["size", "llama-3.1-8b", "--gpu", "h100", "--vllm-version", "0.6.0",
                  "--max-model-len", "8192", "--kv-cache-memory-bytes", "20G"]) == 0
     assert "V0 admits into 10,138: 1 % kept free" in capsys.readouterr()[0]
+
+
+def _trace_rows(n_long=30, n_short=30):
+    """The first n_long requests by time have 6,000-token prompts, the rest 200 (1 s apart)."""
+    return [{"prompt_tokens": 6000 if i < n_long else 200, "output_tokens": 50,
+             "timestamp": float(i)} for i in range(n_long + n_short)]
+
+
+def test_a_trace_out_of_time_order_replays_as_the_sorted_one(tmp_path, capsys):
+    """Review 23b #2: the same rows in reverse file order simulate identically."""
+    rows = _trace_rows()
+    results = []
+    for name, order in (("sorted", rows), ("reversed", rows[::-1])):
+        t = tmp_path / f"{name}.jsonl"
+        t.write_text("\n".join(json.dumps(r) for r in order))
+        code, out, err = run(capsys, "simulate", "llama-3.1-8b-instruct", "--gpu", "h100",
+                             "--max-model-len", "8192", "--trace", str(t), "--json")
+        assert code == 0, err
+        d = json.loads(out)
+        results.append({k: v for k, v in d.items() if k not in ("workload", "notes")})
+    assert results[0] == results[1]
+    assert results[0]["requests_completed"] == 60

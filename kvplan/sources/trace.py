@@ -24,7 +24,8 @@ MAX_SPAN_S = 1e8  # about 3 years: longer is a unit mistake (ns timestamps span 
 class Trace:
     prompts: list[int]
     outputs: list[int]
-    arrivals: list[float] | None  # seconds from the first request, sorted
+    arrivals: list[float] | None  # seconds from the first request, sorted; the rows are
+    # sorted with them (prompts[i] and outputs[i] arrive at arrivals[i])
 
 
 def _pick(row: dict, keys: tuple[str, ...]) -> object | None:
@@ -88,8 +89,14 @@ def read_trace(path: str) -> Trace:
         raise BadInput(f"trace {path} has no requests")
     arrivals = None
     if len(times) == len(prompts):
-        t0 = min(times)
-        arrivals = sorted(t - t0 for t in times)
+        # rows in time order, each keeping its own lengths: merged per-worker logs and rows
+        # written at completion are not in arrival order (a stable sort keeps file order
+        # among equal times)
+        order = sorted(range(len(times)), key=times.__getitem__)
+        t0 = times[order[0]]
+        arrivals = [times[i] - t0 for i in order]
+        prompts = [prompts[i] for i in order]
+        outputs = [outputs[i] for i in order]
         if arrivals[-1] > MAX_SPAN_S:
             raise BadInput(f"trace {path}: its arrival times span {arrivals[-1]:.3g} s (over "
                            f"{MAX_SPAN_S / 3.15e7:.0f} years)",
