@@ -48,15 +48,21 @@ ENV = typer.Option(None, "--env", help="NAME=VALUE of the server's environment (
 
 
 def build_workload(workload, prompt, output, trace, rate, peak, burst, users, think, prefix):
+    """The workload of the length and arrival options; `trace` is a path or a read `Trace`."""
     from kvplan.core.workload import LengthDist, Workload, parse_lengths, preset
 
     if workload is None and prompt is None and output is None and trace is None:
         workload = "chat"
     if trace:
-        from kvplan.sources.trace import read_trace
+        given = [f for f, v in (("--workload", workload), ("--prompt-tokens", prompt),
+                                ("--output-tokens", output)) if v is not None]
+        if given:  # the trace's lengths win: say so rather than drop the option
+            raise BadInput(f"--trace and {given[0]} both give the request lengths",
+                           hint=f"drop {given[0]} (the trace's lengths are used) or the trace")
+        from kvplan.sources.trace import Trace, read_trace
 
-        tr = read_trace(trace)
-        wl = Workload(name=f"trace {trace}", prompt=LengthDist.empirical(tr.prompts, "trace"),
+        tr = trace if isinstance(trace, Trace) else read_trace(trace)  # simulate reads it once
+        wl = Workload(name=f"trace {tr.path}", prompt=LengthDist.empirical(tr.prompts, "trace"),
                       output=LengthDist.empirical(tr.outputs, "trace"))
         if rate is None and tr.arrivals and len(tr.arrivals) > 1 and tr.arrivals[-1] > 0:
             rate = (len(tr.arrivals) - 1) / tr.arrivals[-1]

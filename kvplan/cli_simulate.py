@@ -113,7 +113,13 @@ def register(app: typer.Typer) -> None:
         if rate and concurrency:
             raise BadInput("--rate and --concurrency are exclusive",
                            hint="open loop (--rate) or closed loop (--concurrency)")
-        wl = build_workload(workload, prompt_tokens, output_tokens, None, rate, None,
+        tr = None
+        if trace:
+            from kvplan.sources.trace import read_trace
+
+            tr = read_trace(trace)
+        # the trace's lengths (recommended cap, sweeps, the fix) as recommend reads them
+        wl = build_workload(workload, prompt_tokens, output_tokens, tr, rate, None,
                             burstiness, None, 0.0, prefix_hit)
         m = resolve_model(model, catalog)
         g = resolve_gpu(gpu, None, catalog)
@@ -131,7 +137,7 @@ def register(app: typer.Typer) -> None:
             out = res.to_json()
         else:
             res = run_single(rate=rate, burstiness=burstiness, concurrency=concurrency,
-                             duration=duration, requests=requests, trace=trace, **common)
+                             duration=duration, requests=requests, trace=tr, **common)
             out = res
         if plot:
             from kvplan.render.sim import write_plot

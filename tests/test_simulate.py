@@ -464,3 +464,58 @@ def test_a_trace_out_of_time_order_replays_as_the_sorted_one(tmp_path, capsys):
         results.append({k: v for k, v in d.items() if k not in ("workload", "notes")})
     assert results[0] == results[1]
     assert results[0]["requests_completed"] == 60
+
+
+def _long_trace(tmp_path, n=1200):
+    t = tmp_path / "long.jsonl"
+    t.write_text("\n".join(json.dumps({"prompt_tokens": 3000 + (i * 37) % 2000,
+                                       "output_tokens": 200 + (i * 13) % 100,
+                                       "timestamp": i * 0.25}) for i in range(n)))
+    return t
+
+
+def test_simulate_replays_the_whole_trace_and_plans_on_its_lengths(tmp_path, capsys):
+    """Review 23b #3: the trace was replayed as its first 1,000 rows, labelled 'chat', and
+    the recommended cap was chat's."""
+    t = _long_trace(tmp_path)
+    common = ("llama-3.1-8b-instruct", "--gpu", "h100", "--max-model-len", "8192")
+    code, out, err = run(capsys, "simulate", *common, "--trace", str(t), "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["workload"] == f"trace {t}"
+    assert d["requests_completed"] + d["requests_rejected"] == 1200
+    # 1,200 rows 0.25 s apart: the last arrives at 1,199 x 0.25 = 299.75 s
+    assert "replayed all 1,200 requests of the trace, 299.8 s of arrivals" in d["notes"]
+    code, out, err = run(capsys, "recommend", *common, "--trace", str(t), "--json")
+    assert code == 0, err
+    assert d["recommended_max_num_seqs"] == json.loads(out)["max_num_seqs"]
+    code, out, err = run(capsys, "simulate", *common, "--workload", "chat", "--rate", "1",
+                         "--duration", "5", "--json")
+    assert code == 0, err
+    assert json.loads(out)["recommended_max_num_seqs"] > 2 * d["recommended_max_num_seqs"]
+    # cut on request: said so; 500 rows arrive over 499 x 0.25 = 124.75 s
+    code, out, err = run(capsys, "simulate", *common, "--trace", str(t), "--requests", "500",
+                         "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["requests_completed"] + d["requests_rejected"] == 500
+    assert ("replayed the first 500 of the trace's 1,200 requests (--requests), 124.8 s of "
+            "arrivals") in d["notes"]
+
+
+def test_trace_without_times_is_bad_input_unless_a_load_is_given(tmp_path, capsys):
+    """Review 23b #13: exit 2 (bad input), not 1 (does not fit); with --rate its lengths are
+    sent at that load."""
+    t = tmp_path / "noarr.csv"
+    t.write_text("prompt_tokens,output_tokens\n100,50\n200,60\n")
+    common = ("llama-3.1-8b-instruct", "--gpu", "h100", "--max-model-len", "8192",
+              "--trace", str(t))
+    code, out, err = run(capsys, "simulate", *common)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "has no arrival times, so it cannot be replayed (add a timestamp column" in err
+    code, out, err = run(capsys, "simulate", *common, "--rate", "2", "--duration", "10",
+                         "--json")
+    assert code == 0, err
+    assert json.loads(out)["workload"] == f"trace {t}"
+    code, out, err = run(capsys, "simulate", *common, "--workload", "chat")
+    assert code == 2 and "--trace and --workload both give the request lengths" in err

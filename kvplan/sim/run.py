@@ -50,8 +50,8 @@ def simulate(cfg: Config, perf: PerfModel, wl: Workload, load: Load, seed: int =
 
     limit_n = load.requests if load.requests is not None else math.inf
     limit_t = load.duration if load.duration is not None else math.inf
-    if limit_n == math.inf and limit_t == math.inf:
-        limit_n = 1000
+    if limit_n == math.inf and limit_t == math.inf and load.trace is None:
+        limit_n = 1000  # a trace is replayed whole (the caller cuts it: setup.replayed)
     pending: list[Request] = []  # future arrivals (sorted by time, popped from the end)
     if load.trace is not None:
         pending = [new_req(t, p, o) for t, p, o in load.trace

@@ -123,21 +123,26 @@ def _context(r: SizeResult, wl: Workload, notes: list[str]) -> dict:
 
 def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
                queue_limit, ttft, tpot, rate, burstiness, concurrency, duration, requests,
-               trace, extra=None) -> dict:
+               trace=None, extra=None) -> dict:
+    """One run. `trace` (a read `sources.trace.Trace`, whose lengths `wl` holds): replayed
+    at its own arrival times, whole unless --requests or --duration cut it; with --rate or
+    --concurrency its lengths are sent at that load instead."""
     r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra)
     cfg = engine_config(r, seqs, admission_cap, queue_limit, gpu.vendor)
     notes += engine_notes(cfg, r, wl)
     pm = perf.build(r, gpu)
     cap = max(1, recommended(model, gpu, args, version, wl).max_num_seqs)
     tr = None
-    if trace:
-        from kvplan.sources.trace import read_trace
-
-        t = read_trace(trace)
-        if t.arrivals is None:
-            raise DoesNotFit(f"trace {trace} has no arrival times",
-                             hint="add a timestamp column, or use --rate / --concurrency")
-        tr = list(zip(t.arrivals, t.prompts, t.outputs))
+    if trace is not None and (rate or concurrency):
+        if trace.arrivals is not None:
+            notes.append(f"{'--rate' if rate else '--concurrency'}: the trace's request "
+                         "lengths at that load; its own arrival times are not replayed")
+    elif trace is not None:
+        if trace.arrivals is None:
+            raise BadInput(f"trace {trace.path} has no arrival times, so it cannot be "
+                           "replayed", hint="add a timestamp column, or give --rate or "
+                           "--concurrency to send its lengths at that load")
+        tr = replayed(trace, duration, requests, notes)
     if not (rate or concurrency or tr):
         concurrency = cap
         notes.append(f"no load given: closed loop with {concurrency} clients (the recommended "
@@ -169,6 +174,32 @@ def bounded(load: Load) -> Load:
                        f"at most {MAX_ARRIVALS:,}", hint="lower --rate, --duration or "
                        "--requests; the rate is in requests per second")
     return load
+
+
+def replayed(trace, duration: float | None, requests: int | None,
+             notes: list[str]) -> list[tuple[float, int, int]]:
+    """The trace's (arrival, prompt, output) rows a run replays: all of them, or those
+    --duration and --requests keep (a note says how many of how many)."""
+    rows = list(zip(trace.arrivals, trace.prompts, trace.outputs))
+    total = len(rows)
+    if duration is not None:
+        rows = [x for x in rows if x[0] < duration]
+    if requests is not None:
+        rows = rows[:requests]
+    if len(rows) > MAX_ARRIVALS:
+        raise BadInput(f"trace {trace.path} has {len(rows):,} requests to replay; kvplan "
+                       f"simulates at most {MAX_ARRIVALS:,}", hint=f"replay a part with "
+                       f"--requests {MAX_ARRIVALS} or --duration")
+    span = rows[-1][0] if rows else 0.0
+    if len(rows) < total:
+        why = " and ".join(f for f, v in (("--duration", duration), ("--requests", requests))
+                           if v is not None)
+        notes.append(f"replayed the first {len(rows):,} of the trace's {total:,} requests "
+                     f"({why}), {span:,.1f} s of arrivals")
+    else:
+        notes.append(f"replayed all {total:,} requests of the trace, {span:,.1f} s of "
+                     "arrivals")
+    return rows
 
 
 def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, requests,

@@ -26,6 +26,7 @@ class Trace:
     outputs: list[int]
     arrivals: list[float] | None  # seconds from the first request, sorted; the rows are
     # sorted with them (prompts[i] and outputs[i] arrive at arrivals[i])
+    path: str = ""
 
 
 def _pick(row: dict, keys: tuple[str, ...]) -> object | None:
@@ -102,4 +103,4 @@ def read_trace(path: str) -> Trace:
                            f"{MAX_SPAN_S / 3.15e7:.0f} years)",
                            hint="arrival times are read as seconds; convert milliseconds or "
                                 "nanoseconds first")
-    return Trace(prompts, outputs, arrivals)
+    return Trace(prompts, outputs, arrivals, path)
