@@ -64,7 +64,8 @@ def build_workload(workload, prompt, output, trace, rate, peak, burst, users, th
         tr = trace if isinstance(trace, Trace) else read_trace(trace)  # simulate reads it once
         wl = Workload(name=f"trace {tr.path}", prompt=LengthDist.empirical(tr.prompts, "trace"),
                       output=LengthDist.empirical(tr.outputs, "trace"))
-        if rate is None and tr.arrivals and len(tr.arrivals) > 1 and tr.arrivals[-1] > 0:
+        if (rate is None and users is None and tr.arrivals and len(tr.arrivals) > 1
+                and tr.arrivals[-1] > 0):  # with --users, the users set the rate
             rate = (len(tr.arrivals) - 1) / tr.arrivals[-1]
     else:
         wl = preset(workload) if workload else preset("chat")
@@ -245,6 +246,10 @@ def register(app: typer.Typer) -> None:
         if len(chosen) > 1:
             raise BadInput(f"{' and '.join(chosen)} each choose what is printed",
                            hint="give one; --json carries the flags, env and command")
+        if users is not None and rate is not None:  # the planner sizes on the users' rate
+            raise BadInput("--users and --rate are exclusive", hint="a closed loop of users "
+                           "(their rate is users / (think time + service time)) or an open "
+                           "loop at --rate")
         wl = build_workload(workload, prompt_tokens, output_tokens, trace, rate, peak_rate,
                             burstiness, users, think_time, prefix_hit)
         if wl.peak_rate is not None and wl.rate is not None and wl.peak_rate < wl.rate:

@@ -266,6 +266,18 @@ def test_trace_input(tmp_path, capsys):
     assert code == 0, err
 
 
+def test_users_with_a_timed_trace_plan_on_the_users(tmp_path, capsys):
+    """Review 23b #10: the trace's 10 req/s is not a second, unused rate beside --users."""
+    t = tmp_path / "t.jsonl"
+    t.write_text("\n".join(json.dumps({"prompt_tokens": 500, "output_tokens": 200,
+                                       "timestamp": i * 0.1}) for i in range(50)))
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
+                         "--trace", str(t), "--users", "100", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["rate"] is None and d["users_per_gpu"] == pytest.approx(100 / d["total_gpus"])
+
+
 def test_trace_rows_are_sorted_with_their_arrival_times(tmp_path):
     """Review 23b #2: the times were sorted apart from their rows. A trace written at
     completion, out of order: each row keeps its own lengths at its own time."""
@@ -333,6 +345,8 @@ def test_an_absurd_ttft_slo_is_no_queue_limit_not_a_crash(capsys):
     (("--rate", "5", "--peak-rate", "2"), "--peak-rate 2 is below --rate 5 req/s"),
     (("--rate", "5", "--emit-flags", "--json"), "--emit-flags and --json each choose what"),
     (("--rate", "5", "--emit-flags", "--emit-env"), "--emit-flags and --emit-env each"),
+    # review 23b #10: the headline showed --rate while the fleet was sized for the users
+    (("--users", "10000", "--rate", "1"), "--users and --rate are exclusive (a closed loop"),
 ])
 def test_bad_plan_input(capsys, args, msg):
     code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100", *args)
