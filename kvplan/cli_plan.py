@@ -47,6 +47,9 @@ ENV = typer.Option(None, "--env", help="NAME=VALUE of the server's environment (
                    "as `kvplan size --env`.")
 
 
+MIN_BURSTINESS = 0.01  # gaps' CV 10: below it arrivals come as one instant's flood
+
+
 def build_workload(workload, prompt, output, trace, rate, peak, burst, users, think, prefix):
     """The workload of the length and arrival options; `trace` is a path or a read `Trace`."""
     from kvplan.core.workload import LengthDist, Workload, parse_lengths, preset
@@ -80,8 +83,10 @@ def build_workload(workload, prompt, output, trace, rate, peak, burst, users, th
             raise BadInput(f"{name} must be positive")
     if not 0 <= prefix < 1:
         raise BadInput("--prefix-hit must be in [0, 1)")
-    if burst <= 0:
-        raise BadInput("--burstiness must be positive")
+    if not burst >= MIN_BURSTINESS:
+        raise BadInput(f"--burstiness must be at least {MIN_BURSTINESS}, got {burst:g}",
+                       hint="it is the gamma shape of the gaps between arrivals: 1 is Poisson, "
+                       "0.1 very bursty (a gap's coefficient of variation 1/sqrt(b) ~ 3.2)")
     if users is not None and users < 1:
         raise BadInput("--users must be >= 1")
     if think < 0:

@@ -30,29 +30,69 @@ from kvplan.cli_plan import (
 )
 from kvplan.errors import BadInput
 
+MAX_SWEEP_POINTS = 50  # each point is a whole run (twice with the fix)
+
 
 def parse_sweep(spec: str) -> tuple[str, list[float]]:
-    """`concurrency=1:1024` (geometric ladder) or `rate=1:50` / `rate=1:50:12` (points)."""
+    """`concurrency=1:1024` (a geometric ladder, x1.5), `concurrency=1:1024:8` (8 geometric
+    points), `rate=1:50` (10 points) or `rate=1:50:12`. Bounds are finite and positive (whole
+    clients for concurrency), low <= high, N a whole number >= 1 (1 only when low = high);
+    at most MAX_SWEEP_POINTS distinct points."""
+    import math
+
+    hint = "use concurrency=1:1024[:points] or rate=1:50[:points]"
     try:
         axis, rng = spec.split("=", 1)
         axis = axis.strip().lower()
         parts = [float(x) for x in rng.split(":")]
-        lo, hi = parts[0], parts[1]
-        n = int(parts[2]) if len(parts) > 2 else None
-    except (ValueError, IndexError):
-        raise BadInput(f"cannot read --sweep {spec!r}",
-                       hint="use concurrency=1:1024 or rate=1:50[:points]") from None
-    if axis not in ("concurrency", "rate") or lo <= 0 or hi < lo:
-        raise BadInput(f"cannot read --sweep {spec!r}",
-                       hint="axis is concurrency or rate; bounds must be positive, low:high")
+    except ValueError:
+        raise BadInput(f"cannot read --sweep {spec!r}", hint=hint) from None
+    if axis not in ("concurrency", "rate"):
+        raise BadInput(f"cannot read --sweep {spec!r}: the axis is concurrency or rate",
+                       hint=hint)
+    if len(parts) not in (2, 3):
+        raise BadInput(f"cannot read --sweep {spec!r}: give LOW:HIGH or LOW:HIGH:POINTS",
+                       hint=hint)
+    lo, hi = parts[0], parts[1]
+    if not all(math.isfinite(x) for x in parts):
+        raise BadInput(f"--sweep {spec!r}: bounds and points must be finite numbers",
+                       hint=hint)
+    if lo <= 0 or hi < lo:
+        raise BadInput(f"--sweep {spec!r}: the bounds must be positive, low <= high",
+                       hint=hint)
+    if axis == "concurrency" and not (lo >= 1 and lo == int(lo) and hi == int(hi)):
+        raise BadInput(f"--sweep {spec!r}: concurrency counts whole clients, from 1",
+                       hint="e.g. concurrency=1:1024")
+    n = None
+    if len(parts) == 3:
+        n = parts[2]
+        if n != int(n) or n < 1 or (n == 1 and hi > lo):
+            raise BadInput(f"--sweep {spec!r}: the number of points must be a whole number, "
+                           f"at least 2 between two bounds (1 when low = high), got {n:g}",
+                           hint=hint)
+        n = int(n)
+        if n > MAX_SWEEP_POINTS:
+            raise BadInput(f"--sweep {spec!r} has {n:,} points; kvplan sweeps at most "
+                           f"{MAX_SWEEP_POINTS}", hint="each point is a whole simulation: "
+                           f"give {MAX_SWEEP_POINTS} points or fewer")
     if axis == "concurrency":
-        vals, v = [], int(lo)
-        while v < hi:
-            vals.append(v)
-            v = max(v + 1, int(round(v * 1.5)))
-        return axis, [float(x) for x in sorted(set(vals + [int(hi)]))]
-    n = n or 10
-    return axis, [lo + (hi - lo) * i / (n - 1) for i in range(n)] if n > 1 else [lo]
+        lo_i, hi_i = int(lo), int(hi)
+        if n is not None:
+            vals = {round(lo_i * (hi_i / lo_i) ** (i / (n - 1))) for i in range(n)} \
+                if n > 1 else {lo_i}
+        else:
+            vals, v = {hi_i}, lo_i
+            while v < hi_i and len(vals) <= MAX_SWEEP_POINTS:
+                vals.add(v)
+                v = max(v + 1, int(round(v * 1.5)))
+            if len(vals) > MAX_SWEEP_POINTS:
+                raise BadInput(f"--sweep {spec!r}: the ladder x1.5 from {lo_i:,} to {hi_i:,} "
+                               f"has more than {MAX_SWEEP_POINTS} points", hint="narrow the "
+                               f"range or give the points: concurrency={lo_i}:{hi_i}:20")
+        return axis, [float(x) for x in sorted(vals)]
+    n = 10 if n is None else n
+    vals = [lo + (hi - lo) * i / (n - 1) for i in range(n)] if n > 1 else [lo]
+    return axis, sorted(set(vals))
 
 
 def register(app: typer.Typer) -> None:

@@ -347,6 +347,7 @@ def test_an_absurd_ttft_slo_is_no_queue_limit_not_a_crash(capsys):
     (("--rate", "5", "--emit-flags", "--emit-env"), "--emit-flags and --emit-env each"),
     # review 23b #10: the headline showed --rate while the fleet was sized for the users
     (("--users", "10000", "--rate", "1"), "--users and --rate are exclusive (a closed loop"),
+    (("--rate", "5", "--burstiness", "0.001"), "--burstiness must be at least 0.01, got 0.001"),
 ])
 def test_bad_plan_input(capsys, args, msg):
     code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100", *args)

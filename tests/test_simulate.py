@@ -137,10 +137,47 @@ def test_sweep_rate_json(capsys):
     (("--sweep", "speed=1:4"), "cannot read --sweep"),
     (("--rate", "5", "--concurrency", "3"), "exclusive"),
     (("--rate", "0"), "--rate must be positive"),
+    # review 23b #12: ran with an empty table, NaN rates or a silent 10 points
+    (("--sweep", "rate=1:100:-3"), "the number of points must be a whole number, at least 2 "
+     "between two bounds (1 when low = high), got -3"),
+    (("--sweep", "rate=1:100:0"), "got 0"),
+    (("--sweep", "rate=1:100:2.5"), "got 2.5"),
+    (("--sweep", "rate=1:100:1"), "got 1"),
+    (("--sweep", "rate=nan:5"), "bounds and points must be finite numbers"),
+    (("--sweep", "rate=1:inf"), "bounds and points must be finite numbers"),
+    (("--sweep", "rate=1:2:3:4"), "give LOW:HIGH or LOW:HIGH:POINTS"),
+    (("--sweep", "rate=5:1"), "the bounds must be positive, low <= high"),
+    (("--sweep", "concurrency=0.5:8"), "concurrency counts whole clients, from 1"),
+    # review 23b #11: refused before any point runs (these ran for minutes)
+    (("--sweep", "rate=1:100:100000"), "has 100,000 points; kvplan sweeps at most 50"),
+    (("--sweep", "concurrency=1:1e9"), "the ladder x1.5 from 1 to 1,000,000,000 has more "
+     "than 50 points"),
+    # 2 points x 400,000 requests x 2 runs (the fix's beside each)
+    (("--sweep", "concurrency=1000:2000:2", "--requests", "400000"),
+     "this sweep simulates 1,600,000 requests (the points and the fix's run of each); kvplan "
+     "simulates at most 1,000,000"),
+    # (100 + 150 + 200) req/s x 2,000 s = 900,000 arrivals, x 2 runs
+    (("--sweep", "rate=100:200:3", "--duration", "2000"), "this sweep simulates 1,800,000 "
+     "requests"),
+    (("--rate", "5", "--burstiness", "1e-9"), "--burstiness must be at least 0.01, got 1e-09"),
 ])
 def test_bad_simulate_input(capsys, args, msg):
-    code, _, err = run(capsys, "simulate", "llama-3.1-8b-instruct", "--gpu", "h100", *args)
-    assert code == 2 and msg in err
+    code, out, err = run(capsys, "simulate", "llama-3.1-8b-instruct", "--gpu", "h100", *args)
+    assert code == 2 and msg in err and out == "" and err.count("\n") == 1
+
+
+def test_sweep_points_by_hand():
+    from kvplan.cli_simulate import parse_sweep
+
+    # the x1.5 ladder: 1, 2, 3, 4 (round(4.5) = 4), 6, 9, then the top
+    assert parse_sweep("concurrency=1:10") == ("concurrency", [1, 2, 3, 4, 6, 9, 10])
+    assert parse_sweep("concurrency=1:1000:4") == ("concurrency", [1, 10, 100, 1000])
+    assert parse_sweep("concurrency=2:2") == ("concurrency", [2])
+    assert parse_sweep("rate=2:20:3") == ("rate", [2, 11, 20])
+    axis, vals = parse_sweep("rate=1:10")  # 10 points by default, 1 apart
+    assert vals == pytest.approx([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    assert parse_sweep("rate=5:5:1") == ("rate", [5])
+    assert parse_sweep("rate=5:5") == ("rate", [5])  # one point, not ten copies
 
 
 def test_config_dataclass_defaults():

@@ -167,10 +167,9 @@ MAX_ARRIVALS = 1_000_000  # about 35 s of simulation on one core (~30k requests/
 
 def bounded(load: Load) -> Load:
     """Refuse a load whose arrivals would take the simulator longer than anyone waits."""
-    limits = [n for n in (load.requests, load.rate * load.duration
-                          if load.rate and load.duration else None) if n is not None]
-    if limits and min(limits) > MAX_ARRIVALS:
-        raise BadInput(f"this load simulates {min(limits):,.0f} requests; kvplan simulates "
+    n = arrivals_of(load)
+    if n > MAX_ARRIVALS:
+        raise BadInput(f"this load simulates {n:,.0f} requests; kvplan simulates "
                        f"at most {MAX_ARRIVALS:,}", hint="lower --rate, --duration or "
                        "--requests; the rate is in requests per second")
     return load
@@ -202,9 +201,39 @@ def replayed(trace, duration: float | None, requests: int | None,
     return rows
 
 
+def sweep_loads(axis: str, values: list[float], duration: float | None,
+                requests: int | None) -> list[Load]:
+    """Each point's load: a closed loop of N clients for `requests` (3 per client, at least
+    200), or `rate` for `duration` (120 s) or `requests`."""
+    if axis == "concurrency":
+        return [Load(concurrency=int(v), requests=requests or max(200, 3 * int(v)),
+                     duration=duration) for v in values]
+    return [Load(rate=v, duration=duration or 120.0, requests=requests) for v in values]
+
+
+def arrivals_of(load: Load) -> float:
+    """The most arrivals a load issues (its request count, or rate x duration)."""
+    limits = [n for n in (load.requests, load.rate * load.duration
+                          if load.rate and load.duration else None) if n is not None]
+    return min(limits) if limits else 0.0
+
+
+def bounded_sweep(loads: list[Load], runs: int) -> None:
+    """Refuse a sweep whose points together simulate more than MAX_ARRIVALS, before the first
+    point runs (`runs`: 2 with the fix's sweep beside)."""
+    total = runs * sum(arrivals_of(x) for x in loads)
+    if total > MAX_ARRIVALS:
+        fix = " (the points and the fix's run of each)" if runs > 1 else ""
+        raise BadInput(f"this sweep simulates {total:,.0f} requests{fix}; kvplan simulates "
+                       f"at most {MAX_ARRIVALS:,}", hint="narrow the --sweep range, give "
+                       "fewer points, or lower --requests or --duration")
+
+
 def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, requests,
               model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
               queue_limit, ttft, tpot, extra=None) -> SweepResult:
+    loads = sweep_loads(axis, values, duration, requests)
+    bounded_sweep(loads, 2 if compare_cap else 1)
     r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra)
     pm = perf.build(r, gpu)
     wlc = wl.clip(r.max_model_len)
@@ -212,21 +241,15 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
     plan = recommended(model, gpu, args, version, wl) if compare_cap else None
     cap = max(1, plan.max_num_seqs) if plan else None
 
-    def one(v: float, engine_seqs: int | None, queue: int | None,
+    def one(v: float, load: Load, engine_seqs: int | None, queue: int | None,
             rr: SizeResult = r, pmr: perf.PerfModel = pm) -> dict:
         cfg = engine_config(rr, engine_seqs, admission_cap, queue, gpu.vendor)
-        if axis == "concurrency":
-            n = int(v)
-            load = Load(concurrency=n, requests=requests or max(200, 3 * n),
-                        duration=duration)
-        else:
-            load = Load(rate=v, duration=duration or 120.0, requests=requests)
         st = simulate(cfg, pmr, wlc, bounded(load), seed)
         s = summary(st, ttft, tpot)
         s[axis] = int(v) if axis == "concurrency" else round(v, 3)
         return s
 
-    points = [one(v, seqs, queue_limit) for v in values]
+    points = [one(v, ld, seqs, queue_limit) for v, ld in zip(values, loads)]
     knee, collapse, latency = knee_and_collapse(points, axis)
     # the fix: the recommended cap on the pool vLLM leaves at it, and a bounded queue (429
     # beyond): two waiting requests per slot when no --queue-limit is given
@@ -234,7 +257,8 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
     if plan is not None:
         fix_queue = queue_limit if queue_limit is not None else 2 * cap
         fix_pm = perf.build(plan.result, gpu)
-        capped = [one(v, cap, fix_queue, plan.result, fix_pm) for v in values]
+        capped = [one(v, ld, cap, fix_queue, plan.result, fix_pm)
+                  for v, ld in zip(values, loads)]
     res = SweepResult(axis, points, capped, cap, knee, collapse, latency,
                       _context(r, wlc, notes))
     if plan is not None:
