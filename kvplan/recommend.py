@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvplan import catalog as cat_mod
 from kvplan.core.plan import (
@@ -16,10 +16,11 @@ from kvplan.core.plan import (
     search,
 )
 from kvplan.core.sizing import EngineArgs, Model
-from kvplan.core.workload import Workload
+from kvplan.core.workload import Workload, rejected_note
 from kvplan.engines.emit import command_for, flags_for
 from kvplan.errors import BadInput, DoesNotFit
 from kvplan.sources.resolve import gpu_from_entry, resolve_gpu
+from kvplan.units import fmt_rate
 
 
 @dataclass
@@ -34,6 +35,8 @@ class Recommendation:
     command: str
     advice: list[str] = field(default_factory=list)
     env: list[str] = field(default_factory=list)  # NAME=VALUE the command's vLLM needs
+    rejected_share: float = 0.0  # requests vLLM refuses (a prompt of max_model_len or more)
+    offered: Targets | None = None  # the targets as asked, when `targets` are the served part
 
     @property
     def best(self) -> Plan:
@@ -68,7 +71,10 @@ class Recommendation:
             }
 
         return {**row(b), "model": self.model.id, "engine": self.engine,
-                "workload": self.workload.name, "rate": self.targets.rate,
+                "workload": self.workload.name, "rate": (self.offered or self.targets).rate,
+                "rejected_share": round(self.rejected_share, 4),
+                "served_rate": (round(self.targets.rate, 4) if self.targets.rate is not None
+                                else None),
                 "preempt_risk": self.targets.preempt_risk, "policy": self.targets.policy,
                 "flags": self.flags, "env": self.env, "command": self.command,
                 "alternatives": [row(p) for p in self.plans[1:]],
@@ -178,7 +184,23 @@ def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
 
     # an architecture vLLM refuses is bad input, not a rejection of every candidate
     registry_check(normalize(model.config).architectures, model.config, VllmVersion.of(version))
+    offered, share = t, 0.0
     plans, rejected = search(model, gpus, base, version, wl, t, tps, kvs, limit=top)
+    # the planner sizes the requests vLLM serves (`Workload.clip`); prompts of max_model_len
+    # or more get HTTP 400 and cost nothing, so the fleet is planned on the served rate. The
+    # share is the best plan's max_model_len's: plan again while it moves (an auto-fitted
+    # length differs by GPU)
+    for _ in range(3):
+        if not plans:
+            break
+        new_share = 1 - wl.served_share(plans[0].max_model_len)
+        if new_share == share:
+            break
+        share = new_share
+        t = replace(offered, rate=offered.rate * (1 - share) if offered.rate else None,
+                    peak_rate=offered.peak_rate * (1 - share) if offered.peak_rate else None)
+        if t.rate or t.peak_rate:
+            plans, rejected = search(model, gpus, base, version, wl, t, tps, kvs, limit=top)
     if not plans:
         detail = "; ".join(rejected[:3]) if rejected else "no candidate"
         raise DoesNotFit(f"no deployment meets the targets: {detail}",
@@ -197,6 +219,12 @@ def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
         from kvplan.engines.vllm_env import env_for
 
         env = env_for(best.result.args)
-    advice = length_advice(best.result, wl.clip(best.max_model_len)) + kv_format_advice(
+    advice = []
+    if share:
+        served = (f"; the fleet is planned for the other {1 - share:.1%} ({fmt_rate(t.rate)} of "
+                  f"{offered.rate:g} req/s)" if t.rate and offered.rate else "")
+        advice.append(rejected_note(share, best.max_model_len) + served)
+    advice += length_advice(best.result, wl.clip(best.max_model_len)) + kv_format_advice(
         best.result) + (dp_advice(model, best.gpu, best.result) if engine == "vllm" else [])
-    return Recommendation(model, wl, t, engine, plans, rejected, flags, cmd, advice, env)
+    return Recommendation(model, wl, t, engine, plans, rejected, flags, cmd, advice, env,
+                          share, offered if t is not offered else None)

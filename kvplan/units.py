@@ -180,6 +180,11 @@ def fmt_int(n: int | float) -> str:
     return f"{int(n):,}"
 
 
+def fmt_rate(x: float) -> str:
+    """A request rate: three significant digits, whole numbers from 1,000 (1,234 not 1.23e+03)."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
 def fmt_tokens(n: int) -> str:
     """Compact token count for tables: 131072 -> '128k', 4000 -> '4,000'."""
     if n >= 1024 and n % 1024 == 0:

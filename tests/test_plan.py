@@ -797,3 +797,69 @@ def test_ttft_queues_per_replica(capsys):
                          str(5 / 17), "--duration", "6000", "--ttft", "2", "--json")
     sim = json.loads(out)
     assert sim["goodput_requests_per_s"] >= 0.95 * sim["requests_completed"] / 6000 * 0.99
+
+
+def test_served_part_of_a_workload_by_hand():
+    """Review 23b #5. uniform:100:900 has quantile points round(100 + 800 (i + 0.5) / 512):
+    the point is 500 or more from i = 256 (499.5 <= 100 + 800 x 256.5 / 512 = 500.8), so at
+    max_model_len 500 vLLM refuses half of them; the served prompts run 101..499."""
+    from kvplan.core.workload import Workload
+
+    wl = Workload("u", parse_lengths("uniform:100:900", "p"), parse_lengths("fixed:800", "o"))
+    assert wl.rejected_share(500) == 0.5
+    served = wl.clip(500)
+    assert (served.prompt.points[0], served.prompt.max) == (101, 499)
+    assert served.output.max == 499  # outputs within max_model_len - 1
+    assert wl.clip(901) is wl and wl.rejected_share(901) == 0.0
+    assert wl.served_share(500) == 0.5
+    with pytest.raises(BadInput, match=r"100.0% of the workload's requests have prompts of "
+                       r"max_model_len \(100 tokens\) or more"):
+        wl.served_share(100)
+    # 100 + 800 (i + 0.5) / 512 >= 895.5 from i = 509: 3 of the 512 points
+    assert wl.rejected_share(896) == 3 / 512
+
+
+def test_recommend_plans_the_served_requests_and_says_how_many_are_refused(capsys):
+    """agent at 8K: 308 of 512 prompt quantiles are 8,192 or more (log-normal p50 10,000,
+    sigma ln 6 / 2.326 = 0.77: P = Phi(-ln(8192/10000)/0.77) = 0.60). The fleet is the one
+    planned for the 204/512 x 1 = 0.3984375 req/s served."""
+    common = ("llama-3.1-8b-instruct", "--gpu", "l4", "--max-model-len", "8192", "--workload",
+              "agent", "--json")
+    code, out, err = run(capsys, "recommend", *common, "--rate", "1")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["rate"] == 1 and d["rejected_share"] == round(308 / 512, 4) == 0.6016
+    assert d["served_rate"] == round(204 / 512, 4)
+    assert d["advice"][0].startswith("60.2% of the requests have prompts of max_model_len "
+                                     "(8,192 tokens) or more: vLLM answers them HTTP 400")
+    assert "the fleet is planned for the other 39.8% (0.398 of 1 req/s)" in d["advice"][0]
+    # the same plan as the served requests alone (a workload with no prompt refused) at the
+    # served rate
+    from kvplan.core.plan import Targets
+    from kvplan.recommend import recommend
+    from kvplan.sources.resolve import resolve_model
+
+    served = recommend(resolve_model("llama-3.1-8b-instruct", None), "l4", "1", "auto",
+                       EngineArgs(max_model_len=8192), None, preset("agent").clip(8192),
+                       Targets(rate=204 / 512), "vllm", None).to_json()
+    assert served["rejected_share"] == 0.0
+    assert (d["replicas"], d["max_num_seqs"]) == (served["replicas"], served["max_num_seqs"])
+    assert d["replicas"] == 5  # 14 when the refused 60 % were planned as 8,191-token prompts
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
+                         "--prompt-tokens", "fixed:200000", "--output-tokens", "10", "--rate",
+                         "5")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "100.0% of the workload's requests have prompts of max_model_len (131,072" in err
+    assert "(p99 200,000 tokens)" in err
+
+
+def test_throughput_reports_the_refused_share(capsys):
+    common = ("llama-3.1-8b-instruct", "--gpu", "l4", "--max-model-len", "8192", "--json")
+    code, out, err = run(capsys, "throughput", *common, "--workload", "agent")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["rejected_share"] == 0.6016 and d["notes"][0].startswith("60.2% of the requests")
+    code, out, err = run(capsys, "throughput", *common, "--prompt-tokens", "fixed:9000")
+    assert code == 2 and "100.0% of the workload's requests" in err
+    code, out, err = run(capsys, "throughput", *common, "--prompt-tokens", "fixed:8191")
+    assert json.loads(out)["rejected_share"] == 0.0  # 8,191 + one output token fit

@@ -556,3 +556,47 @@ def test_trace_without_times_is_bad_input_unless_a_load_is_given(tmp_path, capsy
     assert json.loads(out)["workload"] == f"trace {t}"
     code, out, err = run(capsys, "simulate", *common, "--workload", "chat")
     assert code == 2 and "--trace and --workload both give the request lengths" in err
+
+
+def test_prompts_of_max_model_len_or_more_are_refused_and_clients_carry_on():
+    """Review 23b #5: the lengths were clipped to max_model_len - 1 before the engine, so its
+    HTTP 400 rule never fired. Half the prompts are 600 tokens at max_model_len 500: those
+    are refused; the 300-token ones are served with their 600-token outputs cut at
+    500 - 300 = 200 (vLLM's default max_tokens)."""
+    r, pm = engine(mml=500)
+    wl = Workload("w", LengthDist((300,) * 256 + (600,) * 256, "p"), LengthDist.fixed(600))
+    assert wl.rejected_share(500) == 0.5
+    st = simulate(engine_config(r), pm, wl, Load(concurrency=4, requests=100), seed=1)
+    # a refused client sends its next request at once: all 100 are issued (the old rule, a
+    # client that goes away, would have ended each client's loop at its first refusal)
+    assert len(st.completed) + st.rejected == 100 and st.too_long == st.rejected
+    assert 30 < st.too_long < 70
+    assert {(q.prompt, q.output) for q in st.completed} == {(300, 200)}
+    assert st.output_tokens == 200 * len(st.completed)
+    s = summary(st)
+    assert s["requests_too_long"] == st.too_long == s["requests_rejected"]
+
+
+def test_simulate_counts_and_notes_the_refused_prompts(capsys):
+    # agent at 8K: 308 of the 512 prompt quantiles are 8,192 tokens or more (60.2 %)
+    common = ("llama-3.1-8b-instruct", "--gpu", "l4", "--max-model-len", "8192",
+              "--workload", "agent")
+    code, out, err = run(capsys, "simulate", *common, "--rate", "1", "--duration", "200",
+                         "--seed", "3", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    issued = d["requests_completed"] + d["requests_rejected"]
+    assert d["requests_too_long"] == d["requests_rejected"]
+    assert 0.5 < d["requests_too_long"] / issued < 0.7
+    assert d["notes"][0].startswith("60.2% of the requests have prompts of max_model_len "
+                                    "(8,192 tokens) or more: vLLM answers them HTTP 400")
+    code, out, err = run(capsys, "simulate", *common, "--rate", "1", "--duration", "50")
+    assert code == 0, err
+    assert "with prompts of max_model_len or more: HTTP 400)" in out
+    # all refused: bad input, not "743 completed, 0 rejected"
+    code, out, err = run(capsys, "simulate", "llama-3.1-8b-instruct", "--gpu", "h100",
+                         "--prompt-tokens", "fixed:200000", "--output-tokens", "10",
+                         "--rate", "5")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert ("100.0% of the workload's requests have prompts of max_model_len (131,072 tokens) "
+            "or more, which vLLM refuses (HTTP 400)") in err

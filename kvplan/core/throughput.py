@@ -28,10 +28,17 @@ class Curve:
     knee: int
     kv_ceiling: int  # batch where the running batch fills the pool on average
     safe: int  # `kvplan recommend`'s --max-num-seqs: within a 1 % preemption risk on its pool
+    rejected_share: float = 0.0  # requests vLLM refuses: prompts of max_model_len or more
+
+    def notes(self) -> list[str]:
+        from kvplan.core.plan import kv_format_advice
+        from kvplan.core.workload import rejected_note
+
+        head = [rejected_note(self.rejected_share, self.result.max_model_len) +
+                "; the curve is the served requests'"] if self.rejected_share else []
+        return head + kv_format_advice(self.result)
 
     def to_json(self) -> dict:
-        from kvplan.core.plan import kv_format_advice
-
         return {
             "model": self.result.model, "gpu": self.result.gpu,
             "tensor_parallel_size": self.result.args.tensor_parallel_size,
@@ -50,7 +57,8 @@ class Curve:
             "max_model_len": self.result.max_model_len,
             "max_num_batched_tokens": self.result.max_num_batched_tokens,
             "kv_cache_dtype": self.result.kv_dtype,
-            "notes": kv_format_advice(self.result),
+            "rejected_share": round(self.rejected_share, 4),
+            "notes": self.notes(),
         }
 
 
@@ -89,7 +97,8 @@ def curve(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Wor
     r = size(model, gpu, args, version)
     if not r.fits:
         raise DoesNotFit(f"{r.model} on {r.gpu}: {r.failure}")
-    wlc = wl.clip(r.max_model_len)
+    share = 1 - wl.served_share(r.max_model_len)  # refuses a workload vLLM refuses whole
+    wlc = wl.clip(r.max_model_len)  # the served requests
     # the cap `kvplan recommend` (and `check`) give, on the pool vLLM leaves at that cap,
     # and the ceiling of that pool
     plan = plan_one(model, gpu, replace(args, max_num_seqs=None), version, wl, Targets())
@@ -106,4 +115,4 @@ def curve(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Wor
     grid = sizes or default_sizes(max(2, min(int(ceiling * 1.5), 4096)))
     pts = [point(b) if b <= top else past_ceiling(at_top, b, top, tr.out_mean) for b in grid]
     dense = [point(b) for b in default_sizes(max(2, min(ceiling, 4096)))]
-    return Curve(r, wlc, pts, knee_of(dense), ceiling, safe)
+    return Curve(r, wlc, pts, knee_of(dense), ceiling, safe, share)

@@ -17,6 +17,7 @@ from kvplan.core.record import record
 from kvplan.errors import BadInput
 
 GRID = 512  # quantiles kept per distribution
+MAX_REJECTED = 0.99  # a workload vLLM refuses this share of, or more, is bad input
 Z99 = 2.3263478740408408  # standard normal 0.99 quantile
 
 
@@ -61,6 +62,17 @@ class LengthDist:
     @property
     def max(self) -> int:
         return self.points[-1]
+
+    def share_at_least(self, n: int) -> float:
+        """The share of the distribution at n or more."""
+        return sum(1 for x in self.points if x >= n) / len(self.points)
+
+    def below(self, n: int) -> LengthDist | None:
+        """The distribution of the values under n (None when there is none)."""
+        kept = [x for x in self.points if x < n]
+        if len(kept) == len(self.points):
+            return self
+        return LengthDist.empirical(kept, self.label) if kept else None
 
     def clipped(self, lo: int, hi: int) -> LengthDist:
         if self.points[0] >= lo and self.points[-1] <= hi:
@@ -163,13 +175,54 @@ class Workload:
     prefix_hit: float = 0.0  # share of prompt tokens served from the prefix cache
     notes: list[str] = field(default_factory=list)
 
+    def rejected_share(self, max_model_len: int) -> float:
+        """The share of requests vLLM refuses with HTTP 400: a prompt of max_model_len tokens
+        or more leaves no room for one output token. The OpenAI server checks it before the
+        engine (`OpenAIServing._validate_input`, 0.6.0 serving_engine.py to 0.19.0
+        openai/engine/serving.py: `token_num >= max_model_len`); 0.33 refuses a prompt over
+        it in `renderers/params.py` `_token_len_check` and one of exactly it in
+        `v1/engine/input_processor.py` `_validate_prompt_len` (`prompt_len ==
+        max_prompt_len` for generation). A client's own max_tokens can refuse more (prompt
+        + max_tokens > max_model_len); kvplan's output lengths are what is generated."""
+        return self.prompt.share_at_least(max_model_len)
+
     def clip(self, max_model_len: int) -> Workload:
-        """Lengths as the server sees them: prompt + output <= max_model_len."""
-        p = self.prompt.clipped(1, max_model_len - 1)
+        """The requests the server serves, as it sees them: prompts under max_model_len (the
+        rest are refused: `rejected_share`) and outputs of at most max_model_len - 1 (vLLM's
+        default max_tokens is max_model_len - prompt, which the capacity model and the
+        simulator apply per request). When no prompt is under it, the prompts are clamped
+        to max_model_len - 1 instead, so a caller that does not check `rejected_share`
+        still gets a workload (recommend, throughput and simulate refuse it first)."""
+        p = self.prompt.below(max_model_len) or self.prompt.clipped(1, max_model_len - 1)
         o = self.output.clipped(1, max_model_len - 1)
         if p is self.prompt and o is self.output:
             return self
         return Workload(**{**self.__dict__, "prompt": p, "output": o})
+
+    def served_share(self, max_model_len: int, what: str = "the workload") -> float:
+        """1 - `rejected_share`, refusing (bad input) a workload vLLM would refuse nearly
+        whole: MAX_REJECTED of its requests or more."""
+        share = self.rejected_share(max_model_len)
+        refuse_unserved(share, max_model_len, self.prompt.quantile(0.99), what)
+        return 1 - share
+
+
+def refuse_unserved(share: float, max_model_len: int, p99: int, what: str) -> None:
+    """Bad input when vLLM would refuse MAX_REJECTED of the requests or more."""
+    if share >= MAX_REJECTED:
+        raise BadInput(f"{share:.1%} of {what}'s requests have prompts of max_model_len "
+                       f"({max_model_len:,} tokens) or more, which vLLM refuses (HTTP 400): "
+                       "there is nothing to plan", hint=f"a max_model_len above the prompts "
+                       f"(p99 {p99:,} tokens): --max-model-len, or a model or GPU that holds "
+                       "that context")
+
+
+def rejected_note(share: float, max_model_len: int,
+                  fate: str = "they are not planned") -> str:
+    """The advice line of a workload with prompts vLLM refuses."""
+    return (f"{share:.1%} of the requests have prompts of max_model_len ({max_model_len:,} "
+            f"tokens) or more: vLLM answers them HTTP 400 ('maximum context length'), so "
+            f"{fate}; raise --max-model-len (or cap prompts at the gateway) to serve them")
 
 
 def preset(name: str) -> Workload:

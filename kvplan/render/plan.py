@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from kvplan.render.term import Painter, table, use_color
-from kvplan.units import fmt_int
+from kvplan.units import fmt_int, fmt_rate
 
 WIDTH = 40
 
@@ -53,9 +53,7 @@ def render_curve(c, stream=None) -> None:
                  f"(before vLLM 0.19 recomputation costs more -- see `kvplan simulate`)")
     lines.append(f"safe --max-num-seqs {c.safe} (`kvplan recommend`'s: 1 % preemption risk on "
                  "the pool that cap leaves; `kvplan recommend` for replicas and SLOs)")
-    from kvplan.core.plan import kv_format_advice
-
-    lines += [f"{p('note', 'yellow')}: {n}" for n in kv_format_advice(r)]
+    lines += [f"{p('note', 'yellow')}: {n}" for n in c.notes()]
     out.write("\n".join(lines) + "\n")
 
 
@@ -75,7 +73,7 @@ def daily_row(b, rec) -> list[str]:
     t = rec.targets
     value = f"{b.daily_output_tokens / 1e9:.2f} B tok/day"
     if t.rate or rec.workload.users:
-        load = f"at {t.rate:g} req/s" if t.rate else f"for {rec.workload.users:,} users"
+        load = f"at {fmt_rate(t.rate)} req/s" if t.rate else f"for {rec.workload.users:,} users"
         who = "the replica serves" if b.replicas == 1 else f"the {b.replicas} replicas serve"
         return ["served", value, f"output tokens {who} {load} (the demand, not a ceiling)"]
     return ["capacity", value, f"output tokens at {t.target_utilization:.0%} utilisation "
@@ -90,7 +88,8 @@ def render_recommendation(rec, stream=None) -> None:
     t = rec.targets
     lines = [f"{p(rec.model.id, 'bold')} · workload {rec.workload.name} · vLLM "
              f"{r.version.text}", ""]
-    load = (f"{t.rate:g} req/s" if t.rate else
+    asked = (rec.offered or t).rate  # the served part is in the advice and the served row
+    load = (f"{asked:g} req/s" if asked else
             f"{rec.workload.users} users" if rec.workload.users else None)
     lines.append(p(f"Recommended: {b.replicas} × {b.gpu.id} TP{r.args.tensor_parallel_size} "
                    f"({b.total_gpus} GPU{'s' if b.total_gpus != 1 else ''})"

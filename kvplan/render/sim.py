@@ -35,7 +35,9 @@ def render_single(d: dict, stream=None) -> None:
     rows = [
         ["output tokens/s", _fmt(d["output_tokens_per_s"], 1)],
         ["requests", f"{d['requests_completed']:,} completed, {d['requests_rejected']:,} "
-                     "rejected"],
+                     "rejected" + (f" ({d['requests_too_long']:,} with prompts of "
+                                   "max_model_len or more: HTTP 400)"
+                                   if d.get("requests_too_long") else "")],
         ["goodput", f"{_fmt(d['goodput_requests_per_s'], 3)} req/s within the SLOs"],
         ["TTFT", f"p50 {_fmt(d['ttft_p50_s'])} s · p99 {_fmt(d['ttft_p99_s'])} s"],
         ["TPOT", f"p50 {_fmt(d['tpot_p50_ms'], 1)} ms · p99 {_fmt(d['tpot_p99_ms'], 1)} ms"],

@@ -108,6 +108,7 @@ class Stats:
 
     completed: list[Request] = field(default_factory=list)
     rejected: int = 0
+    too_long: int = 0  # of `rejected`: a prompt of max_model_len or more (HTTP 400)
     preemptions: int = 0
     recomputed_tokens: int = 0
     output_tokens: int = 0
@@ -287,6 +288,7 @@ class Engine:
             r.output = max(1, c.max_model_len - r.prompt)
             if r.prompt >= c.max_model_len:
                 self.stats.rejected += 1
+                self.stats.too_long += 1
                 return False
         if c.admission_cap is not None and self.in_system() >= c.admission_cap:
             self.stats.rejected += 1

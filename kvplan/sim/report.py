@@ -36,6 +36,7 @@ def summary(st: Stats, ttft_slo: float | None = None, tpot_slo_ms: float | None 
         "output_tokens_per_s": round(st.output_tokens / t, 1),
         "requests_completed": len(done),
         "requests_rejected": st.rejected,
+        "requests_too_long": st.too_long,
         "preemptions": st.preemptions,
         "recomputed_tokens": st.recomputed_tokens,
         "ttft_p50_s": rnd(pct(ttft, 0.5)),

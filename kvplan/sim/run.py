@@ -85,7 +85,13 @@ def simulate(cfg: Config, perf: PerfModel, wl: Workload, load: Load, seed: int =
         if open_loop and (issued >= limit_n or next_open >= limit_t):
             next_open = math.inf
         while pending and pending[-1].arrival <= eng.now:
-            eng.arrive(pending.pop())  # a rejected (429) closed-loop client goes away
+            r = pending.pop()
+            # a client refused with 429 goes away; one refused with 400 (a prompt of
+            # max_model_len or more) sends its next request at once
+            if (not eng.arrive(r) and load.concurrency and r.prompt >= cfg.max_model_len
+                    and issued < limit_n and r.arrival < limit_t):
+                pending.append(new_req(r.arrival))  # the earliest: popped next
+                issued += 1
             eng.stats.events += 1
         nxt = min(pending[-1].arrival if pending else math.inf, next_open)
         if not (eng.running or eng.waiting):

@@ -143,6 +143,7 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
                            "replayed", hint="add a timestamp column, or give --rate or "
                            "--concurrency to send its lengths at that load")
         tr = replayed(trace, duration, requests, notes)
+    notes += too_long_notes(wl, r.max_model_len, tr)
     if not (rate or concurrency or tr):
         concurrency = cap
         notes.append(f"no load given: closed loop with {concurrency} clients (the recommended "
@@ -154,7 +155,8 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
             load.duration = 300.0
         else:
             load.requests = max(200, 4 * (concurrency or 1))
-    st = simulate(cfg, pm, wl.clip(r.max_model_len), bounded(load), seed)
+    # unclipped: the engine refuses a prompt of max_model_len or more as vLLM does
+    st = simulate(cfg, pm, wl, bounded(load), seed)
     out = summary(st, ttft, tpot)
     out.update(_context(r, wl, notes))
     out["recommended_max_num_seqs"] = cap
@@ -173,6 +175,26 @@ def bounded(load: Load) -> Load:
                        f"at most {MAX_ARRIVALS:,}", hint="lower --rate, --duration or "
                        "--requests; the rate is in requests per second")
     return load
+
+
+def too_long_notes(wl: Workload, max_model_len: int,
+                   rows: list[tuple[float, int, int]] | None = None) -> list[str]:
+    """The share of requests vLLM refuses for their prompt's length (of a replayed trace's
+    rows, else of the workload); bad input when that is nearly all of them."""
+    from kvplan.core.workload import refuse_unserved, rejected_note
+
+    if rows is not None:
+        prompts = sorted(p for _, p, _ in rows)
+        share = sum(1 for p in prompts if p >= max_model_len) / len(prompts) if rows else 0.0
+        p99 = prompts[min(len(prompts) - 1, int(0.99 * len(prompts)))] if rows else 0
+        refuse_unserved(share, max_model_len, p99, "the trace")
+    else:
+        share = 1 - wl.served_share(max_model_len)
+    if not share:
+        return []
+    return [rejected_note(share, max_model_len, "the run refuses them too (requests_too_long, "
+                          "part of requests_rejected) and the recommended cap is the served "
+                          "requests'")]
 
 
 def replayed(trace, duration: float | None, requests: int | None,
@@ -236,7 +258,7 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
     bounded_sweep(loads, 2 if compare_cap else 1)
     r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra)
     pm = perf.build(r, gpu)
-    wlc = wl.clip(r.max_model_len)
+    notes += too_long_notes(wl, r.max_model_len)
     notes += engine_notes(engine_config(r, vendor=gpu.vendor), r, wl)
     plan = recommended(model, gpu, args, version, wl) if compare_cap else None
     cap = max(1, plan.max_num_seqs) if plan else None
@@ -244,7 +266,7 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
     def one(v: float, load: Load, engine_seqs: int | None, queue: int | None,
             rr: SizeResult = r, pmr: perf.PerfModel = pm) -> dict:
         cfg = engine_config(rr, engine_seqs, admission_cap, queue, gpu.vendor)
-        st = simulate(cfg, pmr, wlc, bounded(load), seed)
+        st = simulate(cfg, pmr, wl, bounded(load), seed)  # the engine refuses long prompts
         s = summary(st, ttft, tpot)
         s[axis] = int(v) if axis == "concurrency" else round(v, 3)
         return s
@@ -260,7 +282,7 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
         capped = [one(v, ld, cap, fix_queue, plan.result, fix_pm)
                   for v, ld in zip(values, loads)]
     res = SweepResult(axis, points, capped, cap, knee, collapse, latency,
-                      _context(r, wlc, notes))
+                      _context(r, wl, notes))
     if plan is not None:
         res.context["fix_queue_limit"] = fix_queue  # type: ignore[index]
         res.context["fix_usable_blocks"] = engine_config(  # type: ignore[index]
