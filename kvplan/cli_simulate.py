@@ -10,6 +10,7 @@ import typer
 
 from kvplan.cli_plan import (
     CATALOG,
+    ENV,
     JSON_OPT,
     KVD_ONE,
     LORA,
@@ -133,7 +134,7 @@ def register(app: typer.Typer) -> None:
                                            "'plot' extra: pip install kvplan[plot])."),
         enable_lora: bool = LORA, max_loras: int = MAX_LORAS, max_lora_rank: int = LORA_RANK,
         speculative_config: Optional[str] = SPEC,
-        vllm_version: Optional[str] = VERSION,
+        vllm_version: Optional[str] = VERSION, env: Optional[list[str]] = ENV,
         catalog: Optional[list[str]] = CATALOG, as_json: bool = JSON_OPT,
     ) -> None:
         """Simulate one vLLM engine under load: throughput, latency, preemptions, collapse."""
@@ -169,7 +170,7 @@ def register(app: typer.Typer) -> None:
                       kv=kv_cache_dtype, util=gpu_memory_utilization,
                       mnbt=max_num_batched_tokens, seqs=max_num_seqs, version=vllm_version,
                       wl=wl, seed=seed, admission_cap=admission_cap, queue_limit=queue_limit,
-                      ttft=ttft, tpot=tpot)
+                      ttft=ttft, tpot=tpot, env=env)
         if sweep:
             axis, values = parse_sweep(sweep)
             res = run_sweep(axis=axis, values=values, compare_cap=compare_cap,

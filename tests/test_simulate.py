@@ -600,3 +600,41 @@ def test_simulate_counts_and_notes_the_refused_prompts(capsys):
     assert code == 2 and out == "" and err.count("\n") == 1
     assert ("100.0% of the workload's requests have prompts of max_model_len (131,072 tokens) "
             "or more, which vLLM refuses (HTTP 400)") in err
+
+
+def test_simulate_sizes_the_pool_with_env_as_recommend_does(capsys):
+    """Review 23b #14: a plan sized with --env could not be simulated on the same pool."""
+    env = ("--env", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0")
+    common = ("llama-3.1-8b-instruct", "--gpu", "h100", "--max-model-len", "8192")
+    sim = ("simulate", *common, "--rate", "1", "--duration", "5", "--json")
+    code, out, err = run(capsys, *sim)
+    assert code == 0, err
+    plain = json.loads(out)
+    code, out, err = run(capsys, *sim, *env)
+    assert code == 0, err
+    d = json.loads(out)
+    code, out, err = run(capsys, "size", *common, *env, "--json")
+    sz = json.loads(out)
+    # V1: the usable blocks are vLLM's less the null block
+    assert d["usable_blocks"] == sz["num_gpu_blocks"] - 1 > plain["usable_blocks"]
+    code, out, err = run(capsys, "recommend", *common, *env, "--json")
+    assert d["recommended_max_num_seqs"] == json.loads(out)["max_num_seqs"]
+    code, out, err = run(capsys, *sim, "--env", "NOT_A_VLLM_VARIABLE=1")
+    assert code == 0 and any("NOT_A_VLLM_VARIABLE" in n for n in json.loads(out)["notes"])
+
+
+def test_goodput_names_its_slos_or_says_there_are_none(capsys):
+    """Review 23b #14: 'goodput ... within the SLOs' was printed with no SLO given."""
+    common = ("simulate", "llama-3.1-8b-instruct", "--gpu", "h100", "--max-model-len", "8192",
+              "--rate", "2", "--duration", "20", "--seed", "1")
+    code, out, err = run(capsys, *common)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.strip().startswith("goodput"))
+    assert line.endswith("req/s: every completed request (no --ttft or --tpot given)")
+    code, out, err = run(capsys, *common, "--json")
+    d = json.loads(out)
+    assert (d["ttft_slo_s"], d["tpot_slo_ms"]) == (None, None)
+    assert d["goodput_requests_per_s"] == d["request_throughput_per_s"]
+    code, out, err = run(capsys, *common, "--ttft", "2", "--tpot", "50")
+    line = next(x for x in out.splitlines() if x.strip().startswith("goodput"))
+    assert line.endswith("req/s within TTFT ≤ 2 s and TPOT ≤ 50 ms")

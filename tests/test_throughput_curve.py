@@ -69,3 +69,23 @@ def test_past_the_ceiling_agrees_with_the_simulator(capsys):
     assert sim["preemptions"] > 0  # past the ceiling
     assert sim["output_tokens_per_s"] == pytest.approx(pt["output_tokens_per_s"], rel=0.1)
     assert sim["ttft_p50_s"] == pytest.approx(pt["ttft_ms"] / 1000, rel=0.25)
+
+
+def test_the_summary_batches_are_rows_of_the_table(capsys):
+    """Review 23b #14: 'knee at batch 24' named a batch the table (18, 27) did not have.
+    Llama-3.1-8B on an L4 at 8K, chat: the default ladder 1, 2, 4, 8, 12, 18, 27, 36 gains
+    the safe cap (15) and the knee = KV ceiling (24); --batch-sizes rows stay the user's."""
+    m = [LLAMA, "--gpu", "l4", "--max-model-len", "8192", "--workload", "chat"]
+    code, out, err = run(capsys, "throughput", *m, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert (d["knee_batch_size"], d["kv_ceiling_batch_size"], d["safe_max_num_seqs"]) == \
+        (24, 24, 15)
+    assert [p["batch_size"] for p in d["points"]] == [1, 2, 4, 8, 12, 15, 18, 24, 27, 36]
+    code, out, err = run(capsys, "throughput", *m)
+    rows = {line.split()[0]: line for line in out.splitlines()
+            if line.strip() and line.split()[0].isdigit()}
+    assert rows["24"].endswith("← knee ← KV ceiling")
+    assert rows["15"].endswith("← safe --max-num-seqs")
+    code, out, err = run(capsys, "throughput", *m, "--batch-sizes", "1,8", "--json")
+    assert [p["batch_size"] for p in json.loads(out)["points"]] == [1, 8]

@@ -112,7 +112,11 @@ def curve(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Wor
 
     top = max(ceiling, 1)
     at_top = point(top)
-    grid = sizes or default_sizes(max(2, min(int(ceiling * 1.5), 4096)))
-    pts = [point(b) if b <= top else past_ceiling(at_top, b, top, tr.out_mean) for b in grid]
     dense = [point(b) for b in default_sizes(max(2, min(ceiling, 4096)))]
-    return Curve(r, wlc, pts, knee_of(dense), ceiling, safe, share)
+    knee = knee_of(dense)
+    # the default rows include the batches the summary names: the knee, the KV ceiling and
+    # the safe cap (--batch-sizes are the user's rows alone)
+    grid = sizes or sorted(set(default_sizes(max(2, min(int(ceiling * 1.5), 4096)))) |
+                           {b for b in (knee, ceiling, safe) if b >= 1})
+    pts = [point(b) if b <= top else past_ceiling(at_top, b, top, tr.out_mean) for b in grid]
+    return Curve(r, wlc, pts, knee, ceiling, safe, share)

@@ -36,6 +36,10 @@ def render_curve(c, stream=None) -> None:
         mark = []
         if pt.batch_size == c.knee:
             mark.append("← knee")
+        if pt.batch_size == c.kv_ceiling:
+            mark.append("← KV ceiling")
+        if pt.batch_size == c.safe:
+            mark.append("← safe --max-num-seqs")
         if pt.batch_size > c.kv_ceiling:
             mark.append("preempting")
         if pt.budget_starved:  # the token budget keeps fewer running (perf.unstarved_batch)

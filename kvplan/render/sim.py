@@ -28,6 +28,18 @@ def _head(d: dict, p: Painter) -> list[str]:
             f"{d['max_num_seqs']}"] + [p(f"note: {n}", "yellow") for n in d.get("notes", [])]
 
 
+def _goodput(d: dict) -> str:
+    """Goodput names its SLOs; with none it is every completed request (the completion
+    rate), and says so."""
+    slos = [f"TTFT ≤ {d['ttft_slo_s']:g} s" if d.get("ttft_slo_s") else "",
+            f"TPOT ≤ {d['tpot_slo_ms']:g} ms" if d.get("tpot_slo_ms") else ""]
+    slos = [x for x in slos if x]
+    rate = f"{_fmt(d['goodput_requests_per_s'], 3)} req/s"
+    if not slos:
+        return f"{rate}: every completed request (no --ttft or --tpot given)"
+    return f"{rate} within {' and '.join(slos)}"
+
+
 def render_single(d: dict, stream=None) -> None:
     out = stream or sys.stdout
     p = Painter(use_color(out))
@@ -38,7 +50,7 @@ def render_single(d: dict, stream=None) -> None:
                      "rejected" + (f" ({d['requests_too_long']:,} with prompts of "
                                    "max_model_len or more: HTTP 400)"
                                    if d.get("requests_too_long") else "")],
-        ["goodput", f"{_fmt(d['goodput_requests_per_s'], 3)} req/s within the SLOs"],
+        ["goodput", _goodput(d)],
         ["TTFT", f"p50 {_fmt(d['ttft_p50_s'])} s · p99 {_fmt(d['ttft_p99_s'])} s"],
         ["TPOT", f"p50 {_fmt(d['tpot_p50_ms'], 1)} ms · p99 {_fmt(d['tpot_p99_ms'], 1)} ms"],
         ["end to end", f"p50 {_fmt(d['e2e_p50_s'])} s · p99 {_fmt(d['e2e_p99_s'])} s"],

@@ -25,16 +25,24 @@ from kvplan.units import parse_vllm_int
 
 def sized(model: Model, gpu: Gpu, tp: int, mml: str | None, kv: str, util: float | None,
           mnbt: str | None, seqs: int | None, version: str | None,
-          extra: dict | None = None) -> tuple[SizeResult, list[str], EngineArgs]:
+          extra: dict | None = None, env: list[str] | None = None
+          ) -> tuple[SizeResult, list[str], EngineArgs]:
     """The engine as vLLM starts it, the notes, and the arguments it was sized with.
     `extra`: more EngineArgs fields (LoRA slots, a speculative config), whose memory the
-    simulated engine gets and whose speed it does not."""
+    simulated engine gets and whose speed it does not; `env`: `--env NAME=VALUE` items, read
+    as `kvplan size`, `recommend` and `throughput` read them (`apply_assignments`)."""
+    from kvplan.core.versions import VllmVersion
+    from kvplan.engines.vllm_env import apply_assignments
+
     notes: list[str] = []
     args = EngineArgs(tensor_parallel_size=tp, kv_cache_dtype=kv, gpu_memory_utilization=util,
                       max_num_seqs=seqs,
                       max_num_batched_tokens=parse_vllm_int(mnbt, what="--max-num-batched-tokens",
                                                             version=version)
                       if mnbt else None, **(extra or {}))
+    env_note = apply_assignments(args, env, VllmVersion.of(version).v)
+    if env_note:
+        notes.append(env_note)
     if args.enable_lora or args.speculative:
         notes.append("LoRA slots / the speculative drafter are in the memory; the step times "
                      "are without their kernels and without speculative decoding's speed-up")
@@ -123,11 +131,12 @@ def _context(r: SizeResult, wl: Workload, notes: list[str]) -> dict:
 
 def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
                queue_limit, ttft, tpot, rate, burstiness, concurrency, duration, requests,
-               trace=None, extra=None) -> dict:
+               trace=None, extra=None, env=None) -> dict:
     """One run. `trace` (a read `sources.trace.Trace`, whose lengths `wl` holds): replayed
     at its own arrival times, whole unless --requests or --duration cut it; with --rate or
     --concurrency its lengths are sent at that load instead."""
-    r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra)
+    r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra,
+                            env)
     cfg = engine_config(r, seqs, admission_cap, queue_limit, gpu.vendor)
     notes += engine_notes(cfg, r, wl)
     pm = perf.build(r, gpu)
@@ -159,6 +168,7 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
     st = simulate(cfg, pm, wl, bounded(load), seed)
     out = summary(st, ttft, tpot)
     out.update(_context(r, wl, notes))
+    out["ttft_slo_s"], out["tpot_slo_ms"] = ttft, tpot  # goodput's SLOs (null: not given)
     out["recommended_max_num_seqs"] = cap
     out["series"] = st.series
     return out
@@ -253,10 +263,11 @@ def bounded_sweep(loads: list[Load], runs: int) -> None:
 
 def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, requests,
               model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
-              queue_limit, ttft, tpot, extra=None) -> SweepResult:
+              queue_limit, ttft, tpot, extra=None, env=None) -> SweepResult:
     loads = sweep_loads(axis, values, duration, requests)
     bounded_sweep(loads, 2 if compare_cap else 1)
-    r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra)
+    r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra,
+                            env)
     pm = perf.build(r, gpu)
     notes += too_long_notes(wl, r.max_model_len)
     notes += engine_notes(engine_config(r, vendor=gpu.vendor), r, wl)
@@ -283,6 +294,7 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
                   for v, ld in zip(values, loads)]
     res = SweepResult(axis, points, capped, cap, knee, collapse, latency,
                       _context(r, wl, notes))
+    res.context["ttft_slo_s"], res.context["tpot_slo_ms"] = ttft, tpot  # type: ignore[index]
     if plan is not None:
         res.context["fix_queue_limit"] = fix_queue  # type: ignore[index]
         res.context["fix_usable_blocks"] = engine_config(  # type: ignore[index]
