@@ -638,3 +638,22 @@ def test_goodput_names_its_slos_or_says_there_are_none(capsys):
     code, out, err = run(capsys, *common, "--ttft", "2", "--tpot", "50")
     line = next(x for x in out.splitlines() if x.strip().startswith("goodput"))
     assert line.endswith("req/s within TTFT ≤ 2 s and TPOT ≤ 50 ms")
+
+
+def test_a_replayed_trace_counts_its_refused_rows_exactly(tmp_path, capsys):
+    """Review 23b #5 on a trace: 3 of 8 rows have prompts of max_model_len (8,192) or more
+    (8,192 itself included, as vLLM refuses it: no room for one output token)."""
+    t = tmp_path / "t.csv"
+    t.write_text("prompt_tokens,output_tokens,timestamp\n" + "\n".join(
+        f"{p},50,{i}" for i, p in enumerate([100, 8192, 200, 9000, 8191, 300, 20000, 400])))
+    common = ("simulate", "llama-3.1-8b-instruct", "--gpu", "h100", "--max-model-len", "8192",
+              "--trace", str(t), "--json")
+    code, out, err = run(capsys, *common)
+    assert code == 0, err
+    d = json.loads(out)
+    assert (d["requests_completed"], d["requests_too_long"], d["requests_rejected"]) == (5, 3, 3)
+    assert any(n.startswith("37.5% of the requests have prompts of max_model_len (8,192")
+               for n in d["notes"])
+    t.write_text("prompt_tokens,output_tokens,timestamp\n9000,50,0\n8192,50,1\n")
+    code, out, err = run(capsys, *common)
+    assert code == 2 and "100.0% of the trace's requests have prompts of max_model_len" in err

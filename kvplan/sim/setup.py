@@ -140,7 +140,6 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
     cfg = engine_config(r, seqs, admission_cap, queue_limit, gpu.vendor)
     notes += engine_notes(cfg, r, wl)
     pm = perf.build(r, gpu)
-    cap = max(1, recommended(model, gpu, args, version, wl).max_num_seqs)
     tr = None
     if trace is not None and (rate or concurrency):
         if trace.arrivals is not None:
@@ -152,7 +151,8 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
                            "replayed", hint="add a timestamp column, or give --rate or "
                            "--concurrency to send its lengths at that load")
         tr = replayed(trace, duration, requests, notes)
-    notes += too_long_notes(wl, r.max_model_len, tr)
+    notes += too_long_notes(wl, r.max_model_len, tr)  # bad input before any planning
+    cap = max(1, recommended(model, gpu, args, version, wl).max_num_seqs)
     if not (rate or concurrency or tr):
         concurrency = cap
         notes.append(f"no load given: closed loop with {concurrency} clients (the recommended "
