@@ -861,10 +861,11 @@ def test_reviewer_l4_cap14_is_not_told_to_raise_its_cap(serve, capsys):
     assert d["findings"][0]["fix"] == ["no change needed"]
     _, plan, _ = run_json(capsys, "recommend", "llama-3.1-8b", "--gpu", "l4",
                           "--max-model-len", "8K", "--workload", "chat", "--rate", "1")
-    assert plan["safe_max_num_seqs"] == 14 >= d["recommended_max_num_seqs"]
+    # recommend plans on the requests vLLM serves (0.39 % of chat's prompts reach 8K): 15
+    assert plan["safe_max_num_seqs"] == 15 >= d["recommended_max_num_seqs"]
     # simulate at diagnose's cap (2,000 chat requests, 14 clients): no preemption; at the
     # mean target's 21 (21 clients): 84, and TTFT p99 10.95 s
-    for cap, preempted in ((14, 0), (21, 84)):
+    for cap, preempted in ((14, 0), (21, 81)):
         _, sim, _ = run_json(capsys, "simulate", "llama-3.1-8b", "--gpu", "l4",
                              "--max-model-len", "8K", "--workload", "chat", "--max-num-seqs",
                              str(cap), "--concurrency", str(cap), "--requests", "2000",

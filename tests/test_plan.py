@@ -778,23 +778,25 @@ def test_tpot_at_the_planned_load_matches_the_simulator(capsys):
 
 
 def test_ttft_queues_per_replica(capsys):
-    """Each replica queues its own requests: 13 L4s at cap 14 (chat, 8K, 5 req/s) get
-    0.385 req/s each; with a service time of 14 / 0.505 = 27.7 s that is 10.7 Erlang on 14
-    slots, P(wait) = 0.26 and a wait p95 of ln(0.26 / 0.05) / (14 / 27.7 - 0.385) = 13.9 s
-    (pooled over 182 slots it was 1.05 s). A 2 s SLO takes 17 replicas, and the simulator
-    at a replica's 0.294 req/s keeps 95 % of first tokens within it."""
+    """Each replica queues its own requests: 12 L4s at cap 15 (chat, 8K, 5 req/s) get
+    0.417 req/s each; one serves 0.536 req/s at the cap, a service time of 15 / 0.536 = 28.0 s,
+    so 11.66 Erlang on 15 slots: Erlang C P(wait) = 0.27 and a wait p95 of
+    ln(0.27 / 0.05) / (15 / 28.0 - 0.417) = 14.1 s (pooled over 180 slots it was about 1 s).
+    A 2 s SLO takes 15 replicas, and the simulator at a replica's 1/3 req/s keeps 95 % of
+    first tokens within it."""
     base = ("recommend", "llama-3.1-8b", "--gpu", "l4", "--max-model-len", "8K", "--workload",
             "chat", "--rate", "5", "--json")
     code, out, err = run(capsys, *base)
     d = json.loads(out)
-    assert (d["replicas"], d["max_num_seqs"]) == (13, 14)
-    assert d["ttft_p95_s"] == pytest.approx(13.9, abs=0.5)
+    assert (d["replicas"], d["max_num_seqs"]) == (12, 15)
+    assert d["per_replica_requests_per_s"] == pytest.approx(0.536, abs=0.001)
+    assert d["ttft_p95_s"] == pytest.approx(14.1, abs=0.3)
     code, out, err = run(capsys, *base, "--ttft", "2")
     d = json.loads(out)
-    assert (d["replicas"], d["max_num_seqs"]) == (17, 14) and d["ttft_p95_s"] <= 2
+    assert (d["replicas"], d["max_num_seqs"]) == (15, 15) and d["ttft_p95_s"] <= 2
     code, out, err = run(capsys, "simulate", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
-                         "8K", "--workload", "chat", "--max-num-seqs", "14", "--rate",
-                         str(5 / 17), "--duration", "6000", "--ttft", "2", "--json")
+                         "8K", "--workload", "chat", "--max-num-seqs", "15", "--rate",
+                         str(5 / 15), "--duration", "6000", "--ttft", "2", "--json")
     sim = json.loads(out)
     assert sim["goodput_requests_per_s"] >= 0.95 * sim["requests_completed"] / 6000 * 0.99
 
