@@ -657,3 +657,219 @@ def test_a_replayed_trace_counts_its_refused_rows_exactly(tmp_path, capsys):
     t.write_text("prompt_tokens,output_tokens,timestamp\n9000,50,0\n8192,50,1\n")
     code, out, err = run(capsys, *common)
     assert code == 2 and "100.0% of the trace's requests have prompts of max_model_len" in err
+
+
+# --- sliding-window and chunked-local groups ---------------------------------------------------
+
+def steps_free(e, n):
+    out = []
+    for _ in range(n):
+        e.step()
+        out.append(e.free)
+    return out
+
+
+def local_engine(local, lag=False, **kw):
+    from kvplan.sim.engine import Local
+
+    base = dict(num_blocks=100, block_size=4, max_num_seqs=4, max_num_batched_tokens=8,
+                max_model_len=256, local=tuple(Local(**x) for x in local), local_lag=lag,
+                local_admission_cap=True)
+    return Engine(tiny(**{**base, **kw}), FlatSteps())
+
+
+def test_sliding_window_group_frees_what_leaves_the_window():
+    # `SlidingWindowManager` (0.9.1-0.25, no tokens in flight), by hand: 4-token blocks, a
+    # full group and one with an 8-token window; a 16-token prompt in two 8-token chunks,
+    # 12 outputs. Prefill: 2 + 2 blocks, then 4 + 4 (at 8 processed tokens
+    # `get_num_skipped_tokens` is 1: no whole block). The first decode frees the blocks
+    # before token 16 - 8 + 1 = 9 (2 of them; kvplan frees them when the prefill ends:
+    # nothing runs in between). From then on the sliding table grows a block per 4 tokens
+    # and frees one when t - 8 crosses a multiple of 4: cdiv(t, 4) + cdiv(t, 4) - (t - 8) // 4
+    # = 8, 8, 8, 7, 9, 9, 9, 8, 10, 10 at t = 17..26; charged as full attention it would be
+    # 2 x cdiv(t, 4), 14 at t = 26
+    e = local_engine([dict(window=8, block_size=4, count=1, cap=5)])
+    e.arrive(Request(1, 0, 16, 12))
+    assert steps_free(e, 13) == [96, 94, 92, 92, 92, 93, 91, 91, 91, 92, 90, 90, 100]
+    assert len(e.stats.completed) == 1
+
+
+def test_sliding_window_frees_on_processed_tokens_from_0_26():
+    # 0.26+ with async scheduling (`allocate_slots`: `remove_skipped_blocks(total_computed -
+    # num_in_flight_tokens)`): the previous step's tokens are still in flight. Same request:
+    # the second chunk frees nothing (0 processed), so the prefill ends on 4 + 4 blocks; the
+    # first decode step processes 16 - 8 tokens (the last chunk in flight) and grows both
+    # tables: 5 + 5 = 10 blocks; the second frees to 17 - 1 - 8 + 1 = 9 skipped tokens (2
+    # blocks): 5 + 3. Then the window reaches back one token further: 2 x cdiv(t, 4) -
+    # (t - 9) // 4 = 8, 8, 9, 9, 9, 9, 10, 10 at t = 19..26. kvplan's lazy count frees the
+    # first decode's block one step early and holds one more block at the end of the
+    # prefill step, so the pool shows 91 there and vLLM's 90 after the first decode.
+    e = local_engine([dict(window=8, block_size=4, count=1, cap=5)], lag=True)
+    e.arrive(Request(1, 0, 16, 12))
+    assert steps_free(e, 13) == [96, 91, 90, 92, 92, 92, 91, 91, 91, 91, 90, 90, 100]
+
+
+def test_chunked_local_group_frees_a_chunk_at_its_boundary():
+    # `ChunkedLocalAttentionManager` (0.10.0, 0.14+), by hand: 4-token blocks, 8-token chunks,
+    # a full group beside it. A 3-token prompt and 20 outputs: the chunked table grows like
+    # the full one and drops the previous chunk's 2 blocks when the processed tokens reach a
+    # multiple of 8 (t = 9, 17): 2 x cdiv(t, 4) - 2 x ((t - 1) // 8) = 2, 2, 4 (t = 5) ... 4,
+    # 6 (t = 13) ... 6, 8 (t = 21), 8; full attention would hold 12 at t = 21
+    e = local_engine([dict(window=8, block_size=4, count=1, chunked=True, cap=4)])
+    e.arrive(Request(1, 0, 3, 20))
+    assert steps_free(e, 20) == [98, 98, 96, 96, 96, 96, 96, 96, 96, 96, 94, 94, 94, 94, 94,
+                                 94, 94, 94, 92, 100]
+
+
+def test_whole_prompt_check_caps_local_groups_from_0_20_2():
+    # `allocate_slots(full_sequence_must_fit)` charges a sliding group cdiv(prompt, 4) = 10
+    # blocks for a 40-token prompt up to 0.20.1, so with the full group's 10 it never fits 18
+    # blocks (vLLM would stall: dropped and counted); from 0.20.2 `apply_admission_cap` caps
+    # it at 5 (`max_admission_blocks_per_request`): 15 fit. Its chunks then hold 2 + 2, 4 + 4,
+    # 6 + 4, 8 + 4, 10 + 4 blocks (the window's blocks never exceed 4), and its first decode
+    # frees to (40 - 8 + 1) // 4 = 8 skipped blocks: 10 + 2
+    spec = [dict(window=8, block_size=4, count=1, cap=5)]
+    old = local_engine(spec, num_blocks=18, local_admission_cap=False)
+    old.arrive(Request(1, 0, 40, 3))
+    old.step()
+    assert old.stats.rejected == 1 and not old.running
+    e = local_engine(spec, num_blocks=18)
+    e.arrive(Request(1, 0, 40, 3))
+    assert steps_free(e, 5) == [14, 10, 8, 6, 6]
+    assert e.running[1].decoding
+
+
+def test_sliding_window_prefix_hit_takes_only_its_window():
+    # a hit pads the skipped blocks with nulls and touches the rest (`add_local_computed_blocks`):
+    # A (40-token prompt, 32-token common prefix, 4-token blocks, an 8-token window) computes
+    # everything and caches the prefix (8 full-attention blocks, shared from then on); B hits
+    # 32 tokens and computes 8: its full group holds 2 blocks of its own, its sliding group
+    # the blocks after (32 - 8 + 1) // 4 = 6 skipped ones, 10 - 6 = 4 (2 of them the hit's;
+    # vLLM shares those with A while A holds them, kvplan counts them as B's). When the
+    # prefills end, both keep 10 - (39 - 8 + 1) // 4 = 2 sliding blocks.
+    e = local_engine([dict(window=8, block_size=4, count=1, cap=5)], num_blocks=60,
+                     max_num_batched_tokens=64)
+    a, b = Request(1, 0, 40, 5, prefix_hit=32), Request(2, 0, 40, 5, prefix_hit=32)
+    e.arrive(a)
+    e.arrive(b)
+    e.step()
+    assert e.perf.calls[-1] == (0, 48) and (a.shared, b.shared, e.p_held) == (8, 8, 8)
+    assert (a.blocks, b.blocks, e.free) == (4, 4, 60 - 8 - 4 - 4)
+    while e.running:
+        e.step()
+    assert e.free == 60 and e.p_cached == 8
+
+
+def test_lazy_local_count_matches_step_by_step_blocks():
+    # the decode jumps count the windows' frees per residue class; stepping one by one and
+    # jumping must preempt the same requests, and every block comes back
+    from kvplan.sim.engine import Local
+
+    wl = preset("chat")
+    for lag in (False, True):
+        for local in ((Local(128, 16, 1, cap=20),), (Local(64, 16, 2, chunked=True, cap=40),),
+                      (Local(100, 16, 1, cap=20), Local(30, 4, 2, cap=40),
+                       Local(256, 8, 1, chunked=True, cap=80))):
+            seen = []
+            for jumps in (False, True):
+                rng = random.Random(7)
+                e = Engine(tiny(num_blocks=3000, block_size=16, max_num_seqs=64,
+                                max_num_batched_tokens=512, max_model_len=8192, local=local,
+                                local_lag=lag, local_admission_cap=True), FlatSteps())
+                for i in range(150):
+                    p = wl.prompt.sample(rng)
+                    e.arrive(Request(i + 1, 0, p, wl.output.sample(rng),
+                                     prefix_hit=int(p * rng.choice([0, 0.5]))))
+                while e.running or e.waiting:
+                    if not (jumps and e.can_jump() and e.jump(float("inf"))):
+                        e.step()
+                seen.append((e.stats.preemptions, len(e.stats.completed), e.free))
+            assert seen[0] == seen[1] and seen[0][1:] == (150, 3000) and seen[0][0] > 0
+
+
+def test_engine_config_keeps_local_groups_as_vllm_does():
+    # gpt-oss-120b (0.33): a full group and a 128-token sliding one, capped at admission to
+    # cdiv(127 + 2 x 8,192, 16) + 1 = 1,033 blocks (async scheduling: two batches in flight);
+    # 0.25 frees on computed tokens, 0.20.1 has no cap, and 0.9.0 unifies it to full attention
+    from kvplan.sim.engine import Local
+    from kvplan.sources.resolve import resolve_model
+
+    oss = resolve_model("gpt-oss-120b", None)
+    c = engine_config(size(oss, H100, EngineArgs()))
+    assert (c.groups_per_token_block, c.local) == (1, (Local(128, 16, 1, cap=1033),))
+    assert c.local_lag and c.local_admission_cap
+    c25 = engine_config(size(oss, H100, EngineArgs(), "0.25"))
+    assert not c25.local_lag and c25.local_admission_cap
+    assert c25.local == (Local(128, 16, 1, cap=-(-(127 + 8192) // 16) + 1),)
+    assert not engine_config(size(oss, H100, EngineArgs(), "0.20.1")).local_admission_cap
+    # Gemma 3 27B: 52 sliding layers (window 1,024) and 10 full ones, in groups of 10 or
+    # fewer: 6 sliding groups beside the full one; 0.9.0 (no hybrid allocator) unifies
+    # every layer to full attention, one group
+    gemma = resolve_model("gemma-3-27b-it", None)
+    g = engine_config(size(gemma, H100, EngineArgs(max_model_len=32768)))
+    assert g.groups_per_token_block == 1
+    assert [(x.window, x.block_size, x.count) for x in g.local] == [(1024, 16, 6)]
+    g9 = engine_config(size(gemma, H100, EngineArgs(max_model_len=32768), "0.9.0"))
+    assert (g9.groups_per_token_block, g9.local) == (1, ())
+
+
+def test_gpt_oss_at_recommends_cap_does_not_preempt(capsys):
+    # review 23b #4: at recommend's --max-num-seqs 53 and a replica's share of 5 req/s, the
+    # simulator charged the 128-token sliding group a block per 16 tokens and preempted (746
+    # times over 3,000 s); holding only the window's blocks it does not
+    code, out, err = run(capsys, "simulate", "gpt-oss-120b", "--gpu", "h100", "--workload",
+                         "reasoning", "--max-num-seqs", "53", "--rate", "0.357", "--duration",
+                         "1500", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["recommended_max_num_seqs"] == 53 and d["preemptions"] == 0
+    assert d["kv_usage_max"] < 0.9
+
+
+def test_local_blocks_match_vllms_block_tables_step_by_step():
+    # explicit tables, kept as vLLM's managers keep them: before each allocation
+    # `remove_skipped_blocks(computed - in flight)` nulls the blocks wholly before the window,
+    # then the table grows to cdiv(tokens, block_size). The engine's pool use must equal the
+    # tables' at every step, preemptions included -- except that it frees at the end of a
+    # prefill what vLLM frees at the next step (nothing runs in between) and its lazy count
+    # takes that step's own free early, both accounted for here
+    from kvplan.sim.engine import Local
+
+    local = (Local(100, 16, 1, cap=40), Local(30, 4, 2, cap=80),
+             Local(256, 8, 1, chunked=True, cap=80))
+    wl = preset("chat")
+    for lag in (False, True):
+        rng = random.Random(3)
+        e = Engine(tiny(num_blocks=2500, block_size=16, max_num_seqs=64,
+                        max_num_batched_tokens=512, max_model_len=8192, local=local,
+                        local_lag=lag, local_admission_cap=True), FlatSteps())
+        for i in range(120):
+            e.arrive(Request(i + 1, 0, wl.prompt.sample(rng), wl.output.sample(rng)))
+        tables: dict[int, tuple] = {}  # rid -> (tokens, [tables], last chunk, its step)
+        checked = 0
+        while e.running or e.waiting:
+            e.step()
+            step, used, seen = e.stats.steps, 0, {}
+            for r in e.running.values():
+                t = r.base + e.G if r.decoding else r.computed
+                tok, tabs, last, at = tables.get(r.rid, (0, [[] for _ in local], 0, -9))
+                if t < tok:  # preempted and readmitted
+                    tok, tabs, last, at = 0, [[] for _ in local], 0, -9
+                if t > tok:
+                    done = tok - (last if lag and at == step - 1 else 0)
+                    for cl, tab in zip(local, tabs):
+                        tab[:cl.skipped(done)] = [0] * min(cl.skipped(done), len(tab))
+                        tab.extend([1] * (-(-t // cl.block_size) - len(tab)))
+                    last, at = t - tok, step
+                fresh = r.decoding and r.sched_at == step  # its prefill ended this step
+                if fresh:
+                    done = t - (last if lag else 0)
+                    for cl, tab in zip(local, tabs):
+                        tab[:cl.skipped(done)] = [0] * min(cl.skipped(done), len(tab))
+                    used += e._skipped(t - lag) - e._skipped(t - 1 - lag)
+                seen[r.rid] = (t, tabs, last, at)
+                used += -(-t // 16) + sum(cl.count * sum(tab) for cl, tab in zip(local, tabs))
+            tables = seen
+            assert e.cfg.num_blocks - e.free == used, step
+            checked += 1
+        assert checked > 1000 and e.stats.preemptions > 0 and e.free == 2500

@@ -39,9 +39,20 @@ is counted per residue class of the block boundary, so stretches of pure decodin
 jumped over in one move up to the next arrival, completion, or the step where the free
 blocks would run out -- never token by token.
 
-Block accounting: every attention group grows one block per `block_size` tokens (sliding
-window groups are charged as full attention: conservative); Mamba states are a fixed number
-of blocks per request, taken at admission.
+Block accounting (`v1/core/single_type_kv_cache_manager.py`): a full-attention group holds
+a block per `block_size` tokens; Mamba states are a fixed number of blocks per request, taken
+at admission. A sliding-window or chunked-local group (vLLM 0.9.1+ with the hybrid
+allocator; kvplan's sizing charges them as full attention where vLLM does) holds only the
+blocks its window still reads: before each allocation `remove_skipped_blocks` frees the
+blocks wholly before `get_num_skipped_tokens(processed)` -- `processed - window + 1` for a
+sliding window, the start of the current chunk for chunked local attention -- and the table
+grows to `cdiv(tokens, block_size)`. `processed` is the request's computed tokens; from 0.26
+minus the tokens still in flight (`num_in_flight_tokens`: with async scheduling the previous
+step's), so a prefill chunk's predecessor stays held one step longer. The whole-prompt
+admission check charges such a group `cdiv(prompt, block_size)` blocks, capped from 0.20.2
+at `max_admission_blocks_per_request` (`apply_admission_cap`; kvplan's
+`Spec.blocks_per_request`). In decode the frees are counted per residue class like the
+allocations (sliding) or as one event per chunk boundary (chunked).
 """
 
 from __future__ import annotations
@@ -77,6 +88,11 @@ class Request:
     prefix_blocks: int = 0  # its part of the common prefix, in whole blocks of tokens
     shared: int = 0  # prefix token-blocks it holds in the shared cache
     lost: int = 0  # tokens computed before its last preemption
+    act: int = 0  # sliding classes whose out-of-window frees count for it (bit mask)
+    lag: int = 0  # tokens scheduled for it in step `sched_at` (a prefill chunk)
+    sched_at: int = -1
+    defer: int = 0  # blocks its last prefill step holds into decode, freed at step `defer_due`
+    defer_due: int = 0
 
     @property
     def tokens_needed(self) -> int:
@@ -84,11 +100,33 @@ class Request:
         return self.prompt + self.generated
 
 
+@dataclass(frozen=True)
+class Local:
+    """`count` sliding-window (or chunked-local) groups of one window and block size.
+    `cap`: the blocks per group the capped admission check charges at most (0.20.2+
+    `max_admission_blocks_per_request`)."""
+
+    window: int
+    block_size: int
+    count: int
+    chunked: bool = False
+    cap: int = 0
+
+    def skipped(self, processed: int) -> int:
+        """Blocks wholly before the window once `processed` tokens are processed
+        (`get_num_skipped_tokens` // block_size)."""
+        if processed <= 0:
+            return 0
+        if self.chunked:
+            return processed // self.window * self.window // self.block_size
+        return max(0, processed - self.window + 1) // self.block_size
+
+
 @dataclass
 class Config:
     num_blocks: int  # usable blocks (V1: num_gpu_blocks - 1 for the null block)
     block_size: int
-    groups_per_token_block: int  # attention groups: blocks added per block_size tokens
+    groups_per_token_block: int  # full-attention groups: blocks added per block_size tokens
     state_blocks: int  # fixed blocks per request (Mamba states)
     max_num_seqs: int
     max_num_batched_tokens: int
@@ -100,6 +138,9 @@ class Config:
     chunked_prefill: bool = True  # V0 only (V1 always chunks generation prefills)
     watermark_blocks: int = 0  # V0: int(0.01 x num_gpu_blocks) kept free at admission
     prefix_caching: bool = True  # whether `prefix_hit` is served from the cache
+    local: tuple[Local, ...] = ()  # sliding-window / chunked-local groups (V1 0.9.1+)
+    local_lag: bool = False  # 0.26+ with a step in flight: frees on the processed tokens
+    local_admission_cap: bool = False  # 0.20.2+ `apply_admission_cap`
 
 
 @dataclass
@@ -120,6 +161,11 @@ class Stats:
     area_in_system: float = 0.0  # integral of requests in the system over time
 
 
+def _hits(g: int, k: int, q: int, b: int) -> int:
+    """Decode counter values G' in (g, g + k] with G' = q (mod b)."""
+    return (g + k - q) // b - (g - q) // b
+
+
 class Engine:
     def __init__(self, cfg: Config, perf: PerfModel):
         self.cfg = cfg
@@ -138,33 +184,130 @@ class Engine:
         self.heap: list[tuple[int, int, int]] = []  # (done_at, rid, epoch)
         self.stats = Stats()
         self._last_t = 0.0
-        # the shared prefix cache, in token-blocks (x groups_per_token_block blocks each):
+        # the shared prefix cache, in token-blocks (x nf full-attention blocks each):
         # the first p_held are held by running requests, up to p_cached are still cached
         self.p_held = 0
         self.p_cached = 0
         self.p_holders: dict[int, int] = {}  # shared extent -> running requests holding it
         # V0 keeps a touched block free for each decode (`can_append_slots`)
         self.reserve = 1 if cfg.v0 else 0
+        # --- local (sliding-window / chunked) groups ---
+        self.nf = cfg.groups_per_token_block
+        self.bs, self.states = cfg.block_size, cfg.state_blocks
+        self.lag = 1 if cfg.local_lag else 0  # a decode's previous token is still in flight
+        self.locals = cfg.local
+        per: dict[int, int] = {}  # block size -> local groups allocating per that many tokens
+        for cl in cfg.local:
+            per[cl.block_size] = per.get(cl.block_size, 0) + cl.count
+        self.g_alloc = self.nf + per.pop(cfg.block_size, 0)  # groups at the engine's size
+        # other block sizes: (size, groups, decoding requests by allocation residue)
+        self.other = [(b, n, [0] * b) for b, n in per.items()]
+        # sliding classes: (window + lag, block size, groups, free residue offset, requests
+        # counted as freeing, by allocation residue)
+        self.swa = [(cl.window + self.lag, cl.block_size, cl.count,
+                     (cl.window + self.lag - 1) % cl.block_size, [0] * cl.block_size)
+                    for cl in cfg.local if not cl.chunked]
+        self.swa_min_bs = min((x[1] for x in self.swa), default=0)
+        self.swa_active = 0  # sum over freeing requests of their sliding groups
+        self.chunked = [cl for cl in cfg.local if cl.chunked]
+        self.pending: list[tuple[int, int, int, int]] = []  # (G it starts freeing, rid, epoch, j)
+        self.drops: list[tuple[int, int, int, int, int]] = []  # (G, rid, epoch, class, chunk)
+        self.deferring: list[Request] = []
 
     # --- blocks ---------------------------------------------------------------------------
+    def hold(self, tokens: int, processed: int) -> int:
+        """Blocks a request holds with `tokens` slots after freeing the blocks that left its
+        local windows at `processed` tokens (shared prefix blocks included)."""
+        n = self.nf * -(-tokens // self.bs) + self.states
+        for cl in self.locals:
+            n += cl.count * (-(-tokens // cl.block_size) - cl.skipped(processed))
+        return n
+
     def blocks_for(self, tokens: int) -> int:
+        """Blocks of `tokens` with nothing freed (V0's whole-sequence allocation)."""
+        return self.hold(tokens, 0)
+
+    def _skipped(self, processed: int) -> int:
+        return sum(cl.count * cl.skipped(processed) for cl in self.locals)
+
+    def full_need(self, tokens: int, s: int, capped: bool) -> int:
+        """`allocate_slots(full_sequence_must_fit)`: blocks to hold `tokens` after a hit of
+        `s` prefix token-blocks (its evictable full-attention blocks apart). A local group
+        needs its table less the hit (`get_num_blocks_to_allocate`, capped at `cap` with
+        `apply_admission_cap`), plus the hit's in-window blocks it takes from the cache."""
         c = self.cfg
-        return c.groups_per_token_block * -(-max(tokens, 0) // c.block_size) + c.state_blocks
+        need = self.nf * (-(-tokens // c.block_size) - s) + c.state_blocks
+        hit = s * c.block_size
+        for cl in self.locals:
+            req = -(-tokens // cl.block_size)
+            if capped:
+                req = min(req, cl.cap)
+            sc = hit // cl.block_size
+            need += cl.count * (max(req - sc, 0) + sc - cl.skipped(hit))
+        return need
+
+    def never_fits(self, tokens: int) -> bool:
+        """The whole-prompt check could never pass (vLLM stalls), or, before 0.19, the
+        request's blocks exceed the pool (sliding groups at their admission cap)."""
+        c = self.cfg
+        if not self.locals:
+            return self.nf * -(-tokens // c.block_size) + c.state_blocks > c.num_blocks
+        capped = c.local_admission_cap or not c.reserve_full_prompt
+        return self.full_need(tokens, 0, capped) > c.num_blocks
+
+    def _lag(self, r: Request) -> int:
+        """Tokens of r still in flight (0.26+ async: its chunk of the previous step)."""
+        return r.lag if self.lag and r.sched_at == self.stats.steps else 0
 
     def _residue(self, r: Request) -> int:
         # tokens = base + G; a new block is needed when (tokens - 1) % bs == 0, i.e. at
         # G = 1 - base (mod bs)
         return (1 - r.base) % self.cfg.block_size
 
-    def crossings(self, k: int) -> int:
-        """Blocks decoding requests allocate over the next k decode steps."""
-        bs = self.cfg.block_size
+    def crossings(self, k: int, frees: bool = True) -> int:
+        """Net blocks decoding requests allocate over the next k decode steps: block
+        boundaries crossed, less sliding-window blocks freed (chunk boundaries apart)."""
         g = self.G
+        bs = self.bs
         n = 0
         for q, cnt in enumerate(self.dec_count):
             if cnt:
                 n += cnt * ((g + k - q) // bs - (g - q) // bs)
-        return n * self.cfg.groups_per_token_block
+        n *= self.g_alloc
+        if not self.locals:
+            return n
+        for b, m, counts in self.other:
+            x = 0
+            for q, cnt in enumerate(counts):
+                if cnt:
+                    x += cnt * _hits(g, k, q, b)
+            n += m * x
+        if frees:
+            for _, b, m, d, act in self.swa:
+                x = 0
+                for q, cnt in enumerate(act):
+                    if cnt:
+                        x += cnt * _hits(g, k, q + d, b)
+                n -= m * x
+        return n
+
+    def bound(self, k: int) -> int:
+        """The most blocks decoding requests hold beyond now at any of the next k steps: a
+        freeing sliding group frees one block per block it allocates, so it is at most one
+        block up, and only if its next allocation comes before its next free."""
+        if not self.swa:
+            return self.crossings(k)
+        n = self.crossings(k, frees=False)
+        g = self.G
+        for _, b, m, d, act in self.swa:
+            x = 0
+            for q, cnt in enumerate(act):
+                if cnt:
+                    first = (q - g - 1) % b + 1
+                    up = first <= k and first < (q + d - g - 1) % b + 1
+                    x += cnt * (_hits(g, k, q, b) - up)
+            n -= m * x
+        return n
 
     # --- the shared prefix ----------------------------------------------------------------
     def _share(self, r: Request, s: int) -> None:
@@ -187,20 +330,21 @@ class Engine:
         elif old == self.p_held and old not in holders:
             # the last holder of the tail left: its blocks are cached, free and evictable
             held = max(holders) if holders else 0
-            self.free += self.cfg.groups_per_token_block * (self.p_held - held)
+            self.free += self.nf * (self.p_held - held)
             self.p_held = held
 
     def _evict(self) -> None:
         """Allocations take evictable prefix blocks last, the tail first."""
-        self.p_cached = max(self.p_held, min(
-            self.p_cached, self.p_held + self.free // self.cfg.groups_per_token_block))
+        if self.nf:
+            self.p_cached = max(self.p_held, min(
+                self.p_cached, self.p_held + max(self.free, 0) // self.nf))
 
     def _extend(self, r: Request) -> None:
         """r holds the whole cached prefix and has computed more of it: its new full prefix
         blocks join the cache (shared from now on)."""
         e = min(r.prefix_blocks, r.computed // self.cfg.block_size)
         if e > r.shared == self.p_cached:
-            r.blocks -= self.cfg.groups_per_token_block * (e - r.shared)
+            r.blocks -= self.nf * (e - r.shared)
             self._share(r, e)
             self.p_cached = e
 
@@ -208,7 +352,7 @@ class Engine:
         """(prefix token-blocks r finds cached, evictable blocks it takes from the free
         count)."""
         s = min(r.prefix_blocks, self.p_cached)
-        return s, self.cfg.groups_per_token_block * max(0, s - self.p_held)
+        return s, self.nf * max(0, s - self.p_held)
 
     # --- bookkeeping ----------------------------------------------------------------------
     def in_system(self) -> int:
@@ -229,21 +373,100 @@ class Engine:
         self.dec_n += 1
         self.dec_base_sum += r.base
         heapq.heappush(self.heap, (r.done_at, r.rid, r.epoch))
+        if self.locals:
+            self._start_local(r)
+
+    def _start_local(self, r: Request) -> None:
+        """Enter r's local groups into the lazy count: from here on it holds
+        `hold(t, t - 1 - lag)` at t tokens. What its last prefill step holds beyond that is
+        freed now, or (0.26+ async, the chunk still in flight) in part after the next step."""
+        t, a = r.computed, self.lag
+        for b, _, counts in self.other:
+            counts[(1 - r.base) % b] += 1
+        for j, (w, b, m, _, act) in enumerate(self.swa):
+            if t >= w:  # its next block boundary past the window frees a block
+                act[(1 - r.base) % b] += 1
+                r.act |= 1 << j
+                self.swa_active += m
+            else:
+                heapq.heappush(self.pending, (w - r.base, r.rid, r.epoch, j))
+        for i, cl in enumerate(self.chunked):
+            n = max(0, t - 1 - a) // cl.window + 1  # the next chunk boundary's free
+            heapq.heappush(self.drops, (n * cl.window + 1 + a - r.base, r.rid, r.epoch, i, n))
+        lazy = self.hold(t, t - 1 - a) - self.nf * r.shared
+        # vLLM frees the rest at the first decode step (on t - lag processed tokens: the last
+        # chunk is in flight) and the second (on t). Freed now, as nothing runs before the
+        # next step: all of it without a lag; with one, all but the second step's (`defer`),
+        # less the block per group the lazy count's first step frees a step before vLLM
+        # (negative then: the pool shows it taken until that step frees it)
+        later = self._skipped(t - 1) - self._skipped(t - r.lag) if a else 0
+        self.free += r.blocks - lazy - later
+        r.blocks = lazy
+        if later > 0:
+            r.defer, r.defer_due = later, self.stats.steps + 2
+            self.deferring.append(r)
+
+    def _release_deferred(self, step: int) -> None:
+        """Free the deferred blocks due by `step`."""
+        keep = []
+        for r in self.deferring:
+            if r.defer and r.defer_due <= step:
+                self.free += r.defer
+                r.defer = 0
+            if r.defer:
+                keep.append(r)
+        self.deferring = keep
+
+    def _activate(self) -> None:
+        """Sliding groups whose window is full start freeing a block per block."""
+        while self.pending and self.pending[0][0] <= self.G:
+            _, rid, epoch, j = heapq.heappop(self.pending)
+            r = self.running.get(rid)
+            if r is None or r.epoch != epoch or not r.decoding:
+                continue
+            _, b, m, _, act = self.swa[j]
+            act[(1 - r.base) % b] += 1
+            r.act |= 1 << j
+            self.swa_active += m
+
+    def _due_drops(self) -> list[tuple[Request, tuple]]:
+        """Chunk boundaries reached at the next decode step (valid entries)."""
+        due = []
+        while self.drops and self.drops[0][0] <= self.G + 1:
+            e = heapq.heappop(self.drops)
+            r = self.running.get(e[1])
+            if r is not None and r.epoch == e[2] and r.decoding:
+                due.append((r, e))
+        return due
+
+    def _drop_blocks(self, e: tuple) -> int:
+        cl = self.chunked[e[3]]
+        n, b = e[4], cl.block_size
+        return cl.count * (n * cl.window // b - (n - 1) * cl.window // b)
 
     def _stop_decoding(self, r: Request) -> None:
         """Materialise the lazy state and take r out of the decoding set."""
         r.computed = r.base + self.G
         r.generated = r.gbase + self.G
-        r.blocks = self.blocks_for(r.computed) - self.cfg.groups_per_token_block * r.shared
+        r.blocks = self.hold(r.computed, r.computed - 1 - self.lag) - self.nf * r.shared
         r.decoding = False
         r.epoch += 1
         self.dec_count[self._residue(r)] -= 1
         self.dec_n -= 1
         self.dec_base_sum -= r.base
+        if self.locals:
+            for b, _, counts in self.other:
+                counts[(1 - r.base) % b] -= 1
+            if r.act:
+                for j, (_, b, m, _, act) in enumerate(self.swa):
+                    if r.act >> j & 1:
+                        act[(1 - r.base) % b] -= 1
+                        self.swa_active -= m
+                r.act = 0
 
     def _release(self, r: Request) -> None:
-        self.free += r.blocks
-        r.blocks = 0
+        self.free += r.blocks + r.defer
+        r.blocks = r.defer = 0
         if r.shared:
             self._share(r, 0)
 
@@ -319,7 +542,8 @@ class Engine:
         prefill_tokens = 0
         prefill_ctx = 0
         finished_prefill: list[Request] = []
-        g = c.groups_per_token_block
+        nf = self.nf
+        now = self.stats.steps + 1
         for rid in list(self.prefilling):
             if budget <= 0:
                 break
@@ -327,8 +551,11 @@ class Engine:
             if r is None:  # preempted earlier in this loop
                 continue
             chunk = min(r.tokens_needed - r.computed, budget)
-            # V0 allocated the whole sequence at admission: nothing more to take
-            need = max(0, self.blocks_for(r.computed + chunk) - g * r.shared - r.blocks)
+            if c.v0:  # V0 allocated the whole sequence at admission: nothing more to take
+                need = max(0, self.blocks_for(r.computed + chunk) - nf * r.shared - r.blocks)
+            else:  # frees what left the windows, then grows the tables (may be negative)
+                need = self.hold(r.computed + chunk, r.computed - self._lag(r)) \
+                    - nf * r.shared - r.blocks
             while need > self.free and self.running:
                 victim = self._preempt_last()
                 if victim is r:
@@ -338,6 +565,7 @@ class Engine:
             self.free -= need
             r.blocks += need
             r.computed += chunk
+            r.lag, r.sched_at = chunk, now
             if r.prefix_blocks > r.shared:
                 self._extend(r)
             budget -= chunk
@@ -366,21 +594,25 @@ class Engine:
         """FCFS while the budget and max_num_seqs allow and the blocks fit
         (`KVCacheManager.allocate_slots`)."""
         c = self.cfg
-        g, bs = c.groups_per_token_block, c.block_size
+        nf, bs = self.nf, c.block_size
+        now = self.stats.steps + 1
+        local = self.locals
         while self.waiting and budget > 0 and len(self.running) < c.max_num_seqs:
             r = self.waiting[0]
-            full = self.blocks_for(r.tokens_needed)
-            if full > c.num_blocks:
+            tokens = r.tokens_needed
+            full = 0 if local else nf * -(-tokens // bs) + c.state_blocks
+            if self.never_fits(tokens) if local else full > c.num_blocks:
                 # can never fit, even in an empty pool (the null block takes one): vLLM
                 # would stall on it; the simulation drops it and counts it as rejected
                 self._reject_head()
                 continue
             s, touched = self._hit(r) if r.prefix_blocks else (0, 0)
-            if c.reserve_full_prompt and full - g * s + touched > self.free:
+            if c.reserve_full_prompt and (self.full_need(tokens, s, c.local_admission_cap)
+                                          if local else full - nf * s) + touched > self.free:
                 break
             hit = s * bs
-            chunk = min(r.tokens_needed - hit, budget)
-            need = self.blocks_for(hit + chunk) - g * s
+            chunk = min(tokens - hit, budget)
+            need = self.hold(hit + chunk, hit) - nf * s
             if need + touched > self.free:
                 break
             self.waiting.popleft()
@@ -390,6 +622,7 @@ class Engine:
             if s:
                 self._share(r, s)
             r.computed = hit + chunk
+            r.lag, r.sched_at = chunk, now
             if r.prefix_blocks > r.shared:
                 self._extend(r)
             if self.p_cached > self.p_held:
@@ -441,12 +674,29 @@ class Engine:
     def _room_for_decodes(self) -> None:
         """Take the blocks one more token of every running request needs, preempting from
         the back (`_preempt_last`) until they fit."""
+        if not self.locals:
+            while True:
+                need = self.crossings(1)
+                if need + (self.reserve if self.dec_n else 0) <= self.free or not self.running:
+                    break
+                self._preempt_last()
+            self.free -= need
+            return
+        # local groups: what left the windows is freed before the tables grow
+        self._release_deferred(self.stats.steps + 1)
+        self._activate()
+        due = self._due_drops()
         while True:
-            need = self.crossings(1)
+            need = self.crossings(1) - sum(self._drop_blocks(e) for r, e in due
+                                           if r.decoding and r.epoch == e[2])
             if need + (self.reserve if self.dec_n else 0) <= self.free or not self.running:
                 break
             self._preempt_last()
         self.free -= need
+        for r, e in due:
+            if r.decoding and r.epoch == e[2]:
+                w = self.chunked[e[3]].window
+                heapq.heappush(self.drops, (e[0] + w, r.rid, r.epoch, e[3], e[4] + 1))
 
     def _step_v0_unchunked(self) -> None:
         """V0 `_schedule_default`: prefill whole prompts if any waiting request can start;
@@ -497,34 +747,47 @@ class Engine:
     # --- fast path ------------------------------------------------------------------------
     def can_jump(self) -> bool:
         """Whether the next steps are pure decodes: nothing prefilling and no waiting request
-        a step would admit (or drop as never fitting)."""
+        a step would admit (or drop as never fitting), even with the blocks sliding windows
+        and deferred frees may give back meanwhile."""
         if self.prefilling or not self.dec_n:
             return False
         c = self.cfg
         if not self.waiting or len(self.running) >= c.max_num_seqs:
             return True
         r = self.waiting[0]
-        full = self.blocks_for(r.tokens_needed)
         budget = c.max_num_batched_tokens - self.dec_n  # what a step leaves for prefills
         if c.v0:
+            full = self.blocks_for(r.tokens_needed)
             if c.num_blocks - full < c.watermark_blocks:
                 return False
             return full + c.watermark_blocks > self.free or (c.chunked_prefill and budget <= 0)
-        if full > c.num_blocks:
-            return False
+        tokens = r.tokens_needed
         s, touched = self._hit(r) if r.prefix_blocks else (0, 0)
-        g = c.groups_per_token_block
-        if c.reserve_full_prompt:
-            return full - g * s + touched > self.free or budget <= 0
+        if self.locals:
+            if self.never_fits(tokens):
+                return False
+            free = self.free + self.swa_active + sum(q.defer for q in self.deferring)
+            if c.reserve_full_prompt:
+                return self.full_need(tokens, s, c.local_admission_cap) + touched > free \
+                    or budget <= 0
+        else:
+            full = self.nf * -(-tokens // c.block_size) + c.state_blocks
+            if full > c.num_blocks:
+                return False
+            free = self.free
+            if c.reserve_full_prompt:
+                return full - self.nf * s + touched > free or budget <= 0
         if budget <= 0:
             return True
         hit = s * c.block_size
-        chunk = min(r.tokens_needed - hit, budget)
-        return self.blocks_for(hit + chunk) - g * s + touched > self.free
+        chunk = min(tokens - hit, budget)
+        return self.hold(hit + chunk, hit) - self.nf * s + touched > free
 
     def jump(self, until: float) -> bool:
         """Advance pure-decode steps up to (not past) time `until`, the next completion or
         the step where blocks would run out. Returns False if not even 2 steps fit."""
+        if self.locals:
+            self._activate()
         # next completion
         while self.heap:
             done_at, rid, epoch = self.heap[0]
@@ -538,14 +801,17 @@ class Engine:
         dt = self.perf.step_time(self.dec_n, ctx)
         k_time = int(min((until - self.now) / dt, 1e9))  # inf when `until` is
         k = min(k_done - 1, k_time, 100_000)
+        free = self.free - self.reserve
+        if self.locals:
+            k = min(k, self._local_limit())
+            free += sum(r.defer for r in self.deferring if r.defer_due <= self.stats.steps + 1)
         if k < 2:
             return False
-        free = self.free - self.reserve
         lo, hi = 0, k  # largest k whose block growth fits
-        if self.crossings(k) > free:
+        if self.bound(k) > free:
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                if self.crossings(mid) <= free:
+                if self.bound(mid) <= free:
                     lo = mid
                 else:
                     hi = mid - 1
@@ -559,6 +825,8 @@ class Engine:
         if k < 2:
             return False
         self.free -= self.crossings(k)
+        if self.deferring:
+            self._release_deferred(self.stats.steps + k)
         if self.p_cached > self.p_held:
             self._evict()
         t = self.now + k * dt_mid
@@ -568,3 +836,23 @@ class Engine:
         self.stats.output_tokens += k * self.dec_n
         self.stats.steps += k
         return True
+
+    def _local_limit(self) -> int:
+        """Steps a jump may take before a chunk boundary frees blocks or a sliding window
+        fills (its frees then start; the lazy count needs them)."""
+        k = 10**9
+        while self.drops:
+            _, rid, epoch, _, _ = self.drops[0]
+            r = self.running.get(rid)
+            if r is not None and r.epoch == epoch and r.decoding:
+                k = self.drops[0][0] - self.G - 1
+                break
+            heapq.heappop(self.drops)
+        while self.pending:
+            _, rid, epoch, _ = self.pending[0]
+            r = self.running.get(rid)
+            if r is not None and r.epoch == epoch and r.decoding:
+                k = min(k, self.pending[0][0] + self.swa_min_bs - 1 - self.G)
+                break
+            heapq.heappop(self.pending)
+        return k

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.core import perf
+from kvplan.core.arch import CHUNKED, SLIDING
 from kvplan.core.sizing import (
     EngineArgs,
     Gpu,
@@ -17,7 +18,7 @@ from kvplan.core.sizing import (
 )
 from kvplan.core.workload import Workload
 from kvplan.errors import BadInput, DoesNotFit
-from kvplan.sim.engine import Config
+from kvplan.sim.engine import Config, Local
 from kvplan.sim.report import SweepResult, knee_and_collapse, summary
 from kvplan.sim.run import Load, simulate
 from kvplan.units import parse_vllm_int
@@ -76,24 +77,53 @@ def v0_chunked_prefill(r: SizeResult, vendor: str = "nvidia") -> bool:
 
 def engine_config(r: SizeResult, seqs: int | None = None, admission_cap: int | None = None,
                   queue_limit: int | None = None, vendor: str = "nvidia") -> Config:
-    # a group grows a block per block_size tokens unless it is a fixed set of Mamba states;
-    # prefix caching's 'all' mode keeps a state per block as well as its fixed ones
-    attn = [g for g in r.groups if not g.spec.is_state or g.spec.all_states]
-    states = sum(g.spec.state_blocks for g in r.groups if g.spec.is_state)
     v0 = not r.version.v1
+    full, local = _groups(r)
     # V0 has no null block; its block manager keeps 1 % of the blocks free at admission
     # (`BlockSpaceManager(watermark=0.01)`: `int(watermark * num_gpu_blocks)`)
     blocks = r.usable_blocks
     prefix = r.args.enable_prefix_caching
     return Config(num_blocks=blocks, block_size=r.block_size,
-                  groups_per_token_block=max(1, len(attn)), state_blocks=states,
+                  groups_per_token_block=full if full or local else 1,
+                  state_blocks=sum(g.spec.state_blocks for g in r.groups if g.spec.is_state),
                   max_num_seqs=seqs or r.max_num_seqs,
                   max_num_batched_tokens=r.max_num_batched_tokens,
                   max_model_len=r.max_model_len, admission_cap=admission_cap,
                   queue_limit=queue_limit, reserve_full_prompt=r.version.at_least(0, 19),
                   v0=v0, chunked_prefill=not v0 or v0_chunked_prefill(r, vendor),
                   watermark_blocks=int(0.01 * r.num_gpu_blocks) if v0 else 0,
-                  prefix_caching=(not v0) if prefix is None else bool(prefix))
+                  prefix_caching=(not v0) if prefix is None else bool(prefix),
+                  local=local,
+                  # 0.26+ free on the processed tokens (`num_in_flight_tokens`): a step is
+                  # in flight when two or more batches are (`inflight_batches`)
+                  local_lag=r.version.at_least(0, 26)
+                  and r.inflight_tokens >= 2 * r.max_num_batched_tokens,
+                  local_admission_cap=r.version.at_least(0, 20, 2))
+
+
+def _groups(r: SizeResult) -> tuple[int, tuple[Local, ...]]:
+    """The groups that hold a block per block_size tokens (full attention, and Mamba's 'all'
+    prefix-caching mode, a state per block beside its fixed ones), and the sliding-window /
+    chunked-local groups by (window, block size). Local groups exist only where kvplan's
+    sizing keeps them (V1 0.9.1+ with the hybrid allocator; chunked ones in 0.10.0 and 0.14+):
+    elsewhere vLLM unifies them to full attention and their specs say so. Each one's `cap` is
+    its startup figure, `Spec.blocks_per_request(max_model_len, inflight_tokens)`
+    (`max_admission_blocks_per_request`)."""
+    full = 0
+    local: dict[tuple[bool, int, int], list[int]] = {}
+    for g in r.groups:
+        s = g.spec
+        if s.is_state:
+            full += s.all_states
+        elif s.kind in (SLIDING, CHUNKED):
+            key = (s.kind == CHUNKED, s.window, s.block_size)
+            n = local.setdefault(key, [0, s.blocks_per_request(r.max_model_len,
+                                                               r.inflight_tokens)])
+            n[0] += 1
+        else:
+            full += 1
+    return full, tuple(Local(window=w, block_size=b, count=n, chunked=ch, cap=cap)
+                       for (ch, w, b), (n, cap) in local.items())
 
 
 def engine_notes(cfg: Config, r: SizeResult, wl: Workload) -> list[str]:
