@@ -173,7 +173,8 @@ def test_done_when_spiral_json(serve, capsys):
     assert f["id"] == "preemption_spiral" and f["severity"] == "critical"
     assert f.keys() >= {"id", "severity", "title", "evidence", "fix"}
     assert f["data"]["0"] == {"preemptions": 360.0, "preemptions_per_s": 36.0,
-                              "kv_cache_usage": 0.98, "counter_reset": False}
+                              "kv_cache_usage": 0.98, "counter_reset": False,
+                              "requests_finished": 200.0, "preemptions_per_request": 1.8}
     assert d["recommended_max_num_seqs"] == 219
     r = d["recommendation"]
     assert (r["method"], r["preempt_risk"], r["footprint_shape"]) == (
@@ -1046,3 +1047,72 @@ def test_cross_check_sizes_the_given_cap(serve, capsys):
     assert c["predicted_num_gpu_blocks"] == 2152 == c["observed_num_gpu_blocks"]
     assert c["max_num_seqs"] == 14 and c["default_max_num_seqs"] is None
     assert not any("differs from kvplan size" in n for n in d["notes"])
+
+
+# --- review 23d: the preemption floor, the cap on its own pool -------------------------------
+
+def test_preemption_floor_poisson_by_hand():
+    from kvplan.core import preemptfloor as fl
+
+    # P(X >= 5 | 2.4) = 1 - e^-2.4 (1 + 2.4 + 2.88 + 2.304 + 1.3824) = 0.0959;
+    # P(X >= 5 | 1) = 1 - e^-1 (1 + 1 + 1/2 + 1/6 + 1/24) = 0.00366; P(X >= 4 | 1) = 0.0190
+    assert round(fl.poisson_tail(5, 2.4), 4) == 0.0959
+    assert round(fl.poisson_tail(5, 1.0), 5) == 0.00366
+    assert round(fl.poisson_tail(4, 1.0), 4) == 0.0190
+    assert fl.poisson_tail(1, 0.0) == 0.0 and fl.poisson_tail(0, 5.0) == 1.0
+    # the reviewer's two servers at recommend's cap: 1 in 3,202 and 5 in 2,406 are within
+    # the 0.1 % floor; 5 in 1,000 and 2 in 100 (P(X >= 2 | 0.1) = 0.0047) are not
+    assert not fl.excessive(1, 3202) and not fl.excessive(5, 2406)
+    assert fl.excessive(5, 1000) and fl.excessive(2, 100) and not fl.excessive(1, 100)
+    assert fl.excessive(1, None) and not fl.excessive(0, None)
+
+
+def floor_states(preempted: tuple[int, int, int]):
+    # 15 running (the cap), KV 40 %, 1,000 requests finished over the window
+    return [{None: State(running=15, kv=0.40, preemptions=p, finished=finished(f),
+                         blocks=2151)}
+            for p, f in zip(preempted, (1000, 1500, 2000))]
+
+
+def test_preemptions_within_the_floor_are_healthy(serve, capsys):
+    # review 23d #5: one preemption anywhere in the window made the server UNHEALTHY.
+    # 4 in 1,000 finished requests: a 0.1 % share gives 4 or more with 1.9 % probability
+    code, d, _ = run_json(capsys, "diagnose", serve(series(floor_states((0, 2, 4)))),
+                          "--interval", "0.01", "--max-num-seqs", "15")
+    assert code == 0 and d["verdict"] == "healthy"
+    f = d["findings"][0]
+    assert f["id"] == "healthy" and f["title"].startswith("Healthy: preemptions within the floor")
+    assert "4 preemptions in 10.0 s (0.40% of 1,000 finished requests): a 0.1% share gives 4 " \
+        "or more with 2% probability, within the floor" in f["evidence"]
+    assert d["observed"]["preemptions_per_request"] == 0.004
+    assert d["observed"]["requests_finished"] == 1000
+    # 5 in 1,000 (a 0.1 % share gives 5 or more with 0.37 % probability): a warning whose fix
+    # does not contradict the recommendation. 0.4 / 15 of the pool a sequence, exponential
+    # footprints: Erlang 24, diagnose 24, above the cap 15
+    code, d, _ = run_json(capsys, "diagnose", serve(series(floor_states((0, 2, 5)))),
+                          "--interval", "0.01", "--max-num-seqs", "15")
+    f = d["findings"][0]
+    assert code == 1 and f["id"] == "intermittent_preemption"
+    assert erlang_cap(0.4 / 15) == 24 and d["recommended_max_num_seqs"] == 24
+    assert f["evidence"][-1] == ("0.50% of 1,000 finished requests preempted: more than the "
+                                 "0.1% diagnose accepts, beyond chance")
+    assert f["fix"][0].startswith("--max-num-seqs 15 is not above the recommended 24, which "
+                                  "rests on the footprint at scrape times")
+    assert f["data"]["0"]["preemptions_per_request"] == 0.005
+
+
+def test_reviewer_recommended_plan_at_its_rate_is_healthy(tmp_path, capsys, monkeypatch):
+    # review 23d #5: recommend's plan (Llama-3.1-8B, L4, 8K, chat: cap 15 on 2,151 blocks) at
+    # its planned 0.4167 req/s, simulated for 4,000 requests: one preemption in 7,777 s made
+    # it UNHEALTHY ("enlarge the pool") while the recommendation was the cap itself
+    from simscrape import simulated_scrapes
+
+    text, st = simulated_scrapes(monkeypatch, "llama-3.1-8b", "l4", "8192", 15, 0.4167, 4000)
+    assert st.preemptions == 1 and len(st.completed) == 3984
+    f = tmp_path / "planned.prom"
+    f.write_text(text)
+    code, d, _ = run_json(capsys, "diagnose", str(f), "--max-num-seqs", "15")
+    assert code == 0 and d["verdict"] == "healthy"
+    assert d["recommended_max_num_seqs"] == 15 and d["findings"][0]["fix"] == ["no change needed"]
+    assert "1 preemption in 7777.3 s (0.03% of 3,202 finished requests): at most the 0.1% " \
+        "accepted" in d["findings"][0]["evidence"]

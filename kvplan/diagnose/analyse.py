@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvplan.core import preemptfloor as floor
 from kvplan.diagnose import findings as F
 from kvplan.diagnose import metrics as M
 from kvplan.diagnose import safecap
@@ -196,13 +197,17 @@ def _observed(scrapes: list[Scrape], ws: list[EngineWindow], cap: F.Cap | None,
     req = _sum([w.rate("requests_finished") for w in ws])
     ws_slope = slope(wait_pts)
     pre = [w.counter("preemptions") for w in ws]
+    fin = _sum([c[2] if c else None for c in (w.counter("requests_finished") for w in ws)])
+    n_pre = _sum([c[2] if c else None for c in pre])
     hits = _sum([(w.counter("prefix_cache_hits") or (0, 0, None))[2] for w in ws])
     queries = _sum([(w.counter("prefix_cache_queries") or (0, 0, None))[2] for w in ws])
     pool = next((p for p in pools if p[2]), (None, None, None, None))
     swapped = Level.of([v for _, v in _series(scrapes, "swapped")])
     return {
         "window_s": round(duration, 3),
-        "preemptions": _sum([c[2] if c else None for c in pre]),
+        "preemptions": n_pre,
+        "requests_finished": fin,
+        "preemptions_per_request": _r(n_pre / fin, 6) if n_pre is not None and fin else None,
         "preemptions_per_s": _r(_sum([w.rate("preemptions") for w in ws])),
         "kv_cache_usage": _r(kv.mean, 4) if kv else None,
         "kv_cache_usage_min": _r(kv.min, 4) if kv else None,
@@ -255,23 +260,36 @@ def _healthy(o: dict[str, Any], rec: Recommendation | None, cap: F.Cap | None,
         ev.append("no running/waiting/KV values in the scrapes (a server that has served no "
                   "requests yet exports only HELP and TYPE lines)")
     if o["preemptions"] is not None:
-        ev.append(f"{F.num(o['preemptions'])} preemptions in {o['window_s']:.1f} s")
+        ev.append(_preemptions_line(o))
     if o["requests_per_s"] is not None:
         ev.append(f"{o['requests_per_s']:.2f} requests/s, "
                   f"{F.num(o['generation_tokens_per_s'] or 0)} output tokens/s")
     fix = ["no change needed"]
     risk = rec.overflow_at(cap.value) if rec and cap else None
     if rec and cap and rec.max_num_seqs < cap.value and risk is not None:
-        fix = [f"no change needed at this load; if the batch grows to {flag} {cap.value}, it "
-               f"overflows the pool with {F.prob(risk)}: the recommended {rec.max_num_seqs} "
-               f"keeps that ≤ {rec.risk:.0%}"]
+        full = o["running_max"] is not None and o["running_max"] >= cap.value
+        batch = (f"a full batch of {cap.value} (as here)" if full
+                 else f"if the batch grows to {flag} {cap.value}, it")
+        fix = [f"no change needed at this load; {batch} overflows the pool with "
+               f"{F.prob(risk)}: the recommended {rec.max_num_seqs} keeps that ≤ {rec.risk:.0%}"]
     if levels_only:
         ev.append("one scrape: these are levels at one instant; preemption and queue trends "
                   "need two or more")
         return F.Finding("healthy", "ok", "Healthy at the only scrape (levels, no trend)", ev,
                          fix)
-    return F.Finding("healthy", "ok", "Healthy: no preemption, no growing queue, no starved "
+    what = "preemptions within the floor" if o["preemptions"] else "no preemption"
+    return F.Finding("healthy", "ok", f"Healthy: {what}, no growing queue, no starved "
                      "capacity", ev, fix)
+
+
+def _preemptions_line(o: dict[str, Any]) -> str:
+    """'0 preemptions in 10.0 s', or with some, their share of the finished requests and why
+    that is within the floor (core/preemptfloor.py)."""
+    n, fin = o["preemptions"], o["requests_finished"]
+    line = f"{F.num(n)} preemption{'' if n == 1 else 's'} in {o['window_s']:.1f} s"
+    if not n or not fin:
+        return line
+    return f"{line} ({floor.share_text(n, fin)}): {floor.within_text(n, fin)}"
 
 
 # --- entry point ---------------------------------------------------------------------------

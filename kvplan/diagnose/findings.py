@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvplan.core import preemptfloor as floor
 from kvplan.diagnose.safecap import Recommendation
 from kvplan.diagnose.window import EngineWindow, Level, tail_share
 
@@ -143,18 +144,27 @@ def _bigger_pool(server: str) -> str:
 
 # --- rules ---------------------------------------------------------------------------------
 
-def preemption(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None:
-    """Preemptions rising: a spiral with KV near full, intermittent below it."""
+def preempted(w: EngineWindow) -> tuple[float, float | None] | None:
+    """(preemptions, finished requests) in the window when preemptions rose; None when they
+    did not (finished is None without the counter)."""
     c = w.counter("preemptions")
     if c is None or c[2] <= 0 or c[3] <= 0:
         return None
-    first, last, inc, secs = c
+    fin = w.counter("requests_finished")
+    return c[2], fin[2] if fin else None
+
+
+def preemption(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None:
+    """Preemptions above the floor (core/preemptfloor.py): a spiral with KV near full,
+    intermittent below it."""
+    got = preempted(w)
+    if got is None or not floor.excessive(*got):
+        return None
+    first, last, inc, secs = w.counter("preemptions")
+    fin = got[1]
     kv, running, waiting = w.level("kv_cache_usage"), w.level("running"), w.level("waiting")
     rate = inc / secs
-    per_req = ""
-    fin = w.counter("requests_finished")
-    if fin and fin[2] > 0:
-        per_req = f", {inc / fin[2]:.2f} per finished request"
+    per_req = f", {inc / fin:.2f} per finished request" if fin else ""
     drops = w.resets("preemptions")
     if drops:
         before, after = drops[0]
@@ -170,20 +180,46 @@ def preemption(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None
         ev.append(f"running {span(running)}" + (f", waiting {span(waiting)}" if waiting else ""))
     data = {"preemptions": inc, "preemptions_per_s": round(rate, 3),
             "kv_cache_usage": round(kv.mean, 4) if kv else None,
-            "counter_reset": bool(drops)}
+            "counter_reset": bool(drops), "requests_finished": fin,
+            "preemptions_per_request": round(inc / fin, 6) if fin else None}
     lower = _lower_cap(ctx, cap, running)
-    fix = ([lower, f"or enlarge the pool: {_bigger_pool(ctx.server)}"] if lower
-           else [f"enlarge the pool: {_bigger_pool(ctx.server)}"])
-    if kv is not None and (kv.mean >= KV_FULL or _full_when_preempting(w)):
+    spiral = kv is not None and (kv.mean >= KV_FULL or _full_when_preempting(w))
+    fix = _preemption_fix(ctx, cap, lower, spiral)
+    if spiral:
         return Finding("preemption_spiral", "critical",
                        "Preemption spiral: the KV cache is full and running requests are "
                        "evicted and recomputed", ev, fix, data=data)
     if kv is None or kv.max < KV_FULL:
         ev.append(f"KV usage below {KV_FULL:.0%} at scrape times: it peaks between scrapes")
-    if lower is None:
-        fix.append("scrape more often (--interval) to catch the peaks")
+    if fin:
+        ev.append(f"{floor.share_text(inc, fin)} preempted: more than the "
+                  f"{floor.SHARE:.1%} diagnose accepts, beyond chance")
     return Finding("intermittent_preemption", "warning",
                    "Preemptions while the KV cache reads below full", ev, fix, data=data)
+
+
+def _preemption_fix(ctx: Context, cap: Cap | None, lower: str | None, spiral: bool
+                    ) -> list[str]:
+    """Lower the cap to the recommendation when it is above it; otherwise the pool, in
+    words that do not contradict the recommendation line."""
+    bigger = _bigger_pool(ctx.server)
+    if lower:
+        return [lower, f"or enlarge the pool: {bigger}"]
+    if not (ctx.rec and cap):
+        fix = [f"enlarge the pool: {bigger}"]
+    elif spiral:  # a full pool hides the footprint: the recommendation is an upper bound
+        fix = [f"{ctx.flag} {cap.value} is not above the recommended "
+               f"{ctx.rec.max_num_seqs}, an upper bound while the pool is full: lower "
+               f"{ctx.flag} below it and diagnose again once the pool reads below full",
+               f"or enlarge the pool: {bigger}"]
+    else:
+        fix = [f"{ctx.flag} {cap.value} is not above the recommended "
+               f"{ctx.rec.max_num_seqs}, which rests on the footprint at scrape times: the "
+               f"pool fills between them. To preempt less at this cap, enlarge the pool: "
+               f"{bigger}"]
+    if not spiral:
+        fix.append("scrape more often (--interval) to catch the peaks")
+    return fix
 
 
 def _full_when_preempting(w: EngineWindow) -> bool:
@@ -276,7 +312,8 @@ def saturated(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None:
     waiting, kv, running = w.level("waiting"), w.level("kv_cache_usage"), w.level("running")
     preempted = w.last.counters.get("preemptions")
     queued = waiting is not None and waiting.last >= STANDING_QUEUE
-    full = kv is not None and kv.last >= KV_FULL and bool(preempted)
+    full = kv is not None and kv.last >= KV_FULL and floor.excessive(
+        preempted or 0, w.last.counters.get("requests_finished"))
     if not (queued or full):
         return None
     lim = limit(cap, kv, running)

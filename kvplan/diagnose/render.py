@@ -34,8 +34,10 @@ def _observed_rows(d: Diagnosis) -> list[list[str]]:
         last = f", last {num(wait.last)}" if wait.min != wait.max else ""
         rows.append(["waiting", f"{span(wait)}{last}" + (f" ({g:+.2f}/s)" if g else "")])
     if o["preemptions_per_s"] is not None:
+        share = (f"; {o['preemptions_per_request']:.2%} of finished requests"
+                 if o.get("preemptions_per_request") is not None else "")
         rows.append(["preemptions", f"{num(o['preemptions'])} in {o['window_s']:.1f} s "
-                     f"({o['preemptions_per_s']:.2f}/s)"])
+                     f"({o['preemptions_per_s']:.2f}/s{share})"])
     if o["requests_per_s"] is not None:
         rows.append(["requests", f"{o['requests_per_s']:.2f}/s completed"])
     toks = [x for x in (_opt(o["prompt_tokens_per_s"], lambda v: f"{num(v)} prompt/s"),
