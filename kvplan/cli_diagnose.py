@@ -125,20 +125,22 @@ class _CrossCheck:
         if self.done or not got:
             return
         self.done = True
-        from kvplan.diagnose.crosscheck import cross_check
+        from kvplan.diagnose.crosscheck import blocks_at, compare, sizer
         from kvplan.units import parse_vllm_int
 
         model, gpu, tp, mml, version, catalog, pp = self.args
         cfg = next((e.cache_config for s in reversed(got) for e in s.engines.values()
                     if e.cache_config), {})
         n = parse_vllm_int(mml, what="--max-model-len") if mml else None
-        out, notes = cross_check(model, gpu, tp=tp, max_model_len=n, vllm_version=version,
-                                 catalogs=catalog, cache_config=cfg, pp=pp,
-                                 max_num_seqs=self.given_cap)
+        size_at, notes = sizer(model, gpu, tp=tp, max_model_len=n, vllm_version=version,
+                               catalogs=catalog, cache_config=cfg, pp=pp)
+        out, notes = compare(size_at(self.given_cap, True), cfg, tp, pp, self.given_cap,
+                             notes)
         opts.cross_check = out
         opts.notes += notes
         if out["fits"] and out["predicted_num_gpu_blocks"] > 0:
             opts.size_pool = (out["predicted_num_gpu_blocks"], out["predicted_block_size"])
+            opts.blocks_at = blocks_at(size_at, out["observed_block_size"])
         if self.given_cap is None:
             opts.default_max_num_seqs = out["default_max_num_seqs"]
 

@@ -579,10 +579,20 @@ def test_cross_check_supplies_missing_pool(serve, capsys):
     code, d, _ = run_json(capsys, "diagnose", serve(series(spiral(era_blocks=None))),
                           "--interval", "0.01", "--model", "llama-3.1-8b-instruct",
                           "--gpu", "h100", "--max-model-len", "32768")
-    assert d["recommendation"]["pool_source"] == "kvplan size"
     assert d["observed"]["kv_pool_tokens"] == size["num_gpu_blocks"] * size["block_size"]
-    # 0.98 / 256 of 27,879 blocks = 107 blocks per sequence: Erlang 223, diagnose 221
-    assert d["recommended_max_num_seqs"] == 221
+    # 0.98 / 256 of 27,879 blocks = 107 blocks per sequence: Erlang 223 on that pool (vLLM's
+    # default cap, 1,024, leaves it), diagnose 221. At cap 227 vLLM profiles 227 sequences
+    # and leaves 28,546 blocks (kvplan size --max-num-seqs 227), where Erlang allows 229
+    # and diagnose, sizing the cap on the pool it leaves as recommend does, 227
+    _, at, _ = run_json(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
+                        "--max-model-len", "32768", "--max-num-seqs", "227")
+    r = d["recommendation"]
+    assert at["num_gpu_blocks"] == 28546 and size["num_gpu_blocks"] == 27879
+    assert erlang_cap(0.98 / 256 * 27879 / 27878) == 223
+    assert erlang_cap(0.98 / 256 * 27879 / 28545) == 229
+    assert d["recommended_max_num_seqs"] == 227
+    assert r["pool_source"] == "kvplan size at max_num_seqs 227"
+    assert (r["pool_tokens"], r["current_pool_tokens"]) == (28546 * 16, 27879 * 16)
 
 
 def test_no_pool_is_a_note(serve, capsys):
@@ -1116,3 +1126,59 @@ def test_reviewer_recommended_plan_at_its_rate_is_healthy(tmp_path, capsys, monk
     assert d["recommended_max_num_seqs"] == 15 and d["findings"][0]["fix"] == ["no change needed"]
     assert "1 preemption in 7777.3 s (0.03% of 3,202 finished requests): at most the 0.1% " \
         "accepted" in d["findings"][0]["evidence"]
+    # with --model/--gpu the cap is sized on the pool it leaves: the same 2,151 blocks, 15
+    _, d2, _ = run_json(capsys, "diagnose", str(f), "--max-num-seqs", "15", "--model",
+                        "llama-3.1-8b", "--gpu", "l4", "--max-model-len", "8192")
+    assert d2["recommended_max_num_seqs"] == 15
+    assert d2["recommendation"]["pool_source"] == "vllm:cache_config_info"
+
+
+def test_reviewer_thrash_cap_sized_on_its_own_pool(tmp_path, capsys, monkeypatch):
+    # review 23d #6: vLLM's default cap (256) leaves 1,828 blocks on an L4 at 8K; fed 0.6667
+    # req/s it thrashes (688 preemptions). Diagnose sized the cap on those 1,828 blocks: 13,
+    # below recommend's 15, though at 13-16 vLLM profiles fewer sequences and leaves 2,151
+    from simscrape import simulated_scrapes
+
+    text, st = simulated_scrapes(monkeypatch, "llama-3.1-8b", "l4", "8192", None, 0.6667, 3000)
+    assert st.preemptions == 688
+    f = tmp_path / "thrash.prom"
+    f.write_text(text)
+    _, size16, _ = run_json(capsys, "size", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
+                            "8192", "--max-num-seqs", "16")
+    assert size16["num_gpu_blocks"] == 2151
+    code, d, _ = run_json(capsys, "diagnose", str(f), "--model", "llama-3.1-8b", "--gpu", "l4",
+                          "--max-model-len", "8192")
+    r = d["recommendation"]
+    assert code == 1 and d["cross_check"]["predicted_num_gpu_blocks"] == 1828
+    # 1,275 tokens a sequence (the pool is full: a lower bound) on 2,150 usable blocks: 16
+    # hold with 0.44 % risk; 17 do not on their own pool (2,151 blocks too)
+    assert r["kv_tokens_per_sequence"] == 1275.3
+    assert d["recommended_max_num_seqs"] == 16 and r["overflow_probability"] == 0.004385
+    assert (r["pool_tokens"], r["current_pool_tokens"]) == (2151 * 16, 1828 * 16)
+    assert r["pool_source"] == "kvplan size at max_num_seqs 16"
+    assert "so 16 of them overflow the 34,416-token pool vLLM leaves at 16 (kvplan size; " \
+        "29,248 now)" in d["findings"][0]["fix"][0]
+    # the full-pool note's "upper bound" now holds: 16 >= recommend's 15 on the same pool
+    _, plan, _ = run_json(capsys, "recommend", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
+                          "8K", "--workload", "chat", "--rate", "5")
+    assert plan["max_num_seqs"] == 15 <= d["recommended_max_num_seqs"]
+    # without --model/--gpu: the pool the old cap leaves, and a note that says so
+    _, d3, _ = run_json(capsys, "diagnose", str(f), "--max-num-seqs", "256")
+    assert d3["recommended_max_num_seqs"] == 13
+    assert any(n.startswith("the recommendation is sized on the pool --max-num-seqs 256 leaves "
+                            "(29,248 tokens)") for n in d3["notes"])
+
+
+def test_fixed_point_by_hand():
+    from kvplan.diagnose.safecap import fixed_point
+
+    # holds(c) = 100 - c // 2: 67 holds 67, 68 holds 66
+    calls = []
+
+    def holds(c):
+        calls.append(c)
+        return 100 - c // 2
+
+    assert fixed_point(holds, 10, 200) == 67 and len(calls) <= 8
+    assert fixed_point(holds, 10, 50) == 50
+    assert fixed_point(lambda c: 5, 10, 50) is None

@@ -3,6 +3,7 @@ server-wide figures and the verdict (pure; JSON keys: docs/json.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,7 @@ from kvplan.core import preemptfloor as floor
 from kvplan.diagnose import findings as F
 from kvplan.diagnose import metrics as M
 from kvplan.diagnose import safecap
+from kvplan.diagnose.crosscheck import POOL_TOLERANCE
 from kvplan.diagnose.metrics import Scrape
 from kvplan.diagnose.names import version_notes
 from kvplan.diagnose.safecap import Recommendation
@@ -28,6 +30,7 @@ class Options:
     timed: bool = True  # scrape times are real (timestamps or receive times), not file order
     interval: float = 5.0
     preempt_risk: float = safecap.RISK  # --preempt-risk
+    blocks_at: Callable[[int], int | None] | None = None  # kvplan size's blocks at a cap
     notes: list[str] = field(default_factory=list)
 
 
@@ -70,6 +73,7 @@ class Diagnosis:
                 "kv_tokens_per_sequence": _r(rec.tokens_per_seq, 1),
                 "pool_tokens": rec.pool_tokens,
                 "pool_source": rec.pool_source,
+                "current_pool_tokens": rec.now_pool_tokens if rec.resized else rec.pool_tokens,
                 "engine": rec.engine,
                 "current_max_num_seqs": self.cap.value if self.cap else None,
                 "current_max_num_seqs_source": self.cap.source if self.cap else None,
@@ -131,6 +135,26 @@ def _pool(w: EngineWindow, o: Options) -> tuple[int | None, int | None, int | No
         b, s = o.size_pool
         return b, s, b * s, "kvplan size"
     return blocks, bs, None, None
+
+
+def _resize(o: Options, cap: F.Cap | None, pool: tuple, server: str) -> safecap.Resize | None:
+    """With --model/--gpu, the pool vLLM leaves at another cap: the server's pool moved by
+    what kvplan size predicts the cap changes (the profile run and the CUDA graphs it sizes)."""
+    blocks, bs = pool[0], pool[1]
+    if o.blocks_at is None or cap is None or server != "vllm" or not (blocks and bs):
+        return None
+    here = o.blocks_at(cap.value)
+    if here is None or abs(blocks / here - 1) > POOL_TOLERANCE:  # not the deployment sized
+        return None
+
+    def pool_at(c: int) -> tuple | None:
+        got = o.blocks_at(c)
+        if got is None:
+            return None
+        b = max(blocks + got - here, 0)
+        return b, bs, b * bs, f"kvplan size at max_num_seqs {c}"
+
+    return safecap.Resize(cap.value, pool_at)
 
 
 def _engine_json(w: EngineWindow, cap: F.Cap | None, rec: Recommendation | None,
@@ -302,7 +326,9 @@ def diagnose(scrapes: list[Scrape], o: Options | None = None) -> Diagnosis:
     ws = list(wins.values())
     caps = {k: _cap(w, o) for k, w in wins.items()}
     pools = {k: _pool(w, o) for k, w in wins.items()}
-    own = {k: safecap.recommend(w, pools[k], o.preempt_risk) for k, w in wins.items()}
+    own = {k: safecap.recommend(w, pools[k], o.preempt_risk, _resize(o, caps[k], pools[k],
+                                                                     server))
+           for k, w in wins.items()}
     recs = [r for r in own.values() if r]
     rec = min(recs, key=lambda r: r.max_num_seqs) if recs else None
     req = _sum([w.rate("requests_finished") for w in ws])
@@ -330,11 +356,11 @@ def diagnose(scrapes: list[Scrape], o: Options | None = None) -> Diagnosis:
                  for s in scrapes],
         server=server, model_names=sorted({m for s in scrapes for m in s.model_names}),
         metric_names=dict(sorted(names.items())), cross_check=o.cross_check,
-        notes=_notes(scrapes, ws, o, rec), vllm_version=o.vllm_version)
+        notes=_notes(scrapes, ws, o, rec, caps), vllm_version=o.vllm_version)
 
 
 def _notes(scrapes: list[Scrape], ws: list[EngineWindow], o: Options,
-           rec: Recommendation | None) -> list[str]:
+           rec: Recommendation | None, caps: dict[str, F.Cap | None]) -> list[str]:
     notes = []
     bare = [i for i, sc in enumerate(scrapes, 1)
             if M.has_engine_metrics(sc) and not M.has_scheduler_gauges(sc)]
@@ -365,8 +391,17 @@ def _notes(scrapes: list[Scrape], ws: list[EngineWindow], o: Options,
     if full:
         notes.append(f"the KV pool was full in the window (usage up to {F.pct(full.max)}): a "
                      "full pool caps what the running sequences hold, so the footprint the "
-                     "recommendation rests on is a lower bound and the cap an upper one; "
-                     "diagnose again once the pool is below full")
+                     "recommendation rests on is a lower bound and the cap an upper one on "
+                     "its pool; diagnose again once the pool is below full")
+    cap = caps.get(rec.engine) if rec else None
+    if (rec and cap and not rec.resized and rec.max_num_seqs < cap.value and rec.pool_tokens
+            and all(s.server == "vllm" for s in scrapes)):
+        how = ("kvplan size's pool is more than 10% off the server's, so the cap is not "
+               "sized on its own pool" if o.blocks_at else "pass --model and --gpu to size "
+               "the cap on its own pool, as kvplan recommend does")
+        notes.append(f"the recommendation is sized on the pool --max-num-seqs {cap.value} "
+                     f"leaves ({rec.pool_tokens:,} tokens); vLLM profiles max_num_seqs "
+                     f"sequences, so a lower cap leaves a larger pool that holds more: {how}")
     sw = [w.level("swapped") for w in ws]
     if any(x and x.max > 0 for x in sw):
         notes.append("requests were swapped to CPU (V0): V0 counts swaps as preemptions too")

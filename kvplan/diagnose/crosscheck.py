@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import BadInput
+
+if TYPE_CHECKING:
+    from kvplan.core.sizing import SizeResult
 
 POOL_TOLERANCE = 0.10  # a pool further than this from the prediction earns a note
 
@@ -17,13 +22,12 @@ def _num(cfg: dict[str, str], key: str, kind=float):
         return None
 
 
-def cross_check(model: str, gpu: str, *, tp: int, max_model_len: int | None,
-                vllm_version: str | None, catalogs: list[str] | None,
-                cache_config: dict[str, str], pp: int = 1, max_num_seqs: int | None = None
-                ) -> tuple[dict[str, Any], list[str]]:
-    """Size MODEL on GPU with the server's cache settings (gpu_memory_utilization,
-    cache_dtype, num_gpu_blocks_override from cache_config_info) and cap (--max-num-seqs: the
-    profile run and the CUDA graphs it sizes change the pool); returns (JSON, notes)."""
+def sizer(model: str, gpu: str, *, tp: int, max_model_len: int | None,
+          vllm_version: str | None, catalogs: list[str] | None, cache_config: dict[str, str],
+          pp: int = 1) -> tuple[Callable[..., SizeResult], list[str]]:
+    """`kvplan size` of the deployment at a --max-num-seqs (None: vLLM's default) with the
+    server's cache settings (gpu_memory_utilization, cache_dtype, num_gpu_blocks_override
+    from cache_config_info); notes when its cache dtype had to be read as auto."""
     from kvplan.core.sizing import EngineArgs, size
     from kvplan.sources.resolve import resolve_gpu, resolve_model
 
@@ -39,16 +43,54 @@ def cross_check(model: str, gpu: str, *, tp: int, max_model_len: int | None,
     args = EngineArgs(tensor_parallel_size=tp, pipeline_parallel_size=pp,
                       max_model_len=max_model_len, kv_cache_dtype=kvd,
                       gpu_memory_utilization=util, num_gpu_blocks_override=override,
-                      kv_cache_dtype_skip_layers=skip, max_num_seqs=max_num_seqs)
+                      kv_cache_dtype_skip_layers=skip)
     try:
-        r = size(m, g, args, vllm_version)
+        size(m, g, args, vllm_version)
     except BadInput as e:
         if kvd == "auto":
             raise
         notes.append(f"cross-check: cache_dtype {kvd} not understood ({e.line()}); sized "
                      "with --kv-cache-dtype auto")
-        args.kv_cache_dtype, args.kv_cache_dtype_skip_layers = "auto", ()
-        r = size(m, g, args, vllm_version)
+        args = replace(args, kv_cache_dtype="auto", kv_cache_dtype_skip_layers=())
+
+    def at(cap: int | None, hints: bool = False) -> SizeResult:
+        return size(m, g, replace(args, max_num_seqs=cap), vllm_version, hints=hints)
+
+    return at, notes
+
+
+def blocks_at(size_at: Callable[..., SizeResult], block_size: int | None
+              ) -> Callable[[int], int | None]:
+    """num_gpu_blocks kvplan size predicts at a cap (None where it does not start), for
+    diagnose's re-sized cap; block_size: the server's, which the prediction must match."""
+    memo: dict[int, int | None] = {}
+
+    def at(cap: int) -> int | None:
+        if cap not in memo:
+            r = size_at(cap)
+            ok = r.fits and r.num_gpu_blocks > 0 and block_size in (None, r.block_size)
+            memo[cap] = r.num_gpu_blocks if ok else None
+        return memo[cap]
+
+    return at
+
+
+def cross_check(model: str, gpu: str, *, tp: int, max_model_len: int | None,
+                vllm_version: str | None, catalogs: list[str] | None,
+                cache_config: dict[str, str], pp: int = 1, max_num_seqs: int | None = None
+                ) -> tuple[dict[str, Any], list[str]]:
+    """Size MODEL on GPU with the server's cache settings and cap (--max-num-seqs: the
+    profile run and the CUDA graphs it sizes change the pool); returns (JSON, notes)."""
+    size_at, notes = sizer(model, gpu, tp=tp, max_model_len=max_model_len,
+                           vllm_version=vllm_version, catalogs=catalogs,
+                           cache_config=cache_config, pp=pp)
+    return compare(size_at(max_num_seqs, True), cache_config, tp, pp, max_num_seqs, notes)
+
+
+def compare(r: SizeResult, cache_config: dict[str, str], tp: int, pp: int,
+            max_num_seqs: int | None, notes: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The cross-check's JSON and notes: kvplan size's `r` against the server's pool."""
+    notes = list(notes)
     observed = _num(cache_config, "num_gpu_blocks", int)
     obs_bs = _num(cache_config, "block_size", int)
     ratio = observed / r.num_gpu_blocks if observed and r.num_gpu_blocks > 0 else None

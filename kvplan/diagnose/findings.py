@@ -106,6 +106,9 @@ def rec_reason(rec: Recommendation) -> str:
     if rec.tokens_per_seq and rec.pool_tokens:
         per, pool = (f"{num(rec.tokens_per_seq)} tokens of KV",
                      f"the {rec.pool_tokens:,}-token pool")
+        if rec.resized:
+            pool += (f" vLLM leaves at {rec.max_num_seqs} (kvplan size; "
+                     f"{rec.now_pool_tokens:,} now)")
     else:
         per, pool = f"{pct(rec.kv_per_seq)} of the pool", "the pool"
     if rec.demand is None:

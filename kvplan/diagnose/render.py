@@ -92,8 +92,10 @@ def render(d: Diagnosis, stream=None) -> None:
     rec = d.recommendation
     if rec:
         flag = "--max-running-requests" if d.server == "sglang" else "--max-num-seqs"
+        at = (f" at {rec.max_num_seqs} (kvplan size; {rec.now_pool_tokens:,} now)"
+              if rec.resized else "")
         per = (f"{num(rec.tokens_per_seq)} tokens of KV per running sequence, pool "
-               f"{rec.pool_tokens:,} tokens" if rec.tokens_per_seq and rec.pool_tokens
+               f"{rec.pool_tokens:,} tokens{at}" if rec.tokens_per_seq and rec.pool_tokens
                else f"{pct(rec.kv_per_seq)} of the pool per running sequence")
         spread = (f"; CV {rec.cv:.2f}, {rec.shape}; overflow risk {prob(rec.overflow)} "
                   f"≤ {rec.risk:.0%}" if rec.demand is not None else "")

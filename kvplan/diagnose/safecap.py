@@ -14,6 +14,7 @@ grows as the batch shrinks.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kvplan.core import capacity
@@ -47,18 +48,31 @@ class Recommendation:
     cv: float = 0.0  # coefficient of variation of one sequence's footprint
     overflow: float = 0.0  # P(max_num_seqs footprints overflow the pool), saddlepoint
     demand: capacity.Demand | None = field(default=None, repr=False, compare=False)
-    usable: int = 0  # pool units the demand is measured against
+    usable: int = 0  # units of the pool at the recommended cap
+    now_usable: int = 0  # units of the server's pool now (0: the same)
+    now_pool_tokens: int | None = None  # the server's pool, when the cap is re-sized
+    resized: bool = False  # sized on the pool vLLM leaves at the recommended cap
 
     @property
     def mean_usage(self) -> float:
-        """The mean KV usage of a full batch at the recommended cap."""
-        return self.max_num_seqs * self.kv_per_seq
+        """The mean KV usage of a full batch at the recommended cap, on its pool."""
+        return self.max_num_seqs * self.kv_per_seq * (self.now_usable or 1) / (
+            self.usable or 1) if self.resized else self.max_num_seqs * self.kv_per_seq
 
     def overflow_at(self, n: int) -> float | None:
-        """P(n footprints overflow the pool), or None without a fitted demand."""
+        """P(n footprints overflow the server's pool now), or None without a fitted demand."""
         if self.demand is None or n <= 0:
             return None
-        return self.demand.overflow_prob(n, self.usable)
+        return self.demand.overflow_prob(n, self.now_usable or self.usable)
+
+
+@dataclass(frozen=True)
+class Resize:
+    """The pool vLLM leaves at another cap (it profiles max_num_seqs sequences): `pool_at(c)`
+    is (blocks, block_size, tokens, source) at cap c, equal to the server's pool at `cap`."""
+
+    cap: int
+    pool_at: Callable[[int], tuple | None]
 
 
 def hist_lengths(h: Hist, label: str) -> LengthDist | None:
@@ -135,9 +149,11 @@ def _units(pool: tuple, kv_per_seq: float) -> tuple[int, int]:
     return max(NOMINAL_UNITS, math.ceil(64 / kv_per_seq)), 1
 
 
-def recommend(w: EngineWindow, pool: tuple, risk: float = RISK) -> Recommendation | None:
+def recommend(w: EngineWindow, pool: tuple, risk: float = RISK,
+              resize: Resize | None = None) -> Recommendation | None:
     """The largest cap whose batch overflows the pool with at most `risk`, for footprints
-    of the observed mean (Σ KV usage / Σ running over scrapes with sequences running)."""
+    of the observed mean (Σ KV usage / Σ running over scrapes with sequences running); with
+    `resize`, on the pool vLLM leaves at that cap."""
     sum_kv = sum_r = 0.0
     for s in w.snaps:
         r, kv = s.gauges.get("running"), s.gauges.get("kv_cache_usage")
@@ -148,14 +164,65 @@ def recommend(w: EngineWindow, pool: tuple, risk: float = RISK) -> Recommendatio
         return None
     per_seq = sum_kv / sum_r
     tokens = per_seq * pool[2] if pool[2] else None
-    base = dict(kv_per_seq=per_seq, tokens_per_seq=tokens, pool_tokens=pool[2],
-                pool_source=pool[3], engine=w.key, risk=risk)
+    base = dict(kv_per_seq=per_seq, tokens_per_seq=tokens, engine=w.key, risk=risk)
     if per_seq * MAX_SEQS_CEILING <= 0.5:  # even the ceiling fills half the pool on average
         return Recommendation(MAX_SEQS_CEILING, shape="the ceiling fills at most half the pool",
-                              **base)
+                              pool_tokens=pool[2], pool_source=pool[3], **base)
     usable, bs = _units(pool, per_seq)
     d, shape = _fit(w, per_seq * usable, bs)
     n = max(1, capacity.safe_max_num_seqs(d, usable, risk, cap=MAX_SEQS_CEILING))
+    at = pool
+    if resize is not None and pool[0] and pool[1]:
+        n, at = _on_own_pool(d, n, risk, resize) or (n, pool)
+        at = at or pool
+    at_usable = _units(at, per_seq)[0]
     var = sum((v - d.mean) ** 2 for v in d.samples) / len(d.samples)
     return Recommendation(n, shape=shape, cv=math.sqrt(var) / d.mean,
-                          overflow=d.overflow_prob(n, usable), demand=d, usable=usable, **base)
+                          overflow=d.overflow_prob(n, at_usable), demand=d, usable=at_usable,
+                          pool_tokens=at[2], pool_source=at[3], now_usable=usable,
+                          now_pool_tokens=pool[2], resized=at is not pool, **base)
+
+
+def _on_own_pool(d: capacity.Demand, n: int, risk: float, rs: Resize
+                 ) -> tuple[int, tuple | None] | None:
+    """(cap, its pool; None: the server's own): the largest cap that holds on the pool vLLM
+    leaves at it, as `kvplan recommend` re-sizes its cap (core/plan.py `_fixed_point`).
+    Below the current cap the pool grows, above it it shrinks; None when the sizes do not
+    bear that out."""
+    pools: dict[int, tuple | None] = {}
+
+    def holds(c: int) -> int:
+        if c not in pools:
+            pools[c] = rs.pool_at(c)
+        p = pools[c]
+        if not p or not p[0] or p[0] < 2:
+            return 0
+        return capacity.safe_max_num_seqs(d, p[0] - 1, risk, cap=MAX_SEQS_CEILING)
+
+    lo, hi = (n, rs.cap - 1) if n < rs.cap else (rs.cap, n)
+    c = fixed_point(holds, lo, hi)
+    if c is None:
+        return None
+    return c, None if c == rs.cap else pools[c]
+
+
+def fixed_point(holds: Callable[[int], int], lo: int, hi: int) -> int | None:
+    """The largest c in [lo, hi] with holds(c) >= c, for `holds` non-increasing (a larger cap
+    leaves a smaller pool); None when lo does not hold. A held cap bounds the answer by its
+    figure, a failed one by itself, and its figure is the next guess (then bisection)."""
+    h = holds(lo)
+    if h < lo:
+        return None
+    ok, bad = lo, min(hi, h) + 1
+    cand, guesses = bad - 1, 0
+    while ok < cand < bad:
+        h = holds(cand)
+        if h >= cand:
+            ok, bad = cand, min(bad, h + 1)
+            cand = bad - 1
+        else:
+            bad, cand = cand, h
+        guesses += 1
+        if not ok < cand < bad or guesses > 6:
+            cand = (ok + bad) // 2
+    return ok
