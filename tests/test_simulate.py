@@ -873,3 +873,38 @@ def test_local_blocks_match_vllms_block_tables_step_by_step():
             assert e.cfg.num_blocks - e.free == used, step
             checked += 1
         assert checked > 1000 and e.stats.preemptions > 0 and e.free == 2500
+
+
+def test_preemptions_at_the_recommended_cap_are_within_the_planned_risk(capsys):
+    # review 23d #10: at recommend's cap (15) and a replica's planned rate the engine
+    # preempts once in 3,984 completed requests, and simulate said "cap max_num_seqs at 15"
+    base = ("simulate", "llama-3.1-8b", "--gpu", "l4", "--max-model-len", "8192", "--workload",
+            "chat", "--requests", "4000", "--seed", "1")
+    code, out, err = run(capsys, *base, "--max-num-seqs", "15", "--rate", "0.415")
+    assert code == 0, err
+    # 1 / 3,984 = 0.03 %, below the 0.1 % floor's expected 3.98
+    assert out.rstrip().endswith(
+        "the engine preempted 1 time (0.03% of 3,984 completed requests) at max_num_seqs 15, "
+        "the recommended 15: within the planned risk (at most the 0.1% accepted)")
+    assert "cap max_num_seqs at" not in out
+    _, out, _ = run(capsys, *base, "--max-num-seqs", "15", "--rate", "0.415", "--json")
+    d = json.loads(out)
+    assert (d["preemptions"], d["recommended_max_num_seqs"]) == (1, 15)
+    assert d["preemptions_per_request"] == round(1 / 3984, 6)
+    assert d["preemptions_above_floor"] is False
+    # vLLM's default cap (256) at the peak share of 12 L4s thrashes: 688 of 2,990 (23.01 %)
+    _, out, _ = run(capsys, *base[:-4], "--requests", "3000", "--seed", "1", "--rate", "0.6667")
+    assert out.rstrip().endswith(
+        "the engine preempted 688 times (23.01% of 2,990 completed requests): cap max_num_seqs "
+        "at 15 (kvplan recommend; now 256) and bound the queue")
+    # H100 32K reasoning at recommend's 90 with the batch always full (90 clients): 41 of
+    # 4,000, where a 0.1 % share expects 4: beyond the floor at the recommended cap
+    code, out, _ = run(capsys, "simulate", "llama-3.1-8b", "--gpu", "h100", "--max-model-len",
+                       "32768", "--workload", "reasoning", "--max-num-seqs", "90",
+                       "--concurrency", "90", "--requests", "4000", "--seed", "1")
+    assert out.rstrip().endswith(
+        "the engine preempted 41 times (1.03% of 4,000 completed requests) at max_num_seqs 90, "
+        "the recommended 90, yet beyond the 0.1% of requests kvplan accepts: plan a lower risk "
+        "(kvplan recommend --preempt-risk 0.001) or more KV per replica (--kv-cache-dtype fp8, "
+        "a higher --gpu-memory-utilization)")
+

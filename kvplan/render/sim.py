@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from kvplan.core import preemptfloor as floor
 from kvplan.render.plan import bar_chart
 from kvplan.render.term import Painter, table, use_color
 from kvplan.units import fmt_int
@@ -67,11 +68,33 @@ def render_single(d: dict, stream=None) -> None:
         chart = [(f"{t:,.0f}s", u * 100, f"{w} waiting" if w else "")
                  for t, u, _, w in series[::step]]
         lines += ["", p("KV usage (%) over time", "bold"), bar_chart(chart, p, 30)]
-    if d["preemptions"]:
-        lines.append(p(f"\nthe engine preempted {d['preemptions']:,} times: cap max_num_seqs at "
-                       f"{d['recommended_max_num_seqs']} (kvplan recommend) and bound the queue",
-                       "red"))
+    verdict = _preemption_verdict(d)
+    if verdict:
+        lines.append(p("\n" + verdict[0], verdict[1]))
     out.write("\n".join(lines) + "\n")
+
+
+def _preemption_verdict(d: dict) -> tuple[str, str] | None:
+    """(line, colour) on a run's preemptions: lower the cap when it is above the
+    recommended one; at or below it, within the planned risk or not (core/preemptfloor.py)."""
+    n, done = d["preemptions"], d["requests_completed"]
+    if not n:
+        return None
+    cap, rec = d["max_num_seqs"], d.get("recommended_max_num_seqs")
+    share = floor.share_text(n, done, "completed")
+    what = f"the engine preempted {n:,} time{'' if n == 1 else 's'}" + (
+        f" ({share})" if share else "")
+    if rec is None:
+        return what, "red"
+    if cap > rec:
+        return (f"{what}: cap max_num_seqs at {rec} (kvplan recommend; now {cap}) and bound "
+                "the queue", "red")
+    at = f"at max_num_seqs {cap}, {'the' if cap == rec else 'below the'} recommended {rec}"
+    if not d["preemptions_above_floor"]:
+        return f"{what} {at}: within the planned risk ({floor.within_text(n, done)})", "green"
+    return (f"{what} {at}, yet beyond the {floor.SHARE:.1%} of requests kvplan accepts: plan "
+            "a lower risk (kvplan recommend --preempt-risk 0.001) or more KV per replica "
+            "(--kv-cache-dtype fp8, a higher --gpu-memory-utilization)", "yellow")
 
 
 def render_sweep(d: dict, stream=None) -> None:

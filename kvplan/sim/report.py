@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.core import preemptfloor as floor
 from kvplan.sim.engine import Stats
 
 
@@ -38,6 +39,8 @@ def summary(st: Stats, ttft_slo: float | None = None, tpot_slo_ms: float | None 
         "requests_rejected": st.rejected,
         "requests_too_long": st.too_long,
         "preemptions": st.preemptions,
+        "preemptions_per_request": round(st.preemptions / len(done), 6) if done else None,
+        "preemptions_above_floor": floor.excessive(st.preemptions, len(done)),
         "recomputed_tokens": st.recomputed_tokens,
         "ttft_p50_s": rnd(pct(ttft, 0.5)),
         "ttft_p99_s": rnd(pct(ttft, 0.99)),
