@@ -142,21 +142,60 @@ def render_sweep(d: dict, stream=None) -> None:
     if d["collapse"] is None and d.get("latency_collapse") is None:
         lines.append("no collapse in this range")
     if capped:
-        top, ctop = d["points"][-1], capped[-1]
-        lines.append(p(f"the fix -- --max-num-seqs {d['recommended_max_num_seqs']} (kvplan "
-                       f"recommend) and at most {d.get('fix_queue_limit')} waiting (429 beyond): "
-                       f"at {axis} {top[axis]}, {ctop['output_tokens_per_s']:,.1f} tok/s, "
-                       f"median TTFT {_fmt(ctop['ttft_p50_s'])} s, {ctop['preemptions']:,} "
-                       f"preemptions; uncapped: {top['output_tokens_per_s']:,.1f} tok/s, median "
-                       f"TTFT {_fmt(top['ttft_p50_s'])} s, {top['preemptions']:,} preemptions",
-                       "green"))
-        peak = max(pt["output_tokens_per_s"] for pt in d["points"])
-        if ctop["output_tokens_per_s"] < 0.9 * peak:
-            lines.append(f"the cap gives up {1 - ctop['output_tokens_per_s'] / peak:.0%} of the "
-                         f"uncapped peak ({peak:,.1f} tok/s) to keep every admitted request "
-                         "out of the preemption spiral; serve more load with more replicas "
-                         "(kvplan recommend --rate), not a higher cap")
+        lines += _cap_lines(d, capped, p)
     out.write("\n".join(lines) + "\n")
+
+
+def _cap_lines(d: dict, capped: list[dict], p: Painter) -> list[str]:
+    """The recommended cap's run beside the uncapped one, worded by what the runs show: a
+    fix only when the uncapped engine preempted."""
+    axis, top, ctop = d["axis"], d["points"][-1], capped[-1]
+    pre = sum(pt["preemptions"] for pt in d["points"])
+    name = "the fix" if pre else "with the recommended cap"
+    out = [p(f"{name} -- --max-num-seqs {d['recommended_max_num_seqs']} (kvplan recommend) and "
+             f"at most {d.get('fix_queue_limit')} waiting (429 beyond): at {axis} {top[axis]}, "
+             f"{ctop['output_tokens_per_s']:,.1f} tok/s, median TTFT {_fmt(ctop['ttft_p50_s'])} "
+             f"s, {ctop['preemptions']:,} preemptions; uncapped: "
+             f"{top['output_tokens_per_s']:,.1f} tok/s, median TTFT {_fmt(top['ttft_p50_s'])} s, "
+             f"{top['preemptions']:,} preemptions", *(("green",) if pre else ()))]
+    verdict = _cap_verdict(d, capped, pre, sum(c["preemptions"] for c in capped))
+    return out + ([verdict] if verdict else [])
+
+
+def _cap_verdict(d: dict, capped: list[dict], pre: int, cpre: int) -> str | None:
+    """What the cap cost (throughput over 10 % below the uncapped peak, a higher median
+    TTFT) against what it removed: no preemption to remove, all of them, or some."""
+    peak = max(pt["output_tokens_per_s"] for pt in d["points"])
+    cost = 1 - capped[-1]["output_tokens_per_s"] / peak
+    paid = " and ".join(([f"gives up {cost:.0%} of the uncapped peak ({peak:,.1f} tok/s)"]
+                         if cost > 0.1 else []) + _slower(d, capped))
+    more = "; serve more load with more replicas (kvplan recommend --rate), not a higher cap"
+    if not pre:
+        return ("the uncapped engine preempted at no point of this range: the cap removes no "
+                "preemption here" + (f", {paid}" if paid else "") + f"; max_num_seqs "
+                f"{d['max_num_seqs']} ran this mix without preemption at these loads")
+    if not paid:
+        return None
+    if cpre == 0:
+        spiral = d["collapse"] is not None or d.get("latency_collapse") is not None
+        return (f"the cap {paid} to keep every admitted request out of the preemption "
+                f"{'spiral' if spiral else 'recomputes'} ({pre:,} preemptions uncapped over "
+                f"the sweep, none capped){more}")
+    if cpre < pre:
+        return f"the cap {paid}, and cuts the sweep's preemptions from {pre:,} to {cpre:,}{more}"
+    return (f"the cap {paid} without cutting preemptions ({pre:,} uncapped, {cpre:,} capped "
+            "over the sweep)")
+
+
+def _slower(d: dict, capped: list[dict]) -> list[str]:
+    """'has a higher median TTFT at 4 of 10 points (from rate 0.5)' (over 10 % higher)."""
+    axis = d["axis"]
+    worse = [pt[axis] for pt, c in zip(d["points"], capped)
+             if (c["ttft_p50_s"] or 0) > 1.1 * (pt["ttft_p50_s"] or 0)]
+    if not worse:
+        return []
+    return [f"has a higher median TTFT at {len(worse)} of {len(capped)} points (from {axis} "
+            f"{worse[0]})"]
 
 
 def write_plot(d: dict, path: str) -> None:
