@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         from kvplan.check.base import InputError
         from kvplan.check.inputs import Defaults
         from kvplan.check.planfile import PRESETS
-        from kvplan.check.report import FORMATS, github_input_error, render
+        from kvplan.check.report import FORMATS, error_report, github_input_error, render
         from kvplan.check.runner import check
         from kvplan.render.term import use_color
         from kvplan.sources.resolve import parse_gpu_memory
@@ -67,12 +67,8 @@ def register(app: typer.Typer) -> None:
         except InputError as e:
             if fmt == "github":
                 sys.stdout.write(github_input_error(e))
-            elif fmt in ("json", "junit") and e.file:  # a CI report even for one bad file
-                from kvplan.check.base import FileInfo
-                from kvplan.check.report import Report
-
-                sys.stdout.write(render(Report([], [FileInfo(e.file, error=e)], strict), fmt,
-                                        False))
+            elif fmt in ("json", "junit"):  # a CI report whatever went wrong
+                sys.stdout.write(render(error_report(e, strict), fmt, False))
             raise
         sys.stdout.write(render(rep, fmt, use_color(sys.stdout)))
         if rep.exit_code:

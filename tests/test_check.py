@@ -192,6 +192,35 @@ def test_nothing_to_check_exits_2(capsys):
     assert "(found: ConfigMap, Deployment)" in err and err.count("\n") == 1
 
 
+def test_nothing_to_check_still_prints_the_json_object_and_the_junit_file(capsys):
+    # review 23c #4: `-f json | jq` and the Action's JUnit file need a report at exit 2
+    code, rep = check_json(capsys, FIX / "no-engine.yaml")
+    assert code == rep["exit_code"] == 2 and rep["deployments"] == []
+    assert rep["summary"] == {"deployments": 0, "failed": 0, "warnings": 0, "passed": 0,
+                              "skipped": 0}
+    (f,) = rep["files"]
+    assert f["note"] == "nothing to check: no vLLM, SGLang or TGI command (found: ConfigMap, " \
+        "Deployment)" and f["error"] is None
+    assert rep["error"].startswith("nothing to check: no vLLM, SGLang or TGI command in ")
+    code, out, err = run(capsys, "check", FIX / "no-engine.yaml", "--format", "junit")
+    root = ET.fromstring(out)
+    assert code == 2 and err.startswith("kvplan: error: nothing to check")
+    assert root.tag == "testsuites" and root.get("tests") == "0" and root.get("errors") == "0"
+    assert root.find("testsuite").get("tests") == "0"
+    assert "nothing to check" in root.find("testsuite/system-out").text
+    code, rep = check_json(capsys)  # no inputs at all (the Action's glob matched nothing)
+    assert code == rep["exit_code"] == 2 and rep["files"] == [] and rep["deployments"] == []
+    assert rep["error"].startswith("nothing to check: give deployment files or --cmd")
+    code, out, _ = run(capsys, "check", "--format", "junit")
+    assert code == 2 and ET.fromstring(out).get("tests") == "0"
+    code, rep = check_json(capsys, "--cmd", "echo hello")  # a bad --cmd: the run's error
+    assert code == rep["exit_code"] == 2 and rep["error"].startswith(
+        "--cmd: no vllm serve, SGLang or TGI command in 'echo hello'")
+    code, out, _ = run(capsys, "check", "--cmd", "echo hello", "--format", "junit")
+    root = ET.fromstring(out)
+    assert code == 2 and root.get("tests") == "1" and root.get("errors") == "1"
+
+
 def test_nothing_to_check_beside_a_real_deployment_is_a_note(capsys):
     code, rep = check_json(capsys, FIX / "no-engine.yaml", FIX / "deployment-l4-long-context.yaml")
     assert code == 1
@@ -842,7 +871,9 @@ def test_schema(capsys):
 
 def test_json_contract(capsys):
     code, rep = check_json(capsys, FIX / "deployment-llama-chat.yaml")
-    assert set(rep) == {"version", "exit_code", "strict", "summary", "files", "deployments"}
+    assert set(rep) == {"version", "exit_code", "strict", "summary", "files", "deployments",
+                        "error"}
+    assert rep["error"] is None
     assert rep["summary"] == {"deployments": 1, "failed": 2, "warnings": 0, "passed": 10,
                               "skipped": 0}
     dep = rep["deployments"][0]

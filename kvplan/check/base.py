@@ -20,6 +20,15 @@ class InputError(BadInput):
         self.file, self.line_no, self.bare = file, line, message
 
 
+class NothingToCheck(InputError):
+    """No vLLM, SGLang or TGI command in any input (exit 2): `files` are the inputs read,
+    each with its note, so a JSON or JUnit report can still name them."""
+
+    def __init__(self, message: str, files: list[FileInfo], hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.files = files
+
+
 @dataclass(frozen=True)
 class Loc:
     """Where something was written: file (None for --cmd), 1-based line and column."""

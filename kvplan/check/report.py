@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
-from kvplan.check.base import FAIL, PASS, SKIP, WARN, Finding, InputError
+from kvplan.check.base import FAIL, PASS, SKIP, WARN, Finding, InputError, NothingToCheck
 from kvplan.check.checks import Outcome
 from kvplan.check.inputs import FileInfo
 
@@ -22,6 +22,7 @@ class Report:
     outcomes: list[Outcome]
     files: list[FileInfo]
     strict: bool = False
+    error: InputError | None = None  # the run's own bad input: nothing to check, --cmd
 
     def count(self, status: str) -> int:
         return sum(f.status == status for o in self.outcomes for f in o.findings)
@@ -32,7 +33,7 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        if self.errors:
+        if self.errors or self.error:
             return 2
         if self.count(FAIL) or (self.strict and self.count(WARN)):
             return 1
@@ -87,6 +88,7 @@ def to_json(rep: Report) -> dict[str, Any]:
         "files": [{"file": i.file, "deployments": i.targets, "note": i.note,
                    "error": _error_text(i.error) if i.error else None} for i in rep.files],
         "deployments": deps,
+        "error": _error_text(rep.error) if rep.error else None,
     }
 
 
@@ -243,6 +245,17 @@ def junit(rep: Report) -> str:
                       + (f" file={quoteattr(t.loc.file)}" if t.loc.file else "") + ">\n"
                       + "\n".join(cases) + "\n  </testsuite>")
     errors = 0
+    if isinstance(rep.error, NothingToCheck):  # zero tests, the reason beside them
+        suites.append(f"  <testsuite name=\"kvplan check\" tests=\"0\" failures=\"0\" "
+                      f"errors=\"0\" skipped=\"0\"><system-out>"
+                      f"{_esc(_error_text(rep.error))}</system-out></testsuite>")
+    elif rep.error:  # a bad --cmd: one test in error, as a file that cannot be read
+        errors, total["tests"] = 1, 1
+        msg = _error_text(rep.error)
+        suites.append(f"  <testsuite name=\"--cmd\" tests=\"1\" failures=\"0\" errors=\"1\" "
+                      f"skipped=\"0\">\n    <testcase classname=\"--cmd\" name=\"input\"><error "
+                      f"message={quoteattr(msg)} type=\"input\">{_esc(msg)}</error></testcase>\n"
+                      "  </testsuite>")
     for i in rep.files:
         if i.error:
             errors += 1
@@ -253,7 +266,7 @@ def junit(rep: Report) -> str:
                           f"{quoteattr(i.file)} name=\"input\"><error message="
                           f"{quoteattr(msg)} type=\"input\">{_esc(msg)}</error></testcase>\n"
                           "  </testsuite>")
-        if i.note:
+        if i.note and not isinstance(rep.error, NothingToCheck):
             total["tests"] += 1
             total["skipped"] += 1
             suites.append(f"  <testsuite name={quoteattr(i.file)} tests=\"1\" failures=\"0\" "
@@ -278,3 +291,13 @@ def render(rep: Report, fmt: str, color: bool = False) -> str:
     if fmt == "junit":
         return junit(rep)
     return human(rep, color)
+
+
+def error_report(e: InputError, strict: bool = False) -> Report:
+    """The report of a run that stopped on bad input: nothing to check (each input with its
+    note), one file's error, or the run's own (a bad --cmd)."""
+    if isinstance(e, NothingToCheck):
+        return Report([], e.files, strict, error=e)
+    if e.file:
+        return Report([], [FileInfo(e.file, error=e)], strict)
+    return Report([], [], strict, error=e)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvplan.check import group_checks
-from kvplan.check.base import InputError
+from kvplan.check.base import InputError, NothingToCheck
 from kvplan.check.checks import run
 from kvplan.check.inputs import Defaults, load
 from kvplan.check.report import Report
@@ -16,8 +16,9 @@ def check(paths: list[str], cmd: str | None, defaults: Defaults,
     inputs with no engine command at all (unless `allow_empty`: then an empty report). A
     file that cannot be read is reported beside the others' findings (exit 2)."""
     if not paths and cmd is None:
-        raise InputError("nothing to check: give deployment files or --cmd",
-                         hint="e.g. kvplan check deploy/*.yaml, or --cmd 'vllm serve …' --gpu h100")
+        raise NothingToCheck("nothing to check: give deployment files or --cmd", [],
+                             hint="e.g. kvplan check deploy/*.yaml, or --cmd 'vllm serve …' "
+                                  "--gpu h100")
     targets, files = load(paths, cmd, defaults)
     errors = [i.error for i in files if i.error]
     if not targets and len(errors) == 1 and len(files) == 1:
@@ -26,9 +27,10 @@ def check(paths: list[str], cmd: str | None, defaults: Defaults,
         shown = "; ".join(i.file + (f" (found: {', '.join(sorted(set(i.kinds)))})"
                                     if i.kinds else " (no Kubernetes, compose or plan file)")
                           for i in files) or "--cmd"
-        raise InputError(f"nothing to check: no vLLM, SGLang or TGI command in {shown}",
-                         hint="kvplan reads `vllm serve`, the OpenAI api_server, SGLang and TGI "
-                              "commands in Kubernetes manifests, compose files and plan files")
+        raise NothingToCheck(f"nothing to check: no vLLM, SGLang or TGI command in {shown}",
+                             files, hint="kvplan reads `vllm serve`, the OpenAI api_server, "
+                             "SGLang and TGI commands in Kubernetes manifests, compose files "
+                             "and plan files")
     outcomes = [run(t, catalogs) for t in targets]
     group_checks.check(outcomes)
     return Report(outcomes, files, strict)
