@@ -289,6 +289,27 @@ def test_bad_annotation_value(capsys, tmp_path):
     assert code == 2 and f"{f}:11: kvplan.io/rate: Input should be a valid number" in err
 
 
+@pytest.mark.parametrize("written,kind,shown", [
+    ('kvplan.io/rate: 40', "number", "40"),
+    ('kvplan.io/n-plus-one: true', "bool", "true"),
+    ('prometheus.io/port: 8000', "number", "8000"),  # any annotation: the object is refused
+])
+def test_unquoted_annotation_is_refused_as_the_api_server_refuses_it(capsys, tmp_path, written,
+                                                                     kind, shown):
+    # review 23c #17: metadata.annotations is map[string]string; kubectl apply fails with
+    # "cannot unmarshal number into Go struct field ObjectMeta.metadata.annotations"
+    f = tmp_path / "d.yaml"
+    f.write_text((FIX / "deployment-llama-chat.yaml").read_text().replace(
+        'kvplan.io/rate: "40"', written))
+    code, out, err = run(capsys, "check", f)
+    key = written.split(":")[0]
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err == (f"kvplan: error: {f}:11: annotation {key}: {shown} is not a string, and the "
+                   "Kubernetes API refuses the object (annotations are map[string]string: "
+                   f"\"cannot unmarshal {kind} into Go struct field ObjectMeta.metadata."
+                   f"annotations of type string\") (quote it: {key}: \"{shown}\")\n")
+
+
 def test_not_a_list_command_is_bad_input(capsys, tmp_path):
     f = tmp_path / "pod.yaml"
     f.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"

@@ -179,9 +179,35 @@ def _gpu_type(pod: Obj) -> tuple[list[str], Loc | None]:
 def _annotated(o: Obj, *extra: tuple[Any, ...]) -> annotations.Annotated:
     vals: dict[str, tuple[str, Loc]] = {}
     for path in extra:  # pod template annotations first; the object's own win
-        vals.update(o.mapping(*path, "metadata", "annotations"))
-    vals.update(o.mapping("metadata", "annotations"))
+        vals.update(_string_map(o, *path, "metadata", "annotations"))
+    vals.update(_string_map(o, "metadata", "annotations"))
     return annotations.read(vals, o.loc("metadata"))
+
+
+# what Go's encoding/json calls a YAML value that is not a string
+_JSON_TYPES = ((bool, "bool"), (int, "number"), (float, "number"), (dict, "object"),
+               (list, "array"))
+
+
+def _string_map(o: Obj, *path: Any) -> dict[str, tuple[str, Loc]]:
+    """Annotations as the API server takes them, `map[string]string`: an unquoted number or
+    boolean (`kvplan.io/rate: 5`) makes it refuse the whole object ("cannot unmarshal number
+    into Go struct field ObjectMeta.metadata.annotations of type string"), so it is bad
+    input; a null value is the empty string, as the API decodes it."""
+    d = o.get(*path)
+    for key, v in d.items() if isinstance(d, dict) else ():
+        kind = next((name for typ, name in _JSON_TYPES if isinstance(v, typ)), None)
+        if kind:
+            loc = o.loc(*path, key)
+            shown = text_of(v) if kind in ("bool", "number") else kind
+            raise InputError(
+                f"annotation {key}: {shown} is not a string, and the Kubernetes API refuses "
+                f"the object (annotations are map[string]string: \"cannot unmarshal {kind} "
+                "into Go struct field ObjectMeta.metadata.annotations of type string\")",
+                file=loc.file, line=loc.line,
+                hint=f"quote it: {key}: \"{text_of(v)}\"" if kind != "object" and
+                kind != "array" else "give a string")
+    return o.mapping(*path)
 
 
 def _base_target(o: Obj, name: str, eng: Any, ann: annotations.Annotated) -> Target:
