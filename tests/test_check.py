@@ -491,6 +491,32 @@ def test_replicas_cover_rate_with_an_autoscaler(capsys, tmp_path):
     assert "the autoscaler must reach 3" in r["message"]
 
 
+def test_replicas_from_a_keda_scaled_object(capsys, tmp_path):
+    # review 23c #8: KEDA owns the replicas of its target; replicas: 0 is scale-from-zero
+    src = FIX / "deployment-keda.yaml"
+    code, rep = check_json(capsys, src)
+    dep = rep["deployments"][0]
+    assert code == 0 and dep["replicas"] == 0 and dep["max_replicas"] == 4
+    r = one(dep, "replicas-cover-rate")
+    assert r["status"] == "pass" and r["line"] == line_of(src, "maxReplicaCount: 4")
+    assert r["message"] == ("4 replicas cover 20 req/s; 2 needed (autoscaled 0-4: the "
+                            "autoscaler must reach 2)")
+    f = tmp_path / "keda.yaml"
+    f.write_text(src.read_text().replace("maxReplicaCount: 4", "maxReplicaCount: 1"))
+    code, rep = check_json(capsys, f)
+    r = one(rep["deployments"][0], "replicas-cover-rate")
+    assert code == 1 and r["status"] == "fail" and r["current"] == 1 and r["suggested"] == 2
+    assert r["fix"] == "maxReplicaCount: 2 (ScaledObject/llama-chat)"
+    assert r["line"] == line_of(f, "maxReplicaCount: 1")
+    f.write_text(src.read_text().replace("  maxReplicaCount: 4\n", ""))  # KEDA's default 100
+    code, rep = check_json(capsys, f)
+    assert code == 0 and rep["deployments"][0]["max_replicas"] == 100
+    f.write_text(src.read_text().split("---")[0])  # without KEDA, 0 replicas serve nothing
+    code, rep = check_json(capsys, f)
+    r = one(rep["deployments"][0], "replicas-cover-rate")
+    assert code == 1 and r["fix"] == "spec.replicas: 2" and r["current"] == 0
+
+
 def test_gpu_memory_utilization_range(capsys):
     base = "vllm serve Qwen/Qwen2.5-0.5B --max-model-len 8192"
     cases = [("0.99", "warn", 0), ("1.5", "fail", 1), ("0.3", "warn", 0), ("0.9", "pass", 0)]

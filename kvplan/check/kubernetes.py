@@ -1,8 +1,8 @@
 """Kubernetes objects -> check targets: Pod, Deployment, StatefulSet, ReplicaSet, DaemonSet,
 Job, CronJob, Argo Rollout, LeaderWorkerSet, KServe InferenceService and (Cluster)ServingRuntime.
 
-A HorizontalPodAutoscaler in the inputs sets the replica range of its target; other kinds are
-skipped. docs/check.md describes what is read from where.
+A HorizontalPodAutoscaler or KEDA ScaledObject in the inputs sets the replica range of its
+target; other kinds are skipped. docs/check.md describes what is read from where.
 """
 
 from __future__ import annotations
@@ -58,16 +58,34 @@ def objects(d: Doc) -> list[tuple[yaml.Node, dict]]:
     return out
 
 
-def autoscalers(objs: list[Obj]) -> dict[tuple[str, str], tuple[int, int | None, Loc]]:
-    """(kind, name) -> (minReplicas, maxReplicas, where) of each HorizontalPodAutoscaler."""
+Scaler = tuple[int, int | None, Loc, str]  # min, max, where the max is written, source
+
+
+def autoscalers(objs: list[Obj]) -> dict[tuple[str, str], Scaler]:
+    """(kind, name) -> the replica range of each HorizontalPodAutoscaler and KEDA
+    ScaledObject, as (min, max, where max is written, source). KEDA owns the HPA it creates
+    for a ScaledObject, whose `minReplicaCount` defaults to 0, `maxReplicaCount` to 100 and
+    `scaleTargetRef.kind` to Deployment (keda.sh ScaledObject specification)."""
     out = {}
     for o in objs:
-        if o.get("kind") != "HorizontalPodAutoscaler":
+        kind = o.get("kind")
+        keda = kind == "ScaledObject" and str(o.get("apiVersion")).startswith("keda.sh/")
+        if kind != "HorizontalPodAutoscaler" and not keda:
             continue
         ref = o.typed("spec", "scaleTargetRef")
-        lo = int_at(o, "spec", "minReplicas", what="minReplicas") or 1
-        hi = int_at(o, "spec", "maxReplicas", what="maxReplicas")
-        out[(str(ref.get("kind")), str(ref.get("name")))] = (lo, hi, o.loc("spec", "maxReplicas"))
+        target = str(ref.get("kind") or ("Deployment" if keda else ""))
+        lo_key, hi_key = ("minReplicaCount", "maxReplicaCount") if keda else \
+            ("minReplicas", "maxReplicas")
+        lo = int_at(o, "spec", lo_key, what=lo_key)
+        hi = int_at(o, "spec", hi_key, what=hi_key)
+        if keda:
+            lo, hi = lo or 0, 100 if hi is None else hi
+            source = f"ScaledObject/{o.get('metadata', 'name')}"
+        else:
+            lo, source = lo or 1, "HorizontalPodAutoscaler"
+        key = (target.lower(), str(ref.get("name")))
+        if keda or key not in out:  # KEDA scales its target through an HPA of its own
+            out[key] = (lo, hi, o.loc("spec", hi_key), source)
     return out
 
 
@@ -263,10 +281,9 @@ def _pod_kind(o: Obj, scalers: dict) -> list[Target]:
         _set_gpu(t, pod)
         set_version(t, c.get("image"))
         if kind in SCALED:
-            hpa = scalers.get((kind, name))
-            if hpa:
-                t.replicas, t.replicas_max, t.replicas_loc = hpa
-                t.replicas_source = "HorizontalPodAutoscaler"
+            scaler = scalers.get((kind.lower(), name))
+            if scaler:
+                t.replicas, t.replicas_max, t.replicas_loc, t.replicas_source = scaler
             else:
                 t.replicas = int_at(o, "spec", "replicas", what="replicas")
                 t.replicas = 1 if t.replicas is None else t.replicas

@@ -629,6 +629,8 @@ def _max_model_len(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, a: Any,
 
 
 def replicas_fix(t: Any, n: int) -> str:
+    if t.replicas_source.startswith("ScaledObject/"):  # KEDA overwrites spec.replicas
+        return f"maxReplicaCount: {n} ({t.replicas_source})"
     if t.replicas_max is not None or t.replicas_source == "HorizontalPodAutoscaler":
         return f"maxReplicas: {n}"
     return {"spec.replicas": f"spec.replicas: {n}", "deploy.replicas": f"deploy.replicas: {n}",
