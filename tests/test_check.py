@@ -491,6 +491,73 @@ def test_replicas_cover_rate_with_an_autoscaler(capsys, tmp_path):
     assert "the autoscaler must reach 3" in r["message"]
 
 
+def test_prefix_hit_counts_only_with_prefix_caching_on(capsys, tmp_path):
+    # review 23c #2: with --no-enable-prefix-caching, or a V0 release that has it off by
+    # default, no prompt token is served from the cache: the prefix-hit share is 0
+    src = FIX / "deployment-rag-prefix.yaml"
+    note = "kvplan.io/prefix-hit 0.8 is not counted: prefix caching is off ("
+
+    def seqs_reps(path):
+        code, rep = check_json(capsys, path)
+        dep = rep["deployments"][0]
+        return code, dep, one(dep, "max-num-seqs-safe"), one(dep, "replicas-cover-rate")
+
+    code, dep, s, r = seqs_reps(src)  # the same as a declared prefix-hit of 0
+    assert code == 1 and dep["prefix_caching"] is False
+    assert s["status"] == "fail" and s["suggested"] == 51 and s["fix"] == "--max-num-seqs 51"
+    assert s["message"].endswith(note + "--no-enable-prefix-caching turns it off)")
+    assert r["status"] == "fail" and r["suggested"] == 6 and r["message"].endswith(
+        "; the declared prefix-hit is not counted: prefix caching is off")
+    f = tmp_path / "on.yaml"
+    f.write_text(src.read_text().replace("            - --no-enable-prefix-caching\n", ""))
+    code, dep, s, r = seqs_reps(f)  # V1's default: the hits free blocks
+    assert dep["prefix_caching"] is True and s["status"] == "pass" and "214" in s["message"]
+    assert "not counted" not in s["message"] and r["suggested"] == 4
+    f.write_text(src.read_text().replace('"0.8"', '"0"'))
+    assert seqs_reps(f)[2]["suggested"] == 51
+    old = src.read_text().replace("            - --no-enable-prefix-caching\n", "").replace(
+        "v0.20.2", "v0.6.3")
+    f.write_text(old)  # 0.6.3: EngineArgs.enable_prefix_caching = False
+    code, dep, s, r = seqs_reps(f)
+    assert dep["prefix_caching"] is False and s["suggested"] == 41 and r["suggested"] == 6
+    assert s["message"].endswith(note + "vLLM 0.6.3 (V0) runs without it unless "
+                                 "--enable-prefix-caching is given)")
+    f.write_text(old.replace('"0.8"', '"0"'))
+    assert seqs_reps(f)[2]["suggested"] == 41
+    f.write_text(old.replace("- --max-num-seqs", "- --enable-prefix-caching\n            "
+                             "- --max-num-seqs"))
+    code, dep, s, r = seqs_reps(f)  # asked for: counted
+    assert dep["prefix_caching"] is True and s["status"] == "pass" and r["suggested"] == 4
+
+
+def test_prefix_caching_as_each_release_decides():
+    from kvplan.core.prefixcache import prefix_caching
+    from kvplan.core.sizing import EngineArgs, Model, size
+    from kvplan.sources.resolve import resolve_gpu
+    from tests.configs import LLAMA31_8B, NEMOTRON_H_8B
+
+    l40s, t4 = resolve_gpu("l40s"), resolve_gpu("t4")
+
+    def on(version, gpu=l40s, cfg=LLAMA31_8B, **kw):
+        return prefix_caching(size(Model("m", cfg), gpu, EngineArgs(max_model_len=8192, **kw),
+                                   version))
+
+    assert on("0.6.3") == (False, "vLLM 0.6.3 (V0) runs without it unless "
+                                  "--enable-prefix-caching is given")
+    assert on("0.6.3", enable_prefix_caching=True) == (True, "")
+    assert on("0.7.3", use_v1=True)[0] and not on("0.7.3")[0]  # bool(envs.VLLM_USE_V1)
+    assert on("0.8.5") == (True, "") and on("0.20.2") == (True, "")
+    assert on("0.9.2", gpu=t4, dtype="float16") == (  # sm75: V1 falls back to V0
+        False, "vLLM 0.9.2 runs this start on its V0 engine, where it is off unless "
+               "--enable-prefix-caching is given")
+    assert on("0.33", enable_prefix_caching=False)[0] is False
+    assert on("0.20.2", cfg=NEMOTRON_H_8B) == (  # hybrids: opt-in before 0.28
+        False, "vLLM 0.20.2 keeps it off by default for hybrid (Mamba / linear-attention) "
+                "models (on from 0.28)")
+    assert on("0.20.2", cfg=NEMOTRON_H_8B, enable_prefix_caching=True) == (True, "")
+    assert on("0.28.0", cfg=NEMOTRON_H_8B) == (True, "")
+
+
 def test_replicas_from_a_keda_scaled_object(capsys, tmp_path):
     # review 23c #8: KEDA owns the replicas of its target; replicas: 0 is scale-from-zero
     src = FIX / "deployment-keda.yaml"

@@ -99,6 +99,7 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
         out.add("replicas-cover-rate", SKIP, why)
         return
     wl = build_workload(decl.workload)
+    unserved = _unserved_prefix(wl, r, p, t)
     tg = targets_of(decl.slo, wl)
     # the suggestion is the cap `kvplan recommend` emits: planned as if unset, so the pool
     # is the one the fixed command gets (`plan_one` re-sizes it at the cap), unless only the
@@ -171,6 +172,32 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
         out.add("max-num-seqs-safe", PASS, f"{src} <= the safe {cap}{at} on {pool} for "
                 f"the declared {wl.name} workload{why}", loc, current=current, suggested=safe)
     _replicas_check(out, plan, n, wl, tg, gpu, group_engines(p, t))
+    if unserved:
+        _note(out, "max-num-seqs-safe", unserved)
+        _note(out, "replicas-cover-rate", "the declared prefix-hit is not counted: prefix "
+              "caching is off")
+
+
+def _unserved_prefix(wl: Any, r: Any, p: Parsed, t: Any) -> str:
+    """A declared prefix-hit share counts only when the engine runs with prefix caching
+    (`core/prefixcache.py`): else it is set to 0 in `wl`, and the note says why."""
+    from kvplan.core.prefixcache import OFF_BY_FLAG, prefix_caching
+
+    on, why = prefix_caching(r)
+    if not wl.prefix_hit or on:
+        return ""
+    if why == OFF_BY_FLAG:
+        why = f"{p.set_by['enable_prefix_caching'].key} turns it off"
+    name = "workload.prefix_hit" if t.kind == "plan deployment" else "kvplan.io/prefix-hit"
+    hit, wl.prefix_hit = wl.prefix_hit, 0.0
+    return f"{name} {hit:g} is not counted: prefix caching is off ({why})"
+
+
+def _note(out: Any, cid: str, note: str) -> None:
+    """Add `note` to the last finding of check `cid`."""
+    f = next((f for f in reversed(out.findings) if f.id == cid), None)
+    if f is not None:
+        f.message += f"; {note}"
 
 
 def _over_blocks(out: Any, p: Parsed, over: tuple[int, int], fix: int, name: str,

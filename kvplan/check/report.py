@@ -78,6 +78,7 @@ def to_json(rep: Report) -> dict[str, Any]:
             "replicas_needed": fx.get("replicas_needed"),
             "budget_starved": fx.get("budget_starved"),
             "kv_cache_tokens": fx.get("kv_cache_tokens"),
+            "prefix_caching": fx.get("prefix_caching"),
             "checks": [f.to_json() for f in _ordered(o)],
         })
     return {

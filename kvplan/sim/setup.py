@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from kvplan.core import perf
 from kvplan.core.arch import CHUNKED, SLIDING
+from kvplan.core.prefixcache import prefix_caching
 from kvplan.core.sizing import (
     EngineArgs,
     Gpu,
@@ -82,7 +83,6 @@ def engine_config(r: SizeResult, seqs: int | None = None, admission_cap: int | N
     # V0 has no null block; its block manager keeps 1 % of the blocks free at admission
     # (`BlockSpaceManager(watermark=0.01)`: `int(watermark * num_gpu_blocks)`)
     blocks = r.usable_blocks
-    prefix = r.args.enable_prefix_caching
     return Config(num_blocks=blocks, block_size=r.block_size,
                   groups_per_token_block=full if full or local else 1,
                   state_blocks=sum(g.spec.state_blocks for g in r.groups if g.spec.is_state),
@@ -92,7 +92,7 @@ def engine_config(r: SizeResult, seqs: int | None = None, admission_cap: int | N
                   queue_limit=queue_limit, reserve_full_prompt=r.version.at_least(0, 19),
                   v0=v0, chunked_prefill=not v0 or v0_chunked_prefill(r, vendor),
                   watermark_blocks=int(0.01 * r.num_gpu_blocks) if v0 else 0,
-                  prefix_caching=(not v0) if prefix is None else bool(prefix),
+                  prefix_caching=prefix_caching(r)[0],  # as the release decides it
                   local=local,
                   # 0.26+ free on the processed tokens (`num_in_flight_tokens`): a step is
                   # in flight when two or more batches are (`inflight_batches`)
@@ -134,9 +134,9 @@ def engine_notes(cfg: Config, r: SizeResult, wl: Workload) -> list[str]:
                      f"fits with {cfg.watermark_blocks:,} blocks (1 %) to spare" + (
                          "" if cfg.chunked_prefill else "; without chunked prefill a step "
                          "prefills or decodes, not both"))
-    if wl.prefix_hit and not cfg.prefix_caching:
-        notes.append(f"--prefix-hit ignored: vLLM {r.version.text} "
-                     f"{'(V0) ' if cfg.v0 else ''}runs without prefix caching by default")
+    on, why = prefix_caching(r)
+    if wl.prefix_hit and not on:
+        notes.append(f"--prefix-hit ignored: prefix caching is off ({why})")
     return notes
 
 
