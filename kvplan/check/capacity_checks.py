@@ -186,8 +186,9 @@ def _unserved_prefix(wl: Any, r: Any, p: Parsed, t: Any) -> str:
     on, why = prefix_caching(r)
     if not wl.prefix_hit or on:
         return ""
-    if why == OFF_BY_FLAG:
-        why = f"{p.set_by['enable_prefix_caching'].key} turns it off"
+    flag = p.set_by.get("enable_prefix_caching")
+    if why == OFF_BY_FLAG and flag is not None:
+        why = f"{flag.key} turns it off"
     name = "workload.prefix_hit" if t.kind == "plan deployment" else "kvplan.io/prefix-hit"
     hit, wl.prefix_hit = wl.prefix_hit, 0.0
     return f"{name} {hit:g} is not counted: prefix caching is off ({why})"
