@@ -1321,6 +1321,36 @@ def test_compile_cache_persisted_follows_the_volume_and_the_cache_root(capsys, t
     assert one(rep["deployments"][0], "compile-cache-persisted")["status"] == "skip"
 
 
+@pytest.mark.parametrize("tag,extra,env,gpu,status,message", [
+    ("v0.6.3.post1", "", "", "l40s", "pass", "vLLM 0.6.3 keeps no torch.compile cache (V0 "
+     "compiles nothing by default): nothing to cache"),
+    ("v0.7.3", "", "", "l40s", "pass", "vLLM 0.7.3 runs its V0 engine, which compiles nothing "
+     "unless asked for (-O3): nothing to cache"),
+    ("v0.7.3", "", "VLLM_USE_V1=1", "l40s", "warn", None),  # V1: PIECEWISE compilation
+    ("v0.7.3", ", -O3", "", "l40s", "warn", None),
+    ("v0.8.5", "", "", "l40s", "warn", None),  # V1 by default from 0.8.0
+    ("v0.9.2", "", "VLLM_USE_V1=0", "l40s", "pass", "this start runs vLLM 0.9.2's V0 engine, "
+     "which compiles nothing unless asked for (-O3): nothing to cache"),
+    ("v0.9.2", ", --dtype, half", "", "t4", "pass", "this start runs vLLM 0.9.2's V0 "
+     "engine, which compiles nothing unless asked for (-O3): nothing to cache"),  # sm75
+])
+def test_compile_cache_only_where_the_release_compiles(capsys, tmp_path, tag, extra, env, gpu,
+                                                       status, message):
+    # review 23c #11: V0 (0.6-0.7 by default, 0.8-0.10 on fallback) runs without torch.compile
+    f = tmp_path / "compose.yaml"
+    f.write_text(f"services:\n  llm:\n    image: vllm/vllm-openai:{tag}\n"
+                 f"    command: [Qwen/Qwen2.5-0.5B, --max-model-len, '8192'{extra}]\n"
+                 + (f"    environment: [{env}]\n" if env else "")
+                 + f"    labels: {{kvplan.io/gpu: {gpu}}}\n    tmpfs:\n      - /root/.cache\n")
+    _, rep = check_json(capsys, f)
+    c = one(rep["deployments"][0], "compile-cache-persisted")
+    assert c["status"] == status
+    if message:
+        assert c["message"] == message and c["line"] == line_of(f, "command:")
+    else:
+        assert "emptied whenever the container restarts" in c["message"]
+
+
 def test_frontend_video_decoding_is_taken_from_the_kv_cache(capsys):
     """--mm-ipc-gpu-memory-gb 4 and VLLM_VIDEO_LOADER_BACKEND=pynvvideocodec with two API
     servers on vLLM 0.33: 4 GiB + 2 x (2 x 128 MiB + 1.8 GiB) leave the logged KV memory."""

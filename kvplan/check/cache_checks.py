@@ -46,6 +46,10 @@ def check(out: Any, t: Target, p: Any) -> None:
                 "nothing to cache", p.loc_of("enforce_eager" if p.values.get("enforce_eager")
                                              else "compilation_mode"))
         return
+    idle = not_compiled(p, out.facts.get("vllm_version"), out.facts.get("engine_v0"))
+    if idle:
+        out.add(CID, PASS, f"{idle}: nothing to cache", p.cmd.loc)
+        return
     off = t.command.env.get("VLLM_DISABLE_COMPILE_CACHE")
     if off is not None and off.value and off.value.strip() not in ("", "0"):
         out.add(CID, WARN, f"VLLM_DISABLE_COMPILE_CACHE={off.value}: {COLD}", off.loc,
@@ -71,6 +75,31 @@ def check(out: Any, t: Target, p: Any) -> None:
     else:
         out.add(CID, PASS, f"the vLLM compile cache {root} is on {described(m.kind)} at "
                 f"{m.path}", m.loc)
+
+
+def not_compiled(p: Any, version: str | None, engine_v0: bool | None) -> str:
+    """Why this start writes no torch.compile cache ("" when it does). Before 0.7.0 vLLM
+    keeps none under VLLM_CACHE_ROOT (`compilation/backends.py` adds `torch_compile_cache`
+    in 0.7.0). V1 compiles by default (PIECEWISE; 0.7.x `VllmConfig.__post_init__` only
+    `if envs.VLLM_USE_V1`, whose default is "0" to 0.7.3 and "1" from 0.8.0); V0 compiles
+    only when asked for with level 3 (`-O3`), its default being no compilation. A 0.8-0.10
+    start on V0 (`engine_v0`, found by sizing; else from VLLM_USE_V1=0) likewise."""
+    from kvplan.core.versions import VllmVersion
+
+    v = VllmVersion.of(version)
+    if not v.at_least(0, 7):
+        return f"vLLM {v.text} keeps no torch.compile cache (V0 compiles nothing by default)"
+    use_v1 = (p.env_value("VLLM_USE_V1") or "").strip()
+    if v.at_least(0, 11) or p.values.get("compilation_mode") == 3:
+        return ""
+    if v.at_least(0, 8):
+        if not engine_v0 and use_v1 != "0":
+            return ""
+        return (f"this start runs vLLM {v.text}'s V0 engine, which compiles nothing unless "
+                "asked for (-O3)")
+    if use_v1 == "1":
+        return ""
+    return f"vLLM {v.text} runs its V0 engine, which compiles nothing unless asked for (-O3)"
 
 
 def described(kind: str) -> str:

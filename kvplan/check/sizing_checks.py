@@ -282,7 +282,7 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
     out.facts.update(max_model_len=r.max_model_len, max_num_seqs=r.max_num_seqs,
                      kv_cache_tokens=r.kv_cache_tokens, num_gpu_blocks=r.num_gpu_blocks,
                      tensor_parallel_size=a.tensor_parallel_size,
-                     prefix_caching=prefix_caching(r)[0])
+                     prefix_caching=prefix_caching(r)[0], engine_v0=r.version.engine_v0)
     if r.version.engine_v0:  # 0.8-0.10 moved this start to V0: say so where it was sized
         passed = next(f for f in out.findings if f.id == "sizing-inputs")
         passed.message += f"; {r.engine_note}"
