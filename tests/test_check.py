@@ -558,6 +558,45 @@ def test_prefix_caching_as_each_release_decides():
     assert on("0.28.0", cfg=NEMOTRON_H_8B) == (True, "")
 
 
+def test_a_time_sliced_gpu_warns_that_a_second_pod_fails_vllms_start_up_check(capsys,
+                                                                             tmp_path):
+    # review 23c #9: GFD's -SHARED label; the resolver's note reaches check's output
+    src = (FIX / "deployment-llama-chat.yaml").read_text()
+    f = tmp_path / "shared.yaml"
+
+    def shared(text):
+        f.write_text(text)
+        code, rep = check_json(capsys, f)
+        return [c for c in rep["deployments"][0]["checks"] if c["id"] == "gpu-not-shared"]
+
+    assert shared(src) == []  # a dedicated GPU: nothing to say
+    label = "NVIDIA-H100-80GB-HBM3-SHARED"
+    sliced = src.replace("NVIDIA-H100-80GB-HBM3", label)
+    (w,) = shared(sliced)
+    assert w["status"] == "warn" and w["line"] == line_of(f, label) and w["current"] == 0.92
+    assert w["message"] == (
+        f"{label} is a time-sliced GPU (GPU feature discovery's -SHARED label): the pods "
+        "scheduled on it share its 79.2 GiB, and these checks size one engine with all of "
+        "it; at --gpu-memory-utilization 0.92 a second vLLM pod on the same GPU fails vLLM's "
+        "start-up check, which wants that share free (\"Free memory on device ... on startup "
+        "is less than desired GPU memory utilization\", v1/worker/utils.py)")
+    assert w["fix"] == ("schedule it on a dedicated GPU (the product label without -SHARED), "
+                        "or give each pod that shares the GPU its share of it "
+                        "(--gpu-memory-utilization 0.47 for two)")
+    code, out, _ = run(capsys, "check", f, "--format", "github")
+    assert f"::warning file={f},line={w['line']}" in out and "gpu-not-shared" in out
+    (p,) = shared(sliced.replace('- "8000"', '- "8000"\n            - '
+                                 '--gpu-memory-utilization=0.45'))
+    assert p["status"] == "pass" and p["message"] == (
+        f"{label} is time-sliced: each vLLM pod on it takes --gpu-memory-utilization 0.45 of "
+        "its memory, so 2 fit")
+    (old,) = shared(sliced.replace("vllm-openai:latest", "vllm-openai:v0.8.5"))
+    assert old["message"].endswith(  # no start-up check of the free memory before 0.9.1
+        "at --gpu-memory-utilization 0.9 a second vLLM pod on the same GPU finds the first "
+        "one's memory taken and runs out of memory loading the model or its KV cache (vLLM "
+        "0.8.5 does not check the free memory at start-up)")
+
+
 def test_replicas_from_a_keda_scaled_object(capsys, tmp_path):
     # review 23c #8: KEDA owns the replicas of its target; replicas: 0 is scale-from-zero
     src = FIX / "deployment-keda.yaml"

@@ -42,6 +42,9 @@ CHECKS: dict[str, str] = {
     "late-allocations-fit": "what vLLM allocates after sizing the KV cache without budgeting "
                             "it (CUDA graphs it does not subtract, model runner V2's sampler "
                             "warm-up) fits in the memory gpu_memory_utilization leaves",
+    "gpu-not-shared": "a time-sliced GPU (GPU feature discovery's -SHARED label) leaves each "
+                      "pod that shares it the memory its gpu_memory_utilization asks for "
+                      "(reported only for such GPUs)",
     "lws-group-consistent": "the pods of a LeaderWorkerSet group start vLLM alike (model, "
                             "image, DP, TP, PP, expert parallel, all-to-all backend, "
                             "max-model-len) and their data-parallel ranks make up the group",

@@ -14,7 +14,8 @@ PRESETS = ("chat", "rag", "code", "summarization", "reasoning", "agent")
 CHECK_IDS = ("flags-known", "flag-values", "sizing-inputs", "weights-fit", "max-model-len-fits",
              "max-num-seqs-safe", "replicas-cover-rate", "gpu-memory-utilization-range",
              "tensor-parallel-valid", "gpu-count-matches", "late-allocations-fit",
-             "compile-cache-persisted", "release-modelled", "lws-group-consistent")
+             "compile-cache-persisted", "release-modelled", "lws-group-consistent",
+             "gpu-not-shared")
 
 Lengths = Union[int, str]
 

@@ -6,6 +6,7 @@ replicas-cover-rate. The safe max-num-seqs and the replica count are those
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from dataclasses import fields, replace
 from typing import Any
@@ -106,6 +107,56 @@ def _inputs(out: Any, p: Parsed, catalogs: list[str] | None) -> tuple[Any, Any] 
     return model, gpu
 
 
+# each pod's share of a time-sliced GPU, as gpu-memory-utilization-range keeps 5 % outside it
+SHARED_HEADROOM = 0.95
+
+
+def _time_sliced(out: Any, p: Parsed, gpu: Any, version: str) -> None:
+    """gpu-not-shared (only for a time-sliced GPU): time slicing shares the GPU's memory
+    between the pods scheduled on it, while kvplan sizes one engine with all of it. From
+    0.9.1 vLLM refuses to start when the free memory is below gpu_memory_utilization x total
+    ("Free memory on device ... on startup is less than desired GPU memory utilization":
+    `Worker.init_device` in v1/worker/gpu_worker.py, from 0.14 `request_memory` in
+    v1/worker/utils.py); earlier releases profile
+    around the other pod's memory and run out of it loading the model or the KV cache."""
+    from kvplan.core.versions import VllmVersion
+    from kvplan.sources.resolve import time_sliced
+
+    t = out.target
+    label = next((n for n in ([t.gpu] if t.gpu else t.gpu_choices) if n and time_sliced(n)),
+                 None)
+    if label is None:
+        return
+    cid, loc = "gpu-not-shared", t.gpu_loc or t.loc
+    shared = (f"{label} is a time-sliced GPU (GPU feature discovery's -SHARED label): the pods "
+              f"scheduled on it share its {gpu.memory_bytes / GiB:.1f} GiB, and these checks "
+              "size one engine with all of it")
+    fix = ("schedule it on a dedicated GPU (the product label without -SHARED), or give each "
+           "pod that shares the GPU its share of it")
+    if p.engine != "vllm":
+        out.add(cid, WARN, f"{shared}; a second engine on it has less memory than sized", loc,
+                fix=fix)
+        return
+    v = VllmVersion.of(version)
+    gmu = p.values.get("gpu_memory_utilization") or v.default_gpu_memory_utilization
+    name = spelled(p.engine, "gpu_memory_utilization")
+    pods = int(SHARED_HEADROOM / gmu + 1e-9) if 0 < gmu <= 1 else 0
+    if pods >= 2:
+        out.add(cid, PASS, f"{label} is time-sliced: each vLLM pod on it takes {name} {gmu:g}"
+                f" of its memory, so {pods} fit", loc, current=gmu)
+        return
+    where = "v1/worker/utils.py" if v.at_least(0, 14) else "v1/worker/gpu_worker.py"
+    fails = ("fails vLLM's start-up check, which wants that share free (\"Free memory on "
+             f"device ... on startup is less than desired GPU memory utilization\", {where})"
+             if v.at_least(0, 9, 1) else
+             "finds the first one's memory taken and runs out of memory loading the model or "
+             f"its KV cache (vLLM {v.text} does not check the free memory at start-up)")
+    out.add(cid, WARN, f"{shared}; at {name} {gmu:g} a second vLLM pod on the same GPU "
+            f"{fails}", loc, fix=fix + f" ({name} {math.floor(SHARED_HEADROOM * 50) / 100:g} for "
+            "two)",
+            current=gmu)
+
+
 def _unresolved_sizing(p: Parsed) -> list[Any]:
     """The sized flags whose value is a variable kvplan cannot resolve (`$DP`)."""
     from kvplan.check.mapping import SGLANG_FIELDS, TGI_FIELDS, VLLM_FIELDS
@@ -174,6 +225,7 @@ def run(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None:
     if got is None:
         return
     model, gpu = got
+    _time_sliced(out, p, gpu, version)
     hidden = _unresolved_sizing(p)
     if hidden:  # sized with a default in its place, a verdict would be a guess
         f = hidden[0]

@@ -174,6 +174,12 @@ def _mig_slice(gpu: Gpu, entry: dict[str, Any], name: str, profile: str,
                    else gpu.price_per_hour)
 
 
+def time_sliced(name: str) -> bool:
+    """Whether a GPU name is GPU feature discovery's label of a time-sliced GPU
+    (`<product>-SHARED`): the pods scheduled on it share its memory."""
+    return bool(_SHARED.search(name))
+
+
 def resolve_gpu(name: str | None, memory: str | None = None,
                 catalogs: list[str] | None = None) -> Gpu:
     """--gpu NAME (id, alias, nvidia-smi or GFD label) and/or --gpu-memory SIZE."""
