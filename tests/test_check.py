@@ -623,6 +623,37 @@ def test_replicas_from_a_keda_scaled_object(capsys, tmp_path):
     assert code == 1 and r["fix"] == "spec.replicas: 2" and r["current"] == 0
 
 
+def test_a_utilization_fix_is_checked_against_the_other_checks(capsys):
+    # review 23c #10: 0.98 -> 0.92 on an L4 leaves 33,504 tokens, too few for 40000
+    def rng(mml, gmu, *extra):
+        code, rep = check_json(capsys, "--cmd", f"vllm serve meta-llama/Llama-3.1-8B-Instruct "
+                               f"--max-model-len {mml} --gpu-memory-utilization {gmu}",
+                               "--gpu", "l4", "--vllm-version", "0.20.2", *extra)
+        return code, one(rep["deployments"][0], "gpu-memory-utilization-range")
+
+    oom = ("--gpu-memory-utilization 0.98 leaves under 5 % of the GPU for the CUDA context, "
+           "NCCL buffers and fragmentation outside the engine's accounting: OOM risk")
+    code, f = rng(40000, 0.98)  # not at 0.92-0.95: the largest pool, and the length it holds
+    assert f["status"] == "warn" and f["suggested"] == 0.95
+    assert f["fix"] == "--gpu-memory-utilization 0.95 --max-model-len 38912"
+    assert f["message"] == oom + ("; at 0.95 (the most this check allows; 0.92 leaves less) "
+                                  "max-model-len-fits would fail, so the fix also sets "
+                                  "--max-model-len 38912")
+    code, f = rng(38912, 0.95)  # the fix applied: every check passes
+    assert code == 0 and f["status"] == "pass"
+    code, f = rng(36000, 0.98)  # 0.94 keeps the length: no other change
+    assert f["fix"] == "--gpu-memory-utilization 0.94" and f["suggested"] == 0.94
+    assert f["message"] == oom + ("; at 0.92 max-model-len-fits would fail, 0.94 is the "
+                                  "smallest value that keeps every other check as it is")
+    assert rng(36000, 0.94)[0] == 0
+    code, f = rng(30000, 0.98)  # 0.92 breaks nothing: the usual fix
+    assert f["fix"] == "--gpu-memory-utilization 0.92" and f["message"] == oom
+    code, f = rng(60000, 0.99, "--workload", "chat", "--rate", "3")  # the load checks too
+    assert f["fix"] == ("--gpu-memory-utilization 0.95 --max-model-len 38912 "
+                        "--max-num-seqs 19")
+    assert "max-model-len-fits and max-num-seqs-safe would fail" in f["message"]
+
+
 def test_gpu_memory_utilization_range(capsys):
     base = "vllm serve Qwen/Qwen2.5-0.5B --max-model-len 8192"
     cases = [("0.99", "warn", 0), ("1.5", "fail", 1), ("0.3", "warn", 0), ("0.9", "pass", 0)]

@@ -80,7 +80,7 @@ def _registry(key: str):
 
 def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
     """Every check on one target."""
-    from kvplan.check import cache_checks, sizing_checks
+    from kvplan.check import cache_checks, fix_checks, sizing_checks
     from kvplan.core.versions import LATEST, VllmVersion, beyond_latest
     from kvplan.errors import BadInput
 
@@ -112,6 +112,7 @@ def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
     flag_values(out, p, reg)
     utilization_range(out, p, version.default_gpu_memory_utilization)
     sizing_checks.run(out, p, version.text, catalogs)
+    fix_checks.check(out, p, version.text, catalogs)
     gpu_count(out, p)
     cache_checks.check(out, t, p)
     apply_ignore(out)
