@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvplan.check import group_checks
-from kvplan.check.base import InputError, NothingToCheck
+from kvplan.check.base import NothingToCheck
 from kvplan.check.checks import run
 from kvplan.check.inputs import Defaults, load
 from kvplan.check.report import Report
