@@ -579,22 +579,33 @@ def test_a_time_sliced_gpu_warns_that_a_second_pod_fails_vllms_start_up_check(ca
         "scheduled on it share its 79.2 GiB, and these checks size one engine with all of "
         "it; at --gpu-memory-utilization 0.92 a second vLLM pod on the same GPU fails vLLM's "
         "start-up check, which wants that share free (\"Free memory on device ... on startup "
-        "is less than desired GPU memory utilization\", v1/worker/utils.py)")
+        "is less than desired GPU memory utilization\", v1/worker/utils.py); at 0.47 "
+        "max-num-seqs-safe and replicas-cover-rate would fail")
+    # the share is checked against the others (review 23c #10): a smaller pool, more pods
     assert w["fix"] == ("schedule it on a dedicated GPU (the product label without -SHARED), "
                         "or give each pod that shares the GPU its share of it "
-                        "(--gpu-memory-utilization 0.47 for two)")
+                        "(--gpu-memory-utilization 0.47 for two, with --max-num-seqs 93, "
+                        "spec.replicas: 4)")
     code, out, _ = run(capsys, "check", f, "--format", "github")
     assert f"::warning file={f},line={w['line']}" in out and "gpu-not-shared" in out
-    (p,) = shared(sliced.replace('- "8000"', '- "8000"\n            - '
-                                 '--gpu-memory-utilization=0.45'))
+    halved = sliced.replace('- "8000"', '- "8000"\n            - --gpu-memory-utilization=0.47')
+    (p,) = shared(halved)
     assert p["status"] == "pass" and p["message"] == (
-        f"{label} is time-sliced: each vLLM pod on it takes --gpu-memory-utilization 0.45 of "
+        f"{label} is time-sliced: each vLLM pod on it takes --gpu-memory-utilization 0.47 of "
         "its memory, so 2 fit")
+    code, rep = check_json(capsys, f)  # the fix applied: its other changes are the others'
+    fixes = {c["id"]: c["fix"] for c in rep["deployments"][0]["checks"] if c["fix"]}
+    assert fixes == {"max-num-seqs-safe": "--max-num-seqs 93",
+                     "replicas-cover-rate": "spec.replicas: 4"}
+    r = one(rep["deployments"][0], "gpu-memory-utilization-range")  # not idle: shared
+    assert r["status"] == "pass" and r["message"] == ("--gpu-memory-utilization 0.47 on a "
+                                                      "time-sliced GPU: the rest is left to "
+                                                      "the pods that share it")
     (old,) = shared(sliced.replace("vllm-openai:latest", "vllm-openai:v0.8.5"))
-    assert old["message"].endswith(  # no start-up check of the free memory before 0.9.1
-        "at --gpu-memory-utilization 0.9 a second vLLM pod on the same GPU finds the first "
+    assert (  # no start-up check of the free memory before 0.9.1
+        "; at --gpu-memory-utilization 0.9 a second vLLM pod on the same GPU finds the first "
         "one's memory taken and runs out of memory loading the model or its KV cache (vLLM "
-        "0.8.5 does not check the free memory at start-up)")
+        "0.8.5 does not check the free memory at start-up); ") in old["message"]
 
 
 def test_replicas_from_a_keda_scaled_object(capsys, tmp_path):

@@ -382,12 +382,23 @@ def utilization_range(out: Outcome, p: Parsed, default: float) -> None:
     elif v < 0.5 and any(f.name == "--enable-sleep-mode" and not f.negated for f in p.flags):
         out.add(cid, PASS, f"{name} {v:g} with --enable-sleep-mode: the rest of the GPU is "
                 "left to a colocated process (an RL trainer)", loc, current=v)
+    elif v < 0.5 and shared_gpu(out.target):
+        out.add(cid, PASS, f"{name} {v:g} on a time-sliced GPU: the rest is left to the pods "
+                "that share it", loc, current=v)
     elif v < 0.5:
         out.add(cid, WARN, f"{name} {v:g} leaves {1 - v:.0%} of the GPU unused by the KV "
                 "cache (fine only if another process shares the GPU)", loc,
                 fix=f"{name} 0.9", current=v, suggested=0.9)
     else:
         out.add(cid, PASS, f"{name} {v:g} is in [0.5, 0.95]", loc, current=v)
+
+
+def shared_gpu(t: Target) -> str | None:
+    """The time-sliced GPU label (GFD's `<product>-SHARED`) the target may run on, if any."""
+    from kvplan.sources.resolve import time_sliced
+
+    return next((n for n in ([t.gpu] if t.gpu else t.gpu_choices) if n and time_sliced(n)),
+                None)
 
 
 def local_engines(p: Parsed) -> int:

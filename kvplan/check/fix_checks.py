@@ -12,7 +12,8 @@ from typing import Any
 from kvplan.check.base import FAIL, SKIP, WARN, Finding
 from kvplan.check.mapping import Parsed, spelled
 
-RANGE, LATE = "gpu-memory-utilization-range", "late-allocations-fit"
+RANGE, LATE, SHARED = ("gpu-memory-utilization-range", "late-allocations-fit",
+                       "gpu-not-shared")
 # the checks whose outcome depends on the pool a utilization leaves
 SIZED = ("weights-fit", LATE, "max-model-len-fits", "max-num-seqs-safe", "replicas-cover-rate")
 _RANK = {FAIL: 3, WARN: 2, "pass": 1, SKIP: 0}
@@ -26,8 +27,8 @@ def check(out: Any, p: Parsed, version: str, catalogs: list[str] | None) -> None
     check would then fail, the fix also names that check's change and the message says so."""
     if p.engine == "tgi":
         return
-    fixes = [f for f in out.findings if f.id in (RANGE, LATE) and f.status in (WARN, FAIL)
-             and isinstance(f.suggested, float)]
+    fixes = [f for f in out.findings if f.id in (RANGE, LATE, SHARED)
+             and f.status in (WARN, FAIL) and isinstance(f.suggested, float)]
     late = next((f.suggested for f in fixes if f.id == LATE), None)
     for f in fixes:
         tried: list[tuple[float, list[Finding]]] = []
@@ -103,6 +104,10 @@ def _rewrite(f: Finding, p: Parsed, tried: list[tuple[float, list[Finding]]]) ->
         return
     flags = [b.fix for b in broken if b.fix and b.fix.startswith("-")]
     other = [b.fix for b in broken if b.fix and not b.fix.startswith("-")]
+    if f.id == SHARED:  # one of two alternatives: the share, which needs the other changes
+        f.message += f"; at {value:g} {_ids(broken)} would fail"
+        f.fix = f"{f.fix[:-1]}, with {', '.join(flags + other)})"
+        return
     most = f" (the most this check allows; {first_value:g} leaves less)" if len(tried) > 1 \
         else ""
     f.message += (f"; at {value:g}{most} {_ids(broken)} would fail, so the fix also sets "

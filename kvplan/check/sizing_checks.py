@@ -119,12 +119,11 @@ def _time_sliced(out: Any, p: Parsed, gpu: Any, version: str) -> None:
     `Worker.init_device` in v1/worker/gpu_worker.py, from 0.14 `request_memory` in
     v1/worker/utils.py); earlier releases profile
     around the other pod's memory and run out of it loading the model or the KV cache."""
+    from kvplan.check.checks import shared_gpu
     from kvplan.core.versions import VllmVersion
-    from kvplan.sources.resolve import time_sliced
 
     t = out.target
-    label = next((n for n in ([t.gpu] if t.gpu else t.gpu_choices) if n and time_sliced(n)),
-                 None)
+    label = shared_gpu(t)
     if label is None:
         return
     cid, loc = "gpu-not-shared", t.gpu_loc or t.loc
@@ -151,10 +150,10 @@ def _time_sliced(out: Any, p: Parsed, gpu: Any, version: str) -> None:
              if v.at_least(0, 9, 1) else
              "finds the first one's memory taken and runs out of memory loading the model or "
              f"its KV cache (vLLM {v.text} does not check the free memory at start-up)")
+    half = math.floor(SHARED_HEADROOM * 50) / 100
     out.add(cid, WARN, f"{shared}; at {name} {gmu:g} a second vLLM pod on the same GPU "
-            f"{fails}", loc, fix=fix + f" ({name} {math.floor(SHARED_HEADROOM * 50) / 100:g} for "
-            "two)",
-            current=gmu)
+            f"{fails}", loc, fix=fix + f" ({name} {half:g} for two)", current=gmu,
+            suggested=half)
 
 
 def _unresolved_sizing(p: Parsed) -> list[Any]:
