@@ -2976,3 +2976,28 @@ def test_script_defaults_of_unset_variables_are_checked_with_a_warning(capsys, t
     # sized with the defaults: 32,768 tokens on an H100 (was skipped as unresolved)
     assert one(dep, "max-model-len-fits")["status"] == "pass"
     assert "--max-model-len 32768 fits" in one(dep, "max-model-len-fits")["message"]
+
+
+def test_refused_prompts_are_planned_as_recommend_plans_them(capsys):
+    """review 23d #1: agent at 8K refuses 60.2 % of the prompts (HTTP 400); recommend plans 5
+    L4s for the 0.398 req/s served, and check of that plan's command now asks for the same 5
+    (it asked for 12 at the full 1 req/s) and warns of the refused share."""
+    code, out, _ = run(capsys, "recommend", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
+                       "8K", "--workload", "agent", "--rate", "1", "--json")
+    plan = json.loads(out)
+    assert (plan["replicas"], plan["max_num_seqs"], plan["rejected_share"]) == (5, 4, 0.6016)
+    code, rep = check_json(capsys, "--cmd", "vllm serve meta-llama/Llama-3.1-8B --max-model-len "
+                           "8192 --max-num-seqs 4", "--gpu", "l4", "--workload", "agent",
+                           "--rate", "1")
+    dep = rep["deployments"][0]
+    assert dep["replicas_needed"] == 5
+    w = one(dep, "workload-fits-max-model-len")
+    assert w["status"] == "warn" and w["message"].startswith(
+        "60.2% of the declared agent workload's prompts are 8,192 tokens or more")
+    assert "60.2% of the declared rate is refused" in one(dep, "replicas-cover-rate")["message"]
+    # nearly all refused: nothing to plan
+    code, rep = check_json(capsys, "--cmd", "vllm serve meta-llama/Llama-3.1-8B --max-model-len "
+                           "1024", "--gpu", "l4", "--workload", "agent", "--rate", "1")
+    dep = rep["deployments"][0]
+    assert one(dep, "workload-fits-max-model-len")["status"] == "fail"
+    assert one(dep, "replicas-cover-rate")["status"] == "skip"

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kvplan.check.base import FAIL, PASS, SKIP
+from kvplan.check.base import FAIL, PASS, SKIP, WARN
 from kvplan.check.checks import group_engines
 from kvplan.check.mapping import Parsed, spelled
 from kvplan.check.sizing_checks import replicas_fix
@@ -101,6 +101,15 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
     wl = build_workload(decl.workload)
     unserved = _unserved_prefix(wl, r, p, t)
     tg = targets_of(decl.slo, wl)
+    refused = _refused(out, wl, r, p)
+    if out.has("workload-fits-max-model-len", FAIL):
+        why = "not planned: vLLM refuses nearly every request of the declared workload"
+        out.add("max-num-seqs-safe", SKIP, why)
+        out.add("replicas-cover-rate", SKIP, why)
+        return
+    if refused:  # prompts of max_model_len or more get HTTP 400: the fleet serves the rest
+        tg = replace(tg, rate=tg.rate * (1 - refused) if tg.rate else None,
+                     peak_rate=tg.peak_rate * (1 - refused) if tg.peak_rate else None)
     # the suggestion is the cap `kvplan recommend` emits: planned as if unset, so the pool
     # is the one the fixed command gets (`plan_one` re-sizes it at the cap), unless only the
     # given cap lets the engine start
@@ -172,10 +181,37 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
         out.add("max-num-seqs-safe", PASS, f"{src} <= the safe {cap}{at} on {pool} for "
                 f"the declared {wl.name} workload{why}", loc, current=current, suggested=safe)
     _replicas_check(out, plan, n, wl, tg, gpu, group_engines(p, t))
+    if refused:
+        _note(out, "replicas-cover-rate", f"{refused:.1%} of the declared rate is refused for "
+              "its length and not planned")
     if unserved:
         _note(out, "max-num-seqs-safe", unserved)
         _note(out, "replicas-cover-rate", "the declared prefix-hit is not counted: prefix "
               "caching is off")
+
+
+def _refused(out: Any, wl: Any, r: Any, p: Parsed) -> float:
+    """The share of the declared workload's requests vLLM refuses for their length (a prompt
+    of max_model_len or more: `Workload.rejected_share`), as `kvplan recommend` plans it:
+    the served rate is planned. From 1 % `workload-fits-max-model-len` warns; nearly all
+    refused fails it (nothing left to plan)."""
+    from kvplan.core.workload import MAX_REJECTED
+
+    share = wl.rejected_share(r.max_model_len)
+    if not share:
+        return 0.0
+    cid, loc = "workload-fits-max-model-len", p.loc_of("max_model_len")
+    mml = spelled(p.engine, "max_model_len")
+    what = (f"{share:.1%} of the declared {wl.name} workload's prompts are {r.max_model_len:,} "
+            f"tokens or more (p99 {wl.prompt.quantile(0.99):,}): vLLM answers them HTTP 400 "
+            "('maximum context length')")
+    if share >= MAX_REJECTED:
+        out.add(cid, FAIL, f"{what}, so nothing is left to serve", loc,
+                fix=f"{mml} above the prompts, or a workload the deployment serves")
+    elif share >= 0.01:
+        out.add(cid, WARN, f"{what}; the load checks plan the {1 - share:.1%} served", loc,
+                fix=f"raise {mml} (or cap prompts at the gateway) to serve them")
+    return share
 
 
 def _unserved_prefix(wl: Any, r: Any, p: Parsed, t: Any) -> str:

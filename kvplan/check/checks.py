@@ -45,6 +45,9 @@ CHECKS: dict[str, str] = {
     "gpu-not-shared": "a time-sliced GPU (GPU feature discovery's -SHARED label) leaves each "
                       "pod that shares it the memory its gpu_memory_utilization asks for "
                       "(reported only for such GPUs)",
+    "workload-fits-max-model-len": "the declared workload's prompts are under max_model_len "
+                                   "(reported only when 1 % or more are not: vLLM answers "
+                                   "them HTTP 400)",
     "lws-group-consistent": "the pods of a LeaderWorkerSet group start vLLM alike (model, "
                             "image, DP, TP, PP, expert parallel, all-to-all backend, "
                             "max-model-len) and their data-parallel ranks make up the group",

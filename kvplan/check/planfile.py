@@ -15,7 +15,7 @@ CHECK_IDS = ("flags-known", "flag-values", "sizing-inputs", "weights-fit", "max-
              "max-num-seqs-safe", "replicas-cover-rate", "gpu-memory-utilization-range",
              "tensor-parallel-valid", "gpu-count-matches", "late-allocations-fit",
              "compile-cache-persisted", "release-modelled", "lws-group-consistent",
-             "gpu-not-shared")
+             "gpu-not-shared", "workload-fits-max-model-len")
 
 Lengths = Union[int, str]
 
