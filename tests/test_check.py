@@ -1492,6 +1492,9 @@ def test_serve_rejects_model_flag_before_0_12(capsys):
     ("vllm/vllm-openai:latest", None),
     ("vllm/vllm-openai:nightly-01d4d1ad375dc5854779c593eee093bcebb0cada", None),
     ("vllm/vllm-openai@sha256:0123", None),
+    # a digest pins the tag (Renovate, Flux): the tag still names the release
+    ("vllm/vllm-openai:v0.11.0@sha256:" + "0123456789abcdef" * 4, "0.11.0"),
+    ("localhost:5000/vllm/vllm-openai:v0.10.2@sha256:0123", "0.10.2"),
     # Red Hat AI Inference Server: the tag is the product's release, not vLLM's
     ("registry.redhat.io/rhaiis/vllm-cuda-rhel9:3.2.3", None),
 ])
@@ -3001,3 +3004,19 @@ def test_refused_prompts_are_planned_as_recommend_plans_them(capsys):
     dep = rep["deployments"][0]
     assert one(dep, "workload-fits-max-model-len")["status"] == "fail"
     assert one(dep, "replicas-cover-rate")["status"] == "skip"
+
+
+# --- review 23c: how deployments are read ------------------------------------------------------
+
+def test_a_digest_pinned_tag_gives_the_release(capsys):
+    """`image: vllm/vllm-openai:v0.11.0@sha256:…` runs 0.11.0: --swap-space (0.11.0
+    `engine/arg_utils.py`; 0.18.0 dropped it) is known, not a failure against 0.33."""
+    src = FIX / "deployment-digest-pinned.yaml"
+    code, rep = check_json(capsys, src)
+    (dep,) = rep["deployments"]
+    assert dep["vllm_version"] == "0.11.0"
+    assert dep["vllm_version_source"] == ("image vllm/vllm-openai:v0.11.0@sha256:"
+                                          + "0123456789abcdef" * 4)
+    known = one(dep, "flags-known")
+    assert known["status"] == "pass" and known["message"] == "3 flags known to vLLM 0.11.0"
+    assert code == 0

@@ -219,10 +219,13 @@ VLLM_IMAGES = re.compile(r"(?:^|/)(?:vllm/vllm(?:-[a-z0-9]+)*|rocm/vllm(?:-dev)?
 def image_version(image: str | None) -> str | None:
     """The vLLM release an image's tag names: `vllm/vllm-openai:v0.10.2` -> '0.10.2';
     `rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909` -> '0.10.1' (a tag that names vLLM, on any
-    image). None for `latest`, `nightly`, digests, and a bare version tag on an image not in
+    image). A digest after the tag (`vllm/vllm-openai:v0.11.0@sha256:…`, as Renovate and Flux
+    pin) only pins that tag: Docker pulls by the digest and the tag names its release. None for
+    `latest`, `nightly`, a digest alone, and a bare version tag on an image not in
     `VLLM_IMAGES`, whose tag is not vLLM's release (the release is then `--vllm-version`'s or
     assumed)."""
-    if not image or "@" in image:
+    image = (image or "").split("@", 1)[0]
+    if not image:
         return None
     last = image.rsplit("/", 1)[-1]
     if ":" not in last:
