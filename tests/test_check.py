@@ -3020,3 +3020,20 @@ def test_a_digest_pinned_tag_gives_the_release(capsys):
     known = one(dep, "flags-known")
     assert known["status"] == "pass" and known["message"] == "3 flags known to vLLM 0.11.0"
     assert code == 0
+
+
+def test_a_dockerfile_arg_default_names_the_image_tag(capsys):
+    """`ARG VLLM_VERSION=v0.11.0` before the first FROM is in scope for `FROM
+    …:${VLLM_VERSION}` (Docker's ARG/FROM rule); `FROM serve` keeps that stage's image, ENV
+    (MAX_LEN from the stage's ARG default) and ENTRYPOINT."""
+    src = FIX / "Dockerfile.vllm-arg"
+    code, rep = check_json(capsys, src, "--gpu", "l40s")
+    (dep,) = rep["deployments"]
+    assert dep["vllm_version"] == "0.11.0"
+    assert dep["vllm_version_source"] == (
+        "image docker.io/vllm/vllm-openai:v0.11.0 (ARG REGISTRY's default docker.io, "
+        "ARG VLLM_VERSION's default v0.11.0)")
+    assert one(dep, "flags-known")["message"] == "2 flags known to vLLM 0.11.0"
+    mml = one(dep, "max-model-len-fits")
+    assert mml["status"] == "pass" and mml["current"] == 32768
+    assert code == 0

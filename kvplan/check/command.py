@@ -522,8 +522,10 @@ def tokens_from_string(text: str, loc: Loc, raw: str | None = None) -> list[Toke
     return [Token(w, x) for w, x in zip(words, _locate(raw or text, loc, words))]
 
 
-def set_version(t: Target, image: str | None) -> None:
-    """The vLLM release of the image tag, unless the target says otherwise."""
+def set_version(t: Target, image: str | None, via: str = "") -> None:
+    """The vLLM release of the image tag, unless the target says otherwise (`via`: how the
+    reference was built, e.g. a Dockerfile's ARG default)."""
     v = image_version(str(image) if image else None)
     if v and not t.vllm_version and t.command.engine == "vllm":
-        t.vllm_version, t.version_source = v, f"image {image}"
+        t.vllm_version = v
+        t.version_source = f"image {image}" + (f" ({via})" if via else "")
