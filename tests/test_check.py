@@ -3033,7 +3033,82 @@ def test_a_dockerfile_arg_default_names_the_image_tag(capsys):
     assert dep["vllm_version_source"] == (
         "image docker.io/vllm/vllm-openai:v0.11.0 (ARG REGISTRY's default docker.io, "
         "ARG VLLM_VERSION's default v0.11.0)")
-    assert one(dep, "flags-known")["message"] == "2 flags known to vLLM 0.11.0"
+    assert one(dep, "flags-known")["message"] == "4 flags known to vLLM 0.11.0"
     mml = one(dep, "max-model-len-fits")
     assert mml["status"] == "pass" and mml["current"] == 32768
+    # the ENTRYPOINT's "$@" is the final stage's CMD (after "--", which is $0)
+    util = one(dep, "gpu-memory-utilization-range")
+    assert util["status"] == "warn" and util["current"] == 0.97
+    assert util["line"] == line_of(src, 'CMD ["--max-num-seqs"')
     assert code == 0
+
+
+def test_sh_c_arguments_are_the_scripts_positional_parameters(capsys):
+    """`command: [/bin/sh, -c, SCRIPT, --]` + `args:`: POSIX `sh -c SCRIPT NAME ARG…` sets $0 to
+    NAME (`--`) and $1… to the args, so "$@" is the args list, each flag located where it is
+    written. vLLM refuses both: 500000 > Qwen2.5-7B's 32768, and TP 4 on one GPU."""
+    src = FIX / "deployment-sh-dollar-at.yaml"
+    code, rep = check_json(capsys, src)
+    (dep,) = rep["deployments"]
+    assert code == 1
+    known = one(dep, "flags-known")
+    assert known["status"] == "pass" and known["message"] == "3 flags known to vLLM 0.20.2"
+    mml = one(dep, "max-model-len-fits")
+    assert mml["status"] == "fail" and mml["line"] == line_of(src, "- --max-model-len=500000")
+    assert mml["message"] == ("--max-model-len 500000 exceeds the model's maximum of 32768 "
+                              "(max_position_embeddings): the engine refuses to start")
+    gpus = one(dep, "gpu-count-matches")
+    assert gpus["status"] == "fail" and (gpus["current"], gpus["suggested"]) == (1, 4)
+    assert one(dep, "tensor-parallel-valid")["line"] == line_of(src, "--tensor-parallel-size=4")
+
+
+POD = """apiVersion: v1
+kind: Pod
+metadata: {{name: p}}
+spec:
+  nodeSelector: {{nvidia.com/gpu.product: NVIDIA-L40S}}
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.20.2
+      command: {command}
+      resources: {{limits: {{nvidia.com/gpu: 1}}}}
+"""
+
+
+@pytest.mark.parametrize("command,model,known,max_len", [
+    # `shift` drops the model from "$@"; $1 read before it
+    (["bash", "-c", 'm=$1; shift; exec vllm serve "$m" --max-model-len 16k "$@"', "entry",
+      "Qwen/Qwen2.5-7B-Instruct", "--max-num-seqs", "64"],
+     "Qwen/Qwen2.5-7B-Instruct", "2 flags known to vLLM 0.20.2", 16000),
+    # bash options after -c, "${1}" and `set --` replacing the parameters (the old
+    # --max-num-seqs 512 is gone)
+    (["bash", "-c", "-e", 'set -euo pipefail; set -- "${1}" --max-model-len 8192; '
+      'exec vllm serve "$@"', "x", "Qwen/Qwen2.5-7B-Instruct", "--max-num-seqs", "512"],
+     "Qwen/Qwen2.5-7B-Instruct", "1 flag known to vLLM 0.20.2", 8192),
+    # no arguments after the script: "$@" is no word at all, not a value to warn about
+    (["sh", "-c", 'exec vllm serve Qwen/Qwen2.5-7B-Instruct "$@"'],
+     "Qwen/Qwen2.5-7B-Instruct", "no flags to check", 32768),
+    # a shift inside a branch may not run: the parameters are not known after it
+    (["sh", "-c", 'if [ -n "$DEBUG" ]; then shift; fi; exec vllm serve "$@"', "--",
+      "Qwen/Qwen2.5-7B-Instruct"], "$@",
+     "'$@' is computed when the script runs; that value is not checked", None),
+])
+def test_positional_parameters_follow_shift_and_set(capsys, tmp_path, command, model, known,
+                                                    max_len):
+    f = tmp_path / "pod.yaml"
+    f.write_text(POD.format(command=json.dumps(command)))
+    _, rep = check_json(capsys, f)
+    (dep,) = rep["deployments"]
+    assert dep["model"] == model and dep["max_model_len"] == max_len
+    assert [c["message"] for c in by_id(dep)["flags-known"]] == [known]
+
+
+def test_a_script_files_arguments_are_not_known(capsys, tmp_path):
+    """A start-up script is run with arguments kvplan does not see: its "$@" stays a
+    warning, as before."""
+    f = tmp_path / "start.sh"
+    f.write_text('#!/bin/sh\nexec vllm serve Qwen/Qwen2.5-7B-Instruct "$@"\n')
+    _, rep = check_json(capsys, f, "--gpu", "l40s")
+    known = by_id(rep["deployments"][0])["flags-known"]
+    assert [k["message"] for k in known] == [
+        "'$@' is computed when the script runs; the arguments it expands to are not checked"]

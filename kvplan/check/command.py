@@ -16,7 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.check.base import InputError, Loc, Target, Token
-from kvplan.check.shellwords import LIT, ShellSyntaxError, Word, after_eq, expand, lex
+from kvplan.check.shellwords import (
+    EXP,
+    LIT,
+    QEXP,
+    QLIT,
+    ShellSyntaxError,
+    Word,
+    after_eq,
+    expand,
+    lex,
+)
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ash", "ksh"}
 WRAPPERS = {"exec", "env", "nohup", "time", "command"}
@@ -238,12 +248,14 @@ def image_version(image: str | None) -> str | None:
 
 
 def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
-                image: str | None = None, k8s_vars: bool = True) -> EngineCommand | None:
+                image: str | None = None, k8s_vars: bool = True,
+                script_args: bool = True) -> EngineCommand | None:
     """The engine command a container runs (command + args, as Kubernetes joins them). Engine
     commands in different arms of one `if`/`case` of a shell script are alternatives: the
     first is returned with the others in its `alternatives`. Kubernetes' `$(VAR)` expansion
     substitutes within each item and never splits it; a shell script then splits its own
-    unquoted expansions."""
+    unquoted expansions. `script_args`: the words after `sh -c SCRIPT` are all the script's
+    arguments (False for a script file or --cmd, whose arguments come when it runs)."""
     env = dict(env)
     argv = [expand_k8s(t, env)[0] if k8s_vars else t for t in command + args]
     base_why = {k: v.why for k, v in env.items() if v.why and v.value is None}
@@ -254,7 +266,8 @@ def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
             return EngineCommand(implied[0], implied[1], argv, argv[0].loc if argv else Loc(),
                                  env, _unresolved(argv), dict(base_why), lws=set(base_lws))
     found: list[tuple[EngineCommand, tuple]] = []
-    for sc in _simple_commands(argv, env, frozenset(env) if k8s_vars else frozenset()):
+    for sc in _simple_commands(argv, env, frozenset(env) if k8s_vars else frozenset(),
+                               script_args):
         local_env = dict(sc.env)
         cmd = _strip_prefix(sc.words, local_env)
         hit = _engine_of(cmd)
@@ -316,15 +329,41 @@ class _Cmd:
 
 
 def _simple_commands(argv: list[Token], env: dict[str, EnvVar],
-                     k8s: frozenset[str] = frozenset()) -> list[_Cmd]:
+                     k8s: frozenset[str] = frozenset(), script_args: bool = True
+                     ) -> list[_Cmd]:
     if not argv:
         return []
     if _basename(argv[0].text) in SHELLS:
-        for i, t in enumerate(argv[1:], 1):
-            if re.fullmatch(r"-[a-z]*c[a-z]*", t.text) and i + 1 < len(argv):
-                return shell_script(argv[i + 1], env, k8s)
-        return []
+        inline = _inline_script(argv)
+        if inline is None:
+            return []  # `sh FILE`: a script kvplan does not read
+        script, params = inline
+        return shell_script(script, env, k8s, params if script_args else None)
     return [_Cmd(argv, dict(env))]
+
+
+def _inline_script(argv: list[Token]) -> tuple[Token, list[Token]] | None:
+    """(SCRIPT, [$0, $1, ...]) of `sh [options] -c SCRIPT [NAME [ARG...]]`, or None when the
+    shell runs no inline script. POSIX `sh -c`: options may come before or after `-c` (`-o`
+    takes a name, as bash's `-O`, `--rcfile`, `--init-file` take a value), `--` or `-` ends
+    them, the first operand is the script, the next is `$0` (the shell's name without one)
+    and the rest are `$1`…"""
+    inline, i = False, 1
+    while i < len(argv):
+        t = argv[i].text
+        if t in ("--", "-"):
+            i += 1
+            break
+        if len(t) < 2 or t[0] not in "-+":
+            break
+        if t.startswith("--"):  # bash's long options
+            i += 1 + (t in ("--rcfile", "--init-file"))
+            continue
+        inline = inline or (t[0] == "-" and "c" in t[1:])
+        i += 1 + bool(set(t[1:]) & {"o", "O"})
+    if not inline or i >= len(argv):
+        return None
+    return argv[i], (argv[i + 1:] or [argv[0]])
 
 
 _OPENS = {"if": "if", "case": "case", "while": "loop", "until": "loop", "for": "loop",
@@ -343,7 +382,8 @@ def _assignment(w: Token) -> str | None:
 
 
 def shell_script(script: Token, env: dict[str, EnvVar],
-                 k8s: frozenset[str] = frozenset()) -> list[_Cmd]:
+                 k8s: frozenset[str] = frozenset(),
+                 params: list[Token] | None = None) -> list[_Cmd]:
     """The simple commands of a `sh -c` script, each with its words expanded from the
     variables the script assigned before it (`shellwords.expand`: an unquoted expansion is
     split into words, `$(( ... ))` is evaluated when its operands are known). An assignment
@@ -353,7 +393,9 @@ def shell_script(script: Token, env: dict[str, EnvVar],
     unknown variable) is unresolved. A default for an empty variable (`if [ -z "$X" ]; then
     X=...; fi`, `[ -z "$X" ] && X=...`, `[ -n "$X" ] || X=...`) is applied, or not, by the
     variable's value when that is known. `k8s`: the container's variables, whose `$(NAME)`
-    Kubernetes substitutes before the shell runs."""
+    Kubernetes substitutes before the shell runs. `params`: the positional parameters (`$0`
+    first; `sh -c SCRIPT NAME ARG…`), None when not known; `shift` and `set -- …` at the top
+    level change them, in a branch they become unknown."""
     values: dict[str, EnvVar] = dict(env)  # value None: unresolved
     exported = set(env)
     why: dict[str, str] = {k: v.why for k, v in env.items() if v.why and v.value is None}
@@ -415,7 +457,8 @@ def shell_script(script: Token, env: dict[str, EnvVar],
                     continue
                 rest = words[i:]
                 break
-            e = expand(after_eq(w), look, split=False, k8s=k8s, is_set=values.__contains__)
+            e = expand(after_eq(w), look, split=False, k8s=k8s, is_set=values.__contains__,
+                       params=_texts(params))
             line = f" (line {w.loc.line})" if w.loc.line else ""
             from_lws = bool(e.missing) and not e.computed and all(n in lws for n in e.missing)
             reason = ("computed when the script runs" if e.computed else
@@ -430,7 +473,13 @@ def shell_script(script: Token, env: dict[str, EnvVar],
         if rest and first not in _DECLARE:
             if assigned:  # `VAR=value command`: for that command only
                 rest = words
-            out.append(_command(rest, look, values, exported, frames, why, lws, k8s, dflt))
+            sc = _command(rest, look, values, exported, frames, why, lws, k8s, dflt, params)
+            if rest[0].text in ("shift", "set") and params is not None:
+                moved = _set_params(sc.words, params)
+                if moved is not params:
+                    params = None if maybe or sc.unresolved else moved
+                continue
+            out.append(sc)
             continue
         for name, value, tok, reason, from_lws in assigned:
             old = values.get(name)
@@ -462,6 +511,48 @@ def shell_script(script: Token, env: dict[str, EnvVar],
     return out
 
 
+def _texts(params: list[Token] | None) -> list[str] | None:
+    return None if params is None else [t.text for t in params]
+
+
+def _set_params(words: list[Token], params: list[Token]) -> list[Token]:
+    """The positional parameters after `shift [N]` or `set [options] [--] ARG…` (`params`
+    itself when the command leaves them: `set -euo pipefail`, a shift past the last, which
+    bash refuses)."""
+    if words[0].text == "shift":
+        n = int(words[1].text) if len(words) > 1 and words[1].text.isdigit() else 1
+        return params if n > len(params) - 1 else [params[0], *params[1 + n:]]
+    i = 1
+    while i < len(words):
+        t = words[i].text
+        if t in ("--", "-"):
+            return [params[0], *words[i + 1:]]
+        if len(t) < 2 or t[0] not in "-+":
+            return [params[0], *words[i:]]
+        i += 1 + ("o" in t[1:])  # `-o pipefail`
+    return params
+
+
+def _positional_words(w: Token, params: list[Token] | None) -> list[Token] | None:
+    """The argument tokens, with their own locations, that a word standing for positional
+    parameters alone (`"$@"`, `$1`, `"${2}"`) expands to, when that keeps them whole (quoted,
+    or holding no blank); None otherwise."""
+    parts = [p for p in getattr(w, "parts", ()) if p != ("", QLIT)]
+    if params is None or len(parts) != 1 or parts[0][1] not in (EXP, QEXP):
+        return None
+    unit, how = parts[0]
+    name = unit[2:-1] if unit.startswith("${") else unit[1:]
+    if name in ("@", "*") and (how == EXP or name == "@"):
+        picked = params[1:]
+    elif name.isdigit() and 0 < int(name) < len(params):
+        picked = [params[int(name)]]
+    else:
+        return None
+    if how == EXP and any(c in t.text for t in picked for c in " \t\n"):
+        return None  # split into fields: expanded as text
+    return picked
+
+
 def _empty_test(words: list[str]) -> tuple[str, str] | None:
     """('-z' | '-n', NAME) for `[ -z "$NAME" ]`, `[[ -n $NAME ]]`, `test -z "${NAME}"`."""
     w = list(words)
@@ -482,10 +573,12 @@ def _sources(w: Token, dflt: dict[str, list[str]]) -> list[str]:
 
 def _command(words: list[Token], look: Any, values: dict[str, EnvVar], exported: set[str],
              frames: list[list], why: dict[str, str], lws: set[str],
-             k8s: frozenset[str], dflt: dict[str, list[str]] | None = None) -> _Cmd:
+             k8s: frozenset[str], dflt: dict[str, list[str]] | None = None,
+             params: list[Token] | None = None) -> _Cmd:
     """A simple command with its words expanded: an unquoted expansion of a known value is
     split into words (none for an empty one); a word kvplan cannot expand stays one word,
-    as written. An unknown variable's written default is taken (`${X:-8192}`) and noted."""
+    as written. An unknown variable's written default is taken (`${X:-8192}`) and noted.
+    `"$@"` and `$1` keep the argument tokens, located where the arguments are written."""
     expanded: list[Token] = []
     refs: dict[str, list[str]] = {}
     unresolved: set[int] = set()
@@ -493,7 +586,13 @@ def _command(words: list[Token], look: Any, values: dict[str, EnvVar], exported:
     prefix = True  # the `VAR=value` words ahead of the command: not split
     for w in words:
         prefix = prefix and _assignment(w) is not None
-        e = expand(w, look, split=not prefix, k8s=k8s, is_set=values.__contains__)
+        direct = None if prefix else _positional_words(w, params)
+        if direct is not None:  # an argument Kubernetes left a `$(VAR)` in stays unresolved
+            expanded += direct
+            unresolved |= {id(t) for t in direct if _unresolved([t])}
+            continue
+        e = expand(w, look, split=not prefix, k8s=k8s, is_set=values.__contains__,
+                   params=_texts(params))
         if e.ok:
             toks = [Token(f, w.loc) for f in e.fields]
             expanded += toks

@@ -151,7 +151,7 @@ def _kubernetes_targets(docs: list[tuple[FileInfo, Doc]], infos: list[FileInfo]
 # --- --cmd and defaults ----------------------------------------------------------------------
 
 def _cmd_target(cmd: str) -> Target:
-    eng = find_engine([Token("sh"), Token("-c")], [Token(cmd)], {})
+    eng = find_engine([Token("sh"), Token("-c")], [Token(cmd)], {}, script_args=False)
     if eng is None:
         raise InputError(f"--cmd: no vllm serve, SGLang or TGI command in {cmd!r}",
                          hint="e.g. --cmd 'vllm serve meta-llama/Llama-3.1-8B-Instruct "

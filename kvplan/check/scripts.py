@@ -32,7 +32,8 @@ def is_dockerfile(name: str) -> bool:
 def script_target(name: str, text: str) -> Target | None:
     """The engine command a shell script runs, or None."""
     script = Token(text, Loc(name, 1, 1), raw=text)
-    eng = find_engine([Token("sh"), Token("-c")], [script], {}, k8s_vars=False)
+    eng = find_engine([Token("sh"), Token("-c")], [script], {}, k8s_vars=False,
+                      script_args=False)  # its arguments come when it runs
     if eng is None:
         return None
     return Target(name=PurePath(name).name, kind="script", loc=eng.loc, command=eng,

@@ -13,6 +13,12 @@ operand is known (`$(( LWS_GROUP_SIZE * 8 ))`), and field splitting of the unquo
 expansions on spaces, tabs and newlines (`ARGS="--max-model-len 8192 --enforce-eager";
 vllm serve M $ARGS` passes three arguments, `"$ARGS"` one). A command substitution, or a
 value kvplan does not know, leaves the word unresolved: one word, as written.
+
+The positional parameters (`params`: `$0`, then `$1`…) are known when the script is run as
+`sh -c SCRIPT NAME ARG…` with known arguments (POSIX `sh`: the operand after the script is
+`$0`, the rest `$1`…): `"$@"` becomes one field per argument (none when there are none, even
+quoted), `"$*"` one field, and unquoted `$@`/`$*` are split. Without them (a script file, whose
+arguments come when it runs) they stay unresolved, as computed.
 """
 
 from __future__ import annotations
@@ -271,13 +277,29 @@ class Expanded:
         return not self.missing and not self.computed
 
 
+def positional(name: str, params: list[str]) -> str | None:
+    """`$0`, `$1`…, `$#`, `$@`/`$*` (joined by spaces) from the parameters (`params[0]` is
+    `$0`); None for a positional parameter past the last (unset)."""
+    if name == "#":
+        return str(len(params) - 1)
+    if name in ("@", "*"):
+        return " ".join(params[1:])
+    n = int(name)
+    return params[n] if n < len(params) else None
+
+
+_SPECIAL = re.compile(r"\d+|[@*#]")
+
+
 def _param(unit: str, look: Look, k8s: frozenset[str], defaulted: list[str],
-           is_set: Callable[[str], bool]) -> tuple[str | None, list[str], bool]:
+           is_set: Callable[[str], bool], params: list[str] | None = None
+           ) -> tuple[str | None, list[str], bool]:
     """(value, missing, computed) of one `$…` unit; `defaulted` gets the unknown variables
-    whose default (`${X:-word}`, `${X-word}`, `${X:=word}`) it took, as for an unset one."""
+    whose default (`${X:-word}`, `${X-word}`, `${X:=word}`) it took, as for an unset one.
+    `params`: the positional parameters, None when not known (see the module's doc)."""
     if unit.startswith("$(("):
         v, missing, computed = arith(unit[3:-2], look, k8s, defaulted=defaulted,
-                                     is_set=is_set)
+                                     is_set=is_set, params=params)
         return (None if v is None else str(v)), missing, computed
     if unit.startswith("`"):
         return None, [], True
@@ -289,16 +311,25 @@ def _param(unit: str, look: Look, k8s: frozenset[str], defaulted: list[str],
         return None, [], True
     if unit.startswith("${"):
         body = unit[2:-1]
-        m = re.fullmatch(r"([A-Za-z_]\w*)(?:(:?)([-=])(.*))?", body, re.S)
+        m = re.fullmatch(r"([A-Za-z_]\w*|\d+|[@*#])(?:(:?)([-=])(.*))?", body, re.S)
         if not m:
             return None, [], True
         name, colon, op, word = m.groups()
+        if _SPECIAL.fullmatch(name):
+            if params is None or op == "=":  # sh cannot assign a positional parameter
+                return None, [], True
+            v = positional(name, params)
+            if op and (v is None or (colon and v == "")):
+                e = expand(Word(word, parts=_word_all(word)), look, split=False, k8s=k8s,
+                           is_set=is_set, params=params)
+                return (e.fields[0] if e.ok else None), e.missing, e.computed
+            return v or "", [], False
         v = look(name)
         if v is None and (not op or is_set(name)):  # set, to a value kvplan does not know
             return None, [name], False
         if op and (v is None or (v == "" if colon else False)):
             e = expand(Word(word, parts=_word_all(word)), look, split=False, k8s=k8s,
-                       is_set=is_set)
+                       is_set=is_set, params=params)
             if v is None and e.ok:
                 defaulted += [x for x in (name, *e.defaulted) if x not in defaulted]
             elif e.ok:
@@ -308,29 +339,40 @@ def _param(unit: str, look: Look, k8s: frozenset[str], defaulted: list[str],
         return v, [], False
     name = unit[1:]
     if not _NAME.fullmatch(name):
-        return None, [], True  # $1, $@, $$, …: known only when the script runs
+        if params is not None and _SPECIAL.fullmatch(name):
+            return positional(name, params) or "", [], False
+        return None, [], True  # $$, $!, $?, and $1, $@ without the arguments: as it runs
     v = look(name)
     return v, ([] if v is not None else [name]), False
 
 
 def expand(word: Token, look: Look, split: bool = True,
            k8s: frozenset[str] = frozenset(),
-           is_set: Callable[[str], bool] | None = None) -> Expanded:
+           is_set: Callable[[str], bool] | None = None,
+           params: list[str] | None = None) -> Expanded:
     """`word` as the shell expands it (`split`: field splitting, off for assignments).
     `k8s`: the names whose `$(NAME)` Kubernetes substitutes before the shell runs. `is_set`:
     whether a variable `look` does not know is set all the same (a secret, the pod's
-    LWS_WORKER_INDEX), so that its `${X:-word}` default does not apply; by default, none."""
+    LWS_WORKER_INDEX), so that its `${X:-word}` default does not apply; by default, none.
+    `params`: the positional parameters (`$0` first), None when not known."""
     is_set = is_set or (lambda name: False)
     parts = word.parts if isinstance(word, Word) else ((word.text, LIT),)
-    pieces: list[tuple[str, bool, bool]] = []  # (text, splittable, quoted)
+    pieces: list[tuple[str | None, bool, bool]] = []  # (text, splittable, quoted); None:
+    # a field break inside "$@"
     missing: list[str] = []
     defaulted: list[str] = []
     computed = False
+    quoted_at = False  # a "$@" that may make no field at all
     for text, how in parts:
         if how in (LIT, QLIT):
             pieces.append((text, False, how == QLIT))
             continue
-        v, miss, comp = _param(text, look, k8s, defaulted, is_set)
+        if how == QEXP and params is not None and text in ("$@", "${@}"):
+            for n, arg in enumerate(params[1:]):  # one field per argument
+                pieces += [(None, False, True)] * bool(n) + [(arg, False, True)]
+            quoted_at = quoted_at or len(params) == 1
+            continue
+        v, miss, comp = _param(text, look, k8s, defaulted, is_set, params)
         missing += [m for m in miss if m not in missing]
         computed = computed or comp
         if v is None:
@@ -338,11 +380,17 @@ def expand(word: Token, look: Look, split: bool = True,
         else:
             pieces.append((v, how == EXP, how == QEXP))
     if missing or computed or not split:
-        return Expanded(["".join(p[0] for p in pieces)], missing, computed,
-                        [] if missing or computed else defaulted)
+        return Expanded(["".join(" " if p[0] is None else p[0] for p in pieces)], missing,
+                        computed, [] if missing or computed else defaulted)
+    if quoted_at and not any(p[0] for p in pieces):  # "$@" without arguments: no field
+        return Expanded([], defaulted=defaulted)
     fields: list[str] = []
     buf, started = "", False
     for text, splittable, quoted in pieces:
+        if text is None:
+            fields.append(buf)
+            buf, started = "", True
+            continue
         if not splittable:
             buf += text
             started = started or quoted or bool(text)
@@ -403,7 +451,8 @@ def _eval(node: ast.AST) -> int:
 
 def arith(expr: str, look: Look, k8s: frozenset[str] = frozenset(), depth: int = 0,
           defaulted: list[str] | None = None,
-          is_set: Callable[[str], bool] | None = None) -> tuple[int | None, list[str], bool]:
+          is_set: Callable[[str], bool] | None = None,
+          params: list[str] | None = None) -> tuple[int | None, list[str], bool]:
     """(value, missing, computed) of `$(( expr ))`: + - * / % and parentheses over integers
     and variables (a variable's value is itself evaluated; an empty one is 0). `defaulted`
     gets the unknown variables whose written default it took."""
@@ -412,7 +461,8 @@ def arith(expr: str, look: Look, k8s: frozenset[str] = frozenset(), depth: int =
         parts = _word_all(expr)
     except ShellSyntaxError:  # not arithmetic sh would evaluate: left unresolved
         return None, [], True
-    e = expand(Word(expr, parts=parts), look, split=False, k8s=k8s, is_set=is_set)
+    e = expand(Word(expr, parts=parts), look, split=False, k8s=k8s, is_set=is_set,
+               params=params)
     if not e.ok:
         return None, e.missing, e.computed
     if defaulted is not None:
