@@ -3112,3 +3112,95 @@ def test_a_script_files_arguments_are_not_known(capsys, tmp_path):
     known = by_id(rep["deployments"][0])["flags-known"]
     assert [k["message"] for k in known] == [
         "'$@' is computed when the script runs; the arguments it expands to are not checked"]
+
+
+def test_vllm_behind_launchers_is_checked(capsys):
+    """`dumb-init --` and `tini -g -- bash -c 'exec numactl … python3 -X faulthandler -m …'`
+    run vLLM: each is checked, not reported as nothing to check."""
+    src = FIX / "deployment-launchers.yaml"
+    code, rep = check_json(capsys, src)
+    assert code == 1
+    init, numa = rep["deployments"]
+    assert init["name"] == "Deployment/qwen-dumb-init"
+    mml = one(init, "max-model-len-fits")
+    assert mml["status"] == "fail" and mml["current"] == 500000
+    assert mml["line"] == line_of(src, '"dumb-init", "--", "vllm"')
+    gpus = one(init, "gpu-count-matches")
+    assert (gpus["status"], gpus["current"], gpus["suggested"]) == ("fail", 1, 4)
+    assert numa["name"] == "StatefulSet/llama-numa"
+    assert numa["model"] == "meta-llama/Llama-3.1-8B-Instruct"  # the api_server's --model
+    mml = one(numa, "max-model-len-fits")
+    assert (mml["status"], mml["suggested"]) == ("fail", 28160)
+    assert mml["line"] == line_of(src, "- --max-model-len")  # the flag's line
+    assert one(numa, "flags-known")["message"] == "2 flags known to vLLM 0.11.0"
+
+
+@pytest.mark.parametrize("launcher", [
+    "tini -s -e 143 --", "numactl -N 0 -m0 --physcpubind 0-15", "stdbuf -oL -e L",
+    "timeout -k 30s --signal=TERM 3600", "nice -n 5 taskset -c 0-7", "nice -10",
+    "sudo -E -u vllm", "uv run --with flashinfer-python --no-sync --",
+    "uv --directory /app run --python 3.12", "uvx --from 'vllm==0.11.0'",
+    "env -u HF_TOKEN VLLM_LOGGING_LEVEL=DEBUG", "exec -a vllm-server", "nohup time -p",
+])
+def test_launcher_options_are_read_as_their_parsers_read_them(capsys, launcher):
+    cmd = f"{launcher} vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 500000"
+    _, rep = check_json(capsys, "--cmd", cmd, "--gpu", "l40s", "--vllm-version", "0.11.0")
+    (dep,) = rep["deployments"]
+    assert dep["model"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert one(dep, "flags-known")["message"] == "1 flag known to vLLM 0.11.0"
+    assert one(dep, "max-model-len-fits")["current"] == 500000
+
+
+@pytest.mark.parametrize("cmd,known", [
+    # uv run -m M runs python -m M: the api_server, whose model is --model
+    ("uv run -m vllm.entrypoints.openai.api_server --model Qwen/Qwen2.5-7B-Instruct",
+     "1 flag known to vLLM 0.33.0"),
+    ("python3 -u -X faulthandler -W ignore -m vllm.entrypoints.openai.api_server "
+     "--model Qwen/Qwen2.5-7B-Instruct", "1 flag known to vLLM 0.33.0"),
+    # `vllm serve`, whose model is positional
+    ("python -Xdev -um vllm.entrypoints.cli.main serve Qwen/Qwen2.5-7B-Instruct",
+     "no flags to check"),
+])
+def test_python_and_uv_module_forms(capsys, cmd, known):
+    _, rep = check_json(capsys, "--cmd", cmd, "--gpu", "l40s")
+    (dep,) = rep["deployments"]
+    assert dep["model"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert one(dep, "flags-known")["message"] == known
+
+
+def test_env_i_clears_the_containers_environment(capsys, tmp_path):
+    """`env -i` starts the command with only the variables it names: the container's
+    CUDA_VISIBLE_DEVICES=0 does not reach vLLM, the one after `env -i` does."""
+    f = tmp_path / "pod.yaml"
+    f.write_text(POD.format(command=json.dumps(
+        ["env", "-i", "CUDA_VISIBLE_DEVICES=0,1", "vllm", "serve", "Qwen/Qwen2.5-7B-Instruct",
+         "-tp", "2"])).replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 2") +
+        "      env: [{name: CUDA_VISIBLE_DEVICES, value: '0'}]\n")
+    _, rep = check_json(capsys, f)
+    gpus = one(rep["deployments"][0], "gpu-count-matches")
+    assert gpus["status"] == "pass"
+    assert gpus["message"] == "TP x PP x DP = 2 uses the 2 GPUs allocated"
+
+
+def test_an_unknown_launcher_is_checked_through_and_warned(capsys):
+    """A program kvplan does not know that runs `vllm serve …` (an image's entrypoint script
+    that execs its arguments): the command is checked, and flags-known says how."""
+    code, rep = check_json(capsys, "--cmd", "/opt/entrypoint.sh --wait-for-model vllm serve "
+                           "Qwen/Qwen2.5-7B-Instruct --max-model-len 500000", "--gpu", "l40s")
+    (dep,) = rep["deployments"]
+    assert code == 1 and one(dep, "max-model-len-fits")["status"] == "fail"
+    known = one(dep, "flags-known")
+    assert known["status"] == "warn" and known["current"] == "/opt/entrypoint.sh --wait-for-model"
+    assert known["message"] == (
+        "the engine command runs behind '/opt/entrypoint.sh --wait-for-model', which kvplan "
+        "does not know: checked as if it runs the command after it unchanged")
+
+
+@pytest.mark.parametrize("cmd", [
+    "command -v vllm serve Qwen/Qwen2.5-7B-Instruct",  # prints the path, runs nothing
+    "echo vllm serve Qwen/Qwen2.5-7B-Instruct",
+    "numactl --hardware vllm serve Qwen/Qwen2.5-7B-Instruct",
+])
+def test_commands_that_only_name_the_engine_run_nothing(capsys, cmd):
+    code, _, err = run(capsys, "check", "--cmd", cmd, "--gpu", "l40s")
+    assert code == 2 and err.startswith("kvplan: error: --cmd: no vllm serve, SGLang or TGI")

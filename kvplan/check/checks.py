@@ -205,6 +205,13 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
         else:
             msg = f"{again.key} is given twice{where}; vLLM uses the last value"
         out.add("flags-known", WARN, msg, again.loc, fix=f"keep one {again.name}")
+    if p.cmd.launcher:  # `my-init --opt vllm serve …`: a program kvplan does not read
+        words = " ".join(t.text for t in p.cmd.launcher)
+        out.add("flags-known", WARN, f"the engine command runs behind {words!r}, which kvplan "
+                "does not know: checked as if it runs the command after it unchanged",
+                p.cmd.launcher[0].loc, fix="run the engine directly, or behind a launcher "
+                "kvplan reads (dumb-init, tini, numactl, taskset, stdbuf, timeout, nice, env, "
+                "sudo, uv run; docs/check.md)", current=words)
     if p.config_file:
         out.add("flags-known", WARN, f"options in --config {p.config_file.value} are not read "
                 "by kvplan", p.config_file.loc, fix="put the memory and scheduling flags on "

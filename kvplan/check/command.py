@@ -5,7 +5,8 @@ Recognised: `vllm serve MODEL …`, `python -m vllm.entrypoints.openai.api_serve
 `huggingfaceserver` (vLLM backend), and images whose entrypoint is one of these
 (`vllm/vllm-openai`, `ghcr.io/huggingface/text-generation-inference`, `kserve/huggingfaceserver`)
 when only arguments are given. Shell wrappers (`sh -c "…"`) are split into simple commands;
-leading `VAR=value`, `exec`, `env`, `nohup` are stripped. Every token keeps its file and line.
+leading `VAR=value` words and launchers (`exec`, `env`, `dumb-init --`, `numactl …`, `uv run`;
+`launchers.py`) are stripped. Every token keeps its file and line.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.check.base import InputError, Loc, Target, Token
+from kvplan.check.launchers import LAUNCHERS, unwrap
 from kvplan.check.shellwords import (
     EXP,
     LIT,
@@ -29,8 +31,6 @@ from kvplan.check.shellwords import (
 )
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ash", "ksh"}
-WRAPPERS = {"exec", "env", "nohup", "time", "command"}
-_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _K8S_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
@@ -63,6 +63,8 @@ class EngineCommand:
     # (argument, variables) for arguments a script gave from `${X:-default}` with X set
     # nowhere kvplan reads: checked with the default, which the environment may override
     defaulted: list[tuple[Token, list[str]]] = field(default_factory=list)
+    # the words of a program kvplan does not know that runs the engine command (`my-init --`)
+    launcher: list[Token] = field(default_factory=list)
 
     def needs(self, tok: Token) -> list[str]:
         """The variables an unresolved argument needs ([] when computed as the script runs)."""
@@ -153,18 +155,23 @@ def _basename(s: str) -> str:
 
 
 def _strip_prefix(argv: list[Token], env: dict[str, EnvVar]) -> list[Token]:
-    i = 0
-    while i < len(argv):
-        t = argv[i].text
-        if _ASSIGN.match(t):
-            k, v = t.split("=", 1)
-            env[k] = EnvVar(v, argv[i].loc)
-        elif _basename(t) in WRAPPERS or (i and argv[i - 1].text == "env" and t.startswith("-")):
-            pass
-        else:
-            break
-        i += 1
-    return argv[i:]
+    """The command behind `VAR=value` words and launchers (`launchers.unwrap`), with the
+    environment they give it set in `env` (`env -i` clears it, `env -u NAME` unsets)."""
+    u = unwrap(argv)
+    if u.cleared:
+        env.clear()
+    for name in u.unset:
+        env.pop(name, None)
+    for a in u.assigned:
+        k, v = a.text.split("=", 1)
+        env[k] = EnvVar(v, a.loc)
+    return u.rest
+
+
+_PY_MODULES = {"vllm.entrypoints.openai.api_server": ("vllm", "api-server"),
+               "vllm.entrypoints.api_server": ("vllm", "api-server"),
+               "sglang.launch_server": ("sglang", "sglang"),
+               "huggingfaceserver": ("vllm", "kserve")}
 
 
 def _engine_of(argv: list[Token]) -> tuple[str, str, int] | None:
@@ -182,22 +189,62 @@ def _engine_of(argv: list[Token]) -> tuple[str, str, int] | None:
     if exe == "huggingfaceserver":
         return "vllm", "kserve", 1
     if re.fullmatch(r"python[0-9.]*", exe):
-        for i in range(1, len(argv) - 1):
-            if argv[i].text == "-m":
-                mod = argv[i + 1].text
-                if mod in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
-                    return "vllm", "api-server", i + 2
-                if mod == "vllm.entrypoints.cli.main" and i + 2 < len(argv) and \
-                        argv[i + 2].text == "serve":
-                    return "vllm", "vllm-serve", i + 3
-                if mod == "sglang.launch_server":
-                    return "sglang", "sglang", i + 2
-                if mod == "huggingfaceserver":
-                    return "vllm", "kserve", i + 2
-                return None
-            if not argv[i].text.startswith("-"):
-                return None  # python script.py
+        mod, start = _python_module(argv)
+        if mod == "vllm.entrypoints.cli.main" and start < len(argv) and \
+                argv[start].text == "serve":
+            return "vllm", "vllm-serve", start + 1
+        if mod in _PY_MODULES:
+            return (*_PY_MODULES[mod], start)
     return None
+
+
+def _python_module(argv: list[Token]) -> tuple[str | None, int]:
+    """(module, index of its first argument) of `python [options] -m MODULE …`, as CPython's
+    option parser reads it: `-X opt` and `-W arg` take a value (attached or the next word),
+    flags cluster (`-um M`), `-c` or a script ends the options with no module."""
+    i = 1
+    while i < len(argv):
+        t = argv[i].text
+        if not t.startswith("-") or t in ("-", "--"):
+            return None, i  # a script, or stdin
+        if t.startswith("--"):
+            i += 1 + (t == "--check-hash-based-pycs")
+            continue
+        for k, c in enumerate(t[1:], 1):
+            if c in "mcXW":
+                value = t[k + 1:]
+                if not value:
+                    i += 1
+                    value = argv[i].text if i < len(argv) else ""
+                if c == "m":
+                    return value, i + 1
+                if c == "c":
+                    return None, i
+                break
+        i += 1
+    return None, i
+
+
+# commands that take an engine command line as data, not as a command to run
+_NOT_LAUNCHERS = {"echo", "printf", "print", ":", "true", "false", "test", "[", "[[", "which",
+                  "type", "hash", "alias", "pgrep", "pkill", "kill", "killall", "grep", "egrep",
+                  "fgrep", "ps", "pip", "pip3", "huggingface-cli", "hf", "curl", "wget", "cat",
+                  "tee", "ls", "man", "help", "logger", "trap", "wait", "sleep", "read", "local",
+                  "declare", "readonly", "export", "unset", "set", "shift", "return", "exit",
+                  "cd", "mkdir", "rm", "cp", "mv", "touch", "chmod", "chown", "ln", "sed", "awk",
+                  "jq", "yq", "git", "vllm", "sglang"}
+_ENGINE_EXES = re.compile(r"vllm|sglang|text-generation-launcher|huggingfaceserver|"
+                          r"python[0-9.]*")
+
+
+def _behind(cmd: list[Token]) -> int:
+    """The index at which an engine command starts behind a program kvplan does not know
+    (`my-launcher --opt vllm serve …`, an entrypoint script that execs its arguments); 0 when
+    there is none."""
+    if not cmd or _basename(cmd[0].text) in _NOT_LAUNCHERS | set(LAUNCHERS):
+        return 0  # a launcher left in place runs nothing (`command -v vllm`)
+    return next((k for k in range(1, len(cmd)) if _ENGINE_EXES.fullmatch(
+        _basename(cmd[k].text)) and _engine_of(cmd[k:])), 0)
 
 
 def image_engine(image: str | None) -> tuple[str, str] | None:
@@ -271,6 +318,11 @@ def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
         local_env = dict(sc.env)
         cmd = _strip_prefix(sc.words, local_env)
         hit = _engine_of(cmd)
+        launcher: list[Token] = []
+        if not hit and _behind(cmd):  # behind a program kvplan does not know: checked, and
+            k = _behind(cmd)  # flags-known says so
+            launcher, cmd = cmd[:k], cmd[k:]
+            hit = _engine_of(cmd)
         if hit:
             engine, form, start = hit
             why = {**base_why, **sc.why}
@@ -281,7 +333,8 @@ def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
             found.append((EngineCommand(engine, form, args_, cmd[0].loc, local_env,
                                         unresolved, why, dict(sc.refs), base_lws | sc.lws,
                                         defaulted=[(t, n) for t, n in sc.defaulted
-                                                   if id(t) in ids or not t.text]),
+                                                   if id(t) in ids or not t.text],
+                                        launcher=launcher),
                           sc.path))
     for i, (a, pa) in enumerate(found):
         for b, pb in found[i + 1:]:
@@ -333,12 +386,14 @@ def _simple_commands(argv: list[Token], env: dict[str, EnvVar],
                      ) -> list[_Cmd]:
     if not argv:
         return []
-    if _basename(argv[0].text) in SHELLS:
-        inline = _inline_script(argv)
+    shell_env = dict(env)
+    words = _strip_prefix(argv, shell_env)  # a shell behind launchers: `tini -- sh -c …`
+    if words and _basename(words[0].text) in SHELLS:
+        inline = _inline_script(words)
         if inline is None:
             return []  # `sh FILE`: a script kvplan does not read
         script, params = inline
-        return shell_script(script, env, k8s, params if script_args else None)
+        return shell_script(script, shell_env, k8s, params if script_args else None)
     return [_Cmd(argv, dict(env))]
 
 
