@@ -3204,3 +3204,44 @@ def test_an_unknown_launcher_is_checked_through_and_warned(capsys):
 def test_commands_that_only_name_the_engine_run_nothing(capsys, cmd):
     code, _, err = run(capsys, "check", "--cmd", cmd, "--gpu", "l40s")
     assert code == 2 and err.startswith("kvplan: error: --cmd: no vllm serve, SGLang or TGI")
+
+
+def test_a_stale_vllm_version_annotation_yields_to_the_image_tag(capsys):
+    """The image's tag is the release that runs: an annotation that names another is drift,
+    warned about on its line, and the flags are checked against 0.20.2."""
+    src = FIX / "deployment-stale-vllm-version.yaml"
+    code, rep = check_json(capsys, src)
+    (dep,) = rep["deployments"]
+    assert code == 1
+    assert (dep["vllm_version"], dep["vllm_version_source"]) == (
+        "0.20.2", "image vllm/vllm-openai:v0.20.2")
+    drift = one(dep, "release-modelled")
+    assert drift["status"] == "warn" and drift["line"] == line_of(src, "kvplan.io/vllm-version")
+    assert drift["message"] == ("kvplan.io/vllm-version 0.9.2 disagrees with the image "
+                                "vllm/vllm-openai:v0.20.2, which runs vLLM 0.20.2: checked "
+                                "against 0.20.2")
+    assert (drift["current"], drift["suggested"]) == ("0.9.2", "0.20.2")
+    failed = [c["current"] for c in by_id(dep)["flags-known"] if c["status"] == "fail"]
+    assert failed == ["--disable-log-requests", "--swap-space"]
+
+
+@pytest.mark.parametrize("annotation,image,checked,warned", [
+    ("0.20", "vllm/vllm-openai:v0.20.2", "0.20", False),  # the same minor, no patch given
+    ("0.10.1.1", "vllm/vllm-openai:v0.10.1.1", "0.10.1.1", False),
+    ("0.11.0", "registry.example.com/ai/vllm-server:v2.0.1", "0.11.0", False),  # its own tag
+    ("0.33.0", "vllm/vllm-openai:v0.34.0", "0.33.0", False),  # the documented way to pick
+    ("0.11.0", "vllm/vllm-openai:v0.11.1", "0.11.1", True),  # a patch apart
+])
+def test_the_annotation_wins_where_the_tag_does_not_name_what_runs(
+        capsys, tmp_path, annotation, image, checked, warned):
+    f = tmp_path / "d.yaml"
+    f.write_text((FIX / "deployment-stale-vllm-version.yaml").read_text()
+                 .replace('"0.9.2"', f'"{annotation}"')
+                 .replace("vllm/vllm-openai:v0.20.2", image)
+                 .replace("            - --disable-log-requests\n", "")
+                 .replace("            - --swap-space=16\n", ""))
+    _, rep = check_json(capsys, f)
+    (dep,) = rep["deployments"]
+    assert dep["vllm_version"] == checked
+    assert ("release-modelled" in by_id(dep) and
+            by_id(dep)["release-modelled"][0]["message"].startswith("kvplan.io/")) == warned

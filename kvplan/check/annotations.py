@@ -48,6 +48,7 @@ class Annotated:
             t.model, t.model_loc = self.model, self.locs["model"]
         if self.vllm_version:
             t.vllm_version, t.version_source = self.vllm_version, "kvplan.io/vllm-version"
+            t.version_loc = self.locs["vllm-version"]
 
 
 def read(values: dict[str, tuple[str, Loc]], where: Loc) -> Annotated:

@@ -123,6 +123,10 @@ class Target:
     model_hint_loc: Loc | None = None  # is a path inside the container
     vllm_version: str | None = None
     version_source: str = ""
+    version_loc: Loc | None = None  # where kvplan.io/vllm-version is written
+    # (kvplan.io/vllm-version, image) when the annotation disagrees with the release the
+    # image's tag names, which is checked instead
+    version_conflict: tuple[str, str] | None = None
     declared: Declared = field(default_factory=Declared)
     ignore: set[str] = field(default_factory=set)
     template: bool = False  # a ServingRuntime: size only when annotated

@@ -38,7 +38,8 @@ CHECKS: dict[str, str] = {
                                "~/.cache/vllm) is on a volume that outlives the pod (a cold "
                                "compile takes minutes and shrinks the KV cache)",
     "release-modelled": "the deployment's vLLM release is one kvplan models (a newer one is "
-                        "checked as the newest, with a warning)",
+                        "checked as the newest, with a warning), and kvplan.io/vllm-version "
+                        "agrees with a vLLM image's tag",
     "late-allocations-fit": "what vLLM allocates after sizing the KV cache without budgeting "
                             "it (CUDA graphs it does not subtract, model runner V2's sampler "
                             "warm-up) fits in the memory gpu_memory_utilization leaves",
@@ -96,6 +97,13 @@ def run(t: Target, catalogs: list[str] | None = None) -> Outcome:
                 "flags it added are only warned about and its memory changes are not sized",
                 t.loc, fix="upgrade kvplan, or set kvplan.io/vllm-version to the release to "
                 "check against", current=t.vllm_version, suggested=LATEST)
+    if t.version_conflict:  # a stale annotation: the image's release is what runs
+        given, image = t.version_conflict
+        out.add("release-modelled", WARN, f"kvplan.io/vllm-version {given} disagrees with the "
+                f"image {image}, which runs vLLM {t.vllm_version}: checked against "
+                f"{t.vllm_version}", t.version_loc or t.loc,
+                fix=f'kvplan.io/vllm-version: "{t.vllm_version}", or remove it (the image tag '
+                "gives the release)", current=given, suggested=t.vllm_version)
     try:
         version = VllmVersion.of(LATEST if newer else t.vllm_version)
     except BadInput as e:

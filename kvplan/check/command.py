@@ -29,6 +29,8 @@ from kvplan.check.shellwords import (
     expand,
     lex,
 )
+from kvplan.core.versions import beyond_latest, read_release
+from kvplan.errors import BadInput
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ash", "ksh"}
 _K8S_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -678,8 +680,28 @@ def tokens_from_string(text: str, loc: Loc, raw: str | None = None) -> list[Toke
 
 def set_version(t: Target, image: str | None, via: str = "") -> None:
     """The vLLM release of the image tag, unless the target says otherwise (`via`: how the
-    reference was built, e.g. a Dockerfile's ARG default)."""
+    reference was built, e.g. a Dockerfile's ARG default). A `kvplan.io/vllm-version` that
+    names another release than a vLLM image's tag is drift (the image is what runs): the
+    image's release is checked and the conflict kept for a warning, unless that release is
+    newer than kvplan models (the annotation is then the documented way to pick one)."""
     v = image_version(str(image) if image else None)
-    if v and not t.vllm_version and t.command.engine == "vllm":
-        t.vllm_version = v
-        t.version_source = f"image {image}" + (f" ({via})" if via else "")
+    if not v or t.command.engine != "vllm":
+        return
+    if t.vllm_version and (t.version_source != "kvplan.io/vllm-version" or beyond_latest(v)
+                           or same_release(t.vllm_version, v)):
+        return
+    if t.vllm_version:
+        t.version_conflict = (t.vllm_version, str(image))
+    t.vllm_version = v
+    t.version_source = f"image {image}" + (f" ({via})" if via else "")
+
+
+def same_release(given: str, tagged: str) -> bool:
+    """Whether a release as written (`0.20`, `0.20.2`, `v0.10.1.1`) covers the one an image
+    tag names: the same minor, and the same patch when it gives one. An unreadable one is
+    left to the version check, which reports it."""
+    try:
+        a, b = read_release(given), read_release(tagged)
+    except BadInput:
+        return True
+    return a[:2] == b[:2] and a[2] in (None, b[2])
