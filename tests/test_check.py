@@ -3245,3 +3245,31 @@ def test_the_annotation_wins_where_the_tag_does_not_name_what_runs(
     assert dep["vllm_version"] == checked
     assert ("release-modelled" in by_id(dep) and
             by_id(dep)["release-modelled"][0]["message"].startswith("kvplan.io/")) == warned
+
+
+def test_compose_service_gpus_attribute(capsys):
+    """compose-spec `gpus`: device requests count as deploy.resources.reservations.devices
+    do; `all` is the host's GPUs, not counted."""
+    src = FIX / "compose-gpus.yaml"
+    code, rep = check_json(capsys, src)
+    one_gpu, pair, every = (one(d, "gpu-count-matches") for d in rep["deployments"])
+    assert code == 1
+    assert (one_gpu["status"], one_gpu["current"], one_gpu["suggested"]) == ("fail", 1, 2)
+    assert one_gpu["line"] == line_of(src, "- driver: nvidia")
+    assert one_gpu["message"] == ("TP x PP x DP = 2 needs 2 GPUs but the container gets 1: "
+                                  "the engine cannot start")
+    assert pair["status"] == "pass" and pair["current"] == 2
+    assert every["status"] == "skip" and every["line"] == line_of(src, "gpus: all")
+
+
+def test_compose_gpus_as_a_number_is_refused(capsys, tmp_path):
+    """`gpus: 1` is not Compose: its schema takes `all` or a list of device requests, and
+    `docker compose` refuses the file (compose-go validates before it transforms)."""
+    f = tmp_path / "compose.yaml"
+    f.write_text((FIX / "compose-gpus.yaml").read_text().replace("gpus: all", "gpus: 1"))
+    code, _, err = run(capsys, "check", f)
+    line = line_of(f, "gpus: 1")
+    assert code == 2 and err.splitlines()[0] == (
+        f"kvplan: error: {f}:{line}: gpus: 1 is not valid Compose: `gpus` is `all` or a list of "
+        "device requests, and docker compose refuses the file (gpus: [{count: 1}], or gpus: "
+        "all)")

@@ -8,7 +8,7 @@ import posixpath
 import re
 
 from kvplan.check import annotations
-from kvplan.check.base import Mount, Target, Token
+from kvplan.check.base import InputError, Mount, Target, Token
 from kvplan.check.command import EnvVar, find_engine, set_version
 from kvplan.check.yamlsrc import Obj, int_at, text_of
 
@@ -62,6 +62,38 @@ def _mounts(s: Obj) -> list[Mount]:
     return out
 
 
+_DEVICES = ("deploy", "resources", "reservations", "devices")
+
+
+def _gpus(s: Obj, t: Target) -> None:
+    """The GPUs a service reserves: `deploy.resources.reservations.devices` entries with the
+    `gpu` capability, and the service-level `gpus` (compose-spec: `all`, or a list of device
+    requests with an implicit `gpu` capability). Each request reserves its `device_ids`, or
+    `count` devices; `all` (or neither) is every GPU of the host, a count kvplan does not
+    know."""
+    requests = [((*_DEVICES, i), dev) for i, dev in enumerate(s.typed(*_DEVICES, kind=list))
+                if isinstance(dev, dict) and "gpu" in (
+                    dev["capabilities"] if isinstance(dev.get("capabilities"), list)
+                    else ["gpu"])]
+    gpus = s.get("gpus")
+    if gpus == "all":
+        t.gpu_count_loc = s.loc("gpus")
+    elif isinstance(gpus, list):
+        requests += [(("gpus", i), dev) for i, dev in enumerate(gpus) if isinstance(dev, dict)]
+    elif gpus is not None:  # the compose schema's `gpus`: "all" or a list of objects
+        loc = s.loc("gpus")
+        raise InputError(f"gpus: {text_of(gpus)} is not valid Compose: `gpus` is `all` or a "
+                         "list of device requests, and docker compose refuses the file",
+                         file=loc.file, line=loc.line,
+                         hint=f"gpus: [{{count: {text_of(gpus)}}}], or gpus: all")
+    for path, dev in requests:
+        if isinstance(dev.get("device_ids"), list) and dev["device_ids"]:
+            t.gpu_count = len(dev["device_ids"])
+        elif str(dev.get("count", "all")) != "all":
+            t.gpu_count = int_at(s, *path, "count", what="count")
+        t.gpu_count_loc = s.loc(*path)
+
+
 def targets(o: Obj) -> list[Target]:
     services = o.get("services")
     out = []
@@ -90,16 +122,7 @@ def targets(o: Obj) -> list[Target]:
         ann.apply(t)
         t.mounts = _mounts(s)
         set_version(t, svc.get("image"))
-        devices = s.typed("deploy", "resources", "reservations", "devices", kind=list)
-        for i, dev in enumerate(devices):
-            caps = dev.get("capabilities") if isinstance(dev, dict) else None
-            if isinstance(dev, dict) and "gpu" in (caps if isinstance(caps, list) else ["gpu"]):
-                if isinstance(dev.get("device_ids"), list) and dev["device_ids"]:
-                    t.gpu_count = len(dev["device_ids"])
-                elif str(dev.get("count", "all")) != "all":
-                    t.gpu_count = int_at(s, "deploy", "resources", "reservations", "devices", i,
-                                       "count", what="count")
-                t.gpu_count_loc = s.loc("deploy", "resources", "reservations", "devices", i)
+        _gpus(s, t)
         reps = int_at(s, "deploy", "replicas", what="replicas")
         if reps is None:
             reps = int_at(s, "scale", what="scale")
