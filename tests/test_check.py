@@ -3273,3 +3273,36 @@ def test_compose_gpus_as_a_number_is_refused(capsys, tmp_path):
         f"kvplan: error: {f}:{line}: gpus: 1 is not valid Compose: `gpus` is `all` or a list of "
         "device requests, and docker compose refuses the file (gpus: [{count: 1}], or gpus: "
         "all)")
+
+
+def test_a_tp_fix_names_the_device_list_it_needs(capsys):
+    """Qwen2.5-14B's 27.59 GiB of weights do not fit one L4: the fix is TP 2 on 2 GPUs, and the
+    script's CUDA_VISIBLE_DEVICES default shows the engine one, so the fix names it too (else
+    gpu-count-matches fails next); the defaults warning lists it with the flags' defaults."""
+    src = FIX / "start-qwen-14b.sh"
+    code, rep = check_json(capsys, src, "--gpu", "l4", "--vllm-version", "0.11.0")
+    (dep,) = rep["deployments"]
+    assert code == 1
+    w = one(dep, "weights-fit")
+    cvd = line_of(src, "export CUDA_VISIBLE_DEVICES")
+    assert w["status"] == "fail" and w["fix"] == (
+        "--tensor-parallel-size 2 on 2 GPUs (14.0 GiB of weights and 4.2 GiB of KV per GPU), "
+        f"and list 2 devices in CUDA_VISIBLE_DEVICES (line {cvd}: the script's default 0 "
+        "shows the engine 1 GPU)")
+    (dflt,) = [c for c in by_id(dep)["flags-known"] if "defaults" in c["message"]]
+    assert dflt["message"] == (
+        "checked with the script's defaults (Qwen/Qwen2.5-14B from MODEL, 1 from TP, 32768 "
+        "from MAX_LEN, 0.90 from GPU_UTIL, 0 from CUDA_VISIBLE_DEVICES): neither the script "
+        "nor the container's env sets MODEL, TP, MAX_LEN, GPU_UTIL, CUDA_VISIBLE_DEVICES; an "
+        "environment that sets them runs other values")
+
+
+def test_a_tp_fix_names_a_literal_device_list(capsys):
+    _, rep = check_json(capsys, "--cmd", "CUDA_VISIBLE_DEVICES=3 vllm serve Qwen/Qwen2.5-14B "
+                        "--max-model-len 32768 --gpu-memory-utilization 0.9", "--gpu", "l4",
+                        "--vllm-version", "0.11.0")
+    w = one(rep["deployments"][0], "weights-fit")
+    assert w["fix"].endswith(", and list 2 devices in CUDA_VISIBLE_DEVICES (3 shows the engine "
+                             "1 GPU)")
+    assert not [c for c in by_id(rep["deployments"][0])["flags-known"]
+                if "defaults" in c["message"]]

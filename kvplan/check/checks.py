@@ -242,21 +242,40 @@ def flags_known(out: Outcome, p: Parsed, reg: Any, lenient: bool = False,
                 + f"; {what} not checked", tok.loc,
                 fix="give the value literally to have it checked" if why else
                 "give the value literally, or in the container's env")
-    if p.cmd.defaulted:  # `${X:-8192}` with X set nowhere kvplan reads: its default
-        names = list(dict.fromkeys(n for _, ns in p.cmd.defaulted for n in ns))
-        vals = ", ".join(f"{t.text or 'nothing'} from {'/'.join(ns)}"
-                         for t, ns in p.cmd.defaulted[:6]) + (
-            ", ..." if len(p.cmd.defaulted) > 6 else "")
+    used = [(t.text or "nothing", ns, t.loc) for t, ns in p.cmd.defaulted] + [
+        (p.cmd.env[var].value, ns, p.cmd.env[var].loc)
+        for var, ns in p.cmd.env_defaulted.items() if var in env_read(p)]
+    if used:  # `${X:-8192}` with X set nowhere kvplan reads: its default, in an argument
+        # or in a variable of the engine's environment kvplan reads (CUDA_VISIBLE_DEVICES)
+        names = list(dict.fromkeys(n for _, ns, _ in used for n in ns))
+        vals = ", ".join(f"{v} from {'/'.join(ns)}" for v, ns, _ in used[:6]) + (
+            ", ..." if len(used) > 6 else "")
         many = len(names) > 1
         out.add("flags-known", WARN, f"checked with the script's default{'s' * many} ({vals}):"
                 f" neither the script nor the container's env sets {', '.join(names)}; an "
                 f"environment that sets {'them' if many else 'it'} runs other values",
-                p.cmd.defaulted[0][0].loc, fix="set the variable in the container's env (or "
-                "the value literally) so that kvplan checks what runs")
+                used[0][2], fix="set the variable in the container's env (or the value "
+                "literally) so that kvplan checks what runs")
     if len(out.findings) == before:
         n = len(p.flags)
         out.add("flags-known", PASS, f"{n} flag{'s' * (n != 1)} known to vLLM {reg.release}"
                 if n else "no flags to check", p.cmd.loc)
+
+
+def env_read(p: Parsed) -> set[str]:
+    """The variables of the engine's environment that the checks read: the visible devices,
+    the modelled vLLM variables (`engines/vllm_env.py`), the long-context switches, the
+    backends, the compile cache's root, and for TGI its options' variables."""
+    from kvplan.check.mapping import TGI_FIELDS
+    from kvplan.engines.vllm_env import ENV_FIELDS
+
+    out = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+           "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "VLLM_ATTENTION_BACKEND",
+           "VLLM_ALL2ALL_BACKEND", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME", "HOME",
+           "VLLM_DISABLE_COMPILE_CACHE", *ENV_FIELDS}
+    if p.engine == "tgi":
+        out |= {f[2:].upper().replace("-", "_") for f in TGI_FIELDS}
+    return out
 
 
 # deprecated or removed flags whose removal keeps what vLLM does, and why

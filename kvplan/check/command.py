@@ -65,6 +65,9 @@ class EngineCommand:
     # (argument, variables) for arguments a script gave from `${X:-default}` with X set
     # nowhere kvplan reads: checked with the default, which the environment may override
     defaulted: list[tuple[Token, list[str]]] = field(default_factory=list)
+    # variable -> the unknown ones whose default gave its value, for the script's exported
+    # variables (`export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"`)
+    env_defaulted: dict[str, list[str]] = field(default_factory=dict)
     # the words of a program kvplan does not know that runs the engine command (`my-init --`)
     launcher: list[Token] = field(default_factory=list)
 
@@ -336,6 +339,8 @@ def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
                                         unresolved, why, dict(sc.refs), base_lws | sc.lws,
                                         defaulted=[(t, n) for t, n in sc.defaulted
                                                    if id(t) in ids or not t.text],
+                                        env_defaulted={k: n for k, n in sc.env_defaulted.items()
+                                                       if local_env.get(k) is sc.env.get(k)},
                                         launcher=launcher),
                           sc.path))
     for i, (a, pa) in enumerate(found):
@@ -381,6 +386,7 @@ class _Cmd:
     shell: bool = False  # expanded by a shell: `unresolved` says which words kept a `$`
     unresolved: set[int] = field(default_factory=set)  # id() of the words left unexpanded
     defaulted: list = field(default_factory=list)  # as `EngineCommand.defaulted`
+    env_defaulted: dict = field(default_factory=dict)  # as `EngineCommand.env_defaulted`
 
 
 def _simple_commands(argv: list[Token], env: dict[str, EnvVar],
@@ -663,7 +669,8 @@ def _command(words: list[Token], look: Any, values: dict[str, EnvVar], exported:
             refs[e.fields[0]] = [] if e.computed else e.missing
     env = {k: v for k, v in values.items() if k in exported}
     return _Cmd(expanded, env, tuple((f[0], f[1]) for f in frames),
-                {k: v for k, v in why.items()}, refs, set(lws), True, unresolved, defaulted)
+                {k: v for k, v in why.items()}, refs, set(lws), True, unresolved, defaulted,
+                {k: dflt[k] for k in env if dflt and k in dflt})
 
 
 def tokens_from_string(text: str, loc: Loc, raw: str | None = None) -> list[Token]:

@@ -616,7 +616,7 @@ def _weights(out: Any, p: Parsed, r: Any) -> bool:
         m = re.match(r"fits with --tensor-parallel-size (\d+) (.*)", hint)
         if m:
             hint = (f"{spelled(p.engine, 'tensor_parallel_size')} {m.group(1)} on "
-                    f"{m.group(1)} GPUs {m.group(2)}")
+                    f"{m.group(1)} GPUs {m.group(2)}") + _devices_too(p, int(m.group(1)))
         elif hint.startswith("fits with "):
             hint = hint.replace("fits with ", "use ", 1)
     kv = r.args.kv_cache_memory_bytes
@@ -647,6 +647,21 @@ def _weights(out: Any, p: Parsed, r: Any) -> bool:
                 if b.frontend_reserved else ""), loc,
             current=round(b.weights / GiB, 2))
     return True
+
+
+def _devices_too(p: Parsed, n: int) -> str:
+    """The device list a TP fix must widen too: a CUDA_VISIBLE_DEVICES (or
+    NVIDIA_VISIBLE_DEVICES) that shows the engine fewer than `n` GPUs, as gpu-count-matches
+    would fail next (`checks._visible_devices`)."""
+    from kvplan.check.checks import _visible_devices
+
+    vis, loc, var = _visible_devices(p)
+    if vis is None or vis >= n:
+        return ""
+    where = f"line {loc.line}: " if loc and loc.line and loc.file else ""
+    how = "the script's default " if var in p.cmd.env_defaulted else ""
+    return (f", and list {n} devices in {var} ({where}{how}{p.cmd.env[var].value} shows the "
+            f"engine {vis} GPU{'s' * (vis != 1)})")
 
 
 def _max_model_len(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, a: Any,
