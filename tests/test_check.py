@@ -3306,3 +3306,15 @@ def test_a_tp_fix_names_a_literal_device_list(capsys):
                              "1 GPU)")
     assert not [c for c in by_id(rep["deployments"][0])["flags-known"]
                 if "defaults" in c["message"]]
+
+
+def test_the_header_names_the_gpu_when_the_model_is_not_known(capsys):
+    """The GPU comes from the nodeSelector, whatever the model: `on l4 x1`, not `on ? x1`."""
+    src = FIX / "deployment-config-file.yaml"
+    code, out, _ = run(capsys, "check", src)
+    assert code == 1
+    assert f"{src}:17  Deployment/cfg · ? · on l4 x1 · vllm 0.20.2 · 1 replica · chat @ 20 req/s" \
+        in out
+    _, rep = check_json(capsys, src)
+    (dep,) = rep["deployments"]
+    assert (dep["model"], dep["gpu"]) == (None, "l4")

@@ -63,6 +63,9 @@ def _inputs(out: Any, p: Parsed, catalogs: list[str] | None) -> tuple[Any, Any] 
     t = out.target
     name, mloc = _model_name(t, p)
     out.facts["model"] = name
+    if t.gpu or t.gpu_choices or t.gpu_memory:  # known without the model: for the header
+        with contextlib.suppress(BadInput):
+            out.facts["gpu"] = _resolve_gpu(t, catalogs).id
     fix_model = {"plan deployment": "set model: <Hub id or catalog id>",
                  "command": "name the model by its Hub id",
                  "script": "name the model by its Hub id",
