@@ -3318,3 +3318,21 @@ def test_the_header_names_the_gpu_when_the_model_is_not_known(capsys):
     _, rep = check_json(capsys, src)
     (dep,) = rep["deployments"]
     assert (dep["model"], dep["gpu"]) == (None, "l4")
+
+
+def test_gpus_are_not_counted_when_a_config_file_may_set_the_layout(capsys):
+    """vLLM takes TP/PP/DP from --config unless the command line gives them (cli > config >
+    defaults): gpu-count-matches is skipped and says why, not passed on an assumed TP 1."""
+    src = FIX / "deployment-config-file.yaml"
+    _, rep = check_json(capsys, src)
+    gpus = one(rep["deployments"][0], "gpu-count-matches")
+    assert gpus["status"] == "skip" and gpus["line"] == line_of(src, "nvidia.com/gpu: 1")
+    assert gpus["message"] == (
+        "not counted: --config /etc/vllm/config.yaml may set --tensor-parallel-size, "
+        "--pipeline-parallel-size, --data-parallel-size, which kvplan does not read (the "
+        "command line wins over the file: give them there to have the GPUs counted)")
+    _, rep = check_json(capsys, "--cmd", "CUDA_VISIBLE_DEVICES=0 vllm serve "
+                        "meta-llama/Llama-3.1-8B-Instruct --config /etc/vllm/c.yaml -tp 2 "
+                        "-pp 1 -dp 1", "--gpu", "l4")
+    gpus = one(rep["deployments"][0], "gpu-count-matches")
+    assert gpus["status"] == "fail" and (gpus["current"], gpus["suggested"]) == (1, 2)

@@ -484,6 +484,18 @@ def layout_unresolved(p: Parsed) -> Any:
                 None)
 
 
+def _layout_in_config(p: Parsed) -> list[str]:
+    """The parallel-layout flags a `--config FILE` may set because the command line does not:
+    vLLM inserts the file's options before the command line's, so a flag given there wins
+    (`FlexibleArgumentParser._pull_args_from_config`: "cli > config > defaults"; vllm/utils.py
+    in 0.6-0.9, vllm/utils/__init__.py in 0.10-0.11.0, vllm/utils/argparse_utils.py from
+    0.11.1)."""
+    if p.config_file is None:
+        return []
+    layout = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+    return [spelled(p.engine, f) for f in layout if f not in p.values]
+
+
 def _visible_devices(p: Parsed) -> tuple[int | None, Loc | None, str]:
     """The devices a CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES list shows the engine."""
     for var in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
@@ -516,6 +528,14 @@ def gpu_count(out: Outcome, p: Parsed) -> None:
     if unknown is not None:  # the layout is not known: neither idle nor missing GPUs are
         out.add(cid, SKIP, f"not counted: {unknown.key} is {unknown.value}, which kvplan "
                 "cannot resolve", loc or t.loc, current=have)
+        out.facts["gpus"] = have
+        return
+    unread = _layout_in_config(p)
+    if unread:  # the file may set the layout: neither idle nor missing GPUs are known
+        out.add(cid, SKIP, f"not counted: --config {p.config_file.value} may set "
+                f"{', '.join(unread)}, which kvplan does not read (the command line wins over "
+                "the file: give them there to have the GPUs counted)", loc or t.loc,
+                current=have)
         out.facts["gpus"] = have
         return
     vis, vloc, var = _visible_devices(p)
