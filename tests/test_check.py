@@ -3336,3 +3336,51 @@ def test_gpus_are_not_counted_when_a_config_file_may_set_the_layout(capsys):
                         "-pp 1 -dp 1", "--gpu", "l4")
     gpus = one(rep["deployments"][0], "gpu-count-matches")
     assert gpus["status"] == "fail" and (gpus["current"], gpus["suggested"]) == (1, 2)
+
+
+def test_helm_template_on_stdin_is_located_in_its_templates(capsys, monkeypatch):
+    """`helm template … | kvplan check -`: each document is named after its `# Source:`
+    template, at its line in Helm's rendering of that template (what `helm template
+    --show-only templates/deployment.yaml` prints and `--output-dir` writes: a template's
+    manifests one after the other, each from its `---`)."""
+    import io
+
+    text = (FIX / "helm-rendered.yaml").read_text()
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    code, out, _ = run(capsys, "check", "-", "--format", "github")
+    assert code == 1
+    # the second Deployment: stdin line 53 is line 16 of its block, which follows the first
+    # block's 22 lines in the template's rendering
+    rendered = "".join(
+        block for block in re.split(r"(?m)^(?=---$)", text)
+        if "# Source: inference/templates/deployment.yaml" in block).splitlines()
+    line = next(n for n, s in enumerate(rendered, 1) if '"500000"' in s)
+    assert line == 38
+    assert (f"::error file=inference/templates/deployment.yaml,line={line},col=57,"
+            "title=kvplan max-model-len-fits::Deployment/qwen-long: --max-model-len 500000 "
+            "exceeds the model's maximum of 32768") in out
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    _, rep = check_json(capsys, "-")
+    assert [(d["file"], d["line"]) for d in rep["deployments"]] == [
+        ("inference/templates/deployment.yaml", 6),
+        ("inference/templates/deployment.yaml", 28)]
+    assert rep["files"][0]["file"] == "<stdin>" and rep["files"][0]["deployments"] == 2
+
+
+def test_a_rendered_file_keeps_its_own_lines(capsys):
+    """A file (not stdin) is where the user reads the lines: no renaming."""
+    src = FIX / "helm-rendered.yaml"
+    _, rep = check_json(capsys, src)
+    assert [(d["file"], d["line"]) for d in rep["deployments"]] == [
+        (str(src), line_of(src, "name: qwen-chat")), (str(src), line_of(src, "name: qwen-long"))]
+
+
+def test_bad_input_on_stdin_names_its_template(capsys, monkeypatch):
+    import io
+
+    text = (FIX / "helm-rendered.yaml").read_text().replace("kvplan.io/rate:", "kvplan.io/rat:")
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    code, _, err = run(capsys, "check", "-")
+    assert code == 2 and err.splitlines()[0] == (
+        "kvplan: error: inference/templates/deployment.yaml:9: unknown annotation "
+        "'kvplan.io/rat' (did you mean kvplan.io/rate?)")

@@ -148,6 +148,11 @@ class FileInfo:
     kinds: list[str] = field(default_factory=list)
     targets: int = 0
     error: InputError | None = None  # unreadable or malformed: not checked (exit 2)
+    sources: set[str] = field(default_factory=set)  # the Helm templates its documents name
+
+    def holds(self, file: str | None) -> bool:
+        """Whether a location's file is this input (or a template rendered into it)."""
+        return file == self.file or file in self.sources
 
     @property
     def note(self) -> str | None:

@@ -65,7 +65,9 @@ def load(paths: list[str], cmd: str | None, defaults: Defaults) -> tuple[list[Ta
                     info.targets += 1
                     targets.append(t)
             else:
-                docs += [(info, d) for d in load_docs(name, text)]
+                helm = load_docs(name, text, helm=path == "-")  # `helm template … | kvplan`
+                info.sources = {d.loc_of(d.node).file for d in helm} - {name}
+                docs += [(info, d) for d in helm]
         except InputError as e:  # one bad file does not hide the others' findings
             info.error = e
         infos.append(info)
@@ -89,7 +91,7 @@ def load(paths: list[str], cmd: str | None, defaults: Defaults) -> tuple[list[Ta
         by_file.setdefault(id(info), []).extend(new)
     targets += [t for i in infos if not i.error for t in by_file.get(id(i), [])]
     targets += _kubernetes_targets(docs, infos)
-    order = {i.file: n for n, i in enumerate(infos)}
+    order = {f: n for n, i in enumerate(infos) for f in (i.file, *sorted(i.sources))}
     targets.sort(key=lambda t: (order.get(t.loc.file, 0), t.loc.line or 0))
     if cmd is not None:
         targets.append(_cmd_target(cmd))
@@ -142,7 +144,7 @@ def _kubernetes_targets(docs: list[tuple[FileInfo, Doc]], infos: list[FileInfo]
             return kubernetes.targets([(i, Obj(d, n, x)) for i, d in docs if not i.error
                                        for n, x in kubernetes.objects(d)])
         except InputError as e:
-            bad = next((i for i in infos if not i.error and i.file == e.file), None)
+            bad = next((i for i in infos if not i.error and i.holds(e.file)), None)
             if bad is None:
                 raise
             bad.error, bad.targets = e, 0

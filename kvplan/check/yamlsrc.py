@@ -4,10 +4,17 @@
 Documents are composed (`yaml.compose_all`) so every node keeps its start mark, then
 constructed with the safe constructor, which also flattens `<<` merge keys in the node tree.
 Duplicate keys are refused: YAML parsers silently keep the last one, so the file is ambiguous.
+
+`helm template` output read from stdin names each document's template in a `# Source:`
+comment; its locations are then that template's file and the line in Helm's rendering of it
+(`helm_places`).
 """
 
 from __future__ import annotations
 
+import bisect
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +35,7 @@ class Doc:
     text: str
     node: yaml.Node
     data: Any
+    place: Callable[[int], tuple[str, int]] | None = None  # line -> (file, line) shown
 
     def node_at(self, *path: Any, base: yaml.Node | None = None) -> yaml.Node | None:
         """The value node at `path` (mapping keys and sequence indexes), or None."""
@@ -60,7 +68,12 @@ class Doc:
 
     def loc_of(self, node: yaml.Node) -> Loc:
         m = node.start_mark
-        return Loc(self.file, m.line + 1, m.column + 1)
+        file, line = self.at(m.line + 1)
+        return Loc(file, line, m.column + 1)
+
+    def at(self, line: int) -> tuple[str, int]:
+        """The file and line to show for a line of the text."""
+        return self.place(line) if self.place else (self.file, line)
 
     def raw(self, node: yaml.Node) -> str:
         """The source text of a node (quotes and block indicators included)."""
@@ -78,7 +91,7 @@ def child(node: yaml.Node | None, key: Any) -> yaml.Node | None:
     return None
 
 
-def _duplicates(node: yaml.Node, file: str, seen: set[int]) -> None:
+def _duplicates(node: yaml.Node, doc: Doc, seen: set[int]) -> None:
     if id(node) in seen:
         return
     seen.add(id(node))
@@ -86,20 +99,59 @@ def _duplicates(node: yaml.Node, file: str, seen: set[int]) -> None:
         keys: dict[str, int] = {}
         for k, v in node.value:
             if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                file, line = doc.at(k.start_mark.line + 1)
                 if k.value in keys:
                     raise InputError(
                         f"duplicate key {k.value!r} (also on line {keys[k.value]}); YAML "
                         "keeps only the last one, so the file is ambiguous",
-                        file=file, line=k.start_mark.line + 1, hint="remove one of them")
-                keys[k.value] = k.start_mark.line + 1
-            _duplicates(v, file, seen)
+                        file=file, line=line, hint="remove one of them")
+                keys[k.value] = line
+            _duplicates(v, doc, seen)
     elif isinstance(node, yaml.SequenceNode):
         for v in node.value:
-            _duplicates(v, file, seen)
+            _duplicates(v, doc, seen)
 
 
-def load_docs(file: str, text: str) -> list[Doc]:
-    """Every non-empty document of a YAML (or JSON) stream."""
+_HELM_SOURCE = re.compile(r"# Source: (\S.*?)\s*$")
+
+
+def helm_places(text: str, file: str = "<stdin>") -> Callable[[int], tuple[str, int]] | None:
+    """For `helm template` output: line -> (template, line in Helm's rendering of that
+    template), or None when the text names no template. Helm prints each manifest as
+    `---`, `# Source: CHART/templates/X.yaml`, its content (`helm template`'s output; the
+    same blocks `--output-dir` writes to that template's file, appending the manifests of a
+    template in order, and `--show-only templates/X.yaml` prints), so a line of the
+    manifest is its line in that file. Lines before the first block keep their own."""
+    lines = text.splitlines()
+    starts: list[int] = []  # the `---` line of each block (1-based)
+    names: list[str] = []
+    for n, line in enumerate(lines, 1):
+        m = _HELM_SOURCE.match(line)
+        if m:
+            starts.append(n - 1)  # the `---` before it (a virtual one on line 0)
+            names.append(m.group(1))
+    if not starts:
+        return None
+    ends = starts[1:] + [len(lines) + 1]
+    offsets, seen = [], {}  # the lines of a template's earlier blocks
+    for name, a, b in zip(names, starts, ends):
+        offsets.append(seen.get(name, 0))
+        seen[name] = offsets[-1] + b - a
+
+    def place(line: int) -> tuple[str, int]:
+        i = bisect.bisect_right(starts, line) - 1
+        if i < 0:
+            return file, line
+        return names[i], offsets[i] + line - starts[i] + 1
+
+    return place
+
+
+def load_docs(file: str, text: str, helm: bool = False) -> list[Doc]:
+    """Every non-empty document of a YAML (or JSON) stream (`helm`: named after the templates
+    of `helm template` output, `helm_places`)."""
+    place = helm_places(text, file) if helm else None
+    at = Doc(file, text, None, None, place).at
     try:
         nodes = [n for n in yaml.compose_all(text, Loader=_Loader) if n is not None]
     except yaml.YAMLError as e:
@@ -108,22 +160,25 @@ def load_docs(file: str, text: str) -> list[Doc]:
         ctx = getattr(e, "context", None)
         cmark = getattr(e, "context_mark", None)
         if ctx and cmark is not None and (mark is None or cmark.line != mark.line):
-            ctx += f" on line {cmark.line + 1}"
+            ctx += f" on line {at(cmark.line + 1)[1]}"
+        where, line = at(mark.line + 1) if mark else (file, None)
         raise InputError(f"not valid YAML: {problem}" + (f" ({ctx})" if ctx else ""),
-                         file=file, line=mark.line + 1 if mark else None,
+                         file=where, line=line,
                          hint="a Helm or Kustomize template must be rendered first "
                               "(helm template … | kvplan check -)" if "{{" in text else None
                          ) from None
     docs = []
     for n in nodes:
-        _duplicates(n, file, set())
+        doc = Doc(file, text, n, None, place)
+        _duplicates(n, doc, set())
         try:
-            data = yaml.constructor.SafeConstructor().construct_document(n)
+            doc.data = yaml.constructor.SafeConstructor().construct_document(n)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
-            raise InputError(f"not valid YAML: {getattr(e, 'problem', None) or e}", file=file,
-                             line=mark.line + 1 if mark else None) from None
-        docs.append(Doc(file, text, n, data))
+            where, line = at(mark.line + 1) if mark else (file, None)
+            raise InputError(f"not valid YAML: {getattr(e, 'problem', None) or e}", file=where,
+                             line=line) from None
+        docs.append(doc)
     return docs
 
 
@@ -202,16 +257,17 @@ class Obj:
             out = []
             for item in n.value:
                 if not isinstance(item, yaml.ScalarNode):
+                    loc = self.doc.loc_of(item)
                     raise InputError(f"{path[-1]} items must be strings",
-                                     file=self.doc.file, line=item.start_mark.line + 1)
+                                     file=loc.file, line=loc.line)
                 out.append(Token(item.value, self.doc.loc_of(item), self.doc.raw(item)))
             return out
         if isinstance(n, yaml.ScalarNode) and split_strings:
             return tokens_from_string(n.value, self.doc.loc_of(n), self.doc.raw(n))
         if isinstance(n, yaml.ScalarNode) and n.value == "" or n.tag.endswith(":null"):
             return []
-        raise InputError(f"{path[-1]} must be a list of strings", file=self.doc.file,
-                         line=n.start_mark.line + 1)
+        loc = self.doc.loc_of(n)
+        raise InputError(f"{path[-1]} must be a list of strings", file=loc.file, line=loc.line)
 
 
 def text_of(v: Any) -> str:
