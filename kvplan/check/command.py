@@ -230,14 +230,15 @@ def _python_module(argv: list[Token]) -> tuple[str | None, int]:
     return None, i
 
 
-# commands that take an engine command line as data, not as a command to run
-_NOT_LAUNCHERS = {"echo", "printf", "print", ":", "true", "false", "test", "[", "[[", "which",
-                  "type", "hash", "alias", "pgrep", "pkill", "kill", "killall", "grep", "egrep",
-                  "fgrep", "ps", "pip", "pip3", "huggingface-cli", "hf", "curl", "wget", "cat",
-                  "tee", "ls", "man", "help", "logger", "trap", "wait", "sleep", "read", "local",
-                  "declare", "readonly", "export", "unset", "set", "shift", "return", "exit",
-                  "cd", "mkdir", "rm", "cp", "mv", "touch", "chmod", "chown", "ln", "sed", "awk",
-                  "jq", "yq", "git", "vllm", "sglang"}
+# commands that take an engine command line as data, not as a command to run, and the known
+# launchers (one left in place runs nothing: `command -v vllm`)
+_NOT_LAUNCHERS = set(LAUNCHERS) | {
+    "echo", "printf", "print", ":", "true", "false", "test", "[", "[[", "which", "type", "hash",
+    "alias", "pgrep", "pkill", "kill", "killall", "grep", "egrep", "fgrep", "ps", "pip", "pip3",
+    "huggingface-cli", "hf", "curl", "wget", "cat", "tee", "ls", "man", "help", "logger",
+    "trap", "wait", "sleep", "read", "local", "declare", "readonly", "export", "unset", "set",
+    "shift", "return", "exit", "cd", "mkdir", "rm", "cp", "mv", "touch", "chmod", "chown", "ln",
+    "sed", "awk", "jq", "yq", "git", "vllm", "sglang"}
 _ENGINE_EXES = re.compile(r"vllm|sglang|text-generation-launcher|huggingfaceserver|"
                           r"python[0-9.]*")
 
@@ -246,8 +247,8 @@ def _behind(cmd: list[Token]) -> int:
     """The index at which an engine command starts behind a program kvplan does not know
     (`my-launcher --opt vllm serve …`, an entrypoint script that execs its arguments); 0 when
     there is none."""
-    if not cmd or _basename(cmd[0].text) in _NOT_LAUNCHERS | set(LAUNCHERS):
-        return 0  # a launcher left in place runs nothing (`command -v vllm`)
+    if not cmd or _basename(cmd[0].text) in _NOT_LAUNCHERS:
+        return 0
     return next((k for k in range(1, len(cmd)) if _ENGINE_EXES.fullmatch(
         _basename(cmd[k].text)) and _engine_of(cmd[k:])), 0)
 
@@ -323,11 +324,9 @@ def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
         local_env = dict(sc.env)
         cmd = _strip_prefix(sc.words, local_env)
         hit = _engine_of(cmd)
-        launcher: list[Token] = []
-        if not hit and _behind(cmd):  # behind a program kvplan does not know: checked, and
-            k = _behind(cmd)  # flags-known says so
-            launcher, cmd = cmd[:k], cmd[k:]
-            hit = _engine_of(cmd)
+        k = 0 if hit else _behind(cmd)  # behind a program kvplan does not know: checked,
+        launcher, cmd = cmd[:k], cmd[k:]  # and flags-known says so
+        hit = hit or _engine_of(cmd)
         if hit:
             engine, form, start = hit
             why = {**base_why, **sc.why}
