@@ -3384,3 +3384,22 @@ def test_bad_input_on_stdin_names_its_template(capsys, monkeypatch):
     assert code == 2 and err.splitlines()[0] == (
         "kvplan: error: inference/templates/deployment.yaml:9: unknown annotation "
         "'kvplan.io/rat' (did you mean kvplan.io/rate?)")
+
+
+def test_a_shell_inside_a_script_is_read_as_it_runs(capsys, tmp_path):
+    """`exec bash -c "…"` inside a container's script: the outer shell expands the double-quoted
+    script (LEN), the inner one sees only exported variables and the container's (TP), and its
+    `"$@"` is the words after it."""
+    f = tmp_path / "pod.yaml"
+    script = ('export MODEL=Qwen/Qwen2.5-7B-Instruct\nLEN=500000\n'
+              'exec bash -c "vllm serve $MODEL --max-model-len $LEN -tp \\$TP \\"\\$@\\"" '
+              'inner --max-num-seqs 8')
+    f.write_text(POD.format(command=json.dumps(["sh", "-c", script])) +
+                 "      env: [{name: TP, value: '2'}]\n")
+    code, rep = check_json(capsys, f)
+    (dep,) = rep["deployments"]
+    assert code == 1 and dep["model"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert one(dep, "flags-known")["message"] == "3 flags known to vLLM 0.20.2"
+    assert one(dep, "max-model-len-fits")["current"] == 500000
+    gpus = one(dep, "gpu-count-matches")
+    assert (gpus["status"], gpus["current"], gpus["suggested"]) == ("fail", 1, 2)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvplan.check.base import InputError, Loc, Target, Token
@@ -319,8 +319,8 @@ def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
             return EngineCommand(implied[0], implied[1], argv, argv[0].loc if argv else Loc(),
                                  env, _unresolved(argv), dict(base_why), lws=set(base_lws))
     found: list[tuple[EngineCommand, tuple]] = []
-    for sc in _simple_commands(argv, env, frozenset(env) if k8s_vars else frozenset(),
-                               script_args):
+    for sc in _nested(_simple_commands(argv, env, frozenset(env) if k8s_vars else frozenset(),
+                                       script_args)):
         local_env = dict(sc.env)
         cmd = _strip_prefix(sc.words, local_env)
         hit = _engine_of(cmd)
@@ -355,6 +355,22 @@ def find_engine(command: list[Token], args: list[Token], env: dict[str, EnvVar],
     first = found[0][0]
     first.alternatives = [e for e, _ in found[1:]]
     return first
+
+
+def _nested(cmds: list[_Cmd], depth: int = 0) -> list[_Cmd]:
+    """The simple commands with a script's own `sh -c` (`exec bash -c "vllm serve …"`) read
+    as its shell reads it: the inner script sees the exported variables only, and its
+    commands run where the outer one does (their `if` arms nest)."""
+    out = []
+    for sc in cmds:
+        env = dict(sc.env)
+        words = _strip_prefix(sc.words, env) if sc.shell and depth < 3 else []
+        if words and _basename(words[0].text) in SHELLS:
+            inner = [replace(c, path=sc.path + c.path) for c in _simple_commands(words, env)]
+            out += _nested(inner, depth + 1)
+        else:
+            out.append(sc)
+    return out
 
 
 def _exclusive(a: tuple, b: tuple) -> bool:
