@@ -2964,6 +2964,10 @@ def test_script_defaults_of_unset_variables_are_checked_with_a_warning(capsys, t
     e = exp("$(( ${N:-2} * 128 ))")
     assert (e.fields, e.defaulted) == (["256"], ["N"])
     assert exp("${A:-$B}").missing == ["A", "B"]  # a default kvplan cannot expand either
+    # review 23d #3: the default's quotes are removed, and a quoted default is one field
+    assert exp('${MML:-"8192"}').fields == ["8192"] == exp("${MML:-'8192'}").fields
+    assert exp('${EXTRA:-"a b c"}').fields == ["a b c"]
+    assert exp("${EXTRA:-a b}").fields == ["a", "b"]
     f = tmp_path / "run.sh"
     f.write_text("#!/bin/bash\nLEN=${MAX_LEN:-32768}\n"
                  "exec vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len $LEN "

@@ -291,6 +291,48 @@ def positional(name: str, params: list[str]) -> str | None:
 _SPECIAL = re.compile(r"\d+|[@*#]")
 
 
+class Quoted(str):
+    """An expansion's value that came from quoted text (`${X:-"a b"}`): not field-split."""
+
+
+def _default_parts(word: str) -> tuple[tuple[str, str], ...]:
+    """The parts of the word in `${X:-word}`: quotes removed as sh removes them (`"8192"`
+    and `'8192'` are 8192), blanks outside quotes kept as literal text (split later, with
+    the rest of an unquoted expansion)."""
+    parts: list[tuple[str, str]] = []
+    i = 0
+    while i < len(word):
+        if word[i] in _IFS:
+            j = i
+            while j < len(word) and word[j] in _IFS:
+                j += 1
+            parts.append((word[i:j], LIT))
+            i = j
+            continue
+        try:
+            got, k = _word(word, i)
+        except ShellSyntaxError:  # an unbalanced quote: the text as written
+            return ((word[i:], LIT),) if not parts else (*parts, (word[i:], LIT))
+        if k == i:  # an operator character, literal inside the braces
+            parts.append((word[i], LIT))
+            k = i + 1
+        parts.extend(got)
+        i = k
+    return tuple(parts)
+
+
+def _default(word: str, look: Look, k8s: frozenset[str], is_set: Callable[[str], bool],
+             params: list[str] | None) -> Expanded:
+    """`word` of `${X:-word}` expanded (not split); its value is `Quoted` when every part of
+    it was quoted, so that the unquoted `${X:-"a b"}` stays one field, as in sh."""
+    parts = _default_parts(word)
+    e = expand(Word(word, parts=parts), look, split=False, k8s=k8s, is_set=is_set,
+               params=params)
+    if e.ok and parts and all(how in (QLIT, QEXP) for _, how in parts):
+        e.fields = [Quoted(e.fields[0])]
+    return e
+
+
 def _param(unit: str, look: Look, k8s: frozenset[str], defaulted: list[str],
            is_set: Callable[[str], bool], params: list[str] | None = None
            ) -> tuple[str | None, list[str], bool]:
@@ -320,16 +362,14 @@ def _param(unit: str, look: Look, k8s: frozenset[str], defaulted: list[str],
                 return None, [], True
             v = positional(name, params)
             if op and (v is None or (colon and v == "")):
-                e = expand(Word(word, parts=_word_all(word)), look, split=False, k8s=k8s,
-                           is_set=is_set, params=params)
+                e = _default(word, look, k8s, is_set, params)
                 return (e.fields[0] if e.ok else None), e.missing, e.computed
             return v or "", [], False
         v = look(name)
         if v is None and (not op or is_set(name)):  # set, to a value kvplan does not know
             return None, [name], False
         if op and (v is None or (v == "" if colon else False)):
-            e = expand(Word(word, parts=_word_all(word)), look, split=False, k8s=k8s,
-                       is_set=is_set, params=params)
+            e = _default(word, look, k8s, is_set, params)
             if v is None and e.ok:
                 defaulted += [x for x in (name, *e.defaulted) if x not in defaulted]
             elif e.ok:
@@ -378,7 +418,8 @@ def expand(word: Token, look: Look, split: bool = True,
         if v is None:
             pieces.append((text, False, True))
         else:
-            pieces.append((v, how == EXP, how == QEXP))
+            quoted = isinstance(v, Quoted)  # `${X:-"a b"}`: its quotes keep it whole
+            pieces.append((v, how == EXP and not quoted, how == QEXP or quoted))
     if missing or computed or not split:
         return Expanded(["".join(" " if p[0] is None else p[0] for p in pieces)], missing,
                         computed, [] if missing or computed else defaulted)
