@@ -865,3 +865,30 @@ def test_throughput_reports_the_refused_share(capsys):
     assert code == 2 and "100.0% of the workload's requests" in err
     code, out, err = run(capsys, "throughput", *common, "--prompt-tokens", "fixed:8191")
     assert json.loads(out)["rejected_share"] == 0.0  # 8,191 + one output token fit
+
+
+def _trace(tmp_path, name, rows):
+    f = tmp_path / name
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(f)
+
+
+def test_a_traces_refused_share_is_exact_in_every_command(capsys, tmp_path):
+    """Review 23d #12: 999 rows of 1,000 tokens and one of 9,000, a second apart (999 gaps
+    over 999 s: 1 req/s). At 8K vLLM refuses 1 row in 1,000; the 512 quantiles the lengths
+    are kept as said 1/512 in recommend and throughput while simulate counted 1/1,000."""
+    rows = [{"prompt_tokens": 9000 if i == 500 else 1000, "output_tokens": 100,
+             "timestamp": i} for i in range(1000)]
+    tr = _trace(tmp_path, "one_in_1000.jsonl", rows)
+    common = ("llama-3.1-8b", "--gpu", "l4", "--max-model-len", "8192", "--trace", tr,
+              "--json")
+    code, out, err = run(capsys, "recommend", *common)
+    d = json.loads(out)
+    assert (d["rate"], d["rejected_share"], d["served_rate"]) == (1.0, 0.001, 0.999)
+    assert d["advice"][0].startswith("0.1% of the requests")
+    code, out, err = run(capsys, "throughput", *common)
+    assert json.loads(out)["rejected_share"] == 0.001
+    code, out, err = run(capsys, "simulate", *common)
+    d = json.loads(out)
+    assert (d["requests_too_long"], d["requests_completed"]) == (1, 999)
+    assert any(n.startswith("0.1% of the requests") for n in d["notes"])

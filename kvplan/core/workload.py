@@ -8,6 +8,7 @@ sources and ranges are in docs/workload.md.
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 import re
@@ -46,10 +47,12 @@ def _norm_ppf(p: float) -> float:
 
 @record(frozen=True)
 class LengthDist:
-    """A token-length distribution as GRID equally weighted quantile points."""
+    """A token-length distribution as GRID equally weighted quantile points; an empirical
+    one (a trace's) also keeps its sorted sample, `values`, so shares of it are exact."""
 
     points: tuple[int, ...]
     label: str
+    values: tuple[int, ...] = ()
 
     @property
     def mean(self) -> float:
@@ -64,11 +67,19 @@ class LengthDist:
         return self.points[-1]
 
     def share_at_least(self, n: int) -> float:
-        """The share of the distribution at n or more."""
+        """The share of the distribution at n or more: of the sample when there is one (one
+        row in 1,000 is 0.001, not the 1/512 of the quantile grid)."""
+        if self.values:
+            return (len(self.values) - bisect.bisect_left(self.values, n)) / len(self.values)
         return sum(1 for x in self.points if x >= n) / len(self.points)
 
     def below(self, n: int) -> LengthDist | None:
         """The distribution of the values under n (None when there is none)."""
+        if self.values:
+            cut = bisect.bisect_left(self.values, n)
+            if cut == len(self.values):
+                return self
+            return LengthDist.empirical(list(self.values[:cut]), self.label) if cut else None
         kept = [x for x in self.points if x < n]
         if len(kept) == len(self.points):
             return self
@@ -77,7 +88,8 @@ class LengthDist:
     def clipped(self, lo: int, hi: int) -> LengthDist:
         if self.points[0] >= lo and self.points[-1] <= hi:
             return self
-        return LengthDist(tuple(min(hi, max(lo, x)) for x in self.points), self.label)
+        return LengthDist(tuple(min(hi, max(lo, x)) for x in self.points), self.label,
+                          tuple(min(hi, max(lo, x)) for x in self.values))
 
     def sample(self, rng: random.Random) -> int:
         return self.points[rng.randrange(len(self.points))]
@@ -98,7 +110,7 @@ class LengthDist:
             raise BadInput("an empty sample has no length distribution")
         v = sorted(values)
         pts = tuple(v[min(len(v) - 1, int((i + 0.5) / GRID * len(v)))] for i in range(GRID))
-        return cls(pts, label)
+        return cls(pts, label, tuple(v))
 
 
 def parse_lengths(text: str, what: str) -> LengthDist:
