@@ -721,18 +721,18 @@ def test_chunked_local_group_frees_a_chunk_at_its_boundary():
                                  94, 94, 94, 92, 100]
 
 
-def test_whole_prompt_check_caps_local_groups_from_0_20_2():
-    # `allocate_slots(full_sequence_must_fit)` charges a sliding group cdiv(prompt, 4) = 10
-    # blocks for a 40-token prompt up to 0.20.1, so with the full group's 10 it never fits 18
-    # blocks (vLLM would stall: dropped and counted); from 0.20.2 `apply_admission_cap` caps
-    # it at 5 (`max_admission_blocks_per_request`): 15 fit. Its chunks then hold 2 + 2, 4 + 4,
-    # 6 + 4, 8 + 4, 10 + 4 blocks (the window's blocks never exceed 4), and its first decode
-    # frees to (40 - 8 + 1) // 4 = 8 skipped blocks: 10 + 2
+def test_whole_prompt_check_caps_local_groups_from_0_20():
+    # `can_fit_full_sequence` charges a sliding group cdiv(prompt, 4) = 10 blocks for a
+    # 40-token prompt in 0.19.x, so with the full group's 10 it never fits 18 blocks (vLLM
+    # would stall: dropped and counted as never admitted); from 0.20.0 the cap
+    # (`max_admission_blocks_per_request`, 0.20.2 `apply_admission_cap`) is 5: 15 fit. Its
+    # chunks then hold 2 + 2, 4 + 4, 6 + 4, 8 + 4, 10 + 4 blocks (the window's blocks never
+    # exceed 4), and its first decode frees to (40 - 8 + 1) // 4 = 8 skipped blocks: 10 + 2
     spec = [dict(window=8, block_size=4, count=1, cap=5)]
     old = local_engine(spec, num_blocks=18, local_admission_cap=False)
     old.arrive(Request(1, 0, 40, 3))
     old.step()
-    assert old.stats.rejected == 1 and not old.running
+    assert old.stats.rejected == old.stats.never_admitted == 1 and not old.running
     e = local_engine(spec, num_blocks=18)
     e.arrive(Request(1, 0, 40, 3))
     assert steps_free(e, 5) == [14, 10, 8, 6, 6]
@@ -790,7 +790,8 @@ def test_lazy_local_count_matches_step_by_step_blocks():
 def test_engine_config_keeps_local_groups_as_vllm_does():
     # gpt-oss-120b (0.33): a full group and a 128-token sliding one, capped at admission to
     # cdiv(127 + 2 x 8,192, 16) + 1 = 1,033 blocks (async scheduling: two batches in flight);
-    # 0.25 frees on computed tokens, 0.20.1 has no cap, and 0.9.0 unifies it to full attention
+    # 0.25 frees on computed tokens, 0.19.1 has no cap (0.20.0 and 0.20.1 cap every
+    # `get_num_blocks_to_allocate`), and 0.9.0 unifies it to full attention
     from kvplan.sim.engine import Local
     from kvplan.sources.resolve import resolve_model
 
@@ -801,7 +802,8 @@ def test_engine_config_keeps_local_groups_as_vllm_does():
     c25 = engine_config(size(oss, H100, EngineArgs(), "0.25"))
     assert not c25.local_lag and c25.local_admission_cap
     assert c25.local == (Local(128, 16, 1, cap=-(-(127 + 8192) // 16) + 1),)
-    assert not engine_config(size(oss, H100, EngineArgs(), "0.20.1")).local_admission_cap
+    assert not engine_config(size(oss, H100, EngineArgs(), "0.19.1")).local_admission_cap
+    assert engine_config(size(oss, H100, EngineArgs(), "0.20.0")).local_admission_cap
     # Gemma 3 27B: 52 sliding layers (window 1,024) and 10 full ones, in groups of 10 or
     # fewer: 6 sliding groups beside the full one; 0.9.0 (no hybrid allocator) unifies
     # every layer to full attention, one group
@@ -934,3 +936,52 @@ def test_sweep_verdict_follows_the_runs(capsys):
         "at 3 of 5 points (from rate 0.6) to keep every admitted request out of the preemption "
         "spiral (35 preemptions uncapped over the sweep, none capped); serve more load with "
         "more replicas (kvplan recommend --rate), not a higher cap")
+
+
+def test_whole_prompt_limit_of_sliding_window_pools_on_0_19():
+    """Review 23d #2. Gemma-3-12B on an L40S at --max-num-seqs 15 keeps 6 KV-cache groups (5
+    sliding, 1 full) in 16,621 usable blocks of 16 tokens. vLLM 0.19.x's whole-prompt check
+    charges every group cdiv(P, 16): 6 x cdiv(P, 16) <= 16,621 holds up to cdiv(P, 16) =
+    2,770, P = 44,320 tokens. 0.18 has no whole-prompt check; 0.20.0 and 0.20.1 cap every
+    `get_num_blocks_to_allocate` at the window's blocks, 0.20.2 the check only."""
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    gemma, l40s = resolve_model("gemma-3-12b-it", None), resolve_gpu("l40s", None, None)
+    for v in ("0.19.0", "0.19.1"):
+        r = size(gemma, l40s, EngineArgs(max_num_seqs=15), v)
+        assert (len(r.groups), r.usable_blocks, r.max_model_len) == (6, 16621, 131072)
+        assert r.whole_prompt_limit == 2770 * 16 == 44320
+        assert size(gemma, l40s, EngineArgs(max_num_seqs=15, max_model_len=44321),
+                    v).whole_prompt_limit is None  # every prompt under it is admitted
+    for v in ("0.18.1", "0.20.0", "0.20.1", "0.20.2", "0.33.0"):
+        assert size(gemma, l40s, EngineArgs(max_num_seqs=15), v).whole_prompt_limit is None
+    llama = size(resolve_model("llama-3.1-8b", None), l40s, EngineArgs(), "0.19.0")
+    assert llama.whole_prompt_limit is None  # full attention: the startup check covers it
+
+
+def test_prompts_vllm_0_19_never_admits_are_named(capsys, tmp_path):
+    """Review 23d #2: a 50,000-token prompt (over the 44,320 above) then 20 x 1,000 tokens a
+    second apart. On 0.19 vLLM accepts it and its scheduler stops the waiting queue at it for
+    good; the run drops it and says why. 0.20.0 admits it (the capped check): 21 complete."""
+    f = tmp_path / "stall.jsonl"
+    rows = [{"prompt_tokens": 50000, "output_tokens": 100, "timestamp": 0}] + [
+        {"prompt_tokens": 1000, "output_tokens": 100, "timestamp": i} for i in range(1, 21)]
+    f.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    m = ["gemma-3-12b-it", "--gpu", "l40s", "--trace", str(f), "--max-num-seqs", "15", "--json"]
+    code, out, err = run(capsys, "simulate", *m, "--vllm-version", "0.19")
+    assert code == 0, err
+    d = json.loads(out)
+    assert (d["requests_completed"], d["requests_rejected"], d["requests_never_admitted"],
+            d["requests_too_long"]) == (20, 1, 1, 0)
+    note = d["notes"][-1]
+    assert note.startswith("1 request can never be admitted (over 44,320 tokens: vLLM 0.19's "
+                           "whole-prompt admission check charges each of the 6 KV-cache groups")
+    assert "--max-model-len 44321 has vLLM refuse them with HTTP 400" in note
+    code, out, err = run(capsys, "simulate", *m, "--vllm-version", "0.20.0")
+    d = json.loads(out)
+    assert (d["requests_completed"], d["requests_never_admitted"]) == (21, 0)
+    assert not any("never be admitted" in n for n in d["notes"])
+    code, out, err = run(capsys, "size", "gemma-3-12b-it", "--gpu", "l40s", "--vllm-version",
+                         "0.19", "--max-num-seqs", "15", "--json")
+    assert any("a prompt over 44,320 tokens never fits the 16,621 usable blocks" in n
+               and "--max-model-len 44321" in n for n in json.loads(out)["notes"])

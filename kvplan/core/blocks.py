@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import replace
 
-from kvplan.core.arch import SLIDING
+from kvplan.core.arch import CHUNKED, SLIDING
 from kvplan.core.kvspec import Spec, unify_pages
 from kvplan.core.record import record
 from kvplan.units import cdiv
@@ -148,6 +148,23 @@ def bytes_per_block(groups: list[Group], layer_filter: set[int] | None = None) -
 def blocks_per_request(groups: list[Group], max_model_len: int, inflight: int) -> int:
     """Sum over groups of the blocks one request needs (`get_max_concurrency_...`)."""
     return sum(g.blocks_per_request(max_model_len, inflight) for g in groups)
+
+
+def whole_prompt_limit(groups: list[Group], usable: int, max_model_len: int) -> int:
+    """The longest prompt, under max_model_len, whose whole-prompt admission check passes in
+    an empty pool of `usable` blocks when every attention group is charged
+    cdiv(prompt, block_size) (vLLM 0.19's `can_fit_full_sequence`: sliding-window and
+    chunked-local groups uncapped; `VllmVersion.uncapped_prompt_check`) and a state group its
+    fixed blocks."""
+    def need(p: int) -> int:
+        return sum(cdiv(p, g.block_size) if g.spec.kind in (SLIDING, CHUNKED)
+                   else g.blocks_per_request(p, 0) for g in groups)
+
+    lo, hi = 0, max_model_len - 1  # need is non-decreasing in the prompt
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if need(mid) <= usable else (lo, mid - 1)
+    return lo
 
 
 def needed_bytes(groups: list[Group], max_model_len: int, inflight: int, bpb: int,

@@ -23,6 +23,7 @@ from kvplan.core import moekernel as MK
 from kvplan.core import pooling as PL
 from kvplan.core import quantcheck as QC
 from kvplan.core.arch import (
+    CHUNKED,
     DSV4,
     FULL,
     GDN,
@@ -391,6 +392,18 @@ class SizeResult:
         return max(self.num_gpu_blocks - 1, 0) if self.version.v1 else self.num_gpu_blocks
 
     @property
+    def whole_prompt_limit(self) -> int | None:
+        """vLLM 0.19.x with sliding-window or chunked-local groups: the longest prompt its
+        whole-prompt admission check ever passes (`B.whole_prompt_limit` on the usable
+        blocks), when a longer one is still under max_model_len; None otherwise. vLLM accepts
+        a longer prompt, and its scheduler then stops the waiting queue at it for good."""
+        if not (self.version.uncapped_prompt_check and self.groups and any(
+                g.spec.kind in (SLIDING, CHUNKED) for g in self.groups)):
+            return None
+        n = B.whole_prompt_limit(self.groups, self.usable_blocks, self.max_model_len)
+        return n if n < self.max_model_len - 1 else None
+
+    @property
     def admission_blocks(self) -> int:
         """Blocks the scheduler admits new requests into: V0's block manager keeps a 1 %
         watermark free at admission (`BlockSpaceManager(watermark=0.01)`, `can_allocate`:
@@ -501,6 +514,21 @@ class SizeResult:
         return sum(g.blocks_per_request(self.max_model_len, self.inflight_tokens)
                    for g in self.groups if g.spec.is_state or (
                        self.arch.packed_kv and g.block_size != self.block_size))
+
+
+def _stall_note(groups: list[B.Group], usable: int, mml: int, version: VllmVersion) -> list[str]:
+    """vLLM 0.19.x: prompts its whole-prompt admission check never passes
+    (`B.whole_prompt_limit`), when some are under max_model_len."""
+    n = B.whole_prompt_limit(groups, usable, mml)
+    if n >= mml - 1:
+        return []
+    local = sum(g.spec.kind in (SLIDING, CHUNKED) for g in groups)
+    return [f"vLLM {version.text}'s whole-prompt admission check charges each of the {local} "
+            f"sliding-window groups the whole prompt, not its window "
+            f"(`KVCacheManager.can_fit_full_sequence`): a prompt over {n:,} tokens never fits "
+            f"the {usable:,} usable blocks, and the scheduler stops the waiting queue at it for "
+            f"good, every request behind it included. --max-model-len {n + 1} has vLLM refuse "
+            f"such prompts with HTTP 400 instead; vLLM 0.20+ charges only the window"]
 
 
 # --- defaults --------------------------------------------------------------------------------
@@ -2562,6 +2590,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # what admission lets in at once: V1 keeps the null block, V0 a 1 % watermark free
     # (`SizeResult.admission_blocks`)
     usable = max(num_blocks - 1, 0) if version.v1 else num_blocks - int(0.01 * num_blocks)
+    if hints and fits and version.uncapped_prompt_check and any(
+            g.spec.kind in (SLIDING, CHUNKED) for g in groups):
+        notes += _stall_note(groups, usable, mml, version)
     conc_at = {}
     for n in sorted(set(TYPICAL_LENGTHS) | {mml}):
         if n <= mml:

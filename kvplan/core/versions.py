@@ -416,6 +416,17 @@ class VllmVersion:
         return not self.at_least(0, 30)
 
     @property
+    def uncapped_prompt_check(self) -> bool:
+        """The V1 whole-prompt admission check charges a sliding-window or chunked-local
+        group the whole prompt, cdiv(prompt, block_size) blocks: 0.19.x
+        (`KVCacheManager.can_fit_full_sequence`, new in 0.19.0; the scheduler `break`s at a
+        waiting request that fails it, so one that never fits stops the queue for good).
+        0.20.0 caps every `get_num_blocks_to_allocate` at `max_admission_blocks_per_request`
+        (single_type_kv_cache_manager.py), 0.20.2 the admission check only
+        (`apply_admission_cap`)."""
+        return self.v1 and self.at_least(0, 19) and not self.at_least(0, 20)
+
+    @property
     def hybrid_allocator(self) -> bool:
         """V1 from 0.9.1 groups sliding-window and full layers apart; V1 before it unifies
         every layer to full attention (`unify_hybrid_kv_cache_specs`) and prints concurrency

@@ -49,8 +49,9 @@ sliding window, the start of the current chunk for chunked local attention -- an
 grows to `cdiv(tokens, block_size)`. `processed` is the request's computed tokens; from 0.26
 minus the tokens still in flight (`num_in_flight_tokens`: with async scheduling the previous
 step's), so a prefill chunk's predecessor stays held one step longer. The whole-prompt
-admission check charges such a group `cdiv(prompt, block_size)` blocks, capped from 0.20.2
-at `max_admission_blocks_per_request` (`apply_admission_cap`; kvplan's
+admission check charges such a group `cdiv(prompt, block_size)` blocks in 0.19.x, capped
+from 0.20.0 at `max_admission_blocks_per_request` (in every `get_num_blocks_to_allocate`;
+0.20.2 in the admission check only, `apply_admission_cap`; kvplan's
 `Spec.blocks_per_request`). In decode the frees are counted per residue class like the
 allocations (sliding) or as one event per chunk boundary (chunked).
 """
@@ -103,7 +104,7 @@ class Request:
 @dataclass(frozen=True)
 class Local:
     """`count` sliding-window (or chunked-local) groups of one window and block size.
-    `cap`: the blocks per group the capped admission check charges at most (0.20.2+
+    `cap`: the blocks per group the capped admission check charges at most (0.20+
     `max_admission_blocks_per_request`)."""
 
     window: int
@@ -140,7 +141,7 @@ class Config:
     prefix_caching: bool = True  # whether `prefix_hit` is served from the cache
     local: tuple[Local, ...] = ()  # sliding-window / chunked-local groups (V1 0.9.1+)
     local_lag: bool = False  # 0.26+ with a step in flight: frees on the processed tokens
-    local_admission_cap: bool = False  # 0.20.2+ `apply_admission_cap`
+    local_admission_cap: bool = False  # 0.20+ `max_admission_blocks_per_request`
 
 
 @dataclass
@@ -150,6 +151,7 @@ class Stats:
     completed: list[Request] = field(default_factory=list)
     rejected: int = 0
     too_long: int = 0  # of `rejected`: a prompt of max_model_len or more (HTTP 400)
+    never_admitted: int = 0  # of `rejected`: V1 prompts no empty pool admits (vLLM stalls)
     preemptions: int = 0
     recomputed_tokens: int = 0
     output_tokens: int = 0
@@ -489,9 +491,10 @@ class Engine:
         self._release(r)
         self.stats.completed.append(r)
 
-    def _reject_head(self) -> None:
+    def _reject_head(self, stalls: bool = False) -> None:
         self.waiting.popleft()
         self.stats.rejected += 1
+        self.stats.never_admitted += stalls
 
     def _start(self, r: Request, computed: int) -> None:
         """Charge a readmitted request's recomputation; r is about to run."""
@@ -604,7 +607,7 @@ class Engine:
             if self.never_fits(tokens) if local else full > c.num_blocks:
                 # can never fit, even in an empty pool (the null block takes one): vLLM
                 # would stall on it; the simulation drops it and counts it as rejected
-                self._reject_head()
+                self._reject_head(stalls=True)
                 continue
             s, touched = self._hit(r) if r.prefix_blocks else (0, 0)
             if c.reserve_full_prompt and (self.full_need(tokens, s, c.local_admission_cap)

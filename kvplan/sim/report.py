@@ -38,6 +38,7 @@ def summary(st: Stats, ttft_slo: float | None = None, tpot_slo_ms: float | None 
         "requests_completed": len(done),
         "requests_rejected": st.rejected,
         "requests_too_long": st.too_long,
+        "requests_never_admitted": st.never_admitted,
         "preemptions": st.preemptions,
         "preemptions_per_request": round(st.preemptions / len(done), 6) if done else None,
         "preemptions_above_floor": floor.excessive(st.preemptions, len(done)),

@@ -98,7 +98,7 @@ def engine_config(r: SizeResult, seqs: int | None = None, admission_cap: int | N
                   # in flight when two or more batches are (`inflight_batches`)
                   local_lag=r.version.at_least(0, 26)
                   and r.inflight_tokens >= 2 * r.max_num_batched_tokens,
-                  local_admission_cap=r.version.at_least(0, 20, 2))
+                  local_admission_cap=r.version.at_least(0, 20))
 
 
 def _groups(r: SizeResult) -> tuple[int, tuple[Local, ...]]:
@@ -197,6 +197,7 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
     # unclipped: the engine refuses a prompt of max_model_len or more as vLLM does
     st = simulate(cfg, pm, wl, bounded(load), seed)
     out = summary(st, ttft, tpot)
+    notes += never_admitted_notes(r, st.never_admitted)
     out.update(_context(r, wl, notes))
     out["ttft_slo_s"], out["tpot_slo_ms"] = ttft, tpot  # goodput's SLOs (null: not given)
     out["recommended_max_num_seqs"] = cap
@@ -235,6 +236,24 @@ def too_long_notes(wl: Workload, max_model_len: int,
     return [rejected_note(share, max_model_len, "the run refuses them too (requests_too_long, "
                           "part of requests_rejected) and the recommended cap is the served "
                           "requests'")]
+
+
+def never_admitted_notes(r: SizeResult, n: int) -> list[str]:
+    """Why `n` requests were dropped at admission: prompts vLLM's whole-prompt check never
+    passes (0.19.x sliding-window models: `SizeResult.whole_prompt_limit`)."""
+    if not n:
+        return []
+    lim = r.whole_prompt_limit
+    why = (f"over {lim:,} tokens: vLLM {r.version.text}'s whole-prompt admission check "
+           f"charges each of the {len(r.groups)} KV-cache groups, sliding-window ones "
+           f"included, the whole prompt against {r.usable_blocks:,} blocks" if lim else
+           "more blocks than the whole pool holds")
+    fix = (f"; --max-model-len {lim + 1} has vLLM refuse them with HTTP 400 instead, and "
+           "vLLM 0.20+ charges a sliding window only its window" if lim else "")
+    return [f"{n:,} request{'s' if n != 1 else ''} can never be admitted ({why}): vLLM "
+            "accepts such a request and its scheduler stops the waiting queue at it for good, "
+            "so every request behind it stalls too (the run drops them and serves the rest: "
+            f"requests_never_admitted, part of requests_rejected){fix}"]
 
 
 def replayed(trace, duration: float | None, requests: int | None,
@@ -313,6 +332,7 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
         return s
 
     points = [one(v, ld, seqs, queue_limit) for v, ld in zip(values, loads)]
+    notes += never_admitted_notes(r, sum(p["requests_never_admitted"] for p in points))
     knee, collapse, latency = knee_and_collapse(points, axis)
     # the fix: the recommended cap on the pool vLLM leaves at it, and a bounded queue (429
     # beyond): two waiting requests per slot when no --queue-limit is given
