@@ -27,6 +27,11 @@ class BadInput(KvplanError):
     """Unknown model/GPU, malformed config, impossible flags (exit 2)."""
 
 
+class NotPlanned(BadInput):
+    """Bad input whatever the candidate deployment (exit 2): a search stops at it instead of
+    rejecting the candidate."""
+
+
 class UnsupportedArchitecture(BadInput):
     """A config kvplan cannot classify without guessing (exit 2)."""
 

@@ -339,3 +339,22 @@ def test_st_encoder_config_sets_max_model_len(capsys, tmp_path):
         '{"max_seq_length": "long"}')
     assert main(["size", path, "--gpu", "h100"]) == 2
     assert "max_seq_length must be a positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["recommend", "--gpu", "h100", "--workload", "chat", "--rate", "5"],
+    ["simulate", "--gpu", "h100", "--workload", "chat", "--rate", "5", "--requests", "50"],
+    ["simulate", "--gpu", "h100", "--sweep", "rate=1:5:2", "--no-compare-cap"],
+    ["throughput", "--gpu", "h100"],
+])
+def test_generation_commands_refuse_a_pooling_model(tmp_path, capsys, argv):
+    """Review 23d #4: a sentence-transformers checkpoint runs vLLM's pooling runner (as `size`
+    says), where a request is one prefill and nothing decodes; recommend, simulate and
+    throughput used to plan it as a 252-sequence text generator. One line, exit 2."""
+    d = st_dir(tmp_path, ST_LAST)
+    code = main([argv[0], d, "--max-model-len", "32768", *argv[1:]])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "runs on vLLM's pooling runner" in err and "kvplan size" in err
+    code = main(["size", d, "--gpu", "h100", "--max-model-len", "32768", "--json"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["runner"] == "pooling"

@@ -30,7 +30,7 @@ from kvplan.core.sizing import (
 )
 from kvplan.core.specdec import parallel_draft_slots
 from kvplan.core.workload import Workload
-from kvplan.errors import BadInput
+from kvplan.errors import BadInput, NotPlanned
 from kvplan.units import GiB
 
 
@@ -240,6 +240,18 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     return best
 
 
+def refuse_pooling(r: SizeResult) -> None:
+    """Bad input for every candidate: vLLM runs the model with its pooling runner
+    (`SizeResult.pooling`), where a request is one prefill and nothing decodes, while the
+    planner, the throughput model and the simulator model text generation."""
+    if r.pooling:
+        raise NotPlanned(f"{r.model} runs on vLLM's pooling runner (embedding, scoring: one "
+                         "prefill per request, no output tokens): kvplan's planner, throughput "
+                         "model and simulator model text generation, so there is nothing to "
+                         "plan", hint="`kvplan size` gives its KV pool, `kvplan check` its "
+                         "flags")
+
+
 def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
              t: Targets, resize_pool: bool) -> Plan:
     r = size(model, gpu, args, version, hints=False)
@@ -251,6 +263,7 @@ def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
         r = size(model, gpu, args, version, hints=False)
     if not r.fits:
         raise BadInput(f"{gpu.id} TP{args.tensor_parallel_size}: {r.failure}")
+    refuse_pooling(r)
     wl = wl.clip(r.max_model_len)
     d = capacity.demand(r.groups, wl, r.max_model_len)
     usable = r.admission_blocks
@@ -571,6 +584,8 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
                 a = replace(base, tensor_parallel_size=tp, kv_cache_dtype=kv)
                 try:
                     p = plan_one(model, gpu, a, version, wl, t, resize_pool=False)
+                except NotPlanned:
+                    raise
                 except BadInput as e:
                     if (e.flag != "tensor_parallel_size" or a.enable_expert_parallel
                             or not normalize(model.config).num_experts):
@@ -579,6 +594,8 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
                     try:  # e.g. an FP8 expert-block split: expert parallelism keeps experts whole
                         a = replace(a, enable_expert_parallel=True)
                         p = plan_one(model, gpu, a, version, wl, t, resize_pool=False)
+                    except NotPlanned:
+                        raise
                     except BadInput as e2:
                         rejected.append(f"{gpu.id} TP{tp} {kv}: {_reason(e2, gpu, tp)}")
                         continue

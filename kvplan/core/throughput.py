@@ -92,11 +92,12 @@ def past_ceiling(at_ceiling: perf.Point, batch: int, ceiling: int, out_mean: flo
 
 def curve(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
           sizes: list[int] | None = None) -> Curve:
-    from kvplan.core.plan import Targets, plan_one
+    from kvplan.core.plan import Targets, plan_one, refuse_pooling
 
     r = size(model, gpu, args, version)
     if not r.fits:
         raise DoesNotFit(f"{r.model} on {r.gpu}: {r.failure}")
+    refuse_pooling(r)  # nothing decodes: no output tokens/s to curve
     share = 1 - wl.served_share(r.max_model_len)  # refuses a workload vLLM refuses whole
     wlc = wl.clip(r.max_model_len)  # the served requests
     # the cap `kvplan recommend` (and `check`) give, on the pool vLLM leaves at that cap,

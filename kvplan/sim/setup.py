@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from kvplan.core import perf
 from kvplan.core.arch import CHUNKED, SLIDING
+from kvplan.core.plan import refuse_pooling
 from kvplan.core.prefixcache import prefix_caching
 from kvplan.core.sizing import (
     EngineArgs,
@@ -63,6 +64,7 @@ def sized(model: Model, gpu: Gpu, tp: int, mml: str | None, kv: str, util: float
             hint = (f"vLLM {r.version.text} has no --max-model-len auto (0.14+): simulate "
                     f"--max-model-len {r.largest_max_model_len} or less")
         raise DoesNotFit(f"{r.model} on {r.gpu}: {r.failure}", hint=hint)
+    refuse_pooling(r)  # nothing decodes: no generation to simulate
     return r, notes, args
 
 
