@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass, field, replace
 
@@ -24,6 +25,16 @@ from kvplan.units import fmt_rate
 
 
 @dataclass
+class Emitted:
+    """What one plan emits: its flags, environment, command and advice."""
+
+    flags: list[str]
+    command: str
+    env: list[str]  # NAME=VALUE the command's vLLM needs
+    advice: list[str]  # before the plan's own notes
+
+
+@dataclass
 class Recommendation:
     model: Model
     workload: Workload
@@ -37,15 +48,16 @@ class Recommendation:
     env: list[str] = field(default_factory=list)  # NAME=VALUE the command's vLLM needs
     rejected_share: float = 0.0  # requests vLLM refuses (a prompt of max_model_len or more)
     offered: Targets | None = None  # the targets as asked, when `targets` are the served part
+    emitted: list[Emitted] = field(default_factory=list)  # per plan, the best first
 
     @property
     def best(self) -> Plan:
         return self.plans[0]
 
     def to_json(self) -> dict:
-        b = self.best
+        t = self.offered or self.targets
 
-        def row(p: Plan) -> dict:
+        def row(p: Plan, e: Emitted) -> dict:
             return {
                 "gpu": p.gpu.id, "tensor_parallel_size": p.result.args.tensor_parallel_size,
                 "kv_cache_dtype": p.result.kv_dtype, "max_num_seqs": p.max_num_seqs,
@@ -68,17 +80,22 @@ class Recommendation:
                 "kv_ceiling_batch_size": p.kv_ceiling, "utilization": round(p.utilization, 3),
                 "users_per_gpu": round(p.users_per_gpu, 1) if p.users_per_gpu else None,
                 "daily_output_tokens": int(p.daily_output_tokens),
+                "model": self.model.id, "engine": self.engine,
+                "workload": self.workload.name, "rate": t.rate,
+                "rejected_share": round(p.rejected_share, 4),
+                "served_rate": _finite(p.served_rate, 4),
+                "preempt_risk": t.preempt_risk, "policy": t.policy,
+                "flags": e.flags, "env": e.env, "command": e.command,
+                "advice": e.advice + p.notes,
             }
 
-        return {**row(b), "model": self.model.id, "engine": self.engine,
-                "workload": self.workload.name, "rate": (self.offered or self.targets).rate,
-                "rejected_share": round(self.rejected_share, 4),
-                "served_rate": (round(self.targets.rate, 4) if self.targets.rate is not None
-                                else None),
-                "preempt_risk": self.targets.preempt_risk, "policy": self.targets.policy,
-                "flags": self.flags, "env": self.env, "command": self.command,
-                "alternatives": [row(p) for p in self.plans[1:]],
-                "advice": self.advice + b.notes, "rejected": self.rejected}
+        rows = [row(p, e) for p, e in zip(self.plans, self.emitted)]
+        return {**rows[0], "alternatives": rows[1:], "rejected": self.rejected}
+
+
+def _finite(x: float | None, digits: int) -> float | None:
+    """x rounded; None for None or inf (JSON has no infinity)."""
+    return round(x, digits) if x is not None and math.isfinite(x) else None
 
 
 def _gpus(spec: str | None, catalogs: list[str] | None):
@@ -184,47 +201,46 @@ def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
 
     # an architecture vLLM refuses is bad input, not a rejection of every candidate
     registry_check(normalize(model.config).architectures, model.config, VllmVersion.of(version))
-    offered, share = t, 0.0
-    plans, rejected = search(model, gpus, base, version, wl, t, tps, kvs, limit=top)
-    # the planner sizes the requests vLLM serves (`Workload.clip`); prompts of max_model_len
-    # or more get HTTP 400 and cost nothing, so the fleet is planned on the served rate. The
-    # share is the best plan's max_model_len's: plan again while it moves (an auto-fitted
-    # length differs by GPU)
-    for _ in range(3):
-        if not plans:
-            break
-        new_share = 1 - wl.served_share(plans[0].max_model_len)
-        if new_share == share:
-            break
-        share = new_share
-        t = replace(offered, rate=offered.rate * (1 - share) if offered.rate else None,
-                    peak_rate=offered.peak_rate * (1 - share) if offered.peak_rate else None)
-        if t.rate or t.peak_rate:
-            plans, rejected = search(model, gpus, base, version, wl, t, tps, kvs, limit=top)
+    # one search: the planner sizes the requests vLLM serves (`Workload.clip`); prompts of
+    # max_model_len or more get HTTP 400 and cost nothing, so each candidate is planned on
+    # the rate its own max_model_len serves (`served`)
+    unserved: list[BadInput] = []
+    plans, rejected = search(model, gpus, base, version, wl, t, tps, kvs, limit=top,
+                             served=True, unserved=unserved)
     if not plans:
+        if unserved and len(unserved) == len(rejected):  # vLLM refuses it whole everywhere
+            raise unserved[0]
         detail = "; ".join(rejected[:3]) if rejected else "no candidate"
         raise DoesNotFit(f"no deployment meets the targets: {detail}",
                          hint=_no_fit_hint(rejected, t, gpu_spec, tp_spec, kvs))
-    best = plans[0]
-    flags = flags_for(best, engine)
+    emitted = [_emit(p, model, wl, t, engine, version) for p in plans]
+    best, e = plans[0], emitted[0]
+    served = replace(t, rate=best.served_rate, peak_rate=best.served_peak_rate)
+    return Recommendation(model, wl, served, engine, plans, rejected, e.flags, e.command,
+                          e.advice, e.env, best.rejected_share,
+                          t if best.rejected_share else None, emitted)
+
+
+def _emit(p: Plan, model: Model, wl: Workload, offered: Targets, engine: str,
+          version: str | None) -> Emitted:
+    """The flags, environment, command and advice of one plan."""
+    flags = flags_for(p, engine)
+    env = []
     if engine == "vllm":
+        from kvplan.engines.vllm_env import env_for
         from kvplan.engines.vllm_registry import Registry
 
         bad = Registry(version).unknown(flags)
         if bad:  # a bug in kvplan, not in the user's input: never emit a flag vLLM rejects
             raise RuntimeError(f"emitted flags unknown to vLLM {version}: {bad}")
-    cmd = command_for(best, engine, model.id)
-    env = []
-    if engine == "vllm":
-        from kvplan.engines.vllm_env import env_for
-
-        env = env_for(best.result.args)
+        env = env_for(p.result.args)
     advice = []
+    share = p.rejected_share
     if share:
-        served = (f"; the fleet is planned for the other {1 - share:.1%} ({fmt_rate(t.rate)} of "
-                  f"{offered.rate:g} req/s)" if t.rate and offered.rate else "")
-        advice.append(rejected_note(share, best.max_model_len) + served)
-    advice += length_advice(best.result, wl.clip(best.max_model_len)) + kv_format_advice(
-        best.result) + (dp_advice(model, best.gpu, best.result) if engine == "vllm" else [])
-    return Recommendation(model, wl, t, engine, plans, rejected, flags, cmd, advice, env,
-                          share, offered if t is not offered else None)
+        served = (f"; the fleet is planned for the other {1 - share:.1%} "
+                  f"({fmt_rate(p.served_rate)} of {fmt_rate(offered.rate)} req/s)"
+                  if p.served_rate and offered.rate else "")
+        advice.append(rejected_note(share, p.max_model_len) + served)
+    advice += length_advice(p.result, wl.clip(p.max_model_len)) + kv_format_advice(p.result) + (
+        dp_advice(model, p.gpu, p.result) if engine == "vllm" else [])
+    return Emitted(flags, command_for(p, engine, model.id), env, advice)

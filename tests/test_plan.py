@@ -892,3 +892,55 @@ def test_a_traces_refused_share_is_exact_in_every_command(capsys, tmp_path):
     d = json.loads(out)
     assert (d["requests_too_long"], d["requests_completed"]) == (1, 999)
     assert any(n.startswith("0.1% of the requests") for n in d["notes"])
+
+
+def test_recommend_plans_each_candidate_at_its_served_rate_in_one_search(capsys, monkeypatch):
+    """Review 23d #9: with requests refused the search ran twice (once at the offered rate,
+    then at the served one). Now each candidate is planned on the rate its own
+    max_model_len serves, in one search: agent at 8K is still 5 L4s for the 204/512 x 1
+    req/s served (the plan `test_recommend_plans_the_served_requests...` checks by hand)."""
+    import kvplan.recommend as R
+
+    calls = []
+    search = R.search
+
+    def counted(*a, **k):
+        calls.append(1)
+        return search(*a, **k)
+
+    monkeypatch.setattr(R, "search", counted)
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "l4",
+                         "--max-model-len", "8192", "--workload", "agent", "--rate", "1",
+                         "--json")
+    d = json.loads(out)
+    assert len(calls) == 1
+    assert (d["replicas"], d["max_num_seqs"], d["served_rate"]) == (5, 4, round(204 / 512, 4))
+
+
+def test_alternatives_are_the_same_objects_and_show_what_they_refuse(capsys):
+    """Review 23d #13: `alternatives` lacked rejected_share, served_rate, flags, env, command
+    and advice, and an auto-fitted alternative refused traffic silently. agent (log-normal,
+    p50 10,000, sigma ln 6 / 2.326 = 0.770): an L4 auto-fits about 29K tokens, where vLLM
+    refuses P(prompt >= L) = 1 - Phi(ln(L / 10,000) / 0.770) of the requests, about 8 %."""
+    from statistics import NormalDist
+
+    argv = ("recommend", "llama-3.1-8b", "--gpu", "l4,h100", "--max-model-len", "auto",
+            "--workload", "agent", "--rate", "5", "--top", "2")
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    (alt,) = d["alternatives"]
+    assert set(alt) == set(d) - {"alternatives", "rejected"}
+    assert (d["gpu"], d["max_model_len"], d["rejected_share"]) == ("h100-sxm", 131072, 0.0)
+    mml, share = alt["max_model_len"], alt["rejected_share"]
+    hand = 1 - NormalDist().cdf(math.log(mml / 10000) / (math.log(6) / 2.3263))
+    assert alt["gpu"] == "l4" and 25000 < mml < 34000
+    assert share == pytest.approx(hand, abs=0.003)
+    assert alt["served_rate"] == pytest.approx(5 * (1 - share), abs=0.001)
+    assert f"--max-model-len {mml} " in alt["command"] and alt["flags"][:2] == [
+        "--max-model-len", str(mml)]
+    assert alt["advice"][0].startswith(f"{share:.1%} of the requests have prompts of "
+                                       f"max_model_len ({mml:,} tokens)")
+    code, out, err = run(capsys, *argv)
+    assert "Alternatives (ranked by cost per request served)" in out
+    assert "max-model-len  refused" in out and f"{share:.1%}" in out

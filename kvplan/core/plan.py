@@ -29,7 +29,7 @@ from kvplan.core.sizing import (
     size,
 )
 from kvplan.core.specdec import parallel_draft_slots
-from kvplan.core.workload import Workload
+from kvplan.core.workload import Unserved, Workload
 from kvplan.errors import BadInput, NotPlanned
 from kvplan.units import GiB
 
@@ -75,6 +75,9 @@ class Plan:
     budget_limited: bool = False  # the token budget, not the KV pool, bounds max_num_seqs
     tpot_at_rate_ms: float | None = None  # TPOT at the planned rate's batch (`point_at_rate`)
     running_at_rate: float | None = None  # that batch; None without a rate
+    rejected_share: float = 0.0  # requests vLLM refuses for their length at max_model_len
+    served_rate: float | None = None  # the rate planned (with `served`: what the length serves)
+    served_peak_rate: float | None = None
 
     @property
     def gpus_per_replica(self) -> int:
@@ -202,15 +205,17 @@ def size_fleet(pt: perf.Point, n: int, out_mean: float, wl: Workload, t: Targets
 
 
 def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
-             t: Targets, *, resize_pool: bool = True, raise_budget: bool = True) -> Plan:
+             t: Targets, *, resize_pool: bool = True, raise_budget: bool = True,
+             served: bool = False) -> Plan:
     """The best plan for one candidate deployment. `resize_pool`: size the KV pool again at
     the max_num_seqs the plan emits (its cost and ranking do not depend on it, so `search`
     does this for the plans it returns only). `raise_budget`: when the token budget
     (max_num_batched_tokens, not set in `args`) cannot refill the batch the KV pool holds,
     also plan with it doubled, sized at that budget, while that serves more, and keep the
     plan with the fewest replicas (with no rate: the most requests/s per replica); a tie
-    keeps the smaller budget (shorter steps)."""
-    best = _plan_at(model, gpu, args, version, wl, t, resize_pool)
+    keeps the smaller budget (shorter steps). `served`: plan the rate (and peak) less the
+    share vLLM refuses at the candidate's max_model_len."""
+    best = _plan_at(model, gpu, args, version, wl, t, resize_pool, served)
     if not (raise_budget and args.max_num_batched_tokens is None and best.budget_limited):
         return best
     rated = bool(t.rate or wl.users)
@@ -229,7 +234,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
         mnbt *= 2
         try:
             q = _plan_at(model, gpu, replace(args, max_num_batched_tokens=mnbt), version, wl,
-                         t, resize_pool)
+                         t, resize_pool, served)
         except BadInput:  # the larger profile leaves no room: stop at the last that fit
             break
         if better(q, best):
@@ -253,7 +258,7 @@ def refuse_pooling(r: SizeResult) -> None:
 
 
 def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
-             t: Targets, resize_pool: bool) -> Plan:
+             t: Targets, resize_pool: bool, served: bool = False) -> Plan:
     r = size(model, gpu, args, version, hints=False)
     unset = args.max_num_seqs is None  # the plan emits its own --max-num-seqs
     limit = r.max_num_seqs_limit  # vLLM 0.20+: Mamba models need a block per decoding seq
@@ -264,6 +269,13 @@ def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     if not r.fits:
         raise BadInput(f"{gpu.id} TP{args.tensor_parallel_size}: {r.failure}")
     refuse_pooling(r)
+    if args.max_model_len == -1:  # the auto-fitted length the workload is clipped at: kept
+        args = replace(args, max_model_len=r.max_model_len)  # when the cap re-sizes the pool
+    share = wl.rejected_share(r.max_model_len)
+    if served:  # the refused requests cost no engine time
+        wl.served_share(r.max_model_len)  # `Unserved` when vLLM refuses nearly all
+        t = replace(t, rate=t.rate * (1 - share) if t.rate else None,
+                    peak_rate=t.peak_rate * (1 - share) if t.peak_rate else None)
     wl = wl.clip(r.max_model_len)
     d = capacity.demand(r.groups, wl, r.max_model_len)
     usable = r.admission_blocks
@@ -418,7 +430,8 @@ def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
                 utilization=util, notes=notes, feasible=feasible, why_not=why,
                 per_replica_rps=per_replica_rps, budget_limited=budget_limited,
                 tpot_at_rate_ms=loaded.tpot_ms if loaded else None,
-                running_at_rate=loaded.running if loaded else None)
+                running_at_rate=loaded.running if loaded else None, rejected_share=share,
+                served_rate=t.rate, served_peak_rate=t.peak_rate)
 
 
 def policy_caps(r: SizeResult, wl: Workload, t: Targets) -> tuple[int, int, int, int]:
@@ -543,14 +556,17 @@ def length_advice(r: SizeResult, wl: Workload) -> list[str]:
 
 
 def _rank_key(p: Plan) -> tuple[float, int, float]:
-    """Cheapest first, then fewer GPUs, then more tokens/s per replica."""
-    return (p.cost_per_hour if p.cost_per_hour is not None else math.inf, p.total_gpus,
-            -p.per_replica_tokens_per_s)
+    """Cheapest per request served first: $/h / (1 - the share refused for its length), the
+    $/h itself when nothing is refused (a plan that refuses more is planned on less traffic,
+    not cheaper for it); then fewer GPUs, then more tokens/s per replica."""
+    cost = p.cost_per_hour if p.cost_per_hour is not None else math.inf
+    return (cost / (1 - p.rejected_share), p.total_gpus, -p.per_replica_tokens_per_s)
 
 
 def _floor_key(p: Plan) -> tuple[float, int, float]:
     """A key no plan of p's candidate ranks ahead of, whatever its cap: one replica (the
-    fewest a plan has) at the candidate's $/h, and no bound on its tokens/s."""
+    fewest a plan has) at the candidate's $/h with nothing refused, and no bound on its
+    tokens/s."""
     g = p.gpus_per_replica
     price = p.gpu.price_per_hour
     return (price * g if price else math.inf, g, -math.inf)
@@ -563,9 +579,13 @@ def _reason(e: BadInput, gpu: Gpu, tp: int) -> str:
 
 def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
            wl: Workload, t: Targets, tps: list[int], kv_dtypes: list[str],
-           limit: int = 5) -> tuple[list[Plan], list[str]]:
-    """Every (GPU, TP, KV dtype) candidate; the `limit` cheapest feasible plans (then fewer
-    GPUs, then more tokens/s), each planned on the pool its own --max-num-seqs leaves.
+           limit: int = 5, *, served: bool = False,
+           unserved: list[BadInput] | None = None) -> tuple[list[Plan], list[str]]:
+    """Every (GPU, TP, KV dtype) candidate; the `limit` best feasible plans (`_rank_key`:
+    cheapest per request served, fewer GPUs, more tokens/s), each planned on the pool its
+    own --max-num-seqs leaves. `served`: as `plan_one`'s, per candidate (each plan at the
+    rate its own max_model_len serves). `unserved` collects the candidates rejected because
+    vLLM refuses nearly every request at their max_model_len (`Unserved`).
 
     The first pass plans every candidate on the default pool (`resize_pool=False`, one
     sizing each). Re-sizing moves a plan's cap, and so its replicas and cost, either way:
@@ -578,26 +598,34 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
     result is that of re-planning every candidate the first pass finds feasible."""
     first: list[tuple[Plan, str]] = []
     rejected: list[str] = []
+
+    def reject(e: BadInput, gpu: Gpu, tp: int, kv: str) -> None:
+        rejected.append(f"{gpu.id} TP{tp} {kv}: {_reason(e, gpu, tp)}")
+        if unserved is not None and isinstance(e, Unserved):
+            unserved.append(e)
+
     for gpu in gpus:
         for tp in tps:
             for kv in kv_dtypes:
                 a = replace(base, tensor_parallel_size=tp, kv_cache_dtype=kv)
                 try:
-                    p = plan_one(model, gpu, a, version, wl, t, resize_pool=False)
+                    p = plan_one(model, gpu, a, version, wl, t, resize_pool=False,
+                                 served=served)
                 except NotPlanned:
                     raise
                 except BadInput as e:
                     if (e.flag != "tensor_parallel_size" or a.enable_expert_parallel
                             or not normalize(model.config).num_experts):
-                        rejected.append(f"{gpu.id} TP{tp} {kv}: {_reason(e, gpu, tp)}")
+                        reject(e, gpu, tp, kv)
                         continue
                     try:  # e.g. an FP8 expert-block split: expert parallelism keeps experts whole
                         a = replace(a, enable_expert_parallel=True)
-                        p = plan_one(model, gpu, a, version, wl, t, resize_pool=False)
+                        p = plan_one(model, gpu, a, version, wl, t, resize_pool=False,
+                                     served=served)
                     except NotPlanned:
                         raise
                     except BadInput as e2:
-                        rejected.append(f"{gpu.id} TP{tp} {kv}: {_reason(e2, gpu, tp)}")
+                        reject(e2, gpu, tp, kv)
                         continue
                 if p.feasible:
                     first.append((p, f"{gpu.id} TP{tp} {kv}"))
@@ -608,7 +636,7 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
     for p, name in first:
         if len(best) >= limit and _floor_key(p) > _rank_key(best[-1]):
             continue  # ranks below the plans returned, whatever its re-sized cap
-        q = plan_one(model, p.gpu, p.result.args, version, wl, t)
+        q = plan_one(model, p.gpu, p.result.args, version, wl, t, served=served)
         if not q.feasible:  # e.g. a cap raised on the larger pool: a longer prefill than --ttft
             rejected.append(f"{name}: {q.why_not}")
             continue

@@ -219,10 +219,14 @@ class Workload:
         return 1 - share
 
 
+class Unserved(BadInput):
+    """vLLM would refuse nearly all of the requests for their length (`refuse_unserved`)."""
+
+
 def refuse_unserved(share: float, max_model_len: int, p99: int, what: str) -> None:
     """Bad input when vLLM would refuse MAX_REJECTED of the requests or more."""
     if share >= MAX_REJECTED:
-        raise BadInput(f"{share:.1%} of {what}'s requests have prompts of max_model_len "
+        raise Unserved(f"{share:.1%} of {what}'s requests have prompts of max_model_len "
                        f"({max_model_len:,} tokens) or more, which vLLM refuses (HTTP 400): "
                        "there is nothing to plan", hint=f"a max_model_len above the prompts "
                        f"(p99 {p99:,} tokens): --max-model-len, or a model or GPU that holds "

@@ -84,6 +84,23 @@ def daily_row(b, rec) -> list[str]:
             "(no --rate given)"]
 
 
+def alternatives_table(plans) -> str:
+    """The plans side by side; their max_model_len and refused share when those differ."""
+    lens = len({q.max_model_len for q in plans}) > 1
+    refused = any(q.rejected_share for q in plans)
+    alt = [["gpu", "TP", "KV", "seqs"] + (["max-model-len"] if lens else [])
+           + (["refused"] if refused else [])
+           + ["replicas", "GPUs", "tok/s/replica", "$/h", "$/1M tok"]]
+    for q in plans:
+        alt.append([q.gpu.id, str(q.result.args.tensor_parallel_size), q.result.kv_dtype,
+                    str(q.max_num_seqs)] + ([fmt_int(q.max_model_len)] if lens else [])
+                   + ([f"{q.rejected_share:.1%}"] if refused else [])
+                   + [str(q.replicas), str(q.total_gpus), fmt_int(q.per_replica_tokens_per_s),
+                      f"{q.cost_per_hour:,.2f}" if q.cost_per_hour else "-",
+                      f"{q.cost_per_million:.3f}" if q.cost_per_million else "-"])
+    return table(alt, align="lrlr" + "r" * (lens + refused) + "rrrrr")
+
+
 def render_recommendation(rec, stream=None) -> None:
     out = stream or sys.stdout
     p = Painter(use_color(out))
@@ -128,16 +145,9 @@ def render_recommendation(rec, stream=None) -> None:
     lines.append(table(rows))
     lines += ["", p("Command", "bold"), "  " + rec.command, ""]
     if len(rec.plans) > 1:
-        lines.append(p("Alternatives (ranked by cost)", "bold"))
-        alt = [["gpu", "TP", "KV", "seqs", "replicas", "GPUs", "tok/s/replica", "$/h",
-                "$/1M tok"]]
-        for q in rec.plans:
-            alt.append([q.gpu.id, str(q.result.args.tensor_parallel_size), q.result.kv_dtype,
-                        str(q.max_num_seqs), str(q.replicas), str(q.total_gpus),
-                        fmt_int(q.per_replica_tokens_per_s),
-                        f"{q.cost_per_hour:,.2f}" if q.cost_per_hour else "-",
-                        f"{q.cost_per_million:.3f}" if q.cost_per_million else "-"])
-        lines += [table(alt, align="lrlrrrrrr"), ""]
+        per = " per request served" if any(q.rejected_share for q in rec.plans) else ""
+        lines.append(p(f"Alternatives (ranked by cost{per})", "bold"))
+        lines += [alternatives_table(rec.plans), ""]
     for note in rec.advice + b.notes:
         lines.append(f"{p('advice', 'yellow')}: {note}")
     out.write("\n".join(lines) + "\n")
