@@ -206,7 +206,7 @@ def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
     # the rate its own max_model_len serves (`served`)
     unserved: list[BadInput] = []
     plans, rejected = search(model, gpus, base, version, wl, t, tps, kvs, limit=top,
-                             served=True, unserved=unserved)
+                             served=True, stall_cap=engine == "vllm", unserved=unserved)
     if not plans:
         if unserved and len(unserved) == len(rejected):  # vLLM refuses it whole everywhere
             raise unserved[0]
@@ -240,7 +240,9 @@ def _emit(p: Plan, model: Model, wl: Workload, offered: Targets, engine: str,
         served = (f"; the fleet is planned for the other {1 - share:.1%} "
                   f"({fmt_rate(p.served_rate)} of {fmt_rate(offered.rate)} req/s)"
                   if p.served_rate and offered.rate else "")
-        advice.append(rejected_note(share, p.max_model_len) + served)
+        remedy = ("vLLM 0.20+ serves them at a longer --max-model-len (on this release a "
+                  "longer one stalls the engine, below)" if p.length_capped_from else None)
+        advice.append(rejected_note(share, p.max_model_len, remedy=remedy) + served)
     advice += length_advice(p.result, wl.clip(p.max_model_len)) + kv_format_advice(p.result) + (
         dp_advice(model, p.gpu, p.result) if engine == "vllm" else [])
     return Emitted(flags, command_for(p, engine, model.id), env, advice)

@@ -944,3 +944,25 @@ def test_alternatives_are_the_same_objects_and_show_what_they_refuse(capsys):
     code, out, err = run(capsys, *argv)
     assert "Alternatives (ranked by cost per request served)" in out
     assert "max-model-len  refused" in out and f"{share:.1%}" in out
+
+
+def test_recommend_keeps_max_model_len_within_vllm_0_19s_admission_limit(capsys):
+    """Review 23d #2: on 0.19 Gemma-3-12B's L40S pool admits prompts up to 44,320 tokens
+    (tests/test_simulate.py); a longer one is accepted and stalls the queue for good. The
+    plan emits 44,321, which refuses summarization's top quantile point (log-normal, p50
+    6,000, sigma ln 5 / 2.326 = 0.692: P(prompt >= 44,321) = 1 - Phi(2.890) = 0.0019, 1 of
+    512 points), and says why; 0.20.2 keeps the model's 131,072."""
+    argv = ("recommend", "gemma-3-12b-it", "--gpu", "l40s", "--workload", "summarization",
+            "--rate", "1", "--json")
+    code, out, err = run(capsys, *argv, "--vllm-version", "0.19")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["max_model_len"] == 44321 and "--max-model-len 44321" in d["command"]
+    assert d["rejected_share"] == round(1 / 512, 4)
+    assert "vLLM 0.20+ serves them at a longer --max-model-len" in d["advice"][0]
+    assert any(a.startswith("--max-model-len 44321 (not 131,072): vLLM 0.19's whole-prompt "
+                            "admission check") for a in d["advice"])
+    assert not any("99.9 % of requests fit in" in a for a in d["advice"])
+    code, out, err = run(capsys, *argv, "--vllm-version", "0.20.2")
+    d = json.loads(out)
+    assert d["max_model_len"] == 131072 and d["rejected_share"] == 0.0

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import field, replace
 
 from kvplan.core import capacity, perf, queueing
-from kvplan.core.arch import normalize
+from kvplan.core.arch import CHUNKED, SLIDING, normalize
 from kvplan.core.mm import encoder_profile
 from kvplan.core.record import record
 from kvplan.core.sizing import (
@@ -78,6 +78,7 @@ class Plan:
     rejected_share: float = 0.0  # requests vLLM refuses for their length at max_model_len
     served_rate: float | None = None  # the rate planned (with `served`: what the length serves)
     served_peak_rate: float | None = None
+    length_capped_from: int = 0  # the max_model_len asked for, when `stall_cap` lowered it
 
     @property
     def gpus_per_replica(self) -> int:
@@ -206,7 +207,7 @@ def size_fleet(pt: perf.Point, n: int, out_mean: float, wl: Workload, t: Targets
 
 def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
              t: Targets, *, resize_pool: bool = True, raise_budget: bool = True,
-             served: bool = False) -> Plan:
+             served: bool = False, stall_cap: bool = False) -> Plan:
     """The best plan for one candidate deployment. `resize_pool`: size the KV pool again at
     the max_num_seqs the plan emits (its cost and ranking do not depend on it, so `search`
     does this for the plans it returns only). `raise_budget`: when the token budget
@@ -214,8 +215,10 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     also plan with it doubled, sized at that budget, while that serves more, and keep the
     plan with the fewest replicas (with no rate: the most requests/s per replica); a tie
     keeps the smaller budget (shorter steps). `served`: plan the rate (and peak) less the
-    share vLLM refuses at the candidate's max_model_len."""
-    best = _plan_at(model, gpu, args, version, wl, t, resize_pool, served)
+    share vLLM refuses at the candidate's max_model_len. `stall_cap`: keep max_model_len
+    within vLLM 0.19's whole-prompt admission limit (`_plan_at`)."""
+    how = dict(served=served, stall_cap=stall_cap)
+    best = _plan_at(model, gpu, args, version, wl, t, resize_pool, **how)
     if not (raise_budget and args.max_num_batched_tokens is None and best.budget_limited):
         return best
     rated = bool(t.rate or wl.users)
@@ -234,7 +237,7 @@ def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
         mnbt *= 2
         try:
             q = _plan_at(model, gpu, replace(args, max_num_batched_tokens=mnbt), version, wl,
-                         t, resize_pool, served)
+                         t, resize_pool, **how)
         except BadInput:  # the larger profile leaves no room: stop at the last that fit
             break
         if better(q, best):
@@ -257,8 +260,39 @@ def refuse_pooling(r: SizeResult) -> None:
                          "flags")
 
 
+def stall_note(r: SizeResult, asked: int, limit: int) -> str:
+    """Why a plan's max_model_len is below the one asked for (`_plan_at`)."""
+    local = sum(g.spec.kind in (SLIDING, CHUNKED) for g in r.groups)
+    return (f"--max-model-len {r.max_model_len} (not {asked:,}): vLLM {r.version.text}'s "
+            f"whole-prompt admission check charges each of the {local} sliding-window groups "
+            f"the whole prompt, not its window (`KVCacheManager.can_fit_full_sequence`), so a "
+            f"prompt over {limit:,} tokens never fits the pool and the scheduler stops the "
+            f"waiting queue at it for good; at {r.max_model_len} vLLM answers such prompts "
+            f"HTTP 400 instead (vLLM 0.20+ charges only the window)")
+
+
 def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
-             t: Targets, resize_pool: bool, served: bool = False) -> Plan:
+             t: Targets, resize_pool: bool, *, served: bool = False,
+             stall_cap: bool = False) -> Plan:
+    """`_plan_len`; with `stall_cap`, planned again at max_model_len = the whole-prompt
+    admission limit + 1 while the plan's pool has one (`SizeResult.whole_prompt_limit`,
+    vLLM 0.19.x sliding-window models: a longer prompt is accepted and never admitted)."""
+    p = _plan_len(model, gpu, args, version, wl, t, resize_pool, served)
+    asked, limit = p.max_model_len, p.result.whole_prompt_limit if stall_cap else None
+    for _ in range(3):  # a shorter length leaves the pool as large or larger: one step
+        if limit is None:
+            break
+        p = _plan_len(model, gpu, replace(args, max_model_len=limit + 1), version, wl, t,
+                      resize_pool, served)
+        limit = p.result.whole_prompt_limit
+    if p.max_model_len < asked:
+        p.notes.insert(0, stall_note(p.result, asked, p.max_model_len - 1))
+        p.length_capped_from = asked
+    return p
+
+
+def _plan_len(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
+              t: Targets, resize_pool: bool, served: bool) -> Plan:
     r = size(model, gpu, args, version, hints=False)
     unset = args.max_num_seqs is None  # the plan emits its own --max-num-seqs
     limit = r.max_num_seqs_limit  # vLLM 0.20+: Mamba models need a block per decoding seq
@@ -579,13 +613,13 @@ def _reason(e: BadInput, gpu: Gpu, tp: int) -> str:
 
 def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
            wl: Workload, t: Targets, tps: list[int], kv_dtypes: list[str],
-           limit: int = 5, *, served: bool = False,
+           limit: int = 5, *, served: bool = False, stall_cap: bool = False,
            unserved: list[BadInput] | None = None) -> tuple[list[Plan], list[str]]:
     """Every (GPU, TP, KV dtype) candidate; the `limit` best feasible plans (`_rank_key`:
     cheapest per request served, fewer GPUs, more tokens/s), each planned on the pool its
-    own --max-num-seqs leaves. `served`: as `plan_one`'s, per candidate (each plan at the
-    rate its own max_model_len serves). `unserved` collects the candidates rejected because
-    vLLM refuses nearly every request at their max_model_len (`Unserved`).
+    own --max-num-seqs leaves. `served`, `stall_cap`: as `plan_one`'s, per candidate (each plan
+    at the rate its own max_model_len serves). `unserved` collects the candidates rejected
+    because vLLM refuses nearly every request at their max_model_len (`Unserved`).
 
     The first pass plans every candidate on the default pool (`resize_pool=False`, one
     sizing each). Re-sizing moves a plan's cap, and so its replicas and cost, either way:
@@ -598,6 +632,7 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
     result is that of re-planning every candidate the first pass finds feasible."""
     first: list[tuple[Plan, str]] = []
     rejected: list[str] = []
+    how = dict(served=served, stall_cap=stall_cap)
 
     def reject(e: BadInput, gpu: Gpu, tp: int, kv: str) -> None:
         rejected.append(f"{gpu.id} TP{tp} {kv}: {_reason(e, gpu, tp)}")
@@ -609,8 +644,7 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
             for kv in kv_dtypes:
                 a = replace(base, tensor_parallel_size=tp, kv_cache_dtype=kv)
                 try:
-                    p = plan_one(model, gpu, a, version, wl, t, resize_pool=False,
-                                 served=served)
+                    p = plan_one(model, gpu, a, version, wl, t, resize_pool=False, **how)
                 except NotPlanned:
                     raise
                 except BadInput as e:
@@ -620,8 +654,7 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
                         continue
                     try:  # e.g. an FP8 expert-block split: expert parallelism keeps experts whole
                         a = replace(a, enable_expert_parallel=True)
-                        p = plan_one(model, gpu, a, version, wl, t, resize_pool=False,
-                                     served=served)
+                        p = plan_one(model, gpu, a, version, wl, t, resize_pool=False, **how)
                     except NotPlanned:
                         raise
                     except BadInput as e2:
@@ -636,7 +669,9 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
     for p, name in first:
         if len(best) >= limit and _floor_key(p) > _rank_key(best[-1]):
             continue  # ranks below the plans returned, whatever its re-sized cap
-        q = plan_one(model, p.gpu, p.result.args, version, wl, t, served=served)
+        # (the length asked for: a stall cap is found again, with its note)
+        q = plan_one(model, p.gpu, replace(p.result.args, max_model_len=base.max_model_len),
+                     version, wl, t, **how)
         if not q.feasible:  # e.g. a cap raised on the larger pool: a longer prefill than --ttft
             rejected.append(f"{name}: {q.why_not}")
             continue

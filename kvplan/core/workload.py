@@ -233,12 +233,13 @@ def refuse_unserved(share: float, max_model_len: int, p99: int, what: str) -> No
                        "that context")
 
 
-def rejected_note(share: float, max_model_len: int,
-                  fate: str = "they are not planned") -> str:
+def rejected_note(share: float, max_model_len: int, fate: str = "they are not planned",
+                  remedy: str | None = None) -> str:
     """The advice line of a workload with prompts vLLM refuses."""
     return (f"{share:.1%} of the requests have prompts of max_model_len ({max_model_len:,} "
             f"tokens) or more: vLLM answers them HTTP 400 ('maximum context length'), so "
-            f"{fate}; raise --max-model-len (or cap prompts at the gateway) to serve them")
+            f"{fate}; " + (remedy or "raise --max-model-len (or cap prompts at the gateway) "
+                           "to serve them"))
 
 
 def preset(name: str) -> Workload:
