@@ -243,6 +243,7 @@ def _emit(p: Plan, model: Model, wl: Workload, offered: Targets, engine: str,
         remedy = ("vLLM 0.20+ serves them at a longer --max-model-len (on this release a "
                   "longer one stalls the engine, below)" if p.length_capped_from else None)
         advice.append(rejected_note(share, p.max_model_len, remedy=remedy) + served)
-    advice += length_advice(p.result, wl.clip(p.max_model_len)) + kv_format_advice(p.result) + (
+    # on the whole workload: its tails, refused requests included
+    advice += length_advice(p.result, wl, share) + kv_format_advice(p.result) + (
         dp_advice(model, p.gpu, p.result) if engine == "vllm" else [])
     return Emitted(flags, command_for(p, engine, model.id), env, advice)

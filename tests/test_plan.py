@@ -966,3 +966,24 @@ def test_recommend_keeps_max_model_len_within_vllm_0_19s_admission_limit(capsys)
     code, out, err = run(capsys, *argv, "--vllm-version", "0.20.2")
     d = json.loads(out)
     assert d["max_model_len"] == 131072 and d["rejected_share"] == 0.0
+
+
+def test_length_advice_reads_the_whole_workload(capsys, tmp_path):
+    """Review 23d #7: 90 prompts of 300 tokens and 10 of 12,000 at 8K. vLLM refuses 10 %, and
+    the advice said both "raise --max-model-len to serve them" and "99.9 % of requests fit in
+    1,024 tokens" (the served 90 %). On the whole workload the 99.9 % length is 12,000 +
+    100, over 8,192: no shorter length is advised. Chat at 131,072 still gets one: its top
+    quantile point, Phi^-1(511.5/512) = 3.097, is 800 e^(0.8662 x 3.097) = 11,699 prompt
+    tokens (sigma ln(6000/800)/2.326) plus 250 e^(0.6744 x 3.097) = 2,018 output, 13,717,
+    rounded up to 14,336."""
+    rows = [{"prompt_tokens": 12000 if i % 10 == 0 else 300, "output_tokens": 100,
+             "timestamp": i} for i in range(100)]
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
+                         "8192", "--trace", _trace(tmp_path, "bimodal.jsonl", rows), "--json")
+    advice = json.loads(out)["advice"]
+    assert advice[0].startswith("10.0% of the requests") and "raise --max-model-len" in advice[0]
+    assert not any("99.9 % of requests" in a for a in advice)
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b", "--gpu", "h100", "--workload",
+                         "chat", "--json")
+    assert any(a.startswith("99.9 % of requests fit in 14,336 tokens: --max-model-len 14336")
+               for a in json.loads(out)["advice"])

@@ -565,12 +565,15 @@ def dp_advice(model: Model, gpu: Gpu, r: SizeResult) -> list[str]:
             f"shown are TP{tp}'s, so benchmark the data-parallel decode before switching"]
 
 
-def length_advice(r: SizeResult, wl: Workload) -> list[str]:
-    """When a few long requests dominate KV: a max_model_len, an output cap, a long pool."""
+def length_advice(r: SizeResult, wl: Workload, refused: float = 0.0) -> list[str]:
+    """When a few long requests dominate KV: a max_model_len, an output cap, a long pool.
+    On the whole workload, the requests vLLM refuses included (a `refused` share of them):
+    no shorter max_model_len when some are refused (it would refuse more), no long pool
+    for prompts that are refused anyway."""
     notes = []
     p999 = wl.prompt.quantile(0.999) + wl.output.quantile(0.999)
     cap = min(r.max_model_len, 1024 * math.ceil(p999 / 1024))
-    if cap < r.max_model_len / 2:
+    if cap < r.max_model_len / 2 and not refused:
         notes.append(f"99.9 % of requests fit in {cap:,} tokens: --max-model-len {cap} "
                      f"(instead of {r.max_model_len:,}) bounds the worst case per sequence; "
                      "longer requests get a clear 400 instead of starving the pool"
@@ -582,7 +585,7 @@ def length_advice(r: SizeResult, wl: Workload) -> list[str]:
                      f"max_tokens at about {o.quantile(0.99):,} at the gateway")
     pr = wl.prompt
     long_share = sum(x for x in pr.points if x > pr.quantile(0.95)) / sum(pr.points)
-    if long_share > 0.3:
+    if long_share > 0.3 and pr.quantile(0.95) < r.max_model_len:
         notes.append(f"the longest 5 % of prompts carry {long_share:.0%} of prompt tokens: a "
                      f"separate long-context pool (prompts over {pr.quantile(0.95):,} tokens) "
                      "lets the main pool run more sequences")
