@@ -14,6 +14,7 @@ from kvplan.core.plan import (
     dp_advice,
     kv_format_advice,
     length_advice,
+    peak_advice,
     search,
 )
 from kvplan.core.sizing import EngineArgs, Model
@@ -80,6 +81,8 @@ class Recommendation:
                 "kv_ceiling_batch_size": p.kv_ceiling, "utilization": round(p.utilization, 3),
                 "users_per_gpu": round(p.users_per_gpu, 1) if p.users_per_gpu else None,
                 "daily_output_tokens": int(p.daily_output_tokens),
+                "peak_ttft_p95_s": _finite(p.peak_ttft_p95_s, 3),
+                "peak_utilization": _finite(p.peak_utilization, 3),
                 "model": self.model.id, "engine": self.engine,
                 "workload": self.workload.name, "rate": t.rate,
                 "rejected_share": round(p.rejected_share, 4),
@@ -243,6 +246,7 @@ def _emit(p: Plan, model: Model, wl: Workload, offered: Targets, engine: str,
         remedy = ("vLLM 0.20+ serves them at a longer --max-model-len (on this release a "
                   "longer one stalls the engine, below)" if p.length_capped_from else None)
         advice.append(rejected_note(share, p.max_model_len, remedy=remedy) + served)
+    advice += peak_advice(p, offered)
     # on the whole workload: its tails, refused requests included
     advice += length_advice(p.result, wl, share) + kv_format_advice(p.result) + (
         dp_advice(model, p.gpu, p.result) if engine == "vllm" else [])

@@ -987,3 +987,53 @@ def test_length_advice_reads_the_whole_workload(capsys, tmp_path):
                          "chat", "--json")
     assert any(a.startswith("99.9 % of requests fit in 14,336 tokens: --max-model-len 14336")
                for a in json.loads(out)["advice"])
+
+
+def test_peak_rate_reports_the_ttft_there(capsys):
+    """Review 23d #11: a peak sizes the fleet for utilisation <= 1, and at 99 % the queue is
+    long. Llama-3.1-8B, L4, 8K, chat at 5 req/s with an 8 req/s peak: 15 replicas of cap 15;
+    the served peak 8 x 510/512 = 7.969 req/s is 0.531 a replica against the 0.536 one
+    serves. Its TTFT p95 is at least the M/M/c wait's (Erlang C for c = 15 slots, P(W > t) =
+    C e^-(c mu - lambda) t), and at most that plus a request's own first-token time."""
+    from kvplan.core.plan import Targets
+    from kvplan.recommend import recommend
+    from kvplan.sources.resolve import resolve_model
+
+    wl = preset("chat")
+    rec = recommend(resolve_model("llama-3.1-8b", None), "l4", "1", "auto",
+                    EngineArgs(max_model_len=8192), None, wl, Targets(rate=5, peak_rate=8),
+                    "vllm", None)
+    b = rec.best
+    assert (b.replicas, b.max_num_seqs, b.served_peak_rate) == (15, 15, 8 * 510 / 512)
+    c, lam = b.max_num_seqs, b.served_peak_rate / b.replicas
+    mu = b.per_replica_rps / c
+    a = lam / mu
+    tail = a ** c / math.factorial(c) / (1 - a / c)
+    erlang_c = tail / (sum(a ** k / math.factorial(k) for k in range(c)) + tail)
+    w95 = math.log(erlang_c / 0.05) / (c * mu - lam)
+    assert b.peak_utilization == pytest.approx(lam / b.per_replica_rps) == pytest.approx(
+        0.991, abs=0.001)
+    assert w95 <= b.peak_ttft_p95_s <= w95 + 2 and b.peak_ttft_p95_s > 100 * b.ttft_p95_s
+    d = rec.to_json()
+    assert (d["peak_utilization"], d["peak_ttft_p95_s"]) == (0.991, round(b.peak_ttft_p95_s, 3))
+    assert any(x.startswith("at the peak (7.97 req/s) the 15 replicas run at 99% and TTFT p95 "
+                            "is ") for x in d["advice"])
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
+                         "8K", "--workload", "chat", "--rate", "5", "--json")
+    d = json.loads(out)
+    assert (d["peak_utilization"], d["peak_ttft_p95_s"]) == (None, None)
+
+
+def test_recommend_json_keys_are_documented(capsys):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "json.md").read_text()
+    section = text[text.index("## `kvplan recommend --json`"):]
+    section = section[:section.index("\n## ", 5)]
+    documented = set(re.findall(r"`([a-z0-9_]+)`", section))
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b", "--gpu", "l4,a10g", "--max-model-len",
+                         "8K", "--workload", "chat", "--rate", "5", "--peak-rate", "6", "--json")
+    d = json.loads(out)
+    assert d["alternatives"] and set(d) - documented == set()
+    assert set(d["alternatives"][0]) == set(d) - {"alternatives", "rejected"}

@@ -78,6 +78,10 @@ class Plan:
     rejected_share: float = 0.0  # requests vLLM refuses for their length at max_model_len
     served_rate: float | None = None  # the rate planned (with `served`: what the length serves)
     served_peak_rate: float | None = None
+    # at the peak rate, over the replicas without the --n-plus-one spare: TTFT p95 (inf when
+    # a replica cannot keep up) and the utilisation; None without a peak
+    peak_ttft_p95_s: float | None = None
+    peak_utilization: float | None = None
     length_capped_from: int = 0  # the max_model_len asked for, when `stall_cap` lowered it
 
     @property
@@ -104,6 +108,8 @@ class Fleet:
     service_s: float
     ttft95_s: float = 0.0  # first token p95: the waits and the prefill, convolved
     prefill95_s: float = 0.0  # the prefill part alone (no queue), at the planned load
+    peak_ttft95_s: float | None = None  # the same at the peak rate (inf: unstable)
+    peak_utilization: float | None = None  # the peak rate / what the replicas serve
 
 
 Latency = Callable[[float], "list[float] | None"]
@@ -202,7 +208,13 @@ def size_fleet(pt: perf.Point, n: int, out_mean: float, wl: Workload, t: Targets
     wait95 = queueing.wait_quantile(slots, rate / replicas, service_s, 0.95, wl.burstiness)
     own = lat(rate / replicas)  # the first token with a free slot, at a replica's share
     prefill95 = queueing.sojourn_quantile(own, 1, 0.0, 1.0) if own else math.inf
-    return Fleet(replicas + t.redundancy, rps, rate, wait95, service_s, ttft95, prefill95)
+    peak_ttft = peak_util = None
+    if t.peak_rate:  # the peak sizes for stability (utilisation <= 1), not for latency
+        peak_ttft = ttft_quantile(lat, t.peak_rate, replicas, slots, service_s,
+                                  wl.burstiness)
+        peak_util = t.peak_rate / (replicas * rps)
+    return Fleet(replicas + t.redundancy, rps, rate, wait95, service_s, ttft95, prefill95,
+                 peak_ttft, peak_util)
 
 
 def plan_one(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
@@ -465,7 +477,8 @@ def _plan_len(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl:
                 per_replica_rps=per_replica_rps, budget_limited=budget_limited,
                 tpot_at_rate_ms=loaded.tpot_ms if loaded else None,
                 running_at_rate=loaded.running if loaded else None, rejected_share=share,
-                served_rate=t.rate, served_peak_rate=t.peak_rate)
+                served_rate=t.rate, served_peak_rate=t.peak_rate,
+                peak_ttft_p95_s=fleet.peak_ttft95_s, peak_utilization=fleet.peak_utilization)
 
 
 def policy_caps(r: SizeResult, wl: Workload, t: Targets) -> tuple[int, int, int, int]:
@@ -590,6 +603,25 @@ def length_advice(r: SizeResult, wl: Workload, refused: float = 0.0) -> list[str
                      f"separate long-context pool (prompts over {pr.quantile(0.95):,} tokens) "
                      "lets the main pool run more sequences")
     return notes
+
+
+def peak_advice(p: Plan, t: Targets) -> list[str]:
+    """--peak-rate sizes the fleet to stay stable at the peak (utilisation up to 1), not to
+    keep its latency: say so when the peak pushes the replicas past the utilisation target
+    or its TTFT p95 (`Plan.peak_ttft_p95_s`) misses --ttft."""
+    ttft, util = p.peak_ttft_p95_s, p.peak_utilization
+    if ttft is None or util is None:
+        return []
+    missed = t.ttft_p95_s is not None and ttft > t.ttft_p95_s
+    if not (missed or util > t.target_utilization):
+        return []
+    rate = p.served_peak_rate or t.peak_rate
+    at = f"{ttft:,.1f} s" if math.isfinite(ttft) else "unbounded (the queue grows)"
+    return [f"at the peak ({rate:.3g} req/s) the {p.replicas - t.redundancy} replicas run at "
+            f"{util:.0%} and TTFT p95 is {at}" + (f", over --ttft {t.ttft_p95_s:g} s" if missed
+                                                  else "") +
+            ": --peak-rate sizes the fleet to stay stable at the peak, not fast; plan --rate "
+            "at the peak (with --ttft) to keep the latency there"]
 
 
 def _rank_key(p: Plan) -> tuple[float, int, float]:

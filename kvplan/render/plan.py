@@ -84,6 +84,17 @@ def daily_row(b, rec) -> list[str]:
             "(no --rate given)"]
 
 
+def peak_rows(b) -> list[list[str]]:
+    """TTFT p95 at --peak-rate (none without one): the steady state of a peak that lasts."""
+    if b.peak_ttft_p95_s is None:
+        return []
+    x = b.peak_ttft_p95_s
+    value = f"{x:,.2f} s" if x < float("inf") else "unbounded"
+    return [["TTFT p95 peak", value, f"at {fmt_rate(b.served_peak_rate)} req/s: "
+             f"{b.peak_utilization:.0%} utilised; the queue a lasting peak builds (a short one "
+             "builds less)"]]
+
+
 def alternatives_table(plans) -> str:
     """The plans side by side; their max_model_len and refused share when those differ."""
     lens = len({q.max_model_len for q in plans}) > 1
@@ -132,6 +143,7 @@ def render_recommendation(rec, stream=None) -> None:
             f"{b.running_at_rate:.0f} running)") if x)],
         ["TTFT p95", f"{b.ttft_p95_s:.2f} s", (f"SLO {t.ttft_p95_s:g} s; " if t.ttft_p95_s
                                                 else "") + "prefill + M/M/c queueing"],
+        *peak_rows(b),
         ["admission", f"queue ≤ {b.queue_depth_limit}", "per replica; reject with 429 beyond "
          + ("(keeps queueing inside the TTFT SLO)" if t.ttft_p95_s else
             "(about two service times of queueing; --ttft sizes it to an SLO)")],
