@@ -50,6 +50,14 @@ ENV = typer.Option(None, "--env", help="NAME=VALUE of the server's environment (
 MIN_BURSTINESS = 0.01  # gaps' CV 10: below it arrivals come as one instant's flood
 
 
+def untimed_note(rows: int) -> str:
+    """Why a timed trace gives no rate: one row, or every row at the same time."""
+    what = ("its one row's arrival time gives" if rows == 1 else
+            f"its {rows:,} rows all arrive at the same time, which gives")
+    return (f"the trace's arrival times are not used: {what} no rate, so this is one "
+            "replica's capacity (closed loop); give --rate to plan a fleet")
+
+
 def build_workload(workload, prompt, output, trace, rate, peak, burst, users, think, prefix):
     """The workload of the length and arrival options; `trace` is a path or a read `Trace`."""
     from kvplan.core.workload import LengthDist, Workload, parse_lengths, preset
@@ -67,9 +75,11 @@ def build_workload(workload, prompt, output, trace, rate, peak, burst, users, th
         tr = trace if isinstance(trace, Trace) else read_trace(trace)  # simulate reads it once
         wl = Workload(name=f"trace {tr.path}", prompt=LengthDist.empirical(tr.prompts, "trace"),
                       output=LengthDist.empirical(tr.outputs, "trace"))
-        if (rate is None and users is None and tr.arrivals and len(tr.arrivals) > 1
-                and tr.arrivals[-1] > 0):  # with --users, the users set the rate
-            rate = (len(tr.arrivals) - 1) / tr.arrivals[-1]
+        if rate is None and users is None and tr.arrivals:  # with --users, the users' rate
+            if len(tr.arrivals) > 1 and tr.arrivals[-1] > 0:
+                rate = (len(tr.arrivals) - 1) / tr.arrivals[-1]
+            else:  # one instant: no rate to plan, and the output must say why
+                wl.notes.append(untimed_note(len(tr.arrivals)))
     else:
         wl = preset(workload) if workload else preset("chat")
         if prompt:
@@ -231,6 +241,7 @@ def register(app: typer.Typer) -> None:
         from kvplan.core.plan import Targets
         from kvplan.recommend import recommend
         from kvplan.sources.resolve import resolve_model
+        from kvplan.units import fmt_rate
 
         if policy not in ("risk", "guaranteed"):
             raise BadInput(f"--policy {policy!r} is not risk or guaranteed")
@@ -259,7 +270,8 @@ def register(app: typer.Typer) -> None:
                             burstiness, users, think_time, prefix_hit)
         if wl.peak_rate is not None and wl.rate is not None and wl.peak_rate < wl.rate:
             src = "--rate" if rate is not None else "the trace's rate,"
-            raise BadInput(f"--peak-rate {wl.peak_rate:g} is below {src} {wl.rate:g} req/s",
+            raise BadInput(f"--peak-rate {wl.peak_rate:g} is below {src} {fmt_rate(wl.rate)} "
+                           "req/s",
                            hint="the peak is the highest arrival rate to stay stable at: "
                            "give one at or above the sustained rate, or leave it out")
         t = Targets(rate=wl.rate, peak_rate=wl.peak_rate, ttft_p95_s=ttft, tpot_ms=tpot,

@@ -217,6 +217,7 @@ def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
         raise DoesNotFit(f"no deployment meets the targets: {detail}",
                          hint=_no_fit_hint(rejected, t, gpu_spec, tp_spec, kvs))
     emitted = [_emit(p, model, wl, t, engine, version) for p in plans]
+    emitted[0].advice[:0] = wl.notes  # the workload's own caveats, once
     best, e = plans[0], emitted[0]
     served = replace(t, rate=best.served_rate, peak_rate=best.served_peak_rate)
     return Recommendation(model, wl, served, engine, plans, rejected, e.flags, e.command,

@@ -1037,3 +1037,22 @@ def test_recommend_json_keys_are_documented(capsys):
     d = json.loads(out)
     assert d["alternatives"] and set(d) - documented == set()
     assert set(d["alternatives"][0]) == set(d) - {"alternatives", "rejected"}
+
+
+def test_trace_rates_are_rounded_and_an_untimed_trace_says_so(capsys, tmp_path):
+    """Review 23d #14: 101 rows over 51.9650 s is 100 / 51.965 = 1.92437... req/s, printed
+    to three digits; rows that share one time give no rate, and the plan says so."""
+    rows = [{"prompt_tokens": 500, "output_tokens": 100, "timestamp": i * 0.51965}
+            for i in range(101)]
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
+                         "8192", "--trace", _trace(tmp_path, "timed.jsonl", rows))
+    assert code == 0, err
+    assert " for 1.92 req/s" in out and "1.924" not in out
+    same = [{"prompt_tokens": 500, "output_tokens": 100, "timestamp": 7} for _ in range(3)]
+    code, out, err = run(capsys, "recommend", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
+                         "8192", "--trace", _trace(tmp_path, "same.jsonl", same), "--json")
+    d = json.loads(out)
+    assert d["rate"] is None and d["advice"][0] == (
+        "the trace's arrival times are not used: its 3 rows all arrive at the same time, "
+        "which gives no rate, so this is one replica's capacity (closed loop); give --rate to "
+        "plan a fleet")

@@ -121,7 +121,7 @@ def render_recommendation(rec, stream=None) -> None:
     lines = [f"{p(rec.model.id, 'bold')} · workload {rec.workload.name} · vLLM "
              f"{r.version.text}", ""]
     asked = (rec.offered or t).rate  # the served part is in the advice and the served row
-    load = (f"{asked:g} req/s" if asked else
+    load = (f"{fmt_rate(asked)} req/s" if asked else
             f"{rec.workload.users} users" if rec.workload.users else None)
     lines.append(p(f"Recommended: {b.replicas} × {b.gpu.id} TP{r.args.tensor_parallel_size} "
                    f"({b.total_gpus} GPU{'s' if b.total_gpus != 1 else ''})"
