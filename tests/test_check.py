@@ -3407,3 +3407,21 @@ def test_a_shell_inside_a_script_is_read_as_it_runs(capsys, tmp_path):
     assert one(dep, "max-model-len-fits")["current"] == 500000
     gpus = one(dep, "gpu-count-matches")
     assert (gpus["status"], gpus["current"], gpus["suggested"]) == ("fail", 1, 2)
+
+
+def test_a_prompt_vllm_0_19_never_admits_fails_max_model_len_fits(capsys):
+    """review 23d #2(b): on 0.19.x a sliding-window model's whole-prompt admission check
+    charges every group the whole prompt; past the pool's limit the scheduler stops the
+    queue at that prompt for good. Gemma-3-12B on an L40S at the default 131,072 tokens:
+    42,288 at vLLM's default cap; 0.20.0 caps the check."""
+    code, rep = check_json(capsys, "--cmd", "vllm serve google/gemma-3-12b-it", "--gpu", "l40s",
+                           "--vllm-version", "0.19.0")
+    f = one(rep["deployments"][0], "max-model-len-fits")
+    assert (f["status"], f["suggested"]) == ("fail", 42_289)
+    assert "never admits a prompt over 42,288 tokens" in f["message"]
+    code, rep = check_json(capsys, "--cmd", "vllm serve google/gemma-3-12b-it --max-model-len "
+                           "42289", "--gpu", "l40s", "--vllm-version", "0.19.0")
+    assert one(rep["deployments"][0], "max-model-len-fits")["status"] == "pass"
+    code, rep = check_json(capsys, "--cmd", "vllm serve google/gemma-3-12b-it", "--gpu", "l40s",
+                           "--vllm-version", "0.20.0")
+    assert one(rep["deployments"][0], "max-model-len-fits")["status"] == "pass"

@@ -686,6 +686,15 @@ def _max_model_len(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, a: Any,
             r.max_model_len:  # the length fits; max_num_seqs is over the Mamba block count
         out.facts["max_num_seqs_over_blocks"] = (r.max_num_seqs, cap)
         r = size(model, gpu, replace(a, max_num_seqs=cap), version, hints=False)
+    stall = r.whole_prompt_limit if r.fits and p.engine == "vllm" else None
+    if stall is not None:  # 0.19.x sliding-window models: a long prompt stalls the queue
+        out.add("max-model-len-fits", FAIL, f"{src} starts, but vLLM {r.version.text}'s "
+                f"whole-prompt admission check never admits a prompt over {stall:,} tokens "
+                "on this pool (its sliding-window groups are charged the whole prompt), and "
+                "the scheduler then stops the waiting queue at it for good: every request "
+                "behind it waits", loc, fix=f"{name} {stall + 1} (or vLLM 0.20+, which caps "
+                "the check)", current=r.max_model_len, suggested=stall + 1)
+        return r
     if r.fits:
         out.add("max-model-len-fits", PASS, f"{src} fits: the pool holds "
                 f"{r.kv_cache_tokens:,} tokens ({r.max_concurrency:.2f} full-length requests)",
