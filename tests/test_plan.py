@@ -1056,3 +1056,20 @@ def test_trace_rates_are_rounded_and_an_untimed_trace_says_so(capsys, tmp_path):
         "the trace's arrival times are not used: its 3 rows all arrive at the same time, "
         "which gives no rate, so this is one replica's capacity (closed loop); give --rate to "
         "plan a fleet")
+
+
+def test_prefix_hit_on_a_release_without_prefix_caching_by_default(capsys):
+    """vLLM 0.6.x-0.7.x (V0) run without prefix caching unless --enable-prefix-caching is
+    given (`EngineArgs.enable_prefix_caching`): the plan adds the flag so that the declared
+    hit counts (RAG at 0.8 on an H100: cap 473, as 0.33's V1 plan with it on by default is
+    493; without the hit 116)."""
+    base = ("recommend", "llama-3.1-8b", "--gpu", "h100", "--workload", "rag", "--rate", "5",
+            "--vllm-version", "0.6.6", "--json")
+    code, out, err = run(capsys, *base, "--prefix-hit", "0.8")
+    d = json.loads(out)
+    assert d["max_num_seqs"] == 473 and d["flags"][-1] == "--enable-prefix-caching"
+    assert any(a.startswith("--enable-prefix-caching is in the command: the workload's prefix "
+                            "hit 0.8 needs it") for a in d["advice"])
+    code, out, err = run(capsys, *base)
+    d = json.loads(out)
+    assert d["max_num_seqs"] == 116 and "--enable-prefix-caching" not in d["flags"]

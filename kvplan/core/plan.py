@@ -303,6 +303,29 @@ def _plan_at(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: 
     return p
 
 
+def _prefix_cache(model: Model, gpu: Gpu, args: EngineArgs, version: str | None,
+                  wl: Workload, r: SizeResult) -> tuple[SizeResult, EngineArgs, Workload, str]:
+    """A workload with a prefix hit on a release that runs without prefix caching by default
+    (`core/prefixcache.py`: V0, hybrids before 0.28): planned with --enable-prefix-caching
+    where the flag turns it on, else with the hit not counted; and the note that says so."""
+    from kvplan.core.prefixcache import prefix_caching
+
+    default_on, why = prefix_caching(replace(r, args=replace(r.args, enable_prefix_caching=None)))
+    if default_on:
+        return r, args, wl, ""
+    if args.enable_prefix_caching is None:
+        r2 = size(model, gpu, replace(args, enable_prefix_caching=True), version, hints=False)
+        if r2.fits:
+            r, args = r2, replace(args, enable_prefix_caching=True)
+    if args.enable_prefix_caching and prefix_caching(r)[0]:
+        return r, args, wl, (f"--enable-prefix-caching is in the command: the workload's "
+                             f"prefix hit {wl.prefix_hit:g} needs it, and {why}")
+    why = prefix_caching(r)[1] or why
+    return r, args, replace(wl, prefix_hit=0.0), (
+        f"the workload's prefix hit {wl.prefix_hit:g} is not counted: prefix caching is off "
+        f"({why})")
+
+
 def _plan_len(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl: Workload,
               t: Targets, resize_pool: bool, served: bool) -> Plan:
     r = size(model, gpu, args, version, hints=False)
@@ -323,6 +346,9 @@ def _plan_len(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl:
         t = replace(t, rate=t.rate * (1 - share) if t.rate else None,
                     peak_rate=t.peak_rate * (1 - share) if t.peak_rate else None)
     wl = wl.clip(r.max_model_len)
+    cache_note = ""
+    if wl.prefix_hit:  # the declared hit counts only where the release caches prefixes
+        r, args, wl, cache_note = _prefix_cache(model, gpu, args, version, wl, r)
     d = capacity.demand(r.groups, wl, r.max_model_len)
     usable = r.admission_blocks
     guaranteed = capacity.guaranteed_max_num_seqs(d, usable)
@@ -330,7 +356,7 @@ def _plan_len(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl:
     ceiling = capacity.mean_ceiling(d, usable)
     n = kv_n = guaranteed if t.policy == "guaranteed" else safe
     capacity_bound = True  # n is the policy's count, not cut by a scheduler limit or the SLO
-    notes: list[str] = []
+    notes: list[str] = [cache_note] if cache_note else []
     if gpu.memory_note:  # the plan ranks this GPU on an inferred total
         notes.append(f"{gpu.id}: {gpu.memory_note}; --gpu-memory SIZE gives the one it reports")
     if r.args.speculative:  # capacity yes, speed no

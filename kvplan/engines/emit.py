@@ -39,6 +39,8 @@ def vllm_flags(p: Plan) -> list[str]:
         f += ["--quantization", a.quantization]
     if a.dtype != "auto":
         f += ["--dtype", a.dtype]
+    if a.enable_prefix_caching:  # set by the plan only where the release's default is off
+        f += ["--enable-prefix-caching"]
     if a.enforce_eager:
         f += ["--enforce-eager"]
     if a.block_size:
