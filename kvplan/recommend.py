@@ -199,11 +199,11 @@ def recommend(model: Model, gpu_spec: str | None, tp_spec: str, kv_spec: str,
     kvs = _kv_dtypes(kv_spec, version)
     tps = _tps(tp_spec, model)
     from kvplan.core.arch import normalize
+    from kvplan.core.sizing import release_registers
     from kvplan.core.versions import VllmVersion
-    from kvplan.engines.vllm_archs import check as registry_check
 
     # an architecture vLLM refuses is bad input, not a rejection of every candidate
-    registry_check(normalize(model.config).architectures, model.config, VllmVersion.of(version))
+    release_registers(normalize(model.config), model.config, VllmVersion.of(version))
     # one search: the planner sizes the requests vLLM serves (`Workload.clip`); prompts of
     # max_model_len or more get HTTP 400 and cost nothing, so each candidate is planned on
     # the rate its own max_model_len serves (`served`)

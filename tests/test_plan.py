@@ -1073,3 +1073,13 @@ def test_prefix_hit_on_a_release_without_prefix_caching_by_default(capsys):
     code, out, err = run(capsys, *base)
     d = json.loads(out)
     assert d["max_num_seqs"] == 116 and "--enable-prefix-caching" not in d["flags"]
+
+
+def test_recommend_refuses_an_architecture_the_release_lacks_as_size_does(capsys):
+    """One registry rule for both: gpt-oss on vLLM 0.8.5 is bad input in size and in
+    recommend (was exit 1, 'no deployment meets the targets', under -tp auto)."""
+    for argv in (("size", "gpt-oss-20b", "--gpu", "h100"),
+                 ("recommend", "gpt-oss-20b", "--gpu", "h100", "-tp", "auto", "--rate", "3")):
+        code, out, err = run(capsys, *argv, "--vllm-version", "0.8.5")
+        assert code == 2 and out == ""
+        assert "vLLM 0.8.5 does not have GptOssForCausalLM yet" in err

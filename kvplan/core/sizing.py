@@ -1258,6 +1258,34 @@ def flashkda(arch: ModelArch, dts: KvDtypes, cc: str, vendor: str, version: Vllm
                     if isinstance(x, StateLayer) and x.kind == KDA))
 
 
+def release_registers(arch: ModelArch, config: dict, version: VllmVersion) -> str | None:
+    """The release's model registry on the config's architectures: BadInput when the release
+    does not have one yet (`ABSENT_UNTIL`), no longer runs it (`REMOVED_ARCHITECTURES`), or
+    registers none and its Transformers backend cannot take them
+    (`engines/vllm_archs.check`); the backend's note when it can, else None."""
+    new = next((x for x in arch.architectures
+                if x in ABSENT_UNTIL and version.v <= ABSENT_UNTIL[x]), None)
+    if new:  # `ModelRegistry`: the architecture is not registered yet
+        after = ".".join(map(str, ABSENT_UNTIL[new]))
+        raise BadInput(f"vLLM {version.text} does not have {new} yet (its model registry "
+                       f"lists it after {after})", hint="use a later --vllm-version",
+                       flag="vllm_version")
+    if arch.model_type == "nemotron_h" and arch.num_experts and not version.at_least(0, 12):
+        raise BadInput(f"vLLM {version.text} builds no MoE ('E') layers for Nemotron-H "
+                       "(nemotron_h.py, to 0.11)", hint="use --vllm-version 0.12 or later",
+                       flag="vllm_version")
+    gone = next((x for x in arch.architectures
+                 if x in REMOVED_ARCHITECTURES and version.v > REMOVED_ARCHITECTURES[x]), None)
+    if gone:  # `ModelRegistry`: "was supported in vLLM until v..., and is not supported anymore"
+        last = ".".join(map(str, REMOVED_ARCHITECTURES[gone]))
+        raise BadInput(f"vLLM {version.text} no longer runs {gone} (supported until {last})",
+                       hint=f"use --vllm-version {last}")
+    from kvplan.engines.vllm_archs import check
+
+    # `ModelRegistry`: none registered -> the Transformers backend (a note) or a refusal
+    return check(arch.architectures, config, version)
+
+
 # --- main ------------------------------------------------------------------------------------
 
 def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
@@ -1284,27 +1312,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         check_field_types(model.hf_quant_config, "hf_quant_config.")
     # the model registry first: a release without the architecture refuses it whatever
     # engine a flag would move the start to
-    new = next((x for x in arch.architectures
-                if x in ABSENT_UNTIL and version.v <= ABSENT_UNTIL[x]), None)
-    if new:  # `ModelRegistry`: the architecture is not registered yet
-        after = ".".join(map(str, ABSENT_UNTIL[new]))
-        raise BadInput(f"vLLM {version.text} does not have {new} yet (its model registry "
-                       f"lists it after {after})", hint="use a later --vllm-version",
-                       flag="vllm_version")
-    if arch.model_type == "nemotron_h" and arch.num_experts and not version.at_least(0, 12):
-        raise BadInput(f"vLLM {version.text} builds no MoE ('E') layers for Nemotron-H "
-                       "(nemotron_h.py, to 0.11)", hint="use --vllm-version 0.12 or later",
-                       flag="vllm_version")
-    gone = next((x for x in arch.architectures
-                 if x in REMOVED_ARCHITECTURES and version.v > REMOVED_ARCHITECTURES[x]), None)
-    if gone:  # `ModelRegistry`: "was supported in vLLM until v..., and is not supported anymore"
-        last = ".".join(map(str, REMOVED_ARCHITECTURES[gone]))
-        raise BadInput(f"vLLM {version.text} no longer runs {gone} (supported until {last})",
-                       hint=f"use --vllm-version {last}")
-    from kvplan.engines.vllm_archs import check as registry_check
-
-    # `ModelRegistry`: none registered -> the Transformers backend (a note) or a refusal
-    registry_note = registry_check(arch.architectures, model.config, version)
+    registry_note = release_registers(arch, model.config, version)
     version, engine_note = _engine(version, arch, gpu, a, st is not None and a.runner == "auto"
                                    and a.task in (None, "auto"))
     _validate_parallel(arch, a, version)
