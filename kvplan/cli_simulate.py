@@ -134,6 +134,9 @@ def register(app: typer.Typer) -> None:
                                            "'plot' extra: pip install kvplan[plot])."),
         enable_lora: bool = LORA, max_loras: int = MAX_LORAS, max_lora_rank: int = LORA_RANK,
         speculative_config: Optional[str] = SPEC,
+        enable_prefix_caching: Optional[bool] = typer.Option(
+            None, "--enable-prefix-caching/--no-enable-prefix-caching",
+            help="vLLM's flag (default: the release's); --prefix-hit counts only with it on."),
         vllm_version: Optional[str] = VERSION, env: Optional[list[str]] = ENV,
         catalog: Optional[list[str]] = CATALOG, as_json: bool = JSON_OPT,
     ) -> None:
@@ -166,6 +169,8 @@ def register(app: typer.Typer) -> None:
         g = resolve_gpu(gpu, None, catalog)
         extra = memory_extras(enable_lora, max_loras, max_lora_rank, speculative_config,
                               catalog, vllm_version)
+        if enable_prefix_caching is not None:
+            extra["enable_prefix_caching"] = enable_prefix_caching
         common = dict(model=m, gpu=g, tp=tensor_parallel_size, mml=max_model_len, extra=extra,
                       kv=kv_cache_dtype, util=gpu_memory_utilization,
                       mnbt=max_num_batched_tokens, seqs=max_num_seqs, version=vllm_version,

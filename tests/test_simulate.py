@@ -985,3 +985,23 @@ def test_prompts_vllm_0_19_never_admits_are_named(capsys, tmp_path):
                          "0.19", "--max-num-seqs", "15", "--json")
     assert any("a prompt over 44,320 tokens never fits the 16,621 usable blocks" in n
                and "--max-model-len 44321" in n for n in json.loads(out)["notes"])
+
+
+def test_simulate_takes_the_prefix_caching_flag(capsys):
+    """--no-enable-prefix-caching turns the V1 prefix cache off, so the declared hit is not
+    served (RAG at a 0.8 hit, H100, 32K, 0.33: more KV in use without it); on V0, where the
+    flag turns it on, the simulator says it does not model V0's prefix cache."""
+    from kvplan.cli import main
+
+    base = ["simulate", "llama-3.1-8b", "--gpu", "h100", "--workload", "rag", "--prefix-hit",
+            "0.8", "--concurrency", "64", "--requests", "600", "--max-model-len", "32000",
+            "--json"]
+    assert main(base) == 0
+    on = json.loads(capsys.readouterr()[0])
+    assert main([*base, "--no-enable-prefix-caching"]) == 0
+    off = json.loads(capsys.readouterr()[0])
+    assert off["kv_usage_mean"] > on["kv_usage_mean"]
+    assert "--prefix-hit ignored: prefix caching is off (the flags turn it off)" in off["notes"]
+    assert main([*base, "--vllm-version", "0.6.6", "--enable-prefix-caching"]) == 0
+    v0 = json.loads(capsys.readouterr()[0])
+    assert any(n.startswith("--prefix-hit ignored: V0's prefix cache") for n in v0["notes"])

@@ -139,6 +139,10 @@ def engine_notes(cfg: Config, r: SizeResult, wl: Workload) -> list[str]:
     on, why = prefix_caching(r)
     if wl.prefix_hit and not on:
         notes.append(f"--prefix-hit ignored: prefix caching is off ({why})")
+    elif wl.prefix_hit and cfg.v0:  # the engine models V1's block pool only
+        notes.append("--prefix-hit ignored: V0's prefix cache (on with --enable-prefix-caching)"
+                     " is not simulated, so every prompt is computed and held whole "
+                     "(conservative against kvplan recommend's plan, which counts the hit)")
     return notes
 
 
