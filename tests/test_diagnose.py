@@ -235,9 +235,11 @@ def test_queue_explosion_cap_inferred(serve, capsys):
     # 1.2 / 384 of the pool per sequence: Erlang 278; 16-block footprints, diagnose 271 (the
     # mean target said 272)
     assert "raise --max-num-seqs from 128 to 271: KV usage is only 40.0%" in fixes
-    # ceil(16 / (0.8 × 10)) = 2 replicas; queue bound 10/s × 10 s = 100
-    assert "add replicas: 2 servers" in fixes and "answer 429 past ~100 waiting" in fixes
-    assert f["data"]["0"]["replicas_needed"] == 2 and f["data"]["0"]["queue_limit"] == 100
+    # ceil(16 / (0.8 × 10)) = 2 replicas; queue bound two service times, 2 × 128 running
+    # (recommend's rule; it was 10 s of completions, 100)
+    assert "add replicas: 2 servers" in fixes and "answer 429 past ~256 waiting" in fixes
+    assert "(about two service times of queueing, as kvplan recommend bounds it)" in fixes
+    assert f["data"]["0"]["replicas_needed"] == 2 and f["data"]["0"]["queue_limit"] == 256
     assert d["recommended_max_num_seqs"] == 271
     assert d["observed"]["max_num_seqs"] == 128
     assert d["observed"]["arrivals_per_s"] == 16.0

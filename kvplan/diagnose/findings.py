@@ -24,7 +24,8 @@ TAIL_MIN_REQUESTS = 20  # finished requests a length histogram needs
 UNDERFED_RUNNING = 0.25  # running at most 25 % of the cap ...
 UNDERFED_KV = 0.30  # ... with KV usage never above 30 %
 TARGET_UTILIZATION = 0.8  # replicas are sized for this utilisation (as kvplan recommend)
-QUEUE_BUDGET_S = 10.0  # a bounded queue holds about this many seconds of completions
+QUEUE_SERVICE_TIMES = 2  # a bounded queue: two service times (recommend's queue_depth_limit)
+QUEUE_BUDGET_S = 10.0  # without a running level: about this many seconds of completions
 
 SEVERITY = {"critical": 0, "warning": 1, "ok": 2}
 ORDER = ("preemption_spiral", "queue_explosion", "long_requests_hogging_kv",
@@ -285,13 +286,19 @@ def queue(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None:
                    f"only {pct(kv.mean)}; {rec_reason(rec)}")
     if mu and lam:
         n = max(2, math.ceil(lam / (TARGET_UTILIZATION * mu) - 1e-9))
-        depth = max(1, math.ceil(mu * QUEUE_BUDGET_S))
+        # two service times of queueing, `kvplan recommend`'s bound: by Little's law the
+        # running batch is completions/s x the service time, so the depth is 2 x running
+        if running and running.mean >= 1:
+            depth, why = max(1, math.ceil(QUEUE_SERVICE_TIMES * running.mean)), (
+                "about two service times of queueing, as kvplan recommend bounds it")
+        else:
+            depth, why = max(1, math.ceil(mu * QUEUE_BUDGET_S)), (
+                f"about {QUEUE_BUDGET_S:.0f} s of completions")
         data.update(replicas_needed=n, queue_limit=depth)
         fix.append(f"add replicas: {n} servers like this one carry {lam:.2f} requests/s at "
                    f"≤ {TARGET_UTILIZATION:.0%} utilisation")
-        fix.append(f"bound the queue: answer 429 past ~{depth} waiting requests (about "
-                   f"{QUEUE_BUDGET_S:.0f} s of completions) at the gateway, so clients back "
-                   "off instead of timing out")
+        fix.append(f"bound the queue: answer 429 past ~{depth} waiting requests ({why}) at "
+                   "the gateway, so clients back off instead of timing out")
     else:
         fix.append("add replicas, and answer 429 at the gateway past a bounded queue")
     if lim == "kv":
