@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from metricsserver import quiet_disconnects
+
 
 @dataclass
 class Repo:
@@ -57,6 +59,7 @@ class FakeHub:
     def __init__(self):
         self.repos: dict[str, Repo] = {}
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.handle_error = quiet_disconnects(self.server.handle_error)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

@@ -119,6 +119,18 @@ def vllm_scrape(engines: dict[str | None, State], *, model: str = "meta-llama/Ll
     return "\n".join(out) + "\n"
 
 
+def quiet_disconnects(handle_error):
+    """`socketserver`'s error hook, silent when the client hung up first (a timed-out kvplan
+    request): its traceback went to stderr, which a later test's capsys then read."""
+    def handle(request, client_address):
+        import sys
+
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        handle_error(request, client_address)
+    return handle
+
+
 class MetricsServer:
     """http.server on 127.0.0.1, port 0, in a thread. `paths[path]` is a list of bodies: the
     n-th GET of a path gets the n-th body (the last one once they run out)."""
@@ -130,6 +142,7 @@ class MetricsServer:
         self.hits: dict[str, int] = {}
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
+        self.server.handle_error = quiet_disconnects(self.server.handle_error)
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
                                        daemon=True)
 
