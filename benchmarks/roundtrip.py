@@ -5,7 +5,7 @@ and GPUs are written as a Kubernetes Deployment (with a persistent compile cache
 workload's annotations) and checked. A failure or warning on kvplan's own plan is a
 disagreement between the planner and the gate, printed with its check ids.
 
-    python benchmarks/roundtrip.py            # 90 plans (about 3 minutes on 2 cores)
+    python benchmarks/roundtrip.py            # 90 plans (about 1.5 minutes on 2 cores)
     python benchmarks/roundtrip.py --quick    # 8 plans
     python benchmarks/roundtrip.py --prefix-hit 0.6 --versions 0.6.6,0.8.5,0.25.0
 """
