@@ -19,13 +19,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kvplan.core.pooling import ST_POOLING_MODULES
 from kvplan.errors import BadInput
 from kvplan.sources.local import (
     read_json,
     safetensors_tensors,
-    st_encoder,
     st_modules,
+    st_parts,
     weights_record,
 )
 
@@ -260,28 +259,19 @@ def _st_hub(hh: Any, repo_id: str, revision: str | None, token: str | None,
         raise
     except Exception:  # noqa: BLE001 - optional file: the network may drop between calls
         return {}
-    configs: dict[str, Any] = {}
-    for item in mods:
-        if item["type"] in ST_POOLING_MODULES:
-            try:
-                q = _download(hh, repo_id, f"{item['path']}/config.json", revision, token,
-                              offline)
-            except Exception:  # noqa: BLE001 - vLLM reads a missing one as no mode
-                continue
-            configs[item["path"]] = read_json(Path(q), f"Pooling config of {repo_id}")
 
-    def encoder(name: str) -> dict[str, Any] | None:  # only an ST repo is asked for these
+    def read(name: str) -> dict[str, Any] | None:  # only an ST repo is asked for these
         try:
-            return read_json(Path(_download(hh, repo_id, name, revision, token, offline)),
-                             f"{name} of {repo_id}")
-        except BadInput:
-            raise
-        except Exception:  # noqa: BLE001 - absent (the usual case) or unreachable
+            q = _download(hh, repo_id, name, revision, token, offline)
+        except Exception:  # noqa: BLE001 - absent (vLLM reads no mode, no encoder config)
             return None
+        return read_json(Path(q), f"{name} of {repo_id}")
 
-    enc = st_encoder(encoder)
-    return {"st_modules": mods, "st_configs": configs, "st_checked": True,
-            **({"st_encoder": enc} if enc else {})}
+    return st_parts(mods, read)
+
+
+class _Uncached(Exception):
+    """A sentence-transformers file the HF cache does not hold."""
 
 
 def _st_cached(hh: Any, repo_id: str, revision: str | None,
@@ -292,22 +282,19 @@ def _st_cached(hh: Any, repo_id: str, revision: str | None,
     if not isinstance(mj, str):
         return {k: saved[k] for k in ST_KEYS if k in saved} if saved else {}
     mods = st_modules(read_json(Path(mj), "modules.json", list), f"modules.json of {repo_id}")
-    configs: dict[str, Any] = {}
-    for item in mods:
-        if item["type"] in ST_POOLING_MODULES:
-            c = hh.try_to_load_from_cache(repo_id, f"{item['path']}/config.json",
-                                          revision=revision)
-            if not isinstance(c, str):
-                return None
-            configs[item["path"]] = read_json(Path(c), f"Pooling config of {repo_id}")
 
-    def encoder(name: str) -> dict[str, Any] | None:
+    def read(name: str) -> dict[str, Any] | None:
         c = hh.try_to_load_from_cache(repo_id, name, revision=revision)
-        return read_json(Path(c), f"{name} of {repo_id}") if isinstance(c, str) else None
+        if isinstance(c, str):
+            return read_json(Path(c), f"{name} of {repo_id}")
+        if name.endswith("/config.json"):  # a Pooling config: the cached record is partial
+            raise _Uncached(name)
+        return None
 
-    enc = st_encoder(encoder)
-    return {"st_modules": mods, "st_configs": configs, "st_checked": True,
-            **({"st_encoder": enc} if enc else {})}
+    try:
+        return st_parts(mods, read)
+    except _Uncached:
+        return None
 
 
 def _from_cache(hh: Any, repo_id: str, revision: str | None) -> dict[str, Any] | None:

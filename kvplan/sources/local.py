@@ -62,24 +62,33 @@ def st_encoder(read: Any) -> dict[str, Any] | None:
     return None
 
 
+def st_parts(modules: list[dict[str, Any]], read: Any) -> dict[str, Any]:
+    """The record's sentence-transformers keys for a checked modules.json: the config.json of
+    each Pooling module (`core/pooling.py st_pooling` decides which a release reads) and the
+    encoder config, each from `read(name)` (its object, or None when it is absent)."""
+    configs = {}
+    for item in modules:
+        if item["type"] in ST_POOLING_MODULES:
+            cfg = read(f"{item['path']}/config.json")
+            if cfg is not None:
+                configs[item["path"]] = cfg
+    enc = st_encoder(read)
+    return {"st_modules": modules, "st_configs": configs, "st_checked": True,
+            **({"st_encoder": enc} if enc else {})}
+
+
 def st_record(directory: Path) -> dict[str, Any]:
-    """The sentence-transformers part of a model record: modules.json and the config.json of
-    each Pooling module (`core/pooling.py st_pooling` decides which a release reads), and the
-    encoder config whose max_seq_length sets max_model_len."""
-    enc = st_encoder(lambda n: read_json(directory / n, "sentence-transformers config")
-                     if (directory / n).is_file() else None)
+    """The sentence-transformers part of a directory's model record (`st_parts`); without a
+    modules.json, the encoder config alone (it sets max_model_len for any runner)."""
+    def read(name: str) -> Any:
+        f = directory / name
+        return read_json(f, "sentence-transformers config") if f.is_file() else None
+
     mj = directory / "modules.json"
     if not mj.is_file():
+        enc = st_encoder(read)
         return {"st_encoder": enc} if enc else {}
-    mods = st_modules(read_json(mj, "modules.json", list), str(mj))
-    configs = {}
-    for item in mods:
-        if item["type"] in ST_POOLING_MODULES:
-            cfg = directory / item["path"] / "config.json"
-            if cfg.is_file():
-                configs[item["path"]] = read_json(cfg, "sentence-transformers Pooling config")
-    return {"st_modules": mods, "st_configs": configs, "st_checked": True,
-            **({"st_encoder": enc} if enc else {})}
+    return st_parts(st_modules(read_json(mj, "modules.json", list), str(mj)), read)
 
 
 def parse_safetensors_header(f: BinaryIO, name: str, file_size: int | None = None) -> dict:
