@@ -670,12 +670,17 @@ def steps_free(e, n):
 
 
 def local_engine(local, lag=False, **kw):
+    """An engine with local (sliding / chunked) groups, given as `Local`s or their fields,
+    capped at admission, on flat step times."""
     from kvplan.sim.engine import Local
 
     base = dict(num_blocks=100, block_size=4, max_num_seqs=4, max_num_batched_tokens=8,
-                max_model_len=256, local=tuple(Local(**x) for x in local), local_lag=lag,
-                local_admission_cap=True)
+                max_model_len=256, local_lag=lag, local_admission_cap=True,
+                local=tuple(x if isinstance(x, Local) else Local(**x) for x in local))
     return Engine(tiny(**{**base, **kw}), FlatSteps())
+
+
+WIDE = dict(block_size=16, max_num_seqs=64, max_num_batched_tokens=512, max_model_len=8192)
 
 
 def test_sliding_window_group_frees_what_leaves_the_window():
@@ -773,9 +778,7 @@ def test_lazy_local_count_matches_step_by_step_blocks():
             seen = []
             for jumps in (False, True):
                 rng = random.Random(7)
-                e = Engine(tiny(num_blocks=3000, block_size=16, max_num_seqs=64,
-                                max_num_batched_tokens=512, max_model_len=8192, local=local,
-                                local_lag=lag, local_admission_cap=True), FlatSteps())
+                e = local_engine(local, lag, num_blocks=3000, **WIDE)
                 for i in range(150):
                     p = wl.prompt.sample(rng)
                     e.arrive(Request(i + 1, 0, p, wl.output.sample(rng),
@@ -842,9 +845,7 @@ def test_local_blocks_match_vllms_block_tables_step_by_step():
     wl = preset("chat")
     for lag in (False, True):
         rng = random.Random(3)
-        e = Engine(tiny(num_blocks=2500, block_size=16, max_num_seqs=64,
-                        max_num_batched_tokens=512, max_model_len=8192, local=local,
-                        local_lag=lag, local_admission_cap=True), FlatSteps())
+        e = local_engine(local, lag, num_blocks=2500, **WIDE)
         for i in range(120):
             e.arrive(Request(i + 1, 0, wl.prompt.sample(rng), wl.output.sample(rng)))
         tables: dict[int, tuple] = {}  # rid -> (tokens, [tables], last chunk, its step)
