@@ -70,7 +70,7 @@ def _replicas(pt: Any, latency: Any, n: int, wl: Any, tg: Any) -> tuple[int, flo
 
 
 def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version: str) -> None:
-    from kvplan.core.plan import plan_one
+    from kvplan.core.plan import plan_one, served_targets
 
     t = out.target
     active = p.values.get("max_num_active_seqs")
@@ -107,9 +107,7 @@ def seqs_and_replicas(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, version
         out.add("max-num-seqs-safe", SKIP, why)
         out.add("replicas-cover-rate", SKIP, why)
         return
-    if refused:  # prompts of max_model_len or more get HTTP 400: the fleet serves the rest
-        tg = replace(tg, rate=tg.rate * (1 - refused) if tg.rate else None,
-                     peak_rate=tg.peak_rate * (1 - refused) if tg.peak_rate else None)
+    tg = served_targets(tg, refused)  # the fleet serves what vLLM does not refuse
     # the suggestion is the cap `kvplan recommend` emits: planned as if unset, so the pool
     # is the one the fixed command gets (`plan_one` re-sizes it at the cap), unless only the
     # given cap lets the engine start

@@ -18,6 +18,19 @@ from kvplan.core.record import record
 from kvplan.units import cdiv
 
 
+def watermark_blocks(num_blocks: int, v1: bool) -> int:
+    """Blocks the scheduler keeps free at admission: V0's block manager a 1 % watermark
+    (`BlockSpaceManager(watermark=0.01)`, `can_allocate`: free - required >=
+    int(0.01 x num_gpu_blocks)); V1 none."""
+    return 0 if v1 else int(0.01 * num_blocks)
+
+
+def admission_blocks(num_blocks: int, v1: bool) -> int:
+    """Blocks new requests are admitted into: V1 all but the null block (`BlockPool`), V0
+    all but its watermark (V0 has no null block)."""
+    return max(num_blocks - 1, 0) if v1 else num_blocks - watermark_blocks(num_blocks, v1)
+
+
 @record(frozen=True)
 class Group:
     """One KV-cache group: layers sharing a block table (indices into the spec list)."""

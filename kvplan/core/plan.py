@@ -48,6 +48,15 @@ class Targets:
     redundancy: int = 0  # extra replicas (N+1 = 1)
 
 
+def served_targets(t: Targets, refused: float) -> Targets:
+    """The targets for the requests vLLM serves: the rate and peak less the `refused` share
+    (prompts of max_model_len or more get HTTP 400 and cost no engine time)."""
+    if not refused:
+        return t
+    return replace(t, rate=t.rate * (1 - refused) if t.rate else None,
+                   peak_rate=t.peak_rate * (1 - refused) if t.peak_rate else None)
+
+
 @record
 class Plan:
     result: SizeResult
@@ -343,8 +352,7 @@ def _plan_len(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl:
     share = wl.rejected_share(r.max_model_len)
     if served:  # the refused requests cost no engine time
         wl.served_share(r.max_model_len)  # `Unserved` when vLLM refuses nearly all
-        t = replace(t, rate=t.rate * (1 - share) if t.rate else None,
-                    peak_rate=t.peak_rate * (1 - share) if t.peak_rate else None)
+        t = served_targets(t, share)
     wl = wl.clip(r.max_model_len)
     cache_note = ""
     if wl.prefix_hit:  # the declared hit counts only where the release caches prefixes

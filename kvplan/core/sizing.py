@@ -406,12 +406,9 @@ class SizeResult:
 
     @property
     def admission_blocks(self) -> int:
-        """Blocks the scheduler admits new requests into: V0's block manager keeps a 1 %
-        watermark free at admission (`BlockSpaceManager(watermark=0.01)`, `can_allocate`:
-        free - required >= int(0.01 x num_gpu_blocks)); V1 has no watermark."""
-        if self.version.v1:
-            return self.usable_blocks
-        return self.num_gpu_blocks - int(0.01 * self.num_gpu_blocks)
+        """Blocks the scheduler admits new requests into (`blocks.admission_blocks`: V0
+        keeps a 1 % watermark free at admission; V1 has none)."""
+        return B.admission_blocks(self.num_gpu_blocks, self.version.v1)
 
     def to_json(self) -> dict[str, Any]:
         a = self.args
@@ -2459,9 +2456,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     tokens = B.kv_cache_tokens(groups, num_blocks, mml, conc,
                                from_concurrency=version.kv_tokens_from_concurrency,
                                v1=version.v1, state_block=mml if mode == "none" else None)
-    # what admission lets in at once: V1 keeps the null block, V0 a 1 % watermark free
-    # (`SizeResult.admission_blocks`)
-    usable = max(num_blocks - 1, 0) if version.v1 else num_blocks - int(0.01 * num_blocks)
+    usable = B.admission_blocks(num_blocks, version.v1)  # what admission lets in at once
     if hints and fits and version.uncapped_prompt_check and any(
             g.spec.kind in (SLIDING, CHUNKED) for g in groups):
         notes += _stall_note(groups, usable, mml, version)

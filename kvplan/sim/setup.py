@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from kvplan.core import perf
 from kvplan.core.arch import CHUNKED, SLIDING
+from kvplan.core.blocks import watermark_blocks
 from kvplan.core.plan import refuse_pooling
 from kvplan.core.prefixcache import prefix_caching
 from kvplan.core.sizing import (
@@ -93,7 +94,7 @@ def engine_config(r: SizeResult, seqs: int | None = None, admission_cap: int | N
                   max_model_len=r.max_model_len, admission_cap=admission_cap,
                   queue_limit=queue_limit, reserve_full_prompt=r.version.at_least(0, 19),
                   v0=v0, chunked_prefill=not v0 or v0_chunked_prefill(r, vendor),
-                  watermark_blocks=int(0.01 * r.num_gpu_blocks) if v0 else 0,
+                  watermark_blocks=watermark_blocks(r.num_gpu_blocks, not v0),
                   prefix_caching=prefix_caching(r)[0],  # as the release decides it
                   local=local,
                   # 0.26+ free on the processed tokens (`num_in_flight_tokens`): a step is
