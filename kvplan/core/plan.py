@@ -488,7 +488,8 @@ def _plan_len(model: Model, gpu: Gpu, args: EngineArgs, version: str | None, wl:
         why = why or (f"TTFT p95 {t.ttft_p95_s:g} s is below the {idle:.2f} s that 95 % of "
                       f"requests take to their first token even on an idle replica of "
                       f"{gpu.id} TP{args.tensor_parallel_size} (their prefill)")
-    budget = (t.ttft_p95_s - fleet.prefill95_s) if t.ttft_p95_s else 2 * service_s
+    budget = (t.ttft_p95_s - fleet.prefill95_s) if t.ttft_p95_s else (
+        queueing.QUEUE_SERVICE_TIMES * service_s)
     queue_limit = max(1, int(min(budget * per_replica_rps, 1e9)))  # a 1e308 s SLO: no limit
     gpus_per_replica = args.tensor_parallel_size * args.pipeline_parallel_size
     price = gpu.price_per_hour

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import math
 
+# a bounded queue without a TTFT SLO holds about this many service times of waiting
+# (recommend's queue_depth_limit; diagnose's queue bound: 2 x the running batch)
+QUEUE_SERVICE_TIMES = 2
+
 
 def erlang_c(c: int, a: float) -> float:
     """Probability an arrival waits in an M/M/c queue with offered load a = lambda/mu."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.core import preemptfloor as floor
+from kvplan.core.queueing import QUEUE_SERVICE_TIMES
 from kvplan.diagnose.safecap import Recommendation
 from kvplan.diagnose.window import EngineWindow, Level, tail_share
 
@@ -24,7 +25,6 @@ TAIL_MIN_REQUESTS = 20  # finished requests a length histogram needs
 UNDERFED_RUNNING = 0.25  # running at most 25 % of the cap ...
 UNDERFED_KV = 0.30  # ... with KV usage never above 30 %
 TARGET_UTILIZATION = 0.8  # replicas are sized for this utilisation (as kvplan recommend)
-QUEUE_SERVICE_TIMES = 2  # a bounded queue: two service times (recommend's queue_depth_limit)
 QUEUE_BUDGET_S = 10.0  # without a running level: about this many seconds of completions
 
 SEVERITY = {"critical": 0, "warning": 1, "ok": 2}
