@@ -1172,7 +1172,7 @@ def test_reviewer_thrash_cap_sized_on_its_own_pool(tmp_path, capsys, monkeypatch
 
 
 def test_fixed_point_by_hand():
-    from kvplan.diagnose.safecap import fixed_point
+    from kvplan.core.capacity import fixed_point
 
     # holds(c) = 100 - c // 2: 67 holds 67, 68 holds 66
     calls = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import math
 import random
+from collections.abc import Callable
 
 from kvplan.core.blocks import Group
 from kvplan.core.record import record
@@ -258,3 +259,30 @@ def guaranteed_max_num_seqs(d: Demand, usable: int) -> int:
 def mean_ceiling(d: Demand, usable: int) -> int:
     """Batch at which the pool is full on average: preemption starts around here."""
     return int(max(0, usable - d.shared) / d.mean) if d.mean else 0
+
+
+def fixed_point(holds: Callable[[int], int], lo: int, hi: int) -> int | None:
+    """The largest cap c in [lo, hi] with holds(c) >= c, for `holds` non-increasing (a larger
+    --max-num-seqs leaves a smaller pool: a larger profile and graph grid), or None when lo
+    does not hold. A cap that held bounds the answer by what it holds, a cap that failed by
+    itself, and the failed cap's own figure is the next guess (then bisection, which bounds
+    the worst case): a few sizings in all. `kvplan recommend` (plan._fixed_point) and
+    `kvplan diagnose` (safecap) search the cap that holds on its own pool with it."""
+    best, below, above, cand, guesses = None, lo - 1, hi + 1, lo, 0
+    while below < cand < above:
+        h = holds(cand)
+        if h >= cand:
+            best, below = cand, cand
+            above = min(above, h + 1)  # a larger cap's smaller pool holds no more
+            nxt = above - 1
+        elif best is None:
+            return None
+        else:
+            above = cand
+            nxt = h  # a smaller cap's larger pool holds at least this
+        guesses += 1
+        if not below < nxt < above or guesses > 6:
+            nxt = (below + above) // 2
+        cand = nxt
+    return best
+

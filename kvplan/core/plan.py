@@ -528,29 +528,20 @@ def policy_caps(r: SizeResult, wl: Workload, t: Targets) -> tuple[int, int, int,
 def _fixed_point(sized: Callable[[int], SizeResult], start: int, top: int, wl: Workload,
                  t: Targets) -> tuple[int, SizeResult, int, int, int] | None:
     """The largest cap c in [start, top] whose own pool (`sized(c)`, the pool vLLM leaves at
-    --max-num-seqs c) holds c under the policy: (c, result, guaranteed, safe, ceiling), or
-    None when `start` does not hold. A larger cap leaves a smaller pool (a larger profile and
-    graph grid), so the policy's cap on it is non-increasing and the predicate monotone: a
-    cap that held bounds the answer by what it holds, a cap that failed by itself, and the
-    failed cap's own figure is the next guess (then bisection), a few sizes in all."""
-    best, lo, hi, cand, guesses = None, start - 1, top + 1, start, 0
-    while lo < cand < hi:
-        rc = sized(cand)
-        holds, g, s, ceil = policy_caps(rc, wl, t) if rc.fits else (-1, 0, 0, 0)
-        if holds >= cand:
-            best, lo = (cand, rc, g, s, ceil), cand
-            hi = min(hi, holds + 1)  # a larger cap's smaller pool holds no more
-            nxt = hi - 1
-        elif best is None:
-            return None
-        else:
-            hi = cand
-            nxt = holds  # a smaller cap's larger pool holds at least this
-        guesses += 1
-        if not lo < nxt < hi or guesses > 6:  # bisection bounds the worst case
-            nxt = (lo + hi) // 2
-        cand = nxt
-    return best
+    --max-num-seqs c) holds c under the policy (`capacity.fixed_point`): (c, result,
+    guaranteed, safe, ceiling), or None when `start` does not hold."""
+    seen: dict[int, tuple[SizeResult, tuple[int, int, int, int]]] = {}
+
+    def holds(c: int) -> int:
+        rc = sized(c)
+        seen[c] = rc, policy_caps(rc, wl, t) if rc.fits else (-1, 0, 0, 0)
+        return seen[c][1][0]
+
+    c = capacity.fixed_point(holds, start, top)
+    if c is None:
+        return None
+    rc, (_, g, s, ceil) = seen[c]
+    return c, rc, g, s, ceil
 
 
 def _vision_gain(r: SizeResult, cap: int) -> str:

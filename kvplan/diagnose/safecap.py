@@ -186,7 +186,7 @@ def recommend(w: EngineWindow, pool: tuple, risk: float = RISK,
 def _on_own_pool(d: capacity.Demand, n: int, risk: float, rs: Resize
                  ) -> tuple[int, tuple | None] | None:
     """(cap, its pool; None: the server's own): the largest cap that holds on the pool vLLM
-    leaves at it, as `kvplan recommend` re-sizes its cap (core/plan.py `_fixed_point`).
+    leaves at it (`capacity.fixed_point`, as `kvplan recommend` re-sizes its cap).
     Below the current cap the pool grows, above it it shrinks; None when the sizes do not
     bear that out."""
     pools: dict[int, tuple | None] = {}
@@ -200,29 +200,7 @@ def _on_own_pool(d: capacity.Demand, n: int, risk: float, rs: Resize
         return capacity.safe_max_num_seqs(d, p[0] - 1, risk, cap=MAX_SEQS_CEILING)
 
     lo, hi = (n, rs.cap - 1) if n < rs.cap else (rs.cap, n)
-    c = fixed_point(holds, lo, hi)
+    c = capacity.fixed_point(holds, lo, hi)
     if c is None:
         return None
     return c, None if c == rs.cap else pools[c]
-
-
-def fixed_point(holds: Callable[[int], int], lo: int, hi: int) -> int | None:
-    """The largest c in [lo, hi] with holds(c) >= c, for `holds` non-increasing (a larger cap
-    leaves a smaller pool); None when lo does not hold. A held cap bounds the answer by its
-    figure, a failed one by itself, and its figure is the next guess (then bisection)."""
-    h = holds(lo)
-    if h < lo:
-        return None
-    ok, bad = lo, min(hi, h) + 1
-    cand, guesses = bad - 1, 0
-    while ok < cand < bad:
-        h = holds(cand)
-        if h >= cand:
-            ok, bad = cand, min(bad, h + 1)
-            cand = bad - 1
-        else:
-            bad, cand = cand, h
-        guesses += 1
-        if not ok < cand < bad or guesses > 6:
-            cand = (ok + bad) // 2
-    return ok
