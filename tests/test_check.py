@@ -2174,6 +2174,18 @@ def test_lws_script_branches_are_alternatives(capsys):
     assert one(first, "flags-known")["message"] == "6 flags known to vLLM 0.33.0"
 
 
+def test_lws_huge_group_is_read_without_listing_its_pods(capsys, tmp_path):
+    """fuzz seed 2501: size 10^12 listed every pod index (MemoryError, exit 3)."""
+    f = tmp_path / "lws.yaml"
+    f.write_text((FIX / "lws-script-branches.yaml").read_text().replace(
+        "size: 4\n", "size: 1000000000000\n"))
+    code, rep = check_json(capsys, f)
+    c = one(rep["deployments"][0], "lws-group-consistent")
+    assert code == 1 and c["status"] == "fail"
+    assert "1000000000000 pods x 4 = 4000000000000 data-parallel ranks but " \
+        "--data-parallel-size is 16" in c["message"]
+
+
 def test_headless_variable_is_a_warning_not_a_failure(capsys):
     src = FIX / "lws-headless-var.yaml"
     code, rep = check_json(capsys, src)

@@ -267,9 +267,9 @@ def _templates(entry: Outcome, members: list[Outcome]) -> dict[str, list[Outcome
     return out
 
 
-def _pods(role: str, size: int) -> list[int]:
-    """The LWS_WORKER_INDEX of each pod of a template."""
-    return {"leader": [0], "worker": list(range(1, size))}.get(role, list(range(size)))
+def _pods(role: str, size: int) -> range:
+    """The LWS_WORKER_INDEX of each pod of a template (a range: a group may be huge)."""
+    return {"leader": range(1), "worker": range(1, size)}.get(role, range(size))
 
 
 def _per_pod(o: Outcome, fld: str, default: int | None
