@@ -124,16 +124,15 @@ def _tps(spec: str, model: Model) -> list[int]:
                        hint="use N, a list (1,2,4) or auto") from None
     if not vals or vals[0] < 1:
         raise BadInput("--tensor-parallel-size must be >= 1")
-    from kvplan.core.arch import normalize
+    from kvplan.core.arch import normalize, tp_refusal, valid_tps
 
-    heads = normalize(model.config).num_attention_heads
-    bad = [tp for tp in vals if heads and heads % tp]
-    if bad:  # as `kvplan size` says it (sizing._validate_parallel)
-        ok = [d for d in range(1, min(heads, 16) + 1) if heads % d == 0]
-        raise BadInput(f"vLLM rejects --tensor-parallel-size {bad[0]}: {heads} attention "
-                       f"heads are not divisible by {bad[0]}",
-                       hint=f"use one of {', '.join(map(str, ok))}",
-                       flag="tensor_parallel_size")
+    arch = normalize(model.config)
+    for tp in vals:  # as `kvplan size` says it (sizing._validate_parallel)
+        why = tp_refusal(arch, tp)
+        if why:
+            raise BadInput(f"vLLM rejects --tensor-parallel-size {tp}: {why}",
+                           hint=f"use one of {', '.join(map(str, valid_tps(arch)))}",
+                           flag="tensor_parallel_size")
     return vals
 
 

@@ -1266,6 +1266,17 @@ def test_fp8_block_tp_split_fails_tensor_parallel_valid(capsys):
     assert one(rep["deployments"][0], "tensor-parallel-valid")["status"] == "pass"
 
 
+def test_tp_that_does_not_split_the_kv_heads_fails(capsys):
+    """review 24a F1: Qwen3-14B's 8 KV heads do not split over 5 GPUs (QKVParallelLinear)."""
+    code, rep = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-14B -tp 5", "--gpu", "h100")
+    f = one(rep["deployments"][0], "tensor-parallel-valid")
+    assert code == 1 and f["status"] == "fail" and (f["current"], f["suggested"]) == (5, 4)
+    assert f["message"] == ("--tensor-parallel-size 5: its 8 KV heads neither split nor "
+                            "replicate evenly over 5 GPUs ('8 is not divisible by 5'), so the "
+                            "engine refuses to start")
+    assert f["fix"] == "--tensor-parallel-size 4 (valid: 1, 2, 4, 8)"
+
+
 def _deployment(capsys, cmd: str, gpu: str) -> dict:
     _, rep = check_json(capsys, "--cmd", cmd, "--gpu", gpu)
     return rep["deployments"][0]

@@ -315,6 +315,18 @@ def test_bad_tp_exit_2(capsys):
     assert code == 2 and "not divisible by 3" in err
 
 
+def test_fit_hint_offers_only_tps_vllm_builds(capsys):
+    """review 24a F1: phi-4 (40 heads, 10 KV heads) was offered TP 4, which vLLM cannot
+    build; 5 is the first TP above 1 that splits both."""
+    code, out, _ = run(capsys, "size", "microsoft/phi-4", "--gpu", "rtx-4080", "--json")
+    d = json.loads(out)
+    assert code == 1 and d["notes"][-1].startswith("fits with --tensor-parallel-size 5 (")
+    code, _, err = run(capsys, "size", "microsoft/phi-4", "--gpu", "rtx-4080", "-tp", "4")
+    assert code == 2 and err == ("kvplan: error: vLLM rejects --tensor-parallel-size 4: its 10 "
+                                 "KV heads neither split nor replicate evenly over 4 GPUs ('10 "
+                                 "is not divisible by 4') (use one of 1, 2, 5, 10)\n")
+
+
 def test_max_model_len_suffixes_follow_vllm(capsys):
     _, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
                     "--max-model-len", "32k", "--json")

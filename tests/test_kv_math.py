@@ -1,5 +1,6 @@
 """Hand-computed KV figures for each architecture family (docs/methodology.md shows the work)."""
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -21,6 +22,7 @@ from configs import (
     QWEN25_7B_INSTRUCT,
 )
 
+from kvplan.core.arch import normalize, tp_refusal, valid_tps
 from kvplan.core.sizing import EngineArgs, Gpu, Model, size
 from kvplan.core.specdec import SpecDecode
 from kvplan.errors import BadInput
@@ -360,6 +362,31 @@ def test_weights_that_do_not_fit_fail():
 def test_tp_must_divide_heads():
     with pytest.raises(BadInput, match="not divisible by 3"):
         run(LLAMA31_8B, tensor_parallel_size=3)
+
+
+@pytest.mark.parametrize(("heads", "kv", "tp", "why"), [
+    # review 24a F1: Qwen3-14B (40 / 8) at TP 5 and Qwen2.5-7B (28 / 4) at TP 7 passed the
+    # query-head check, but `QKVParallelLinear`'s divide() fails building the model
+    (40, 8, 5, "its 8 KV heads neither split nor replicate evenly over 5 GPUs "
+     "('8 is not divisible by 5')"),
+    (40, 8, 20, "('20 is not divisible by 8')"),
+    (28, 4, 7, "('7 is not divisible by 4')"),
+    (40, 8, 3, "40 attention heads are not divisible by 3"),
+])
+def test_tp_must_split_or_replicate_kv_heads(heads, kv, tp, why):
+    cfg = {**QWEN25_7B_INSTRUCT, "num_attention_heads": heads, "num_key_value_heads": kv,
+           "hidden_size": 128 * heads}
+    with pytest.raises(BadInput, match=re.escape(why)):
+        run(cfg, tensor_parallel_size=tp)
+    assert valid_tps(normalize(cfg)) == {40: [1, 2, 4, 8], 28: [1, 2, 4]}[heads]
+
+
+def test_tp_replicates_kv_heads_it_divides_and_mla_is_exempt():
+    # 4 KV heads over 4 GPUs: one each (28 layers x K and V x 128 x 2 bytes)
+    assert run(QWEN25_7B_INSTRUCT, tensor_parallel_size=4).kv_bytes_per_token_per_gpu == \
+        28 * 2 * 128 * 2
+    assert valid_tps(normalize({**LLAMA31_8B})) == [1, 2, 4, 8, 16]  # 16: each head twice
+    assert tp_refusal(normalize(DEEPSEEK_V3), 16) is None  # one latent, on every rank
 
 
 def test_max_model_len_above_model_limit():

@@ -13,6 +13,7 @@ from typing import Any
 
 from kvplan.check.base import FAIL, PASS, SKIP, WARN, Loc
 from kvplan.check.mapping import Parsed, spelled
+from kvplan.core.arch import tp_refusal, valid_tps
 from kvplan.errors import BadInput
 from kvplan.units import GiB
 
@@ -547,7 +548,6 @@ def _engine_accepts_kv_dtype(p: Parsed, version: str) -> bool:
 def _tensor_parallel(out: Any, p: Parsed, arch: Any, a: Any) -> bool:
     tp, pp = a.tensor_parallel_size, a.pipeline_parallel_size
     name = spelled(p.engine, "tensor_parallel_size")
-    heads = arch.num_attention_heads
     loc = p.loc_of("tensor_parallel_size")
     for fld in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
         if getattr(a, fld) < 1:
@@ -555,10 +555,11 @@ def _tensor_parallel(out: Any, p: Parsed, arch: Any, a: Any) -> bool:
                     f"{getattr(a, fld)} must be >= 1", p.loc_of(fld),
                     fix=f"{spelled(p.engine, fld)} 1")
             return False
-    if heads and heads % tp:
-        ok = [d for d in range(1, min(heads, 64) + 1) if heads % d == 0 and d <= 16]
-        out.add("tensor-parallel-valid", FAIL, f"{name} {tp} does not divide the model's "
-                f"{heads} attention heads: the engine refuses to start", loc,
+    why = tp_refusal(arch, tp)
+    if why:
+        ok = valid_tps(arch)
+        out.add("tensor-parallel-valid", FAIL, f"{name} {tp}: {why}, so the engine refuses "
+                "to start", loc,
                 fix=f"{name} {max(d for d in ok if d <= tp)} (valid: {', '.join(map(str, ok))})",
                 current=tp, suggested=max(d for d in ok if d <= tp))
         return False
@@ -568,7 +569,8 @@ def _tensor_parallel(out: Any, p: Parsed, arch: Any, a: Any) -> bool:
                 p.loc_of("pipeline_parallel_size"),
                 fix=f"{spelled(p.engine, 'pipeline_parallel_size')} {arch.num_layers} or less")
         return False
-    out.add("tensor-parallel-valid", PASS, f"TP {tp} divides {heads} attention heads"
+    out.add("tensor-parallel-valid", PASS, f"TP {tp} divides "
+            f"{arch.num_attention_heads} attention heads"
             + (f"; PP {pp} <= {arch.num_layers} layers" if pp > 1 else ""), loc)
     return True
 

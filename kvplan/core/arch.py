@@ -303,6 +303,29 @@ def _check_kv_heads(arch: ModelArch, t: dict[str, Any]) -> None:
                            hint="the KV heads must divide the attention heads")
 
 
+def tp_refusal(arch: ModelArch, tp: int) -> str | None:
+    """Why vLLM cannot build `arch` at tensor-parallel size `tp` (None when it can): the query
+    heads must divide (`ModelConfig.verify_with_parallel_config`), and every attention layer's
+    KV heads must split evenly below `tp` or replicate evenly from it (`QKVParallelLinear`:
+    `divide(total_num_kv_heads, tp)` / `divide(tp, total_num_kv_heads)`, whose assert says
+    "8 is not divisible by 5"; 0.6-0.33). MLA keeps one latent on every rank: exempt."""
+    heads = arch.num_attention_heads
+    if heads and heads % tp:
+        return f"{heads} attention heads are not divisible by {tp}"
+    for kv in sorted({x.num_kv_heads for x in arch.layers if isinstance(x, AttnLayer)
+                      and x.kind not in (MLA, DSV4)}):
+        a, b = (kv, tp) if tp < kv else (tp, kv)
+        if a % b:
+            return f"its {kv} KV heads neither split nor replicate evenly over {tp} GPUs " \
+                f"('{a} is not divisible by {b}')"
+    return None
+
+
+def valid_tps(arch: ModelArch, upto: int = 16) -> list[int]:
+    """The tensor-parallel sizes up to `upto` vLLM can build `arch` at."""
+    return [tp for tp in range(1, upto + 1) if tp_refusal(arch, tp) is None]
+
+
 def total_kv_heads(t: dict[str, Any]) -> int:
     """vLLM `get_total_num_kv_heads` incl. Falcon / GPTBigCode multi_query and aliases."""
     mt = t.get("model_type", "")

@@ -38,6 +38,8 @@ from kvplan.core.arch import (
     longrope_default_len,
     max_model_len_of,
     normalize,
+    tp_refusal,
+    valid_tps,
 )
 from kvplan.core.config_types import check_field_types
 from kvplan.core.dtypes import (
@@ -708,12 +710,10 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
         raise BadInput(f"vLLM rejects --decode-context-parallel-size {dcp}: "
                        f"--tensor-parallel-size {tp} is not divisible by it",
                        hint="DCP splits the TP group; use a divisor of the TP size")
-    heads = arch.num_attention_heads
-    if heads and heads % tp:
-        ok = [d for d in range(1, min(heads, 64) + 1) if heads % d == 0 and d <= 16]
-        raise BadInput(
-            f"vLLM rejects --tensor-parallel-size {tp}: {heads} attention heads are not "
-            f"divisible by {tp}", hint=f"use one of {', '.join(map(str, ok))}")
+    why = tp_refusal(arch, tp)
+    if why:
+        raise BadInput(f"vLLM rejects --tensor-parallel-size {tp}: {why}",
+                       hint=f"use one of {', '.join(map(str, valid_tps(arch)))}")
     if a.pipeline_parallel_size > arch.num_layers:
         raise BadInput(f"--pipeline-parallel-size {a.pipeline_parallel_size} exceeds the "
                        f"model's {arch.num_layers} layers")
@@ -2708,7 +2708,6 @@ def _fit_hint_parallel(model: Model, gpu: Gpu, a: EngineArgs, version: str | Non
 
 def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
                      arch: ModelArch, kv_bound: bool) -> str:
-    heads = arch.num_attention_heads or 1
     online = ""  # FP8 weights quantized as they load, on the GPUs asked for
     if a.quantization is None and not (arch.quantization or model.quant_file):
         try:
@@ -2719,8 +2718,8 @@ def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
             online = (f"--quantization fp8 ({r.budget.weights / GiB:.1f} GiB of weights and "
                       f"{r.budget.available_kv / GiB:.1f} GiB of KV per GPU)")
     shorter = ""  # a smaller TP whose weights fit when the context is shortened
-    for tp in () if gpu.mig_profile else (2, 4, 8, 16):  # no TP across MIG slices
-        if tp <= a.tensor_parallel_size or heads % tp:
+    for tp in () if gpu.mig_profile else valid_tps(arch):  # no TP across MIG slices
+        if tp <= a.tensor_parallel_size:
             continue
         try:
             r = size(model, gpu, replace(a, tensor_parallel_size=tp), version, hints=False)
