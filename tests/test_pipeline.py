@@ -143,3 +143,23 @@ def test_pp_layer_partition_from_env(capsys):
     assert [s["layers"] for s in out["pipeline_stages"]] == [24, 24, 16, 16]
     assert main(argv + ["--env", "VLLM_PP_LAYER_PARTITION=40,40"]) == 2
     assert "names 2 stages, the pipeline has 4" in capsys.readouterr().err
+
+
+def test_v0_splits_the_blocks_between_its_virtual_engines():
+    """review 24a F2: V0 runs a scheduler per pipeline stage in flight over num_gpu_blocks
+    // pp blocks (`Scheduler.__init__`, 0.6-0.10.2), and 0.8.0-0.10.2 check max_model_len
+    against that share (`raise_if_cache_size_invalid`): Llama-3.1-8B on L4s at PP2."""
+    r = _run("meta-llama/Llama-3.1-8B-Instruct", "l4", "0.8.5", pipeline_parallel_size=2)
+    assert r.version.engine_v0 and r.num_gpu_blocks == 11079 and r.virtual_engines == 2
+    assert not r.fits and r.largest_max_model_len == 5539 * 16 == 88624
+    assert "available to each of V0's 2 virtual engines" in r.failure
+    assert r.admission_blocks == 2 * (5539 - 55)  # each keeps its own 1 % watermark
+    # the log's concurrency is the whole pool's; a request stays in one engine
+    assert round(r.max_concurrency, 2) == 1.35 and r.concurrency_at[1024] == 2 * (5484 // 64)
+    # 0.7.3 checks the whole pool, so it starts, but no full-length request is ever scheduled
+    r = _run("meta-llama/Llama-3.1-8B-Instruct", "l4", "0.7.3", pipeline_parallel_size=2)
+    assert r.fits and r.concurrency_at[131072] == 0
+    assert r.notes[-1].endswith("a request of 131,072 tokens is never scheduled; the longest "
+                                "one is 87,744 tokens")
+    r = _run("meta-llama/Llama-3.1-8B-Instruct", "l4", pipeline_parallel_size=2)  # V1: one pool
+    assert r.virtual_engines == 1 and r.admission_blocks == r.num_gpu_blocks - 1

@@ -25,10 +25,15 @@ def watermark_blocks(num_blocks: int, v1: bool) -> int:
     return 0 if v1 else int(0.01 * num_blocks)
 
 
-def admission_blocks(num_blocks: int, v1: bool) -> int:
+def admission_blocks(num_blocks: int, v1: bool, virtual_engines: int = 1) -> int:
     """Blocks new requests are admitted into: V1 all but the null block (`BlockPool`), V0
-    all but its watermark (V0 has no null block)."""
-    return max(num_blocks - 1, 0) if v1 else num_blocks - watermark_blocks(num_blocks, v1)
+    all but its watermark (V0 has no null block). V0 with pipeline parallelism runs one
+    scheduler per stage in flight, each over `num_gpu_blocks // pp` blocks with its own
+    watermark (`Scheduler.__init__`, 0.6-0.10.2): their sum."""
+    if v1:
+        return max(num_blocks - 1, 0)
+    n = num_blocks // virtual_engines
+    return virtual_engines * (n - watermark_blocks(n, v1))
 
 
 @record(frozen=True)

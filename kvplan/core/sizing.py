@@ -407,10 +407,16 @@ class SizeResult:
         return n if n < self.max_model_len - 1 else None
 
     @property
+    def virtual_engines(self) -> int:
+        """V0's schedulers: one per pipeline stage in flight, each over its share of the
+        blocks (`Scheduler.__init__`: num_gpu_blocks //= pipeline_parallel_size); V1 one."""
+        return 1 if self.version.v1 else self.args.pipeline_parallel_size
+
+    @property
     def admission_blocks(self) -> int:
         """Blocks the scheduler admits new requests into (`blocks.admission_blocks`: V0
-        keeps a 1 % watermark free at admission; V1 has none)."""
-        return B.admission_blocks(self.num_gpu_blocks, self.version.v1)
+        keeps a 1 % watermark free at admission, per virtual engine; V1 has none)."""
+        return B.admission_blocks(self.num_gpu_blocks, self.version.v1, self.virtual_engines)
 
     def to_json(self) -> dict[str, Any]:
         a = self.args
@@ -2353,6 +2359,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         avail_for_check = num_blocks * bpb
     if version.at_least(0, 29):
         avail_for_check -= bpb
+    ve = 1 if version.v1 else pp  # V0: a scheduler per stage in flight, blocks // pp each
+    if ve > 1 and version.at_least(0, 8):  # `raise_if_cache_size_invalid` (0.8.0-0.10.2)
+        avail_for_check = num_blocks // ve * bpb
     start = mml  # the search runs up to the configured length
     largest = (B.estimate_max_model_len(groups, avail_for_check, start, inflight, check_bpb,
                                         per_layer=per_layer_check, first_group=first_group)
@@ -2411,7 +2420,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if need > avail_for_check:
             fits, shorten = False, True
             failure = (f"max_model_len {mml} needs {need / GiB:.2f} GiB of KV cache for one "
-                       f"request but only {avail_for_check / GiB:.2f} GiB is available; "
+                       f"request but only {avail_for_check / GiB:.2f} GiB is available"
+                       + (f" to each of V0's {ve} virtual engines (its blocks // PP)"
+                          if ve > 1 and version.at_least(0, 8) else "") + "; "
                        + (f"the largest max_model_len that fits is {largest}" if largest
                           else "not even one token of context fits"))
     # `resolve_cudagraph_mode_and_sizes`: with FULL graphs every decoding Mamba sequence
@@ -2456,7 +2467,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     tokens = B.kv_cache_tokens(groups, num_blocks, mml, conc,
                                from_concurrency=version.kv_tokens_from_concurrency,
                                v1=version.v1, state_block=mml if mode == "none" else None)
-    usable = B.admission_blocks(num_blocks, version.v1)  # what admission lets in at once
+    usable = B.admission_blocks(num_blocks, version.v1, ve)  # what admission lets in at once
+    if fits and ve > 1 and groups and B.blocks_per_request(groups, mml, inflight) > \
+            num_blocks // ve - B.watermark_blocks(num_blocks // ve, False):
+        notes.append(f"V0 splits the {num_blocks:,} blocks between its {ve} virtual engines "
+                     f"(one scheduler per pipeline stage in flight, {num_blocks // ve:,} "
+                     f"blocks each): a request of {mml:,} tokens is never scheduled; "
+                     f"the longest one is {_ve_longest(num_blocks // ve, bs):,} tokens")
     if hints and fits and version.uncapped_prompt_check and any(
             g.spec.kind in (SLIDING, CHUNKED) for g in groups):
         notes += _stall_note(groups, usable, mml, version)
@@ -2464,7 +2481,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     for n in sorted(set(TYPICAL_LENGTHS) | {mml}):
         if n <= mml:
             r = B.blocks_per_request(groups, n, inflight) if groups else 1
-            conc_at[n] = usable // r if r else 0
+            conc_at[n] = ve * (usable // ve // r) if r else 0  # a request stays in one VE
 
     # per-token figures
     tok_memo: dict[tuple[int, str], float] = {}  # identical layers in one dtype cost the same
@@ -2704,6 +2721,12 @@ def _fit_hint_parallel(model: Model, gpu: Gpu, a: EngineArgs, version: str | Non
     if lora:
         return lora + (f"; or {layout}" if layout.startswith("fits") else "")
     return layout
+
+
+def _ve_longest(blocks: int, block_size: int) -> int:
+    """The longest request one V0 scheduler ever admits: its blocks less the 1 % watermark
+    (`BlockSpaceManager.can_allocate` returns NEVER beyond them)."""
+    return (blocks - B.watermark_blocks(blocks, False)) * block_size
 
 
 def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,

@@ -115,7 +115,9 @@ def render_size(r: SizeResult, stream=None) -> None:
         ["blocks", f"{fmt_int(r.num_gpu_blocks)} × {fmt_bytes(r.bytes_per_block)} "
                    f"({r.block_size} tokens, {groups}; " + (
                        "1 null block)" if r.version.v1 else
-                       f"V0 admits into {fmt_int(r.admission_blocks)}: 1 % kept free)")],
+                       f"V0 admits into {fmt_int(r.admission_blocks)}: 1 % kept free"
+                       + (f" in each of {r.virtual_engines} virtual engines)"
+                          if r.virtual_engines > 1 else ")"))],
         ["GPU KV cache size", f"{fmt_int(r.kv_cache_tokens)} tokens (as vLLM logs it)"],
         ["max concurrency", f"{r.max_concurrency:.2f}x at {fmt_int(r.max_model_len)} tokens "
                             f"({fmt_int(r.blocks_per_request)} blocks per request)"],
