@@ -1538,6 +1538,24 @@ def test_033_defaults_gb10_small_tier_rocm_v2_and_removed_architectures():
     assert size(vision, H100, EngineArgs(max_model_len=8192), "0.10.2").fits
 
 
+def test_mllama_on_v0_keeps_every_layer_in_each_block():
+    """review 24a F3: V0's `CacheEngine.get_cache_block_size` sums all 40 attention layers,
+    the 8 cross-attention ones too, per 16-token block (was 5 V1-style groups, 12,024 blocks
+    of 512 KiB: 5x the capacity)."""
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    vision = resolve_model("meta-llama/Llama-3.2-11B-Vision")
+    r = size(vision, resolve_gpu("l40s"), EngineArgs(), "0.10.2")
+    per_token = 40 * 2 * 8 * 128 * 2  # layers x K and V x 8 KV heads x 128 x bf16
+    assert r.kv_bytes_per_token_per_gpu == per_token and len(r.groups) == 1
+    assert r.bytes_per_block == 16 * per_token == 2621440
+    assert r.num_gpu_blocks == r.budget.available_kv // 2621440 == 2404
+    assert r.kv_cache_tokens == 2404 * 16 and round(r.max_concurrency, 2) == 0.29
+    assert not r.fits and r.largest_max_model_len == 38464  # `raise_if_cache_size_invalid`
+    assert "an image request takes 401 more blocks for its 6,404 encoder tokens" in \
+        " ".join(r.notes)
+
+
 def test_longrope_defaults_to_its_original_length_from_0111():
     # Phi-3-mini-128k: max_position_embeddings 131,072, original 4,096, rope type longrope
     cfg = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 3072,

@@ -318,13 +318,19 @@ def _specs_of(layer: AttnLayer | StateLayer | None, tp: int, dt: KvDtypes, block
     kind = layer.kind
     if disable_hybrid and kind in (SLIDING, CHUNKED):
         kind = FULL  # `unify_hybrid_kv_cache_specs`: local layers cost as full attention
+    elif disable_hybrid and kind == CROSS:
+        # Mllama runs on V0 only, whose `CacheEngine` gives every attention layer, cross
+        # included, a slot in each block (`get_cache_block_size`: all layers of the model):
+        # one block table, the decoder's tokens (an image's come from the same blocks)
+        kind = FULL
     shape = (max(1, layer.num_kv_heads // tp), layer.head_size, layer.head_size_v)
     if kind == SLIDING and block.skip_page_padded:  # `Attention.get_kv_cache_spec`, 0.25+
         sw = dict(block.sliding_blocks)[(kv, *shape)]
         return [Spec(kind, sw, sw * per_tok, page_padded=block.skip_page_padded,
                      window=layer.window, per_token=per_tok, shape=shape)]
     out: list[Spec | None] = [Spec(kind, bs, bs * per_tok, window=layer.window,
-                                   encoder_len=layer.encoder_len, per_token=per_tok,
+                                   encoder_len=layer.encoder_len if kind == CROSS else 0,
+                                   per_token=per_tok,
                                    shape=shape)]
     if layer.indexer_bytes:
         out.append(Spec(INDEXER, bs, bs * layer.indexer_bytes, per_token=layer.indexer_bytes))

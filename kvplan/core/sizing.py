@@ -25,6 +25,7 @@ from kvplan.core import quantcheck as QC
 from kvplan.core import runner as RN
 from kvplan.core.arch import (
     CHUNKED,
+    CROSS,
     DSV4,
     FULL,
     GDN,
@@ -1644,6 +1645,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                               for x in arch.layers):
         notes.append("hybrid KV-cache manager off: local-attention layers are charged as full "
                      "attention")
+    cross = [x for x in arch.layers if isinstance(x, AttnLayer) and x.kind == CROSS]
+    if disable_hybrid and cross:
+        notes.append(f"V0 keeps every layer's KV in each block, the {len(cross)} "
+                     "cross-attention layers' too (`CacheEngine.get_cache_block_size`); an "
+                     f"image request takes {cdiv(cross[0].encoder_len, plan.block_size):,} "
+                     f"more blocks for its {cross[0].encoder_len:,} encoder tokens (the "
+                     "tables count text only)")
     specs, spec_layer = layer_specs(karch, tp=tp, dt=dts, block=plan,
                                     inflight_state_blocks=state_blocks,
                                     all_states=mode == "all",
