@@ -2148,3 +2148,15 @@ def test_nnodes_must_divide_the_world(tp, nnodes, version, says):
     assert says in e.value.line()
     # a divisor starts, from the flag's first release
     assert run(LLAMA31_8B, version="0.11.1", tensor_parallel_size=8, nnodes=2).fits
+
+
+def test_kv_cache_size_line_from_concurrency_since_0201():
+    """review 24a F4: 0.20.1's `_report_kv_cache_config` already logs int(max_concurrency x
+    max_model_len), as 0.20.2; 0.20.0 the per-group block count (Gemma-2-9B, 2 groups)."""
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    gemma, l40s = resolve_model("google/gemma-2-9b-it"), resolve_gpu("l40s")
+    new, old = (size(gemma, l40s, EngineArgs(), v) for v in ("0.20.1", "0.20.0"))
+    assert new.num_gpu_blocks == old.num_gpu_blocks == 8547 and new.blocks_per_request == 897
+    assert new.kv_cache_tokens == int(8547 / 897 * 8192) == 78056
+    assert old.kv_cache_tokens == 8547 // 2 * 16 == 68368

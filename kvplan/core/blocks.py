@@ -227,7 +227,7 @@ def kv_cache_tokens(groups: list[Group], num_blocks: int, max_model_len: int,
                     state_block: int | None = None) -> int:
     """The "GPU KV cache size: N tokens" figure vLLM logs.
 
-    0.20.2+: int(max_concurrency * max_model_len) (same float expression as vLLM);
+    0.20.1+: int(max_concurrency * max_model_len) (same float expression as vLLM);
     0.11-0.20.0: num_blocks // num_groups * min(group block sizes), times the decode context
     parallel size ("Multiplying the GPU KV cache size by the dcp_world_size");
     V0: blocks x block size. `state_block`: the block size Mamba groups report when it is

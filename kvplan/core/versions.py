@@ -628,8 +628,10 @@ class VllmVersion:
     # --- KV accounting ---
     @property
     def kv_tokens_from_concurrency(self) -> bool:
-        """'GPU KV cache size' = int(max_concurrency * max_model_len) from 0.20.2."""
-        return self.at_least(0, 20, 2)
+        """'GPU KV cache size' = int(max_concurrency * max_model_len) from 0.20.1
+        (`_report_kv_cache_config`, kv_cache_utils.py: the 0.20.1 and 0.20.2 wheels agree;
+        0.20.0 has the per-group block formula)."""
+        return self.at_least(0, 20, 1)
 
     def inflight_batches(self, pp: int, v2_runner: bool, async_scheduling: bool = True) -> int:
         """Batches of `max_num_batched_tokens` a sliding-window or chunked layer must keep
