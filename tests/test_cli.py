@@ -327,6 +327,22 @@ def test_fit_hint_offers_only_tps_vllm_builds(capsys):
                                  "is not divisible by 4') (use one of 1, 2, 5, 10)\n")
 
 
+def test_fit_hint_offers_the_least_utilization_that_starts(capsys):
+    """review 24a F6: at 0.2 the hint offered only more GPUs. 0.44 x 79.19 GiB leaves 16.4 GiB
+    of KV, one 131,072-token request (16 GiB); 0.43 leaves 15.6."""
+    code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
+                       "--gpu-memory-utilization", "0.2", "--json")
+    assert code == 1 and json.loads(out)["notes"][-1].startswith(
+        "fits with --gpu-memory-utilization 0.44 (16.4 GiB of KV per GPU); or with "
+        "--tensor-parallel-size 4 (")
+    code, _, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
+                     "--gpu-memory-utilization", "0.44")
+    assert code == 0
+    code, _, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
+                     "--gpu-memory-utilization", "0.43")
+    assert code == 1
+
+
 def test_max_model_len_suffixes_follow_vllm(capsys):
     _, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
                     "--max-model-len", "32k", "--json")

@@ -1123,6 +1123,17 @@ def test_hybrid_max_num_seqs_needs_a_block_each_with_full_cuda_graphs():
     assert run(QWEN3_NEXT_80B, version="0.33", max_num_seqs=1024, cudagraph_mode="PIECEWISE",
                **kw).fits
     assert run(QWEN3_NEXT_80B, version="0.19", max_num_seqs=1024, **kw).fits
+    # review 24a F5: a length failure names this one too (the largest length alone failed)
+    r = run(QWEN3_NEXT_80B, version="0.20", max_num_seqs=1024, max_model_len=262144,
+            kv_cache_memory_bytes=GiB // 4, tensor_parallel_size=4)
+    assert r.failure.startswith("max_model_len 262144 needs ") and r.failure.endswith(
+        f"; and max_num_seqs (1024) exceeds the available Mamba cache blocks "
+        f"({r.num_gpu_blocks}): with FULL CUDA graphs every decoding sequence needs one; use "
+        f"--max-num-seqs {r.num_gpu_blocks} or fewer (or --enforce-eager, or cudagraph_mode "
+        "PIECEWISE in --compilation-config)")
+    assert run(QWEN3_NEXT_80B, version="0.20", max_num_seqs=r.num_gpu_blocks,
+               max_model_len=r.largest_max_model_len, kv_cache_memory_bytes=GiB // 4,
+               tensor_parallel_size=4).fits
     assert run(LLAMA31_8B, version="0.20", max_num_seqs=1024,
                max_model_len=8192, kv_cache_memory_bytes=3 * GiB // 2).fits  # 768 blocks, no Mamba
 

@@ -2437,12 +2437,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # needs its own block
     seqs_limit = (num_blocks if version.mamba_seqs_need_blocks and "FULL" in graph_mode
                   and any(g.spec.is_state for g in groups) else None)
-    if fits and seqs_limit is not None and seqs > seqs_limit:
+    if seqs_limit is not None and seqs > seqs_limit > 0 and (fits or shorten):
+        # after a length failure too: the shorter length alone would not start either
         fits = False
-        failure = (f"max_num_seqs ({seqs}) exceeds the available Mamba cache blocks "
-                   f"({num_blocks}): with FULL CUDA graphs every decoding sequence needs "
-                   f"one; use --max-num-seqs {num_blocks} or fewer (or --enforce-eager, or "
-                   "cudagraph_mode PIECEWISE in --compilation-config)")
+        failure = (f"{failure}; and " if failure else "") + (
+            f"max_num_seqs ({seqs}) exceeds the available Mamba cache blocks "
+            f"({num_blocks}): with FULL CUDA graphs every decoding sequence needs "
+            f"one; use --max-num-seqs {num_blocks} or fewer (or --enforce-eager, or "
+            "cudagraph_mode PIECEWISE in --compilation-config)")
     if not fits and hints and a2a_bytes >= GiB and a2a == "deepep_low_latency" and \
             a.max_num_batched_tokens and a.max_num_batched_tokens > A2A.BATCHED_DP_TOKENS:
         notes.append(f"DeepEP low latency's heap follows --max-num-batched-tokens: leave it at "
@@ -2675,12 +2677,46 @@ def _fit_hint(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
     largest shorter --max-model-len that starts as asked, unless it is the `named` one the
     failure gives."""
     hint = _fit_hint_parallel(model, gpu, a, version, arch, kv_bound)
+    util = _least_utilization(model, gpu, a, version)
+    if util:
+        hint = util + (f"; or with {hint.removeprefix('fits with ')}" if hint.startswith("fits")
+                       else "")
     n, r = _largest_len(model, gpu, a, version, shorten_below, named) if shorten_below \
         else (0, None)
     if r is None or n == named:
         return hint
     same = f"--max-model-len {n} ({r.budget.available_kv / GiB:.1f} GiB of KV per GPU)"
     return f"{hint}; or with {same}" if hint.startswith("fits") else f"fits with {same}"
+
+
+UTILIZATION_HINT_MAX = 95  # percent: the highest --gpu-memory-utilization a hint offers
+
+
+def _least_utilization(model: Model, gpu: Gpu, a: EngineArgs, version: str | None) -> str:
+    """With a --gpu-memory-utilization that leaves the start short: the least one, in whole
+    hundredths up to UTILIZATION_HINT_MAX %, that starts with the other flags as asked."""
+    if a.gpu_memory_utilization is None or a.kv_cache_memory_bytes is not None:
+        return ""
+
+    def run(pct: int) -> SizeResult | None:
+        try:
+            r = size(model, gpu, replace(a, gpu_memory_utilization=pct / 100), version,
+                     hints=False)
+        except BadInput:
+            return None
+        return r if r.fits else None
+
+    lo = math.floor(a.gpu_memory_utilization * 100) + 1
+    best = run(UTILIZATION_HINT_MAX) if lo <= UTILIZATION_HINT_MAX else None
+    hi = UTILIZATION_HINT_MAX
+    while best is not None and lo < hi:  # a start that fits fits with more memory too
+        mid = (lo + hi) // 2
+        r = run(mid)
+        lo, hi, best = (lo, mid, r) if r is not None else (mid + 1, hi, best)
+    if best is None:
+        return ""
+    return (f"fits with --gpu-memory-utilization {hi / 100:.2f} "
+            f"({best.budget.available_kv / GiB:.1f} GiB of KV per GPU)")
 
 
 def _largest_len(model: Model, gpu: Gpu, a: EngineArgs, version: str | None, below: int,
