@@ -509,6 +509,30 @@ def test_malformed_config(tmp_path, capsys):
     assert code == 2 and "is not valid JSON" in err
 
 
+def test_llama4_vision_widths_default_as_transformers_and_null_is_bad_input(tmp_path, capsys):
+    """fuzz seed 2502: a null projector_input_dim was an internal TypeError (exit 3)."""
+    from kvplan.sources.resolve import resolve_model
+
+    cfg = json.loads(json.dumps(resolve_model("meta-llama/Llama-4-Scout-17B-16E-Instruct").config))
+    vc = cfg["vision_config"]
+    # transformers' `Llama4VisionConfig` defaults 4096 and 4096, which Scout keeps
+    assert (vc["projector_input_dim"], vc["projector_output_dim"]) == (4096, 4096)
+    vc["projector_input_dim"] = None
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, _, err = run(capsys, "size", str(tmp_path), "--gpu", "h100", "-tp", "4")
+    assert code == 2 and err == ("kvplan: error: config field 'vision_config.projector_input_dim'"
+                                 " is null: vLLM cannot build the vision projector (give its "
+                                 "width or drop the key)\n")
+    for key in ("projector_input_dim", "projector_output_dim"):
+        vc.pop(key)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    absent = run(capsys, "size", str(tmp_path), "--gpu", "h100", "-tp", "4", "--json")
+    vc.update(projector_input_dim=4096, projector_output_dim=4096)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    given = run(capsys, "size", str(tmp_path), "--gpu", "h100", "-tp", "4", "--json")
+    assert absent == given
+
+
 def test_incomplete_config_names_field(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama",
                                                       "num_attention_heads": 8}))

@@ -36,6 +36,18 @@ def is_nvfp4(bytes_per_param: float) -> bool:
     return abs(bytes_per_param - NVFP4_BYTES) < 1e-9
 
 
+
+def _width(vc: dict, key: str, default: int) -> int:
+    """A vision-config width: `default` when absent (transformers' default), bad input when
+    null (vLLM cannot build a layer of no width)."""
+    v = vc.get(key, default)
+    if v is None:
+        from kvplan.errors import BadInput
+
+        raise BadInput(f"config field 'vision_config.{key}' is null: vLLM cannot build the "
+                       "vision projector", hint="give its width or drop the key")
+    return int(v)
+
 @record
 class LayerParams:
     split: int = 0  # sharded by TP
@@ -376,8 +388,11 @@ def _vision_params(vc: dict, text_hidden: int) -> int:
         elif vc.get("image_size") and vc.get("model_type") != "pixtral":  # Pixtral: 2-D RoPE
             n += (int(vc["image_size"]) // patch) ** 2 * vh
     if vc.get("model_type") == "llama4_vision_model":
-        pin, pout = int(vc["projector_input_dim"]), int(vc["projector_output_dim"])
-        n += vi * pin + pin * pout + int(vc["vision_output_dim"]) * text_hidden
+        # transformers' `Llama4VisionConfig` defaults fill absent keys; null is no width
+        pin, pout, vout = (_width(vc, k, d) for k, d in (
+            ("projector_input_dim", 4096), ("projector_output_dim", 4096),
+            ("vision_output_dim", 7680)))
+        n += vi * pin + pin * pout + vout * text_hidden
         n += 2 * vh  # the class embedding and its position
     kernel = vc.get("merge_kernel_size")
     if isinstance(kernel, list) and len(kernel) == 2 and all(
