@@ -139,3 +139,18 @@ def test_a_start_that_does_not_fit_is_offered_online_fp8_beside_more_tp():
     r = size(resolve_model("Qwen/Qwen2.5-14B-Instruct-AWQ"), resolve_gpu("t4"),
              EngineArgs(max_model_len=32768), "0.13")
     assert not any("--quantization fp8" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("gpu", ["b200", "h100"])
+def test_a_flag_the_checkpoint_overrides_changes_nothing(capsys, gpu):
+    """review 24b F4: gpt-oss loads as gpt_oss_mxfp4 whatever --quantization says (0.20+);
+    -q fp8 was an internal TypeError on B200 and dropped the MXFP4 padding on H100."""
+    base = ["size", "openai/gpt-oss-20b", "--gpu", gpu, "--max-model-len", "32k", "--json"]
+    assert main(base) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main([*base, "-q", "fp8"]) == 0
+    flagged = json.loads(capsys.readouterr().out)
+    for key in ("weights_bytes_per_gpu", "num_gpu_blocks", "available_kv_bytes"):
+        assert flagged[key] == plain[key]
+    assert flagged["notes"][0] == ("vLLM 0.33 loads this checkpoint as gpt_oss_mxfp4 whatever "
+                                   "--quantization says: fp8 is ignored")

@@ -199,12 +199,17 @@ def _claim(q: str | None, ckpt: str | None, v: Release, cc: str, vendor: str,
             raise _mismatch(ckpt, q)
         return q or ckpt
     if ckpt in ("auto-round", "intel/auto-round") and v >= (0, 15, 0):
+        # (both overrides below are in CLAIM_WHATEVER_THE_FLAG)
         return "inc"  # `INCConfig.override_quantization_method`, whatever the flag
     if ckpt == "mxfp4" and model_type == "gpt_oss" and v >= (0, 20, 0):
         return "gpt_oss_mxfp4"  # `GptOssMxfp4Config`, whatever the flag
     if ckpt.startswith("modelopt") and v >= (0, 10, 0) or q is None or q == ckpt:
         return ckpt
     raise _mismatch(ckpt, q)
+
+
+# methods whose config claims the checkpoint whatever --quantization names (`resolve`)
+CLAIM_WHATEVER_THE_FLAG = frozenset({"inc", "gpt_oss_mxfp4"})
 
 
 def _mismatch(ckpt: str, q: str) -> BadInput:

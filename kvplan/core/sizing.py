@@ -1240,6 +1240,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        version=version, cc=cc, vendor=gpu.vendor, model_dtype=model_dtype,
                        model_type=arch.model_type,
                        allow_deprecated=a.allow_deprecated_quantization)
+    if quant in QC.CLAIM_WHATEVER_THE_FLAG and a.quantization not in (None, quant):
+        # the checkpoint's method claims it whatever --quantization says: the flag changes
+        # nothing (review 24b F4: gpt-oss with -q fp8 crashed on B200, lost its MXFP4
+        # padding on H100)
+        notes.append(f"vLLM {version.text} loads this checkpoint as {quant} whatever "
+                     f"--quantization says: {a.quantization} is ignored")
+        a = replace(a, quantization=None)
     mo_kv = modelopt_kv_dtype(arch.quantization, model.quant_file_for_kv,
                               config_json_from=version.modelopt_kv_auto,
                               hf_quant_from=version.at_least(0, 20),
