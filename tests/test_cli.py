@@ -1188,3 +1188,60 @@ def test_v0_chunked_budget_was_512_before_0_6_5(capsys):
     assert mnbt("0.6.4.post1", "--enable-chunked-prefill") == 512
     assert mnbt("0.6.5", "--enable-chunked-prefill") == 2048
     assert mnbt("0.6.0") == 8192
+
+
+def _kvplan(*args, shell_tail="", env=None):
+    """`python -m kvplan ARGS` in a shell (for redirections): (exit code, stdout, stderr)."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    cmd = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "kvplan", *args))
+    r = subprocess.run(["sh", "-c", f"{cmd} {shell_tail}"], capture_output=True, text=True,
+                       env={**os.environ, **(env or {})}, check=False)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_output_that_cannot_be_written(tmp_path):
+    """review 24b F1/F7/F8: a reader that went away, a full disk, closed streams and an
+    encoding without the box characters; never an internal error."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "kvplan", "size", "llama-3.1-8b", "--gpu",
+                          "h100"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader goes away before anything is written (`| true`)
+    assert p.wait() == 141 and p.stderr.read() == b""
+    p = subprocess.Popen([sys.executable, "-m", "kvplan", "models"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)  # Rich's table, through typer
+    p.stdout.close()
+    assert p.wait() == 141 and p.stderr.read() == b""
+    code, _, err = _kvplan("size", "llama-3.1-8b", "--gpu", "h100", shell_tail=">/dev/full")
+    assert code == 74 and err == "kvplan: error: cannot write the output: No space left on " \
+        "device\n"
+    code, _, _ = _kvplan("size", "llama-3.1-8b", "--gpu", "h100", shell_tail=">&-")
+    assert code == 0
+    code, _, _ = _kvplan("size", "nope", "--gpu", "h100", shell_tail="2>&-")
+    assert code == 2  # was 1: the error line itself failed
+    code, out, _ = _kvplan("size", "llama-3.1-8b", "--gpu", "h100",
+                           env={"PYTHONIOENCODING": "ascii"})
+    assert code == 0 and "KV cache pool     54.45 GiB  ??" in out
+
+
+def test_extreme_values_and_unreadable_paths_are_bad_input(capsys, monkeypatch):
+    """review 24b F2/F6: exit 2 with one line, not an internal error."""
+    code, _, err = run(capsys, "size", "a" * 300, "--gpu", "h100")
+    assert code == 2 and err.endswith(": File name too long\n")
+    code, _, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "--cpu-offload-gb",
+                       "1e308")
+    assert code == 2 and err.startswith("kvplan: error: a value given is too large to compute "
+                                        "with (OverflowError")
+
+    def denied(*a, **k):
+        raise PermissionError(13, "Permission denied", "/srv/models/llama")
+
+    monkeypatch.setattr("kvplan.sources.resolve.resolve_model", denied)
+    code, _, err = run(capsys, "size", "/srv/models/llama", "--gpu", "h100")
+    assert (code, err) == (2, "kvplan: error: cannot access /srv/models/llama: Permission "
+                              "denied\n")

@@ -77,5 +77,10 @@ def render_gpus(cat: Catalog, as_json: bool) -> None:
 
 def _console(cls):
     """Piped output (CI logs, grep) gets whole ids: Rich would fit 80 columns by cutting
-    cells with an ellipsis."""
-    return cls() if sys.stdout.isatty() else cls(width=400)
+    cells with an ellipsis. A closed pipe raises BrokenPipeError for the entry point to
+    report (`cli.EXIT_PIPE`), not Rich's own exit 1 ("does not fit")."""
+    class Quiet(cls):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return Quiet() if sys.stdout.isatty() else Quiet(width=400)
