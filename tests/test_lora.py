@@ -260,3 +260,19 @@ def test_lora_with_a_drafter_needs_the_token_budget():
         size(Model("llama", LLAMA31_8B), H100, a)
     assert size(Model("llama", LLAMA31_8B), H100, EngineArgs(
         enable_lora=True, speculative=SpecDecode("ngram", 7), max_model_len=8192)).fits
+
+
+def test_fewer_slots_hint_is_a_bisection(capsys):
+    """review 24b F5: one sizing per slot count below --max-loras ran for minutes at 100,000
+    (and built a list of 10^14 at 99,999,999,999,999); the hint names the most that start."""
+    from kvplan.cli import main
+
+    for slots in ("100000", "99999999999999"):
+        assert main(["size", "llama-3.1-8b", "--gpu", "h100", "--enable-lora", "--max-loras",
+                     slots]) == 1
+        hint = capsys.readouterr().out.splitlines()[-1]
+        assert hint == "note: fits with --max-loras 442 (16.01 GiB of KV per GPU)"
+    assert main(["size", "llama-3.1-8b", "--gpu", "h100", "--enable-lora", "--max-loras",
+                 "442"]) == 0
+    assert main(["size", "llama-3.1-8b", "--gpu", "h100", "--enable-lora", "--max-loras",
+                 "443"]) == 1

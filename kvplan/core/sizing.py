@@ -2752,6 +2752,20 @@ def _largest_len(model: Model, gpu: Gpu, a: EngineArgs, version: str | None, bel
     return lo, best
 
 
+def _most_slots(model: Model, gpu: Gpu, a: EngineArgs, version: str | None) -> int:
+    """The most LoRA slots below --max-loras that start (0: not even one), by bisection:
+    each slot costs the same, so a start that fits fits with fewer (review 24b F5: one sizing
+    per slot count ran for minutes at --max-loras 100000)."""
+    def fits(n: int) -> bool:
+        return size(model, gpu, replace(a, max_loras=n), version, hints=False).fits
+
+    lo, hi = 0, a.max_loras - 1  # invariant: lo fits (0 stands for none)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
 def _fit_hint_parallel(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
                        arch: ModelArch, kv_bound: bool) -> str:
     """Fewer LoRA slots, more TP, then an FP8 KV cache."""
@@ -2759,7 +2773,8 @@ def _fit_hint_parallel(model: Model, gpu: Gpu, a: EngineArgs, version: str | Non
     if a.enable_lora:  # slots cost in proportion: fewer, then one of a smaller rank
         from kvplan.core.lora import RANKS
 
-        tries = [("--max-loras", {"max_loras": n}) for n in range(a.max_loras - 1, 0, -1)] + [
+        slots = _most_slots(model, gpu, a, version)
+        tries = [("--max-loras", {"max_loras": slots})] if slots else [
             ("--max-loras 1 --max-lora-rank", {"max_loras": 1, "max_lora_rank": rk})
             for rk in reversed(RANKS[1:]) if rk < a.max_lora_rank]
     for flag, change in tries:
