@@ -1238,6 +1238,14 @@ def test_extreme_values_and_unreadable_paths_are_bad_input(capsys, monkeypatch):
     assert code == 2 and err.startswith("kvplan: error: a value given is too large to compute "
                                         "with (OverflowError")
 
+    # a 10^9 capture size listed 62.5 M graph sizes (11 GB) before failing
+    code, _, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100",
+                       "--max-cudagraph-capture-size", "1000000000")
+    assert code == 2 and err == ("kvplan: error: --max-cudagraph-capture-size 1,000,000,000 "
+                                 "asks vLLM to capture about 62,500,000 CUDA graphs at "
+                                 "start-up, tens of milliseconds each (give at most "
+                                 "1,048,576; vLLM's default is 512)\n")
+
     def denied(*a, **k):
         raise PermissionError(13, "Permission denied", "/srv/models/llama")
 

@@ -122,6 +122,7 @@ TYPICAL_LENGTHS = (1024, 4096, 8192, 32768, 131072)
 # The shortest --max-model-len a "does not fit" hint proposes with more TP (a choice, not an
 # engine fact: a context under 4k tokens is rarely a serving option)
 SHORTER_HINT_MIN_LEN = 4096
+MAX_CAPTURE_SIZE = 1 << 20  # largest --max-cudagraph-capture-size sized (65,550 graphs)
 NNODES_FROM = (0, 11, 1)  # `--nnodes` (`ParallelConfig.nnodes`) arrives in 0.11.1
 # `config/model.py` `LogprobsMode` (0.10+)
 LOGPROBS_MODES = ("raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits")
@@ -1443,6 +1444,13 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        flag="mm_encoder_tp_mode")
     if a.max_cudagraph_capture_size is not None and a.max_cudagraph_capture_size < 1:
         raise BadInput("--max-cudagraph-capture-size must be at least 1",
+                       flag="max_cudagraph_capture_size")
+    if (a.max_cudagraph_capture_size or 0) > MAX_CAPTURE_SIZE:
+        # the grid has a graph every 16 sizes: vLLM would capture 65,000+ graphs at start-up
+        raise BadInput(f"--max-cudagraph-capture-size {a.max_cudagraph_capture_size:,} asks "
+                       f"vLLM to capture about {a.max_cudagraph_capture_size // 16:,} CUDA "
+                       "graphs at start-up, tens of milliseconds each",
+                       hint=f"give at most {MAX_CAPTURE_SIZE:,}; vLLM's default is 512",
                        flag="max_cudagraph_capture_size")
     if a.performance_mode not in ("balanced", "interactivity", "throughput"):
         raise BadInput(f"--performance-mode {a.performance_mode!r} is not one of balanced, "
