@@ -78,7 +78,10 @@ def parse_vllm_int(text: str | int, *, what: str, version: str | None = None) ->
     if not m or "." in number and not suffix:
         raise BadInput(f"cannot read {what} {text!r}", hint="use " + _EXAMPLES.get(
             what, "an integer such as 32768, 32K (=32768) or 32k (=32000)"))
-    value = int(float(number) * _VLLM_SUFFIX.get(suffix, 1))
+    # exact integers without a suffix or with a binary one, a float product with a decimal
+    # one (`human_readable_int`: int(value), int(number) * mult, int(float(number) * mult))
+    value = int(float(number) * _VLLM_SUFFIX[suffix]) if suffix.islower() else \
+        int(number) * _VLLM_SUFFIX.get(suffix, 1)
     first = HUMAN_READABLE_FROM.get(what)
     release = tuple(int(x) for x in re.findall(r"\d+", version or "")[:3])
     if suffix and first and release and release < first[:len(release)]:

@@ -343,6 +343,16 @@ def test_fit_hint_offers_the_least_utilization_that_starts(capsys):
     assert code == 1
 
 
+def test_plain_and_binary_integers_stay_exact(capsys):
+    """review 24b F6: `human_readable_int` reads int(value) and int(number) x 2^k exactly; a
+    float round trip echoed 99999999999999999999999 as 99999999999999991611392."""
+    from kvplan.units import parse_vllm_int
+
+    assert parse_vllm_int("99999999999999999999999", what="--max-model-len") == 10**23 - 1
+    assert parse_vllm_int("9007199254740993K", what="--max-model-len") == 9007199254740993 * 1024
+    assert parse_vllm_int("25.6k", what="--max-model-len") == 25600  # int(float(25.6) x 1000)
+
+
 def test_max_model_len_suffixes_follow_vllm(capsys):
     _, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
                     "--max-model-len", "32k", "--json")
