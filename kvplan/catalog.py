@@ -44,8 +44,8 @@ def _load_yaml(path: str, mtime: float) -> dict[str, Any]:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise BadInput(f"catalog {path}{where} is not valid YAML: "
-                       f"{getattr(e, 'problem', None) or e}") from None
+        raise BadInput(f"catalog {path}{where} is not valid YAML: "  # one line (ReaderError
+                       f"{getattr(e, 'problem', None) or str(e).splitlines()[0]}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -54,9 +54,14 @@ def _load_yaml(path: str, mtime: float) -> dict[str, Any]:
 
 
 def load_file(path: str | Path) -> dict[str, Any]:
+    if not str(path).strip():
+        raise BadInput("a catalog path is empty (--catalog '' or an empty KVPLAN_CATALOG "
+                       "entry)", hint="name a catalog YAML file")
     p = Path(path)
     if not p.exists():
         raise BadInput(f"catalog file {p} does not exist")
+    if p.is_dir():
+        raise BadInput(f"catalog {p} is a directory", hint="name a catalog YAML file in it")
     return _load_yaml(str(p), p.stat().st_mtime)
 
 
@@ -380,6 +385,9 @@ def write_models(path: str | Path, entries: dict[str, dict[str, Any]]) -> int:
     import yaml
 
     p = Path(path).expanduser()
+    if p.is_dir():
+        raise BadInput(f"cannot write catalog {p}: it is a directory",
+                       hint=f"name a file, e.g. {p / 'models.yaml'}")
     data: dict[str, Any] = dict(load_file(p)) if p.exists() else {}
     models = dict(data.get("models") or {})
     models.update(entries)

@@ -26,6 +26,11 @@ _BYTE_UNITS = {
     "mib": 1 << 20,
     "gib": 1 << 30,
     "tib": 1 << 40,
+    # Kubernetes' binary quantity suffixes (24Gi), as node capacities are written
+    "ki": 1 << 10,
+    "mi": 1 << 20,
+    "gi": 1 << 30,
+    "ti": 1 << 40,
 }
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
@@ -33,7 +38,8 @@ _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\
 def parse_bytes(text: str | int | float, *, what: str = "size") -> int:
     """Parse '24GiB', '80GB', '1.5e9', '60G' into bytes.
 
-    Binary units need the 'i' (GiB, MiB); 'G'/'GB' are decimal. vLLM's own suffix rule for
+    Binary units need the 'i' (GiB, MiB, Kubernetes' Gi); 'G'/'GB' are decimal. vLLM's own
+    suffix rule for
     `--kv-cache-memory-bytes` (upper-case single letter = binary) is applied by
     `parse_vllm_int`.
     """

@@ -236,3 +236,29 @@ def test_a_user_gpu_without_compute_capability_says_what_it_assumes(tmp_path, ca
     d = json.loads(capsys.readouterr().out)
     assert code == 0
     assert (d["gpu_compute_capability"], d["gpu_compute_capability_assumed"]) == ("8.9", False)
+
+
+def test_catalog_paths_that_are_no_file_are_one_line(tmp_path, capsys):
+    """review 24b F3/F9: a control character's ReaderError printed two lines; '' read as '.';
+    an output directory was 'cannot read'."""
+    from kvplan.cli import main
+
+    bad = tmp_path / "ctl.yaml"
+    bad.write_bytes(b"models:\n  acme/x:\n    aliases: [xx]\x01\n")
+    cases = [
+        (["size", "llama-3.1-8b", "--gpu", "h100", "--catalog", str(bad)],
+         f"kvplan: error: catalog {bad} is not valid YAML: unacceptable character #x0001: "
+         "control characters are not allowed\n"),
+        (["size", "llama-3.1-8b", "--gpu", "h100", "--catalog", ""],
+         "kvplan: error: a catalog path is empty (--catalog '' or an empty KVPLAN_CATALOG "
+         "entry) (name a catalog YAML file)\n"),
+        (["size", "llama-3.1-8b", "--gpu", "h100", "--catalog", str(tmp_path)],
+         f"kvplan: error: catalog {tmp_path} is a directory (name a catalog YAML file in "
+         "it)\n"),
+        (["models", "export", "llama-3.1-8b", "-o", str(tmp_path)],
+         f"kvplan: error: cannot write catalog {tmp_path}: it is a directory (name a file, "
+         f"e.g. {tmp_path / 'models.yaml'})\n"),
+    ]
+    for argv, err in cases:
+        assert main(argv) == 2
+        assert capsys.readouterr().err == err

@@ -351,6 +351,9 @@ def test_plain_and_binary_integers_stay_exact(capsys):
     assert parse_vllm_int("99999999999999999999999", what="--max-model-len") == 10**23 - 1
     assert parse_vllm_int("9007199254740993K", what="--max-model-len") == 9007199254740993 * 1024
     assert parse_vllm_int("25.6k", what="--max-model-len") == 25600  # int(float(25.6) x 1000)
+    from kvplan.units import parse_bytes  # --gpu-memory takes Kubernetes' Gi too (F9)
+
+    assert parse_bytes("24Gi") == parse_bytes("24GiB") == 24 << 30
 
 
 def test_max_model_len_suffixes_follow_vllm(capsys):

@@ -350,3 +350,17 @@ def test_unreadable_local_files_are_bad_input(capsys, tmp_path):
     (tmp_path / "cat.yaml").write_bytes("models: {}\n".encode("utf-16"))
     code, _, err = run(capsys, "gpus", "--catalog", str(tmp_path / "cat.yaml"))
     assert code == 2 and "is not UTF-8 text" in err
+
+
+def test_transformers_offline_and_an_empty_timeout(monkeypatch):
+    """review 24b F9: TRANSFORMERS_OFFLINE=1 is offline as vLLM's transformers loading is; an
+    empty KVPLAN_HUB_TIMEOUT is the default, as unset."""
+    from kvplan.sources import hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    assert hub.offline_env()
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "0")
+    assert not hub.offline_env()
+    monkeypatch.setenv("KVPLAN_HUB_TIMEOUT", "")
+    assert hub.timeout() == hub.DEFAULT_TIMEOUT

@@ -176,7 +176,8 @@ def load_docs(file: str, text: str, helm: bool = False) -> list[Doc]:
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where, line = at(mark.line + 1) if mark else (file, None)
-            raise InputError(f"not valid YAML: {getattr(e, 'problem', None) or e}", file=where,
+            raise InputError("not valid YAML: "
+                             f"{getattr(e, 'problem', None) or str(e).splitlines()[0]}", file=where,
                              line=line) from None
         docs.append(doc)
     return docs

@@ -6,9 +6,9 @@ reads from the safetensors headers with HTTP range requests (no weights are down
 token comes from `--token`, `HF_TOKEN` or what `hf auth login` stored; kvplan never prints it.
 No remote code is ever executed: only config fields are read.
 
-Offline (`--offline` or `HF_HUB_OFFLINE=1`): the config comes from the local HF cache, and
-the weight bytes from safetensors files in the cached snapshot or from the record kvplan
-saved the last time it reached the Hub (`~/.cache/kvplan/hub/`).
+Offline (`--offline`, `HF_HUB_OFFLINE=1` or `TRANSFORMERS_OFFLINE=1`): the config comes from
+the local HF cache, and the weight bytes from safetensors files in the cached snapshot or from
+the record kvplan saved the last time it reached the Hub (`~/.cache/kvplan/hub/`).
 """
 
 from __future__ import annotations
@@ -41,14 +41,17 @@ def endpoint() -> str:
 
 
 def timeout() -> float:
-    try:
-        return float(os.environ.get("KVPLAN_HUB_TIMEOUT", DEFAULT_TIMEOUT))
+    try:  # set but empty: the default, as an unset variable
+        return float(os.environ.get("KVPLAN_HUB_TIMEOUT") or DEFAULT_TIMEOUT)
     except ValueError:
         raise BadInput("KVPLAN_HUB_TIMEOUT must be a number of seconds") from None
 
 
 def offline_env() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    """HF_HUB_OFFLINE, or TRANSFORMERS_OFFLINE, with which vLLM's config loading through
+    transformers stays off the network too (air-gapped sites set either)."""
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
 def cache_dir() -> Path:
