@@ -1,5 +1,7 @@
 """Exact weight placement from tensor names, and the config-based estimate."""
 
+import re
+
 import pytest
 from configs import DEEPSEEK_V3, LFM2_12B, LLAMA31_8B, QWEN25_7B_INSTRUCT
 
@@ -1029,3 +1031,75 @@ def test_replicated_projectors_stay_whole_on_every_rank():
         return r.to_json()["weights_bytes_per_gpu"]
     # --mm-encoder-tp-mode data already holds the whole tower on every rank
     assert per_gpu(8, "data") - per_gpu(8) == (471_140_464 - 54_277_888) * 2 * 7 // 8
+
+
+def _weights(model, gpu, version="0.33", **kw):
+    """Weights on the most loaded GPU, less the rotary cache kvplan adds beside them."""
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    r = size(resolve_model(model), resolve_gpu(gpu), EngineArgs(**kw), version)
+    return r.budget.weights - r.rope_cache_bytes
+
+
+def test_uneven_expert_parallel_loads_the_busiest_rank():
+    """review 24c F1: `determine_expert_map` gives the first E % ep ranks one more expert
+    (0.10.1+), the last rank the whole remainder before; the busiest rank sets the pool."""
+    def mixtral(dp: int) -> int:  # 8 experts over 2 x dp ranks
+        return _weights("mistralai/Mixtral-8x7B-Instruct-v0.1", "h100", tensor_parallel_size=2,
+                        data_parallel_size=dp, enable_expert_parallel=True)
+
+    # 6 ranks: 2 experts on the busiest (was 8/6 = 1.33), as with 4 ranks; 8 ranks: 1
+    assert mixtral(3) == mixtral(2) > mixtral(4)
+    assert round(mixtral(3) / 1e6) == 24158  # the reviewer's 24,155.5 MB + load rounding
+    # Qwen1.5-MoE: 60 experts over 8 ranks, 8 on the busiest at 0.10.1+, 7 + 4 = 11 before
+    q = "Qwen/Qwen1.5-MoE-A2.7B"
+    e8, e75 = (_weights(q, "h100", v, tensor_parallel_size=8, enable_expert_parallel=True)
+               for v in ("0.11.0", "0.10.0"))
+    assert e75 > e8
+
+
+def test_sequence_parallel_moe_keeps_shared_experts_whole():
+    """review 24c F2: TP > 1, DP > 1 and expert parallelism turn on sequence-parallel MoE
+    (0.11+), and DeepSeek's shared experts are built with disable_tp: 2.555 GB of FP8 shared
+    experts whole at TP8 x DP2 (46,752 MB of weights a GPU, 44,516 before)."""
+    v3 = "deepseek-ai/DeepSeek-V3"
+    sp = _weights(v3, "h200", tensor_parallel_size=8, data_parallel_size=2,
+                  enable_expert_parallel=True)
+    assert round(sp / 1e6) == 46752
+    tp16 = _weights(v3, "h200", tensor_parallel_size=16, enable_expert_parallel=True)
+    assert sp - tp16 > 2.2e9  # the same experts a rank; the shared ones 7/8 more
+    assert _weights(v3, "h200", "0.10.2", tensor_parallel_size=8, data_parallel_size=2,
+                    enable_expert_parallel=True) < sp  # no sequence-parallel MoE yet
+
+
+def test_mamba2_single_group_keeps_b_and_c_whole():
+    """review 24c F3: `MambaMixer2` pads one group to the TP size, so B and C stay whole:
+    granite-4.0-h-micro at TP2/4/8 +18.9 / +28.4 / +33.1 MB over a plain split."""
+    w = {tp: _weights("ibm-granite/granite-4.0-h-micro", "h100", tensor_parallel_size=tp)
+         for tp in (1, 2, 4, 8)}
+    assert w[1] == 6382170112 and (w[2], w[4], w[8]) == (3210162176, 1628352512, 834301952)
+
+
+def test_gptq_act_order_repeats_row_scales_on_every_rank():
+    """review 24c F4: `marlin_repeat_scales_on_all_ranks` (0.6-0.29) loads o_proj's and
+    down_proj's whole-K scales on every rank: 4,128,768 B a layer x 80 at TP8."""
+    m = "cortecs/Meta-Llama-3-70B-Instruct-GPTQ"
+    assert _weights(m, "a100-80gb", "0.29.0", tensor_parallel_size=8) == 5270159360
+    assert _weights(m, "a100-80gb", "0.29.0", tensor_parallel_size=1) == \
+        _weights(m, "a100-80gb", "0.25.0", tensor_parallel_size=1)
+
+
+@pytest.mark.parametrize(("model", "kw", "version", "says"), [
+    ("nvidia/Nemotron-H-56B-Base-8K", {"tensor_parallel_size": 16}, "0.33",
+     "its Mamba2 mixer's 8 groups are not divisible by 16"),
+    ("Qwen/Qwen3-30B-A3B-FP8", {"data_parallel_size": 4}, "0.28.0",
+     "vLLM rejects --tensor-parallel-size 1 with --data-parallel-size 4 (the experts split "
+     "over both) for this FP8 block-quantized checkpoint: the experts' intermediate per GPU "
+     "(192) is not a multiple of its 128x128 quantization blocks"),
+])
+def test_layouts_vllm_refuses(model, kw, version, says):
+    """review 24c F5."""
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    with pytest.raises(BadInput, match=re.escape(says)):
+        size(resolve_model(model), resolve_gpu("h100"), EngineArgs(**kw), version)

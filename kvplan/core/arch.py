@@ -308,7 +308,8 @@ def tp_refusal(arch: ModelArch, tp: int) -> str | None:
     heads must divide (`ModelConfig.verify_with_parallel_config`), and every attention layer's
     KV heads must split evenly below `tp` or replicate evenly from it (`QKVParallelLinear`:
     `divide(total_num_kv_heads, tp)` / `divide(tp, total_num_kv_heads)`, whose assert says
-    "8 is not divisible by 5"; 0.6-0.33). MLA keeps one latent on every rank: exempt."""
+    "8 is not divisible by 5"; 0.6-0.33). MLA keeps one latent on every rank: exempt. A
+    Mamba2 mixer's heads must split evenly, and its groups too unless there is one."""
     heads = arch.num_attention_heads
     if heads and heads % tp:
         return f"{heads} attention heads are not divisible by {tp}"
@@ -318,6 +319,19 @@ def tp_refusal(arch: ModelArch, tp: int) -> str | None:
         if a % b:
             return f"its {kv} KV heads neither split nor replicate evenly over {tp} GPUs " \
                 f"('{a} is not divisible by {b}')"
+    # `MambaMixer2.__init__` asserts (0.7-0.33): heads split evenly; groups too, or one group
+    # replicated on every rank
+    for m in {x if isinstance(x, StateLayer) else x.parallel_state for x in arch.layers
+              if isinstance(x, StateLayer) or isinstance(x, AttnLayer) and x.parallel_state}:
+        if m.kind != "mamba2":
+            continue
+        if m.n_heads % tp:
+            return f"its Mamba2 mixer's {m.n_heads} heads are not divisible by {tp} " \
+                "('Tensor parallel world size must divide num heads')"
+        if m.n_groups % tp and m.n_groups != 1:
+            return f"its Mamba2 mixer's {m.n_groups} groups are not divisible by {tp} " \
+                "('If tensor parallel world size does not divide num_groups, then " \
+                "num_groups must equal 1')"
     return None
 
 

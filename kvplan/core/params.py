@@ -194,6 +194,19 @@ def _state_params(layer: StateLayer, h: int, full_rank_gate: bool = False,
     return h * (inter + conv_dim + layer.n_heads) + conv_dim * layer.d_conv + inter * h
 
 
+def _one_group_whole(layer: StateLayer, h: int, lp: LayerParams) -> None:
+    """A Mamba2 mixer with one group keeps its B and C projections (in_proj rows and conv
+    channels) whole on every TP rank: `MambaMixer2` pads the groups to the TP size
+    (`extra_groups_for_head_shards`, 0.6-0.33), so they move from `split` to `replicated`."""
+    if layer.kind != "mamba2" or layer.n_groups != 1:
+        return
+    bc = 2 * layer.d_state * (h + layer.d_conv)
+    lp.state -= bc
+    lp.split -= bc
+    lp.replicated += bc
+    lp.repl_quant += bc
+
+
 def nas_ffn_sizes(arch: ModelArch) -> list[int] | None:
     """Each block's MLP intermediate size in a Nemotron-NAS / DeciLM model (0: no FFN):
     `block_configs[i].ffn`, `ffn_mult` -> int(2 x mult x hidden / 3) rounded up to 256
@@ -249,6 +262,7 @@ def _count_params(arch: ModelArch) -> ParamCount:
             if layer.parallel_state is not None:
                 lp.state = _state_params(layer.parallel_state, h)
                 lp.split += lp.state
+                _one_group_whole(layer.parallel_state, h, lp)
             s, r, kv = _attn_params(t, arch, layer)
             lp.split += s
             lp.replicated += r
@@ -266,6 +280,7 @@ def _count_params(arch: ModelArch) -> ParamCount:
                 "linear_attn_config") or {}).get(
                 "use_full_rank_gate")))
             lp.split += lp.state
+            _one_group_whole(layer, h, lp)
         elif arch.model_type.startswith("gemma4") and kv_shared_from <= i:
             _kv_sharing_attn(t, arch, i, lp)
         if ple:  # `per_layer_input_gate` (h -> ple), `per_layer_projection` (ple -> h)
@@ -969,7 +984,7 @@ def wna16_held_delta(arch: ModelArch, cc: str, vendor: str, release: tuple[int, 
       group until it divides the intermediate and hidden sizes and keeps no zero points for
       symmetric GPTQ (Qwen3-30B-A3B at TP8: groups of 32).
     ROCm kernels and asymmetric GPTQ are taken as stored; act-order's full-K scales on row
-    layers at TP > 1 (0.20-0.29) are not counted."""
+    layers at TP > 1 are `act_order_scales`."""
     q = arch.quantization or {}
     method = str(q.get("quant_method", "")).lower().removesuffix("_marlin")
     bits = q.get("bits") or q.get("w_bit")
@@ -994,6 +1009,29 @@ def wna16_held_delta(arch: ModelArch, cc: str, vendor: str, release: tuple[int, 
                 g2 //= 2
             expert = 2 / g2 - 2 / g - zeros
     return lin, expert
+
+
+def act_order_scales(arch: ModelArch, lp: LayerParams, layer: object, tp: int,
+                     release: tuple[int, int]) -> int:
+    """Bytes a GPTQ act-order (`desc_act`) layer holds per rank beyond its TP share of the
+    scales, to 0.29: `marlin_repeat_scales_on_all_ranks` (act_order, or channelwise on a row
+    layer; 0.6-0.29 marlin_utils.py) loads the whole-K fp16 scales of the row-parallel
+    o_proj and down_proj on every rank (ExLlama's `-q gptq` path does the same). Zero points
+    (kept by ExLlama and asymmetric GPTQ) and routed experts are not counted. Llama-3-70B
+    GPTQ at TP8: 917,504 + 3,211,264 B a layer."""
+    q = arch.quantization or {}
+    g = _wna16_group(q)
+    if (tp <= 1 or release >= (0, 30) or not q.get("desc_act") or g <= 0
+            or str(q.get("quant_method", "")).lower().removesuffix("_marlin") != "gptq"):
+        return 0
+    h = arch.hidden_size
+    ks = []
+    if isinstance(layer, AttnLayer) and layer.kind not in (MLA, DSV4):
+        ks.append(arch.num_attention_heads * layer.head_size)  # o_proj
+    inter = mlp_intermediate(arch, lp)
+    if inter:
+        ks.append(inter)  # down_proj (a dense MLP or the shared expert)
+    return int(sum(k // g * h * 2 * (1 - 1 / tp) for k in ks))
 
 
 def mxfp4_hopper_extra(arch: ModelArch, expert_tp: int, release: tuple[int, int]) -> int:

@@ -80,6 +80,7 @@ from kvplan.core.mm import (
 )
 from kvplan.core.mmdecode import reserve
 from kvplan.core.params import (
+    act_order_scales,
     count_params,
     deepstack_buffer_bytes,
     expert_padding,
@@ -657,15 +658,16 @@ def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs,
     block = q.get("weight_block_size")
     tp = a.tensor_parallel_size
     if (str(q.get("quant_method", "")).lower() != "fp8" or not block or len(block) != 2
-            or model.hf_quant_config or tp == 1):
+            or model.hf_quant_config or (tp == 1 and a.expert_tp == 1)):
         return
     bn, bk = int(block[0]), int(block[1])
     experts_fp8 = str(arch.text_config.get("expert_dtype", "fp8")).lower() not in ("fp4",)
     parts = []  # (what, full intermediate, its TP split, whether expert parallelism avoids it)
     moe_i = arch.expert_intermediate_size
     if moe_i and experts_fp8 and not MK.fp8_moe_refined_block(arch, a, version):
-        ep = a.enable_expert_parallel
-        parts.append(("the experts' intermediate", moe_i, 1 if ep else tp, not ep))
+        # without expert parallelism each expert is split over TP x DP (`moe_ranks`)
+        parts.append(("the experts' intermediate", moe_i, a.expert_tp,
+                      not a.enable_expert_parallel))
     dense = int(arch.text_config.get("intermediate_size") or 0)
     if dense and (not arch.num_experts or (arch.moe_intermediate_size and int(
             arch.text_config.get("first_k_dense_replace") or 0))):
@@ -674,12 +676,18 @@ def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs,
     def whole(n: int) -> bool:
         return n % bn == 0 and n % bk == 0
 
+    dp = a.data_parallel_size
     for what, full, split, ep_fixes in parts:
         if not whole(full // split):
+            over_dp = split != tp  # the experts split over TP x DP
             ok = [t for t in (1, 2, 4, 8, 16) if t < tp and whole(full // t)]
-            hint = (f"use --tensor-parallel-size {max(ok)}" if ok else "use fewer GPUs per "
-                    "replica") + (", or add --enable-expert-parallel" if ep_fixes else "")
-            raise BadInput(f"vLLM rejects --tensor-parallel-size {tp} for this FP8 "
+            hint = ("use fewer data-parallel ranks" if over_dp else
+                    f"use --tensor-parallel-size {max(ok)}" if ok else
+                    "use fewer GPUs per replica") + (
+                ", or add --enable-expert-parallel" if ep_fixes else "")
+            layout = (f"--tensor-parallel-size {tp} with --data-parallel-size {dp} (the "
+                      "experts split over both)" if over_dp else f"--tensor-parallel-size {tp}")
+            raise BadInput(f"vLLM rejects {layout} for this FP8 "
                            f"block-quantized checkpoint: {what} per GPU ({full // split}) is "
                            f"not a multiple of its {bn}x{bk} quantization blocks", hint=hint,
                            flag="tensor_parallel_size")
@@ -838,7 +846,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                        towers_every_stage: bool = False, vendor: str = "nvidia",
                        release: tuple[int, int] = (0, 33),
                        indexer_wk_16bit: bool = False,
-                       q_groups: int = 1, no_head: bool = False) -> tuple[list[int], int, bool]:
+                       q_groups: int = 1, no_head: bool = False, ep_even: bool = True,
+                       shared_whole: bool = False) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -858,9 +867,17 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     Some models build the embedding or the LM head on every stage (`pipeline.py`).
     `no_head`: a pooling model, whose untied LM head vLLM does not build (`no_init_weights`
     in `adapters.py`), though the checkpoint may store it.
+    `ep_even`: expert parallelism gives a remainder of experts one each to the first ranks
+    (0.10.1+), else all to the last rank (`determine_expert_map`).
+    `shared_whole`: sequence-parallel MoE builds the shared experts whole on every TP rank
+    (`VllmVersion.sp_moe_shared_whole`).
     """
     tp = a.tensor_parallel_size
     ep = a.moe_ranks  # routed experts split by expert (EP) or by rows
+    if a.enable_expert_parallel and not a.enable_eplb and arch.num_experts % ep:
+        # the most loaded rank holds more than the average (EPLB needs them to divide)
+        e = arch.num_experts
+        ep = e / (-(-e // ep) if ep_even else e // ep + e % ep)
     embed_all = arch.model_type in EMBED_EVERY_STAGE
     head_all = arch.model_type in LM_HEAD_EVERY_STAGE
     pad = expert_padding(arch, a.expert_tp, a.quantization, cc, scales_kept=mxfp4_scales_kept,
@@ -920,6 +937,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
         if mx_extra:
             local = arch.num_experts / (ep if a.enable_expert_parallel else 1)
             up += sum(local * mx_extra for i in rng if pc.layers[i].expert)
+        up += sum(act_order_scales(arch, pc.layers[i], arch.layers[i], tp, release)
+                  for i in rng)
         if q_groups > 1:  # each rank holds its DCP group's q heads
             up += sum(pc.layers[i].mla_q for i in rng) * (q_groups - 1) / tp * wb.linear
         if indexer_wk_16bit and wb.repl_bytes < d:  # hidden x index_head_dim, replicated
@@ -943,6 +962,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             for i in rng:
                 lb, kvh = ts.layers[i], _kv_heads(arch.layers[i])
                 b += lb.split / tp * online + lb.expert * pad / ep * online_exp + lb.replicated
+                if shared_whole and lb.expert:  # the shared expert's other TP shares
+                    b += pc.layers[i].mlp * wb.mlp_bytes * (1 - 1 / tp) * online
                 b += (lb.kv * max(1, kvh // tp) / kvh if kvh else lb.kv / tp) * online
             if si == 0 or embed_all:
                 b += ts.embed / tp
@@ -965,7 +986,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             kv_local = lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads else 0
             attn += (lp.split - lp.mlp - lp.state + lp.kv_unused * kv_unused) / tp + kv_local
             repl_lin += lp.repl_quant
-            mlp += lp.mlp / tp
+            mlp += lp.mlp if shared_whole and lp.expert else lp.mlp / tp
             state += lp.state / tp
             other += lp.replicated - lp.repl_quant
             expert += lp.expert / ep
@@ -1712,7 +1733,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         towers_every_stage=not (v2 and version.at_least(0, 33)),
         vendor=gpu.vendor, release=version.v[:2],
         indexer_wk_16bit=arch.is_sparse_mla and DSV4 not in arch.kinds
-        and version.at_least(0, 20), no_head=pooling)
+        and version.at_least(0, 20), no_head=pooling, ep_even=version.at_least(0, 10, 1),
+        shared_whole=version.sp_moe_shared_whole(
+            arch.architectures, tp=tp, dp=a.data_parallel_size, ep=a.enable_expert_parallel,
+            backend=asked or A2A.default(version.v)))
     if not a.flashinfer_moe_fp8 and version.at_least(0, 24):
         notes.append(f"vLLM {version.text} no longer reads VLLM_USE_FLASHINFER_MOE_FP8 (gone "
                      "in 0.24), so it is sized as unset; --moe-backend triton moves FP8 "

@@ -159,6 +159,23 @@ MOE_BACKENDS = ("auto", "triton", "deep_gemm", "cutlass", "flashinfer_trtllm",
                 "flydsl", "hpc", "emulation", "rdna3")
 
 
+# `use_sequence_parallel_moe`'s backends (0.11-0.33 config/parallel.py; naive to 0.19)
+_SP_MOE_BACKENDS = frozenset({
+    "allgather_reducescatter", "naive", "deepep_high_throughput", "deepep_low_latency",
+    "deepep_v2", "mori", "mori_high_throughput", "mori_low_latency", "nixl_ep",
+    "flashinfer_nvlink_one_sided", "passthrough"})
+# architectures whose shared experts sequence-parallel MoE builds whole, from a release
+_SP_SHARED_WHOLE = {
+    **dict.fromkeys(("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                     "GlmMoeDsaForCausalLM", "MistralLarge3ForCausalLM",
+                     "KimiK25ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                     "Llama4ForCausalLM"), (0, 11, 0)),
+    "NemotronHForCausalLM": (0, 11, 1),
+    **dict.fromkeys(("Qwen3NextForCausalLM", "Qwen3_5MoeForCausalLM",
+                     "Qwen3_5MoeForConditionalGeneration"), (0, 20, 0)),
+}
+
+
 @record(frozen=True)
 class VllmVersion:
     """Feature switches of one vLLM release."""
@@ -258,6 +275,21 @@ class VllmVersion:
     def default_gpu_memory_utilization(self) -> float:
         """`CacheConfig.gpu_memory_utilization`: 0.90, 0.92 from 0.20.0."""
         return 0.92 if self.at_least(0, 20) else 0.90
+
+    def sp_moe_shared_whole(self, architectures: list[str], *, tp: int, dp: int, ep: bool,
+                            backend: str | None) -> bool:
+        """Sequence-parallel MoE (`ParallelConfig.use_sequence_parallel_moe`, 0.11+: expert
+        parallelism, TP > 1 and DP > 1 over one of the backends it lists, the default among
+        them) builds the shared experts of these models whole on every TP rank
+        (`disable_tp=is_sequence_parallel`): deepseek_v2.py's `DeepseekV2MoE` and llama4.py
+        from 0.11.0, nemotron_h.py from 0.11.1, Qwen3-Next / Qwen3.5 (qwen2_moe.py's MLP)
+        from 0.20.0."""
+        if not (ep and tp > 1 and dp > 1 and self.at_least(0, 11)):
+            return False
+        if (backend or "allgather_reducescatter") not in _SP_MOE_BACKENDS:
+            return False
+        return any(self.at_least(*_SP_SHARED_WHOLE[x]) for x in architectures
+                   if x in _SP_SHARED_WHOLE)
 
     @property
     def mamba_seqs_need_blocks(self) -> bool:
