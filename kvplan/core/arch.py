@@ -378,7 +378,7 @@ def max_model_len_of(t: dict[str, Any], *, yarn_from_original: bool = False,
     `yarn_from_original` (before 0.30): YaRN scales original_max_position_embeddings by its
     factor, and only su / longrope / llama3 leave the length as it is; 0.30 (read in the
     0.30-0.33 wheels) takes YaRN's max_position_embeddings as already scaled.
-    `model_max_length_wins` (0.8.5+, "For Command-R / Cohere, Cohere2 models"): a config's
+    `model_max_length_wins` (0.8.3+, "For Command-R / Cohere, Cohere2 models"): a config's
     model_max_length replaces the minimum instead of joining it."""
     found = [(int(t[k]), k) for k in MAX_LEN_KEYS if isinstance(t.get(k), (int, float))]
     if not found:

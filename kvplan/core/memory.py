@@ -629,23 +629,26 @@ def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = Fa
     return int((const("non_torch_base_mib") + extra) * MiB)
 
 
-def _size_grid(top: int) -> set[int]:
-    """vLLM's capture grid up to `top`: 1, 2, 4, steps of 8 below 256, steps of 16 from 256."""
+def _size_grid(top: int, step16: bool = True) -> set[int]:
+    """vLLM's capture grid up to `top`: 1, 2, 4, steps of 8 below 256, steps of 16 from 256
+    (0.12+; steps of 8 throughout before, `batch_size_capture_list`)."""
     return ({i for i in (1, 2, 4) if i <= top} | set(range(8, min(top + 1, 256), 8))
-            | set(range(256, top + 1, 16)))
+            | set(range(256, top + 1, 16 if step16 else 8)))
 
 
 def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *,
                             ceiling: int = 512, interactivity: bool = False,
                             sizes: tuple[int, ...] | None = None,
                             max_size: int | None = None, decode_q: int = 1,
-                            decode_tiers: bool = False, seqs_size: bool = True) -> list[int]:
+                            decode_tiers: bool = False, seqs_size: bool = True,
+                            step16: bool = True, budget_size: bool = True) -> list[int]:
     """The batch sizes vLLM captures (0.33 `config/vllm.py` `_set_cudagraph_sizes`).
     `--cudagraph-capture-sizes` (`sizes`) are taken as given, up to the token budget. By
     default the grid goes up to min(2 x max_num_seqs x decode_q, ceiling,
     max_num_batched_tokens), or to `--max-cudagraph-capture-size` (`max_size`): 1, 2, 4, then
-    steps of 8 below 256 and 16 from 256 (every size to 32 with --performance-mode
-    interactivity); the token budget is added where it falls inside. With speculative
+    steps of 8 below 256 and 16 from 256 (`step16`, 0.12+; 8 throughout before; every size
+    to 32 with --performance-mode interactivity); the token budget is added where it falls
+    inside (`budget_size`, 0.20.1+). With speculative
     decoding a decode step carries `decode_q` = 1 + k tokens per sequence. When vLLM
     computes the default (no `max_size`):
     * `decode_tiers` (0.29+, decode_q > 1): n x decode_q for every request count n of the
@@ -657,11 +660,11 @@ def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *,
         return sorted({x for x in sizes if x <= max_num_batched_tokens})
     top0 = max_size or min(max_num_seqs * decode_q * 2, ceiling)
     top = min(top0, max_num_batched_tokens)
-    grid = _size_grid(top)
+    grid = _size_grid(top, step16)
     if interactivity:
         grid |= set(range(1, min(top, 32) + 1))
-    if max_num_batched_tokens <= top:
-        grid.add(max_num_batched_tokens)
+    if budget_size and max_num_batched_tokens <= top:  # 0.20.1+ ("ensure max_num_tokens is
+        grid.add(max_num_batched_tokens)  # captured")
     if not max_size and decode_q > 1 and decode_tiers:
         r = min(max_num_seqs, ceiling)
         counts = _size_grid(r) | {r}

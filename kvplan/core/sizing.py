@@ -547,26 +547,37 @@ def derived_max_model_len(arch: ModelArch, version: VllmVersion) -> tuple[int, s
     0.30 YaRN scales its original length (`arch.max_model_len_of`)."""
     if version.at_least(0, 30):
         return arch.max_position, arch.max_position_source
-    return max_model_len_of(arch.text_config, yarn_from_original=True,
-                            model_max_length_wins=version.at_least(0, 8, 5))
+    n, src = max_model_len_of(arch.text_config, yarn_from_original=True,
+                              model_max_length_wins=version.at_least(0, 8, 3))
+    if not version.at_least(0, 6, 5):  # interleaved attention off, the length capped to the
+        t = arch.text_config            # window (`ModelConfig.__init__`, 0.6.0-0.6.4)
+        sw = t.get("sliding_window")
+        w = min(sw) if isinstance(sw, list) and sw else sw if isinstance(sw, int) and (
+            arch.model_type == "gemma2") else 0
+        if w and w < n:
+            return w, (f"the sliding window: vLLM {version.text} turns {arch.model_type}'s "
+                       "interleaved attention off and caps the length to it")
+    return n, src
 
 
 def batch_defaults(gpu: Gpu, version: VllmVersion, usage: str, world_size: int) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither.
 
     `EngineArgs.get_batch_defaults` (0.11.1+; `_set_default_args_v1` before): by device
-    memory and name; A100s stay on the small tier from 0.9.0 (PR #17885). 0.8.0-0.8.2 take
-    1,024 sequences on every GPU and the larger budget only for a device named H100 / H200;
+    memory and name; A100s stay on the small tier from 0.9.0 (PR #17885). 0.8.0-0.8.3 take
+    1,024 sequences on every GPU and the larger budget only for a device named H100 / H200
+    (0.8.4 the 1,024 sequences only there too, 256 elsewhere);
     to 0.9.1 the engine context gets the same sequences, from 0.9.2 `SchedulerConfig`'s 128.
     """
     if not version.v1:
         return 2048, 256
     mem, name = gpu.memory_bytes, gpu.name.lower()
     serve = usage != "llm"
-    if not version.at_least(0, 8, 5):  # `_set_default_args_v1` (0.8.0, 0.8.2 wheels)
-        big = "h100" in name or "h200" in name
+    if not version.at_least(0, 8, 5):  # `_set_default_args_v1` (0.8.0-0.8.4 wheels)
+        big = "h100" in name or "h200" in name  # 0.8.4 sizes the sequences by it too
         return (2048 if usage == "engine" else (8192 if serve else 16384) if big
-                else (2048 if serve else 8192)), 1024
+                else (2048 if serve else 8192)), (
+            1024 if big or not version.at_least(0, 8, 4) else 256)
     if version.largest_batch_tier and mem >= 160 * GiB:
         return (2048, 128) if usage == "engine" else (16384, 1024)
     # GB10 (DGX Spark, unified memory) stays on the small tier: NVML has no memory info for
@@ -585,11 +596,13 @@ def batch_defaults(gpu: Gpu, version: VllmVersion, usage: str, world_size: int) 
 def v0_chunks_long_prompts(arch: ModelArch, a: EngineArgs, vendor: str,
                            version: VllmVersion) -> bool:
     """Whether the V0 engine turns chunked prefill on for a max_model_len over 32K
-    (`create_engine_config` in 0.6.6/0.7.3, `_set_default_args_v0` in 0.8-0.10): not for a
-    multimodal model, MLA (0.8+), ROCm, a model with a sliding window, speculative decoding
-    or LoRA; without it the profile runs the whole max_model_len at once."""
+    (`create_engine_config` in 0.6.x/0.7.3, `_set_default_args_v0` in 0.8-0.10): not for a
+    multimodal model, MLA (0.8+), ROCm (0.6.5+; its device type read "cuda" before), a model
+    with a sliding window, speculative decoding or LoRA; without it the profile runs the
+    whole max_model_len at once."""
     multimodal = arch.vision_config is not None or arch.audio_config is not None
-    return not (multimodal or arch.is_mla and version.at_least(0, 8) or vendor != "nvidia"
+    return not (multimodal or arch.is_mla and version.at_least(0, 8)
+                or vendor != "nvidia" and version.at_least(0, 6, 5)  # ROCm: "cuda" before
                 or SLIDING in arch.kinds or a.speculative or a.enable_lora)
 
 
@@ -835,6 +848,19 @@ def _q_groups(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> int:
             and any(x in Q_REPLICATE_ARCHS for x in arch.architectures)):
         return 1
     return a.decode_context_parallel_size
+
+
+def _mla_as_mha(arch: ModelArch, version: VllmVersion) -> ModelArch:
+    """DeepSeek-V2/V3 where vLLM keeps no MLA cache (`VllmVersion.mla_cache`): every head's
+    K and V, the config's KV heads of qk_nope + qk_rope, padded to 256 before 0.7.1
+    (`ModelConfig.get_head_size`: "FlashAttention supports only head_size 32, 64, 128,
+    256")."""
+    t = arch.text_config
+    hs = int(t.get("qk_nope_head_dim") or 0) + int(t.get("qk_rope_head_dim") or 0)
+    hs = 256 if not version.at_least(0, 7, 1) else hs
+    kv = int(t.get("num_key_value_heads") or arch.num_attention_heads)
+    return replace(arch, layers=[AttnLayer(FULL, kv, hs, hs) if isinstance(x, AttnLayer)
+                                 and x.kind == MLA else x for x in arch.layers])
 
 
 def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype: str,
@@ -1510,15 +1536,18 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         mnbt = budget
     elif a.max_num_batched_tokens:
         mnbt = a.max_num_batched_tokens
-    elif not chunked_arg:
-        mnbt = mml if v1_filled else max(mml, d_mnbt)
     else:
-        mnbt = d_mnbt
-        if not version.v1 and not version.at_least(0, 6, 5):
-            mnbt = 512  # 0.6.0-0.6.4.post1 `SchedulerConfig.__init__` (2,048 from 0.6.5)
-        if a.usage == "engine" and version.v1 and not version.at_least(0, 11, 1) and (
-                arch.vision_config or arch.audio_config):  # `SchedulerConfig.__post_init__`
-            mnbt = max(mnbt, 5120)  # MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS (to 0.11)
+        if not chunked_arg:
+            mnbt = mml if v1_filled else max(mml, d_mnbt)
+        else:
+            mnbt = d_mnbt
+            if not version.v1 and not version.at_least(0, 6, 5):
+                mnbt = 512  # 0.6.0-0.6.4.post1 `SchedulerConfig.__init__` (2,048 from 0.6.5)
+        if (arch.vision_config or arch.audio_config) and not v1_filled and not (
+                version.v1 and version.at_least(0, 11, 1)):
+            # `SchedulerConfig`'s floor where it fills the budget (V0; V1's engine context to
+            # 0.11): _MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS, 4,096 to 0.6.2, then 5,120
+            mnbt = max(mnbt, 5120 if version.at_least(0, 6, 3) else 4096)
     if not a.max_num_batched_tokens and not v1_filled and budget is None:
         mnbt = min(seqs * mml, mnbt)
     if not a.max_num_batched_tokens and version.at_least(0, 22) and arch.mm_prefix_lm and \
@@ -1531,15 +1560,18 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             notes.append(f"vLLM raises max_num_batched_tokens from {mnbt} to {item} so one "
                          "Gemma 4 video fits a batch (prefix-LM multimodal input)")
             mnbt = min(seqs * mml, item)
-    if a.max_num_seqs is None:
-        seqs = min(seqs, mnbt)
+    if a.max_num_seqs is None and version.v1 and version.at_least(0, 10, 1) and \
+            a.usage != "engine":  # the usage-context default is capped at the budget
+        seqs = min(seqs, mnbt)  # (`_set_default_args_v1` / `get_batch_defaults`, 0.10.1+)
     if mnbt < seqs:  # `SchedulerConfig.verify_max_model_len` (0.33; the same check in V0)
         given = (f"--max-num-batched-tokens {mnbt}" if a.max_num_batched_tokens else
                  f"the default max_num_batched_tokens {mnbt}" + (
                      f" ({asked}'s batched DP/EP default)"
                      if d_mnbt == A2A.BATCHED_DP_TOKENS == mnbt else ""))
-        raise BadInput(f"{given} is smaller than --max-num-seqs {seqs}; "
-                       "vLLM refuses this", hint=f"use --max-num-batched-tokens {seqs} or more, "
+        seqs_given = (f"--max-num-seqs {seqs}" if a.max_num_seqs else
+                      f"the default max_num_seqs {seqs}")
+        raise BadInput(f"{given} is smaller than {seqs_given}; vLLM refuses this",
+                       hint=f"use --max-num-batched-tokens {seqs} or more, "
                        f"or --max-num-seqs {mnbt} or fewer",
                        flag="max_num_seqs" if a.max_num_seqs else "max_num_batched_tokens")
     if not chunked_arg and mnbt < mml and a.max_num_batched_tokens and budget is None:
@@ -1550,7 +1582,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # speculative decoding: the drafter's cache layers join the pool on the last stage
     spec = a.speculative
     k_spec, drafted = 0, []
-    karch = arch  # the layers that keep a cache, the drafter's included
+    # the layers that keep a cache, the drafter's included
+    karch = arch if version.mla_cache(quant) else _mla_as_mha(arch, version)
     if spec:
         from kvplan.core import specdec as SD
 
@@ -1562,7 +1595,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             SD.check_dspark(arch, spec, version, a.pipeline_parallel_size)
         SD.check_scheduled_tokens(spec, version, mnbt, seqs, lora=a.enable_lora)
         k_spec, drafted = spec.num_speculative_tokens, SD.draft_layers(arch, spec)
-        karch = replace(arch, layers=SD.widen_states(arch.layers, k_spec, version) + drafted)
+        karch = replace(karch, layers=SD.widen_states(karch.layers, k_spec, version) + drafted)
 
     # Mamba prefix-caching mode and block size
     prefix = a.enable_prefix_caching
@@ -2196,12 +2229,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     grid = dict(ceiling=version.cudagraph_ceiling(gpu.compute_capability),
                 interactivity=a.performance_mode == "interactivity",
                 sizes=a.cudagraph_capture_sizes, max_size=a.max_cudagraph_capture_size or (
+                    # V0 captures up to the first of 1, 2, 4, 8, 16, ... at or above
+                    # max_num_seqs (`_BATCH_SIZES_TO_CAPTURE` / `batch_size_capture_list`)
+                    (seqs if seqs <= 2 else 4 if seqs <= 4 else cdiv(seqs, 8) * 8)
+                    if not version.v1 else
                     # gpt-oss raises the default to 1024 for every GPU, 0.13+ ("Overriding max
                     # cuda graph capture size to 1024 for performance", `GptOssForCausalLMConfig`)
                     1024 if "GptOssForCausalLM" in arch.architectures
                     and version.at_least(0, 13) and not a.cudagraph_capture_sizes else None),
                 decode_q=q_spec, decode_tiers=version.at_least(0, 29),
-                seqs_size=version.at_least(0, 31))
+                seqs_size=version.at_least(0, 31), step16=version.at_least(0, 12),
+                budget_size=version.at_least(0, 20, 1))
     graphs = M.cudagraph_graphs(seqs, mnbt, mode=graph_mode, round_to_q=not v2, v2=v2, **grid)
     # V2's autoregressive drafters capture their own graphs (0.29+), measured in the probe
     draft_graphs = M.drafter_cudagraph_graphs(seqs, mnbt, graph_mode, k_spec, **grid) if (

@@ -95,6 +95,7 @@ _V0_ONLY_UNTIL = {
                      "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
                      "NemotronHForCausalLM"), (0, 9, 2)),
     "Plamo2ForCausalLM": (0, 10, 2),
+    "Gemma3ForConditionalGeneration": (0, 8, 1),  # gemma3_mm.py `SupportsV0Only` in 0.8.0
     **dict.fromkeys(("Phi4FlashForCausalLM", "MllamaForConditionalGeneration"), (0, 11, 0)),
 }
 
@@ -223,7 +224,9 @@ class VllmVersion:
           runs them on V1); in 0.8.3-0.8.5 pipeline parallelism without the Ray executor
           (kvplan takes vLLM's default executor, not Ray);
         * a pooling model (embedding, classification, reward: `task not in ["generate"]`,
-          "No Embedding Models so far") to 0.9.1."""
+          "No Embedding Models so far") to 0.9.1;
+        * any GPU but NVIDIA's (ROCm) in 0.8.0-0.8.5 ("Non-CUDA is supported on V1, but off
+          by default": VLLM_USE_V1=1 runs it on V1)."""
         if not self.at_least(0, 8) or self.at_least(0, 11):
             return None
         nvidia, early = vendor == "nvidia", not self.at_least(0, 8, 3)
@@ -251,6 +254,8 @@ class VllmVersion:
         if early and (lora or pp > 1):
             return ("--enable-lora" if lora else "pipeline parallelism") + " is off by " \
                 "default on V1", False
+        if not nvidia and not self.at_least(0, 9):  # "Non-CUDA is supported on V1, but off
+            return f"V1 is off by default on {vendor.upper()} GPUs", False  # by default"
         return None
 
     @staticmethod
@@ -907,15 +912,25 @@ class VllmVersion:
             return 1.5
         return 1.25 if self.at_least(0, 12) else None
 
+    def mla_cache(self, quantization: str | None) -> bool:
+        """Whether DeepSeek-V2/V3 keep an MLA (latent) cache: not before 0.7.1 (no MLA; a
+        plain cache of every head); in 0.7.1-0.7.2 only unquantized or with fp8 /
+        compressed-tensors ("MLA is not supported with %s quantization. Disabling MLA.",
+        `ModelConfig.use_mla`); always from 0.7.3 (VLLM_MLA_DISABLE is not modelled)."""
+        if self.at_least(0, 7, 3):
+            return True
+        return self.at_least(0, 7, 1) and quantization in (None, "fp8", "compressed-tensors")
+
     def mla_block_size(self, compute_capability: str, sparse: bool, *, fp8_kv: bool = False,
                        qk_nope: int = 128, vendor: str = "nvidia") -> int:
         """Block size of the default MLA backend (no --block-size). Read in the 0.8.5-0.33.0
         wheels with a helper: up to 0.17 `CudaPlatform.check_and_update_config` forces it;
         from 0.18 `Platform.update_block_size_for_backend` takes the chosen backend's
         `get_preferred_block_size(16)` (its smallest supported size when 16 is not one).
-        * Hopper: FlashMLA's 64 to 0.17 (FA3-MLA runs on it from 0.12); from 0.18 FA3-MLA's 16
-          with a 16-bit cache and FlashMLA's 64 with fp8 (FA3-MLA stores no fp8).
-        * SM100: Triton-MLA's 16 to 0.9; CUTLASS-MLA's 128 on 10.0 from 0.10 (every 10.x from
+        * Hopper: 16 before 0.8 (Triton-MLA); FlashMLA's 64 from 0.8 to 0.17 (FA3-MLA runs on
+          it from 0.12); from 0.18 FA3-MLA's 16 with a 16-bit cache and FlashMLA's 64 with fp8
+          (FA3-MLA stores no fp8).
+        * SM100: Triton-MLA's 16 to 0.10.0; CUTLASS-MLA's 128 on 10.0 from 0.10.1 (every 10.x from
           0.13); FlashInfer-MLA's 64 in 0.15-0.17 when qk_nope_head_dim is 128; from 0.18
           FlashInfer-MLA's 32 (its [32, 64]) for qk_nope 64 or 128 (and 192 from 0.19), else
           CUTLASS's 128.
@@ -930,9 +945,9 @@ class VllmVersion:
         if vendor != "nvidia":
             return 16
         major, cc = cc_major(compute_capability), cc_tuple(compute_capability)
-        if major == 9:
-            return 16 if self.at_least(0, 18) and not fp8_kv else 64
-        if major != 10 or not self.at_least(0, 10):
+        if major == 9:  # FlashMLA from 0.8.0 (0.6-0.7 Triton-MLA or no MLA: the default 16)
+            return 16 if self.at_least(0, 18) and not fp8_kv or not self.at_least(0, 8) else 64
+        if major != 10 or not self.at_least(0, 10, 1):  # 0.10.0: CUTLASS-MLA only when asked
             return 16
         if self.at_least(0, 18):
             return 32 if qk_nope in ((64, 128, 192) if self.at_least(0, 19) else (64, 128)) \
@@ -945,9 +960,13 @@ class VllmVersion:
                          vendor: str) -> bool:
         """Up to 0.17 `check_and_update_config` forces the MLA backend's size over a
         --block-size that is not a multiple of it ("Forcing kv cache block size to 64 for
-        FlashMLA backend"; FlashInfer-MLA keeps 32); from 0.18 the user's size is kept."""
-        return (vendor == "nvidia" and mla_block > 16 and not self.at_least(0, 18)
-                and user_block % mla_block != 0
+        FlashMLA backend"; FlashInfer-MLA keeps 32); 0.8-0.11 over any other size
+        (`block_size != 64` / `!= 128`); from 0.18 the user's size is kept."""
+        if vendor != "nvidia" or mla_block <= 16 or self.at_least(0, 18):
+            return False
+        if not self.at_least(0, 12):
+            return user_block != mla_block
+        return (user_block % mla_block != 0
                 and not (user_block == 32 and mla_block == 64
                          and cc_major(compute_capability) == 10))
 

@@ -1,0 +1,106 @@
+"""Per-release defaults read in each release's source (review 24d): MLA before 0.7.3, MLA
+block sizes, V1's fallbacks, batch defaults, long-context rules and the capture grid."""
+
+import re
+
+import pytest
+
+from kvplan.core.memory import cudagraph_capture_sizes
+from kvplan.core.sizing import EngineArgs, size
+from kvplan.errors import BadInput
+from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+
+def run(model, gpu, version, **kw):
+    return size(resolve_model(model), resolve_gpu(gpu), EngineArgs(**kw), version)
+
+
+def test_deepseek_keeps_every_head_before_mla():
+    """F1: no MLA before 0.7.1 (`get_head_size` pads 192 to 256, the config's KV heads);
+    0.7.1-0.7.2 only unquantized, fp8 or compressed-tensors."""
+    lite = "deepseek-ai/DeepSeek-V2-Lite"
+    assert run(lite, "h100", "0.6.6").kv_bytes_per_token_per_gpu == 27 * 2 * 16 * 256 * 2
+    assert run(lite, "h100", "0.7.0").kv_bytes_per_token_per_gpu == 442368
+    assert run(lite, "h100", "0.7.1").kv_bytes_per_token_per_gpu == 27 * (512 + 64) * 2
+    v3 = run("deepseek-ai/DeepSeek-V3", "h200", "0.6.6", tensor_parallel_size=8)
+    assert v3.kv_bytes_per_token_per_gpu == 61 * 2 * (128 // 8) * 256 * 2 == 999424
+
+
+@pytest.mark.parametrize(("gpu", "version", "extra", "block"), [
+    ("h200", "0.7.3", {}, 16),  # F2: FlashMLA's 64 arrives in 0.8.0
+    ("h200", "0.8.0", {}, 64),
+    ("b200", "0.10.0", {}, 16),  # F10: CUTLASS-MLA's 128 by default from 0.10.1
+    ("b200", "0.10.1", {}, 128),
+    ("h100", "0.10.2", {"block_size": 128}, 64),  # F11: `block_size != 64` forces it to 0.11
+    ("h100", "0.12.0", {"block_size": 128}, 128),  # `% 64` from 0.12
+])
+def test_mla_block_sizes(gpu, version, extra, block):
+    r = run("deepseek-ai/DeepSeek-R1", gpu, version, tensor_parallel_size=8, **extra)
+    assert r.block_size == block
+
+
+def test_v1_fallbacks_and_batch_defaults_of_0_8():
+    """F3: 0.8.0-0.8.5 leave V1 off on ROCm; F9: Gemma 3 VL is V0-only in 0.8.0; F4: 0.8.4
+    gives 1,024 sequences only to a device named H100 / H200."""
+    r = run("meta-llama/Llama-3.1-8B-Instruct", "mi300x", "0.8.5")
+    assert r.version.engine_v0 and r.max_num_seqs == 256
+    assert "V1 is off by default on AMD GPUs" in r.notes[0]
+    assert not run("meta-llama/Llama-3.1-8B-Instruct", "mi300x", "0.9.0").version.engine_v0
+    assert run("google/gemma-3-27b-it", "h100", "0.8.0").version.engine_v0
+    assert not run("google/gemma-3-27b-it", "h100", "0.8.1").version.engine_v0
+    seqs = {g: run("meta-llama/Llama-3.1-8B-Instruct", g, "0.8.4").max_num_seqs
+            for g in ("h100", "a100-80gb", "l4")}
+    assert seqs == {"h100": 1024, "a100-80gb": 256, "l4": 256}
+    assert run("meta-llama/Llama-3.1-8B-Instruct", "l4", "0.8.3").max_num_seqs == 1024
+
+
+def test_long_context_rules_of_0_6():
+    """F5: ROCm chunks prompts over 32K up to 0.6.4 (device type "cuda"); F6: 0.6.0-0.6.4 cap
+    Gemma 2 at its 4,096-token window."""
+    r = run("meta-llama/Llama-3.1-8B-Instruct", "mi300x", "0.6.4")
+    assert r.max_num_batched_tokens == 512
+    assert run("meta-llama/Llama-3.1-8B-Instruct", "mi300x", "0.6.5").max_num_batched_tokens \
+        == 131072
+    assert run("google/gemma-2-9b-it", "h100", "0.6.4").max_model_len == 4096
+    assert run("google/gemma-2-9b-it", "h100", "0.6.5").max_model_len == 8192
+    with pytest.raises(BadInput, match="exceeds the model's maximum of 4096"):
+        run("google/gemma-2-9b-it", "h100", "0.6.4", max_model_len=8192)
+
+
+def test_budget_below_the_default_sequences():
+    """F7: the default max_num_seqs is capped at the budget only from 0.10.1 (V1)."""
+    with pytest.raises(BadInput, match=re.escape(
+            "--max-num-batched-tokens 512 is smaller than the default max_num_seqs 1024")):
+        run("meta-llama/Llama-3.1-8B-Instruct", "h100", "0.10.0", max_num_batched_tokens=512)
+    assert run("meta-llama/Llama-3.1-8B-Instruct", "h100", "0.10.1",
+               max_num_batched_tokens=512).max_num_seqs == 512
+
+
+def test_v0_multimodal_budget_floor():
+    """F8: V0's `SchedulerConfig` raises a multimodal model's budget to 5,120 (4,096 to
+    0.6.2)."""
+    r = run("Qwen/Qwen2.5-VL-7B-Instruct", "h100", "0.7.3", max_model_len=4096)
+    assert not r.version.v1 and r.max_num_batched_tokens == 5120
+
+
+def test_capture_grid_before_0_12_and_the_budget_size():
+    """F12: steps of 8 up to 512 before 0.12 (67 sizes); the token budget joins from 0.20.1."""
+    old = cudagraph_capture_sizes(256, 8192, step16=False, budget_size=False)
+    assert len(old) == 67 and old[-2:] == [504, 512]
+    assert 300 not in cudagraph_capture_sizes(256, 300, budget_size=False)
+    assert 300 in cudagraph_capture_sizes(256, 300, budget_size=True)
+
+
+def test_model_max_length_wins_from_0_8_3():
+    """F13: "For Command-R / Cohere, Cohere2 / Aya Vision models" (0.8.3's
+    `_get_and_verify_max_len`): model_max_length replaces the minimum of the length keys."""
+    from configs import LLAMA31_8B
+
+    from kvplan.core.arch import normalize
+    from kvplan.core.sizing import derived_max_model_len
+    from kvplan.core.versions import VllmVersion
+
+    arch = normalize({**LLAMA31_8B, "rope_scaling": None, "max_position_embeddings": 8192,
+                      "model_max_length": 131072})
+    assert derived_max_model_len(arch, VllmVersion.of("0.8.3"))[0] == 131072
+    assert derived_max_model_len(arch, VllmVersion.of("0.8.2"))[0] == 8192
