@@ -191,7 +191,8 @@ def test_gemma4_tower_takes_frames_in_chunks_and_audio_wins_without_video():
 
 
 def test_encoder_profile_by_release():
-    # Qwen VL from 0.11 (one dummy item fills the budget); Gemma 3 from 0.20 only
+    # Qwen VL on V1 from 0.8 (review 24e F1: 0.8-0.10's `profile_run` runs the encoder too;
+    # one dummy item fills the budget); Gemma 3 from 0.20 only
     h200 = Gpu("h200", "NVIDIA H200", 143771 << 20, "9.0")
 
     def prof(name, version):
@@ -200,7 +201,10 @@ def test_encoder_profile_by_release():
                     version).vision_profile
 
     assert prof("Qwen/Qwen3-VL-30B-A3B-Instruct", "0.13.0") is not None
-    assert prof("Qwen/Qwen2.5-VL-7B-Instruct", "0.10.2") is None
+    p = prof("Qwen/Qwen2.5-VL-7B-Instruct", "0.10.2")
+    # a one-frame video of the 16,384-token budget (the reviewer's derivation)
+    assert (p.modality, p.items, p.tokens_per_item) == ("video", 1, 16384)
+    assert prof("Qwen/Qwen2.5-VL-7B-Instruct", "0.7.3") is None  # V0: not modelled (noted)
     assert prof("google/gemma-3-27b-it", "0.13.0") is None
     assert prof("google/gemma-3-27b-it", "0.20.2") is not None
 

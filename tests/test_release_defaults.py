@@ -104,3 +104,29 @@ def test_model_max_length_wins_from_0_8_3():
                       "model_max_length": 131072})
     assert derived_max_model_len(arch, VllmVersion.of("0.8.3"))[0] == 131072
     assert derived_max_model_len(arch, VllmVersion.of("0.8.2"))[0] == 8192
+
+
+def test_moe_scratch_by_release():
+    """Review 24e F2/F3/F4: 0.6-0.7's `fused_experts_impl` keeps caches 1 and 3 apart;
+    `VLLM_FUSED_MOE_CHUNK_SIZE` defaults to 16,384 from 0.12.0 (32,768 before); an all-MoE
+    model without shared experts has no dense-MLP activation."""
+    mix = "mistralai/Mixtral-8x7B-Instruct-v0.1"
+    r = run(mix, "h100", "0.6.6", tensor_parallel_size=2)
+    # 32,768-token chunk x top-2 rows x (N 14,336 + K 4,096 + N/2 7,168) x 2 B
+    assert r.to_json()["moe_workspace_bytes"] == 65536 * (14336 + 4096 + 7168) * 2
+    kw = dict(tensor_parallel_size=2, max_num_batched_tokens=32768, max_num_seqs=64)
+    assert run(mix, "h100", "0.12.0", **kw).to_json()["moe_workspace_bytes"] == \
+        32768 * (14336 + 7168) * 2 == 1409286144  # 16,384 tokens x 2 rows x (N + N/2)
+    q = run("Qwen/Qwen3-30B-A3B", "h100", "0.13.0", max_num_batched_tokens=32768,
+            max_num_seqs=64)
+    assert q.budget.activation == 1342177280  # no 3 x 6,144-wide dense term (448 MiB)
+
+
+def test_unmodelled_encoder_profile_is_noted():
+    """Review 24e F6: Gemma 3's encoder profile is modelled from 0.20 only; 0.11 says so."""
+    r = run("google/gemma-3-27b-it", "h100", "0.11.0")
+    assert r.vision_profile is None and any(
+        n.startswith("the vision encoder's share of vLLM 0.11.0's profile run is not modelled")
+        for n in r.notes)
+    assert not any("is not modelled" in n for n in run("google/gemma-3-27b-it", "h100",
+                                                        "0.20.2").notes)

@@ -157,6 +157,7 @@ class ActivationShape:
     vocab: int
     act_bytes: int  # activation dtype bytes
     moe_kernel: str = "functional"  # one of MOE_KERNELS
+    moe_split_caches: bool = False  # 0.6-0.7: `fused_experts_impl`'s three separate caches
     local_experts: int = 0  # experts on one GPU (DeepGEMM pads every expert's rows)
     moe_hidden: int = 0  # K, the experts' input width (a latent MoE's; 0: `hidden`)
     moe_gated: bool = True  # w13 holds gate and up (N = 2 x intermediate)
@@ -194,7 +195,8 @@ class ActivationShape:
         """Elements of fused-MoE scratch for `tokens` tokens, N = 2 x local expert
         intermediate (1 x for non-gated experts), K = the experts' input width, A = the
         activation's output (N / 2 gated, N not), M x top_k rows:
-        * functional (`fused_experts_impl`, per call): M.k x max(N, K) + M.k x A;
+        * functional (`fused_experts_impl`, per call): M.k x max(N, K) + M.k x A (0.8+;
+          M.k x (N + K) + M.k x A with 0.6-0.7's separate caches, `moe_split_caches`);
         * modular (`TritonExperts.workspace_shapes`): M.k x max(A, K) + M.k x max(N, K);
         * DeepGEMM (`DeepGemmExperts.workspace_shapes`) on M_sum rows, every local expert's
           rows padded to 128 (`compute_aligned_M`): 0.11.x M_sum x N + M_sum x max(A, K) +
@@ -216,8 +218,8 @@ class ActivationShape:
         if self.moe_kernel == "deepgemm_mega":  # its symmetric buffer is outside torch
             return 0
         rows = tokens * k
-        if self.moe_kernel == "functional":
-            return rows * (max(n, h) + act)
+        if self.moe_kernel == "functional":  # caches 1 and 3 share one buffer from 0.8
+            return rows * ((n + h if self.moe_split_caches else max(n, h)) + act)
         if self.moe_kernel == "modular":
             return rows * (max(act, h) + max(n, h))
         if self.moe_kernel == "flashinfer":

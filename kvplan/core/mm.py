@@ -390,7 +390,8 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
                     px: PixelBytes = PixelBytes(), encoder_dp: bool = False,
                     dense_mask: bool = False, merge: int = 2, audio_tower: bool = False,
                     frame_chunk: int | None = None,
-                    pixels: ProcessorPixels = ProcessorPixels()) -> EncoderProfile | None:
+                    pixels: ProcessorPixels = ProcessorPixels(),
+                    dummy_len: int | None = None) -> EncoderProfile | None:
     """The encoder profile of a Qwen VL, Gemma 3/4, Llama 4 or Pixtral model (None for other
     models; `dense_mask`, `merge`: Pixtral's, `_pixtral`).
     `limits`: --limit-mm-per-prompt (an unlisted modality allows DEFAULT_MM_LIMIT); `px`:
@@ -399,7 +400,9 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     `get_load_balance_assignment`) and gathers all their outputs. Gemma 4's: whether it has
     an audio tower, and the frames its tower takes at once (`gemma4_frame_chunk`).
     `pixels`: the Qwen VL dummy image / video frame `--mm-processor-kwargs` sets
-    (`processor_pixels`)."""
+    (`processor_pixels`). `dummy_len`: the sequence length the dummy data is built for
+    (`get_decoder_dummy_data(seq_len=...)`: max_model_len from 0.11, the token budget in
+    0.8-0.10; default max_model_len), which bounds a Qwen2/2.5-VL video's frames."""
     qwen2 = any(a in QWEN2_VL for a in architectures)
     qwen3 = any(a in QWEN3_VL for a in architectures)
     lim = {"image": DEFAULT_MM_LIMIT, "video": DEFAULT_MM_LIMIT, **(limits or {})}
@@ -441,7 +444,7 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
         rows, cols = most_features(pixels.image or _QWEN2_MAX_PIXELS, unit)
         image = rows * cols
         pair = smart_resize_tokens(rows, cols, unit, pixels.video) if pixels.video else image
-        video = pair * min(max(max_model_len // pair, 1), _QWEN2_MAX_VIDEO_PAIRS)
+        video = pair * min(max((dummy_len or max_model_len) // pair, 1), _QWEN2_MAX_VIDEO_PAIRS)
     # the modality with the most tokens, video on a tie; one limited to 0 is not profiled
     # (`MultiModalBudget.get_modality_with_max_tokens`)
     modality = "video" if lim["image"] <= 0 or (lim["video"] > 0 and video >= image) \

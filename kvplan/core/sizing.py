@@ -87,6 +87,7 @@ from kvplan.core.params import (
     fast_prefill_buffer_bytes,
     indexer_rope_cache,
     mla_rope_fp32,
+    mlp_intermediate,
     moe_gated,
     moe_hidden,
     mxfp4_bias_extra,
@@ -1873,7 +1874,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "(the throughput model does not count that)")
     util = a.gpu_memory_utilization or version.default_gpu_memory_utilization
     # the experts' intermediate: whole with expert parallelism, else split over TP x DP
-    shape = _activation_shape(arch, a.expert_tp, tp, model_dtype)
+    shape = replace(_activation_shape(arch, a.expert_tp, tp, model_dtype),
+                    moe_split_caches=not version.at_least(0, 8))
     if shape.moe_intermediate_local:
         shape = MK.with_moe_kernel(shape, arch, model, a, gpu, version, a2a,
                                    mnbt if version.at_least(0, 20) else A2A.BATCHED_DP_TOKENS)
@@ -2107,7 +2109,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                   video=(a.limit_mm_per_prompt or {}).get(
                                       "video", DEFAULT_MM_LIMIT) > 0),
                               pixels=mm_pixels(a, version, notes, arch.architectures,
-                                               native))
+                                               native),
+                              dummy_len=mml if version.at_least(0, 11) else mnbt)
+    elif (not mm_profiled(arch.architectures, version) and not a.skip_mm_profiling
+          and towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]
+          and arch.vision_config is not None):
+        notes.append(f"the vision encoder's share of vLLM {version.text}'s profile run is not "
+                     "modelled for this model (it is from 0.20, for the Qwen VL families from "
+                     "0.8 on V1): the activation peak may be low and the KV cache high; "
+                     "--skip-mm-profiling or --language-model-only as vLLM's flags avoid it")
     act_first = act_inner  # the first stage's (the only one V2 profiles the encoder on)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
         # V2's sampler state exists from `load_model`, so it sits under the encoder's peak
@@ -2689,13 +2699,14 @@ def ssm_state_default(arch: ModelArch, version: VllmVersion) -> str | None:
 
 def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:
     """Whether kvplan models the vision encoder's share of the profile run: the Qwen VL
-    families from 0.11 (their single dummy item fills the encoder budget, so 0.11's padding
-    of outputs to the budget changes nothing; real H200/B200 starts of Qwen3-VL-30B at
-    0.13-0.19 hold the 0.44 GiB it keeps), Gemma 3 from 0.20 (0.11 padded each of its 32
-    images' outputs to the budget)."""
+    families on V1 from 0.8 (V1's `profile_run` runs the encoder on its dummy items from
+    0.8; their single dummy item fills the encoder budget, so 0.11's padding of outputs to
+    the budget changes nothing; real H200/B200 starts of Qwen3-VL-30B at 0.13-0.19 hold the
+    0.44 GiB it keeps), Gemma 3 from 0.20 (0.11 padded each of its 32 images' outputs to the
+    budget). Other multimodal models before 0.20 are noted as not modelled."""
     if version.at_least(0, 20):
         return True
-    return version.at_least(0, 11) and any(x in QWEN2_VL + QWEN3_VL for x in architectures)
+    return version.v1 and any(x in QWEN2_VL + QWEN3_VL for x in architectures)
 
 
 def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> str:
@@ -2739,6 +2750,10 @@ def _activation_shape(arch: ModelArch, expert_tp: int, tp: int,
     moe_i = arch.expert_intermediate_size
     if arch.num_experts and not arch.moe_intermediate_size:  # the MLP is the experts'
         dense_i = int(t.get("intermediate_size_mlp") or 0)
+    elif arch.num_experts:  # the widest dense MLP or shared expert a layer builds: none in
+        # an all-MoE model without shared experts (Qwen3-MoE's intermediate_size is unused)
+        dense_i = max((mlp_intermediate(arch, lp) for lp in count_params(arch).layers),
+                      default=0)
     return M.ActivationShape(hidden=arch.hidden_size, intermediate_local=cdiv(dense_i, tp),
                              moe_intermediate_local=cdiv(moe_i, expert_tp) if moe_i else 0,
                              top_k=arch.experts_per_tok or 1, vocab=arch.vocab_size,

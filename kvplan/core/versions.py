@@ -535,11 +535,11 @@ class VllmVersion:
 
     @property
     def moe_chunk(self) -> int | None:
-        """`VLLM_FUSED_MOE_CHUNK_SIZE`: 32768 tokens to 0.11, 16384 in 0.13-0.17, gone in
-        0.18 (the modular kernel no longer chunks)."""
+        """`VLLM_FUSED_MOE_CHUNK_SIZE`: 32768 tokens to 0.11, 16384 in 0.12-0.17 (envs.py's
+        default), gone in 0.18 (the modular kernel no longer chunks)."""
         if self.at_least(0, 18):
             return None
-        return 16384 if self.at_least(0, 13) else 32768
+        return 16384 if self.at_least(0, 12) else 32768
 
     @property
     def dsv4_tuple_layout(self) -> bool:
