@@ -283,6 +283,7 @@ def run(
     from kvplan.core.sizing import EngineArgs, size
     from kvplan.sources.resolve import resolve_gpu, resolve_model
     from kvplan.units import (
+        mm_size_options,
         parse_int_list,
         parse_json_object,
         parse_mm_limits,
@@ -357,6 +358,11 @@ def run(
         video_io=parse_video_io(media_io_kwargs) if media_io_kwargs is not None else None,
     )
     key_notes: list[str] = [n for n in [ignored_note(pooler, vllm_version)] if n]
+    if limit_mm_per_prompt is not None and (sized := mm_size_options(limit_mm_per_prompt)):
+        key_notes.append(f"--limit-mm-per-prompt's {', '.join(sized)} shrink the dummy item "
+                         "vLLM 0.11.1+ profiles the encoder with; kvplan profiles the "
+                         "full-size item (its KV cache estimate is low by up to the encoder "
+                         "peak)")
     if optimization_level is not None:
         from kvplan.engines.vllm_compile import optimization_level as opt_level
 

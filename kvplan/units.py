@@ -136,6 +136,19 @@ def parse_mm_limits(text: str, *, what: str = "--limit-mm-per-prompt") -> dict[s
     return out
 
 
+def mm_size_options(text: str) -> list[str]:
+    """The dummy-item size options of a `--limit-mm-per-prompt` JSON (0.11.1+: a modality's
+    width, height, num_frames, length besides its count), as "video.width" names."""
+    import json
+
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return []
+    return [f"{k}.{o}" for k, v in (raw.items() if isinstance(raw, dict) else [])
+            if isinstance(v, dict) for o in v if o != "count"]
+
+
 def parse_video_io(text: str, *, what: str = "--media-io-kwargs") -> dict[str, Any]:
     """The "video" entry of vLLM's `--media-io-kwargs` JSON (empty when it has none)."""
     import json

@@ -130,3 +130,52 @@ def test_unmodelled_encoder_profile_is_noted():
         for n in r.notes)
     assert not any("is not modelled" in n for n in run("google/gemma-3-27b-it", "h100",
                                                         "0.20.2").notes)
+
+
+@pytest.mark.parametrize(("version", "method", "ok"), [
+    # review 24f F3: `SpeculativeMethod` lists deepseek_mtp from 0.9, qwen3_next_mtp from
+    # 0.10.2, "mtp" from 0.11, glm4_moe_mtp from 0.11.1
+    ("0.9.2", "deepseek_mtp", True), ("0.9.2", "mtp", False), ("0.10.2", "mtp", False),
+    ("0.11.0", "mtp", True), ("0.11.0", "deepseek_mtp", True), ("0.11.0", "glm4_moe_mtp", False),
+    ("0.11.1", "glm4_moe_mtp", True),
+])
+def test_mtp_method_names_by_release(version, method, ok):
+    spec = f'{{"method": "{method}", "num_speculative_tokens": 1}}'
+    from kvplan.core.versions import LATEST
+    from kvplan.engines.vllm_spec import speculative
+
+    def go():
+        a = EngineArgs(tensor_parallel_size=8)
+        a.speculative = speculative(spec, resolve_model, version=version or LATEST, notes=[])
+        return size(resolve_model("deepseek-ai/DeepSeek-R1"), resolve_gpu("h200"), a, version)
+
+    if ok:
+        assert go().fits
+    else:
+        with pytest.raises(BadInput, match=f"does not know speculative method '{method}'"):
+            go()
+
+
+def test_lora_ranks_and_flags_by_release():
+    """Review 24f F5/F6/F8: ranks 8-256 to 0.7, 320/512 from 0.8, 1 from 0.11.1;
+    --language-model-only from 0.17, --skip-mm-profiling from 0.10.1."""
+    lora = dict(enable_lora=True, max_model_len=4096)
+    with pytest.raises(BadInput, match="--max-lora-rank 320 is not one vLLM accepts"):
+        run("meta-llama/Llama-3.1-8B-Instruct", "h100", "0.7.3", max_lora_rank=320, **lora)
+    assert run("meta-llama/Llama-3.1-8B-Instruct", "h100", "0.8.5", max_lora_rank=320, **lora)
+    assert run("meta-llama/Llama-3.1-8B-Instruct", "h100", "0.11.1", max_lora_rank=1, **lora)
+    with pytest.raises(BadInput, match="has no --language-model-only"):
+        run("Qwen/Qwen2.5-VL-7B-Instruct", "h100", "0.16.0", language_model_only=True)
+    with pytest.raises(BadInput, match="has no --skip-mm-profiling"):
+        run("Qwen/Qwen2.5-VL-7B-Instruct", "h100", "0.10.0", skip_mm_profiling=True)
+
+
+def test_dummy_size_options_are_noted(capsys):
+    """Review 24f F1: --limit-mm-per-prompt's width / height / num_frames shrink vLLM's dummy
+    item (0.11.1+); kvplan profiles the full-size one and says so."""
+    from kvplan.cli import main
+
+    assert main(["size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "h100", "--limit-mm-per-prompt",
+                 '{"image": 0, "video": {"count": 1, "width": 256, "height": 256}}']) == 0
+    assert ("note: --limit-mm-per-prompt's video.width, video.height shrink the dummy item"
+            in capsys.readouterr().out)

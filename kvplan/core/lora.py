@@ -109,18 +109,19 @@ def embeddings_wrapped(architectures: list[str], release: tuple[int, int]) -> bo
 
 
 def check_lora(arch: ModelArch, max_loras: int, rank: int, *, rank_one: bool,
-               dsv4_lora: bool, tp: int = 1, fully_sharded: bool = False,
+               dsv4_lora: bool, old_ranks: bool = False, tp: int = 1, fully_sharded: bool = False,
                ep_fs_refused: bool = False, head_wrapped: bool = False,
                vocab_limit: int = 258048) -> None:
     """Raise BadInput for a LoRA set-up vLLM refuses (`dsv4_lora`: this release and GPU's
-    DeepSeek-V4 class is SupportsLoRA, NVIDIA's from 0.29).
+    DeepSeek-V4 class is SupportsLoRA, NVIDIA's from 0.29). Ranks: 8-256 to 0.7
+    (`old_ranks`), 320 and 512 from 0.8, 1 from 0.11.1 (`rank_one`; `MaxLoRARanks`).
     * --fully-sharded-loras splits the rank over TP (`divide(max_lora_rank, tp_size)`);
     * with expert parallelism on a MoE model (`ep_fs_refused`: 0.21+ `_verify_ep_fs`);
     * an LM head under LoRA (`head_wrapped`) takes vocabularies up to `vocab_limit`
       (`LogitsProcessorWithLoRA.create_lora_weights`: 257,024 to 0.16, 258,048 from 0.17)."""
     if max_loras < 1:
         raise BadInput(f"--max-loras {max_loras} must be >= 1", flag="max_loras")
-    allowed = RANKS if rank_one else RANKS[1:]
+    allowed = RANKS if rank_one else RANKS[1:] if not old_ranks else RANKS[1:-2]
     if rank not in allowed:
         raise BadInput(f"--max-lora-rank {rank} is not one vLLM accepts",
                        hint="use one of " + ", ".join(map(str, allowed)), flag="max_lora_rank")
@@ -264,12 +265,12 @@ def lora_elems_per_stage(arch: ModelArch, stages: list[range], tp: int, ep: int,
 
 def graph_cases(v1_specialize: bool, *, v2: bool, at_least_012: bool, max_loras: int = 1,
                 active_counts: bool = False) -> int:
-    """CUDA graphs are captured once per LoRA case: with and without active adapters (0.12+
+    """CUDA graphs are captured once per LoRA case: with and without active adapters (0.11.1+
     `cudagraph_specialize_lora`, `cudagraph_dispatcher._get_lora_cases`; model runner V2
-    always), once before 0.12. `active_counts` (`--specialize-active-lora`, 0.16+, with
-    `cudagraph_specialize_lora` on): no adapter, then every power of 2 of active adapters up
-    to max_loras and max_loras + 1 (`lora/utils.py` `get_captured_lora_counts`; V2's
-    `get_lora_capture_cases`)."""
+    always), once before 0.11.1 (`at_least_012`). `active_counts`
+    (`--specialize-active-lora`, 0.16+, with `cudagraph_specialize_lora` on): no adapter,
+    then every power of 2 of active adapters up to max_loras and max_loras + 1
+    (`lora/utils.py` `get_captured_lora_counts`; V2's `get_lora_capture_cases`)."""
     if not at_least_012:
         return 1
     if active_counts and v1_specialize:

@@ -1487,9 +1487,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if a.mm_encoder_tp_mode not in ("weights", "data"):
         raise BadInput(f"--mm-encoder-tp-mode {a.mm_encoder_tp_mode} is not weights or data",
                        flag="mm_encoder_tp_mode")
-    if a.mm_encoder_tp_mode == "data" and not version.at_least(0, 10):
-        raise BadInput(f"vLLM {version.text} has no --mm-encoder-tp-mode (0.10+)",
+    if a.mm_encoder_tp_mode == "data" and not version.at_least(0, 10, 2):
+        raise BadInput(f"vLLM {version.text} has no --mm-encoder-tp-mode (0.10.2+)",
                        flag="mm_encoder_tp_mode")
+    for flag, on, since in (("--skip-mm-profiling", a.skip_mm_profiling, (0, 10, 1)),
+                            ("--language-model-only", a.language_model_only, (0, 17))):
+        if on and not version.at_least(*since):  # argparse: "unrecognized arguments"
+            raise BadInput(f"vLLM {version.text} has no {flag} ('unrecognized arguments')",
+                           hint=f"it arrived in {'.'.join(map(str, since))}",
+                           flag=flag[2:].replace("-", "_"))
     if a.max_cudagraph_capture_size is not None and a.max_cudagraph_capture_size < 1:
         raise BadInput("--max-cudagraph-capture-size must be at least 1",
                        flag="max_cudagraph_capture_size")
@@ -2262,7 +2268,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         from kvplan.core.lora import graph_cases
 
         cases = graph_cases(a.cudagraph_specialize_lora, v2=v2,
-                            at_least_012=version.at_least(0, 12), max_loras=a.max_loras,
+                            at_least_012=version.at_least(0, 11, 1), max_loras=a.max_loras,
                             active_counts=a.specialize_active_lora and version.at_least(0, 16))
         if graphs and cases > 1:
             notes.append("LoRA: CUDA graphs are captured with and without active adapters "
@@ -2652,7 +2658,8 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
     ep = tp * a.data_parallel_size if a.enable_expert_parallel else 1
     emb = embeddings_wrapped(arch.architectures, version.v[:2])
     targets = target_categories(a.lora_target_modules)
-    check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 12),
+    check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 11, 1),
+               old_ranks=not version.at_least(0, 8),
                dsv4_lora=vendor == "nvidia" and version.at_least(0, 29), tp=tp,
                fully_sharded=a.fully_sharded_loras,
                ep_fs_refused=bool(arch.num_experts) and a.enable_expert_parallel

@@ -48,11 +48,13 @@ from kvplan.errors import BadInput
 
 # method names vLLM maps to "mtp" ("deprecated and replaced with mtp",
 # `SpeculativeConfig.__post_init__`) and the release whose `MTPModelTypes` first lists each
-# (read in the 0.11-0.33 wheels); an older release's pydantic validation refuses the name
+# (`SpeculativeMethod` / `MTPModelTypes`, read in the 0.9-0.33 wheels: deepseek_mtp from 0.9,
+# ernie / qwen3_next from 0.10.2, "mtp" itself from 0.11); an older release's pydantic
+# validation refuses the name
 MTP_SINCE = {
-    "deepseek_mtp": (0, 11), "mimo_mtp": (0, 11), "glm4_moe_mtp": (0, 11),
-    "ernie_mtp": (0, 11), "qwen3_next_mtp": (0, 11), "longcat_flash_mtp": (0, 11),
-    "mtp": (0, 9), "pangu_ultra_moe_mtp": (0, 12), "exaone_moe_mtp": (0, 14),
+    "deepseek_mtp": (0, 9), "mimo_mtp": (0, 11), "glm4_moe_mtp": (0, 11, 1),
+    "ernie_mtp": (0, 10, 2), "qwen3_next_mtp": (0, 10, 2), "longcat_flash_mtp": (0, 11),
+    "mtp": (0, 11), "pangu_ultra_moe_mtp": (0, 11, 1), "exaone_moe_mtp": (0, 14),
     "glm4_moe_lite_mtp": (0, 15), "step3p5_mtp": (0, 15, 1), "glm_ocr_mtp": (0, 16),
     "nemotron_h_mtp": (0, 17), "qwen3_5_mtp": (0, 17), "exaone4_5_mtp": (0, 20),
     "hy_v3_mtp": (0, 20), "mimo_v2_mtp": (0, 21), "minimax_m3_mtp": (0, 24),
@@ -239,9 +241,10 @@ def check_version(spec: SpecDecode, version: VllmVersion) -> None:
     since = _SINCE[spec.method]
     if spec.alias and version.at_least(*since) and not version.at_least(*MTP_SINCE[spec.alias]):
         since = MTP_SINCE[spec.alias]
+        known = "mtp" if version.at_least(0, 11) else "deepseek_mtp"  # the generic name
         raise BadInput(f"vLLM {version.text} does not know speculative method {spec.alias!r} ("
                        "added in " + ".".join(map(str, since)) + ")",
-                       hint='use "method": "mtp" or a later --vllm-version',
+                       hint=f'use "method": "{known}" or a later --vllm-version',
                        flag="speculative_config")
     if not version.at_least(*since):
         raise BadInput(f"kvplan models {spec.method} speculative decoding from vLLM "
@@ -396,7 +399,7 @@ def check_scheduled_tokens(spec: SpecDecode, version: VllmVersion, mnbt: int, se
                            lora: bool = False) -> None:
     """vLLM refuses to start when the draft slots leave no scheduled tokens
     (`_set_max_num_scheduled_tokens`: max_num_batched_tokens - slots x max_num_seqs <= 0),
-    and, with LoRA (0.12+, `EngineArgs.create_engine_config`: "Consider increasing
+    and, with LoRA (0.11.1+, `EngineArgs.create_engine_config`: "Consider increasing
     max_num_batched_tokens or decreasing num_speculative_tokens"), when the budget is below
     max_num_seqs x (1 + k)."""
     slots = parallel_draft_slots(spec, version)
@@ -408,7 +411,7 @@ def check_scheduled_tokens(spec: SpecDecode, version: VllmVersion, mnbt: int, se
                        hint=f"raise --max-num-batched-tokens above {slots * seqs} or lower "
                             "--max-num-seqs", flag="max_num_batched_tokens")
     need = seqs * (spec.num_speculative_tokens + 1)
-    if lora and version.at_least(0, 12) and mnbt < need:
+    if lora and version.at_least(0, 11, 1) and mnbt < need:
         raise BadInput(f"vLLM refuses LoRA with speculative decoding when "
                        f"--max-num-batched-tokens {mnbt} is below --max-num-seqs {seqs} x "
                        f"(1 + k={spec.num_speculative_tokens}) = {need}",
