@@ -143,8 +143,9 @@ def test_v0_builds_slots_after_the_profile():
 
 
 def test_target_modules_limit_the_slots():
-    # --lora-target-modules q_proj v_proj wraps the packed qkv_proj only (vLLM wraps a packed
-    # module when any part is named): 28 x (3 x 3584 + 3584 + 2 x 512) per slot-rank
+    # --lora-target-modules q_proj v_proj wraps the packed qkv_proj only (vLLM 0.20+ wraps a
+    # packed module when any part is named; 0.19 none): 28 x (3 x 3584 + 3584 + 2 x 512) per
+    # slot-rank
     from kvplan.core.lora import target_categories
 
     assert target_categories(("q_proj", "v_proj")) == frozenset({"qkv"})
@@ -154,8 +155,9 @@ def test_target_modules_limit_the_slots():
     m = Model("qwen2.5-7b", QWEN25_7B_INSTRUCT)
     a = EngineArgs(max_model_len=4096, enable_lora=True, max_loras=4, max_lora_rank=64,
                    lora_target_modules=("q_proj", "v_proj"))
-    r = size(m, H100, a, "0.19")
+    r = size(m, H100, a, "0.20")
     assert r.lora_bytes == 256 * 28 * (3 * 3584 + 3584 + 2 * 512) * 2
+    assert size(m, H100, a, "0.19").lora_bytes == 0
     with pytest.raises(BadInput, match="no --lora-target-modules"):
         size(m, H100, a, "0.18")
 
@@ -276,3 +278,21 @@ def test_fewer_slots_hint_is_a_bisection(capsys):
                  "442"]) == 0
     assert main(["size", "llama-3.1-8b", "--gpu", "h100", "--enable-lora", "--max-loras",
                  "443"]) == 1
+
+
+def test_packed_parts_select_nothing_before_0_20(capsys):
+    """review 24f F4: 0.19's `is_in_target_modules` compares the runtime module's own name
+    (qkv_proj), so q_proj / v_proj wrap nothing; 0.20 expands packed modules' parts."""
+    import json
+
+    from kvplan.cli import main
+
+    base = ["size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100", "--enable-lora",
+            "--lora-target-modules", "q_proj,v_proj", "--json"]
+    got = {}
+    for v in ("0.19.0", "0.20.0"):
+        assert main([*base, "--vllm-version", v]) == 0
+        got[v] = json.loads(capsys.readouterr().out)
+    assert got["0.19.0"]["lora_bytes_per_gpu"] == 0
+    assert got["0.20.0"]["lora_bytes_per_gpu"] == 18874368  # the qkv stack, 1 slot of rank 16
+    assert any("q_proj, v_proj select nothing" in n for n in got["0.19.0"]["notes"])

@@ -162,11 +162,21 @@ _CATEGORY = {
 _EXPERT_NAMES = frozenset({"experts", "gate_proj", "up_proj", "down_proj", "gate_up_proj"})
 
 
-def target_categories(targets: list[str] | tuple[str, ...] | None) -> frozenset[str] | None:
-    """What `--lora-target-modules` wraps, as kvplan's categories (None: everything)."""
+# the checkpoint names vLLM packs into one runtime module (qkv_proj, gate_up_proj)
+PACKED_PARTS = frozenset({"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"})
+
+
+def target_categories(targets: list[str] | tuple[str, ...] | None, *,
+                      packed_parts: bool = True) -> frozenset[str] | None:
+    """What `--lora-target-modules` wraps, as kvplan's categories (None: everything).
+    `packed_parts` (0.20+, `is_in_target_modules`' `packed_modules_mapping`): a packed
+    module's parts (q_proj, gate_proj, ...) select it; 0.19 matches the runtime module's own
+    name only, so they select nothing."""
     if targets is None:
         return None
     names = {str(x).strip() for x in targets if str(x).strip()}
+    if not packed_parts:
+        names -= PACKED_PARTS
     cats = {_CATEGORY[n] for n in names if n in _CATEGORY}
     if names & _EXPERT_NAMES:
         cats.add("experts")

@@ -2645,6 +2645,7 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
     if not a.enable_lora:
         return [0] * len(stages)
     from kvplan.core.lora import (
+        PACKED_PARTS,
         check_lora,
         embeddings_wrapped,
         lora_elems_per_stage,
@@ -2657,7 +2658,13 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
     tp = a.tensor_parallel_size
     ep = tp * a.data_parallel_size if a.enable_expert_parallel else 1
     emb = embeddings_wrapped(arch.architectures, version.v[:2])
-    targets = target_categories(a.lora_target_modules)
+    targets = target_categories(a.lora_target_modules, packed_parts=version.at_least(0, 20))
+    if targets is not None and not version.at_least(0, 20) and (
+            set(a.lora_target_modules or ()) & PACKED_PARTS):
+        notes.append(f"vLLM {version.text} matches --lora-target-modules against the runtime "
+                     "modules' own names (qkv_proj, gate_up_proj): "
+                     + ", ".join(sorted(set(a.lora_target_modules) & PACKED_PARTS))
+                     + " select nothing (0.20+ expands them)")
     check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 11, 1),
                old_ranks=not version.at_least(0, 8),
                dsv4_lora=vendor == "nvidia" and version.at_least(0, 29), tp=tp,
