@@ -88,10 +88,10 @@ def test_given_kv_cache_waterfall(capsys):
                        "--kv-cache-memory-bytes", "78G")
     # (Qwen3-4B's 7.50 GiB of tensors hold 54 MiB more in allocator blocks: per layer the
     # 95 MiB gate_up and 47.5 MiB down keep a 96 / 48 MiB segment)
-    assert code == 1 and "KV cache as given" in out and "over the GPU by 10.24 GiB" in out
+    assert code == 1 and "KV cache as given" in out and "over the GPU by 10.28 GiB" in out
     code, out, _ = run(capsys, "size", "qwen3-4b", "--gpu", "h100",
                        "--kv-cache-memory-bytes", "40G")
-    assert code == 0 and "27.76 GiB" in out and "headroom" not in out
+    assert code == 0 and "27.72 GiB" in out and "headroom" not in out
 
 
 def test_offline_llm_entrypoint(capsys):
@@ -305,8 +305,8 @@ def test_hint_offers_the_asked_tp_with_a_shorter_context_when_the_profile_fails(
     code, out, _ = run(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "l4",
                        "--max-model-len", "131072", "--json")
     d = json.loads(out)
-    assert code == 1 and d["failure"].endswith("the largest max_model_len that fits is 29232")
-    assert d["notes"][-1] == ("fits with --tensor-parallel-size 2 (7.5 GiB of weights and 11.0 "
+    assert code == 1 and d["failure"].endswith("the largest max_model_len that fits is 29104")
+    assert d["notes"][-1] == ("fits with --tensor-parallel-size 2 (7.5 GiB of weights and 10.9 "
                               "GiB of KV per GPU)")
 
 
@@ -747,10 +747,11 @@ def test_performance_mode_throughput_doubles_the_batch_defaults(capsys):
     assert (t["max_num_seqs"], t["max_num_batched_tokens"]) == (2048, 16384)
     # the sampler term doubles with the dummy requests: 1,024 more x 128,256 x 4 B x 3.5 (the
     # FlashInfer warm-up sampler), and so does V2's penalty / grammar state: 1,024 more x
-    # (128,256 + 2 x 4,008) x 4 B
+    # (128,256 + 2 x 4,008) x 4 B; the dummy run's hidden states, held while the sampler
+    # runs, double with the token budget: 8,192 more x 4,096 x 2 B
     assert t["activation_bytes"] - d["activation_bytes"] == int(
         2048 * 128256 * 4 * 3.5 + 514 * 2**20) - int(1024 * 128256 * 4 * 3.5 + 514 * 2**20) \
-        + 1024 * (128256 + 2 * 4008) * 4
+        + 1024 * (128256 + 2 * 4008) * 4 + 8192 * 4096 * 2
     code, _, err = run(capsys, *base, "--performance-mode", "fast")
     assert code == 2 and "not one of balanced, interactivity, throughput" in err
     code, _, err = run(capsys, *base, "--performance-mode", "throughput", "--vllm-version", "0.14")
@@ -1050,9 +1051,9 @@ def test_forced_attention_backends(capsys):
     # TRITON_MLA on an H200 reserves its split-KV decode logits in 0.33's profile: 1,024 x
     # 16 heads x min(512, 2 x 132 SMs) splits x 513 x 4 B = 8.27 GiB, less the MoE scratch
     # the workspace already holds
-    assert run_json(*r1, "--gpu", "h200")["kv_cache_tokens"] == 652016
+    assert run_json(*r1, "--gpu", "h200")["kv_cache_tokens"] == 650336
     forced = run_json(*r1, "--gpu", "h200", "--attention-backend", "TRITON_MLA")
-    assert (forced["kv_cache_tokens"], forced["block_size"]) == (552448, 16)
+    assert (forced["kv_cache_tokens"], forced["block_size"]) == (550768, 16)
     # CUTLASS-MLA's 128-token blocks on a B200 (the default FlashInfer-MLA takes 32)
     assert run_json(*r1, "--gpu", "b200", "--attention-backend",
                     "CUTLASS_MLA")["block_size"] == 128
@@ -1060,7 +1061,7 @@ def test_forced_attention_backends(capsys):
     # V3.2's two fp32 rope caches (80 MiB) and 64 MiB top-k index buffer
     v32 = run_json("deepseek-ai/DeepSeek-V3.2", "--gpu", "b200", "-tp", "8",
                    "--kv-cache-dtype", "fp8", "--attention-backend", "FLASHMLA_SPARSE")
-    assert (v32["kv_cache_dtype"], v32["kv_cache_tokens"]) == ("fp8_ds_mla", 1670656)
+    assert (v32["kv_cache_dtype"], v32["kv_cache_tokens"]) == ("fp8_ds_mla", 1665728)
     # a backend that does not fit the model or GPU is refused, as 0.11.1+ refuse it
     for argv, says in ((["Qwen/Qwen3-8B", "--gpu", "h100", "--attention-backend", "FLASHMLA"],
                         "non-MLA not supported"),
@@ -1089,7 +1090,7 @@ def test_num_gpu_blocks_override_past_the_gpu_does_not_fit(capsys):
     code, out, _ = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100",
                        "--num-gpu-blocks-override", "40000", "--offline")
     assert code == 1 and "--num-gpu-blocks-override 40,000 needs 78.12 GiB" in out
-    assert "31,048 blocks at most" in out
+    assert "31,016 blocks at most" in out
 
 
 def test_pooling_runner_has_no_lm_head_sampler_or_full_graphs(capsys):
@@ -1106,7 +1107,7 @@ def test_pooling_runner_has_no_lm_head_sampler_or_full_graphs(capsys):
     assert pool["sampler_state_bytes"] == 0 and pool["cudagraph_mode"] == "PIECEWISE"
     # the forward at 8,192 tokens (872,415,232 B) + the fixed 64 + 450 MiB terms
     assert pool["activation_bytes"] == 872_415_232 + (64 + 450) * 2**20
-    assert (gen["kv_cache_tokens"], pool["kv_cache_tokens"]) == (391_088, 414_592)
+    assert (gen["kv_cache_tokens"], pool["kv_cache_tokens"]) == (390_624, 414_592)
     assert j("--convert", "embed")["kv_cache_tokens"] == 414_592
     # MEAN / CLS pooling turns chunked prefill off: the budget covers a prompt (32,768)
     mean = j("--runner", "pooling", "--pooler-config", '{"seq_pooling_type": "MEAN"}')
@@ -1180,7 +1181,7 @@ def test_kv_sharing_fast_prefill_buffers(capsys):
     n = 2048
     assert on["weights_bytes_per_gpu"] - off["weights_bytes_per_gpu"] == \
         n * 8 + n * 1536 * 2 + n * 35 * 256 * 2
-    assert (off["kv_cache_tokens"], on["kv_cache_tokens"]) == (1_338_198, 1_331_653)
+    assert (off["kv_cache_tokens"], on["kv_cache_tokens"]) == (1_337_242, 1_330_697)
     code, _, err = run(capsys, "size", "google/gemma-4-E2B", "--gpu", "l4",
                        "--kv-sharing-fast-prefill", "--speculative-config",
                        '{"method": "eagle3", "model": "google/gemma-4-E2B", '
@@ -1239,7 +1240,7 @@ def test_output_that_cannot_be_written(tmp_path):
     assert code == 2  # was 1: the error line itself failed
     code, out, _ = _kvplan("size", "llama-3.1-8b", "--gpu", "h100",
                            env={"PYTHONIOENCODING": "ascii"})
-    assert code == 0 and "KV cache pool     54.45 GiB  ??" in out
+    assert code == 0 and "KV cache pool     54.39 GiB  ??" in out
 
 
 def test_extreme_values_and_unreadable_paths_are_bad_input(capsys, monkeypatch):

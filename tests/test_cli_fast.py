@@ -119,4 +119,4 @@ def test_size_runs_without_typer_or_click():
             "print(rc, 'typer' in sys.modules, 'click' in sys.modules, file=sys.stderr)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stderr.split() == ["0", "False", "False"]
-    assert '"num_gpu_blocks": 27879' in r.stdout
+    assert '"num_gpu_blocks": 27847' in r.stdout

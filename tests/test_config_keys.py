@@ -58,12 +58,12 @@ def test_size_cli(capsys):
     out = json.loads(capsys.readouterr().out)
     assert "--compilation-config: vLLM 0.12 ignores 'foo' (not a CompilationConfig field)" in \
         out["notes"]
-    # 0.33 reads a dashed key as its field: the same 441,664 tokens as the underscore spelling
+    # 0.33 reads a dashed key as its field: the same 441,152 tokens as the underscore spelling
     sc = '{"method": "ngram", "num-speculative-tokens": 3, "prompt_lookup_max": 4}'
     assert main(base + ["--speculative-config", sc]) == 0
     dashed = json.loads(capsys.readouterr().out)["kv_cache_tokens"]
     assert main(base + ["--speculative-config", sc.replace("num-spec", "num_spec")]) == 0
-    assert dashed == json.loads(capsys.readouterr().out)["kv_cache_tokens"] == 441_664
+    assert dashed == json.loads(capsys.readouterr().out)["kv_cache_tokens"] == 441_152
 
 
 def test_check_fails_flag_values(capsys):

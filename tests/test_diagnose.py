@@ -582,19 +582,19 @@ def test_cross_check_supplies_missing_pool(serve, capsys):
                           "--interval", "0.01", "--model", "llama-3.1-8b-instruct",
                           "--gpu", "h100", "--max-model-len", "32768")
     assert d["observed"]["kv_pool_tokens"] == size["num_gpu_blocks"] * size["block_size"]
-    # 0.98 / 256 of 27,879 blocks = 107 blocks per sequence: Erlang 223 on that pool (vLLM's
+    # 0.98 / 256 of 27,847 blocks = 107 blocks per sequence: Erlang 223 on that pool (vLLM's
     # default cap, 1,024, leaves it), diagnose 221. At cap 227 vLLM profiles 227 sequences
     # and leaves 28,546 blocks (kvplan size --max-num-seqs 227), where Erlang allows 229
     # and diagnose, sizing the cap on the pool it leaves as recommend does, 227
     _, at, _ = run_json(capsys, "size", "llama-3.1-8b-instruct", "--gpu", "h100",
                         "--max-model-len", "32768", "--max-num-seqs", "227")
     r = d["recommendation"]
-    assert at["num_gpu_blocks"] == 28546 and size["num_gpu_blocks"] == 27879
-    assert erlang_cap(0.98 / 256 * 27879 / 27878) == 223
-    assert erlang_cap(0.98 / 256 * 27879 / 28545) == 229
+    assert at["num_gpu_blocks"] == 28546 and size["num_gpu_blocks"] == 27847
+    assert erlang_cap(0.98 / 256 * 27847 / 27846) == 223
+    assert erlang_cap(0.98 / 256 * 27847 / 28545) == 229
     assert d["recommended_max_num_seqs"] == 227
     assert r["pool_source"] == "kvplan size at max_num_seqs 227"
-    assert (r["pool_tokens"], r["current_pool_tokens"]) == (28546 * 16, 27879 * 16)
+    assert (r["pool_tokens"], r["current_pool_tokens"]) == (28546 * 16, 27847 * 16)
 
 
 def test_no_pool_is_a_note(serve, capsys):
@@ -1136,13 +1136,14 @@ def test_reviewer_recommended_plan_at_its_rate_is_healthy(tmp_path, capsys, monk
 
 
 def test_reviewer_thrash_cap_sized_on_its_own_pool(tmp_path, capsys, monkeypatch):
-    # review 23d #6: vLLM's default cap (256) leaves 1,828 blocks on an L4 at 8K; fed 0.6667
-    # req/s it thrashes (688 preemptions). Diagnose sized the cap on those 1,828 blocks: 13,
-    # below recommend's 15, though at 13-16 vLLM profiles fewer sequences and leaves 2,151
+    # review 23d #6: vLLM's default cap (256) leaves 1,820 blocks on an L4 at 8K; fed 0.6667
+    # req/s it thrashes (691 preemptions). Diagnose sized the cap on those 1,820 blocks: 12,
+    # below recommend's 15, though at 12-16 vLLM profiles fewer sequences and leaves 2,151
+    # or 2,152 blocks
     from simscrape import simulated_scrapes
 
     text, st = simulated_scrapes(monkeypatch, "llama-3.1-8b", "l4", "8192", None, 0.6667, 3000)
-    assert st.preemptions == 688
+    assert st.preemptions == 691
     f = tmp_path / "thrash.prom"
     f.write_text(text)
     _, size16, _ = run_json(capsys, "size", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
@@ -1151,24 +1152,24 @@ def test_reviewer_thrash_cap_sized_on_its_own_pool(tmp_path, capsys, monkeypatch
     code, d, _ = run_json(capsys, "diagnose", str(f), "--model", "llama-3.1-8b", "--gpu", "l4",
                           "--max-model-len", "8192")
     r = d["recommendation"]
-    assert code == 1 and d["cross_check"]["predicted_num_gpu_blocks"] == 1828
-    # 1,275 tokens a sequence (the pool is full: a lower bound) on 2,150 usable blocks: 16
-    # hold with 0.44 % risk; 17 do not on their own pool (2,151 blocks too)
-    assert r["kv_tokens_per_sequence"] == 1275.3
-    assert d["recommended_max_num_seqs"] == 16 and r["overflow_probability"] == 0.004385
-    assert (r["pool_tokens"], r["current_pool_tokens"]) == (2151 * 16, 1828 * 16)
-    assert r["pool_source"] == "kvplan size at max_num_seqs 16"
-    assert "so 16 of them overflow the 34,416-token pool vLLM leaves at 16 (kvplan size; " \
-        "29,248 now)" in d["findings"][0]["fix"][0]
-    # the full-pool note's "upper bound" now holds: 16 >= recommend's 15 on the same pool
+    assert code == 1 and d["cross_check"]["predicted_num_gpu_blocks"] == 1820
+    # 1,333 tokens a sequence (the pool is full: a lower bound) on 2,150 usable blocks: 15
+    # hold with 0.41 % risk; 16 do not on their own pool (2,151 blocks too)
+    assert r["kv_tokens_per_sequence"] == 1333.2
+    assert d["recommended_max_num_seqs"] == 15 and r["overflow_probability"] == 0.004053
+    assert (r["pool_tokens"], r["current_pool_tokens"]) == (2151 * 16, 1820 * 16)
+    assert r["pool_source"] == "kvplan size at max_num_seqs 15"
+    assert "so 15 of them overflow the 34,416-token pool vLLM leaves at 15 (kvplan size; " \
+        "29,120 now)" in d["findings"][0]["fix"][0]
+    # the full-pool note's "upper bound" now holds: 15 >= recommend's 15 on the same pool
     _, plan, _ = run_json(capsys, "recommend", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
                           "8K", "--workload", "chat", "--rate", "5")
     assert plan["max_num_seqs"] == 15 <= d["recommended_max_num_seqs"]
     # without --model/--gpu: the pool the old cap leaves, and a note that says so
     _, d3, _ = run_json(capsys, "diagnose", str(f), "--max-num-seqs", "256")
-    assert d3["recommended_max_num_seqs"] == 13
+    assert d3["recommended_max_num_seqs"] == 12
     assert any(n.startswith("the recommendation is sized on the pool --max-num-seqs 256 leaves "
-                            "(29,248 tokens)") for n in d3["notes"])
+                            "(29,120 tokens)") for n in d3["notes"])
 
 
 def test_fixed_point_by_hand():

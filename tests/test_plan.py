@@ -582,7 +582,7 @@ def test_planned_cap_is_the_fixed_point_of_its_own_pool(monkeypatch):
     # Gemma-4-E4B on an L4 (32k, 0.9, vLLM 0.33, chat, 1 % risk): a larger --max-num-seqs
     # profiles a larger sampler and graph grid, so the pool and its safe cap shrink. The
     # default 256 holds 47; the pool at 47 holds 75, at 75 only 71. The plan used to stop at
-    # 47 when 75 failed; the largest n whose own pool holds n is 72 (73 holds 71)
+    # 47 when 75 failed; the largest n whose own pool holds n is 71 (72 holds 71)
     import kvplan.core.plan as plan_mod
     from kvplan.core.plan import Targets, plan_one
     from kvplan.sources.resolve import resolve_gpu, resolve_model
@@ -592,16 +592,16 @@ def test_planned_cap_is_the_fixed_point_of_its_own_pool(monkeypatch):
     wl, t = preset("chat"), Targets(rate=1)
     table = {n: _own_pool_cap(m, l4, args, "0.33.0", wl, t, n)
              for n in (47, 56, 64, 70, 71, 72, 73, 75, 256)}
-    assert table == {47: 75, 56: 74, 64: 73, 70: 72, 71: 72, 72: 72, 73: 71, 75: 71, 256: 47}
+    assert table == {47: 75, 56: 74, 64: 73, 70: 72, 71: 71, 72: 71, 73: 71, 75: 71, 256: 47}
     calls = []
     real = plan_mod.size
     monkeypatch.setattr(plan_mod, "size", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
     p = plan_one(m, l4, args, "0.33.0", wl, t)
-    assert p.max_num_seqs == p.safe_seqs == 72 and p.result.args.max_num_seqs == 72
-    assert p.result.usable_blocks == 14264
+    assert p.max_num_seqs == p.safe_seqs == 71 and p.result.args.max_num_seqs == 71
+    assert p.result.usable_blocks == 14242
     # the default, the cap it holds (47), the cap 47's pool allows (75), 75's own figure
-    # (71), then 72: five sizes of ~1 ms
-    assert [a.max_num_seqs for a in calls] == [None, 47, 75, 71, 72]
+    # (71), which holds itself: four sizes of ~1 ms
+    assert [a.max_num_seqs for a in calls] == [None, 47, 75, 71]
 
 
 @pytest.mark.parametrize("model,gpu,kw,version,workload,targets", [

@@ -291,10 +291,10 @@ def test_st_checkpoint_runs_pooling_as_the_flags_would(capsys, tmp_path):
                                          ref["max_num_batched_tokens"])
         assert any(f"pooling type {flag}: the checkpoint's sentence-transformers Pooling "
                    "module (1_Pooling/config.json" in n for n in d["notes"])
-    # --runner generate serves it as a generator (the catalog model's 391,088 tokens)
+    # --runner generate serves it as a generator (the catalog model's 390,624 tokens)
     assert main(["size", path, "--gpu", "h100", "--max-model-len", "32768", "--runner",
                  "generate", "--json"]) == 0
-    assert json.loads(capsys.readouterr()[0])["kv_cache_tokens"] == 391_088
+    assert json.loads(capsys.readouterr()[0])["kv_cache_tokens"] == 390_624
     # --pooler-config wins over the module: LAST keeps chunked prefill (0.12.0: 408,928)
     assert main(["size", path, "--gpu", "h100", "--max-model-len", "32768", "--vllm-version",
                  "0.12.0", "--pooler-config", '{"pooling_type": "LAST"}', "--json"]) == 0

@@ -404,10 +404,10 @@ def test_releases_before_0_14_report_the_largest_length_that_fits(capsys):
     m = ["meta-llama/Llama-3.1-8B-Instruct", "--gpu", "l4", "--vllm-version", "0.10.0"]
     code, out, _ = run(capsys, "size", *m, "--json")
     largest = json.loads(out)["largest_max_model_len"]
-    assert code == 1 and largest == 28160
+    assert code == 1 and largest == 28032
     code, _, err = run(capsys, "simulate", *m, "--workload", "reasoning", "--concurrency", "4")
     assert code == 1
-    assert "largest max_model_len that fits is 28160" in err and "--max-model-len 28160" in err
+    assert "largest max_model_len that fits is 28032" in err and "--max-model-len 28032" in err
     assert "needs vLLM 0.14" not in err
 
 
@@ -895,10 +895,10 @@ def test_preemptions_at_the_recommended_cap_are_within_the_planned_risk(capsys):
     assert (d["preemptions"], d["recommended_max_num_seqs"]) == (1, 15)
     assert d["preemptions_per_request"] == round(1 / 3984, 6)
     assert d["preemptions_above_floor"] is False
-    # vLLM's default cap (256) at the peak share of 12 L4s thrashes: 688 of 2,990 (23.01 %)
+    # vLLM's default cap (256) at the peak share of 12 L4s thrashes: 691 of 2,990 (23.11 %)
     _, out, _ = run(capsys, *base[:-4], "--requests", "3000", "--seed", "1", "--rate", "0.6667")
     assert out.rstrip().endswith(
-        "the engine preempted 688 times (23.01% of 2,990 completed requests): cap max_num_seqs "
+        "the engine preempted 691 times (23.11% of 2,990 completed requests): cap max_num_seqs "
         "at 15 (kvplan recommend; now 256) and bound the queue")
     # H100 32K reasoning at recommend's 90 with the batch always full (90 clients): 41 of
     # 4,000, where a 0.1 % share expects 4: beyond the floor at the recommended cap
@@ -920,22 +920,22 @@ def test_sweep_verdict_follows_the_runs(capsys):
     assert code == 0, err
     assert "preemption spiral" not in out and "the fix --" not in out
     # peak 177.8 tok/s (rate 0.8), capped 154.2 at 1.0: 1 - 154.2 / 177.8 = 13 %; capped
-    # median TTFT over 1.1x uncapped at 0.5-0.8 (5.79 vs 1.20 s ... 33.12 vs 27.60 s)
+    # median TTFT over 1.1x uncapped at 0.5-0.8 (5.79 vs 1.20 s ... 33.12 vs 27.58 s)
     assert out.rstrip().endswith(
         "the uncapped engine preempted at no point of this range: the cap removes no preemption "
         "here, gives up 13% of the uncapped peak (177.8 tok/s) and has a higher median TTFT at "
         "4 of 10 points (from rate 0.5); max_num_seqs 256 ran this mix without preemption at "
         "these loads")
     assert "with the recommended cap -- --max-num-seqs 15 (kvplan recommend)" in out
-    # Llama-3.1-8B on an L4, chat at 8K: the uncapped engine preempts 11 + 24 times at 0.8
+    # Llama-3.1-8B on an L4, chat at 8K: the uncapped engine preempts 15 + 28 times at 0.8
     # and 1.0 req/s, the capped one never
     _, out, _ = run(capsys, "simulate", "llama-3.1-8b", "--gpu", "l4", "--workload", "chat",
                     "--max-model-len", "8192", "--sweep", "rate=0.2:1:5")
     assert "the fix -- --max-num-seqs 15" in out
     assert out.rstrip().endswith(
-        "the cap gives up 20% of the uncapped peak (141.7 tok/s) and has a higher median TTFT "
+        "the cap gives up 20% of the uncapped peak (141.3 tok/s) and has a higher median TTFT "
         "at 3 of 5 points (from rate 0.6) to keep every admitted request out of the preemption "
-        "spiral (35 preemptions uncapped over the sweep, none capped); serve more load with "
+        "spiral (43 preemptions uncapped over the sweep, none capped); serve more load with "
         "more replicas (kvplan recommend --rate), not a higher cap")
 
 

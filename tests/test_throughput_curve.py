@@ -19,7 +19,7 @@ def run(capsys, *argv):
 
 def test_safe_cap_is_recommends_and_passes_check(capsys):
     # A40 TP4 fp8 chat: above vLLM's default 256 a larger cap leaves a smaller pool; the cap
-    # on the default pool (1519) fails `check` on its own pool, recommend's fixed point holds
+    # on the default pool (1518) fails `check` on its own pool, recommend's fixed point holds
     m = [LLAMA, "--gpu", "a40", "-tp", "4", "--kv-cache-dtype", "fp8", "--workload", "chat"]
     code, out, err = run(capsys, "throughput", *m, "--json")
     assert code == 0, err
@@ -27,7 +27,7 @@ def test_safe_cap_is_recommends_and_passes_check(capsys):
     code, out, err = run(capsys, "recommend", *m, "--json")
     assert code == 0, err
     rec = json.loads(out)
-    assert thr["safe_max_num_seqs"] == rec["max_num_seqs"] == 1405
+    assert thr["safe_max_num_seqs"] == rec["max_num_seqs"] == 1403
     assert thr["kv_ceiling_batch_size"] == rec["kv_ceiling_batch_size"]
     cmd = (f"vllm serve {LLAMA} -tp 4 --kv-cache-dtype fp8 --max-num-seqs "
            f"{thr['safe_max_num_seqs']}")

@@ -568,8 +568,11 @@ def activation_peak(shape: ActivationShape, max_num_batched_tokens: int, max_num
                workspace_floor)
     if attn_point:
         forward = max(forward, held + attn_point)
+    # V1's `profile_run` keeps the dummy run's hidden states [tokens, hidden] until the
+    # dummy sampler has run (`del hidden_states` after it; 0.8-0.33)
+    kept_hidden = tokens * shape.hidden * shape.act_bytes if v1 else 0
     fixed = const("act_fixed_mib") + (const("act_v024_mib") if v024 else 0.0)
-    return int(max(forward, held + sampler) + fixed * MiB)
+    return int(max(forward, held + kept_hidden + sampler) + fixed * MiB)
 
 
 # per-thread stack of DeepSeek-V4's C128 compressor kernel (`_fused_kv_compress_norm_rope_
