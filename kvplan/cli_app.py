@@ -197,6 +197,8 @@ def invoke(args: list[str]) -> int:
     except click.exceptions.Abort:
         return 130
     except click.ClickException as e:
-        sys.stderr.write(f"kvplan: error: {e.format_message()}\n")
+        no_args = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2+: the help
+        sys.stderr.write(e.format_message() + "\n" if isinstance(e, no_args) else
+                         f"kvplan: error: {e.format_message()}\n")
         return EXIT_BAD_INPUT
     return rv if isinstance(rv, int) else 0

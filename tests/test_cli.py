@@ -1267,3 +1267,13 @@ def test_extreme_values_and_unreadable_paths_are_bad_input(capsys, monkeypatch):
     code, _, err = run(capsys, "size", "/srv/models/llama", "--gpu", "h100")
     assert (code, err) == (2, "kvplan: error: cannot access /srv/models/llama: Permission "
                               "denied\n")
+
+
+def test_no_command_prints_the_help_not_an_error(capsys):
+    """`kvplan` alone: the usage and command list on stderr, exit 2, without the
+    "kvplan: error:" prefix (it was "kvplan: error: Usage: ...")."""
+    code, out, err = run(capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("Usage: kvplan [OPTIONS] COMMAND [ARGS]...") and "size " in err
+    code, _, err = run(capsys, "size")
+    assert code == 2 and err == "kvplan: error: Missing argument 'MODEL'.\n"
