@@ -1,6 +1,8 @@
 """Quantized KV-cache formats (core/kvquant.py): per-head bytes, boundary layers, the 0.25+
 block alignment, the buffers they add, vLLM's refusals and real starts."""
 
+import json
+
 import pytest
 from configs import LLAMA31_8B
 
@@ -486,3 +488,19 @@ def test_quantized_formats_that_still_size():
              EngineArgs(max_model_len=32768, kv_cache_dtype="int8_per_token_head",
                         kv_cache_memory_bytes=20 * GiB), "0.33")
     assert (r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (16, 102801, 822207)
+
+
+def test_skip_layers_match_a_draft_models_own_layer_indices(capsys):
+    """review 24f F7: a separate draft model's layers are named from 0 again
+    ("draft_model.model.layers.0"), and the skip list matches them too: Llama-3.3-70B TP4 +
+    Llama-3.2-1B draft, fp8, skip 0 at 0.19 -> 41,472 + 15 x 256 + 512 = 45,824 B a token
+    (the target's 79 fp8 layers x 512 + its bf16 layer 0's 1,024 = 41,472)."""
+    from kvplan.cli import main
+
+    assert main(["size", "meta-llama/Llama-3.3-70B-Instruct", "--gpu", "h100", "-tp", "4",
+                 "--vllm-version", "0.19.0", "--kv-cache-dtype", "fp8",
+                 "--kv-cache-dtype-skip-layers", "0", "--json", "--speculative-config",
+                 '{"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", '
+                 '"num_speculative_tokens": 4}']) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["kv_bytes_per_token_per_gpu"] == \
+        79 * 512 + 1024 + 15 * 256 + 512 == 45824

@@ -123,11 +123,18 @@ class KvDtypes:
     # layers from `draft_from` on (the drafter's, appended after the target's)
     draft_kv: str = ""
     draft_from: int = 0
+    # a separate draft model's layers are named from 0 again ("draft_model.model.layers.0"),
+    # so the skip list matches them by their own index (`Attention.__init__`,
+    # `extract_layer_index`; the draft shares the target's cache config)
+    draft_local: bool = False
 
     def for_layer(self, index: int, layer: Layer) -> str:
         """The KV dtype layer `index` stores (only attention layers store one)."""
-        if self.draft_kv and index >= self.draft_from:
-            return self.draft_kv
+        if self.draft_from and index >= self.draft_from:
+            if self.draft_kv:
+                return self.draft_kv
+            if self.draft_local:
+                index -= self.draft_from
         if index in self.skip:
             return self.model
         if self.sliding_kv and getattr(layer, "kind", "") == SLIDING:

@@ -1652,6 +1652,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                        flag="kv_sharing_fast_prefill")
     if spec and spec.kv_cache_dtype:
         dts = KF.draft_kv(dts, spec.kv_cache_dtype, arch, v2, version, model_dtype, notes)
+    elif spec and spec.method == "draft_model" and dts.skip:
+        dts = replace(dts, draft_from=len(arch.layers), draft_local=True)
     mla_block = AB.block_size(forced, fb, version) if fb and fb.kind != "dense" else \
         version.mla_block_size(cc, arch.is_sparse_mla, fp8_kv=kv.startswith("fp8"),
                                vendor=gpu.vendor,
