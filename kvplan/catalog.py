@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.core.record import record
-from kvplan.errors import BadInput
+from kvplan.errors import BadInput, yaml_problem
 
 ENV_VAR = "KVPLAN_CATALOG"
 
@@ -44,8 +44,7 @@ def _load_yaml(path: str, mtime: float) -> dict[str, Any]:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise BadInput(f"catalog {path}{where} is not valid YAML: "  # one line (ReaderError
-                       f"{getattr(e, 'problem', None) or str(e).splitlines()[0]}") from None
+        raise BadInput(f"catalog {path}{where} is not valid YAML: {yaml_problem(e)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

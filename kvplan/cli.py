@@ -8,7 +8,6 @@ line it does not take goes through the typer app (`cli_app`).
 
 import contextlib
 import errno
-import io
 import os
 import sys
 
@@ -37,7 +36,7 @@ def _open(stream: object) -> bool:
     when the shell closed the descriptor); True for streams without one."""
     try:
         os.fstat(stream.fileno())  # type: ignore[attr-defined]
-    except (AttributeError, ValueError, io.UnsupportedOperation):  # none (a test's capture)
+    except (AttributeError, ValueError):  # none (a test's capture: UnsupportedOperation)
         return True
     except OSError:
         return False

@@ -40,3 +40,9 @@ class DoesNotFit(KvplanError):
     """The engine would refuse to start with these settings (exit 1)."""
 
     exit_code = EXIT_FAIL
+
+
+def yaml_problem(e: Exception) -> str:
+    """A PyYAML error's problem in one line: a marked error's `problem`, else the first line
+    of its text (a ReaderError's "unacceptable character #x0001: ..." spans two)."""
+    return getattr(e, "problem", None) or str(e).splitlines()[0]

@@ -22,6 +22,7 @@ import yaml
 
 from kvplan.check.base import InputError, Loc, Token
 from kvplan.check.command import tokens_from_string
+from kvplan.errors import yaml_problem
 
 # the pure-Python loader: its marks index characters of the text (libyaml counts bytes)
 _Loader = yaml.SafeLoader
@@ -156,7 +157,7 @@ def load_docs(file: str, text: str, helm: bool = False) -> list[Doc]:
         nodes = [n for n in yaml.compose_all(text, Loader=_Loader) if n is not None]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        problem = yaml_problem(e)
         ctx = getattr(e, "context", None)
         cmark = getattr(e, "context_mark", None)
         if ctx and cmark is not None and (mark is None or cmark.line != mark.line):
@@ -176,8 +177,7 @@ def load_docs(file: str, text: str, helm: bool = False) -> list[Doc]:
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             where, line = at(mark.line + 1) if mark else (file, None)
-            raise InputError("not valid YAML: "
-                             f"{getattr(e, 'problem', None) or str(e).splitlines()[0]}", file=where,
+            raise InputError(f"not valid YAML: {yaml_problem(e)}", file=where,
                              line=line) from None
         docs.append(doc)
     return docs

@@ -957,6 +957,11 @@ def fp8_tensor_experts(arch: ModelArch, hf_quant: dict | None = None) -> bool:
     return False
 
 
+def _wna16_method(q: dict) -> str:
+    """awq / gptq whichever kernel the checkpoint names (`*_marlin` is the same format)."""
+    return str(q.get("quant_method", "")).lower().removesuffix("_marlin")
+
+
 def _wna16_group(q: dict) -> int:
     return int(q.get("group_size") or q.get("q_group_size") or 128)
 
@@ -986,7 +991,7 @@ def wna16_held_delta(arch: ModelArch, cc: str, vendor: str, release: tuple[int, 
     ROCm kernels and asymmetric GPTQ are taken as stored; act-order's full-K scales on row
     layers at TP > 1 are `act_order_scales`."""
     q = arch.quantization or {}
-    method = str(q.get("quant_method", "")).lower().removesuffix("_marlin")
+    method = _wna16_method(q)
     bits = q.get("bits") or q.get("w_bit")
     g = _wna16_group(q)
     if method not in ("awq", "gptq") or not bits or vendor != "nvidia" or g <= 0:
@@ -1022,7 +1027,7 @@ def act_order_scales(arch: ModelArch, lp: LayerParams, layer: object, tp: int,
     q = arch.quantization or {}
     g = _wna16_group(q)
     if (tp <= 1 or release >= (0, 30) or not q.get("desc_act") or g <= 0
-            or str(q.get("quant_method", "")).lower().removesuffix("_marlin") != "gptq"):
+            or _wna16_method(q) != "gptq"):
         return 0
     h = arch.hidden_size
     ks = []

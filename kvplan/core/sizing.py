@@ -693,7 +693,7 @@ def _validate_fp8_blocks(model: Model, arch: ModelArch, a: EngineArgs,
     dp = a.data_parallel_size
     for what, full, split, ep_fixes in parts:
         if not whole(full // split):
-            over_dp = split != tp  # the experts split over TP x DP
+            over_dp = split > tp  # the experts split over TP x DP
             ok = [t for t in (1, 2, 4, 8, 16) if t < tp and whole(full // t)]
             hint = ("use fewer data-parallel ranks" if over_dp else
                     f"use --tensor-parallel-size {max(ok)}" if ok else
@@ -2573,12 +2573,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                from_concurrency=version.kv_tokens_from_concurrency,
                                v1=version.v1, state_block=mml if mode == "none" else None)
     usable = B.admission_blocks(num_blocks, version.v1, ve)  # what admission lets in at once
-    if fits and ve > 1 and groups and B.blocks_per_request(groups, mml, inflight) > \
-            num_blocks // ve - B.watermark_blocks(num_blocks // ve, False):
+    per_ve = usable // ve  # one scheduler's blocks less its watermark: a request stays in one
+    if fits and ve > 1 and groups and bpr > per_ve:  # `can_allocate` returns NEVER past them
         notes.append(f"V0 splits the {num_blocks:,} blocks between its {ve} virtual engines "
                      f"(one scheduler per pipeline stage in flight, {num_blocks // ve:,} "
                      f"blocks each): a request of {mml:,} tokens is never scheduled; "
-                     f"the longest one is {_ve_longest(num_blocks // ve, bs):,} tokens")
+                     f"the longest one is {per_ve * bs:,} tokens")
     if hints and fits and version.uncapped_prompt_check and any(
             g.spec.kind in (SLIDING, CHUNKED) for g in groups):
         notes += _stall_note(groups, usable, mml, version)
@@ -2586,7 +2586,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     for n in sorted(set(TYPICAL_LENGTHS) | {mml}):
         if n <= mml:
             r = B.blocks_per_request(groups, n, inflight) if groups else 1
-            conc_at[n] = ve * (usable // ve // r) if r else 0  # a request stays in one VE
+            conc_at[n] = ve * (per_ve // r) if r else 0
 
     # per-token figures
     tok_memo: dict[tuple[int, str], float] = {}  # identical layers in one dtype cost the same
@@ -2805,26 +2805,42 @@ def _least_utilization(model: Model, gpu: Gpu, a: EngineArgs, version: str | Non
     hundredths up to UTILIZATION_HINT_MAX %, that starts with the other flags as asked."""
     if a.gpu_memory_utilization is None or a.kv_cache_memory_bytes is not None:
         return ""
-
-    def run(pct: int) -> SizeResult | None:
-        try:
-            r = size(model, gpu, replace(a, gpu_memory_utilization=pct / 100), version,
-                     hints=False)
-        except BadInput:
-            return None
-        return r if r.fits else None
-
-    lo = math.floor(a.gpu_memory_utilization * 100) + 1
-    best = run(UTILIZATION_HINT_MAX) if lo <= UTILIZATION_HINT_MAX else None
-    hi = UTILIZATION_HINT_MAX
-    while best is not None and lo < hi:  # a start that fits fits with more memory too
-        mid = (lo + hi) // 2
-        r = run(mid)
-        lo, hi, best = (lo, mid, r) if r is not None else (mid + 1, hi, best)
+    pct, best = _bisect(math.floor(a.gpu_memory_utilization * 100) + 1, UTILIZATION_HINT_MAX,
+                        lambda p: _starts(model, gpu, a, version,
+                                          gpu_memory_utilization=p / 100),
+                        first=True)  # a start that fits fits with more memory too
     if best is None:
         return ""
-    return (f"fits with --gpu-memory-utilization {hi / 100:.2f} "
+    return (f"fits with --gpu-memory-utilization {pct / 100:.2f} "
             f"({best.budget.available_kv / GiB:.1f} GiB of KV per GPU)")
+
+
+def _starts(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
+            **change: Any) -> SizeResult | None:
+    """The sizing with `change` applied to the flags when vLLM would start it (None when it
+    refuses the flags or the start does not fit); no hints of its own."""
+    try:
+        r = size(model, gpu, replace(a, **change), version, hints=False)
+    except BadInput:
+        return None
+    return r if r.fits else None
+
+
+def _bisect(lo: int, hi: int, run: Any, *, first: bool = False
+            ) -> tuple[int, SizeResult | None]:
+    """Bisection over [lo, hi] for a monotone test: the last n (the first with `first`)
+    whose `run(n)` gives a result, with that result; (lo, None) (hi with `first`) when the
+    most favourable end gives none."""
+    edge = hi if first else lo
+    best = run(edge) if lo <= hi else None
+    while best is not None and lo < hi:
+        mid = (lo + hi) // 2 if first else (lo + hi + 1) // 2
+        r = run(mid)
+        if first:
+            lo, hi, best = (lo, mid, r) if r is not None else (mid + 1, hi, best)
+        else:
+            lo, hi, best = (mid, hi, r) if r is not None else (lo, mid - 1, best)
+    return (hi if first else lo) if best is not None else edge, best
 
 
 def _largest_len(model: Model, gpu: Gpu, a: EngineArgs, version: str | None, below: int,
@@ -2835,36 +2851,22 @@ def _largest_len(model: Model, gpu: Gpu, a: EngineArgs, version: str | None, bel
     which keeps the profile run of the asked length: a Qwen VL model profiles one video item
     as long as max_model_len allows (methodology §1)."""
     def run(n: int) -> SizeResult | None:
-        try:
-            r = size(model, gpu, replace(a, max_model_len=n), version, hints=False)
-        except BadInput:
-            return None
-        return r if r.fits else None
+        return _starts(model, gpu, a, version, max_model_len=n)
 
     lo, hi = SHORTER_HINT_MIN_LEN, below - 1
     at = run(named) if named and lo <= named < below else None
     if at is not None and run(named + 1) is None:
         return named, at  # the named one is the largest: the peak does not shrink with it
-    best = run(lo) if lo <= hi else None
-    while best is not None and lo < hi:
-        mid = (lo + hi + 1) // 2
-        r = run(mid)
-        lo, hi, best = (mid, hi, r) if r is not None else (lo, mid - 1, best)
-    return lo, best
+    return _bisect(lo, hi, run)
 
 
 def _most_slots(model: Model, gpu: Gpu, a: EngineArgs, version: str | None) -> int:
     """The most LoRA slots below --max-loras that start (0: not even one), by bisection:
     each slot costs the same, so a start that fits fits with fewer (review 24b F5: one sizing
     per slot count ran for minutes at --max-loras 100000)."""
-    def fits(n: int) -> bool:
-        return size(model, gpu, replace(a, max_loras=n), version, hints=False).fits
-
-    lo, hi = 0, a.max_loras - 1  # invariant: lo fits (0 stands for none)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo
+    n, best = _bisect(1, a.max_loras - 1,
+                      lambda k: _starts(model, gpu, a, version, max_loras=k))
+    return n if best is not None else 0
 
 
 def _fit_hint_parallel(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
@@ -2888,12 +2890,6 @@ def _fit_hint_parallel(model: Model, gpu: Gpu, a: EngineArgs, version: str | Non
     if lora:
         return lora + (f"; or {layout}" if layout.startswith("fits") else "")
     return layout
-
-
-def _ve_longest(blocks: int, block_size: int) -> int:
-    """The longest request one V0 scheduler ever admits: its blocks less the 1 % watermark
-    (`BlockSpaceManager.can_allocate` returns NEVER beyond them)."""
-    return (blocks - B.watermark_blocks(blocks, False)) * block_size
 
 
 def _fit_hint_layout(model: Model, gpu: Gpu, a: EngineArgs, version: str | None,
