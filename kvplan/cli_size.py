@@ -25,7 +25,7 @@ OPTIONS: dict[str, tuple[tuple[str, ...], Optional[str]]] = {
     "data_parallel_size": (("--data-parallel-size", "-dp"), None),
     "decode_context_parallel_size": (("--decode-context-parallel-size", "-dcp"),
         "Shard each request's KV cache over this many TP ranks (vLLM 0.10.2+)."),
-    "enable_expert_parallel": (("--enable-expert-parallel",), None),
+    "enable_expert_parallel": (("--enable-expert-parallel", "-ep"), None),
     "enable_eplb": (("--enable-eplb",),
         "Expert parallel load balancing (vLLM 0.11+)."),
     "eplb_config": (("--eplb-config",),
@@ -42,7 +42,8 @@ OPTIONS: dict[str, tuple[tuple[str, ...], Optional[str]]] = {
     "kv_cache_dtype_skip_layers": (("--kv-cache-dtype-skip-layers",),
         "Layers kept in the model dtype, as vLLM's flag (0.19+): indices and/or "
         "sliding_window, commas or spaces ('0 1 30 31')."),
-    "gpu_memory_utilization": (("--gpu-memory-utilization",), None),
+    "gpu_memory_utilization": (("--gpu-memory-utilization", "--device-memory-utilization"),
+        None),
     "kv_cache_memory_bytes": (("--kv-cache-memory-bytes",),
         "Skip profiling: KV memory per GPU (e.g. 60G = 60 GiB, as vLLM)."),
     "block_size": (("--block-size",), None),
@@ -112,7 +113,7 @@ OPTIONS: dict[str, tuple[tuple[str, ...], Optional[str]]] = {
     "lora_target_modules": (("--lora-target-modules",),
         "Modules given LoRA slots (vLLM 0.19+), e.g. 'q_proj,v_proj' or 'o_proj down_proj';"
         " default every linear layer."),
-    "speculative_config": (("--speculative-config",),
+    "speculative_config": (("--speculative-config", "-sc"),
         "vLLM's JSON: method (mtp, eagle, eagle3, draft_model, dflash, dspark, ngram), "
         "num_speculative_tokens and the draft \"model\" (resolved like MODEL): its layers "
         "join the KV cache, its weights the load."),
@@ -145,7 +146,7 @@ OPTIONS: dict[str, tuple[tuple[str, ...], Optional[str]]] = {
     "pooler_config": (("--pooler-config",),
         "the pooler's JSON config, read as the release reads it: pooling_type "
         "(seq_pooling_type / tok_pooling_type from 0.14) decides chunked prefill"),
-    "nnodes": (("--nnodes",),
+    "nnodes": (("--nnodes", "-n"),
         "hosts the GPUs are spread over (0.11.1+; it must divide TP x PP x DP): TP past one"
         " host runs without custom all-reduce"),
     "kv_sharing_fast_prefill": (("--kv-sharing-fast-prefill",),

@@ -42,6 +42,7 @@ TAKEN = [  # lines the fast path parses, as typer does
      "--no-async-scheduling", "--enable-chunked-prefill", "--enforce-eager", "--enforce-eager"],
     ["size", "m", "-tp", "2", "-tp", "4", "--gpu=", "-O", "3", "-cc", "{}", "-asc", "2"],
     ["size", "-", "--gpu", "h100"],
+    ["size", "m", "-dp", "8", "-ep", "-sc", "{}", "--device-memory-utilization", "0.5", "-n", "2"],
 ]
 LEFT = [  # lines typer parses (help, errors, click's odd forms)
     ["size"], ["size", "--help"], ["size", "m", "--help"], ["size", "m", "--gpu"],
@@ -68,6 +69,9 @@ def test_fast_path_values():
     assert kw["enable_chunked_prefill"] is True and kw["enable_expert_parallel"] is False
     kw = size_kwargs(TAKEN[7])
     assert kw["tensor_parallel_size"] == 4 and kw["gpu"] == "" and kw["optimization_level"] == "3"
+    kw = size_kwargs(TAKEN[9])  # vLLM's other spellings (0.33's arg_utils)
+    assert kw["enable_expert_parallel"] is True and kw["speculative_config"] == "{}"
+    assert kw["gpu_memory_utilization"] == 0.5 and kw["nnodes"] == 2
     kw = size_kwargs(TAKEN[4])
     assert kw["max_num_seqs"] == 64 and kw["block_size"] == 16 and kw["gpu"] == "--help"
 
