@@ -117,9 +117,10 @@ def test_single_run_json_contract(capsys):
     assert code == 0, err
     d = json.loads(out)
     for k in ("output_tokens_per_s", "requests_completed", "requests_rejected", "preemptions",
-              "recomputed_tokens", "ttft_p50_s", "ttft_p99_s", "tpot_p50_ms", "tpot_p99_ms",
-              "e2e_p50_s", "simulated_seconds"):
+              "recomputed_tokens", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "tpot_p50_ms",
+              "tpot_p99_ms", "e2e_p50_s", "simulated_seconds"):
         assert k in d, k
+    assert d["ttft_p50_s"] <= d["ttft_p95_s"] <= d["ttft_p99_s"]
     assert d["requests_completed"] > 100 and d["preemptions"] == 0
 
 

@@ -52,7 +52,8 @@ def render_single(d: dict, stream=None) -> None:
                                    "max_model_len or more: HTTP 400)"
                                    if d.get("requests_too_long") else "")],
         ["goodput", _goodput(d)],
-        ["TTFT", f"p50 {_fmt(d['ttft_p50_s'])} s · p99 {_fmt(d['ttft_p99_s'])} s"],
+        ["TTFT", f"p50 {_fmt(d['ttft_p50_s'])} s · p95 {_fmt(d['ttft_p95_s'])} s · "
+                 f"p99 {_fmt(d['ttft_p99_s'])} s"],
         ["TPOT", f"p50 {_fmt(d['tpot_p50_ms'], 1)} ms · p99 {_fmt(d['tpot_p99_ms'], 1)} ms"],
         ["end to end", f"p50 {_fmt(d['e2e_p50_s'])} s · p99 {_fmt(d['e2e_p99_s'])} s"],
         ["preemptions", f"{d['preemptions']:,} ({fmt_int(d['recomputed_tokens'])} tokens "
