@@ -290,13 +290,15 @@ def test_weights_hint_offers_a_smaller_tp_with_a_shorter_context(capsys):
 def test_hint_offers_the_asked_tp_with_a_shorter_context_when_the_profile_fails(capsys):
     # review 23a #5: Qwen2.5-VL-7B on one L4 at its 128,000 default: the profile's video item
     # (114,688 tokens, 14.85 GiB) leaves no KV cache; it shrinks with max_model_len, so TP1
-    # starts at 32,767 (16,384-token video), found by bisection through the same sizing
+    # starts at 31,520 (a 16,384-token video, whose 1.68 GiB of KV then holds one request of
+    # that length; the 125 MiB MRoPE cache takes the rest), found by bisection through the
+    # same sizing
     code, out, _ = run(capsys, "size", "qwen2.5-vl-7b", "--gpu", "l4", "--json")
     d = json.loads(out)
     assert code == 1 and d["failure"].startswith("no memory left for the KV cache")
-    assert ("fits with --tensor-parallel-size 4 (3.9 GiB of weights and 6.1 GiB of KV per GPU); "
-            "or with --max-model-len 32767 (1.8 GiB of KV per GPU)") in d["notes"]
-    for n, fits in ((32767, 0), (32768, 1)):
+    assert ("fits with --tensor-parallel-size 4 (4.0 GiB of weights and 6.0 GiB of KV per GPU); "
+            "or with --max-model-len 31520 (1.7 GiB of KV per GPU)") in d["notes"]
+    for n, fits in ((31520, 0), (31521, 1)):
         code, _, _ = run(capsys, "size", "qwen2.5-vl-7b", "--gpu", "l4", "--max-model-len",
                          str(n))
         assert code == fits

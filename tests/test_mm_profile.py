@@ -310,12 +310,13 @@ def test_v2_sampler_state_sits_under_the_encoder_peak():
     # peak the state is still charged: Qwen2.5-VL-7B on an L4 at 16k with 0.33 holds 256 x
     # (152,064 + 2 x 4,752) x 4 B = 165,445,632 B of it (a helper's hand derivation from the
     # 0.33 wheel: 2,094 blocks, 33,504 tokens; 2,274 / 36,384 without it; 2,078 / 33,248 with
-    # the V2 encoder runner's [2,048, 3,584] bf16 inputs buffer, which another helper found)
+    # the V2 encoder runner's [2,048, 3,584] bf16 inputs buffer, which another helper found;
+    # 1,971 / 31,536 with the MRoPE cache at 4 x 128,000 positions, 94 MiB more)
     from kvplan.sources.resolve import resolve_gpu
 
     m = _model("Qwen/Qwen2.5-VL-7B-Instruct")
     r = size(m, resolve_gpu("l4"), EngineArgs(max_model_len=16384), "0.33")
-    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (2078, 33248)
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (1971, 31536)
     lm = size(m, resolve_gpu("l4"), EngineArgs(max_model_len=16384, skip_mm_profiling=True),
               "0.33")
     assert r.to_json()["sampler_state_bytes"] == lm.to_json()["sampler_state_bytes"] == \
@@ -347,8 +348,8 @@ def test_processor_kwargs_set_the_dummy_image_and_video():
 
     qwen25 = "Qwen/Qwen2.5-VL-7B-Instruct"
     assert prof(qwen25, None)[:3] == ("video", 1, 7 * 16384)
-    # one video of 7 pairs x 1,280 tokens: 769,760 -> 999,392 KV tokens
-    assert prof(qwen25, flat) == ("video", 1, 8960, 999392)
+    # one video of 7 pairs x 1,280 tokens: 769,760 -> 997,664 KV tokens
+    assert prof(qwen25, flat) == ("video", 1, 8960, 997664)
     # only the video shrinks (7 x 1,225 = 8,575): the 16,384-token image wins
     assert prof(qwen25, {"videos_kwargs": {"max_pixels": 1003520}})[:3] == ("image", 1, 16384)
     assert prof(qwen25, {"max_pixels": 12845056, "fps": 1})[:3] == ("video", 1, 114688)

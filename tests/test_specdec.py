@@ -1,6 +1,7 @@
 """Speculative decoding (core/specdec.py): draft layers, MTP weights, graphs, real starts."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from configs import DEEPSEEK_V3, LLAMA31_8B, QWEN3_NEXT_80B
@@ -510,6 +511,39 @@ def test_draft_rope_cache():
                         resolve_model("deepseek-ai/dspark_qwen3_8b_block7"))
     assert size(q, h100, EngineArgs(speculative=draft)).rope_cache_bytes == size(
         q, h100, EngineArgs()).rope_cache_bytes
+
+
+
+def test_separate_draft_model_rope_and_max_model_len():
+    """A draft_model (Meta-Llama-3-8B, 8,192 positions, plain rope theta 500,000) beside
+    Llama-3.1-70B: vLLM never raises its positions (`_maybe_override_draft_max_position_
+    embeddings` is EAGLE's alone to 0.32, not draft_model's in 0.33), so its own rotary cache is
+    [8,192 x 128] bf16 = 2 MiB; 0.33's model runner V2 lowers the target's max_model_len to
+    the draft's 8,192 (`_limit_max_model_len_to_draft`), 0.32 keeps 131,072."""
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    target, h100 = resolve_model("meta-llama/Llama-3.1-70B-Instruct"), resolve_gpu("h100")
+    spec = from_config({"method": "draft_model", "num_speculative_tokens": 4},
+                       resolve_model("meta-llama/Meta-Llama-3-8B-Instruct"))
+    a = EngineArgs(tensor_parallel_size=4, speculative=spec)
+    base = 131072 * 128 * 2  # the target's llama3-scaled cache
+    for version, mml in (("0.30", 131072), ("0.32", 131072), ("0.33", 8192)):
+        r = size(target, h100, a, version)
+        assert r.rope_cache_bytes == base + 8192 * 128 * 2
+        assert r.max_model_len == mml
+    assert any("lowers max_model_len from 131,072 to the draft model's 8,192" in n
+               for n in r.notes)
+    # the draft's own length from the speculative config, at most the draft's: vLLM refuses more
+    short = from_config({"method": "draft_model", "num_speculative_tokens": 4,
+                         "max_model_len": 4096}, spec.draft)
+    assert size(target, h100, replace(a, speculative=short), "0.33").max_model_len == 4096
+    too_long = from_config({"method": "draft_model", "num_speculative_tokens": 4,
+                            "max_model_len": 16384}, spec.draft)
+    with pytest.raises(BadInput, match="larger than the draft model's 8192"):
+        size(target, h100, replace(a, speculative=too_long), "0.33")
+    # an EAGLE-3 head (cache-only rope) shares the target's positions: nothing lowered
+    head = SpecDecode("eagle3", 3, resolve_model("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"))
+    assert size(target, h100, replace(a, speculative=head), "0.33").max_model_len == 131072
 
 
 def test_v2_speculator_hidden_state_buffer():

@@ -9,6 +9,7 @@ from kvplan.core.arch import normalize
 from kvplan.core.params import count_params, weight_bytes
 from kvplan.core.sizing import EngineArgs, Gpu, Model, size
 from kvplan.core.tensors import summarize
+from kvplan.core.versions import VllmVersion
 from kvplan.errors import BadInput
 
 H100 = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 << 20, "9.0")
@@ -343,6 +344,25 @@ def test_rotary_cache_follows_get_rope():
     assert rope("deepseek-ai/deepseek-coder-6.7b-instruct") == 16384 * 4 * 128 * 2
     # MiniMax-M2 rotates the config's rotary_dim (64 of its 128-dim heads, minimax_m2.py)
     assert rope("MiniMaxAI/MiniMax-M2.5") == 196608 * 64 * 2
+
+
+@pytest.mark.parametrize("repo,positions,dim", [
+    ("Qwen/Qwen2.5-VL-7B-Instruct", 128000, 128), ("Qwen/Qwen3-VL-8B-Instruct", 262144, 128),
+    ("Qwen/Qwen3.5-27B", 262144, 64)])
+def test_mrope_cache_covers_four_times_the_positions(repo, positions, dim):
+    """`MRotaryEmbedding.cache_max_position_num` = max_position_embeddings x 4 from 0.7.2
+    (Qwen2.5-VL's video positions run past the token count); from 0.32 Qwen3-VL and Qwen3.5
+    pass `positions_factor` 1 (qwen3_vl.py `mrope_positions_factor`, video pruning off)."""
+    from kvplan.core.params import mrope_positions_factor
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h100 = resolve_model(repo), resolve_gpu("h100")
+    arch = normalize(m.config)
+    one = repo != "Qwen/Qwen2.5-VL-7B-Instruct"
+    for version, factor in (("0.31", 4), ("0.32", 1 if one else 4), ("0.33", 1 if one else 4)):
+        assert mrope_positions_factor(arch, VllmVersion.of(version).v) == factor
+        assert size(m, h100, EngineArgs(), version).rope_cache_bytes == positions * factor * dim * 2
+    assert mrope_positions_factor(arch, (0, 7, 1)) == 1
 
 
 def test_mla_rope_fp32_and_the_sparse_indexer_buffers(capsys):

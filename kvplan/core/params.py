@@ -539,8 +539,20 @@ _FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
 _ROTARY_DIM = frozenset({"gptj", "minimax_m2"})
 
 
+def mrope_positions_factor(arch: ModelArch, release: tuple[int, ...]) -> int:
+    """How many times max_position_embeddings an MRoPE cache covers: 4 from 0.7.2, as Qwen2.5-VL's
+    video positions run past the token count (`MRotaryEmbedding.cache_max_position_num`);
+    from 0.32 Qwen3-VL / Qwen3.5 pass 1 unless video pruning is on, which kvplan does not
+    model (qwen3_vl.py `mrope_positions_factor`, used by qwen3_vl_moe.py and qwen3_5.py)."""
+    if release < (0, 7, 2):
+        return 1
+    one = arch.model_type.startswith(("qwen3_vl", "qwen3_5")) or any(
+        a.startswith(("Qwen3VL", "Qwen3_5")) for a in arch.architectures)
+    return 1 if one and release >= (0, 32) else 4
+
+
 def rope_cache_bytes(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = False,
-                     indexer_rope: bool = False) -> int:
+                     indexer_rope: bool = False, mrope_factor: int = 1) -> int:
     """The rotary cos/sin cache vLLM builds on every GPU at load ("Model loading took" counts
     it): [length, rotary_dim] in the model dtype, one per distinct rope, since `get_rope`
     shares equal ones (rotary_embedding/base.py `_compute_cos_sin_cache`).
@@ -554,7 +566,9 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = Fals
     local and a global cache, and per-layer-type ropes (Gemma 4) use each type's head size,
     all of it for the "proportional" type (gemma4_rope.py). Llama 4's 10M positions cost 2.5
     GiB per GPU, and Gemma 3's global cache, scaled 8x, costs 512 MiB. gpt-oss builds its
-    cache in fp32 (32 MiB); MiMo-V2-Flash has a second one for `swa_rope_theta`."""
+    cache in fp32 (32 MiB); MiMo-V2-Flash has a second one for `swa_rope_theta`. An MRoPE
+    (`mrope_section`, default or YaRN) covers `mrope_factor` times its length
+    (`mrope_positions_factor`): Qwen2.5-VL-7B's 128,000 x 4 positions, 125 MiB."""
     t = arch.text_config
     attn = [x for x in arch.layers if isinstance(x, AttnLayer)]
     if not attn or t.get("alibi") or arch.model_type in _NO_ROPE or not any(
@@ -602,6 +616,8 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = Fals
         length = {"linear": max_pos * scale, "longrope": max_pos + original,
                   "su": max_pos + original, "yarn": original * scale,
                   "deepseek_yarn": original * scale}.get(rtype, max_pos)
+        if "mrope_section" in r and rtype in ("default", "mrope", "yarn"):
+            length *= mrope_factor  # `get_rope` builds an MRotaryEmbedding for these
         total += int(length) * dim * width * (2 if indexer_rope and layer.kind == MLA else 1)
     return total
 

@@ -90,6 +90,7 @@ from kvplan.core.params import (
     mlp_intermediate,
     moe_gated,
     moe_hidden,
+    mrope_positions_factor,
     mxfp4_bias_extra,
     mxfp4_hopper_extra,
     nas_ffn_sizes,
@@ -605,6 +606,34 @@ def v0_chunks_long_prompts(arch: ModelArch, a: EngineArgs, vendor: str,
     return not (multimodal or arch.is_mla and version.at_least(0, 8)
                 or vendor != "nvidia" and version.at_least(0, 6, 5)  # ROCm: "cuda" before
                 or SLIDING in arch.kinds or a.speculative or a.enable_lora)
+
+
+def _draft_max_model_len(spec: Any, version: VllmVersion, v2: bool, mml: int, src: str,
+                         notes: list[str]) -> tuple[int, str]:
+    """A separate draft's max_model_len (`SpeculativeConfig._maybe_override_draft_max_model_len`:
+    its config's, or the speculative config's own `max_model_len`, at most the target's) and
+    the target's as vLLM leaves it: from 0.33 model runner V2 lowers it to a shorter draft's
+    when the draft does not share the target's positions (`VllmConfig.
+    _limit_max_model_len_to_draft`: draft_model, or a rope type that is more than a cache)."""
+    from kvplan.core import specdec as SD
+
+    da = SD.draft_arch(spec)
+    if da is None or spec.method == "mtp":
+        return mml, src
+    own = derived_max_model_len(da, version)[0]
+    if spec.max_model_len is not None:
+        if spec.max_model_len > min(own, mml):
+            raise BadInput(f"--speculative-config max_model_len {spec.max_model_len} is larger "
+                           f"than the {'draft' if own < mml else 'target'} model's "
+                           f"{min(own, mml)}; vLLM refuses it", flag="speculative_config")
+        own = spec.max_model_len
+    if own >= mml or not v2 or not version.at_least(0, 33) or SD.draft_shares_positions(
+            spec, version):
+        return mml, src
+    notes.append(f"vLLM {version.text} lowers max_model_len from {mml:,} to the draft model's "
+                 f"{own:,}: model runner V2 cannot skip speculation for longer sequences "
+                 "(`_limit_max_model_len_to_draft`)")
+    return own, f"the draft model's max_model_len (was {mml:,}, {src})"
 
 
 def _dcp_specs(specs: list[Spec | None], dcp: int, version: VllmVersion
@@ -1645,6 +1674,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         v2 = False
         notes.append(f"vLLM {version.text} runs {v1_why} on model runner V1 (\"Model Runner V2 "
                      "does not yet support\"), so kvplan sizes V1's profile")
+    if spec:
+        mml, mml_src = _draft_max_model_len(spec, version, v2, mml, mml_src, notes)
     if spec and a.kv_sharing_fast_prefill and spec.eagle_like and version.at_least(0, 10, 2):
         # `VllmConfig.__post_init__` (0.10.1 only warned that the flag did nothing yet)
         raise BadInput("vLLM refuses --kv-sharing-fast-prefill with EAGLE-style speculative "
@@ -1794,7 +1825,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         version.breakable_cudagraph(arch.architectures, gpu.vendor, a.breakable_cudagraph)
     rope = rope_cache_bytes(arch, dtype_bytes(model_dtype), mla_fp32=mla_rope_fp32(
         arch, version.v[:2], vendor=gpu.vendor, model_dtype=model_dtype, custom_ops=eager_ops),
-        indexer_rope=indexer_rope_cache(arch, version.v[:2]))
+        indexer_rope=indexer_rope_cache(arch, version.v[:2]),
+        mrope_factor=mrope_positions_factor(arch, version.v))
     weights[0] += ple_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
     if a.kv_sharing_fast_prefill:  # built with the model, so counted as it loads
         fast = fast_prefill_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype), version.v[:2])

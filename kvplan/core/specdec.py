@@ -99,6 +99,7 @@ class SpecDecode:
     lookup: tuple[int | None, int | None] = (None, None)  # ngram prompt_lookup_min / _max
     heterogeneous_vocab: bool = False  # use_heterogeneous_vocab (a draft of another vocab)
     unpadded: bool = False  # disable_padded_drafter_batch (no async scheduling, 0.26+)
+    max_model_len: int | None = None  # the draft's own (`speculative_max_model_len`)
 
     @property
     def eagle_like(self) -> bool:
@@ -169,7 +170,8 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
         raise BadInput(f"--speculative-config kv_cache_dtype {kv!r} is not a dtype name",
                        flag="speculative_config")
     ints = {}
-    for key in ("draft_tensor_parallel_size", "prompt_lookup_min", "prompt_lookup_max"):
+    for key in ("draft_tensor_parallel_size", "prompt_lookup_min", "prompt_lookup_max",
+                "max_model_len"):
         v = cfg.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise BadInput(f"--speculative-config {key} {v!r} is not a positive integer",
@@ -180,7 +182,8 @@ def from_config(cfg: dict[str, Any], draft: Any = None) -> SpecDecode:
                       draft_tp=ints["draft_tensor_parallel_size"],
                       lookup=(ints["prompt_lookup_min"], ints["prompt_lookup_max"]),
                       heterogeneous_vocab=bool(cfg.get("use_heterogeneous_vocab")),
-                      unpadded=bool(cfg.get("disable_padded_drafter_batch")))
+                      unpadded=bool(cfg.get("disable_padded_drafter_batch")),
+                      max_model_len=ints["max_model_len"])
 
 
 def check_args(spec: SpecDecode, vocab: int, tp: int, version: VllmVersion) -> None:
@@ -505,13 +508,34 @@ def mtp_checkpoint_bytes(arch: ModelArch, d: int, hf_quant: dict[str, Any] | Non
     return int(n * (_mtp_module_bytes(arch, d, hf_quant, 1, 1) + own_vocab))
 
 
+def _rope_types(t: dict[str, Any]) -> set[str]:
+    """The rope types of a config (`iter_rope_parameters`: one set, or one per layer type)."""
+    rp = t.get("rope_scaling") or t.get("rope_parameters") or {}
+    if not isinstance(rp, dict):
+        return {"default"}
+    sets = [v for v in rp.values() if isinstance(v, dict)] or [rp]
+    return {str(x.get("rope_type") or x.get("type") or "default") for x in sets}
+
+
+def draft_shares_positions(spec: SpecDecode, version: VllmVersion) -> bool:
+    """Whether vLLM raises the draft's max_position_embeddings to the target's max_model_len
+    (`SpeculativeConfig._maybe_override_draft_max_position_embeddings`): for EAGLE / EAGLE-3
+    in 0.27-0.32; from 0.33 for every drafter but draft_model whose rope types only size the
+    cos/sin cache (`draft_shares_target_positions`)."""
+    da = draft_arch(spec)
+    if da is None or not version.at_least(0, 27):
+        return False
+    if not version.at_least(0, 33):
+        return spec.method in ("eagle", "eagle3")
+    return spec.method != "draft_model" and _rope_types(da.text_config) <= _CACHE_ONLY_ROPE
+
+
 def draft_rope_bytes(arch: ModelArch, spec: SpecDecode, *, d: int, version: VllmVersion,
                      max_model_len: int) -> int:
     """A draft model's own rotary cache: `get_rope` shares a cache only between equal ropes
-    (theta, scaling, size, length), and from 0.27 a draft whose rope only sizes the cache
-    has its max_position_embeddings raised to the target's max_model_len
-    (`_maybe_override_draft_max_position_embeddings`). A config without rope_theta takes
-    10,000. EAGLE3-LLaMA3.1 beside Llama-3.1-8B at 131,072: 32 MiB (0 without a draft)."""
+    (theta, scaling, size, length), at the target's max_model_len where vLLM raises the
+    draft's (`draft_shares_positions`). A config without rope_theta takes 10,000.
+    EAGLE3-LLaMA3.1 beside Llama-3.1-8B at 131,072: 32 MiB (0 without a draft)."""
     from kvplan.core.params import rope_cache_bytes
 
     da = draft_arch(spec)
@@ -520,9 +544,7 @@ def draft_rope_bytes(arch: ModelArch, spec: SpecDecode, *, d: int, version: Vllm
     t, target = da.text_config, arch.text_config
     length = int(t.get("max_position_embeddings") or 0)
     rp = t.get("rope_scaling") or t.get("rope_parameters") or {}
-    rtype = str(rp.get("rope_type") or rp.get("type") or "default") if isinstance(rp, dict) \
-        else "default"
-    if version.at_least(0, 27) and rtype in _CACHE_ONLY_ROPE and length < max_model_len:
+    if draft_shares_positions(spec, version) and length < max_model_len:
         length = max_model_len
     own = {**t, "rope_theta": t.get("rope_theta") or (rp.get("rope_theta") if isinstance(
         rp, dict) else None) or 10000.0, "max_position_embeddings": length}
