@@ -462,6 +462,16 @@ def test_kv_dtypes_the_release_accepts_are_sized(capsys):
     code, _, err = run(capsys, "size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
                        "--kv-cache-dtype", "fp8_inc", "--vllm-version", "0.9")
     assert code == 2 and "not accepted by this vLLM version" in err  # fp8_inc from 0.10
+    # 0.33 refuses a 16-bit cache unlike the model's (`_reject_mismatched_float_kv_cache`)
+    for dtype, kv, ok in (("auto", "float16", "auto or bfloat16"),
+                          ("float16", "bfloat16", "auto or float16"),
+                          ("float32", "bfloat16", "auto)")):
+        code, _, err = run(capsys, "size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                           "--dtype", dtype, "--kv-cache-dtype", kv)
+        assert code == 2 and f"refuses --kv-cache-dtype {kv}" in err and ok in err, err
+    code, _, _ = run(capsys, "size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                     "--kv-cache-dtype", "bfloat16")
+    assert code == 0
 
 
 def test_a_kv_dtype_vllm_accepts_but_kvplan_cannot_size_is_said_so(capsys, monkeypatch):

@@ -1355,6 +1355,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         model_dtype, allowed=version.kv_cache_dtypes, modelopt_kv=mo_kv, sparse_mla=sparse)
     kv = KF.checkpoint_kv(kv, arch, a, version, notes, lambda req: resolve_kv_dtype(
         req, model_dtype, allowed=version.kv_cache_dtypes, modelopt_kv=None, sparse_mla=sparse))
+    asked_kv = (a.kv_cache_dtype or "auto").lower()
+    if asked_kv in ("float16", "bfloat16") and asked_kv != model_dtype and version.at_least(
+            0, 33):  # `VllmConfig._reject_mismatched_float_kv_cache`
+        raise BadInput(f"vLLM {version.text} refuses --kv-cache-dtype {asked_kv} with the model "
+                       f"dtype {model_dtype} ('is incompatible')",
+                       hint="use --kv-cache-dtype auto" + (
+                           f" or {model_dtype}" if model_dtype in ("float16", "bfloat16")
+                           else ""), flag="kv_cache_dtype")
     if a.kv_cache_dtype == "fp8_inc" and version.at_least(0, 11):
         # Intel Gaudi's format: no CUDA or ROCm attention backend lists it in
         # `supported_kv_cache_dtypes` (the 0.11-0.33 wheels): "No valid attention backend"
