@@ -1552,6 +1552,10 @@ def test_033_defaults_gb10_small_tier_rocm_v2_and_removed_architectures():
     a = EngineArgs(tensor_parallel_size=8, max_model_len=8192)
     assert not size(v32, mi, a, "0.31").model_runner_v2
     assert size(v32, mi, a, "0.32").model_runner_v2
+    # and GLM-5 (`GlmMoeDsaForCausalLM`) in 0.30-0.31, not 0.29 (review 25v #6)
+    glm5 = resolve_model("zai-org/GLM-5-FP8")
+    assert [size(glm5, mi, a, v).model_runner_v2 for v in ("0.29", "0.30", "0.31", "0.32")] \
+        == [True, False, False, True]
     # `_PREVIOUSLY_SUPPORTED_MODELS`: Mllama ran until 0.10.2
     vision = resolve_model("meta-llama/Llama-3.2-11B-Vision")
     with pytest.raises(BadInput, match="no longer runs MllamaForConditionalGeneration"):

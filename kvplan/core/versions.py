@@ -148,8 +148,10 @@ REMOVED_ARCHITECTURES = {
                     (0, 28, 0)),
 }
 
-# kept on the V1 runner on ROCm in 0.29-0.31 (`ROCM_DEFAULT_MRV1_ARCHITECTURES`, gone in 0.32)
+# kept on the V1 runner on ROCm in 0.29-0.31 (`ROCM_DEFAULT_MRV1_ARCHITECTURES`, gone in 0.32;
+# GLM-5's sparse MLA joined it in 0.30)
 _V1_ON_ROCM = frozenset({"DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM"})
+_V1_ON_ROCM_030 = _V1_ON_ROCM | {"GlmMoeDsaForCausalLM"}
 
 # `--moe-backend` values (vLLM 0.33 `config/kernel.py MoEBackend`; 0.18 had the first nine)
 MOE_BACKENDS = ("auto", "triton", "deep_gemm", "cutlass", "flashinfer_trtllm",
@@ -722,8 +724,9 @@ class VllmVersion:
         from 0.25 the generate models that are neither MoE nor hybrid, and the listed MoE
         architectures; in 0.24 the listed architectures only; V1 before."""
         if self.at_least(0, 29):
+            kept = _V1_ON_ROCM_030 if self.at_least(0, 30) else _V1_ON_ROCM
             return not (vendor == "amd" and not self.at_least(0, 32)
-                        and any(a in _V1_ON_ROCM for a in architectures))
+                        and any(a in kept for a in architectures))
         if self.at_least(0, 25):
             listed = set().union(*(names for since, names in _V2_RUNNER_MOE
                                    if self.at_least(*since)))
