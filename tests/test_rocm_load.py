@@ -265,3 +265,18 @@ def test_gpt_oss_block_on_rocm_by_release_and_gfx():
     # VLLM_ROCM_USE_AITER=1: ROCM_AITER_FA takes sinks (and 16) only from 0.23
     assert (block("mi300x", "0.22", rocm_aiter=True), block("mi300x", "0.23", rocm_aiter=True)) \
         == (64, 16)
+
+
+def test_aiter_moe_rounds_each_gpus_intermediate_up_from_032():
+    """`unquantized_round_up_hidden_size_and_intermediate_size` (0.32+): AITER's CK MoE takes
+    an intermediate of at most 192 in 64-wide tiles, a larger one in 128-wide ones. Qwen3-30B-
+    A3B at TP8: 768 / 8 = 96 rows -> 128, per layer w13 [128, 2 x 32, 2048] + w2 [128, 2048,
+    32] bf16 more = 48 MiB, 2.25 GiB over 48 layers (review 25v #3); at TP1 768 is aligned."""
+    def weights(version, tp, **kw):
+        return size(Model("m", QWEN3_30B_A3B), MI300X,
+                    EngineArgs(max_model_len=8192, tensor_parallel_size=tp, rocm_aiter=True,
+                               **kw), version).budget.weights
+
+    assert weights("0.32", 8) - weights("0.31", 8) == 48 * 128 * 2048 * 96 * 2
+    assert weights("0.32", 8, rocm_aiter_moe=False) == weights("0.31", 8, rocm_aiter_moe=False)
+    assert weights("0.32", 1) == weights("0.31", 1)

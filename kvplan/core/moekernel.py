@@ -118,7 +118,11 @@ def fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
     * NVFP4 experts on FlashInfer TRT-LLM (first on the SM100 family): the intermediate to
       `fi_fp4_moe_alignment` rows and, from 0.20, the hidden side to 256.
     * 16-bit SiLU / ReLU² experts on TRT-LLM (SM100 family): the intermediate to 128
-      (non-gated from 0.24, gated from 0.29; not with EPLB)."""
+      (non-gated from 0.24, gated from 0.29; not with EPLB).
+    * ROCm, 16-bit gated experts on AITER's CK MoE (VLLM_ROCM_USE_AITER=1, 0.32+): the
+      intermediate to 64 up to 192 rows, else to 128 (`aiter_moe_intermediate_alignment`)."""
+    if arch.num_experts and gpu.vendor == "amd":
+        return _aiter_expert_pad(arch, model, a, version)
     if not arch.num_experts or gpu.vendor != "nvidia" or \
             version.moe_backend_kind(a.moe_backend) not in (None, "flashinfer"):
         return 1.0, ""
@@ -151,6 +155,25 @@ def fi_expert_pad(arch: ModelArch, model: Model, a: EngineArgs, gpu: Gpu,
     if cols:
         pad *= cdiv(hidden, cols) * cols / hidden
     return pad, what
+
+
+def _aiter_expert_pad(arch: ModelArch, model: Model, a: EngineArgs,
+                      version: VllmVersion) -> tuple[float, str]:
+    """AITER's CK 2-stage MoE takes each GPU's intermediate in 64-wide tiles up to 192 rows
+    and 128-wide above: from 0.32 vLLM allocates 16-bit experts already rounded up
+    (`unquantized_round_up_hidden_size_and_intermediate_size`), where AITER is the unquantized
+    MoE backend (ROCm's first, run when VLLM_ROCM_USE_AITER and _MOE are on; gated
+    activations only, `AiterExperts`; not with LoRA's Triton experts)."""
+    inter = arch.expert_intermediate_size // a.expert_tp
+    aiter = a.moe_backend == "aiter" or (a.moe_backend == "auto" and a.rocm_aiter
+                                         and a.rocm_aiter_moe)
+    if not (version.at_least(0, 32) and aiter and inter and moe_gated(arch)
+            and not a.enable_lora
+            and weight_bytes(arch, 2, a.quantization, model.quant_file).expert == 2):
+        return 1.0, ""
+    rows = 64 if inter <= 192 else 128
+    return cdiv(inter, rows) * rows / inter, (
+        f"AITER's MoE kernel pads each GPU's expert rows to {rows}")
 
 
 def with_moe_kernel(shape: M.ActivationShape, arch: ModelArch, model: Model, a: EngineArgs,
