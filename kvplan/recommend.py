@@ -244,7 +244,10 @@ def _emit(p: Plan, model: Model, wl: Workload, offered: Targets, engine: str,
                   f"({fmt_rate(p.served_rate)} of {fmt_rate(offered.rate)} req/s)"
                   if p.served_rate and offered.rate else "")
         remedy = ("vLLM 0.20+ serves them at a longer --max-model-len (on this release a "
-                  "longer one stalls the engine, below)" if p.length_capped_from else None)
+                  "longer one stalls the engine, below)" if p.length_capped_from else
+                  "the draft model caps --max-model-len here (vLLM lowers it to the draft's "
+                  "context): a drafter with a longer one, or an EAGLE-style one, serves them"
+                  if p.result.max_model_len_source.startswith("the draft model") else None)
         advice.append(rejected_note(share, p.max_model_len, remedy=remedy) + served)
     advice += peak_advice(p, offered)
     # on the whole workload: its tails, refused requests included

@@ -598,3 +598,16 @@ def test_dflash_full_graph_aux_staging_033():
                         "num_speculative_tokens": 8}, resolve_model)
     assert dflash_aux_staging_bytes(spec, target, 1024, 8192, 2) == 8192 * 5 * 2048 * 2
     assert dflash_aux_staging_bytes(spec, target, 64, 8192, 2) == 64 * 9 * 5 * 2048 * 2
+
+
+def test_recommend_plans_at_the_draft_models_length(capsys):
+    """0.33 lowers max_model_len to a Meta-Llama-3-8B draft_model's 8,192: the plan emits it,
+    and the advice on the longer prompts names the draft, not --max-model-len, as the cap."""
+    from kvplan.cli import main
+
+    code = main(["recommend", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "h100", "-tp", "4",
+                 "--speculative-config", '{"method": "draft_model", "num_speculative_tokens": 4,'
+                 ' "model": "meta-llama/Meta-Llama-3-8B-Instruct"}', "--rate", "2", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 0 and d["max_model_len"] == 8192 and "--max-model-len 8192" in d["command"]
+    assert any("the draft model caps --max-model-len" in a for a in d["advice"])
