@@ -3452,3 +3452,18 @@ def test_a_prompt_vllm_0_19_never_admits_fails_max_model_len_fits(capsys):
     code, rep = check_json(capsys, "--cmd", "vllm serve google/gemma-3-12b-it", "--gpu", "l40s",
                            "--vllm-version", "0.20.0")
     assert one(rep["deployments"][0], "max-model-len-fits")["status"] == "pass"
+
+
+def test_a_draft_models_shorter_context_is_a_warning(capsys):
+    """0.33 lowers --max-model-len to a separate draft's (`_limit_max_model_len_to_draft`):
+    Llama-3.1-70B at 131,072 with a Meta-Llama-3-8B draft_model starts at 8,192."""
+    spec = ('{"method": "draft_model", "model": "meta-llama/Meta-Llama-3-8B-Instruct", '
+            '"num_speculative_tokens": 4}')
+    cmd = f"vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --max-model-len 131072 " \
+          f"--speculative-config '{spec}'"
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100")
+    c = one(rep["deployments"][0], "max-model-len-fits")
+    assert code == 0 and c["status"] == "warn" and c["current"] == 131072
+    assert c["suggested"] == 8192 and "starts as 8,192" in c["message"]
+    code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", "0.32")
+    assert one(rep["deployments"][0], "max-model-len-fits")["status"] == "pass"

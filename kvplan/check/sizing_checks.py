@@ -697,6 +697,16 @@ def _max_model_len(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, a: Any,
                 "behind it waits", loc, fix=f"{name} {stall + 1} (or vLLM 0.20+, which caps "
                 "the check)", current=r.max_model_len, suggested=stall + 1)
         return r
+    if r.fits and r.max_model_len_source.startswith("the draft model") and isinstance(
+            given, int) and given > r.max_model_len:  # 0.33 `_limit_max_model_len_to_draft`
+        out.add("max-model-len-fits", WARN, f"{src} starts as {r.max_model_len:,}: vLLM "
+                f"{r.version.text} lowers it to the draft model's (model runner V2 cannot skip "
+                f"speculation for longer sequences), so longer prompts get HTTP 400; the pool "
+                f"holds {r.kv_cache_tokens:,} tokens ({r.max_concurrency:.2f} requests of "
+                f"{r.max_model_len:,})", loc, fix=f"{name} {r.max_model_len}, or a drafter with "
+                "a longer context (an EAGLE-style one shares the target's)",
+                current=given, suggested=r.max_model_len)
+        return r
     if r.fits:
         out.add("max-model-len-fits", PASS, f"{src} fits: the pool holds "
                 f"{r.kv_cache_tokens:,} tokens ({r.max_concurrency:.2f} full-length requests)",
