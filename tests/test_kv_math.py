@@ -1861,6 +1861,41 @@ def test_flashmla_sparse_workspace_with_an_fp8_ds_mla_cache():
     assert r.kv_cache_tokens == 918336
 
 
+def test_flashmla_sparse_reserves_its_workspace_at_build(monkeypatch):
+    """Review 25c #1: `FlashMLASparseImpl.__init__` reserves in the workspace manager, which
+    exists from `init_device`, so "Model loading took" holds it; from 0.18 the bf16 query
+    concat with any cache. DeepSeek-V3.2 TP8 on an H200 at 0.19 (auto: bf16 cache): 8,192 x
+    16 x 576 x 2 B in the load, the same out of the activation, the pool unchanged (the
+    sweep's seven 0.18-0.19 loads went from -0.23 % to -0.05 %)."""
+    from kvplan.core import backends as BK
+    from kvplan.core.versions import VllmVersion
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h200 = resolve_model("deepseek-ai/DeepSeek-V3.2"), resolve_gpu("h200")
+    a = EngineArgs(tensor_parallel_size=8, max_model_len=8192)
+    r = size(m, h200, a, "0.19")
+    monkeypatch.setattr(BK, "flashmla_sparse_runs", lambda **kw: False)
+    q = size(m, h200, a, "0.19")
+    assert r.budget.weights - q.budget.weights == 8192 * 16 * 576 * 2 == 150994944
+    assert q.budget.activation - r.budget.activation == 150994944
+    assert r.num_gpu_blocks == q.num_gpu_blocks
+    monkeypatch.undo()
+    # Hopper picks FlashAttention's sparse MLA first from 0.25; SM100 FlashMLA-sparse above
+    # 16 heads a rank with a 16-bit cache
+    run_ = BK.flashmla_sparse_runs
+    v = VllmVersion.of
+    assert run_(cc="9.0", vendor="nvidia", version=v("0.24"), kv="bfloat16", heads_local=16,
+                forced=None)
+    assert not run_(cc="9.0", vendor="nvidia", version=v("0.25"), kv="bfloat16",
+                    heads_local=16, forced=None)
+    assert not run_(cc="9.0", vendor="nvidia", version=v("0.17"), kv="bfloat16",
+                    heads_local=16, forced=None)
+    assert run_(cc="10.0", vendor="nvidia", version=v("0.33"), kv="bfloat16", heads_local=32,
+                forced=None)
+    assert not run_(cc="10.0", vendor="nvidia", version=v("0.33"), kv="bfloat16",
+                    heads_local=16, forced=None)
+
+
 def test_hybrid_blocks_align_to_32_for_256_wide_heads_on_blackwell_012_to_017():
     from kvplan.sources.resolve import resolve_gpu, resolve_model
 

@@ -316,6 +316,24 @@ def check_dcp(arch: ModelArch, *, dcp: int, tp: int, kv: str, cc: str, vendor: s
                      "(vLLM's --dcp-comm-backend ag_rs, not modelled, avoids it)")
 
 
+def flashmla_sparse_runs(*, cc: str, vendor: str, version: VllmVersion, kv: str,
+                         heads_local: int, forced: str | None) -> bool:
+    """Whether FLASHMLA_SPARSE serves a sparse MLA model (V3.2, GLM-5) whose cache is not
+    fp8_ds_mla, where from 0.18 it reserves its bf16 query concat at build
+    (`FlashMLASparseImpl.__init__`): when forced; on Hopper before 0.25, from which
+    FLASH_ATTN_MLA_SPARSE comes first; on SM100 for a 16-bit cache above 16 heads a rank
+    (FlashInfer's sparse MLA, from 0.33 FA4's, comes first at 16 or fewer, and for any fp8
+    cache from 0.19; `_get_backend_priorities`, the 0.18-0.33 wheels)."""
+    if vendor != "nvidia" or not version.at_least(0, 18):
+        return False
+    if forced:
+        return forced == "FLASHMLA_SPARSE"
+    major = cc_major(cc)
+    if major == 9:
+        return not version.at_least(0, 25)
+    return major == 10 and kv in ("bfloat16", "float16") and heads_local > 16
+
+
 _MLA_WS = 128 << 20  # CUTLASS-MLA's `SM100Workspace`, FlashInfer-MLA's workspace buffer
 _FI_SPARSE_WS = 394 << 20  # FlashInfer-MLA-sparse from 0.25 (`VLLM_FLASHINFER_WORKSPACE_...`)
 

@@ -448,13 +448,17 @@ def indexer_gather_bytes(max_model_len: int, head_dim: int, *, factor_rule: bool
 
 
 def flashmla_sparse_bytes(tokens: int, heads_local: int, max_model_len: int, *,
-                          q_head: int, kv_lora_rank: int, v031: bool, factor_rule: bool) -> int:
-    """FlashMLA-sparse's reservation in the shared workspace with an fp8_ds_mla cache
-    (`FlashMLASparseImpl.__init__`, at model build, so inside the profile; 0.13+): the bf16
-    query concat [max_num_batched_tokens, heads, q_head] and the prefill gather
+                          q_head: int, kv_lora_rank: int, v031: bool = False,
+                          factor_rule: bool = False, query_only: bool = False) -> int:
+    """FlashMLA-sparse's reservation in the shared workspace (`FlashMLASparseImpl.__init__`,
+    at model build: the workspace manager exists from `init_device`, so "Model loading took"
+    holds it): the bf16 query concat [max_num_batched_tokens, heads, q_head] (with any cache
+    from 0.18, `query_only`), and with an fp8_ds_mla cache (0.13+) the prefill gather
     [factor x max_model_len, q_head] (factor 5; from 0.32 2 above 262,144 tokens); 0.31 adds
     the prefill query buffers [tokens, heads padded to 64, q_head / kv_lora_rank] and
     [tokens, heads, kv_lora_rank]. DeepSeek-V3.2 at TP8 on an H200 with 0.33: 2.21 GiB."""
+    if query_only:
+        return _r256(2 * tokens * heads_local * q_head)
     factor = 2 if factor_rule and max_model_len > 262144 else 5
     parts = [tokens * heads_local * q_head, factor * max_model_len * q_head]
     if v031:

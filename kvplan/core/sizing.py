@@ -1966,7 +1966,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
 
     profile_tokens, profile_reqs = SD.profile_batch(spec, v2, version, mnbt, seqs) if spec \
         else (mnbt, min(mnbt, seqs))
-    attn_point = floor = 0
+    attn_point = floor = built = 0  # built: reserved at model build (inside the load)
     t, heads_local = arch.text_config, max(arch.num_attention_heads // tp, 1)
     # sparse MLA has its own backends
     triton_mla = MLA in arch.kinds and not arch.is_sparse_mla and (
@@ -1980,12 +1980,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             floor = M.indexer_gather_bytes(mml, int(t.get("index_head_dim") or 128),
                                            factor_rule=version.at_least(0, 32),
                                            radix=version.at_least(0, 20))
+            kv_lora = int(t.get("kv_lora_rank") or 512)
+            q_head = kv_lora + int(t.get("qk_rope_head_dim") or 64)
             if kv == "fp8_ds_mla" and gpu.vendor == "nvidia" and cc_major(cc) in (9, 10):
-                kv_lora = int(t.get("kv_lora_rank") or 512)  # FlashMLA-sparse stores it
-                floor = max(floor, M.flashmla_sparse_bytes(
-                    mnbt, heads_local, mml, q_head=kv_lora + int(t.get("qk_rope_head_dim") or 64),
-                    kv_lora_rank=kv_lora, v031=version.at_least(0, 31),
-                    factor_rule=version.at_least(0, 32)))
+                built = M.flashmla_sparse_bytes(  # FlashMLA-sparse stores it
+                    mnbt, heads_local, mml, q_head=q_head, kv_lora_rank=kv_lora,
+                    v031=version.at_least(0, 31), factor_rule=version.at_least(0, 32))
+            elif BK.flashmla_sparse_runs(cc=cc, vendor=gpu.vendor, version=version, kv=kv,
+                                         heads_local=heads_local, forced=forced):
+                built = M.flashmla_sparse_bytes(mnbt, heads_local, 0, q_head=q_head,
+                                                kv_lora_rank=kv_lora, query_only=True)
+            floor = max(floor, built)
         if triton_mla and version.at_least(0, 25):
             logits = M.triton_mla_logits_bytes(
                 seqs * (1 + k_spec if spec else 1), heads_local * a.decode_context_parallel_size,
@@ -2055,7 +2060,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                  moe_chunk=version.moe_chunk, v024=version.at_least(0, 24),
                                  attn_point=attn_point, workspace_floor=floor)
 
-    act = lm_peak(profile_reqs)
+    act = lm_peak(profile_reqs) - built  # the kept workspace's build-time part is in the load
+    weights = [w + built for w in weights]
     # penalty and grammar state on the last stage, charged from 0.27
     sampler_state = M.v2_sampler_state_bytes(seqs, arch.vocab_size, 1 + k_spec) \
         if v2_state and not pooling else 0  # pooling builds no Sampler (`load_model`)
@@ -2136,7 +2142,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "image); without it vLLM runs Triton kernels with less scratch")
     # V1 runs the dummy sampler on the last pipeline stage only (`profile_run`:
     # `get_pp_group().is_last_rank`)
-    act_inner = lm_peak(0) if version.v1 and pp > 1 else act
+    act_inner = lm_peak(0) - built if version.v1 and pp > 1 else act
     enc = None
     if mm_profiled(arch.architectures, version) and v2_mm and not a.skip_mm_profiling and \
             towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]:
