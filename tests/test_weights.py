@@ -468,10 +468,14 @@ def test_meta_fp8_maverick_quantizes_only_the_routed_experts(capsys):
     vh, vi = 1408, 5632
     tower = (34 * (4 * vh * vh + 2 * vh * vi + 9 * vh + vi) + 588 * vh + 578 * vh
              + vi * 4096 + 4096 * 4096 + 4096 * h)
-    assert d["weights_bytes_per_gpu"] - d["rope_cache_bytes"] == expected + tower // 8 * 2
-    assert expected == 51887974400
-    # the Red Hat sweep's 0.11.2 H200 TP8 starts logged 48.87 GiB: within 0.25 %
-    assert abs(d["weights_bytes_per_gpu"] / (1 << 30) / 48.8685 - 1) < 0.0025
+    # FBGEMM FP8 keeps an fp32 scale per output row (`FBGEMMFp8LinearMethod`; the MoE
+    # method's w13 [E, 2I, 1] and w2 [E, H, 1]): 24 x 128 x (2 x 8,192 / 8 + 5,120) x 4 B
+    scales = 24 * 128 * (2 * 8192 // 8 + h) * 4
+    assert d["weights_bytes_per_gpu"] - d["rope_cache_bytes"] == \
+        expected + tower // 8 * 2 + scales
+    assert expected == 51887974400 and scales == 88080384
+    # the Red Hat sweep's 0.11.2 H200 TP8 starts logged 48.87 GiB: within 0.05 %
+    assert abs(d["weights_bytes_per_gpu"] / (1 << 30) / 48.8685 - 1) < 0.0005
 
 
 def test_exclude_list_shares_count_only_the_layers_that_have_the_part():
@@ -1127,3 +1131,19 @@ def test_layouts_vllm_refuses(model, kw, version, says):
 
     with pytest.raises(BadInput, match=re.escape(says)):
         size(resolve_model(model), resolve_gpu("h100"), EngineArgs(**kw), version)
+
+
+def test_channel_fp8_scales_per_output_row(monkeypatch):
+    """compressed-tensors FP8 with strategy "channel" (`CompressedTensorsW8A8Fp8`) holds an
+    fp32 scale per output row; an estimated checkpoint size counts them (review 25c #2).
+    RedHatAI Llama-3.3-70B fp8-dynamic at TP4, per layer on one GPU: q 8,192 / 4, k+v
+    2 x 2 x 128, o 8,192 (row-parallel: every row), gate+up 2 x 28,672 / 4, down 8,192."""
+    from kvplan.core import sizing
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m, h100 = resolve_model("RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic"), resolve_gpu("h100")
+    a = EngineArgs(tensor_parallel_size=4, max_model_len=8192)
+    with_scales = size(m, h100, a).budget.weights
+    monkeypatch.setattr(sizing, "channel_scaled", lambda arch, q=None: False)
+    rows = 2048 + 512 + 8192 + 14336 + 8192
+    assert with_scales - size(m, h100, a).budget.weights == 80 * rows * 4 == 10649600

@@ -973,6 +973,52 @@ def fp8_tensor_experts(arch: ModelArch, hf_quant: dict | None = None) -> bool:
     return False
 
 
+CHANNEL_METHODS = ("fbgemm_fp8", "fp8_per_channel", "ptpc_fp8")
+
+
+def channel_scaled(arch: ModelArch, quantization: str | None = None) -> bool:
+    """Whether the 8-bit linears carry an fp32 scale per output row: compressed-tensors
+    weights with strategy "channel" (`CompressedTensorsW8A8Fp8` / `W8A8Int8` create a
+    `ChannelQuantScaleParameter [rows, 1]`; the MoE method `w13_weight_scale [E, 2I, 1]`,
+    `w2_weight_scale [E, H, 1]`), FBGEMM FP8 and the per-channel online methods."""
+    q = arch.quantization or {}
+    method = str(quantization or q.get("quant_method", "")).lower()
+    if method in CHANNEL_METHODS:
+        return True
+    if method != "compressed-tensors" or quantization:
+        return False
+    return any(((g or {}).get("weights") or {}).get("num_bits") == 8
+               and ((g or {}).get("weights") or {}).get("strategy") == "channel"
+               for g in (q.get("config_groups") or {}).values())
+
+
+def channel_scale_rows(arch: ModelArch, lp: LayerParams, *, tp: int, local_experts: float,
+                       expert_tp: int, shares: tuple[float, float, float, float, float],
+                       shared_whole: bool = False) -> float:
+    """Output rows of one layer's channel-scaled linears on one GPU, each quantized part
+    weighted by its quantized share (attention, MLP, mixer, replicated, experts): a
+    column-parallel linear's rows split over TP (params / hidden), a row-parallel one
+    (o_proj, down_proj, out_proj) keeps all `hidden` rows on every rank; a routed expert has
+    2I / expert-TP + hidden rows (gated)."""
+    h = arch.hidden_size
+    if not h:
+        return 0.0
+    attn, mlp, state, repl, expert = shares
+    kv_local = lp.kv_proj * max(1, lp.kv_heads // tp) / lp.kv_heads if lp.kv_heads else 0
+    q_o = lp.split - lp.mlp - lp.state  # q (column) + o (row), about equal in size
+    rows = attn * ((q_o / 2 / tp + kv_local) / h + h) if q_o else 0.0
+    if lp.mlp:  # gate/up column, down row (or whole on every rank)
+        rows += mlp * (2 * lp.mlp / 3 / h / (1 if shared_whole and lp.expert else tp) + h)
+    if lp.state:
+        rows += state * (lp.state / 2 / h / tp + h)
+    rows += repl * lp.repl_quant / h
+    if lp.expert and arch.num_experts:
+        i = arch.expert_intermediate_size or arch.intermediate_size
+        gated = moe_gated(arch)
+        rows += expert * local_experts * ((2 if gated else 1) * i / expert_tp + moe_hidden(arch))
+    return rows
+
+
 def _wna16_method(q: dict) -> str:
     """awq / gptq whichever kernel the checkpoint names (`*_marlin` is the same format)."""
     return str(q.get("quant_method", "")).lower().removesuffix("_marlin")

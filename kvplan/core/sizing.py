@@ -81,6 +81,8 @@ from kvplan.core.mm import (
 from kvplan.core.mmdecode import reserve
 from kvplan.core.params import (
     act_order_scales,
+    channel_scale_rows,
+    channel_scaled,
     count_params,
     deepstack_buffer_bytes,
     expert_padding,
@@ -1088,8 +1090,21 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
         exact = int(model.weights_bytes * shrink)
         scale = exact / est_total if est_total else 1.0
         total, estimated = int(exact - skipped * scale), False
-    return ([int(scale * (w + e * pad + o) + up) for w, e, o, up in per_stage], int(total),
-            estimated)
+    # fp32 per-channel scales, 4 B an output row: in an exact size already, unless the
+    # checkpoint is quantized online
+    scales = [0.0] * len(stages)
+    online_channel = bool(a.quantization) and not quantized_ckpt and channel_scaled(
+        arch, a.quantization)
+    if online_channel or (estimated and channel_scaled(arch)):
+        shares = ((1.0,) * 5 if online_channel else tuple(fp8_share(x) for x in (
+            wb.linear, wb.mlp_bytes, wb.state_bytes, wb.repl_bytes, wb.expert)))
+        local = arch.num_experts / (ep if a.enable_expert_parallel else 1)
+        scales = [4 * sum(channel_scale_rows(arch, pc.layers[i], tp=tp, local_experts=local,
+                                             expert_tp=a.expert_tp, shares=shares,
+                                             shared_whole=shared_whole) for i in rng)
+                  for rng in stages]
+    return ([int(scale * (w + e * pad + o) + up + c) for (w, e, o, up), c in
+             zip(per_stage, scales)], int(total), estimated)
 
 
 def _eplb_state(arch: ModelArch, model: Model, a: EngineArgs, version: VllmVersion,
