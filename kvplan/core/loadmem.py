@@ -45,8 +45,9 @@ PAD_BYTES = 256  # `num_pad = 256 // weight.element_size()` elements per row
 ROW_ALIGN = 512  # padded only when `stride(-2) * element_size() % 512 == 0`
 
 # how a weight is post-processed
-PLAIN, MOE, FP8_PAD, FP8_TENSOR, FP8_MASK, ONLINE, KEPT_AFTER = (
-    "plain", "moe", "fp8_pad", "fp8_tensor", "fp8_mask", "online", "kept_after")
+PLAIN, MOE, FP8_PAD, FP8_TENSOR, FP8_MASK, ONLINE, KEPT_AFTER, ROPE, YARN_ROPE = (
+    "plain", "moe", "fp8_pad", "fp8_tensor", "fp8_mask", "online", "kept_after", "rope",
+    "yarn_rope")
 PADDED = ("block", "tensor")  # FP8 paths whose linears `_maybe_pad_fp8_weight` pads
 
 
@@ -71,6 +72,26 @@ class Weight:
         return self.rows * PAD_BYTES if self.row * self.elem % ROW_ALIGN == 0 else 0
 
 
+def _rope(a: Allocator, w: Weight) -> int:
+    """A rotary cache as `_compute_cos_sin_cache` builds it on the GPU (the model is built
+    under `with target_device`): positions t, freqs [N, d/2], cos, sin (YaRN: each through a
+    temporary before `* mscale`) and their fp32 concatenation [N, d], freed on return but the
+    last, which `.to(dtype)` copies into the cache kept; the freed blocks stay reserved."""
+    n, half = w.rows, w.rows * w.row // 2 * 4
+    temps = [a.malloc(n * 4), a.malloc(half)]
+    for _ in range(2):  # cos, sin
+        tmp = a.malloc(half) if w.kind == YARN_ROPE else None
+        temps.append(a.malloc(half))
+        if tmp is not None:
+            a.free(tmp)
+    cat = a.malloc(2 * half)
+    for x in temps:
+        a.free(x)
+    kept = a.malloc(w.nbytes)
+    a.free(cat)
+    return kept
+
+
 @lru_cache(maxsize=32)
 def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool, moe_kept: bool,
                fp8_pad: bool = True, moe_shuffle: bool = False) -> int:
@@ -81,7 +102,8 @@ def load_extra(weights: tuple[Weight, ...], *, fnuz: bool, cached: bool, moe_kep
     `moe_shuffle`: AITER's fused MoE then copies each layer's w13 and w2 into its shuffled
     layout and drops the padded ones."""
     a = Allocator()
-    live = [a.malloc(w.nbytes) for w in weights if w.kind != KEPT_AFTER]
+    live = [_rope(a, w) if w.kind in (ROPE, YARN_ROPE) else a.malloc(w.nbytes)
+            for w in weights if w.kind != KEPT_AFTER]
     sizes = [w.nbytes for w in weights if w.kind != KEPT_AFTER]  # what each now holds
     kept = 0
 
@@ -183,13 +205,14 @@ def decoder_weights(layers: list, t: dict, *, hidden: int, heads: int, vocab: in
                     s: Schemes, first: bool, last: bool, lm_head: bool = True, experts: int = 0,
                     expert_inter: int = 0, mla_kept: bool = False,
                     tower: tuple[int, int, int, bool] | None = None,
-                    tower_tp: int = 1, rope_cache: int = 0) -> tuple[Weight, ...]:
+                    tower_tp: int = 1, ropes: tuple = ()) -> tuple[Weight, ...]:
     """The large parameters of one pipeline stage on one TP rank, in vLLM's creation (and
     processing) order. `layers`: (cache layer, dense / shared-expert intermediate, has
     routed experts) per decoder layer. Attention is modelled for GQA/MQA and MLA; the
     linears of other mixers are left out. `tower`: a ViT's (hidden, intermediate, blocks,
-    gated MLP), created first and split over `tower_tp` ranks. `rope_cache`: the rotary
-    cache's bytes, made by the first attention layer after its projections (`get_rope`)."""
+    gated MLP), created first and split over `tower_tp` ranks. `ropes`: the rotary caches
+    (`params.rope_tables`), made by the first attention layer after its projections
+    (`get_rope`)."""
     h, hl = hidden, max(heads // tp, 1)
     nope, rope = int(t.get("qk_nope_head_dim") or 0), int(t.get("qk_rope_head_dim") or 0)
     v_mla, q_lora = int(t.get("v_head_dim") or nope), int(t.get("q_lora_rank") or 0)
@@ -221,9 +244,10 @@ def decoder_weights(layers: list, t: dict, *, hidden: int, heads: int, vocab: in
             kvl, hd, hv = max(layer.num_kv_heads // tp, 1), layer.head_size, layer.head_size_v
             out += [_lin(hl * hd + kvl * (hd + hv), h, s, s.attn, (hl * hd, kvl * hd, kvl * hv)),
                     _lin(h, hl * hv, s, s.attn)]
-        if rope_cache and kind in ("mla", "full", "sliding", "chunked"):
-            out.append(Weight(rope_cache, 1, 1))
-            rope_cache = 0
+        if ropes and kind in ("mla", "full", "sliding", "chunked"):
+            out += [Weight(r.positions, r.dim, r.width, YARN_ROPE if r.yarn else ROPE)
+                    for r in ropes]
+            ropes = ()
         routed = bool(moe and experts and expert_inter)
         if routed:
             out.append(Weight(experts, h, s.d))  # router
@@ -241,7 +265,7 @@ def decoder_weights(layers: list, t: dict, *, hidden: int, heads: int, vocab: in
 
 
 def _stage_weights(model: Model, arch: ModelArch, a: EngineArgs, version: VllmVersion,
-                   model_dtype: str, stages: list[range], *, rope: int = 0
+                   model_dtype: str, stages: list[range], *, ropes: tuple = ()
                    ) -> list[tuple[Weight, ...]]:
     """Each stage's large parameters on one rank (`decoder_weights`)."""
     d = dtype_bytes(model_dtype)
@@ -270,13 +294,13 @@ def _stage_weights(model: Model, arch: ModelArch, a: EngineArgs, version: VllmVe
         last=si == len(stages) - 1, lm_head=not arch.tie_word_embeddings,
         experts=arch.num_experts // (a.moe_ranks if ep_on else 1),
         expert_inter=moe_i // a.expert_tp, mla_kept=mla_kept,
-        tower=tower, tower_tp=tower_tp, rope_cache=rope) for si, rng in enumerate(stages)]
+        tower=tower, tower_tp=tower_tp, ropes=ropes) for si, rng in enumerate(stages)]
     return out
 
 
 def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
                     version: VllmVersion, model_dtype: str, stages: list[range],
-                    rope: int = 0) -> tuple[list[int], bool]:
+                    ropes: tuple = ()) -> tuple[list[int], bool]:
     """Per stage, what ROCm's load figure adds to the weights on an AMD `gpu`: the
     post-processing of the weights replayed through the caching allocator; and whether
     unquantized MoE weights stay padded."""
@@ -293,8 +317,8 @@ def rocm_load_extra(model: Model, arch: ModelArch, a: EngineArgs, gpu: Gpu,
         1 <= wb.linear < 1.01 or 1 <= wb.mlp_bytes < 1.01)  # FP8 (with its block scales)
     if not version.rocm_load_counts_cache and not (fp8_pad or moe_padded):
         # nothing kept, and the load is allocated memory, as on CUDA
-        return load_rounding(model, arch, a, version, model_dtype, stages, rope), False
-    stage_ws = _stage_weights(model, arch, a, version, model_dtype, stages, rope=rope)
+        return load_rounding(model, arch, a, version, model_dtype, stages, ropes), False
+    stage_ws = _stage_weights(model, arch, a, version, model_dtype, stages, ropes=ropes)
     return [load_extra(ws, fnuz=fp8_fnuz(gpu.compute_capability),
                        cached=version.rocm_load_counts_cache, moe_kept=moe_kept,
                        fp8_pad=a.rocm_fp8_padding, moe_shuffle=shuffle)
@@ -314,7 +338,7 @@ def block_rounding(weights: tuple[Weight, ...]) -> int:
 
 
 def load_rounding(model: Model, arch: ModelArch, a: EngineArgs, version: VllmVersion,
-                  model_dtype: str, stages: list[range], rope: int) -> list[int]:
+                  model_dtype: str, stages: list[range], ropes: tuple) -> list[int]:
     """Per stage, the allocator's block rounding of a 16-bit checkpoint's parameters where
     the load figure is allocated memory (CUDA, ROCm from 0.21; `block_rounding`): 0-164 MiB,
     e.g. 57 MiB for Qwen2.5-7B (hidden 3584) and none for hidden 4096 / 8192 models, whose
@@ -322,5 +346,5 @@ def load_rounding(model: Model, arch: ModelArch, a: EngineArgs, version: VllmVer
     are left at 0 (on ROCm the post-processing replay counts theirs)."""
     if arch.quantization or model.quant_file or a.quantization:
         return [0] * len(stages)
-    stage_ws = _stage_weights(model, arch, a, version, model_dtype, stages, rope=rope)
+    stage_ws = _stage_weights(model, arch, a, version, model_dtype, stages, ropes=ropes)
     return [block_rounding(ws) for ws in stage_ws]

@@ -569,11 +569,34 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = Fals
     cache in fp32 (32 MiB); MiMo-V2-Flash has a second one for `swa_rope_theta`. An MRoPE
     (`mrope_section`, default or YaRN) covers `mrope_factor` times its length
     (`mrope_positions_factor`): Qwen2.5-VL-7B's 128,000 x 4 positions, 125 MiB."""
+    return sum(x.nbytes for x in rope_tables(arch, dtype_bytes, mla_fp32=mla_fp32,
+                                             indexer_rope=indexer_rope,
+                                             mrope_factor=mrope_factor))
+
+
+@record(frozen=True)
+class RopeTable:
+    """One rotary cos/sin cache: [positions, dim] of `width`-byte elements; `yarn`: its
+    cos and sin are scaled (a temporary each, `YaRNScalingRotaryEmbedding`)."""
+
+    positions: int
+    dim: int
+    width: int
+    yarn: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        return self.positions * self.dim * self.width
+
+
+def rope_tables(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = False,
+                indexer_rope: bool = False, mrope_factor: int = 1) -> list[RopeTable]:
+    """The caches `rope_cache_bytes` sums, one per distinct rope."""
     t = arch.text_config
     attn = [x for x in arch.layers if isinstance(x, AttnLayer)]
     if not attn or t.get("alibi") or arch.model_type in _NO_ROPE or not any(
             k in t for k in ("rope_theta", "rope_scaling", "rope_parameters")):
-        return 0
+        return []
     max_pos = int(t.get("max_position_embeddings") or 0)
     rp = t.get("rope_parameters") or t.get("rope_scaling") or {}
     if attn[0].kind == DSV4:
@@ -585,7 +608,7 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = Fals
                      * float(rp.get("factor") or 1.0))
         thetas = {t.get("compress_rope_theta") if getattr(x, "compress_ratio", 0) > 1
                   else t.get("rope_theta") for x in attn}
-        return len(thetas) * length * int(t.get("qk_rope_head_dim") or 0) * 4
+        return [RopeTable(length, int(t.get("qk_rope_head_dim") or 0), 4, True)] * len(thetas)
     by_type = {k: v for k, v in rp.items() if isinstance(v, dict)}  # per layer type
     ropes = [(k.split("_")[0], v) for k, v in by_type.items()] or [("", rp)]
     if (t.get("rope_local_base_freq") or t.get("swa_rope_theta")) and not by_type:
@@ -593,7 +616,7 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = Fals
         ropes.append((SLIDING, {}))
     if arch.model_type == "gpt_oss":  # `get_rope(..., dtype=torch.float32)` (gpt_oss.py)
         dtype_bytes = 4
-    total = 0
+    out = []
     for kind, r in ropes:
         layer = next((x for x in attn if x.kind == kind), attn[0])
         rtype = str(r.get("rope_type") or r.get("type") or "default")
@@ -618,8 +641,10 @@ def rope_cache_bytes(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = Fals
                   "deepseek_yarn": original * scale}.get(rtype, max_pos)
         if "mrope_section" in r and rtype in ("default", "mrope", "yarn"):
             length *= mrope_factor  # `get_rope` builds an MRotaryEmbedding for these
-        total += int(length) * dim * width * (2 if indexer_rope and layer.kind == MLA else 1)
-    return total
+        yarn = rtype in ("yarn", "deepseek_yarn") or (mla_fp32 and width == 4)
+        out += [RopeTable(int(length), dim, width, yarn)] * (
+            2 if indexer_rope and layer.kind == MLA else 1)
+    return out
 
 
 def mla_rope_fp32(arch: ModelArch, release: tuple[int, int], *, vendor: str, model_dtype: str,

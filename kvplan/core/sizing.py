@@ -97,7 +97,7 @@ from kvplan.core.params import (
     mxfp4_hopper_extra,
     nas_ffn_sizes,
     ple_buffer_bytes,
-    rope_cache_bytes,
+    rope_tables,
     topk_buffer_bytes,
     trtllm_bf16_experts,
     weight_bytes,
@@ -1846,10 +1846,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # built on every GPU at load; MLA's stays fp32 where its custom op runs (no compilation)
     eager_ops = a.enforce_eager or a.compilation_mode not in (None, 3) or \
         version.breakable_cudagraph(arch.architectures, gpu.vendor, a.breakable_cudagraph)
-    rope = rope_cache_bytes(arch, dtype_bytes(model_dtype), mla_fp32=mla_rope_fp32(
+    ropes = tuple(rope_tables(arch, dtype_bytes(model_dtype), mla_fp32=mla_rope_fp32(
         arch, version.v[:2], vendor=gpu.vendor, model_dtype=model_dtype, custom_ops=eager_ops),
         indexer_rope=indexer_rope_cache(arch, version.v[:2]),
-        mrope_factor=mrope_positions_factor(arch, version.v))
+        mrope_factor=mrope_positions_factor(arch, version.v)))
+    rope = sum(x.nbytes for x in ropes)
     weights[0] += ple_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
     if a.kv_sharing_fast_prefill:  # built with the model, so counted as it loads
         fast = fast_prefill_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype), version.v[:2])
@@ -1867,11 +1868,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         from kvplan.core.loadmem import rocm_load_extra
 
         extra, moe_padded = rocm_load_extra(model, arch, a, gpu, version, model_dtype, stages,
-                                            rope)
+                                            ropes)
     elif gpu.vendor == "nvidia" and not model.weights_layout:
         from kvplan.core.loadmem import load_rounding
 
-        extra = load_rounding(model, arch, a, version, model_dtype, stages, rope)
+        extra = load_rounding(model, arch, a, version, model_dtype, stages, ropes)
     if a.rocm_aiter and gpu.vendor == "amd":
         notes.append("VLLM_ROCM_USE_AITER: kvplan models AITER's MoE weight shuffle, not its "
                      "attention and GEMM kernels' share of the profile run")
