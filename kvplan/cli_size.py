@@ -68,7 +68,8 @@ OPTIONS: dict[str, tuple[tuple[str, ...], Optional[str]]] = {
     "disable_hybrid_kv_cache_manager": (("--disable-hybrid-kv-cache-manager",), None),
     "num_gpu_blocks_override": (("--num-gpu-blocks-override",), None),
     "disable_custom_all_reduce": (("--disable-custom-all-reduce",),
-        "Also what vLLM does when TP spans nodes."),
+        "Accepted; moves no memory kvplan models (vLLM builds custom all-reduce's buffers "
+        "before its memory snapshot)."),
     "flashinfer_sampler": (("--flashinfer-sampler",),
         "vLLM V1 0.8-0.11.0 with flashinfer installed (the vllm/vllm-openai image; log: "
         "'Using FlashInfer for top-p & top-k sampling') profiled the sampler through it: a "

@@ -592,13 +592,21 @@ def test_flashinfer_sampler_and_custom_all_reduce_terms():
     nv = Gpu("h100", "NVIDIA H100 80GB HBM3", 81089 << 20, "9.0", interconnect_gbps=900)
     assert run(LLAMA31_8B, gpu=nv, version="0.16", **tp2).budget.non_torch == (
         130 + 420) * 2**20
+    # --disable-custom-all-reduce moves nothing: vLLM builds custom all-reduce's buffers
+    # before its memory snapshot, and NCCL keeps its NVLink P2P transport (review 25f)
     assert run(LLAMA31_8B, gpu=nv, version="0.16", disable_custom_all_reduce=True, **tp2
-               ).budget.non_torch == M.non_torch(2, 1, False) == (130 + 100) * 2**20
-    # 0.17-0.29: Hopper at TP > 1 also builds the FlashInfer all-reduce workspace inside the
+               ).budget.non_torch == M.non_torch(2, 1, True) == (130 + 420) * 2**20
+    pcie = Gpu("l40s", "NVIDIA L40S", 48305 << 20, "8.9")
+    assert run(LLAMA31_8B, gpu=pcie, version="0.16", **tp2).budget.non_torch == (
+        130 + 100) * 2**20
+    # 0.17-0.26: Hopper at TP > 1 also builds the FlashInfer all-reduce workspace inside the
     # profile (1.58 GiB measured on 0.19.0); from 0.30 it costs no KV cache (a 0.30.0 TP2
-    # H100 study: the default, the trtllm backend and the fusion without graphs all match)
-    assert run(LLAMA31_8B, gpu=nv, version="0.29", **tp2).budget.non_torch == (
+    # H100 study: the default, the trtllm backend and the fusion without graphs all match),
+    # nor from 0.27, which builds it the same way (review 25f)
+    assert run(LLAMA31_8B, gpu=nv, version="0.26", **tp2).budget.non_torch == (
         130 + 420 + 1620) * 2**20
+    assert run(LLAMA31_8B, gpu=nv, version="0.27", **tp2).budget.non_torch == (
+        130 + 420) * 2**20
     assert run(LLAMA31_8B, gpu=nv, version="0.30", **tp2).budget.non_torch == (
         130 + 420) * 2**20
     assert run(LLAMA31_8B, gpu=nv, **tp2).budget.non_torch == (130 + 420) * 2**20
@@ -707,9 +715,10 @@ def test_flashinfer_allreduce_workspace_rule():
 
     # the all-reduce + RMSNorm fusion pass: on by default from 0.17 (off in 0.16.0)
     assert fi("0.17") and not fi("0.16") and not fi("0.19", tp=1)
-    # fusion needs PP = DP = 1 and compilation; 0.29's standalone path needs neither
-    assert not fi("0.28", pp=2) and not fi("0.19", dp=2) and not fi("0.28", eager=True)
-    assert fi("0.29", pp=2)
+    # fusion needs compilation, and PP = DP = 1 in 0.17-0.20, PP = 1 in 0.23 (review 25f)
+    assert not fi("0.20", pp=2) and not fi("0.19", dp=2) and not fi("0.28", eager=True)
+    assert fi("0.21", pp=2, dp=2) and not fi("0.23", pp=2) and fi("0.23", dp=2)
+    assert fi("0.28", pp=2) and fi("0.29", pp=2)
     # without the pass (eager, mode 0) 0.29+ builds it inside the profile only if the profile's
     # [max_num_batched_tokens, hidden] all-reduce fits FlashInfer's limit: 64 MiB at TP2 and
     # 0.5 MiB at TP8 on Hopper, so 8,192 x 4,096 bf16 tokens qualify at TP2 only
@@ -1395,13 +1404,13 @@ def test_breakable_cudagraphs_and_deepseek_v4_rope():
     auto, off = sized("0.33"), sized("0.33", breakable_cudagraph=False)
     assert auto.breakable_cudagraph and auto.cudagraph_mode == "FULL_AND_PIECEWISE"
     assert auto.cudagraph_graphs == off.cudagraph_graphs > 0
-    # compiled (0.29, where the workspace still costs KV cache), the all-reduce + RMSNorm pass
+    # compiled (0.26, where the workspace still costs KV cache), the all-reduce + RMSNorm pass
     # builds it inside the profile (1,620 MiB); breakable, only a profile all-reduce under
     # 0.5 MiB would (TP8 on Hopper)
     assert auto.budget.non_torch == M.non_torch(8, 1, True, False, nvlink_tp8=True)
-    auto29, off29 = sized("0.29"), sized("0.29", breakable_cudagraph=False)
-    assert auto29.budget.non_torch == auto.budget.non_torch
-    assert off29.budget.non_torch - auto29.budget.non_torch == 1620 * 2**20
+    auto26, off26 = sized("0.26"), sized("0.26", breakable_cudagraph=False)
+    assert auto26.budget.non_torch == auto.budget.non_torch
+    assert off26.budget.non_torch - auto26.budget.non_torch == 1620 * 2**20
     assert off.budget.non_torch == auto.budget.non_torch  # 0.30+: no charge either way
     assert not off.breakable_cudagraph
     assert not sized("0.20.2", kv_cache_dtype="fp8").breakable_cudagraph

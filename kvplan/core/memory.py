@@ -68,16 +68,20 @@ EMPIRICAL: dict[str, tuple[float, str, str]] = {
         "0.02-0.06 GiB on consumer cards)"),
     "non_torch_nvlink_tp_mib": (
         420.0, "MiB when TP*PP > 1 over NVLink",
-        "NCCL communicators + custom all-reduce IPC buffers (real logs: 0.54-0.55 GiB at "
-        "TP2 on H100; 1.38 GiB at TP2 on H200 with vLLM 0.10.2)"),
+        "what NCCL's P2P transport allocates inside the profile (custom all-reduce's IPC "
+        "buffers come before the snapshot, review 25f); real logs: 0.54-0.55 GiB at TP2 on "
+        "H100, 1.38 GiB at TP2 on H200 with vLLM 0.10.2; two 0.10.1 A100-80GB TP2 starts on "
+        "one node differ by 0.32 GiB of it, the one whose P2P test failed lower; a 0.30 TP2 "
+        "H100 study suggests less (about 0.1 GiB beyond TP1), not refitted on one study"),
     "non_torch_pcie_tp_mib": (
         100.0, "MiB when TP*PP > 1 over PCIe",
-        "NCCL only, custom all-reduce off without NVLink (real logs: 0.21 GiB TP8 L40S, "
-        "0.25 GiB TP2 RTX 4090)"),
+        "NCCL without an NVLink P2P path (real logs: 0.21 GiB TP8 L40S, 0.25 GiB TP2 RTX "
+        "4090)"),
     "non_torch_fi_allreduce_mib": (
         1620.0, "MiB per GPU when vLLM builds its FlashInfer all-reduce workspace",
-        "TP > 1 on Hopper / data-centre Blackwell, 0.17-0.29 (versions.flashinfer_allreduce, "
-        "fi_allreduce_charged; a 0.30.0 TP2 H100 study shows none): "
+        "TP > 1 on Hopper / data-centre Blackwell, 0.17-0.26 (versions.flashinfer_allreduce, "
+        "fi_allreduce_charged; a 0.30.0 TP2 H100 study shows none, and 0.27-0.29 build it "
+        "the same way): "
         "0.19.0 H100 SXM logs print 2.06-2.10 GiB of non-torch memory at TP2 (6 logs) and "
         "2.13-2.21 GiB at TP4 (5 logs), 1.58 GiB above the NVLink TP term on average, against "
         "0.24-0.25 GiB at TP1 and 0.54-0.55 GiB at TP2 with 0.11"),
@@ -615,22 +619,23 @@ def v2_sampler_state_bytes(max_num_seqs: int, vocab: int, decode_q: int = 1) -> 
     return max_num_seqs * (vocab + words + decode_q * words) * 4
 
 
-def non_torch(tp: int, pp: int, custom_all_reduce: bool, fi_allreduce: bool = False,
+def non_torch(tp: int, pp: int, nvlink_p2p: bool, fi_allreduce: bool = False,
               rocm: bool = False, nvlink_tp8: bool = False) -> int:
-    """Memory outside the torch allocator that grows during profiling (empirical). vLLM's
-    custom all-reduce (IPC buffers) runs only over NVLink within a node and not with
-    --disable-custom-all-reduce (`custom_all_reduce.py`: disabled when the group spans
-    nodes or the GPUs are not fully connected). `fi_allreduce`: the FlashInfer all-reduce
-    workspace is built as well. `rocm`: the extra that MI300X starts of vLLM's images show.
-    `nvlink_tp8`: the extra of TP >= 8 over NVLink."""
+    """Memory outside the torch allocator that grows during profiling (empirical).
+    `nvlink_p2p`: the ranks reach each other over NVLink within a node, so NCCL takes its
+    P2P transport (a P2P-less or cross-node group: SHM / network, less on the GPU). vLLM's
+    own communicators (custom all-reduce's IPC buffers, symmetric memory, pynccl) are built
+    in `init_worker_distributed_environment`, before the memory snapshot, so
+    `--disable-custom-all-reduce` moves nothing here. `fi_allreduce`: the FlashInfer
+    all-reduce workspace is built inside the profile. `rocm`: the extra that MI300X starts
+    of vLLM's images show. `nvlink_tp8`: the extra of TP >= 8 over NVLink."""
     extra = 0.0
     if rocm:
         extra += const("non_torch_rocm_mib")
         if tp * pp >= 8:
             extra += const("non_torch_rocm_tp8_mib")
     if tp * pp > 1:
-        extra += const("non_torch_nvlink_tp_mib" if custom_all_reduce
-                      else "non_torch_pcie_tp_mib")
+        extra += const("non_torch_nvlink_tp_mib" if nvlink_p2p else "non_torch_pcie_tp_mib")
     if fi_allreduce:
         extra += const("non_torch_fi_allreduce_mib")
     if nvlink_tp8:

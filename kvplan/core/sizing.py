@@ -2217,16 +2217,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         or a.fuse_allreduce_rms is False,
         profile_allreduce_bytes=mnbt * arch.hidden_size * dtype_bytes(model_dtype)
     ) and version.fi_allreduce_charged
-    # custom all-reduce serves the TP group only (`CudaCommunicator.__init__` builds it for
-    # "tp"): a pipeline-only start keeps NCCL's buffers alone
-    # (off past two GPUs NVLink does not fully connect, at TP sizes it does not take, and
-    # across hosts unless 0.27+'s multi-node NVLink path runs: Blackwell in one NVLink domain)
+    # NCCL's P2P transport for the TP group's all-reduces: NVLink within a node (a TP group
+    # past the NVLink domain, or across hosts unless 0.27+'s multi-node NVLink path runs on
+    # Blackwell, takes the network); a pipeline-only start keeps the smaller term
     nvlink = gpu.interconnect_gbps > 0 and tp <= gpu.nvlink_domain
     hosts_ok = tp <= gpu.gpus_per_node or (version.at_least(0, 27) and cc_major(cc) == 10)
-    nt = M.non_torch(tp, pp, nvlink and hosts_ok and not a.disable_custom_all_reduce
-                     and tp in version.custom_all_reduce_sizes,
-                     fi_ar, rocm=gpu.vendor == "amd", nvlink_tp8=gpu.vendor == "nvidia"
-                     and gpu.interconnect_gbps > 0 and gpu.nvlink_domain >= 8 and tp >= 8)
+    nt = M.non_torch(tp, pp, nvlink and hosts_ok and tp > 1, fi_ar, rocm=gpu.vendor == "amd",
+                     nvlink_tp8=gpu.vendor == "nvidia" and gpu.interconnect_gbps > 0
+                     and gpu.nvlink_domain >= 8 and tp >= 8)
     a2a_bytes = A2A.deepep_buffers(a2a, arch, a, gpu, version, mnbt, notes) if a2a else 0
     if MK.mega_moe(arch, a):
         a2a_bytes += A2A.mega_moe_buffer(arch, a, version, mnbt, notes)
@@ -2235,7 +2233,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append(f"non-torch memory includes "
                      f"{M.const('non_torch_fi_allreduce_mib') / 1024:.2f} GiB per GPU for vLLM's "
                      "FlashInfer all-reduce workspace (TP > 1 on Hopper / Blackwell, "
-                     "0.17-0.29" + ("; measured on 0.18-0.20, absent on 0.30, unmeasured "
+                     "0.17-0.26" + ("; measured on 0.18-0.20, absent on 0.30, unmeasured "
                                     "between: this release may leave that much more KV cache)"
                                     if version.at_least(0, 21) else ")"))
     if gpu.unified_memory and a.kv_cache_memory_bytes is None:

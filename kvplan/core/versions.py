@@ -585,8 +585,8 @@ class VllmVersion:
         * From 0.17 (absent in 0.16.0), the default -O2 fuses all-reduce + RMSNorm through
           FlashInfer (`enable_allreduce_rms_fusion`); the compile pass builds the workspace.
           It needs TP > 1 on compute capability 9.0 or 10.0 (the whole SM100 family from
-          0.20) and compilation on, so not with --enforce-eager or compilation mode 0; before
-          0.29 also PP = DP = 1 (the 0.29 and 0.33 wheels have no such condition).
+          0.20) and compilation on, so not with --enforce-eager or compilation mode 0; in
+          0.17-0.20 also PP = DP = 1, in 0.23 PP = 1 (`_fusion_pp_dp_ok`).
         * From 0.29 (off in the 0.28.0 wheel), standalone all-reduces go through it too
           (`VLLM_ALLREDUCE_USE_FLASHINFER` defaults to 1), eager included, but only for inputs
           no larger than its maximum size (`FlashInferAllReduce.should_use_fi_ar`), and the
@@ -603,22 +603,31 @@ class VllmVersion:
         # multi-node", on SM100 / SM103 from 0.25; SM107 from 0.29)
         fused = tp in _FI_AR_MAX_MB.get(cc.replace(".", ""), {}) and (
             tp < 16 or self.at_least(0, 25)) and (cc != "10.7" or self.at_least(0, 29))
-        if fused and not enforce_eager and (self.at_least(0, 29) or (pp == 1 and dp == 1)):
+        if fused and not enforce_eager and self._fusion_pp_dp_ok(pp, dp):
             return True
         return self.at_least(0, 29) and 0 < profile_allreduce_bytes <= self.fi_allreduce_max_bytes(
             cc, tp)
 
+    def _fusion_pp_dp_ok(self, pp: int, dp: int) -> bool:
+        """`enable_allreduce_rms_fusion`'s parallel conditions: PP = DP = 1 in 0.17-0.20,
+        none in 0.21-0.22, PP = 1 in 0.23, none from 0.24 (the wheels, review 25f)."""
+        if not self.at_least(0, 21):
+            return pp == 1 and dp == 1
+        return pp == 1 if self.v[:2] == (0, 23) else True
+
     @property
     def fi_allreduce_charged(self) -> bool:
         """Whether building the FlashInfer all-reduce workspace costs KV cache. Measured:
-        1.58 GiB per GPU at TP2/TP4 on 0.19.0 H100 logs and the 0.18-0.20.2 H200/B200 sweep;
-        nothing on 0.30.0 (2x H100, Llama-3.1-8B TP2: the default, the trtllm backend, and
-        the fusion without CUDA graphs all leave the KV cache of an eager start less the
-        graphs), nor on a 0.31.1 TP8 H100 start (1.38 GiB held beyond the weights in all).
-        FlashInfer 0.6.11 (vLLM 0.22) moved the workspace to torch symmetric memory and vLLM
-        0.25 made the multicast backend the single-node default, but no 0.21-0.29 start
-        measures it, so those releases keep the charge (the conservative side)."""
-        return not self.at_least(0, 30)
+        1.58 GiB per GPU at TP2/TP4 on 0.19.0 H100 logs and the 0.18-0.20.2 H200/B200 sweep
+        (FlashInfer 0.6.6/0.6.8 rounded its three buffers to 512 MiB each); nothing on 0.30.0
+        (2x H100, Llama-3.1-8B TP2: the default, the trtllm backend, and the fusion without
+        CUDA graphs all leave the KV cache of an eager start less the graphs), nor on a
+        0.31.1 TP8 H100 start (1.38 GiB held beyond the weights in all). 0.27-0.29 build it
+        as 0.30 does (`flashinfer_all_reduce.py`, `AllReduceFusionPass`, `memory_profiling`
+        unchanged; their FlashInfer pins 0.6.16-0.6.18 allocate the multicast workspace the
+        same way, review 25f), so they take 0.30's measured nothing; 0.21-0.26 keep the
+        charge, no start measuring them."""
+        return not self.at_least(0, 27)
 
     def breakable_cudagraph(self, architectures: list[str], vendor: str = "nvidia",
                             env: bool | None = None) -> bool:
