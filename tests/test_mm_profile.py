@@ -372,3 +372,36 @@ def test_processor_kwargs_set_the_dummy_image_and_video():
     # an explicit null max_pixels leaves size.longest_edge in force (`_get_vision_size`)
     assert processor_pixels({"max_pixels": None, "size": {"longest_edge": 1003520}},
                             scoped=True).image == 1003520
+
+
+def test_data_parallel_encoder_keeps_the_gathered_outputs():
+    """`run_dp_sharded_mrope_vision_model` (0.11-0.33): each rank's output is padded to the
+    largest rank's and all-gathered, and the items' embeddings are views of the gathered
+    tensor, so the encoder cache holds TP x that block (review 25g). Qwen3-VL-8B, TP4, data
+    mode, one 16,384-token image: 4 x 16,384 x 4,096 x (1 + 3 deepstack) x 2 B = 2 GiB held,
+    and rank 0 peaks at its own 512 MiB beside the 2 GiB it gathers."""
+    from kvplan.core.arch import normalize
+    from kvplan.sources.resolve import resolve_model
+
+    m = resolve_model("Qwen/Qwen3-VL-8B-Instruct")
+    arch = normalize(m.config)
+    kw = dict(tp=4, max_model_len=262144, max_num_batched_tokens=8192, max_num_seqs=1024,
+              text_hidden=4096)
+    p = encoder_profile(arch.architectures, arch.vision_config, encoder_dp=True, **kw)
+    one = 16384 * 4096 * 4 * 2
+    assert (p.items, p.tokens_per_item) == (1, 16384)
+    assert p.held_for_lm - encoder_profile(arch.architectures, arch.vision_config,
+                                           **kw).held_for_lm == 3 * one
+    assert p.encoder_peak == 5 * one == 2684354560
+
+
+def test_a_tower_without_a_modelled_profile_is_noted():
+    """Kimi-K2.5's MoonViT runs in vLLM's encoder profile (a 3000 x 3000 dummy image), which
+    kvplan does not model: the output says so from 0.20 too (review 25g)."""
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    r = size(resolve_model("moonshotai/Kimi-K2.5"), resolve_gpu("h200"),
+             EngineArgs(tensor_parallel_size=8, max_model_len=8192))
+    assert r.vision_profile is None
+    assert any("vision encoder's share of vLLM 0.33's profile run is not modelled" in n
+               for n in r.notes)

@@ -466,6 +466,13 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
         held = pix + 0.1
     pixels = patches * 3 * t_patch * patch * patch * px.after
     outputs = items * tokens * out * (1 + deep) * 2
+    peak = u * (max(attn, mlp) + held)
+    if ranks > 1:  # `run_dp_sharded_mrope_vision_model`: each rank's output padded to the
+        # largest rank's and all-gathered; the items' embeddings are views of the gathered
+        # tensor, so all of it stays in the encoder cache, and rank 0 holds its own padded
+        # output beside it while it gathers (review 25g)
+        local = -(-items // ranks) * tokens * out * (1 + deep) * 2
+        outputs = ranks * local
+        peak = max(peak, (1 + ranks) * local)
     return EncoderProfile(tokens_per_item=tokens, items=items, modality=modality,
-                          encoder_peak=int(u * (max(attn, mlp) + held)),
-                          held_for_lm=int(pixels + outputs))
+                          encoder_peak=int(peak), held_for_lm=int(pixels + outputs))

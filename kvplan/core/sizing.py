@@ -2181,13 +2181,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                               pixels=mm_pixels(a, version, notes, arch.architectures,
                                                native),
                               dummy_len=mml if version.at_least(0, 11) else mnbt)
-    elif (not mm_profiled(arch.architectures, version) and not a.skip_mm_profiling
-          and towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]
-          and arch.vision_config is not None):
+    if enc is None and v2_mm and not a.skip_mm_profiling and arch.vision_config is not None \
+            and towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]:
+        # a release before kvplan models the profile, or a family it has no profile for
+        # (Kimi-K2.5's MoonViT, LLaVA-Next, ...; review 25g)
         notes.append(f"the vision encoder's share of vLLM {version.text}'s profile run is not "
-                     "modelled for this model (it is from 0.20, for the Qwen VL families from "
-                     "0.8 on V1): the activation peak may be low and the KV cache high; "
-                     "--skip-mm-profiling or --language-model-only as vLLM's flags avoid it")
+                     "modelled for this model (kvplan models Qwen VL, Gemma 3/4, Llama 4 and "
+                     "Pixtral towers, from 0.20; the Qwen VL families from 0.8 on V1): the "
+                     "activation peak may be low and the KV cache high; --skip-mm-profiling or "
+                     "--language-model-only as vLLM's flags avoid it")
     act_first = act_inner  # the first stage's (the only one V2 profiles the encoder on)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
         # V2's sampler state exists from `load_model`, so it sits under the encoder's peak
