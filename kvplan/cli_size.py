@@ -285,10 +285,12 @@ def run(
     from kvplan.core.sizing import EngineArgs, size
     from kvplan.sources.resolve import resolve_gpu, resolve_model
     from kvplan.units import (
+        MM_SIZE_KEYS,
         mm_size_options,
         parse_int_list,
         parse_json_object,
         parse_mm_limits,
+        parse_mm_sizes,
         parse_names,
         parse_video_io,
         parse_vllm_int,
@@ -356,15 +358,16 @@ def run(
         mm_encoder_tp_mode=mm_encoder_tp_mode,
         limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt)
         if limit_mm_per_prompt is not None else None,
+        mm_dummy_sizes=parse_mm_sizes(limit_mm_per_prompt) or None
+        if limit_mm_per_prompt is not None else None,
         mm_ipc_gpu_memory_gb=mm_ipc_gpu_memory_gb, api_server_count=api_server_count,
         video_io=parse_video_io(media_io_kwargs) if media_io_kwargs is not None else None,
     )
     key_notes: list[str] = [n for n in [ignored_note(pooler, vllm_version)] if n]
-    if limit_mm_per_prompt is not None and (sized := mm_size_options(limit_mm_per_prompt)):
-        key_notes.append(f"--limit-mm-per-prompt's {', '.join(sized)} shrink the dummy item "
-                         "vLLM 0.11.1+ profiles the encoder with; kvplan profiles the "
-                         "full-size item (its KV cache estimate is low by up to the encoder "
-                         "peak)")
+    if limit_mm_per_prompt is not None and (sized := [
+            o for o in mm_size_options(limit_mm_per_prompt)
+            if o.split(".")[-1] not in MM_SIZE_KEYS]):
+        key_notes.append(f"--limit-mm-per-prompt's {', '.join(sized)} are not modelled")
     if optimization_level is not None:
         from kvplan.engines.vllm_compile import optimization_level as opt_level
 

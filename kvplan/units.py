@@ -136,6 +136,35 @@ def parse_mm_limits(text: str, *, what: str = "--limit-mm-per-prompt") -> dict[s
     return out
 
 
+MM_SIZE_KEYS = ("width", "height", "num_frames")
+
+
+def parse_mm_sizes(text: str) -> dict[str, dict[str, int]]:
+    """The dummy-item sizes of a `--limit-mm-per-prompt` JSON by modality (0.11.1+
+    `ImageDummyOptions` / `VideoDummyOptions`: width, height, num_frames, positive ints);
+    the other options (an audio's length) are left out."""
+    import json
+
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for k, v in (raw.items() if isinstance(raw, dict) else []):
+        if not isinstance(v, dict):
+            continue
+        for o in MM_SIZE_KEYS:
+            x = v.get(o)
+            if x is None:
+                continue
+            if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+                raise BadInput(f"--limit-mm-per-prompt: {k}.{o} = {x!r} is not a positive "
+                               "integer", hint="e.g. '{\"video\": {\"count\": 1, "
+                               "\"num_frames\": 8}}'")
+            out.setdefault(str(k).strip(), {})[o] = x
+    return out
+
+
 def mm_size_options(text: str) -> list[str]:
     """The dummy-item size options of a `--limit-mm-per-prompt` JSON (0.11.1+: a modality's
     width, height, num_frames, length besides its count), as "video.width" names."""

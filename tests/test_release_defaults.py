@@ -170,12 +170,42 @@ def test_lora_ranks_and_flags_by_release():
         run("Qwen/Qwen2.5-VL-7B-Instruct", "h100", "0.10.0", skip_mm_profiling=True)
 
 
-def test_dummy_size_options_are_noted(capsys):
-    """Review 24f F1: --limit-mm-per-prompt's width / height / num_frames shrink vLLM's dummy
-    item (0.11.1+); kvplan profiles the full-size one and says so."""
+def test_dummy_size_options_shrink_the_qwen_vl_profile(capsys):
+    """Review 24f F1 / 25g #2: --limit-mm-per-prompt's width / height / num_frames shrink
+    vLLM's dummy item (0.11.1+ `_get_dummy_videos`: min(full size, option), then
+    `smart_resize` to whole merged patches) while the budget counts the full item. Qwen2.5-VL-7B
+    on an L40S, 8 frames at 640 x 480: 476 x 644 pixels, 17 x 23 = 391 tokens a frame pair,
+    4 pairs = 1,564 tokens, not the 114,688-token video (9.59 -> 23.47 GiB of KV memory)."""
+    import json
+
     from kvplan.cli import main
 
-    assert main(["size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "h100", "--limit-mm-per-prompt",
-                 '{"image": 0, "video": {"count": 1, "width": 256, "height": 256}}']) == 0
-    assert ("note: --limit-mm-per-prompt's video.width, video.height shrink the dummy item"
-            in capsys.readouterr().out)
+    opts = '{"video": {"count": 1, "num_frames": 8, "width": 640, "height": 480}}'
+    assert main(["size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "l40s", "--json",
+                 "--limit-mm-per-prompt", opts]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["vision_profile"]["tokens_per_item"] == 17 * 23 * 4 == 1564
+    assert d["vision_profile"]["items"] == 1 and d["kv_cache_tokens"] == 439440
+    # before 0.11.1 the options do not exist: the full video
+    assert main(["size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "l40s", "--json",
+                 "--vllm-version", "0.11.0", "--limit-mm-per-prompt", opts]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["vision_profile"]["tokens_per_item"] == 114688
+    # a family kvplan does not shrink is said so
+    assert main(["size", "google/gemma-3-27b-it", "--gpu", "h100", "--max-model-len", "32768",
+                 "--limit-mm-per-prompt",
+                 '{"image": {"count": 1, "width": 256, "height": 256}}']) == 0
+    assert "kvplan models that for the Qwen VL families only" in capsys.readouterr().out
+
+
+def test_dummy_sizes_reach_check_and_are_validated(capsys):
+    import json
+
+    from kvplan.cli import main
+
+    opts = '{"video": {"count": 1, "num_frames": 8, "width": 640, "height": 480}}'
+    assert main(["check", "--gpu", "l40s", "--format", "json", "--cmd",
+                 f"vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{opts}'"]) == 0
+    assert json.loads(capsys.readouterr().out)["deployments"][0]["kv_cache_tokens"] == 439440
+    assert main(["size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "l40s",
+                 "--limit-mm-per-prompt", '{"video": {"count": 1, "num_frames": 0}}']) == 2
+    assert "video.num_frames = 0 is not a positive integer" in capsys.readouterr().err

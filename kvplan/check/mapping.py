@@ -17,6 +17,7 @@ from kvplan.errors import BadInput
 from kvplan.units import (
     parse_int_list,
     parse_mm_limits,
+    parse_mm_sizes,
     parse_names,
     parse_video_io,
     parse_vllm_int,
@@ -547,6 +548,7 @@ def _map(p: Parsed, f: FlagUse, info: dict, reg: Any) -> None:
             value = parse_names(f.value)
         elif fld == "limit_mm_per_prompt":
             value = parse_mm_limits(f.value, what=f.key)
+            p.values["mm_dummy_sizes"] = parse_mm_sizes(f.value) or None
         elif fld == "video_io":
             value = parse_video_io(f.value, what=f.key)
         elif fld == "hf_overrides":

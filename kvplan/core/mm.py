@@ -212,6 +212,24 @@ def smart_resize_tokens(rows: int, cols: int, unit: int, max_pixels: int) -> int
     return max(1, math.floor(h / beta / unit)) * max(1, math.floor(w / beta / unit))
 
 
+def _qwen_dummy_tokens(rows: int, cols: int, unit: int, opt: dict[str, int], *, video: bool,
+                       pairs: int, t_patch: int, max_pixels: int = 0) -> int:
+    """Merged patches of a Qwen VL dummy item shrunk by `--limit-mm-per-prompt`'s options
+    (`_get_dummy_images` / `_get_dummy_videos`: min(the full item's size, the option), then
+    the processor's `smart_resize` to the nearest whole merged patch): `rows` x `cols` units
+    a frame, `pairs` temporal patches of a video (num_frames / temporal_patch_size, rounded
+    up, at most the full video's)."""
+    h = min(rows * unit, opt.get("height") or rows * unit)
+    w = min(cols * unit, opt.get("width") or cols * unit)
+    r, c = max(1, round(h / unit)), max(1, round(w / unit))
+    per = smart_resize_tokens(r, c, unit, max_pixels) if max_pixels else r * c
+    if not video:
+        return per
+    frames = opt.get("num_frames")
+    n = min(pairs, -(-frames // t_patch)) if frames else pairs
+    return per * max(1, n)
+
+
 def _items(tokens: int, max_model_len: int, max_num_batched_tokens: int,
            max_num_seqs: int, limit: int = DEFAULT_MM_LIMIT) -> int:
     """Items the profile encodes at once (`MultiModalBudget._get_max_items`: the budget over
@@ -391,7 +409,8 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
                     dense_mask: bool = False, merge: int = 2, audio_tower: bool = False,
                     frame_chunk: int | None = None,
                     pixels: ProcessorPixels = ProcessorPixels(),
-                    dummy_len: int | None = None) -> EncoderProfile | None:
+                    dummy_len: int | None = None,
+                    sizes: dict[str, dict[str, int]] | None = None) -> EncoderProfile | None:
     """The encoder profile of a Qwen VL, Gemma 3/4, Llama 4 or Pixtral model (None for other
     models; `dense_mask`, `merge`: Pixtral's, `_pixtral`).
     `limits`: --limit-mm-per-prompt (an unlisted modality allows DEFAULT_MM_LIMIT); `px`:
@@ -402,7 +421,9 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     `pixels`: the Qwen VL dummy image / video frame `--mm-processor-kwargs` sets
     (`processor_pixels`). `dummy_len`: the sequence length the dummy data is built for
     (`get_decoder_dummy_data(seq_len=...)`: max_model_len from 0.11, the token budget in
-    0.8-0.10; default max_model_len), which bounds a Qwen2/2.5-VL video's frames."""
+    0.8-0.10; default max_model_len), which bounds a Qwen2/2.5-VL video's frames. `sizes`:
+    `--limit-mm-per-prompt`'s dummy width / height / num_frames by modality (0.11.1+), which
+    shrink a Qwen VL dummy item (`_qwen_dummy_tokens`); the item count stays the full item's."""
     qwen2 = any(a in QWEN2_VL for a in architectures)
     qwen3 = any(a in QWEN3_VL for a in architectures)
     lim = {"image": DEFAULT_MM_LIMIT, "video": DEFAULT_MM_LIMIT, **(limits or {})}
@@ -452,6 +473,17 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
     tokens = video if modality == "video" else image
     items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs,
                    lim[modality])
+    opt = (sizes or {}).get(modality)
+    if opt:  # the dummy the encoder runs on; the budget's item count stays the full item's
+        pairs = 1
+        if qwen3 and modality == "video":  # a 2-frame video, one temporal patch
+            rows, cols = most_features((pixels.video or _QWEN3_VIDEO_LONGEST_EDGE) // t_patch,
+                                       unit)
+        elif modality == "video":
+            pairs = video // pair
+        tokens = _qwen_dummy_tokens(rows, cols, unit, opt, video=modality == "video",
+                                    pairs=pairs, t_patch=t_patch,
+                                    max_pixels=0 if qwen3 else pixels.video)
     patches = items * tokens * merge * merge
     u = -(-items // ranks) * tokens * merge * merge * d * 2
     r, extra = inter / d, (1 if tp > 1 else 0)

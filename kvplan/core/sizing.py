@@ -296,6 +296,8 @@ class EngineArgs:
     # --limit-mm-per-prompt: items per prompt by modality; a tower whose modalities are all 0
     # is not built (`towers_kept`)
     limit_mm_per_prompt: dict[str, int] | None = None
+    # its dummy-item sizes by modality (width, height, num_frames; 0.11.1+)
+    mm_dummy_sizes: dict[str, dict[str, int]] | None = None
     # the API server's multimodal decoding, carved out of the KV cache (0.25+, `mmdecode`):
     # --mm-ipc-gpu-memory-gb, --api-server-count (None: vllm serve's default, the DP size),
     # --media-io-kwargs' "video" entry and VLLM_VIDEO_LOADER_BACKEND
@@ -2180,7 +2182,14 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                       "video", DEFAULT_MM_LIMIT) > 0),
                               pixels=mm_pixels(a, version, notes, arch.architectures,
                                                native),
-                              dummy_len=mml if version.at_least(0, 11) else mnbt)
+                              dummy_len=mml if version.at_least(0, 11) else mnbt,
+                              sizes=a.mm_dummy_sizes if version.at_least(0, 11, 1) else None)
+    if enc is not None and a.mm_dummy_sizes and version.at_least(0, 11, 1) and not any(
+            x in QWEN2_VL + QWEN3_VL for x in arch.architectures):
+        notes.append("--limit-mm-per-prompt's dummy width / height / num_frames shrink the "
+                     "item vLLM profiles the encoder with; kvplan models that for the Qwen VL "
+                     "families only and profiles this model's full-size item (its KV cache "
+                     "estimate is low by up to the encoder peak)")
     if enc is None and v2_mm and not a.skip_mm_profiling and arch.vision_config is not None \
             and towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]:
         # a release before kvplan models the profile, or a family it has no profile for
