@@ -672,7 +672,7 @@ def _devices_too(p: Parsed, n: int) -> str:
 def _max_model_len(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, a: Any,
                    version: str) -> Any:
     """The result to plan with: as given if it fits, else at the largest length that fits."""
-    from kvplan.core.sizing import size
+    from kvplan.core.sizing import DRAFT_LEN_SOURCE, size
 
     name = spelled(p.engine, "max_model_len")
     loc = p.loc_of("max_model_len")
@@ -697,7 +697,7 @@ def _max_model_len(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, a: Any,
                 "behind it waits", loc, fix=f"{name} {stall + 1} (or vLLM 0.20+, which caps "
                 "the check)", current=r.max_model_len, suggested=stall + 1)
         return r
-    if r.fits and r.max_model_len_source.startswith("the draft model") and isinstance(
+    if r.fits and r.max_model_len_source.startswith(DRAFT_LEN_SOURCE) and isinstance(
             given, int) and given > r.max_model_len:  # 0.33 `_limit_max_model_len_to_draft`
         out.add("max-model-len-fits", WARN, f"{src} starts as {r.max_model_len:,}: vLLM "
                 f"{r.version.text} lowers it to the draft model's (model runner V2 cannot skip "

@@ -124,6 +124,7 @@ from kvplan.errors import BadInput
 from kvplan.units import GiB, MiB, cdiv
 
 TYPICAL_LENGTHS = (1024, 4096, 8192, 32768, 131072)
+DRAFT_LEN_SOURCE = "the draft model's"  # max_model_len_source when a draft lowered it
 # The shortest --max-model-len a "does not fit" hint proposes with more TP (a choice, not an
 # engine fact: a context under 4k tokens is rarely a serving option)
 SHORTER_HINT_MIN_LEN = 4096
@@ -637,7 +638,7 @@ def _draft_max_model_len(spec: Any, version: VllmVersion, v2: bool, mml: int, sr
     notes.append(f"vLLM {version.text} lowers max_model_len from {mml:,} to the draft model's "
                  f"{own:,}: model runner V2 cannot skip speculation for longer sequences "
                  "(`_limit_max_model_len_to_draft`)")
-    return own, f"the draft model's max_model_len (was {mml:,}, {src})"
+    return own, f"{DRAFT_LEN_SOURCE}; {mml:,} from {src}"
 
 
 def _dcp_specs(specs: list[Spec | None], dcp: int, version: VllmVersion
