@@ -118,6 +118,9 @@ def register(app: typer.Typer) -> None:
                                                  help="Seconds of arrivals."),
         requests: Optional[int] = typer.Option(None, "--requests"),
         seed: int = typer.Option(0, "--seed"),
+        max_num_active_seqs: Optional[int] = typer.Option(
+            None, "--max-num-active-seqs", help="vLLM 0.31+: caps the running batch below "
+            "--max-num-seqs, which still sizes the pool."),
         admission_cap: Optional[int] = typer.Option(None, "--admission-cap",
                                                     help="Max requests in the engine; "
                                                     "more are rejected (429)."),
@@ -149,7 +152,8 @@ def register(app: typer.Typer) -> None:
             if v is not None and v <= 0:
                 raise BadInput(f"{name} must be positive")
         for name, v in (("--concurrency", concurrency), ("--requests", requests),
-                        ("--max-num-seqs", max_num_seqs), ("--admission-cap", admission_cap)):
+                        ("--max-num-seqs", max_num_seqs), ("--admission-cap", admission_cap),
+                        ("--max-num-active-seqs", max_num_active_seqs)):
             if v is not None and v < 1:
                 raise BadInput(f"{name} must be >= 1")
         if queue_limit is not None and queue_limit < 0:
@@ -175,7 +179,7 @@ def register(app: typer.Typer) -> None:
                       kv=kv_cache_dtype, util=gpu_memory_utilization,
                       mnbt=max_num_batched_tokens, seqs=max_num_seqs, version=vllm_version,
                       wl=wl, seed=seed, admission_cap=admission_cap, queue_limit=queue_limit,
-                      ttft=ttft, tpot=tpot, env=env)
+                      ttft=ttft, tpot=tpot, env=env, active=max_num_active_seqs)
         if sweep:
             axis, values = parse_sweep(sweep)
             res = run_sweep(axis=axis, values=values, compare_cap=compare_cap,

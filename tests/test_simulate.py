@@ -1007,3 +1007,24 @@ def test_simulate_takes_the_prefix_caching_flag(capsys):
     assert main([*base, "--vllm-version", "0.6.6", "--enable-prefix-caching"]) == 0
     v0 = json.loads(capsys.readouterr()[0])
     assert any(n.startswith("--prefix-hit ignored: V0's prefix cache") for n in v0["notes"])
+
+
+def test_max_num_active_seqs_caps_the_batch_not_the_pool(capsys):
+    """vLLM 0.31+ `--max-num-active-seqs` stops admission at N running requests
+    (`Scheduler.max_num_active_reqs`) while the pool stays sized for max_num_seqs (review 25h):
+    Gemma-4-E4B on an L4 at 32k, reasoning, 47 clients: 11,483 blocks (the 256-sequence
+    pool) against 16,683 at --max-num-seqs 47, and several times the preemptions."""
+    base = ["simulate", "google/gemma-4-E4B-it", "--gpu", "l4", "--max-model-len", "32768",
+            "--workload", "reasoning", "--concurrency", "47", "--requests", "400", "--json"]
+    code, out, err = run(capsys, *base, "--max-num-active-seqs", "47")
+    assert code == 0, err
+    active = json.loads(out)
+    code, out, err = run(capsys, *base, "--max-num-seqs", "47")
+    capped = json.loads(out)
+    assert active["usable_blocks"] == 11483 and capped["usable_blocks"] == 16683
+    assert active["preemptions"] > 4 * capped["preemptions"] > 0
+    code, _, err = run(capsys, *base[:6], "--max-num-active-seqs", "47", "--vllm-version",
+                       "0.30")
+    assert code == 2 and "has no --max-num-active-seqs (0.31+)" in err
+    code, _, err = run(capsys, *base[:6], "--max-num-active-seqs", "300")
+    assert code == 2 and "cannot be greater than max_num_seqs (256)" in err

@@ -28,8 +28,10 @@ allocation needs it. A request that hits an evictable block takes it out of the 
 (`get_num_blocks_to_allocate`: `num_evictable_blocks`). A request holding the whole cached
 prefix extends it as it computes (blocks are cached when scheduled, `cache_blocks`); one that
 does not keeps its further prefix blocks as its own copies. A preempted request hits the
-shared prefix again on readmission; its own blocks are recomputed (vLLM may still find some
-cached: conservative). V0 serves no prefix-cache hits (prefix caching is off by default).
+shared prefix again on readmission; its own blocks are recomputed, where vLLM finds what of
+them its free queue has not evicted yet (not modelled: an upper bound on preemptions and
+recomputation, far above vLLM's before 0.19; docs/simulate.md). V0 serves no prefix-cache
+hits (prefix caching is off by default).
 
 A finished prefill emits the first token at the end of its step. Step times come from
 `kvplan.core.perf`.

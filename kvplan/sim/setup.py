@@ -166,15 +166,31 @@ def _context(r: SizeResult, wl: Workload, notes: list[str]) -> dict:
             "workload": wl.name, "notes": notes}
 
 
+def active_cap(r: SizeResult, active: int | None) -> int | None:
+    """`--max-num-active-seqs` (0.31+ `SchedulerConfig.max_num_active_seqs`): the scheduler
+    admits no more running requests than this, while the pool stays sized for
+    max_num_seqs; vLLM refuses one above max_num_seqs."""
+    if active is None:
+        return None
+    if not r.version.at_least(0, 31):
+        raise BadInput(f"vLLM {r.version.text} has no --max-num-active-seqs (0.31+)")
+    if active > r.max_num_seqs:
+        raise BadInput(f"max_num_active_seqs ({active}) cannot be greater than max_num_seqs "
+                       f"({r.max_num_seqs}); vLLM refuses it",
+                       hint=f"use --max-num-active-seqs {r.max_num_seqs} or less")
+    return active
+
+
 def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
                queue_limit, ttft, tpot, rate, burstiness, concurrency, duration, requests,
-               trace=None, extra=None, env=None) -> dict:
+               trace=None, extra=None, env=None, active=None) -> dict:
     """One run. `trace` (a read `sources.trace.Trace`, whose lengths `wl` holds): replayed
     at its own arrival times, whole unless --requests or --duration cut it; with --rate or
     --concurrency its lengths are sent at that load instead."""
     r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra,
                             env)
-    cfg = engine_config(r, seqs, admission_cap, queue_limit, gpu.vendor)
+    cfg = engine_config(r, active_cap(r, active) or seqs, admission_cap, queue_limit,
+                        gpu.vendor)
     notes += engine_notes(cfg, r, wl)
     pm = perf.build(r, gpu)
     tr = None
@@ -319,7 +335,7 @@ def bounded_sweep(loads: list[Load], runs: int) -> None:
 
 def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, requests,
               model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, admission_cap,
-              queue_limit, ttft, tpot, extra=None, env=None) -> SweepResult:
+              queue_limit, ttft, tpot, extra=None, env=None, active=None) -> SweepResult:
     loads = sweep_loads(axis, values, duration, requests)
     bounded_sweep(loads, 2 if compare_cap else 1)
     r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra,
@@ -338,7 +354,8 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
         s[axis] = int(v) if axis == "concurrency" else round(v, 3)
         return s
 
-    points = [one(v, ld, seqs, queue_limit) for v, ld in zip(values, loads)]
+    points = [one(v, ld, active_cap(r, active) or seqs, queue_limit)
+              for v, ld in zip(values, loads)]
     notes += never_admitted_notes(r, sum(p["requests_never_admitted"] for p in points))
     knee, collapse, latency = knee_and_collapse(points, axis)
     # the fix: the recommended cap on the pool vLLM leaves at it, and a bounded queue (429
