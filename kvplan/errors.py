@@ -32,6 +32,12 @@ class NotPlanned(BadInput):
     rejecting the candidate."""
 
 
+class RefusedEverywhere(BadInput):
+    """Bad input on every GPU and TP a search could try (a KV dtype vLLM refuses for this
+    model): the search rejects the candidate, and when every candidate is rejected so, the
+    run is bad input (exit 2), not "does not fit"."""
+
+
 class UnsupportedArchitecture(BadInput):
     """A config kvplan cannot classify without guessing (exit 2)."""
 

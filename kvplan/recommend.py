@@ -17,7 +17,7 @@ from kvplan.core.plan import (
     peak_advice,
     search,
 )
-from kvplan.core.sizing import DRAFT_LEN_SOURCE, EngineArgs, Model
+from kvplan.core.sizing import DRAFT_LEN_REMEDY, DRAFT_LEN_SOURCE, EngineArgs, Model
 from kvplan.core.workload import Workload, rejected_note
 from kvplan.engines.emit import command_for, flags_for
 from kvplan.errors import BadInput, DoesNotFit
@@ -245,8 +245,7 @@ def _emit(p: Plan, model: Model, wl: Workload, offered: Targets, engine: str,
                   if p.served_rate and offered.rate else "")
         remedy = ("vLLM 0.20+ serves them at a longer --max-model-len (on this release a "
                   "longer one stalls the engine, below)" if p.length_capped_from else
-                  "the draft model caps --max-model-len here (vLLM lowers it to the draft's "
-                  "context): a drafter with a longer one, or an EAGLE-style one, serves them"
+                  DRAFT_LEN_REMEDY
                   if p.result.max_model_len_source.startswith(DRAFT_LEN_SOURCE) else None)
         advice.append(rejected_note(share, p.max_model_len, remedy=remedy) + served)
     advice += peak_advice(p, offered)

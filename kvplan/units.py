@@ -125,7 +125,13 @@ def parse_mm_limits(text: str, *, what: str = "--limit-mm-per-prompt") -> dict[s
         raise BadInput(f"cannot read {what} {text!r}", hint="e.g. '{\"image\": 0, \"video\": 0}'")
     out = {}
     for k, v in raw.items():
-        v = v.get("count") if isinstance(v, dict) else v
+        if isinstance(v, dict):  # 0.11.1+ dummy options: count defaults to 999
+            extra = set(v) - {"count", *DUMMY_OPTIONS.get(str(k).strip(), ())}
+            if extra and str(k).strip() in DUMMY_OPTIONS:  # `extra="forbid"` (vLLM 0.11.1+)
+                raise BadInput(f"{what}: {k} takes no {', '.join(sorted(map(str, extra)))}",
+                               hint=f"{k}'s options are count, "
+                               + ", ".join(DUMMY_OPTIONS[str(k).strip()]))
+            v = v.get("count", 999)
         try:
             out[str(k).strip()] = int(str(v).strip())
         except ValueError:
@@ -137,6 +143,10 @@ def parse_mm_limits(text: str, *, what: str = "--limit-mm-per-prompt") -> dict[s
 
 
 MM_SIZE_KEYS = ("width", "height", "num_frames")
+# each modality's dummy options besides count (vLLM 0.11.1+ `ImageDummyOptions`,
+# `VideoDummyOptions`, `AudioDummyOptions`; other modalities take count alone, extras allowed)
+DUMMY_OPTIONS = {"image": ("width", "height"), "video": ("num_frames", "width", "height"),
+                 "audio": ("length",)}
 
 
 def parse_mm_sizes(text: str) -> dict[str, dict[str, int]]:

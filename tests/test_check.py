@@ -3467,3 +3467,15 @@ def test_a_draft_models_shorter_context_is_a_warning(capsys):
     assert c["suggested"] == 8192 and "starts as 8,192" in c["message"]
     code, rep = check_json(capsys, "--cmd", cmd, "--gpu", "h100", "--vllm-version", "0.32")
     assert one(rep["deployments"][0], "max-model-len-fits")["status"] == "pass"
+
+
+def test_a_draft_lowering_the_default_length_is_a_warning_too(capsys):
+    spec = ('{"method": "draft_model", "model": "meta-llama/Meta-Llama-3-8B-Instruct", '
+            '"num_speculative_tokens": 4}')
+    code, rep = check_json(capsys, "--gpu", "h100", "--cmd",
+                           f"vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 "
+                           f"--speculative-config '{spec}'")
+    c = one(rep["deployments"][0], "max-model-len-fits")
+    assert c["status"] == "warn" and c["suggested"] == 8192
+    assert c["message"].startswith("the model's default max_model_len (131,072 from config "
+                                   "max_position_embeddings) starts as 8,192")

@@ -1289,3 +1289,29 @@ def test_no_command_prints_the_help_not_an_error(capsys):
     assert err.startswith("Usage: kvplan [OPTIONS] COMMAND [ARGS]...") and "size " in err
     code, _, err = run(capsys, "size")
     assert code == 2 and err == "kvplan: error: Missing argument 'MODEL'.\n"
+
+
+def test_lengths_of_zero_are_bad_input(capsys, tmp_path):
+    """A config whose length is 0 (vLLM would derive max_model_len 0) and a vision config whose
+    dummy item has no tokens are one line of bad input, not a start of 0 tokens or exit 3
+    (review 25i)."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+           "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 0}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, _, err = run(capsys, "size", str(tmp_path / "config.json"), "--gpu", "h100")
+    assert code == 2 and "'max_position_embeddings' is 0" in err
+
+
+def test_recommend_a_kv_dtype_refused_everywhere_is_bad_input(capsys):
+    # 0.33 refuses a 16-bit cache unlike the model's on every GPU: bad input (exit 2) with the
+    # fix, not "no deployment meets the targets ... allow more GPUs" (review 25i)
+    # (with --gpu any a V100 or T4, whose model dtype is float16, would take it)
+    code, _, err = run(capsys, "recommend", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                       "h100,b200", "-tp", "auto", "--workload", "chat", "--rate", "5",
+                       "--kv-cache-dtype", "float16")
+    assert code == 2 and "refuses --kv-cache-dtype float16" in err and "auto or bfloat16" in err
+    # a dtype refused on this GPU only is still "does not fit" (another GPU may run it)
+    code, _, err = run(capsys, "recommend", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "t4",
+                       "--workload", "chat", "--rate", "5", "--kv-cache-dtype", "nvfp4")
+    assert code == 1 and "no deployment meets the targets" in err

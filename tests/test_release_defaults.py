@@ -209,3 +209,18 @@ def test_dummy_sizes_reach_check_and_are_validated(capsys):
     assert main(["size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "l40s",
                  "--limit-mm-per-prompt", '{"video": {"count": 1, "num_frames": 0}}']) == 2
     assert "video.num_frames = 0 is not a positive integer" in capsys.readouterr().err
+
+
+def test_dummy_options_as_vllm_validates_them():
+    """0.11.1+ `BaseDummyOptions.count` defaults to 999 and the image / video / audio options
+    forbid other keys (`extra="forbid"`; review 25i)."""
+    from kvplan.units import parse_mm_limits, parse_mm_sizes
+
+    assert parse_mm_limits('{"video": {"num_frames": 8}}') == {"video": 999}
+    assert parse_mm_limits('{"video": {}}') == {"video": 999}
+    assert parse_mm_sizes('{"video": {"num_frames": 8}}') == {"video": {"num_frames": 8}}
+    for bad, says in (('{"video": {"count": 1, "foo": 3}}', "video takes no foo"),
+                      ('{"image": {"count": 2, "num_frames": 4}}', "image takes no num_frames")):
+        with pytest.raises(BadInput, match=says):
+            parse_mm_limits(bad)
+    assert parse_mm_limits('{"custom": {"count": 2, "anything": 1}}') == {"custom": 2}

@@ -1028,3 +1028,14 @@ def test_max_num_active_seqs_caps_the_batch_not_the_pool(capsys):
     assert code == 2 and "has no --max-num-active-seqs (0.31+)" in err
     code, _, err = run(capsys, *base[:6], "--max-num-active-seqs", "300")
     assert code == 2 and "cannot be greater than max_num_seqs (256)" in err
+
+
+def test_simulate_names_the_draft_that_caps_the_length(capsys):
+    spec = ('{"method": "draft_model", "model": "meta-llama/Meta-Llama-3-8B-Instruct", '
+            '"num_speculative_tokens": 4}')
+    code, out, err = run(capsys, "simulate", "meta-llama/Llama-3.1-70B-Instruct", "--gpu",
+                         "h100", "-tp", "4", "--workload", "summarization", "--rate", "1",
+                         "--duration", "20", "--speculative-config", spec, "--json")
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert any("the draft model caps --max-model-len" in n for n in notes)

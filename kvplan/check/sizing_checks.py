@@ -697,8 +697,11 @@ def _max_model_len(out: Any, p: Parsed, r: Any, model: Any, gpu: Any, a: Any,
                 "behind it waits", loc, fix=f"{name} {stall + 1} (or vLLM 0.20+, which caps "
                 "the check)", current=r.max_model_len, suggested=stall + 1)
         return r
-    if r.fits and r.max_model_len_source.startswith(DRAFT_LEN_SOURCE) and isinstance(
-            given, int) and given > r.max_model_len:  # 0.33 `_limit_max_model_len_to_draft`
+    if r.fits and r.max_model_len_source.startswith(DRAFT_LEN_SOURCE) and (
+            given is None or isinstance(given, int) and given > r.max_model_len):
+        # 0.33 `_limit_max_model_len_to_draft`, from the flag or the model's default
+        if given is None:
+            src = f"the model's default max_model_len ({r.max_model_len_source.split('; ')[-1]})"
         out.add("max-model-len-fits", WARN, f"{src} starts as {r.max_model_len:,}: vLLM "
                 f"{r.version.text} lowers it to the draft model's (model runner V2 cannot skip "
                 f"speculation for longer sequences), so longer prompts get HTTP 400; the pool "

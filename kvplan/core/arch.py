@@ -384,6 +384,9 @@ def max_model_len_of(t: dict[str, Any], *, yarn_from_original: bool = False,
     if not found:
         return 2048, "no length field in config (vLLM's 2048 default)"
     length, key = min(found)
+    if length < 1:  # vLLM would derive a max_model_len of 0 and start nothing
+        raise BadInput(f"config field '{key}' is {t[key]!r}: a model's length must be "
+                       "positive", hint="fix the config, or give --hf-overrides a length")
     mml = t.get("model_max_length")
     if model_max_length_wins and isinstance(mml, (int, float)) and not isinstance(mml, bool) \
             and mml > 0:

@@ -234,6 +234,9 @@ def _items(tokens: int, max_model_len: int, max_num_batched_tokens: int,
            max_num_seqs: int, limit: int = DEFAULT_MM_LIMIT) -> int:
     """Items the profile encodes at once (`MultiModalBudget._get_max_items`: the budget over
     one item, at most `max_num_seqs` prompts of `min(limit, max_model_len // tokens)`)."""
+    if tokens < 1:  # a vision config whose patch outgrows its image
+        raise BadInput("the vision config gives a dummy item of no tokens (check "
+                       "vision_config's patch_size and image_size)")
     budget = max(max_num_batched_tokens, tokens)
     per_prompt = max(1, min(limit, max_model_len // tokens))
     return max(1, min(budget // tokens, max_num_seqs * per_prompt))

@@ -30,7 +30,7 @@ from kvplan.core.sizing import (
 )
 from kvplan.core.specdec import parallel_draft_slots
 from kvplan.core.workload import Unserved, Workload
-from kvplan.errors import BadInput, NotPlanned
+from kvplan.errors import BadInput, NotPlanned, RefusedEverywhere
 from kvplan.units import GiB
 
 
@@ -680,7 +680,8 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
     cheapest per request served, fewer GPUs, more tokens/s), each planned on the pool its
     own --max-num-seqs leaves. `served`, `stall_cap`: as `plan_one`'s, per candidate (each plan
     at the rate its own max_model_len serves). `unserved` collects the candidates rejected
-    because vLLM refuses nearly every request at their max_model_len (`Unserved`).
+    because vLLM refuses nearly every request at their max_model_len (`Unserved`) or refuses
+    them on any GPU (`RefusedEverywhere`: the KV dtype).
 
     The first pass plans every candidate on the default pool (`resize_pool=False`, one
     sizing each). Re-sizing moves a plan's cap, and so its replicas and cost, either way:
@@ -697,7 +698,8 @@ def search(model: Model, gpus: list[Gpu], base: EngineArgs, version: str | None,
 
     def reject(e: BadInput, gpu: Gpu, tp: int, kv: str) -> None:
         rejected.append(f"{gpu.id} TP{tp} {kv}: {_reason(e, gpu, tp)}")
-        if unserved is not None and isinstance(e, Unserved):
+        # refused whole (no GPU count helps): the prompts vLLM refuses, a KV dtype it refuses
+        if unserved is not None and isinstance(e, (Unserved, RefusedEverywhere)):
             unserved.append(e)
 
     for gpu in gpus:

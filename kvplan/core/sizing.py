@@ -120,11 +120,14 @@ from kvplan.core.versions import (
     cc_major,
     cc_tuple,
 )
-from kvplan.errors import BadInput
+from kvplan.errors import BadInput, RefusedEverywhere
 from kvplan.units import GiB, MiB, cdiv
 
 TYPICAL_LENGTHS = (1024, 4096, 8192, 32768, 131072)
 DRAFT_LEN_SOURCE = "the draft model's"  # max_model_len_source when a draft lowered it
+DRAFT_LEN_REMEDY = ("the draft model caps --max-model-len here (vLLM lowers it to the "
+                    "draft's context): a drafter with a longer one, or an EAGLE-style one, "
+                    "serves them")
 # The shortest --max-model-len a "does not fit" hint proposes with more TP (a choice, not an
 # engine fact: a context under 4k tokens is rarely a serving option)
 SHORTER_HINT_MIN_LEN = 4096
@@ -1376,17 +1379,17 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     asked_kv = (a.kv_cache_dtype or "auto").lower()
     if asked_kv in ("float16", "bfloat16") and asked_kv != model_dtype and version.at_least(
             0, 33):  # `VllmConfig._reject_mismatched_float_kv_cache`
-        raise BadInput(f"vLLM {version.text} refuses --kv-cache-dtype {asked_kv} with the model "
-                       f"dtype {model_dtype} ('is incompatible')",
-                       hint="use --kv-cache-dtype auto" + (
-                           f" or {model_dtype}" if model_dtype in ("float16", "bfloat16")
-                           else ""), flag="kv_cache_dtype")
+        raise RefusedEverywhere(
+            f"vLLM {version.text} refuses --kv-cache-dtype {asked_kv} with the model dtype "
+            f"{model_dtype} ('is incompatible')", hint="use --kv-cache-dtype auto" + (
+                f" or {model_dtype}" if model_dtype in ("float16", "bfloat16") else ""),
+            flag="kv_cache_dtype")
     if a.kv_cache_dtype == "fp8_inc" and version.at_least(0, 11):
         # Intel Gaudi's format: no CUDA or ROCm attention backend lists it in
         # `supported_kv_cache_dtypes` (the 0.11-0.33 wheels): "No valid attention backend"
-        raise BadInput(f"vLLM {version.text} has no attention backend for --kv-cache-dtype "
-                       f"fp8_inc on {gpu.name} (it is Intel Gaudi's format)",
-                       hint="use --kv-cache-dtype fp8", flag="kv_cache_dtype")
+        raise RefusedEverywhere(f"vLLM {version.text} has no attention backend for "
+                                f"--kv-cache-dtype fp8_inc on {gpu.name} (it is Intel Gaudi's "
+                                "format)", hint="use --kv-cache-dtype fp8", flag="kv_cache_dtype")
     if a.kv_cache_dtype == "fp8_ds_mla" and gpu.vendor == "amd" and version.at_least(0, 18):
         # only two CUDA sparse-MLA backends store it (`_canonicalize_sparse_mla_kv_cache_dtype`)
         raise BadInput(f"vLLM {version.text} on ROCm has no attention backend for "

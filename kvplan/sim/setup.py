@@ -204,7 +204,7 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
                            "replayed", hint="add a timestamp column, or give --rate or "
                            "--concurrency to send its lengths at that load")
         tr = replayed(trace, duration, requests, notes)
-    notes += too_long_notes(wl, r.max_model_len, tr)  # bad input before any planning
+    notes += too_long_notes(wl, r, tr)  # bad input before any planning
     cap = max(1, recommended(model, gpu, args, version, wl).max_num_seqs)
     if not (rate or concurrency or tr):
         concurrency = cap
@@ -241,11 +241,14 @@ def bounded(load: Load) -> Load:
     return load
 
 
-def too_long_notes(wl: Workload, max_model_len: int,
+def too_long_notes(wl: Workload, r: SizeResult,
                    rows: list[tuple[float, int, int]] | None = None) -> list[str]:
     """The share of requests vLLM refuses for their prompt's length (of a replayed trace's
     rows, else of the workload); bad input when that is nearly all of them."""
+    from kvplan.core.sizing import DRAFT_LEN_REMEDY, DRAFT_LEN_SOURCE
     from kvplan.core.workload import refuse_unserved, rejected_note
+
+    max_model_len = r.max_model_len
 
     if rows is not None:
         prompts = sorted(p for _, p, _ in rows)
@@ -256,9 +259,10 @@ def too_long_notes(wl: Workload, max_model_len: int,
         share = 1 - wl.served_share(max_model_len)
     if not share:
         return []
+    remedy = DRAFT_LEN_REMEDY if r.max_model_len_source.startswith(DRAFT_LEN_SOURCE) else None
     return [rejected_note(share, max_model_len, "the run refuses them too (requests_too_long, "
                           "part of requests_rejected) and the recommended cap is the served "
-                          "requests'")]
+                          "requests'", remedy=remedy)]
 
 
 def never_admitted_notes(r: SizeResult, n: int) -> list[str]:
@@ -341,7 +345,7 @@ def run_sweep(*, axis: str, values: list[float], compare_cap: bool, duration, re
     r, notes, args = sized(model, gpu, tp, mml, kv, util, mnbt, seqs, version, extra,
                             env)
     pm = perf.build(r, gpu)
-    notes += too_long_notes(wl, r.max_model_len)
+    notes += too_long_notes(wl, r)
     notes += engine_notes(engine_config(r, vendor=gpu.vendor), r, wl)
     plan = recommended(model, gpu, args, version, wl) if compare_cap else None
     cap = max(1, plan.max_num_seqs) if plan else None
