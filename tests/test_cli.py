@@ -1315,3 +1315,14 @@ def test_recommend_a_kv_dtype_refused_everywhere_is_bad_input(capsys):
     code, _, err = run(capsys, "recommend", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "t4",
                        "--workload", "chat", "--rate", "5", "--kv-cache-dtype", "nvfp4")
     assert code == 1 and "no deployment meets the targets" in err
+
+
+def test_spellings_vllm_refuses(capsys):
+    # argparse's --kv-cache-dtype choices are lower-case; a Qwen VL dummy of aspect ratio over
+    # 200 makes the processor's smart_resize raise in the profile run (review 25i)
+    code, _, err = run(capsys, "size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
+                       "--kv-cache-dtype", "FP8")
+    assert code == 2 and "use --kv-cache-dtype fp8" in err
+    code, _, err = run(capsys, "size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "l40s",
+                       "--limit-mm-per-prompt", '{"video": {"count": 1, "width": 10}}')
+    assert code == 2 and "aspect ratio over 200" in err

@@ -611,3 +611,12 @@ def test_recommend_plans_at_the_draft_models_length(capsys):
     d = json.loads(capsys.readouterr().out)
     assert code == 0 and d["max_model_len"] == 8192 and "--max-model-len 8192" in d["command"]
     assert any("the draft model caps --max-model-len" in a for a in d["advice"])
+
+
+def test_a_draft_quantization_is_noted_not_modelled(capsys):
+    from kvplan.cli import main
+
+    assert main(["size", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "h100", "-tp", "4",
+                 "-sc", '{"method": "draft_model", "num_speculative_tokens": 4, '
+                 '"model": "meta-llama/Meta-Llama-3-8B-Instruct", "quantization": "fp8"}']) == 0
+    assert "quantization 'fp8' is not modelled" in capsys.readouterr().out

@@ -160,7 +160,11 @@ def resolve_kv_dtype(kv_cache_dtype: str, model_dtype: str, *, allowed: tuple[st
     - DeepSeek-V3.2 sparse MLA (`sparse_mla`, from `VllmVersion.sparse_mla_kv`): "auto+fp8"
       stores `auto` and fp8 values as `fp8_ds_mla`, "fp8" only fp8 values, "none" neither.
     """
-    k = (kv_cache_dtype or "auto").lower()
+    k = kv_cache_dtype or "auto"
+    if k not in allowed and k.lower() in allowed:  # argparse's choices are case-sensitive
+        raise BadInput(f"--kv-cache-dtype {kv_cache_dtype} is not one of vLLM's names "
+                       "(they are lower-case)", hint=f"use --kv-cache-dtype {k.lower()}",
+                       flag="kv_cache_dtype")
     if k not in allowed:
         raise BadInput(f"--kv-cache-dtype {kv_cache_dtype} is not accepted by this vLLM version",
                        hint="choose one of " + ", ".join(allowed))

@@ -221,6 +221,12 @@ def _qwen_dummy_tokens(rows: int, cols: int, unit: int, opt: dict[str, int], *, 
     up, at most the full video's)."""
     h = min(rows * unit, opt.get("height") or rows * unit)
     w = min(cols * unit, opt.get("width") or cols * unit)
+    if max(h, w) / min(h, w) > 200:  # the HF processor's `smart_resize` refuses it
+        raise BadInput(f"--limit-mm-per-prompt's dummy of {w} x {h} pixels has an aspect ratio "
+                       "over 200, which the Qwen VL processor refuses ('absolute aspect ratio "
+                       "must be smaller than 200'), so vLLM's profile run fails",
+                       hint="give width and height closer to each other",
+                       flag="limit_mm_per_prompt")
     r, c = max(1, round(h / unit)), max(1, round(w / unit))
     per = smart_resize_tokens(r, c, unit, max_pixels) if max_pixels else r * c
     if not video:

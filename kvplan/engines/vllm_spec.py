@@ -39,6 +39,9 @@ def speculative(text: Any, resolve_model: Callable[[str], Any], *,
         note = check_keys("speculative", cfg, version, what)
         if note and notes is not None:
             notes.append(note)
+    if cfg.get("quantization") and notes is not None:  # the draft's own `ModelConfig`
+        notes.append(f"--speculative-config quantization {cfg['quantization']!r} is not "
+                     "modelled: the drafter is sized as its checkpoint stores it")
     draft = None
     name = cfg.get("model")
     method = str(cfg.get("method") or "").lower()
