@@ -877,8 +877,8 @@ def test_reviewer_l4_cap14_is_not_told_to_raise_its_cap(serve, capsys):
     # recommend plans on the requests vLLM serves (0.39 % of chat's prompts reach 8K): 15
     assert plan["safe_max_num_seqs"] == 15 >= d["recommended_max_num_seqs"]
     # simulate at diagnose's cap (2,000 chat requests, 14 clients): no preemption; at the
-    # mean target's 21 (21 clients): 84, and TTFT p99 10.95 s
-    for cap, preempted in ((14, 0), (21, 81)):
+    # mean target's 21 (21 clients): 79, and TTFT p99 8.70 s
+    for cap, preempted in ((14, 0), (21, 79)):
         _, sim, _ = run_json(capsys, "simulate", "llama-3.1-8b", "--gpu", "l4",
                              "--max-model-len", "8K", "--workload", "chat", "--max-num-seqs",
                              str(cap), "--concurrency", str(cap), "--requests", "2000",
@@ -1137,13 +1137,13 @@ def test_reviewer_recommended_plan_at_its_rate_is_healthy(tmp_path, capsys, monk
 
 def test_reviewer_thrash_cap_sized_on_its_own_pool(tmp_path, capsys, monkeypatch):
     # review 23d #6: vLLM's default cap (256) leaves 1,820 blocks on an L4 at 8K; fed 0.6667
-    # req/s it thrashes (691 preemptions). Diagnose sized the cap on those 1,820 blocks: 12,
+    # req/s it thrashes (680 preemptions). Diagnose sized the cap on those 1,820 blocks: 13,
     # below recommend's 15, though at 12-16 vLLM profiles fewer sequences and leaves 2,151
     # or 2,152 blocks
     from simscrape import simulated_scrapes
 
     text, st = simulated_scrapes(monkeypatch, "llama-3.1-8b", "l4", "8192", None, 0.6667, 3000)
-    assert st.preemptions == 691
+    assert st.preemptions == 680
     f = tmp_path / "thrash.prom"
     f.write_text(text)
     _, size16, _ = run_json(capsys, "size", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
@@ -1153,21 +1153,22 @@ def test_reviewer_thrash_cap_sized_on_its_own_pool(tmp_path, capsys, monkeypatch
                           "--max-model-len", "8192")
     r = d["recommendation"]
     assert code == 1 and d["cross_check"]["predicted_num_gpu_blocks"] == 1820
-    # 1,333 tokens a sequence (the pool is full: a lower bound) on 2,150 usable blocks: 15
-    # hold with 0.41 % risk; 16 do not on their own pool (2,151 blocks too)
-    assert r["kv_tokens_per_sequence"] == 1333.2
-    assert d["recommended_max_num_seqs"] == 15 and r["overflow_probability"] == 0.004053
+    # 1,270 tokens a sequence (the pool is full: a lower bound; 1,333 before the simulated
+    # victims found their cached blocks again) on 2,150 usable blocks: 16 hold with 0.41 %
+    # risk on their own pool (2,151 blocks too)
+    assert r["kv_tokens_per_sequence"] == 1270.3
+    assert d["recommended_max_num_seqs"] == 16 and r["overflow_probability"] == 0.00412
     assert (r["pool_tokens"], r["current_pool_tokens"]) == (2151 * 16, 1820 * 16)
-    assert r["pool_source"] == "kvplan size at max_num_seqs 15"
-    assert "so 15 of them overflow the 34,416-token pool vLLM leaves at 15 (kvplan size; " \
+    assert r["pool_source"] == "kvplan size at max_num_seqs 16"
+    assert "so 16 of them overflow the 34,416-token pool vLLM leaves at 16 (kvplan size; " \
         "29,120 now)" in d["findings"][0]["fix"][0]
-    # the full-pool note's "upper bound" now holds: 15 >= recommend's 15 on the same pool
+    # the full-pool note's "upper bound" holds: 16 >= recommend's 15 on the same pool
     _, plan, _ = run_json(capsys, "recommend", "llama-3.1-8b", "--gpu", "l4", "--max-model-len",
                           "8K", "--workload", "chat", "--rate", "5")
     assert plan["max_num_seqs"] == 15 <= d["recommended_max_num_seqs"]
     # without --model/--gpu: the pool the old cap leaves, and a note that says so
     _, d3, _ = run_json(capsys, "diagnose", str(f), "--max-num-seqs", "256")
-    assert d3["recommended_max_num_seqs"] == 12
+    assert d3["recommended_max_num_seqs"] == 13
     assert any(n.startswith("the recommendation is sized on the pool --max-num-seqs 256 leaves "
                             "(29,120 tokens)") for n in d3["notes"])
 

@@ -28,10 +28,9 @@ allocation needs it. A request that hits an evictable block takes it out of the 
 (`get_num_blocks_to_allocate`: `num_evictable_blocks`). A request holding the whole cached
 prefix extends it as it computes (blocks are cached when scheduled, `cache_blocks`); one that
 does not keeps its further prefix blocks as its own copies. A preempted request hits the
-shared prefix again on readmission; its own blocks are recomputed, where vLLM finds what of
-them its free queue has not evicted yet (not modelled: an upper bound on preemptions and
-recomputation, far above vLLM's before 0.19; docs/simulate.md). V0 serves no prefix-cache
-hits (prefix caching is off by default).
+shared prefix again on readmission, and its own blocks as far as the free queue has not
+evicted them (`_own_hit`; full-attention models). V0 serves no prefix-cache hits (prefix
+caching is off by default).
 
 A finished prefill emits the first token at the end of its step. Step times come from
 `kvplan.core.perf`.
@@ -60,6 +59,7 @@ allocations (sliding) or as one event per chunk boundary (chunked).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -96,6 +96,9 @@ class Request:
     sched_at: int = -1
     defer: int = 0  # blocks its last prefill step holds into decode, freed at step `defer_due`
     defer_due: int = 0
+    # a victim's own cached blocks in the free queue: (position just past them, full token-
+    # blocks beyond the shared prefix, the shared extent they follow)
+    cached: tuple[int, int, int] | None = None
 
     @property
     def tokens_needed(self) -> int:
@@ -176,6 +179,18 @@ class Engine:
         self.perf = perf
         self.now = 0.0
         self.free = cfg.num_blocks  # free blocks, evictable cached prefix blocks included
+        # the free queue's positions (`BlockPool`: frees append, allocations pop the oldest):
+        # blocks appended beyond the initial pool, and cached blocks hits took out of it
+        self.freed_total = 0
+        self.taken_total = 0
+        # position intervals victims took back out of the queue (holes the head skips), and
+        # the size of those already behind it
+        self.holes: list[tuple[int, int]] = []
+        self.hole_base = 0
+        # a victim's own blocks stay cached until evicted (V1 prefix caching; full-attention
+        # models: a local window's or a state's blocks do not serve a hit alone)
+        self.victim_cache = cfg.prefix_caching and not cfg.v0 and not cfg.local \
+            and not cfg.state_blocks
         self.waiting: deque[Request] = deque()
         self.running: OrderedDict[int, Request] = OrderedDict()  # scheduling order
         # requests part-way through a prefill, in scheduling order (admission order, as in
@@ -335,6 +350,7 @@ class Engine:
             # the last holder of the tail left: its blocks are cached, free and evictable
             held = max(holders) if holders else 0
             self.free += self.nf * (self.p_held - held)
+            self.freed_total += self.nf * (self.p_held - held)
             self.p_held = held
 
     def _evict(self) -> None:
@@ -357,6 +373,29 @@ class Engine:
         count)."""
         s = min(r.prefix_blocks, self.p_cached)
         return s, self.nf * max(0, s - self.p_held)
+
+    def _own_hit(self, r: Request, s: int) -> int:
+        """Token-blocks of a victim's own prefix still cached past the `s` shared ones it
+        hits (`get_computed_blocks` stops at the first miss): the free queue evicts the
+        oldest freed first, so its blocks survive until the allocations since reach them
+        (blocks a hit took out of the queue's middle are not skipped: a slight overcount)."""
+        v = r.cached
+        if v is None or s < v[2]:
+            return 0
+        end, own, _ = v
+        cap = (r.tokens_needed - 1) // self.cfg.block_size - s  # at most tokens - 1
+        return max(0, min(own, (end - self._head()) // self.nf, cap))
+
+    def _head(self) -> int:
+        """The free queue's head position: its pops so far, past the holes victims' hits
+        left below it."""
+        p = self.cfg.num_blocks + self.freed_total - self.free - self.taken_total \
+            + self.hole_base
+        while self.holes and self.holes[0][0] < p:
+            a, b = self.holes.pop(0)
+            self.hole_base += b - a
+            p += b - a
+        return p
 
     # --- bookkeeping ----------------------------------------------------------------------
     def in_system(self) -> int:
@@ -405,6 +444,7 @@ class Engine:
         # (negative then: the pool shows it taken until that step frees it)
         later = self._skipped(t - 1) - self._skipped(t - r.lag) if a else 0
         self.free += r.blocks - lazy - later
+        self.freed_total += r.blocks - lazy - later
         r.blocks = lazy
         if later > 0:
             r.defer, r.defer_due = later, self.stats.steps + 2
@@ -416,6 +456,7 @@ class Engine:
         for r in self.deferring:
             if r.defer and r.defer_due <= step:
                 self.free += r.defer
+                self.freed_total += r.defer
                 r.defer = 0
             if r.defer:
                 keep.append(r)
@@ -470,6 +511,7 @@ class Engine:
 
     def _release(self, r: Request) -> None:
         self.free += r.blocks + r.defer
+        self.freed_total += r.blocks + r.defer
         r.blocks = r.defer = 0
         if r.shared:
             self._share(r, 0)
@@ -479,6 +521,10 @@ class Engine:
         if victim.decoding:
             self._stop_decoding(victim)
         self.prefilling.pop(rid, None)
+        if self.victim_cache:  # `free_blocks(reversed)`: its tail first, its first block last
+            own = victim.computed // self.cfg.block_size - victim.shared
+            end = self.cfg.num_blocks + self.freed_total + victim.blocks + victim.defer
+            victim.cached = (end, own, victim.shared) if own > 0 else None
         self._release(victim)
         victim.lost = victim.computed
         victim.computed = 0
@@ -612,18 +658,24 @@ class Engine:
                 self._reject_head(stalls=True)
                 continue
             s, touched = self._hit(r) if r.prefix_blocks else (0, 0)
+            own = self._own_hit(r, s) if r.cached else 0
+            touched += nf * own
             if c.reserve_full_prompt and (self.full_need(tokens, s, c.local_admission_cap)
-                                          if local else full - nf * s) + touched > self.free:
+                                          if local else full - nf * (s + own)) + touched \
+                    > self.free:
                 break
-            hit = s * bs
+            hit = (s + own) * bs
             chunk = min(tokens - hit, budget)
-            need = self.hold(hit + chunk, hit) - nf * s
+            need = self.hold(hit + chunk, hit) - nf * (s + own)
             if need + touched > self.free:
                 break
             self.waiting.popleft()
             self._start(r, hit)
             self.free -= need + touched
-            r.blocks = need
+            self.taken_total += touched
+            if own:  # its first `own` token-blocks, appended last
+                bisect.insort(self.holes, (r.cached[0] - nf * own, r.cached[0]))
+            r.blocks, r.cached = need + nf * own, None
             if s:
                 self._share(r, s)
             r.computed = hit + chunk
@@ -768,6 +820,8 @@ class Engine:
             return full + c.watermark_blocks > self.free or (c.chunked_prefill and budget <= 0)
         tokens = r.tokens_needed
         s, touched = self._hit(r) if r.prefix_blocks else (0, 0)
+        own = self._own_hit(r, s) if r.cached else 0
+        s, touched = s + own, touched + self.nf * own
         if self.locals:
             if self.never_fits(tokens):
                 return False
