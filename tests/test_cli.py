@@ -589,6 +589,7 @@ def test_incomplete_config_names_field(tmp_path, capsys):
     # IndexCache's fields (fuzz seed 561)
     ("text", "index_skip_topk_offset", [1], "'index_skip_topk_offset' must be an integer"),
     ("text", "index_topk_freq", "4", "'index_topk_freq' must be a non-negative integer"),
+    ("text", "rotary_dim", "nan", "'rotary_dim' must be a non-negative integer"),  # seed 2552
     ("top", "vision_config", {"default_output_length": {"a": 1}},
      "'vision_config.default_output_length' must be a non-negative integer"),  # seed 571
     # compressed-tensors scheme groups (fuzz seed 401)

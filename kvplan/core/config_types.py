@@ -20,7 +20,7 @@ _COUNT_KEYS = frozenset({
     "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
     "num_experts_per_tok", "first_k_dense_replace", "n_shared_experts",
     "shared_expert_intermediate_size", "index_head_dim", "index_n_heads", "index_topk",
-    "index_topk_freq",
+    "index_topk_freq", "rotary_dim",
     "global_head_dim", "num_global_key_value_heads", "sliding_window_pattern",
     "attention_chunk_size", "max_window_layers", "num_kv_shared_layers",
     "hidden_size_per_layer_input", "vocab_size_per_layer_input", "linear_num_key_heads",
