@@ -378,7 +378,8 @@ class Engine:
         """Token-blocks of a victim's own prefix still cached past the `s` shared ones it
         hits (`get_computed_blocks` stops at the first miss): the free queue evicts the
         oldest freed first, so its blocks survive until the allocations since reach them
-        (blocks a hit took out of the queue's middle are not skipped: a slight overcount)."""
+        (`_head`; the shared prefix's evictable blocks a hit takes are not placed in the
+        queue: a slight overcount)."""
         v = r.cached
         if v is None or s < v[2]:
             return 0
