@@ -405,3 +405,19 @@ def test_a_tower_without_a_modelled_profile_is_noted():
     assert r.vision_profile is None
     assert any("vision encoder's share of vLLM 0.33's profile run is not modelled" in n
                for n in r.notes)
+
+
+def test_llama4_data_mode_deals_tiles_not_images():
+    """`run_dp_sharded_vision_model` gives each rank ceil(tiles / TP) of the dummy images'
+    tiles (3 images x 17 tiles = 51: 13 at TP4, 7 at TP8), not whole images (17 each;
+    review 25g): the encoder peak scales with them."""
+    from kvplan.core.arch import normalize
+    from kvplan.sources.resolve import resolve_model
+
+    arch = normalize(resolve_model("meta-llama/Llama-4-Scout-17B-16E-Instruct").config)
+    kw = dict(max_model_len=32768, max_num_batched_tokens=8192, max_num_seqs=256,
+              text_hidden=5120, encoder_dp=True)
+    p4, p8 = (encoder_profile(arch.architectures, arch.vision_config, tp=t, **kw)
+              for t in (4, 8))
+    assert (p4.items, p8.items) == (3, 3)
+    assert p4.encoder_peak * 7 == p8.encoder_peak * 13

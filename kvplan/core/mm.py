@@ -257,14 +257,15 @@ def _tiled_vit(vision: dict[str, Any], *, tp: int, tokens: int, tiles: int, patc
     patches each (`pixel_patches` of them carrying pixels, default all), all items in one
     call (`GPUModelRunner.profile_run`); an item takes `tokens` of the budget and leaves
     `embeddings` (default `tokens`) of `out_width` held for the language model. `ranks`:
-    the GPUs whole items are dealt to (`--mm-encoder-tp-mode data`)."""
+    the GPUs the tiles are dealt to with `--mm-encoder-tp-mode data`
+    (`run_dp_sharded_vision_model`: ceil(tiles / ranks) each, not whole items; review 25g)."""
     d = int(vision.get("hidden_size") or 0)
     inter = int(vision.get("intermediate_size") or 0)
     patch = int(vision.get("patch_size") or 14)
     if not d or not inter or not patches:
         return None
     items = _items(tokens, max_model_len, max_num_batched_tokens, max_num_seqs, limit)
-    total = -(-items // ranks) * tiles * patches
+    total = -(-(items * tiles) // ranks) * patches
     r, extra = inter / d, (1 if tp > 1 else 0)
     attn = 3 + 4 / tp + extra  # input, LayerNorm output, q/k/v (sharded), attention output
     mlp = _gelu_mlp_units(r, tp)
