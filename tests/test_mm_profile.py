@@ -421,3 +421,28 @@ def test_llama4_data_mode_deals_tiles_not_images():
               for t in (4, 8))
     assert (p4.items, p8.items) == (3, 3)
     assert p4.encoder_peak * 7 == p8.encoder_peak * 13
+
+
+def test_gemma4_soft_tokens_and_video_frames():
+    """gemma4_mm.py (0.21-0.33): `--mm-processor-kwargs` max_soft_tokens (a supported budget,
+    top level or images_kwargs) sets an image's tokens, and an image of 1,120 beats the audio
+    clip's 750; `--limit-mm-per-prompt`'s video num_frames caps the 32-frame dummy and its
+    budget (78 tokens a frame; review 25g #4)."""
+    from kvplan.core.arch import normalize
+    from kvplan.core.mm import processor_pixels
+    from kvplan.sources.resolve import resolve_model
+
+    assert processor_pixels({"max_soft_tokens": 1120}, scoped=True).soft_tokens == 1120
+    assert processor_pixels({"images_kwargs": {"max_soft_tokens": 560}},
+                            scoped=True).soft_tokens == 560
+    assert processor_pixels({"max_soft_tokens": 1000}, scoped=True).soft_tokens is None
+    e4b = normalize(resolve_model("google/gemma-4-E4B-it").config)
+    kw = dict(tp=1, max_model_len=32768, max_num_batched_tokens=8192, max_num_seqs=256,
+              text_hidden=e4b.hidden_size, audio_tower=True, limits={"video": 0})
+    assert encoder_profile(e4b.architectures, e4b.vision_config, **kw) is None  # audio wins
+    p = encoder_profile(e4b.architectures, e4b.vision_config,
+                        pixels=processor_pixels({"max_soft_tokens": 1120}, scoped=True), **kw)
+    assert (p.modality, p.tokens_per_item, p.items) == ("image", 1120, 7)
+    v = encoder_profile(e4b.architectures, e4b.vision_config, sizes={"video": {"num_frames": 8}},
+                        **{**kw, "limits": None})
+    assert (v.modality, v.tokens_per_item, v.items) == ("video", 8 * 78, 8192 // 624)

@@ -43,6 +43,8 @@ GEMMA4 = ("Gemma4ForConditionalGeneration",)
 PIXTRAL = ("Mistral3ForConditionalGeneration", "PixtralForConditionalGeneration")
 _GEMMA4_VIDEO_FRAMES, _GEMMA4_VIDEO_SOFT_TOKENS = 32, 70  # gemma4_mm.py `_VIDEO_MAX_*`
 _GEMMA4_DUMMY_SIDE = 224  # the dummy image / frame (`get_dummy_mm_data`: size unset)
+_GEMMA4_SOFT_TOKENS = (70, 140, 280, 560, 1120)  # gemma4_mm.py `_SUPPORTED_SOFT_TOKENS`
+_GEMMA4_AUDIO_TOKENS = 750  # the processor's `audio_seq_length`
 _GEMMA3_TOKENS_PER_IMAGE = 256  # `mm_tokens_per_image`: 4 x 4 average pooling of 64 x 64 patches
 
 
@@ -157,6 +159,7 @@ class ProcessorPixels:
     video: int | None = None
     edge: int | None = None  # HF-format Mistral 3's dummy side, `size.longest_edge` (0.29+)
     edge_floor: bool = False  # 0.29-0.30 round the merged patches down (`get_patch_grid_size`)
+    soft_tokens: int | None = None  # Gemma 4's image `max_soft_tokens` (a supported value)
 
 
 def processor_pixels(kwargs: dict[str, Any] | None, *, scoped: bool) -> ProcessorPixels:
@@ -183,10 +186,17 @@ def processor_pixels(kwargs: dict[str, Any] | None, *, scoped: bool) -> Processo
     if kwargs is None:
         return ProcessorPixels()
     flat = largest(kwargs, "")
+    # Gemma 4 (gemma4_mm.py `_get_max_soft_tokens`, 0.21+): top level, else images_kwargs;
+    # `get_mm_max_tokens_per_item` takes it only when it is a supported budget
+    soft = kwargs.get("max_soft_tokens")
+    if soft is None and isinstance(kwargs.get("images_kwargs"), dict):
+        soft = kwargs["images_kwargs"].get("max_soft_tokens")
+    soft = soft if isinstance(soft, int) and soft in _GEMMA4_SOFT_TOKENS else None
     if not scoped:
-        return ProcessorPixels(flat, flat)
+        return ProcessorPixels(flat, flat, soft_tokens=soft)
     return ProcessorPixels(largest(kwargs.get("images_kwargs"), "images_kwargs.") or flat,
-                           largest(kwargs.get("videos_kwargs"), "videos_kwargs.") or flat)
+                           largest(kwargs.get("videos_kwargs"), "videos_kwargs.") or flat,
+                           soft_tokens=soft)
 
 
 def most_features(max_pixels: int, unit: int) -> tuple[int, int]:
@@ -344,6 +354,7 @@ def _gemma4_soft_tokens(vision: dict[str, Any], side: int, max_soft: int) -> int
 def _gemma4(vision: dict[str, Any], *, text_hidden: int, limits: dict[str, int],
             audio_tower: bool, frame_chunk: int | None, max_model_len: int,
             max_num_batched_tokens: int, max_num_seqs: int, px: PixelBytes,
+            soft_tokens: int | None = None, frames_cap: int | None = None,
             **_: Any) -> EncoderProfile | None:
     """Gemma 4 (gemma4_mm.py, 0.21-0.33): the profiled item is a 32-frame video, 32 x (70
     soft tokens + 8 markers) of the budget (`get_mm_max_tokens_per_item`); with video off,
@@ -359,18 +370,21 @@ def _gemma4(vision: dict[str, Any], *, text_hidden: int, limits: dict[str, int],
     and the boolean attention mask. After the tower every frame is pooled to fp32 and
     projected to the text width (`_process_video_input`, `_process_image_input`)."""
     video = limits["video"] > 0
-    if not video and audio_tower and limits.get("audio", DEFAULT_MM_LIMIT) > 0:
+    image_soft = soft_tokens or int(vision.get("default_output_length") or 280)
+    if not video and audio_tower and limits.get("audio", DEFAULT_MM_LIMIT) > 0 \
+            and image_soft <= _GEMMA4_AUDIO_TOKENS:
         return None
     d, inter = int(vision.get("hidden_size") or 0), int(vision.get("intermediate_size") or 0)
     if not d or not inter:
         return None
     k2 = int(vision.get("pooling_kernel_size") or 3) ** 2
     patch = int(vision.get("patch_size") or 16)
-    if video:
-        frames, max_soft = _GEMMA4_VIDEO_FRAMES, _GEMMA4_VIDEO_SOFT_TOKENS
+    if video:  # `--limit-mm-per-prompt`'s num_frames caps the budget and the dummy (0.21+)
+        frames = min(_GEMMA4_VIDEO_FRAMES, frames_cap or _GEMMA4_VIDEO_FRAMES)
+        max_soft = _GEMMA4_VIDEO_SOFT_TOKENS
         tokens, modality = frames * (max_soft + 2 + 6), "video"
-    else:
-        frames, max_soft = 1, int(vision.get("default_output_length") or 280)
+    else:  # `--mm-processor-kwargs` max_soft_tokens (`get_mm_max_tokens_per_item`)
+        frames, max_soft = 1, image_soft
         tokens, modality = max_soft, "image"
     soft = _gemma4_soft_tokens(vision, _GEMMA4_DUMMY_SIDE, max_soft)
     n = max_soft * k2  # padded patches a frame
@@ -395,7 +409,7 @@ def _gemma4(vision: dict[str, Any], *, text_hidden: int, limits: dict[str, int],
 
 
 def gemma4_frame_chunk(vision: dict[str, Any] | None, gpu_total: int, *,
-                       chunked: bool, video: bool) -> int | None:
+                       chunked: bool, video: bool, soft_tokens: int | None = None) -> int | None:
     """Frames (or images) Gemma 4's tower takes at once: min(free / 2, total / 10) over the
     transient its patch embedder was sized for, 4 x position_embedding_size int64 a patch
     (`_encoder_chunk`, 0.22-0.33; free / 2 is the larger after a model loads, so total / 10);
@@ -405,8 +419,8 @@ def gemma4_frame_chunk(vision: dict[str, Any] | None, gpu_total: int, *,
     if not vision or not gpu_total:
         return None
     k2 = int(vision.get("pooling_kernel_size") or 3) ** 2
-    soft = _GEMMA4_VIDEO_SOFT_TOKENS if video else int(vision.get("default_output_length")
-                                                         or 280)
+    soft = _GEMMA4_VIDEO_SOFT_TOKENS if video else (
+        soft_tokens or int(vision.get("default_output_length") or 280))
     cost = soft * k2 * 4 * int(vision.get("position_embedding_size") or 10240) * 8
     return max(1, gpu_total // 10 // cost)
 
@@ -443,7 +457,8 @@ def encoder_profile(architectures: list[str], vision: dict[str, Any] | None, *, 
               max_num_seqs=max_num_seqs, px=px)
     if vision and any(a in GEMMA4 for a in architectures):
         return _gemma4(vision, text_hidden=text_hidden, limits=lim, audio_tower=audio_tower,
-                       frame_chunk=frame_chunk, **kw)
+                       frame_chunk=frame_chunk, soft_tokens=pixels.soft_tokens,
+                       frames_cap=((sizes or {}).get("video") or {}).get("num_frames"), **kw)
     if vision and any(a in PIXTRAL for a in architectures):
         return _pixtral(vision, text_hidden=text_hidden, limit=lim["image"], ranks=ranks,
                         dense_mask=dense_mask, merge=merge, longest_edge=pixels.edge,

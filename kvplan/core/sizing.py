@@ -64,6 +64,7 @@ from kvplan.core.kvspec import (
 )
 from kvplan.core.mm import (
     DEFAULT_MM_LIMIT,
+    GEMMA4,
     MISTRAL_NATIVE,
     PIXTRAL,
     QWEN2_VL,
@@ -2169,6 +2170,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if mm_profiled(arch.architectures, version) and v2_mm and not a.skip_mm_profiling and \
             towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]:
         native = version.mistral_native_tower(model.id)  # a whole tower on every rank
+        pix = mm_pixels(a, version, notes, arch.architectures, native)
         enc = encoder_profile(arch.architectures, arch.vision_config,
                               tp=1 if native and any(x in MISTRAL_NATIVE for x in
                                                      arch.architectures) else tp,
@@ -2183,13 +2185,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                                   arch.vision_config, gpu.memory_bytes,
                                   chunked=version.at_least(0, 22),
                                   video=(a.limit_mm_per_prompt or {}).get(
-                                      "video", DEFAULT_MM_LIMIT) > 0),
-                              pixels=mm_pixels(a, version, notes, arch.architectures,
-                                               native),
+                                      "video", DEFAULT_MM_LIMIT) > 0,
+                                  soft_tokens=pix.soft_tokens),
+                              pixels=pix,
                               dummy_len=mml if version.at_least(0, 11) else mnbt,
                               sizes=a.mm_dummy_sizes if version.at_least(0, 11, 1) else None)
+    gemma4_frames = any(x in GEMMA4 for x in arch.architectures) and all(
+        m == "video" and set(o) <= {"num_frames"} for m, o in (a.mm_dummy_sizes or {}).items())
     if enc is not None and a.mm_dummy_sizes and version.at_least(0, 11, 1) and not any(
-            x in QWEN2_VL + QWEN3_VL for x in arch.architectures):
+            x in QWEN2_VL + QWEN3_VL for x in arch.architectures) and not gemma4_frames:
         notes.append("--limit-mm-per-prompt's dummy width / height / num_frames shrink the "
                      "item vLLM profiles the encoder with; kvplan models that for the Qwen VL "
                      "families only and profiles this model's full-size item (its KV cache "
