@@ -57,10 +57,24 @@ def _fail(line: str, code: int) -> int:
     return code
 
 
+def _short_equals(args: list[str]) -> list[str]:
+    """`-O=3` as argparse reads it (`-O 3`; vLLM's flags), where click would take "=3" as the
+    value of a one-letter option; up to a `--`."""
+    out: list[str] = []
+    for i, a in enumerate(args):
+        if a == "--":
+            return out + args[i:]
+        if len(a) > 3 and a[0] == "-" and a[1].isalpha() and a[2] == "=":
+            out += [a[:2], a[3:]]
+        else:
+            out.append(a)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command line; return its exit code."""
     debug = os.environ.get("KVPLAN_DEBUG") == "1"
-    args = sys.argv[1:] if argv is None else list(argv)
+    args = _short_equals(sys.argv[1:] if argv is None else list(argv))
     _usable_streams()
     try:
         from kvplan.cli_fast import size_kwargs

@@ -124,3 +124,14 @@ def test_size_runs_without_typer_or_click():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stderr.split() == ["0", "False", "False"]
     assert '"num_gpu_blocks": 27847' in r.stdout
+
+
+def test_one_letter_options_with_equals_as_argparse_reads_them(capsys):
+    """vLLM's argparse reads `-O=3` as `-O 3`; click would take "=3" as the value (review
+    25i). `kvplan.cli` splits such words before either parser, up to a `--`."""
+    from kvplan.cli import _short_equals, main
+
+    assert _short_equals(["size", "m", "-g=h100", "-O=3", "-tp=2", "--x=1", "--", "-q=fp8"]) \
+        == ["size", "m", "-g", "h100", "-O", "3", "-tp=2", "--x=1", "--", "-q=fp8"]
+    assert main(["size", "llama-3.1-8b-instruct", "-g=h100", "-O=0", "--json"]) == 0
+    assert '"cudagraph_bytes": 0' in capsys.readouterr().out
