@@ -620,3 +620,22 @@ def test_a_draft_quantization_is_noted_not_modelled(capsys):
                  "-sc", '{"method": "draft_model", "num_speculative_tokens": 4, '
                  '"model": "meta-llama/Meta-Llama-3-8B-Instruct", "quantization": "fp8"}']) == 0
     assert "quantization 'fp8' is not modelled" in capsys.readouterr().out
+
+
+def test_draft_model_tp_message_is_the_stricter_rule():
+    # a draft model from 0.15 runs at the target's TP only: draft_tensor_parallel_size 2 at
+    # TP4 is told so, not "can only be 1 or the target's 4" (review 25i)
+    from kvplan.core.versions import VllmVersion
+    from kvplan.sources.resolve import resolve_model
+
+    spec = from_config({"method": "draft_model", "num_speculative_tokens": 4,
+                        "draft_tensor_parallel_size": 2},
+                       resolve_model("meta-llama/Meta-Llama-3-8B-Instruct"))
+    with pytest.raises(BadInput, match="runs a draft model at the target's TP only"):
+        SD_check(spec, 128256, 4, VllmVersion.of("0.33"))
+
+
+def SD_check(spec, vocab, tp, version):
+    from kvplan.core.specdec import check_args
+
+    check_args(spec, vocab, tp, version)

@@ -196,16 +196,17 @@ def check_args(spec: SpecDecode, vocab: int, tp: int, version: VllmVersion) -> N
     if lo is not None and hi is not None and lo > hi:
         raise BadInput(f"--speculative-config prompt_lookup_min={lo} must be <= "
                        f"prompt_lookup_max={hi}", flag="speculative_config")
-    if spec.draft_tp is not None and spec.draft_tp not in (1, tp) and version.at_least(0, 11):
-        raise BadInput(f"--speculative-config draft_tensor_parallel_size={spec.draft_tp} can "
-                       f"only be 1 or the target's {tp}", flag="speculative_config")
-    if spec.method != "draft_model" or spec.draft is None or not version.at_least(0, 15):
-        return
-    if spec.draft_tp is not None and spec.draft_tp != tp:
+    strict = spec.method == "draft_model" and spec.draft is not None and version.at_least(0, 15)
+    if strict and spec.draft_tp is not None and spec.draft_tp != tp:  # the stricter rule first
         raise BadInput(f"vLLM {version.text} runs a draft model at the target's TP only "
                        f"(draft_tensor_parallel_size {spec.draft_tp}, tensor_parallel_size "
                        f"{tp})", hint=f"set draft_tensor_parallel_size to {tp} or drop it",
                        flag="speculative_config")
+    if spec.draft_tp is not None and spec.draft_tp not in (1, tp) and version.at_least(0, 11):
+        raise BadInput(f"--speculative-config draft_tensor_parallel_size={spec.draft_tp} can "
+                       f"only be 1 or the target's {tp}", flag="speculative_config")
+    if not strict:
+        return
     from kvplan.core.arch import normalize
 
     dv = normalize(spec.draft.config).vocab_size
