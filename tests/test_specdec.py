@@ -625,6 +625,7 @@ def test_a_draft_quantization_is_noted_not_modelled(capsys):
 def test_draft_model_tp_message_is_the_stricter_rule():
     # a draft model from 0.15 runs at the target's TP only: draft_tensor_parallel_size 2 at
     # TP4 is told so, not "can only be 1 or the target's 4" (review 25i)
+    from kvplan.core.specdec import check_args
     from kvplan.core.versions import VllmVersion
     from kvplan.sources.resolve import resolve_model
 
@@ -632,10 +633,4 @@ def test_draft_model_tp_message_is_the_stricter_rule():
                         "draft_tensor_parallel_size": 2},
                        resolve_model("meta-llama/Meta-Llama-3-8B-Instruct"))
     with pytest.raises(BadInput, match="runs a draft model at the target's TP only"):
-        SD_check(spec, 128256, 4, VllmVersion.of("0.33"))
-
-
-def SD_check(spec, vocab, tp, version):
-    from kvplan.core.specdec import check_args
-
-    check_args(spec, vocab, tp, version)
+        check_args(spec, 128256, 4, VllmVersion.of("0.33"))
