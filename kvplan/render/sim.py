@@ -106,7 +106,7 @@ def render_sweep(d: dict, stream=None) -> None:
     capped = d.get("with_recommended_cap")
     head = [axis, "tok/s", "TTFT p50 s", "TPOT p50 ms", "preempt", "recomputed"]
     if capped:
-        head += ["| capped tok/s", "TTFT p50 s", "preempt", "429s"]
+        head += ["|", "capped tok/s", "TTFT p50 s", "preempt", "429s"]
     rows = [head]
     for i, pt in enumerate(d["points"]):
         row = [str(pt[axis]), _fmt(pt["output_tokens_per_s"], 1), _fmt(pt["ttft_p50_s"]),
@@ -114,10 +114,10 @@ def render_sweep(d: dict, stream=None) -> None:
                fmt_int(pt["recomputed_tokens"])]
         if capped:
             c = capped[i]
-            row += ["| " + _fmt(c["output_tokens_per_s"], 1), _fmt(c["ttft_p50_s"]),
+            row += ["|", _fmt(c["output_tokens_per_s"], 1), _fmt(c["ttft_p50_s"]),
                     fmt_int(c["preemptions"]), fmt_int(c["requests_rejected"])]
         rows.append(row)
-    lines.append(table(rows, align="rrrrrrrrrr"))
+    lines.append(table(rows, align="rrrrrrlrrrr"))
     chart = []
     for pt in d["points"]:
         mark = []
