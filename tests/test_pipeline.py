@@ -51,11 +51,13 @@ def test_vision_tower_and_encoder_profile_by_stage():
     new = _run("Qwen/Qwen3.5-27B", "h100", "0.33", pipeline_parallel_size=2)
     assert old.stages[0]["weights_bytes"] == new.stages[0]["weights_bytes"]
     assert old.stages[1]["weights_bytes"] > new.stages[1]["weights_bytes"]
-    # (with V2's encoder-runner inputs buffer, [8,192, 5,120] bf16, on the stages it counts)
+    # (V2's encoder-runner inputs buffer, [8,192, 5,120] bf16, on the first stage, where the
+    # encoder cache is: `encoder_cache` only `is_first_pp_rank`, 0.27-0.33; review 25k)
     # (PP only: NCCL's 100 MiB, no custom all-reduce)
-    assert (old.kv_cache_tokens, new.kv_cache_tokens) == (1314563, 1254258)
+    assert (old.kv_cache_tokens, new.kv_cache_tokens) == (1316870, 1256678)
     d = new.to_json()["pipeline_stages"]
-    assert [x["stage"] for x in d] == [0, 1] and d[1]["num_gpu_blocks"] == 1555
+    assert [x["stage"] for x in d] == [0, 1] and d[1]["num_gpu_blocks"] == 1558
+    assert d[0]["num_gpu_blocks"] == 1740
 
 
 def test_pipeline_only_starts_have_no_custom_all_reduce():
@@ -163,3 +165,37 @@ def test_v0_splits_the_blocks_between_its_virtual_engines():
                                 "one is 87,744 tokens")
     r = _run("meta-llama/Llama-3.1-8B-Instruct", "l4", pipeline_parallel_size=2)  # V1: one pool
     assert r.virtual_engines == 1 and r.admission_blocks == r.num_gpu_blocks - 1
+
+
+def test_aux_hidden_states_cross_the_stages(monkeypatch):
+    """Model runner V2 (0.30+) with EAGLE-3 / DFlash / DSpark and PP: a later stage's
+    intermediate tensors add one [max_num_batched_tokens, hidden] per aux layer at or before
+    its first layer (`reserve_aux_intermediate_tensor_slots`; default layers 2, L / 2, L - 3;
+    review 25k). Llama-3.1-8B PP2 (stage 1 from layer 16): layers 2 and 16, 2 x 8,192 x
+    4,096 x 2 B = 128 MiB on the limiting stage."""
+    from kvplan.core.sizing import EngineArgs, size
+    from kvplan.core.specdec import SpecDecode, aux_layers, aux_stage_bytes
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    m = resolve_model("meta-llama/Llama-3.1-8B-Instruct")
+    head = SpecDecode("eagle3", 3, resolve_model("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"))
+    from kvplan.core.arch import normalize
+    layers = aux_layers(head, normalize(m.config))
+    assert layers == [2, 16, 29]
+    assert aux_stage_bytes(layers, 16, 8192, 4096, 2) == 2 * 8192 * 4096 * 2
+    h100 = resolve_gpu("h100")
+    a = EngineArgs(pipeline_parallel_size=2, speculative=head)
+    r33 = size(m, h100, a, "0.33")
+    assert not any("aux hidden states" in n for n in r33.notes)  # Llama carries them
+    # 128 MiB over stage 1's 17 x 16 x 4,096 B blocks (16 layers and the draft's): 120 fewer
+    import kvplan.core.specdec as SD
+    monkeypatch.setattr(SD, "aux_layers", lambda spec, arch: [])
+    without = size(m, h100, a, "0.33")
+    assert r33.stages[1]["bytes_per_block"] == 17 * 16 * 4096
+    assert without.stages[1]["num_gpu_blocks"] - r33.stages[1]["num_gpu_blocks"] == 120
+    monkeypatch.undo()
+    # a decoder without `supports_aux_hidden_states_over_pp` is probably refused: noted
+    q = size(resolve_model("Qwen/Qwen3-30B-A3B"), h100, EngineArgs(
+        pipeline_parallel_size=2, speculative=SpecDecode(
+            "dspark", 7, resolve_model("deepseek-ai/dspark_qwen3_8b_block7"))), "0.33")
+    assert any("(qwen3_moe) is probably refused" in n for n in q.notes)

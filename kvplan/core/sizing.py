@@ -2096,7 +2096,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         (arch.vision_config and towers_kept(
             arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0])
         or (a.enable_prompt_embeds and version.at_least(0, 29))) else 0
-    act += sampler_state + mm_embeds
+    # with pipeline parallelism the encoder runner (and its buffer) lives on the first stage
+    # (`encoder_cache` on `is_first_pp_rank`); prompt embeds' buffer on every stage
+    vision_embeds = bool(arch.vision_config) and mm_embeds and v2 and pp > 1
+    act += sampler_state + (0 if vision_embeds else mm_embeds)
     warm = late_lora + late_slots  # outside the budget: V0's LoRA slots, microbatch slots,
     # V2's top-k/top-p warm-up after
     # sizing, 0.24-0.26's state
@@ -2166,6 +2169,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # V1 runs the dummy sampler on the last pipeline stage only (`profile_run`:
     # `get_pp_group().is_last_rank`)
     act_inner = lm_peak(0) - built if version.v1 and pp > 1 else act
+    if version.v1 and pp > 1:  # held on every stage: the n-gram token table (0.27+), and
+        # prompt embeds' buffer (`DefaultModelState`)
+        act_inner += (table if version.at_least(0, 27) else 0) + (
+            0 if vision_embeds else mm_embeds)
     enc = None
     if mm_profiled(arch.architectures, version) and v2_mm and not a.skip_mm_profiling and \
             towers_kept(arch.architectures, a.limit_mm_per_prompt, a.language_model_only)[0]:
@@ -2207,7 +2214,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      "Pixtral towers, from 0.20; the Qwen VL families from 0.8 on V1): the "
                      "activation peak may be low and the KV cache high; --skip-mm-profiling or "
                      "--language-model-only as vLLM's flags avoid it")
-    act_first = act_inner  # the first stage's (the only one V2 profiles the encoder on)
+    act_first = act_inner + (mm_embeds if vision_embeds else 0)  # the first stage's (the
+    # only one V2 profiles the encoder on)
     if enc is not None:  # `profile_run`: max(encoder peak, LM peak + pixels + outputs)
         # V2's sampler state exists from `load_model`, so it sits under the encoder's peak
         # too (last stage; V2 runs the encoder on the first, so only without PP)
@@ -2215,7 +2223,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         with_enc = [max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB) + held,
                         x + enc.held_for_lm) for x in (act, act_inner)]
         if v2 and pp > 1:  # V2 `profile_run`: the encoder only on `is_first_pp_rank`
-            act_first = with_enc[1]
+            act_first = max(enc.encoder_peak + int(M.const("act_fixed_mib") * MiB) + (
+                mm_embeds if vision_embeds else 0), act_first + enc.held_for_lm)
         else:
             act, act_inner = with_enc
             act_first = act_inner
@@ -2488,6 +2497,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
                      f"and {max(eplb_stage) / GiB:.2f} GiB per GPU of rebalancing state (load "
                      "window, expert maps" + (", a one-layer expert buffer" if
                                               version.at_least(0, 14) else "") + ")")
+    aux = SD.aux_layers(spec, arch) if spec and pp > 1 and version.at_least(0, 30) else []
+    if aux and v2 and arch.model_type not in SD.AUX_OVER_PP:
+        notes.append(f"vLLM {version.text} runs {spec.method} with pipeline parallelism only on "
+                     "decoders whose aux hidden states cross stages (Llama, Qwen2/3 dense, "
+                     "Sarvam from 0.32; `verify_supports_aux_hidden_states_over_pp`): this "
+                     f"model ({arch.model_type}) is probably refused at start-up")
     non_kv = 0  # the largest stage's memory besides the KV cache (--kv-cache-memory-bytes)
     for si, rng in enumerate(kv_stages):  # the drafter's layers on the last stage
         graph = graph_estimate(rng) if profiled and a.estimate_cudagraphs else 0
@@ -2495,6 +2510,9 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if si and version.v1:  # the previous stage's output, received into persistent buffers
             stage_act += intermediate_tensor_bytes(arch.model_type, arch.hidden_size, mnbt,
                                                    dtype_bytes(model_dtype))
+            if aux and v2 and si < len(stages):  # and the drafter's aux hidden states (V2)
+                stage_act += SD.aux_stage_bytes(aux, rng.start, mnbt, arch.hidden_size,
+                                                dtype_bytes(model_dtype))
         stage_act += eplb_stage[si] if si < len(eplb_stage) else 0
         non_kv = max(non_kv, weights[si] + stage_act + nt + max(graph, late_graphs) + warm)
         bud = M.budget(gpu.memory_bytes, util, weights[si], stage_act, nt, graph,

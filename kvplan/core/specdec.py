@@ -339,6 +339,41 @@ def ngram_token_table_bytes(spec: SpecDecode, v2: bool, version: VllmVersion, se
     return 0
 
 
+# decoders whose aux hidden states cross pipeline stages (`supports_aux_hidden_states_over_pp`:
+# LlamaModel, Qwen2Model and their subclasses; SarvamMLAModel from 0.32)
+AUX_OVER_PP = ("llama", "mistral", "qwen2", "qwen3", "qwen2_vl", "qwen2_5_vl", "phi3")
+
+
+def aux_layers(spec: SpecDecode | None, arch: ModelArch) -> list[int]:
+    """The target layers whose hidden states an EAGLE-3 (with `use_aux_hidden_state`),
+    DFlash or DSpark drafter reads (`requires_aux_hidden_states`): the draft config's ids
+    (`eagle_aux_hidden_state_layer_ids`; DFlash's / DSpark's target ids + 1), else the
+    model's default (2, L / 2, L - 3) (`get_eagle3_default_aux_hidden_state_layers`)."""
+    if spec is None or spec.method not in ("eagle3", "dflash", DSPARK):
+        return []
+    da = draft_arch(spec)
+    dt = da.text_config if da is not None else {}
+    if spec.method == "eagle3" and not (dt.get("eagle_config") or {}).get(
+            "use_aux_hidden_state", True):
+        return []
+    ids = dt.get("eagle_aux_hidden_state_layer_ids")
+    if not ids:
+        target = ((dt.get("dflash_config") or {}).get("target_layer_ids")
+                  or dt.get("target_layer_ids") or dt.get("dspark_target_layer_ids"))
+        ids = [int(i) + 1 for i in target] if target else None
+    n = arch.num_layers
+    return sorted(int(i) for i in (ids or (2, n // 2, n - 3)))
+
+
+def aux_stage_bytes(layers: list[int], start: int, mnbt: int, hidden: int, d: int) -> int:
+    """What a later pipeline stage's intermediate tensors add for the aux hidden states
+    captured at or before its first layer (`reserve_aux_intermediate_tensor_slots`, model
+    runner V2 0.30+): one [max_num_batched_tokens, hidden] each, in the model dtype."""
+    import bisect
+
+    return bisect.bisect_right(layers, start) * mnbt * hidden * d
+
+
 def hidden_buffer_bytes(spec: SpecDecode, arch: ModelArch, v2: bool, mnbt: int,
                         d: int) -> int:
     """The draft's hidden-state buffer model runner V2 allocates with its speculator, before
