@@ -2230,3 +2230,37 @@ def test_kv_cache_size_line_from_concurrency_since_0201():
     assert new.num_gpu_blocks == old.num_gpu_blocks == 8541 and new.blocks_per_request == 897
     assert new.kv_cache_tokens == int(8541 / 897 * 8192) == 78002
     assert old.kv_cache_tokens == 8541 // 2 * 16 == 68320
+
+
+def test_unmodelled_layer_types_are_refused_not_sized_as_attention():
+    # a hybrid kvplan has no rule for: its linear-attention layers would have been charged as
+    # 64 full-attention layers (Qwen3-Next's plan under an unknown model_type)
+    from kvplan.errors import UnsupportedArchitecture
+
+    hybrid = {**QWEN3_NEXT_80B, "model_type": "futurehybrid",
+              "architectures": ["FutureHybridForCausalLM"]}
+    hybrid.pop("full_attention_interval", None)
+    hybrid["layer_types"] = ["linear_attention", "linear_attention", "linear_attention",
+                             "full_attention"] * 12
+    with pytest.raises(UnsupportedArchitecture,
+                       match=r"layer_types has 'linear_attention' layers \(0, 1, 2, 4, 5, 6, "
+                             r"\.\.\.\)"):
+        normalize(hybrid)
+    # state fields on an architecture without a hybrid rule
+    zamba_like = {**LLAMA31_8B, "model_type": "futuremamba",
+                  "layers_block_type": ["mamba", "hybrid"] * 16, "mamba_d_state": 64}
+    with pytest.raises(UnsupportedArchitecture,
+                       match=r"fields \(layers_block_type, mamba_d_state\)"):
+        normalize(zamba_like)
+    # sparse-attention spellings carry an indexer only the MLA path models
+    with pytest.raises(UnsupportedArchitecture, match="'deepseek_sparse_attention'"):
+        normalize({**LLAMA31_8B, "layer_types": ["deepseek_sparse_attention"] * 32})
+
+
+def test_attention_only_layer_plans_still_size():
+    # MiniMax-M2's attn_type_list of 1s (softmax attention on every layer), an all-attention
+    # layers_block_type and transformers' layer_types spellings are plain attention
+    base = normalize(LLAMA31_8B).layers
+    for extra in ({"attn_type_list": [1] * 32}, {"layers_block_type": ["attention"] * 32},
+                  {"layer_types": ["full_attention"] * 32, "mamba_d_state": 128}):
+        assert normalize({**LLAMA31_8B, **extra}).layers == base

@@ -645,6 +645,8 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
             "layout kvplan does not model yet",
             hint="open an issue with the config.json; kvplan will not guess")
 
+    _refuse_unmodelled_layers(t, mt, n)
+
     # --- MLA ---
     if t.get("kv_lora_rank") and (mt in _MLA_TYPES or "qk_rope_head_dim" in t):
         arch.is_mla = True
@@ -739,6 +741,57 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
     if isinstance(sac, dict) and sac.get("use_sparse_attention"):
         out = _msa_layers(sac, out, arch)
     return out
+
+
+# `layer_types` spellings of an attention layer the generic path sizes (transformers' names,
+# and the older/other ones configs use); sparse attention keeps an indexer beside the cache,
+# which only the MLA path models
+_ATTN_SPELLINGS = frozenset({"full_attention", "sliding_attention", "attention", "full",
+                             "sliding", "local", "global", "global_attention",
+                             "local_attention"})
+_SPARSE_SPELLINGS = frozenset({"deepseek_sparse_attention", "indexed_attention",
+                               "qwen_sparse_attention"})
+# fields that describe a recurrent-state (Mamba, linear attention, short convolution) mixer or
+# a hybrid layer plan; the architectures that use them are special-cased above
+_STATE_FIELDS = ("layers_block_type", "hybrid_override_pattern", "hybrid_layer_ids",
+                 "attn_layer_indices", "attn_type_list", "linear_attn_config",
+                 "linear_num_value_heads", "linear_key_head_dim", "mamba_d_state",
+                 "mamba_n_heads", "ssm_state_size", "conv_L_cache", "full_attn_idxs")
+
+
+def _refuse_unmodelled_layers(t: dict[str, Any], mt: str, n: int) -> None:
+    """Refuse a config the attention paths below would size wrongly: layer types they do not
+    know (a linear-attention or Mamba layer would be charged as attention) or a state mixer's
+    fields on an architecture kvplan has no hybrid rule for -- never a silent guess."""
+    lt = t.get("layer_types")
+    allowed = _ATTN_SPELLINGS | (_SPARSE_SPELLINGS if t.get("kv_lora_rank") else frozenset())
+    what = f"model_type {mt!r} ({', '.join(t.get('architectures') or []) or 'no architectures'})"
+    hint = ("open an issue with the config.json; kvplan will not size these layers as "
+            "attention")
+    if isinstance(lt, list) and lt:
+        odd = sorted({str(x) for x in lt[:n]} - allowed)
+        if odd:
+            where = [i for i, x in enumerate(lt[:n]) if str(x) in odd]
+            shown = ", ".join(map(str, where[:6])) + (", ..." if len(where) > 6 else "")
+            raise UnsupportedArchitecture(
+                f"{what}: layer_types has {', '.join(map(repr, odd))} layers ({shown}), whose "
+                "cache kvplan does not model for this architecture", hint=hint)
+        return  # every layer is attention; stray state fields do not matter
+    present = [k for k in _STATE_FIELDS if t.get(k) not in (None, [], "", 0)
+               and not _all_attention(k, t[k])]
+    if present:
+        raise UnsupportedArchitecture(
+            f"{what} has recurrent-state or hybrid-layer fields ({', '.join(present)}) that "
+            "kvplan does not model for this architecture", hint=hint)
+
+
+def _all_attention(key: str, value: Any) -> bool:
+    """A layer plan that names only attention layers (MiniMax-M2's `attn_type_list` of 1s)."""
+    if key == "attn_type_list":  # 1 = softmax attention, 0 = lightning (linear) attention
+        return isinstance(value, list) and all(x == 1 for x in value)
+    if key == "layers_block_type":
+        return isinstance(value, list) and all(x == "attention" for x in value)
+    return False
 
 
 def _msa_layers(sac: dict[str, Any], layers: list[Layer], arch: ModelArch) -> list[Layer]:
