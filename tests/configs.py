@@ -150,3 +150,53 @@ DEEPSEEK_V4_FLASH = {  # deepseek-ai/DeepSeek-V4-Flash (KV-relevant fields of it
     "quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
                             "weight_block_size": [128, 128]},
 }
+# allenai/Olmo-Hybrid-7B: the model card's table, OLMo-core's pretraining script and
+# transformers' OlmoHybridConfig defaults (which name this checkpoint) agree; no RoPE
+OLMO_HYBRID_7B = {
+    "architectures": ["OlmoHybridForCausalLM"], "model_type": "olmo_hybrid", "hidden_size": 3840,
+    "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 30,
+    "num_key_value_heads": 30, "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    "linear_num_key_heads": 30, "linear_num_value_heads": 30, "linear_key_head_dim": 96,
+    "linear_value_head_dim": 192, "linear_conv_kernel_dim": 4, "vocab_size": 100352,
+    "max_position_embeddings": 65536, "rope_parameters": {"rope_theta": None},
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+OLMO_HYBRID_7B["layer_types"] = OLMO_HYBRID_7B["layer_types"] * 8
+# yandex/AliceAI-Foundation-80B-A3B-Base, from its model card's table and the config class's
+# defaults (Qwen3NextConfig); the parameter count reproduces the card's 81,286,433,408
+ALICE_AI_80B = {
+    "architectures": ["AliceAIForCausalLM"], "model_type": "alice_ai", "hidden_size": 2048,
+    "num_hidden_layers": 48, "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 12,
+    "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+    "partial_rotary_factor": 0.25, "linear_num_key_heads": 32, "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+    "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512, "vocab_size": 129024,
+    "max_position_embeddings": 262144, "rope_theta": 1000000.0, "tie_word_embeddings": False,
+    "kda_allow_negative_eigenvalues": False, "torch_dtype": "bfloat16",
+}
+# inclusionAI/Ring-2.5-1T (BailingMoeV2_5): a transformers BailingHybridConfig's defaults that
+# name the checkpoint; head_dim 128, the only value its weight shapes allow
+RING_25_1T = {
+    "architectures": ["BailingMoeV2_5ForCausalLM"], "model_type": "bailing_hybrid",
+    "num_hidden_layers": 80, "hidden_size": 8192, "num_attention_heads": 64,
+    "num_key_value_heads": 64, "head_dim": 128, "layer_group_size": 8, "group_norm_size": 8,
+    "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+    "v_head_dim": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+    "moe_shared_expert_intermediate_size": 2048, "num_experts": 256, "num_shared_experts": 1,
+    "num_experts_per_tok": 8, "first_k_dense_replace": 4, "vocab_size": 157184,
+    "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+# inclusionAI/Ling-3.0-flash (BailingMoeV3): the config facts a port pins against the real
+# safetensors index (MLA layers 5, 11, ..., 41)
+LING_30_FLASH = {
+    "architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_hybrid",
+    "num_hidden_layers": 42, "hidden_size": 2560, "num_attention_heads": 32,
+    "num_key_value_heads": 32, "head_dim": 128, "layer_group_size": 6,
+    "short_conv_kernel_size": 4, "no_kda_lora": True, "kv_lora_rank": 512, "q_lora_rank": None,
+    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "intermediate_size": 6144, "moe_intermediate_size": 768,
+    "moe_shared_expert_intermediate_size": 768, "num_experts": 512, "num_shared_experts": 1,
+    "num_experts_per_tok": 8, "first_k_dense_replace": 2, "vocab_size": 157184,
+    "max_position_embeddings": 262144, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}

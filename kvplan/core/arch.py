@@ -22,8 +22,9 @@ from kvplan.errors import BadInput, UnsupportedArchitecture
 FULL, SLIDING, CHUNKED, MLA, CROSS = "full", "sliding", "chunked", "mla", "cross"
 DSV4 = "dsv4"  # DeepSeek-V4: sliding-window MLA + compressed KV (+ indexer, compressor states)
 MAMBA1, MAMBA2, GDN, KDA, SHORTCONV = "mamba1", "mamba2", "gdn", "kda", "shortconv"
+LIGHTNING = "lightning"  # MiniMax-style lightning (linear) attention: one [heads, D, D] state
 ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, MLA, CROSS, DSV4)
-STATE_KINDS = (MAMBA1, MAMBA2, GDN, KDA, SHORTCONV)
+STATE_KINDS = (MAMBA1, MAMBA2, GDN, KDA, SHORTCONV, LIGHTNING)
 
 
 @record(frozen=True)
@@ -45,9 +46,9 @@ class AttnLayer:
 class StateLayer:
     """One Mamba / linear-attention layer: a fixed recurrent state per request."""
 
-    kind: str  # mamba1 | mamba2 | gdn | kda | shortconv
+    kind: str  # mamba1 | mamba2 | gdn | kda | shortconv | lightning
     # mamba1/mamba2: intermediate = expand*hidden (or heads*head_dim); shortconv: the conv
-    # width (hidden); gdn/kda: the fields below
+    # width (hidden); lightning: n_heads x head_dim; gdn/kda: the fields below
     intermediate: int = 0
     d_state: int = 0
     d_conv: int = 0
@@ -87,6 +88,12 @@ class ModelArch:
     # Kimi-K3's KDA layers (`use_full_rank_gate` + `gate_lower_bound`): `KimiK3DeltaAttention`,
     # whose prefill may run FlashKDA (`is_flashkda_supported`)
     kda_gate_bound: bool = False
+    # the GDN layers run FlashInfer's prefill with a checkpoint state (Qwen's GDN,
+    # `QwenGatedDeltaNetAttention.get_prefill_checkpoint_alignment`, 0.33); OLMo's does not
+    gdn_flashinfer_checkpoint: bool = False
+    # the KDA recurrent state's dtype whatever --mamba-ssm-cache-dtype says (AliceAI calls
+    # `kda_state_dtype` without the flag: float32)
+    kda_state_fixed: str | None = None
     sliding_all_layers: int = 0  # window copied to cache_config.sliding_window (Mistral-v0.1)
     is_mla: bool = False
     is_sparse_mla: bool = False  # DeepSeek-V3.2-style (fp8_ds_mla / indexer)
@@ -173,7 +180,8 @@ class ModelArch:
             if s in self.state_kinds:
                 parts.append({"mamba1": "Mamba1", "mamba2": "Mamba2", "gdn": "Gated DeltaNet",
                               "kda": "Kimi Delta Attention",
-                              "shortconv": "short convolution"}[s])
+                              "shortconv": "short convolution",
+                              "lightning": "lightning attention"}[s])
         if not parts:
             parts.append("attention-free")
         return " + ".join(parts)
@@ -319,6 +327,12 @@ def tp_refusal(arch: ModelArch, tp: int) -> str | None:
         if a % b:
             return f"its {kv} KV heads neither split nor replicate evenly over {tp} GPUs " \
                 f"('{a} is not divisible by {b}')"
+    if LIGHTNING in arch.state_kinds and arch.model_type == "bailing_hybrid":
+        # `BailingMoELinearAttention.__init__` asserts tp <= group_norm_size and that it
+        # divides it (0.17-0.33; the config class defaults the size to 1)
+        gns = int(arch.text_config.get("group_norm_size") or 1)
+        if tp > gns or gns % tp:
+            return f"its lightning attention's group_norm_size {gns} is not a multiple of {tp}"
     # `MambaMixer2.__init__` asserts (0.7-0.33): heads split evenly; groups too, or one group
     # replicated on every rank
     for m in {x if isinstance(x, StateLayer) else x.parallel_state for x in arch.layers
@@ -557,6 +571,102 @@ def _kimi_linear_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Laye
     return [kda if i + 1 in kda_idx else mla for i in range(n)]
 
 
+def _hybrid_plan(t: dict[str, Any], n: int, what: str) -> list[str]:
+    """`layer_types` of a GDN/KDA hybrid whose other layers are full attention: every entry
+    either 'linear_attention' or 'full_attention'."""
+    lt = t.get("layer_types")
+    if not isinstance(lt, list) or len(lt) < n:
+        raise BadInput(f"{what}: layer_types must list a type for each of the {n} layers")
+    odd = sorted({str(x) for x in lt[:n]} - {"linear_attention", "full_attention"})
+    if odd:
+        raise UnsupportedArchitecture(f"{what}: layer_types has {', '.join(map(repr, odd))}, "
+                                      "which vLLM's model does not build")
+    return list(lt[:n])
+
+
+def _olmo_hybrid_layers(t: dict[str, Any], n: int) -> list[Layer]:
+    """OLMo Hybrid (vLLM 0.18-0.33 `models/olmo_hybrid.py`): 'linear_attention' layers are
+    gated DeltaNet (`OlmoHybridGatedDeltaNetAttention`, the Qwen3-Next state shape), the
+    others full attention of head size hidden // heads whatever `head_dim` says. Missing
+    fields take `OlmoHybridConfig`'s defaults: KV and linear heads = attention heads, key dim
+    int(0.75 x hidden / key heads), value dim twice it, kernel 4, every fourth layer full."""
+    heads = _int(t, "num_attention_heads")
+    hidden = _int(t, "hidden_size")
+    if t.get("layer_types") is None:
+        t["layer_types"] = ["full_attention" if i % 4 == 3 else "linear_attention"
+                            for i in range(n)]
+        if "full_attention" not in t["layer_types"]:
+            t["layer_types"][-1] = "full_attention"
+    plan = _hybrid_plan(t, n, "olmo_hybrid")
+    kh = t.get("linear_num_key_heads") or heads
+    kd = t.get("linear_key_head_dim") or int(0.75 * hidden / kh)
+    gdn = _gdn_layer({"linear_num_key_heads": kh, "linear_key_head_dim": kd,
+                      "linear_num_value_heads": t.get("linear_num_value_heads") or heads,
+                      "linear_value_head_dim": t.get("linear_value_head_dim") or 2 * kd,
+                      "linear_conv_kernel_dim": t.get("linear_conv_kernel_dim") or 4})
+    attn = _attn(t, hs=hidden // heads)
+    return [gdn if x == "linear_attention" else attn for x in plan]
+
+
+def _alice_ai_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
+    """AliceAI (vLLM 0.33 `models/alice_ai.py`): 'linear_attention' layers are Kimi delta
+    attention (`KimiGatedDeltaNetAttention`, `kda_state_shape`), the others Qwen3-Next gated
+    full attention (`head_dim` 256 by `Qwen3NextConfig`'s default). The recurrent state is
+    float32 whatever --mamba-ssm-cache-dtype says (`kda_state_dtype` called without it)."""
+    plan = _hybrid_plan(t, n, "alice_ai")
+    kh, vh = _int(t, "linear_num_key_heads"), _int(t, "linear_num_value_heads")
+    kd, vd = _int(t, "linear_key_head_dim"), _int(t, "linear_value_head_dim")
+    if (kh, kd) != (vh, vd):
+        raise BadInput(f"alice_ai: vLLM's KDA layer needs as many key as value heads of one "
+                       f"size (linear_num_key_heads {kh} / value {vh}, head dims {kd} / {vd})")
+    if t.get("kda_allow_negative_eigenvalues"):
+        raise BadInput("alice_ai: vLLM 0.33 requires kda_allow_negative_eigenvalues false "
+                       "(`AliceAIForCausalLMConfig`)")
+    t.setdefault("head_dim", 256)
+    t.setdefault("attn_output_gate", True)
+    arch.kda_state_fixed = "float32"
+    kda = StateLayer(kind=KDA, k_heads=kh, k_dim=kd, v_heads=vh, v_dim=vd,
+                     d_conv=_int(t, "linear_conv_kernel_dim", default=4))
+    attn = _attn(t)
+    return [kda if x == "linear_attention" else attn for x in plan]
+
+
+_BAILING_V3 = ("BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration")
+
+
+def _bailing_hybrid_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
+    """Ling/Ring hybrids (model_type bailing_hybrid), by architecture; their other layers are
+    MLA (`is_deepseek_mla` lists bailing_hybrid, 0.17+). BailingMoeV2_5 (0.17-0.33
+    `bailing_moe_linear.py`): layer i is lightning attention unless (i + 1) % layer_group_size
+    == 0 (`is_linear_layer`; a missing group size makes every layer MLA), one [heads, D, D]
+    state (`linear_attention_state_shape`). BailingMoeV3 and its VL model (0.28-0.33
+    `bailing_moe_v3.py` `_is_kda_layer`): Kimi delta attention except every group's last layer
+    and the layers past the last whole group, the recurrent state float32 whatever
+    --mamba-ssm-cache-dtype says (`kda_state_dtype` called without it). `layers_block_type`
+    is not read by either."""
+    heads, hidden = _int(t, "num_attention_heads"), _int(t, "hidden_size")
+    d = int(t.get("head_dim") or hidden // heads)
+    arch.is_mla = True
+    mla = _mla_layer(t)
+    if "BailingMoeV2_5ForCausalLM" in arch.architectures:
+        g = int(t.get("layer_group_size") or 0) if "layer_group_size" in t else 1
+        lin = StateLayer(kind=LIGHTNING, n_heads=heads, head_dim=d)
+        return [lin if g > 0 and (i + 1) % g else mla for i in range(n)]
+    if any(x in arch.architectures for x in _BAILING_V3):
+        g = _int(t, "layer_group_size")
+        if g <= 0:
+            raise BadInput(f"bailing_hybrid: layer_group_size must be positive, got {g}")
+        whole = n // g * g
+        arch.kda_state_fixed = "float32"
+        kda = StateLayer(kind=KDA, k_heads=heads, k_dim=d, v_heads=heads, v_dim=d,
+                         d_conv=_int(t, "short_conv_kernel_size", default=4))
+        return [mla if (i + 1) % g == 0 or i >= whole else kda for i in range(n)]
+    raise UnsupportedArchitecture(
+        f"model_type 'bailing_hybrid' ({', '.join(arch.architectures) or 'no architectures'}) "
+        "is modelled for BailingMoeV2_5ForCausalLM and BailingMoeV3ForCausalLM only",
+        hint="open an issue with the config.json; kvplan will not guess")
+
+
 def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - a dispatch table
     mt = t.get("model_type", "")
     if mt == "nemotron_h" and not t.get("hybrid_override_pattern") and isinstance(
@@ -623,10 +733,17 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
                   for i in range(n)]
         if mt.startswith("qwen3_5"):
             arch.ssm_state_dtype = t.get("mamba_ssm_dtype") or None
+        arch.gdn_flashinfer_checkpoint = True
         gdn = _gdn_layer(t)
         return [_attn(t) if x == "full_attention" else gdn for x in lt[:n]]
     if mt == "kimi_linear":
         return _kimi_linear_layers(t, arch, n)
+    if mt == "olmo_hybrid":
+        return _olmo_hybrid_layers(t, n)
+    if mt == "bailing_hybrid":
+        return _bailing_hybrid_layers(t, arch, n)
+    if mt == "alice_ai":
+        return _alice_ai_layers(t, arch, n)
     if mt in ("lfm2", "lfm2_moe"):
         # LFM2: gated short-convolution layers keep a (conv_L_cache - 1, hidden/TP) state
         # (`Lfm2ForCausalLM.get_mamba_state_shape_from_config`, `short_conv_state_shape`)

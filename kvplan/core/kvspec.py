@@ -19,11 +19,13 @@ from kvplan.core.arch import (
     FULL,
     GDN,
     KDA,
+    LIGHTNING,
     MAMBA1,
     MAMBA2,
     MLA,
     SHORTCONV,
     SLIDING,
+    STATE_KINDS,
     AttnLayer,
     Layer,
     ModelArch,
@@ -81,7 +83,7 @@ class Spec:
 
     @property
     def is_state(self) -> bool:
-        return self.kind in (MAMBA1, MAMBA2, GDN, KDA, SHORTCONV)
+        return self.kind in STATE_KINDS
 
     @property
     def type_key(self) -> tuple:
@@ -181,6 +183,9 @@ def state_bytes(layer: StateLayer, tp: int, dt: KvDtypes) -> int:
                 + (layer.v_heads // tp) * layer.v_dim * layer.k_dim * ssm_b)
     if layer.kind == SHORTCONV:  # `short_conv_state_shape`: the conv state only
         return layer.intermediate // tp * width * conv_b
+    if layer.kind == LIGHTNING:  # `linear_attention_state_shape`: no conv state; the state in
+        # `linear_attention_state_dtype`'s --mamba-cache-dtype, else the model dtype (dt.conv)
+        return (layer.n_heads // tp) * layer.head_dim * layer.head_dim * conv_b
     if layer.kind == KDA:  # `kda_state_dtype`: the recurrent state in dt.ssm (float32 for auto)
         conv_dim = (layer.v_heads * layer.v_dim + 2 * layer.k_heads * layer.k_dim) // tp
         return (conv_dim * width * conv_b

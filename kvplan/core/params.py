@@ -157,6 +157,8 @@ def _attn_params(t: dict, arch: ModelArch, layer: AttnLayer) -> tuple[int, int, 
         kv += layer.num_kv_heads * (hd + hv)
     # Qwen3 / Gemma 3 q_norm and k_norm: one RMSNorm weight of head_dim each, replicated
     qk_norm = 2 * hd if arch.model_type.startswith(("qwen3", "gemma3")) else 0
+    if arch.model_type == "olmo_hybrid":  # q_norm / k_norm over the whole q and k vectors
+        qk_norm = (heads + layer.num_kv_heads) * hd
     return split, qk_norm, kv
 
 
@@ -179,6 +181,9 @@ def _state_params(layer: StateLayer, h: int, full_rank_gate: bool = False,
                   t: dict | None = None) -> int:
     if layer.kind == "mamba1" and t is not None:
         return _mamba1_params(layer, h, t)
+    if layer.kind == "lightning":  # query_key_value, g_proj, dense; g_norm, q/k norms
+        inner = layer.n_heads * layer.head_dim  # (bailing_linear_attn.py)
+        return 5 * h * inner + inner + 2 * layer.head_dim
     if layer.kind == "shortconv":  # LFM2: in_proj (3 x hidden), out_proj, depthwise conv
         return 4 * h * h + h * layer.d_conv
     if layer.kind == "kda":  # q/k/v/o, forget and output gates (low-rank unless full-rank),
@@ -277,8 +282,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
             lp.kv_heads = layer.num_kv_heads
         elif isinstance(layer, StateLayer):
             lp.state = _state_params(layer, h, t=t, full_rank_gate=bool((t.get(
-                "linear_attn_config") or {}).get(
-                "use_full_rank_gate")))
+                "linear_attn_config") or {}).get("use_full_rank_gate") or (
+                    arch.model_type == "bailing_hybrid" and t.get("no_kda_lora"))))
             lp.split += lp.state
             _one_group_whole(layer, h, lp)
         elif arch.model_type.startswith("gemma4") and kv_shared_from <= i:
@@ -599,6 +604,9 @@ def rope_tables(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = False,
         return []
     max_pos = int(t.get("max_position_embeddings") or 0)
     rp = t.get("rope_parameters") or t.get("rope_scaling") or {}
+    if arch.model_type == "olmo_hybrid" and (rp.get("rope_theta") if "rope_theta" in rp
+                                              else t.get("rope_theta")) is None:
+        return []  # olmo_hybrid.py: no rotary embedding while rope_theta is None
     if attn[0].kind == DSV4:
         # DeepSeek-V4: fp32 caches of qk_rope_head_dim columns, one for the uncompressed
         # layers (rope_theta) if any and one for the compressed ones (compress_rope_theta), each of

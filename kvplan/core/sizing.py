@@ -30,6 +30,7 @@ from kvplan.core.arch import (
     FULL,
     GDN,
     KDA,
+    LIGHTNING,
     MAMBA2,
     MLA,
     SLIDING,
@@ -1446,7 +1447,15 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     hint = ssm_state_default(arch, version)
     ssm = a.mamba_ssm_cache_dtype if a.mamba_ssm_cache_dtype != "auto" else (
         hint if hint not in (None, "auto") else conv)
-    if KDA in arch.state_kinds:
+    if LIGHTNING in arch.state_kinds and conv == "float32" and not version.at_least(0, 20, 1):
+        # `linear_attention_state_dtype` (0.17-0.20.0): "fp32 state for minimax is not yet
+        # supported"; the lightning state takes the conv dtype (--mamba-cache-dtype)
+        raise BadInput(f"vLLM {version.text} refuses a float32 lightning-attention state "
+                       "(\"fp32 state for minimax is not yet supported\"; 0.20.1+ accepts it)",
+                       hint="leave --mamba-cache-dtype at auto", flag="mamba_cache_dtype")
+    if KDA in arch.state_kinds and arch.kda_state_fixed:
+        ssm = arch.kda_state_fixed
+    elif KDA in arch.state_kinds:
         # `kda_state_dtype`: the recurrent state is float32 for auto; 0.30+ honours float32
         # and bfloat16 ("KDA recurrent state supports only auto, float32, and bfloat16"),
         # 0.29 and earlier always float32
@@ -1669,7 +1678,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         prefix = version.mamba_prefix_caching_default if arch.is_hybrid_state else version.v1
     mode = _mamba_cache_mode(arch, bool(prefix), version)  # (not reused below)
     align_mode = mode == "align" and version.at_least(0, 33)  # FlashInfer GDN checkpoint
-    gdn_fi = cc_major(cc) >= 9 and gpu.vendor == "nvidia"
+    gdn_fi = cc_major(cc) >= 9 and gpu.vendor == "nvidia" and arch.gdn_flashinfer_checkpoint
     # a prefill checkpoint state per request in 'align' mode (`num_prefill_checkpoint_blocks`,
     # `MambaSpec.max_memory_usage_bytes`): FlashInfer's GDN prefill from 0.33, every Mamba2
     # mixer from 0.32 (`MambaMixer2.get_kv_cache_spec`)

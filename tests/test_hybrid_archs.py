@@ -1,0 +1,122 @@
+"""Hybrid architectures of vLLM 0.17-0.33 beyond the Mamba / Qwen3-Next families: OLMo Hybrid,
+AliceAI and the Ling/Ring (bailing_hybrid) models. Hand-computed from the state-shape
+functions each model calls (docs/methodology.md §1)."""
+
+import pytest
+from configs import ALICE_AI_80B, LING_30_FLASH, OLMO_HYBRID_7B, RING_25_1T
+
+from kvplan.core.arch import normalize, valid_tps
+from kvplan.core.params import count_params
+from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+from kvplan.errors import BadInput
+
+GiB = 1 << 30
+H100 = Gpu("h100-sxm", "NVIDIA H100 80GB HBM3", 81089 * (1 << 20), "9.0")
+B200 = Gpu("b200", "NVIDIA B200", 182642 * (1 << 20), "10.0")
+
+
+def run(cfg, gpu=H100, version="0.33", **kw):
+    kw.setdefault("kv_cache_memory_bytes", 8 * GiB)
+    return size(Model("m", cfg), gpu, EngineArgs(**kw), version)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_olmo_hybrid_gdn_and_attention(tp):
+    r = run(OLMO_HYBRID_7B, tensor_parallel_size=tp)
+    # 8 attention layers (3, 7, ..., 31) of 30/tp KV heads x (128 + 128) x 2 B; head size is
+    # hidden // heads = 3,840 / 30
+    assert r.kv_bytes_per_token_per_gpu == 8 * 30 // tp * 256 * 2 == 122880 // tp
+    # 24 GDN layers: conv (2 x 30 x 96 + 30 x 192)/tp x 3 x 2 B + ssm 30/tp x 192 x 96 x 2 B
+    assert r.state_bytes_per_request_per_gpu == 24 * (11520 // tp * 3 * 2 + 30 // tp * 192 * 96 * 2)
+    assert r.state_bytes_per_request_per_gpu == 28200960 // tp
+    assert r.arch.family_label == "full attention + Gated DeltaNet"
+
+
+def test_olmo_hybrid_head_size_defaults_and_no_flashinfer_checkpoint():
+    # a head_dim key does not change vLLM's hidden // heads; absent linear_* fields take
+    # OlmoHybridConfig's defaults (key dim int(0.75 x 3,840 / 30) = 96, value dim 192)
+    bare = {k: v for k, v in OLMO_HYBRID_7B.items() if not k.startswith("linear_")}
+    for cfg in ({**OLMO_HYBRID_7B, "head_dim": 8}, bare):
+        assert normalize(cfg).layers == normalize(OLMO_HYBRID_7B).layers
+    # OLMo's GDN has no FlashInfer prefill checkpoint (Qwen's does, 0.33 on SM90+): no
+    # 64-token alignment, two states per request in 'align' mode: 16 x cdiv(1,175,040,
+    # 16 x 15,360) = 80 tokens a block
+    r = run(OLMO_HYBRID_7B)
+    assert r.block_size == 80
+    assert r.blocks_per_request == 65536 // 80 + 1 + 2 * 3  # 3 GDN groups of 8
+    assert valid_tps(normalize(OLMO_HYBRID_7B)) == [1, 2, 3, 5, 6, 10, 15]
+    # no rotary cache while rope_theta is null; the parameters: transformers' 7.43 B less
+    # the GDN's dt_bias, A_log and o_norm (252 a layer) kvplan leaves out
+    assert r.rope_cache_bytes == 0
+    assert count_params(normalize(OLMO_HYBRID_7B)).total == 7430870688 - 24 * 252
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_alice_ai_kda_float32_state(tp):
+    r = run(ALICE_AI_80B, tensor_parallel_size=tp)
+    assert r.kv_bytes_per_token_per_gpu == 12 * 2 * max(1, 2 // tp) * 256 * 2  # 24,576 at TP1
+    # 36 KDA layers: conv 3 x 32 x 128 / tp x 3 x 2 B + recurrent 32/tp x 128 x 128 x 4 B
+    per_layer = 12288 // tp * 3 * 2 + 32 // tp * 128 * 128 * 4
+    assert r.state_bytes_per_request_per_gpu == 36 * per_layer == 78151680 // tp
+    # AliceAI calls kda_state_dtype without --mamba-ssm-cache-dtype: bfloat16 does not shrink
+    # the state and float16 is not refused
+    for dt in ("bfloat16", "float16"):
+        s = run(ALICE_AI_80B, tensor_parallel_size=tp, mamba_ssm_cache_dtype=dt)
+        assert s.state_bytes_per_request_per_gpu == r.state_bytes_per_request_per_gpu
+
+
+def test_alice_ai_refusals_and_parameters():
+    with pytest.raises(BadInput, match="as many key as value heads"):
+        normalize({**ALICE_AI_80B, "linear_value_head_dim": 64})
+    with pytest.raises(BadInput, match="kda_allow_negative_eigenvalues"):
+        normalize({**ALICE_AI_80B, "kda_allow_negative_eigenvalues": True})
+    with pytest.raises(BadInput, match="does not have AliceAIForCausalLM"):
+        run(ALICE_AI_80B, version="0.32")
+    # the card's 81,286,433,408 less the MTP block vLLM drops = 79,635,961,472, less the small
+    # parameters kvplan leaves out: per KDA layer dt_bias, A_log, o_norm (4,256), per layer
+    # the router's correction bias, shared-expert gate and the residual projections/norms
+    # (6,656), 4,096 more per layer after the first, q/k norms (512) per attention layer and
+    # the final residual projection and norm (4,096)
+    left_out = 36 * 4256 + 48 * 6656 + 47 * 4096 + 12 * 512 + 4096
+    assert count_params(normalize(ALICE_AI_80B)).total == 79635961472 - left_out
+
+
+def test_ring_lightning_attention_state():
+    r = run(RING_25_1T, gpu=B200, tensor_parallel_size=8, kv_cache_memory_bytes=40 * GiB)
+    # 10 MLA layers (7, 15, ..., 79) of 576 x 2 B, replicated; 70 lightning layers of one
+    # [64/8, 128, 128] bf16 state, no conv state
+    assert r.kv_bytes_per_token_per_gpu == 10 * 1152
+    assert r.state_bytes_per_request_per_gpu == 70 * 8 * 128 * 128 * 2
+    assert r.block_size == 256  # MLA's 128 x cdiv(262,144, 128 x 1,152)
+    assert r.arch.family_label == "MLA + lightning attention"
+    # --mamba-cache-dtype sets the state's dtype; float32 is refused before 0.20.1
+    f = run(RING_25_1T, gpu=B200, tensor_parallel_size=8, kv_cache_memory_bytes=40 * GiB,
+            mamba_cache_dtype="float32")
+    assert f.state_bytes_per_request_per_gpu == 2 * r.state_bytes_per_request_per_gpu
+    with pytest.raises(BadInput, match="fp32 state for minimax"):
+        run(RING_25_1T, gpu=B200, version="0.20.0", tensor_parallel_size=8,
+            mamba_cache_dtype="float32")
+    # tp <= group_norm_size, which it must divide (`BailingMoELinearAttention`)
+    assert valid_tps(normalize(RING_25_1T)) == [1, 2, 4, 8]
+    assert valid_tps(normalize({**RING_25_1T, "group_norm_size": None})) == [1]
+    # parameters from vLLM's shapes (a helper's count: 1,012,231,160,320 with the fp32 router
+    # bias and the per-layer norms kvplan counts differently: 19,456)
+    assert count_params(normalize(RING_25_1T)).total == 1012231160320 - 19456
+
+
+@pytest.mark.parametrize("tp,block", [(1, 1920), (2, 1024)])
+def test_ling_v3_kda_and_trailing_mla(tp, block):
+    r = run(LING_30_FLASH, gpu=B200, tensor_parallel_size=tp, kv_cache_memory_bytes=40 * GiB)
+    arch = normalize(LING_30_FLASH)
+    mla = [i for i, x in enumerate(arch.layers) if x.kind == "mla"]
+    assert mla == [5, 11, 17, 23, 29, 35, 41]
+    assert r.kv_bytes_per_token_per_gpu == 7 * 1152
+    per_layer = 12288 // tp * 3 * 2 + 32 // tp * 128 * 128 * 4  # recurrent state float32
+    assert r.state_bytes_per_request_per_gpu == 35 * per_layer
+    assert r.block_size == block  # 128 x cdiv(per_layer, 128 x 1,152)
+    s = run(LING_30_FLASH, gpu=B200, tensor_parallel_size=tp, kv_cache_memory_bytes=40 * GiB,
+            mamba_ssm_cache_dtype="bfloat16")
+    assert s.state_bytes_per_request_per_gpu == r.state_bytes_per_request_per_gpu
+    # 44 layers: the two past the last whole group of 6 are MLA
+    odd = normalize({**LING_30_FLASH, "num_hidden_layers": 44})
+    assert [i for i, x in enumerate(odd.layers) if x.kind == "mla"][-3:] == [41, 42, 43]
