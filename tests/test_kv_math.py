@@ -2264,3 +2264,51 @@ def test_attention_only_layer_plans_still_size():
     for extra in ({"attn_type_list": [1] * 32}, {"layers_block_type": ["attention"] * 32},
                   {"layer_types": ["full_attention"] * 32, "mamba_d_state": 128}):
         assert normalize({**LLAMA31_8B, **extra}).layers == base
+
+
+def test_minicpm3_caches_decompressed_heads_not_a_latent():
+    # openbmb/MiniCPM3-4B (transformers' MiniCPM3Config defaults name it): MLA-shaped
+    # projections, but minicpm3.py caches 40 heads of K and V, each qk_nope + qk_rope = 96
+    cfg = {"architectures": ["MiniCPM3ForCausalLM"], "model_type": "minicpm3",
+           "hidden_size": 2560, "num_hidden_layers": 62, "num_attention_heads": 40,
+           "num_key_value_heads": 40, "kv_lora_rank": 256, "q_lora_rank": 768,
+           "qk_nope_head_dim": 64, "qk_rope_head_dim": 32, "vocab_size": 73448,
+           "intermediate_size": 6400, "max_position_embeddings": 32768,
+           "tie_word_embeddings": True, "torch_dtype": "bfloat16"}
+    for tp in (1, 2):
+        r = run(cfg, tensor_parallel_size=tp, kv_cache_memory_bytes=GiB)
+        assert r.kv_bytes_per_token_per_gpu == 62 * 40 // tp * (96 + 96) * 2  # 952,320 at TP1
+    arch = normalize(cfg)
+    assert not arch.is_mla and arch.family_label == "full attention"
+
+
+def test_exaone4_letter_pattern():
+    # LGAI-EXAONE/EXAONE-4.0-32B writes sliding_window_pattern "LLLG" beside layer_types:
+    # 48 sliding (4,096) + 16 full layers of 8 x (128 + 128) x 2 B
+    cfg = {"architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4",
+           "hidden_size": 5120, "num_hidden_layers": 64, "num_attention_heads": 40,
+           "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 27392,
+           "vocab_size": 102400, "max_position_embeddings": 131072, "sliding_window": 4096,
+           "sliding_window_pattern": "LLLG",
+           "layer_types": ["sliding_attention"] * 3 + ["full_attention"], "torch_dtype": "bfloat16"}
+    cfg["layer_types"] = cfg["layer_types"] * 16
+    without = {k: v for k, v in cfg.items() if k != "layer_types"}
+    for c in (cfg, without):
+        arch = normalize(c)
+        assert [x.kind for x in arch.layers[:4]] == ["sliding"] * 3 + ["full"]
+        assert sum(x.kind == "sliding" for x in arch.layers) == 48
+        assert run(c, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == 262144
+    with pytest.raises(BadInput, match="string of L"):
+        normalize({**cfg, "sliding_window_pattern": "LLX"})
+
+
+def test_kimi_k3_without_text_model_type():
+    # vLLM builds the Kimi-Linear config for KimiK3ForConditionalGeneration whatever the text
+    # config's model_type says: KDA layers stay state layers, not MLA
+    from kvplan import catalog
+    from kvplan.sources.resolve import model_from_entry
+
+    m = model_from_entry(*catalog.load("models").get("moonshotai/Kimi-K3"))
+    cfg = {**m.config, "text_config": {k: v for k, v in m.config["text_config"].items()
+                                       if k != "model_type"}}
+    assert normalize(cfg).layers == normalize(m.config).layers

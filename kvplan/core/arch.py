@@ -464,6 +464,8 @@ def _sliding_layers_pattern(t: dict[str, Any], n: int) -> list[bool] | None:
         pattern = 2
     if isinstance(pattern, int) and pattern > 0 and t.get("sliding_window"):
         return [bool((i + 1) % pattern) for i in range(n)]
+    if isinstance(pattern, str) and pattern and t.get("sliding_window"):
+        return [pattern[i % len(pattern)] == "L" for i in range(n)]  # EXAONE 4: "LLLG"
     return None
 
 
@@ -631,6 +633,8 @@ def _alice_ai_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
     return [kda if x == "linear_attention" else attn for x in plan]
 
 
+# vLLM builds a Kimi-Linear config for these whatever the text config's model_type says
+_KIMI_LINEAR = ("KimiLinearForCausalLM", "KimiK3ForConditionalGeneration")
 _BAILING_V3 = ("BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration")
 
 
@@ -736,7 +740,8 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         arch.gdn_flashinfer_checkpoint = True
         gdn = _gdn_layer(t)
         return [_attn(t) if x == "full_attention" else gdn for x in lt[:n]]
-    if mt == "kimi_linear":
+    if mt == "kimi_linear" or isinstance(t.get("linear_attn_config"), dict) and any(
+            a in arch.architectures for a in _KIMI_LINEAR):
         return _kimi_linear_layers(t, arch, n)
     if mt == "olmo_hybrid":
         return _olmo_hybrid_layers(t, n)
@@ -763,6 +768,12 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
             hint="open an issue with the config.json; kvplan will not guess")
 
     _refuse_unmodelled_layers(t, mt, n)
+    if mt == "minicpm3":
+        # MiniCPM3 (0.6.2-0.33 minicpm3.py): MLA-shaped projections, but the cache holds every
+        # head's decompressed K and V (`Attention(num_local_heads, qk_head_dim,
+        # num_kv_heads=num_local_heads)`); `is_deepseek_mla` does not list it
+        hs = _int(t, "qk_nope_head_dim") + _int(t, "qk_rope_head_dim")
+        return [AttnLayer(FULL, _int(t, "num_attention_heads"), hs, hs)] * n
 
     # --- MLA ---
     if t.get("kv_lora_rank") and (mt in _MLA_TYPES or "qk_rope_head_dim" in t):

@@ -97,7 +97,12 @@ def check_field_types(t: dict[str, Any], where: str = "") -> None:
         name = where + k
         if v is None:
             continue
-        if k in _COUNT_KEYS or k in _INT_KEYS:
+        if k == "sliding_window_pattern" and isinstance(v, str):
+            # EXAONE 4 writes it as letters ("LLLG": local, local, local, global)
+            if not v or set(v) - set("LG"):
+                raise BadInput(f"config field {name!r} must be a positive integer or a "
+                               f"string of L (sliding) and G (global) layers, got {v!r}")
+        elif k in _COUNT_KEYS or k in _INT_KEYS:
             lo = -2**53 if k in _INT_KEYS else 0
             # a float, even 32.0: no real config writes one, and vLLM builds tensor shapes
             # from the counts (`LlamaAttention`'s head_dim = hidden // heads becomes 128.0)

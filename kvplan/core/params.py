@@ -129,7 +129,7 @@ def _attn_params(t: dict, arch: ModelArch, layer: AttnLayer) -> tuple[int, int, 
             n_idx, d_idx = int(t.get("index_n_heads") or 64), int(t.get("index_head_dim") or 128)
             repl += ql * n_idx * d_idx + h * d_idx + h * n_idx + 2 * h * 2 * d_idx
         return split, repl, 0
-    if layer.kind == "mla":
+    if layer.kind == "mla" or arch.model_type == "minicpm3":  # MiniCPM3: MLA's projections
         nope = int(t.get("qk_nope_head_dim") or 0)
         rope = int(t.get("qk_rope_head_dim") or 0)
         v = int(t.get("v_head_dim") or nope)
