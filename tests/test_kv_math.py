@@ -2312,3 +2312,37 @@ def test_kimi_k3_without_text_model_type():
     cfg = {**m.config, "text_config": {k: v for k, v in m.config["text_config"].items()
                                        if k != "model_type"}}
     assert normalize(cfg).layers == normalize(m.config).layers
+
+
+@pytest.mark.parametrize("arch", ["Step5ForCausalLM", "InklingForConditionalGeneration",
+                                  "DeepseekV41ForCausalLM", "IQuestLoopCoderForCausalLM"])
+def test_unmodelled_cache_layouts_are_refused(arch):
+    # vLLM 0.33 gives these caches kvplan's layer kinds do not hold (summary caches, rings,
+    # per-loop caches, ...): refused, never sized as a plain decoder
+    from kvplan.errors import UnsupportedArchitecture
+
+    with pytest.raises(UnsupportedArchitecture, match=f"does not model {arch}'s cache"):
+        normalize({**LLAMA31_8B, "architectures": [arch]})
+    sink = {**LLAMA31_8B, "architectures": ["PanguProMoEV2ForCausalLM"], "param_sink_number": 128}
+    with pytest.raises(UnsupportedArchitecture, match="sink attention"):
+        normalize(sink)
+
+
+def test_hy_v4_indexers_follow_indexer_types():
+    # HYV4Config's defaults (vLLM 0.29+): 34 MLA layers of 576 x 2 B; with every layer
+    # 'indexed_attention', indexers (128 + 4 B a token) only where indexer_types says 'full':
+    # layers 0, 1, 5, ..., 33 = 10
+    cfg = {"model_type": "hy_v4", "architectures": ["HYV4ForCausalLM"], "vocab_size": 120832,
+           "hidden_size": 2816, "intermediate_size": 6912, "moe_intermediate_size": 768,
+           "num_hidden_layers": 34, "num_attention_heads": 32, "q_lora_rank": 1536,
+           "kv_lora_rank": 512, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64,
+           "v_head_dim": 256, "n_routed_experts": 256, "n_shared_experts": 1,
+           "num_experts_per_tok": 8, "index_topk": 2048, "index_head_dim": 128,
+           "index_n_heads": 16, "max_position_embeddings": 262144, "torch_dtype": "bfloat16"}
+    sparse = {**cfg, "layer_types": ["indexed_attention"] * 34}
+    assert run(sparse, gpu=B200, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == \
+        34 * 1152 + 10 * 132 == 40488
+    # no layer_types: every layer dense MLA, no indexer
+    assert run(cfg, gpu=B200, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == 34 * 1152
+    with pytest.raises(BadInput, match="indexer_types"):
+        normalize({**sparse, "indexer_types": ["full"] * 33})

@@ -474,12 +474,33 @@ def indexer_layers(t: dict[str, Any], n: int) -> list[bool]:
     `DeepseekV32Attention.__init__`): `index_topk_pattern` ('S' skips), else layer i skips when
     max(i - index_skip_topk_offset + 1, 0) % index_topk_freq != 0 (offset 2, freq 1 by
     default: every layer). GLM-5.2's freq 4, offset 3 keeps 21 of 78."""
+    if t.get("model_type") == "hy_v4":
+        return _hy_v4_indexers(t, n)
     pattern = t.get("index_topk_pattern")
     if isinstance(pattern, (str, list)) and pattern:
         return [i >= len(pattern) or pattern[i] != "S" for i in range(n)]
     freq = max(1, int(t.get("index_topk_freq") or 1))
     offset = int(t.get("index_skip_topk_offset", 2) or 0)
     return [max(i - offset + 1, 0) % freq == 0 for i in range(n)]
+
+
+_HY_V4_SPARSE = ("sparse_attention", "sparse", "indexed_attention", "deepseek_sparse_attention")
+
+
+def _hy_v4_indexers(t: dict[str, Any], n: int) -> list[bool]:
+    """HY-V4 (vLLM 0.29-0.33 `models/hy_v4/nvidia/attention.py`): a layer builds an indexer
+    when its `layer_types` entry is sparse and `indexer_types` marks it 'full' ('shared'
+    reuses the top-k of the last full one; `compute_skip_topk_layers`). `HYV4Config`
+    defaults: no layer_types (every layer dense MLA), indexer_types full at layer 0 and every
+    fourth from 1. 0.29-0.31 do not count 'indexed_attention' as sparse (not modelled)."""
+    lt = t.get("layer_types") if isinstance(t.get("layer_types"), list) else []
+    kinds = t.get("indexer_types")
+    if kinds is None:
+        kinds = ["full" if i == 0 or (i - 1) % 4 == 0 else "shared" for i in range(n)]
+    if not isinstance(kinds, list) or len(kinds) != n or set(kinds) - {"full", "shared"}:
+        raise BadInput(f"hy_v4: indexer_types must list 'full' or 'shared' for each of the {n} "
+                       "layers (`compute_skip_topk_layers`)")
+    return [i < len(lt) and lt[i] in _HY_V4_SPARSE and kinds[i] == "full" for i in range(n)]
 
 
 def _mla_layer(t: dict[str, Any]) -> AttnLayer:
@@ -633,6 +654,31 @@ def _alice_ai_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
     return [kda if x == "linear_attention" else attn for x in plan]
 
 
+# Architectures of vLLM 0.33 whose cache layout kvplan does not model yet (read in the wheel):
+# refused rather than sized as the generic decoder. Value: what the generic decoder would miss.
+_UNMODELLED = {
+    "DeepseekV41ForCausalLM": "sliding-window MLA cache, compressed KV on some layers and "
+                              "compressor rings (vllm/models/deepseek_v41)",
+    "Dots3NoteForCausalLM": "padded 1,088-wide MLA rows and window-limited layers "
+                            "(vllm/models/dots3_note)",
+    "Glm5NextForCausalLM": "Kimi delta attention states, an fp8 latent with a pooled indexer "
+                           "and ring buffers (vllm/models/glm5next)",
+    "InklingForCausalLM": "each layer's short-convolution state kept as a 4-token cache beside "
+                          "its KV (vllm/models/inkling)",
+    "Step5ForCausalLM": "the sparse layers' summary cache and tail ring, and per-type "
+                        "attention settings (vllm/models/step5)",
+    "Qwen4ExpForCausalLM": "gated DeltaNet states, a per-layer-embedding convolution state and "
+                           "key rings (vllm/models/qwen4_exp)",
+    "IQuestLoopCoderForCausalLM": "one cache per loop of every layer (iquest_loopcoder.py: the "
+                                  "first loop full, later ones a loop_window_size window)",
+    "DoryForCausalLM": "per-loop caches of its recurrent layers and cache-free MLP layers "
+                       "(dory.py)",
+    "DomynEdgeForCausalLM": "per-layer windows (`window_sizes`, domyn_edge.py)",
+    "HrmTextForCausalLM": "one cache per recurrence step (hrm_text.py: layers per stack x "
+                          "H_cycles x (L_cycles + 1))",
+}
+for _a in ("Glm5Next", "Inkling", "Step5", "Qwen4Exp"):
+    _UNMODELLED[f"{_a}ForConditionalGeneration"] = _UNMODELLED[f"{_a}ForCausalLM"]
 # vLLM builds a Kimi-Linear config for these whatever the text config's model_type says
 _KIMI_LINEAR = ("KimiLinearForCausalLM", "KimiK3ForConditionalGeneration")
 _BAILING_V3 = ("BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration")
@@ -673,6 +719,16 @@ def _bailing_hybrid_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[L
 
 def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - a dispatch table
     mt = t.get("model_type", "")
+    gap = next(((a, _UNMODELLED[a]) for a in arch.architectures if a in _UNMODELLED), None)
+    if gap is None and "PanguProMoEV2ForCausalLM" in arch.architectures and t.get(
+            "param_sink_number"):
+        gap = ("PanguProMoEV2ForCausalLM", "sink attention: a full-attention cache of "
+               "qk_nope + qk_rope keys and v_channels values with sink slots (openpangu.py "
+               "`StaticSinkAttention`)")
+    if gap:
+        raise UnsupportedArchitecture(f"kvplan does not model {gap[0]}'s cache yet ({gap[1]})",
+                                      hint="open an issue with the config.json; kvplan will "
+                                           "not size it as a plain decoder")
     if mt == "nemotron_h" and not t.get("hybrid_override_pattern") and isinstance(
             t.get("layers_block_type"), list):
         # newer Nemotron-H configs spell the pattern as a list of block names
@@ -878,7 +934,7 @@ _ATTN_SPELLINGS = frozenset({"full_attention", "sliding_attention", "attention",
                              "sliding", "local", "global", "global_attention",
                              "local_attention"})
 _SPARSE_SPELLINGS = frozenset({"deepseek_sparse_attention", "indexed_attention",
-                               "qwen_sparse_attention"})
+                               "qwen_sparse_attention", "sparse_attention", "sparse"})
 # fields that describe a recurrent-state (Mamba, linear attention, short convolution) mixer or
 # a hybrid layer plan; the architectures that use them are special-cased above
 _STATE_FIELDS = ("layers_block_type", "hybrid_override_pattern", "hybrid_layer_ids",
