@@ -200,3 +200,25 @@ LING_30_FLASH = {
     "num_experts_per_tok": 8, "first_k_dense_replace": 2, "vocab_size": 157184,
     "max_position_embeddings": 262144, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
 }
+# Zyphra/Zamba2-2.7B: Zyphra's standalone checkpoint config (Zyphra/Zamba2 config.json and
+# mamba_config.py) in transformers' key names; hybrid (shared attention) layers as listed there
+ZAMBA2_27B = {
+    "architectures": ["Zamba2ForCausalLM"], "model_type": "zamba2", "hidden_size": 2560,
+    "num_hidden_layers": 54,
+    "layers_block_type": ["hybrid" if i in (6, 12, 18, 24, 30, 36, 42, 47, 51) else "mamba"
+                          for i in range(54)],
+    "mamba_d_state": 64, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_ngroups": 1,
+    "n_mamba_heads": 80, "num_attention_heads": 32, "num_key_value_heads": 32,
+    "intermediate_size": 10240, "num_mem_blocks": 2, "use_shared_attention_adapter": False,
+    "adapter_rank": 128, "vocab_size": 32000, "max_position_embeddings": 4096,
+    "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+}
+# pfnet/plamo-2-1b, as two independent ports copy the checkpoint's config
+PLAMO2_1B = {
+    "architectures": ["Plamo2ForCausalLM"], "model_type": "plamo2", "hidden_size": 2048,
+    "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 1,
+    "hidden_size_per_head": 128, "max_position_embeddings": 10485760,
+    "attention_window_size": 2048, "mamba_d_state": 64, "mamba_d_conv": 4,
+    "mamba_num_heads": 32, "mamba_step": 2, "intermediate_size": 8192, "vocab_size": 100000,
+    "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+}

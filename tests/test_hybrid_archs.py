@@ -1,9 +1,9 @@
-"""Hybrid architectures of vLLM 0.17-0.33 beyond the Mamba / Qwen3-Next families: OLMo Hybrid,
-AliceAI and the Ling/Ring (bailing_hybrid) models. Hand-computed from the state-shape
-functions each model calls (docs/methodology.md §1)."""
+"""Hybrid architectures beyond the Nemotron-H / Jamba / Qwen3-Next families: OLMo Hybrid,
+AliceAI, the Ling/Ring (bailing_hybrid) models, Zamba2 and PLaMo2. Hand-computed from the
+state-shape functions each model calls (docs/methodology.md §1)."""
 
 import pytest
-from configs import ALICE_AI_80B, LING_30_FLASH, OLMO_HYBRID_7B, RING_25_1T
+from configs import ALICE_AI_80B, LING_30_FLASH, OLMO_HYBRID_7B, PLAMO2_1B, RING_25_1T, ZAMBA2_27B
 
 from kvplan.core.arch import normalize, valid_tps
 from kvplan.core.params import count_params
@@ -120,3 +120,51 @@ def test_ling_v3_kda_and_trailing_mla(tp, block):
     # 44 layers: the two past the last whole group of 6 are MLA
     odd = normalize({**LING_30_FLASH, "num_hidden_layers": 44})
     assert [i for i, x in enumerate(odd.layers) if x.kind == "mla"][-3:] == [41, 42, 43]
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_zamba2_shared_attention_keeps_a_cache_per_hybrid_layer(tp):
+    r = run(ZAMBA2_27B, tensor_parallel_size=tp)
+    # 9 hybrid layers, each its own cache: 32/tp heads (no GQA) of 2 x 2,560 / 32 = 160
+    assert r.kv_bytes_per_token_per_gpu == 9 * 32 // tp * (160 + 160) * 2 == 184320 // tp
+    # 54 Mamba2 states (the hybrid layers have one too): conv (5,120 + 2 x g' x 64)/tp x 3 x
+    # 2 B with the one group padded to g' = tp, ssm 80/tp x 64 x 64 x 2 B
+    conv = (5120 + 2 * tp * 64) // tp * 3 * 2
+    assert r.state_bytes_per_request_per_gpu == 54 * (conv + 80 // tp * 64 * 64 * 2)
+    assert r.state_bytes_per_request_per_gpu == {1: 37089792, 2: 18565632}[tp]
+
+
+def test_zamba2_parameters_length_and_no_pipeline():
+    # shared blocks counted once per num_mem_blocks, not per hybrid layer: 2,662,214,560
+    # (54 mixers of 39,888,240, 9 linears and MLP adapters, 2 blocks of 170,401,280, the
+    # tied embedding and the final norm, from vLLM's shapes)
+    assert count_params(normalize(ZAMBA2_27B)).total == 2662214560
+    assert normalize({**ZAMBA2_27B, "use_long_context": True}).max_position == 16384
+    with pytest.raises(BadInput, match="no SupportsPP"):
+        run(ZAMBA2_27B, pipeline_parallel_size=2)
+    with pytest.raises(BadInput, match="no SupportsPP"):
+        run(ALICE_AI_80B, pipeline_parallel_size=2)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_plamo2_alternating_mamba_without_groups(tp):
+    r = run(PLAMO2_1B, version="0.26", tensor_parallel_size=tp, max_model_len=32768)
+    # odd layers attention: 1 KV head (replicated) x (128 + 128) x 2 B; no sliding window
+    assert r.kv_bytes_per_token_per_gpu == 8 * 512
+    assert all(x.kind == "full" for x in r.arch.layers[1::2])
+    # even layers: conv 32 x 128 / tp x 3 x 2 B (no B/C groups) + ssm 32/tp x 128 x 64 x 2 B
+    assert r.state_bytes_per_request_per_gpu == 8 * (4096 // tp * 6 + 32 // tp * 128 * 64 * 2)
+    assert count_params(normalize(PLAMO2_1B)).total == 1291441920
+    # no Mamba prefix-caching support: with prefix caching 'align' (two states a request), not
+    # 'all' (a state a block; 0.15-0.26)
+    p = run(PLAMO2_1B, version="0.26", tensor_parallel_size=tp, max_model_len=32768,
+            enable_prefix_caching=True)
+    assert p.blocks_per_request == -(-32768 // p.block_size) + 2
+    # its mixer's conv state does not widen with speculative tokens
+    from kvplan.core.specdec import widen_states
+    from kvplan.core.versions import VllmVersion
+
+    wide = widen_states(r.arch.layers, 3, VllmVersion.of("0.26"))
+    assert wide[0].d_conv == 4
+    with pytest.raises(BadInput, match="no longer runs"):
+        run(PLAMO2_1B, max_model_len=32768)

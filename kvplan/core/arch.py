@@ -55,6 +55,9 @@ class StateLayer:
     n_groups: int = 0
     n_heads: int = 0
     head_dim: int = 0
+    # the conv state does not widen with speculative tokens (PLaMo2's own mixer calls
+    # `mamba2_state_shape` without num_spec)
+    fixed_conv: bool = False
     # gated delta-net / Kimi delta attention
     k_heads: int = 0
     k_dim: int = 0
@@ -94,6 +97,9 @@ class ModelArch:
     # the KDA recurrent state's dtype whatever --mamba-ssm-cache-dtype says (AliceAI calls
     # `kda_state_dtype` without the flag: float32)
     kda_state_fixed: str | None = None
+    # the model class lacks `SupportsMambaPrefixCaching` (PLaMo2): 0.12-0.14 turn prefix caching
+    # off, 0.15-0.27 use 'align' mode, as for the non-Mamba states
+    mamba_prefix_unsupported: bool = False
     sliding_all_layers: int = 0  # window copied to cache_config.sliding_window (Mistral-v0.1)
     is_mla: bool = False
     is_sparse_mla: bool = False  # DeepSeek-V3.2-style (fp8_ds_mla / indexer)
@@ -594,6 +600,54 @@ def _kimi_linear_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Laye
     return [kda if i + 1 in kda_idx else mla for i in range(n)]
 
 
+def zamba2_mamba(t: dict[str, Any]) -> StateLayer:
+    """Zamba2's Mamba2 mixer (`Zamba2MambaDecoderLayer`), with `Zamba2Config`'s defaults."""
+    inter = int(t.get("mamba_expand") or 2) * _int(t, "hidden_size")
+    heads = int(t.get("n_mamba_heads") or 8)
+    return StateLayer(kind=MAMBA2, intermediate=inter, d_state=int(t.get("mamba_d_state") or 64),
+                      d_conv=int(t.get("mamba_d_conv") or 4),
+                      n_groups=int(t.get("mamba_ngroups") or 1), n_heads=heads,
+                      head_dim=inter // heads)
+
+
+def _zamba2_layers(t: dict[str, Any], n: int) -> list[Layer]:
+    """Zamba2 (vLLM 0.8-0.33 `zamba2.py`): every layer keeps a Mamba2 state; each 'hybrid'
+    layer also runs a shared attention block with a KV cache of its own ("KV cache is unique
+    for every attention layer"): all `num_attention_heads` heads (no GQA), head size
+    2 x hidden / heads, as attention runs on [hidden, original embeddings]. transformers
+    derives the head size and ids itself and raises the length to 16,384 with
+    `use_long_context`."""
+    plan = t.get("layers_block_type") or t.get("layer_types")
+    if not isinstance(plan, list) or len(plan) < n:
+        raise BadInput(f"zamba2: layers_block_type must name a block for each of the {n} layers")
+    heads = _int(t, "num_attention_heads")
+    hs = 2 * _int(t, "hidden_size") // heads
+    if t.get("use_long_context"):
+        t["max_position_embeddings"] = 16384
+    mamba = zamba2_mamba(t)
+    attn = AttnLayer(FULL, heads, hs, hs, parallel_state=mamba)
+    return [attn if x == "hybrid" else mamba for x in plan[:n]]
+
+
+def _plamo2_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
+    """PLaMo2 (vLLM 0.8.5-0.26 `plamo2.py` `is_mamba`): layer i is Mamba unless i %
+    mamba_step == mamba_step // 2 (only the last layer is attention when there are no more
+    layers than mamba_step // 2); attention is full (`attention_window_size` is not read).
+    Its mixer's state is Mamba2's with no groups, whose conv does not widen for speculative
+    tokens, and the class never supports Mamba prefix caching."""
+    step = int(t.get("mamba_step") or 2)
+    hd = _int(t, "hidden_size_per_head")
+    heads = _int(t, "mamba_num_heads")
+    arch.mamba_prefix_unsupported = True
+    mamba = StateLayer(kind=MAMBA2, intermediate=heads * hd, d_state=_int(t, "mamba_d_state"),
+                       d_conv=_int(t, "mamba_d_conv"), n_groups=0, n_heads=heads, head_dim=hd,
+                       fixed_conv=True)
+    attn = _attn(t, hs=hd)
+    if n <= step // 2:
+        return [mamba] * (n - 1) + [attn]
+    return [attn if i % step == step // 2 else mamba for i in range(n)]
+
+
 def _hybrid_plan(t: dict[str, Any], n: int, what: str) -> list[str]:
     """`layer_types` of a GDN/KDA hybrid whose other layers are full attention: every entry
     either 'linear_attention' or 'full_attention'."""
@@ -801,6 +855,10 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         return _kimi_linear_layers(t, arch, n)
     if mt == "olmo_hybrid":
         return _olmo_hybrid_layers(t, n)
+    if mt == "zamba2":
+        return _zamba2_layers(t, n)
+    if mt == "plamo2":
+        return _plamo2_layers(t, arch, n)
     if mt == "bailing_hybrid":
         return _bailing_hybrid_layers(t, arch, n)
     if mt == "alice_ai":

@@ -157,7 +157,7 @@ def _attn_params(t: dict, arch: ModelArch, layer: AttnLayer) -> tuple[int, int, 
         kv += layer.num_kv_heads * (hd + hv)
     # Qwen3 / Gemma 3 q_norm and k_norm: one RMSNorm weight of head_dim each, replicated
     qk_norm = 2 * hd if arch.model_type.startswith(("qwen3", "gemma3")) else 0
-    if arch.model_type == "olmo_hybrid":  # q_norm / k_norm over the whole q and k vectors
+    if arch.model_type in ("olmo_hybrid", "plamo2"):  # q_norm / k_norm over all heads
         qk_norm = (heads + layer.num_kv_heads) * hd
     return split, qk_norm, kv
 
@@ -245,7 +245,55 @@ def count_params(arch: ModelArch) -> ParamCount:
     return _count_params(arch)
 
 
+def _zamba2_params(arch: ModelArch) -> ParamCount:
+    """Zamba2 (zamba2.py): every layer a Mamba2 mixer (in_proj, conv1d with bias, A, D,
+    dt_bias, gated norm, out_proj) and its input norm; each hybrid layer adds a replicated
+    `linear` h x h and an MLP adapter (h x r + r x 2F; with `use_shared_attention_adapter`
+    three q/k/v adapters of 2h x r + r x 2h); the `num_mem_blocks` shared blocks (attention
+    over 2h with its norm, o_proj 2h x h, the pre-FF norm and the gated MLP) exist once each
+    and are placed at the first hybrid layers. The LM head is tied (`tie_weights`)."""
+    t, h = arch.text_config, arch.hidden_size
+    r, f = int(t.get("adapter_rank") or 128), arch.intermediate_size or 4 * h
+    a = 2 * h
+    blocks = int(t.get("num_mem_blocks") or 1)
+    pc = ParamCount(embed=arch.vocab_size * h, lm_head=0)
+    k = 0
+    for layer in arch.layers:
+        m = layer.parallel_state if isinstance(layer, AttnLayer) else layer
+        lp = LayerParams(replicated=h)
+        conv_dim = m.intermediate + 2 * max(m.n_groups, 1) * m.d_state
+        lp.state = _state_params(m, h) + conv_dim + 3 * m.n_heads + m.intermediate
+        lp.split += lp.state
+        _one_group_whole(m, h, lp)
+        if isinstance(layer, AttnLayer):
+            lp.replicated += h * h
+            lp.split += h * r + r * 2 * f + (
+                3 * (a * r + r * a) if t.get("use_shared_attention_adapter") else 0)
+            if k < blocks:
+                lp.replicated += a + h
+                lp.split += a * a + a * h
+                lp.kv_proj, lp.kv_heads = 2 * a * a, layer.num_kv_heads
+                lp.mlp = 3 * h * f
+                lp.split += lp.mlp
+            k += 1
+        pc.layers.append(lp)
+    if pc.layers:
+        pc.layers[-1].replicated += h
+    return pc
+
+
+def _plamo2_mixer(m: StateLayer, h: int) -> int:
+    """PLaMo2's `Plamo2MambaMixer`: in_proj h x 2I, conv1d (no bias), bcdt_proj I x (R + 2N),
+    dt_proj R x heads, A / D / dt_bias, out_proj, and the dt / B / C norms; R = max(64,
+    h / 16)."""
+    i, n, rank = m.intermediate, m.d_state, max(64, h // 16)
+    return (2 * h * i + i * m.d_conv + i * (rank + 2 * n) + rank * m.n_heads + 3 * m.n_heads
+            + i * h + rank + 2 * n)
+
+
 def _count_params(arch: ModelArch) -> ParamCount:
+    if arch.model_type == "zamba2":
+        return _zamba2_params(arch)
     t = arch.text_config
     h = arch.hidden_size
     embed = arch.vocab_size * h
@@ -280,6 +328,9 @@ def _count_params(arch: ModelArch) -> ParamCount:
                     int(t.get("qk_nope_head_dim") or 0) + int(t.get("qk_rope_head_dim") or 0))
             lp.kv_proj = kv
             lp.kv_heads = layer.num_kv_heads
+        elif isinstance(layer, StateLayer) and arch.model_type == "plamo2":
+            lp.state = _plamo2_mixer(layer, h)
+            lp.split += lp.state
         elif isinstance(layer, StateLayer):
             lp.state = _state_params(layer, h, t=t, full_rank_gate=bool((t.get(
                 "linear_attn_config") or {}).get("use_full_rank_gate") or (
@@ -538,7 +589,7 @@ _NO_ROPE = {"nemotron_h"}
 
 # decoder layers with four RMSNorms (gemma2.py / gemma3.py `Gemma2DecoderLayer`: input,
 # post-attention, pre- and post-feedforward)
-_FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3"})
+_FOUR_NORMS = frozenset({"gemma2", "gemma3_text", "gemma3", "plamo2"})
 # models whose vLLM implementation rotates the config's `rotary_dim` (gpt_j.py; minimax_m2.py
 # as partial_rotary_factor = rotary_dim / head_dim, 0.12-0.33)
 _ROTARY_DIM = frozenset({"gptj", "minimax_m2"})

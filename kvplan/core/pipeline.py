@@ -27,6 +27,12 @@ HIDDEN_ONLY = frozenset({"bloom", "chatglm", "dbrx", "falcon", "falcon_h1", "gpt
                          "moondream3", "olmo_hybrid", "opt", "orion", "stablelm", "step3p5"})
 
 
+# model classes without `SupportsPP`, which `ModelConfig.verify_with_parallel_config` refuses
+# with pipeline parallelism (0.33 registry; none of them ever had it)
+NO_PIPELINE = frozenset({"AliceAIForCausalLM", "Zamba2ForCausalLM", "Mamba2ForCausalLM",
+                         "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"})
+
+
 def pp_partition(num_layers: int, pp: int, partition: str | None = None, *,
                  rest_to_last: bool = False) -> list[range]:
     """`distributed/utils.py get_pp_indices`: the remainder goes to stages -2, -3, ... (0.8+;

@@ -108,6 +108,7 @@ from kvplan.core.params import (
 from kvplan.core.pipeline import (
     EMBED_EVERY_STAGE,
     LM_HEAD_EVERY_STAGE,
+    NO_PIPELINE,
     intermediate_tensor_bytes,
     pp_partition,
 )
@@ -786,6 +787,12 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
     if a.pipeline_parallel_size > arch.num_layers:
         raise BadInput(f"--pipeline-parallel-size {a.pipeline_parallel_size} exceeds the "
                        f"model's {arch.num_layers} layers")
+    no_pp = next((x for x in arch.architectures if x in NO_PIPELINE), None)
+    if a.pipeline_parallel_size > 1 and no_pp:
+        raise BadInput(f"vLLM refuses --pipeline-parallel-size {a.pipeline_parallel_size} for "
+                       f"{no_pp} (\"Pipeline parallelism is not supported for this model\": "
+                       "no SupportsPP)", hint="use tensor parallelism instead",
+                       flag="pipeline_parallel_size")
     if a.gpu_memory_utilization is not None and not 0 < a.gpu_memory_utilization <= 1:
         raise BadInput("--gpu-memory-utilization must be in (0, 1]",
                        hint="it is a fraction of the GPU's total memory, e.g. 0.9")
@@ -2843,7 +2850,7 @@ def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> st
         return "none"  # 0.11 turned prefix caching off for every Mamba hybrid
     if version.at_least(0, 28):
         return "align"
-    if arch.state_kinds <= {"mamba1", "mamba2"}:
+    if arch.state_kinds <= {"mamba1", "mamba2"} and not arch.mamba_prefix_unsupported:
         return "all"
     return "align" if version.mamba_align_mode else "none"
 

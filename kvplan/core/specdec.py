@@ -484,7 +484,8 @@ def widen_states(layers: list[Layer], k: int, version: VllmVersion) -> list[Laye
     """State layers whose conv state grows by k columns in this release."""
     def wide(st: StateLayer) -> StateLayer:
         since = _CONV_PLUS_K.get(st.kind)
-        return replace(st, d_conv=st.d_conv + k) if since and version.at_least(*since) else st
+        grows = since and not st.fixed_conv and version.at_least(*since)
+        return replace(st, d_conv=st.d_conv + k) if grows else st
 
     out: list[Layer] = []
     for x in layers:
