@@ -2346,3 +2346,34 @@ def test_hy_v4_indexers_follow_indexer_types():
     assert run(cfg, gpu=B200, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == 34 * 1152
     with pytest.raises(BadInput, match="indexer_types"):
         normalize({**sparse, "indexer_types": ["full"] * 33})
+
+
+def test_cohere2_window_plus_one_from_029():
+    # Command R7B: 24 sliding layers (4,096) + 8 full; from 0.29 commandr.py passes
+    # sliding_window + 1 as the window, which the eviction formula uses too: a sliding layer
+    # keeps cdiv(min(window - 1 + 8,192 in flight, 131,072), 16) + 1 blocks a request
+    cfg = {"architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "hidden_size": 4096,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "intermediate_size": 14336, "vocab_size": 256000, "max_position_embeddings": 131072,
+           "sliding_window": 4096, "sliding_window_pattern": 4, "torch_dtype": "bfloat16"}
+    old = run(cfg, version="0.28", kv_cache_memory_bytes=8 * GiB, max_num_batched_tokens=8192)
+    new = run(cfg, version="0.29", kv_cache_memory_bytes=8 * GiB, max_num_batched_tokens=8192)
+    window = {g.spec.window for g in old.groups if g.spec.window}
+    assert window == {4096} and {g.spec.window for g in new.groups if g.spec.window} == {4097}
+    assert old.kv_bytes_per_token_per_gpu == new.kv_bytes_per_token_per_gpu == 32 * 4096
+
+
+def test_exaone_moe_per_layer_windows():
+    # K-EXAONE's `sliding_windows` (exaone_moe.py): each sliding layer's own window; a null
+    # entry leaves the layer without one
+    cfg = {"architectures": ["ExaoneMoeForCausalLM"], "model_type": "exaone_moe",
+           "hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16,
+           "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 8192,
+           "vocab_size": 1000, "max_position_embeddings": 32768, "sliding_window": 4096,
+           "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+           "sliding_windows": [128, 4096, None, None], "torch_dtype": "bfloat16"}
+    arch = normalize(cfg)
+    assert [(x.kind, x.window) for x in arch.layers] == [
+        ("sliding", 128), ("sliding", 4096), ("full", 0), ("full", 0)]
+    with pytest.raises(BadInput, match="sliding_windows"):
+        normalize({**cfg, "sliding_windows": [128]})

@@ -970,12 +970,13 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         flags = [i >= mwl for i in range(n)]
         arch.sliding_all_layers = 0
     hs_v = t.get("v_head_dim") if mt not in _MLA_TYPES else None
+    windows = _per_layer_windows(t, n, window) if mt == "exaone_moe" else [window] * n
     out = []
     for i in range(n):
         if kv_shared and i >= n - kv_shared:
             out.append(None)  # reuses an earlier layer's KV (Gemma-3n / Gemma-4 edge models)
-        elif flags[i]:
-            out.append(_attn(t, SLIDING, window=window, hs_v=hs_v))
+        elif flags[i] and windows[i]:
+            out.append(_attn(t, SLIDING, window=windows[i], hs_v=hs_v))
         else:
             out.append(_attn(t, heads=global_kv, hs=global_hs,
                              hs_v=global_hs if global_hs else hs_v))
@@ -997,7 +998,8 @@ _SPARSE_SPELLINGS = frozenset({"deepseek_sparse_attention", "indexed_attention",
 # a hybrid layer plan; the architectures that use them are special-cased above
 _STATE_FIELDS = ("layers_block_type", "hybrid_override_pattern", "hybrid_layer_ids",
                  "attn_layer_indices", "attn_type_list", "linear_attn_config",
-                 "linear_num_value_heads", "linear_key_head_dim", "mamba_d_state",
+                 "linear_num_value_heads", "linear_key_head_dim", "linear_num_heads",
+                 "linear_head_dim", "mamba_d_state",
                  "mamba_n_heads", "ssm_state_size", "conv_L_cache", "full_attn_idxs")
 
 
@@ -1034,6 +1036,20 @@ def _all_attention(key: str, value: Any) -> bool:
     if key == "layers_block_type":
         return isinstance(value, list) and all(x == "attention" for x in value)
     return False
+
+
+def _per_layer_windows(t: dict[str, Any], n: int, window: int) -> list[int]:
+    """K-EXAONE's optional per-layer `sliding_windows` (exaone_moe.py 0.33: a sliding layer's
+    window is its entry, none for a null one), else `sliding_window` on every layer."""
+    ws = t.get("sliding_windows")
+    if ws is None:
+        return [window] * n
+    if not isinstance(ws, list) or len(ws) < n or any(
+            w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0)
+            for w in ws):
+        raise BadInput(f"config field 'sliding_windows' must list a window (or null) for each "
+                       f"of the {n} layers, got {ws!r}")
+    return [int(w or 0) for w in ws[:n]]
 
 
 def _msa_layers(sac: dict[str, Any], layers: list[Layer], arch: ModelArch) -> list[Layer]:

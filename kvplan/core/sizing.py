@@ -1820,6 +1820,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         # (`SlidingWindowSpec.extra_retained_tokens`; 0.33 `num_prefill_lookahead_tokens`)
         specs = [replace(x, window=x.window + k_spec - 1) if x is not None and x.window
                  else x for x in specs]
+    if arch.model_type in ("cohere2", "cohere2_moe") and version.at_least(0, 29):
+        # commandr.py / cohere2_moe.py 0.29+: a sliding layer sees sliding_window + 1 tokens,
+        # passed as its window ("The same +1 propagates into the KV-cache eviction formula")
+        specs = [replace(x, window=x.window + 1) if x is not None and x.kind == SLIDING
+                 else x for x in specs]
     old_v4 = arch.packed_kv and (version.dsv4_tuple_layout or version.dsv4_bucketed_layout)
     if old_v4:
         specs = B.tuple_padded(specs)
