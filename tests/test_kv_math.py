@@ -2377,3 +2377,32 @@ def test_exaone_moe_per_layer_windows():
         ("sliding", 128), ("sliding", 4096), ("full", 0), ("full", 0)]
     with pytest.raises(BadInput, match="sliding_windows"):
         normalize({**cfg, "sliding_windows": [128]})
+
+
+def test_llava_text_config_takes_llama_defaults_and_llama4_layer_types_size():
+    # llava-hf/llava-1.5-7b-hf saves its text_config without LlamaConfig's defaults (4,096
+    # hidden, 32 layers of 32 heads): 32 x 32 x (128 + 128) x 2 B
+    llava = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
+             "text_config": {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                             "max_position_embeddings": 4096, "vocab_size": 32064,
+                             "torch_dtype": "float16"},
+             "vision_config": {"hidden_size": 1024, "image_size": 336,
+                               "intermediate_size": 4096, "model_type": "clip_vision_model",
+                               "num_attention_heads": 16, "num_hidden_layers": 24,
+                               "patch_size": 14},
+             "torch_dtype": "float16"}
+    assert run(llava, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == 524288
+    # a top-level config missing them is still refused
+    with pytest.raises(BadInput, match="lacks hidden_size"):
+        normalize({"architectures": ["LlamaForCausalLM"], "model_type": "llama"})
+    # transformers writes 'chunked_attention' layer_types into re-saved Llama 4 configs, which
+    # llama4.py does not read: sized as before, not refused
+    from kvplan import catalog
+    from kvplan.sources.resolve import model_from_entry
+
+    m = model_from_entry(*catalog.load("models").get("meta-llama/Llama-4-Scout-17B-16E-Instruct"))
+    tc = m.config["text_config"]
+    resaved = {**m.config, "text_config": {**tc, "layer_types": [
+        "full_attention" if (i + 1) % 4 == 0 else "chunked_attention"
+        for i in range(tc["num_hidden_layers"])]}}
+    assert normalize(resaved).layers == normalize(m.config).layers

@@ -1147,3 +1147,26 @@ def test_channel_fp8_scales_per_output_row(monkeypatch):
     monkeypatch.setattr(sizing, "channel_scaled", lambda arch, q=None: False)
     rows = 2048 + 512 + 8192 + 14336 + 8192
     assert with_scales - size(m, h100, a).budget.weights == 80 * rows * 4 == 10649600
+
+
+def test_ernie45_moe_layer_range_and_shared_experts():
+    # baidu/ERNIE-4.5-21B-A3B (ernie45_moe.py): MoE on layers 1..27 (`moe_layer_start_index` /
+    # `_end_index` / `_interval`), layer 0 a dense MLP of 12,288; two shared experts of 1,536
+    # (`moe_num_shared_experts`) beside 64 routed ones: 21,825,436,160 parameters
+    cfg = {"architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe",
+           "hidden_size": 2560, "intermediate_size": 12288, "moe_intermediate_size": 1536,
+           "num_hidden_layers": 28, "num_attention_heads": 20, "num_key_value_heads": 4,
+           "head_dim": 128, "moe_num_experts": 64, "moe_num_shared_experts": 2, "moe_k": 6,
+           "moe_layer_start_index": 1, "moe_layer_end_index": 27, "moe_layer_interval": 1,
+           "vocab_size": 103424, "tie_word_embeddings": True, "torch_dtype": "bfloat16"}
+    pc = count_params(normalize(cfg))
+    h = 2560
+    assert pc.layers[0].expert == 0 and pc.layers[0].mlp == 3 * h * 12288
+    assert pc.layers[1].expert == 64 * 3 * h * 1536 and pc.layers[1].mlp == 3 * h * 2 * 1536
+    attn = h * 20 * 128 * 2 + h * 4 * 128 * 2
+    assert pc.total == (103424 * h + 28 * (attn + 2 * h) + 3 * h * 12288
+                        + 27 * (64 * 3 * h * 1536 + 3 * h * 3072 + h * 64) + h) == 21825436160
+    # ERNIE-4.5-VL lists its text and vision experts: both sets are weights
+    vl = {**cfg, "moe_num_experts": [64, 64], "moe_intermediate_size": [1536, 512],
+          "moe_layer_start_index": [1, 1], "moe_layer_end_index": [27, 27]}
+    assert count_params(normalize(vl)).total == pc.total + 27 * 64 * 3 * h * 512

@@ -216,6 +216,18 @@ _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3_5_moe_text": {"attn_output_gate": True},
 }
 
+# transformers' config class defaults (4.57 configuration_llama.py / configuration_qwen2.py) for
+# a wrapper's text config, which `to_diff_dict` saves without its default values (LLaVA-1.5's
+# text_config names only its length, vocabulary and dtype); a top-level config.json with keys
+# missing is refused instead
+_WRAPPED_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+              "num_hidden_layers": 32, "num_attention_heads": 32},
+    "qwen2": {"vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+              "max_position_embeddings": 32768},
+}
+
 MAX_LEN_KEYS = (
     "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
     "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len",
@@ -264,6 +276,9 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
         t.pop("model_type", None)  # null reads as absent
     for k, v in (_TYPE_DEFAULTS.get(mt, {}) if isinstance(mt, str) else {}).items():
         t.setdefault(k, v)
+    if inner is not None and isinstance(mt, str):
+        for k, v in _WRAPPED_DEFAULTS.get(mt, {}).items():
+            t.setdefault(k, v)
     return {k: _loads(v) for k, v in t.items()}
 
 
@@ -1007,6 +1022,8 @@ def _refuse_unmodelled_layers(t: dict[str, Any], mt: str, n: int) -> None:
     """Refuse a config the attention paths below would size wrongly: layer types they do not
     know (a linear-attention or Mamba layer would be charged as attention) or a state mixer's
     fields on an architecture kvplan has no hybrid rule for -- never a silent guess."""
+    if mt.startswith("llama4"):
+        return  # llama4.py reads no layer_types; transformers writes 'chunked_attention' there
     lt = t.get("layer_types")
     allowed = _ATTN_SPELLINGS | (_SPARSE_SPELLINGS if t.get("kv_lora_rank") else frozenset())
     what = f"model_type {mt!r} ({', '.join(t.get('architectures') or []) or 'no architectures'})"
@@ -1141,6 +1158,11 @@ def normalize(config: dict[str, Any]) -> ModelArch:
     return _normalize(config)
 
 
+def _text_entry(v: Any) -> Any:
+    """The text entry of a per-modality [text, vision] list (ERNIE-4.5-VL's experts)."""
+    return v[0] if isinstance(v, list) and v else v
+
+
 def _normalize(config: dict[str, Any]) -> ModelArch:
     if not isinstance(config, dict):
         raise BadInput("config is not a JSON object")
@@ -1179,10 +1201,11 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
             # falcon.py: an unset (None) tie_word_embeddings means tied
             or (mt in _FALCON and t.get("tie_word_embeddings") is None)),
         num_experts=int(t.get("num_local_experts") or t.get("num_experts")
-                        or t.get("n_routed_experts") or t.get("moe_num_experts") or 0),
+                        or t.get("n_routed_experts") or _text_entry(t.get("moe_num_experts"))
+                        or 0),
         experts_per_tok=int(t.get("num_experts_per_tok") or t.get("experts_per_token")
                             or t.get("top_k_experts") or t.get("moe_top_k") or 0),
-        moe_intermediate_size=int(t.get("moe_intermediate_size") or 0),
+        moe_intermediate_size=int(_text_entry(t.get("moe_intermediate_size")) or 0),
         shared_expert_intermediate_size=int(t.get("shared_expert_intermediate_size")
                                             or t.get("moe_shared_expert_intermediate_size")
                                             # vLLM llama4.py `Llama4MoE`: one shared expert

@@ -15,6 +15,7 @@ import fnmatch
 import re
 from dataclasses import field
 from functools import lru_cache
+from typing import Any
 
 from kvplan.core.arch import DSV4, MLA, SLIDING, AttnLayer, ModelArch, StateLayer
 from kvplan.core.memo import by_identity
@@ -89,6 +90,14 @@ def _is_moe_layer(t: dict, i: int, n_experts: int) -> bool:
         return False
     if i in set(t.get("mlp_only_layers") or []):
         return False
+    if any(k in t for k in ("moe_layer_start_index", "moe_layer_end_index",
+                            "moe_layer_interval")):
+        # ERNIE 4.5 (ernie45_moe.py; the VL model's lists give the text experts first):
+        # (i + 1) % interval == 0 and start <= i <= end
+        start, end = (_first(t.get(k)) for k in ("moe_layer_start_index", "moe_layer_end_index"))
+        end = int(t.get("num_hidden_layers") or 0) - 1 if end is None else end
+        step = int(t.get("moe_layer_interval") or 1)
+        return (i + 1) % step == 0 and int(start or 0) <= i <= end
     if t.get("expert_layer_period"):  # Jamba: transformers `JambaConfig.layers_num_experts`
         return i % int(t["expert_layer_period"]) == int(t.get("expert_layer_offset") or 0)
     freq = t.get("moe_layer_freq")
@@ -98,6 +107,25 @@ def _is_moe_layer(t: dict, i: int, n_experts: int) -> bool:
     if isinstance(freq, int) and freq > 1:
         step = freq
     return (i + 1) % step == 0
+
+
+def _second_experts(t: dict, i: int, h: int) -> int:
+    """ERNIE-4.5-VL's vision experts (ernie45_vl_moe.py): `moe_num_experts[1]` experts of
+    `moe_intermediate_size[1]` on the layers of `moe_layer_start_index[1]` ..
+    `moe_layer_end_index[1]`, beside the text experts."""
+    n, w = t.get("moe_num_experts"), t.get("moe_intermediate_size")
+    if not (isinstance(n, list) and isinstance(w, list) and len(n) > 1 and len(w) > 1):
+        return 0
+    start, end = t.get("moe_layer_start_index"), t.get("moe_layer_end_index")
+    lo = start[1] if isinstance(start, list) and len(start) > 1 else 0
+    hi = end[1] if isinstance(end, list) and len(end) > 1 else int(
+        t.get("num_hidden_layers") or 0) - 1
+    return n[1] * 3 * h * w[1] if lo <= i <= hi else 0
+
+
+def _first(v: Any) -> Any:
+    """A per-modality list's text entry (ERNIE-4.5-VL: [text, vision]), else the value."""
+    return v[0] if isinstance(v, list) and v else v
 
 
 def _mla_replicated_linear(t: dict, h: int, indexer: bool) -> int:
@@ -301,7 +329,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
     gated = arch.model_type not in _NON_GATED
     n_exp = arch.num_experts
     moe_i = arch.moe_intermediate_size or arch.intermediate_size
-    n_shared = int(t.get("n_shared_experts") or t.get("num_shared_experts") or 0)
+    n_shared = int(t.get("n_shared_experts") or t.get("num_shared_experts")
+                   or t.get("moe_num_shared_experts") or 0)
     shared_i = arch.shared_expert_intermediate_size or (
         n_shared * moe_i if n_shared else int(t.get("shared_intermediate_size") or 0))
     pattern = t.get("hybrid_override_pattern") if arch.model_type == "nemotron_h" else None
@@ -360,7 +389,7 @@ def _count_params(arch: ModelArch) -> ParamCount:
             lp.mlp = 3 * h * inter
         elif _is_moe_layer(t, i, n_exp):
             latent = int(t.get("routed_expert_hidden_size") or h)  # Kimi-K3 latent experts
-            lp.expert += n_exp * 3 * latent * moe_i
+            lp.expert += n_exp * 3 * latent * moe_i + _second_experts(t, i, h)
             lp.replicated += h * n_exp
             if t.get("topk_method") == "noaux_tc":  # DeepSeek-V3 e_score_correction_bias
                 lp.replicated += n_exp
