@@ -173,7 +173,8 @@ ALICE_AI_80B = {
     "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 512,
     "shared_expert_intermediate_size": 512, "vocab_size": 129024,
     "max_position_embeddings": 262144, "rope_theta": 1000000.0, "tie_word_embeddings": False,
-    "kda_allow_negative_eigenvalues": False, "torch_dtype": "bfloat16",
+    "kda_allow_negative_eigenvalues": False, "block_attn_res_block_size": 4,
+    "torch_dtype": "bfloat16",
 }
 # inclusionAI/Ring-2.5-1T (BailingMoeV2_5): a transformers BailingHybridConfig's defaults that
 # name the checkpoint; head_dim 128, the only value its weight shapes allow

@@ -168,3 +168,57 @@ def test_plamo2_alternating_mamba_without_groups(tp):
     assert wide[0].d_conv == 4
     with pytest.raises(BadInput, match="no longer runs"):
         run(PLAMO2_1B, max_model_len=32768)
+
+
+def test_review26_release_rules_and_refusals():
+    # no SupportsPP by release: gpt-oss gained it in 0.10.2 (`GptOssForCausalLM(nn.Module)`
+    # in 0.10.1), DeepSeek-V4 in 0.21
+    gpt_oss = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+               "hidden_size": 2880, "num_hidden_layers": 24, "num_attention_heads": 64,
+               "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880,
+               "num_local_experts": 32, "num_experts_per_tok": 4, "vocab_size": 201088,
+               "max_position_embeddings": 131072, "sliding_window": 128,
+               "layer_types": ["sliding_attention", "full_attention"] * 12,
+               "torch_dtype": "bfloat16"}
+    with pytest.raises(BadInput, match="for GptOssForCausalLM") as e:
+        run(gpt_oss, version="0.10.1", pipeline_parallel_size=2)
+    assert e.value.hint.endswith("or vLLM 0.10.2+ which has it")
+    assert run(gpt_oss, version="0.10.2", pipeline_parallel_size=2).block_size == 16
+    # the float32 lightning refusal (0.17-0.20.0) is for the literal --mamba-cache-dtype; a
+    # float32 model's auto state is built
+    small = {**RING_25_1T, "num_hidden_layers": 8, "hidden_size": 1024, "num_attention_heads": 8,
+             "num_key_value_heads": 8, "num_experts": 8, "vocab_size": 1000}
+    r = run(small, version="0.18", dtype="float32")
+    assert r.state_bytes_per_request_per_gpu == 7 * 8 * 128 * 128 * 4
+    # linear-attention heads must split: 16 GDN value heads at TP 3
+    olmo16 = {**OLMO_HYBRID_7B, "linear_num_key_heads": 16, "linear_num_value_heads": 16,
+              "linear_key_head_dim": 128, "linear_value_head_dim": 256}
+    assert valid_tps(normalize(olmo16)) == [1, 2]
+    # configs vLLM refuses at model build
+    with pytest.raises(BadInput, match="no_kda_lora"):
+        normalize({**LING_30_FLASH, "no_kda_lora": False})
+    with pytest.raises(BadInput, match="mamba_step > 1"):
+        normalize({**PLAMO2_1B, "mamba_step": 1})
+    with pytest.raises(BadInput, match="block_attn_res_block_size"):
+        normalize({k: v for k, v in ALICE_AI_80B.items() if k != "block_attn_res_block_size"})
+    with pytest.raises(BadInput, match="'n_mamba_heads' must be positive"):
+        normalize({**ZAMBA2_27B, "n_mamba_heads": 0})
+    assert valid_tps(normalize({**RING_25_1T, "group_norm_size": 0})) == []
+    # OLMo Hybrid's legacy layer names, as transformers 5 remaps them
+    legacy = {**OLMO_HYBRID_7B, "layer_types": ["mamba"] * 3 + ["attention"]}
+    legacy["layer_types"] = legacy["layer_types"] * 8
+    assert normalize(legacy).layers == normalize(OLMO_HYBRID_7B).layers
+
+
+def test_review26_rotary_caches():
+    # PLaMo2 always builds a rope over min(max_position_embeddings, max_model_len): 8,192 x 128
+    # x 2 B, not 10,485,760 rows
+    assert run(PLAMO2_1B, version="0.26", max_model_len=8192).rope_cache_bytes == 8192 * 128 * 2
+    # Ring's lightning layers have their own neox rope (131,072 x 128) beside MLA's
+    # (131,072 x 64), with theta 10,000 when the config names none
+    r = run(RING_25_1T, gpu=B200, tensor_parallel_size=8, kv_cache_memory_bytes=40 * GiB)
+    assert r.rope_cache_bytes == 131072 * 128 * 2 + 131072 * 64 * 2
+    # OLMo Hybrid: transformers 5 fills rope_theta when absent, so vLLM builds one; an explicit
+    # null turns it off
+    bare = {k: v for k, v in OLMO_HYBRID_7B.items() if k != "rope_parameters"}
+    assert run(bare).rope_cache_bytes == 65536 * 128 * 2

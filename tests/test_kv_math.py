@@ -2292,14 +2292,15 @@ def test_exaone4_letter_pattern():
            "sliding_window_pattern": "LLLG",
            "layer_types": ["sliding_attention"] * 3 + ["full_attention"], "torch_dtype": "bfloat16"}
     cfg["layer_types"] = cfg["layer_types"] * 16
-    without = {k: v for k, v in cfg.items() if k != "layer_types"}
-    for c in (cfg, without):
-        arch = normalize(c)
-        assert [x.kind for x in arch.layers[:4]] == ["sliding"] * 3 + ["full"]
-        assert sum(x.kind == "sliding" for x in arch.layers) == 48
-        assert run(c, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == 262144
+    arch = normalize(cfg)
+    assert [x.kind for x in arch.layers[:4]] == ["sliding"] * 3 + ["full"]
+    assert sum(x.kind == "sliding" for x in arch.layers) == 48
+    assert run(cfg, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == 262144
     with pytest.raises(BadInput, match="string of L"):
         normalize({**cfg, "sliding_window_pattern": "LLX"})
+    # without layer_types transformers' Exaone4Config cannot build them from the letters
+    with pytest.raises(BadInput, match="needs layer_types"):
+        normalize({k: v for k, v in cfg.items() if k != "layer_types"})
 
 
 def test_kimi_k3_without_text_model_type():
@@ -2377,6 +2378,9 @@ def test_exaone_moe_per_layer_windows():
         ("sliding", 128), ("sliding", 4096), ("full", 0), ("full", 0)]
     with pytest.raises(BadInput, match="sliding_windows"):
         normalize({**cfg, "sliding_windows": [128]})
+    # 0.14-0.26 build it with Exaone4Attention, which reads sliding_window alone
+    old = run(cfg, version="0.26", kv_cache_memory_bytes=GiB)
+    assert {g.spec.window for g in old.groups} == {0, 4096}
 
 
 def test_llava_text_config_takes_llama_defaults_and_llama4_layer_types_size():

@@ -351,9 +351,16 @@ def tp_refusal(arch: ModelArch, tp: int) -> str | None:
     if LIGHTNING in arch.state_kinds and arch.model_type == "bailing_hybrid":
         # `BailingMoELinearAttention.__init__` asserts tp <= group_norm_size and that it
         # divides it (0.17-0.33; the config class defaults the size to 1)
-        gns = int(arch.text_config.get("group_norm_size") or 1)
-        if tp > gns or gns % tp:
+        gns = arch.text_config.get("group_norm_size")
+        gns = 1 if gns is None else int(gns)
+        if gns <= 0 or tp > gns or gns % tp:
             return f"its lightning attention's group_norm_size {gns} is not a multiple of {tp}"
+    for s in {x for x in arch.layers if isinstance(x, StateLayer) and x.kind in (GDN, KDA)}:
+        # `gated_delta_net_state_shape` / `kda_state_shape`: divide(v heads, tp) and the conv
+        # width divide(2 k_heads k_dim + v_heads v_dim, tp)
+        if s.v_heads % tp or (2 * s.k_heads * s.k_dim + s.v_heads * s.v_dim) % tp:
+            return f"its linear-attention layers' {s.v_heads} heads do not split over {tp} " \
+                f"('{s.v_heads} is not divisible by {tp}')"
     # `MambaMixer2.__init__` asserts (0.7-0.33): heads split evenly; groups too, or one group
     # replicated on every rank
     for m in {x if isinstance(x, StateLayer) else x.parallel_state for x in arch.layers
@@ -485,8 +492,12 @@ def _sliding_layers_pattern(t: dict[str, Any], n: int) -> list[bool] | None:
         pattern = 2
     if isinstance(pattern, int) and pattern > 0 and t.get("sliding_window"):
         return [bool((i + 1) % pattern) for i in range(n)]
-    if isinstance(pattern, str) and pattern and t.get("sliding_window"):
-        return [pattern[i % len(pattern)] == "L" for i in range(n)]  # EXAONE 4: "LLLG"
+    if isinstance(pattern, str) and t.get("sliding_window"):
+        # EXAONE 4 writes "LLLG" beside layer_types; without them transformers' Exaone4Config
+        # cannot build the layer types ((i + 1) % "LLLG" is a TypeError)
+        raise BadInput("a letter sliding_window_pattern (EXAONE 4's 'LLLG') needs layer_types "
+                       "in the config: transformers cannot build them from it",
+                       hint="add layer_types as the checkpoint's config.json has them")
     return None
 
 
@@ -618,10 +629,10 @@ def _kimi_linear_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Laye
 def zamba2_mamba(t: dict[str, Any]) -> StateLayer:
     """Zamba2's Mamba2 mixer (`Zamba2MambaDecoderLayer`), with `Zamba2Config`'s defaults."""
     inter = int(t.get("mamba_expand") or 2) * _int(t, "hidden_size")
-    heads = int(t.get("n_mamba_heads") or 8)
-    return StateLayer(kind=MAMBA2, intermediate=inter, d_state=int(t.get("mamba_d_state") or 64),
-                      d_conv=int(t.get("mamba_d_conv") or 4),
-                      n_groups=int(t.get("mamba_ngroups") or 1), n_heads=heads,
+    heads = _given(t, "n_mamba_heads", 8)
+    return StateLayer(kind=MAMBA2, intermediate=inter, d_state=_given(t, "mamba_d_state", 64),
+                      d_conv=_given(t, "mamba_d_conv", 4),
+                      n_groups=_given(t, "mamba_ngroups", 1), n_heads=heads,
                       head_dim=inter // heads)
 
 
@@ -637,6 +648,7 @@ def _zamba2_layers(t: dict[str, Any], n: int) -> list[Layer]:
         raise BadInput(f"zamba2: layers_block_type must name a block for each of the {n} layers")
     heads = _int(t, "num_attention_heads")
     hs = 2 * _int(t, "hidden_size") // heads
+    _given(t, "num_mem_blocks", 1)
     if t.get("use_long_context"):
         t["max_position_embeddings"] = 16384
     mamba = zamba2_mamba(t)
@@ -650,7 +662,9 @@ def _plamo2_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
     layers than mamba_step // 2); attention is full (`attention_window_size` is not read).
     Its mixer's state is Mamba2's with no groups, whose conv does not widen for speculative
     tokens, and the class never supports Mamba prefix caching."""
-    step = int(t.get("mamba_step") or 2)
+    step = _given(t, "mamba_step", 2)
+    if step < 2:
+        raise BadInput(f"plamo2: vLLM asserts mamba_step > 1, got {step}")
     hd = _int(t, "hidden_size_per_head")
     heads = _int(t, "mamba_num_heads")
     arch.mamba_prefix_unsupported = True
@@ -676,6 +690,17 @@ def _hybrid_plan(t: dict[str, Any], n: int, what: str) -> list[str]:
     return list(lt[:n])
 
 
+def _given(t: dict[str, Any], key: str, default: int) -> int:
+    """A config count that the config class defaults when absent (None); 0 is refused, as the
+    model's shapes cannot be built from it."""
+    v = t.get(key)
+    if v is None:
+        return default
+    if v <= 0:
+        raise BadInput(f"config field {key!r} must be positive, got {v}")
+    return int(v)
+
+
 def _olmo_hybrid_layers(t: dict[str, Any], n: int) -> list[Layer]:
     """OLMo Hybrid (vLLM 0.18-0.33 `models/olmo_hybrid.py`): 'linear_attention' layers are
     gated DeltaNet (`OlmoHybridGatedDeltaNetAttention`, the Qwen3-Next state shape), the
@@ -689,13 +714,16 @@ def _olmo_hybrid_layers(t: dict[str, Any], n: int) -> list[Layer]:
                             for i in range(n)]
         if "full_attention" not in t["layer_types"]:
             t["layer_types"][-1] = "full_attention"
+    legacy = {"mamba": "linear_attention", "attention": "full_attention"}
+    if isinstance(t.get("layer_types"), list):  # `remap_legacy_layer_types` (transformers 5)
+        t["layer_types"] = [legacy.get(x, x) for x in t["layer_types"]]
     plan = _hybrid_plan(t, n, "olmo_hybrid")
-    kh = t.get("linear_num_key_heads") or heads
-    kd = t.get("linear_key_head_dim") or int(0.75 * hidden / kh)
+    kh = _given(t, "linear_num_key_heads", heads)
+    kd = _given(t, "linear_key_head_dim", int(0.75 * hidden / kh))
     gdn = _gdn_layer({"linear_num_key_heads": kh, "linear_key_head_dim": kd,
-                      "linear_num_value_heads": t.get("linear_num_value_heads") or heads,
-                      "linear_value_head_dim": t.get("linear_value_head_dim") or 2 * kd,
-                      "linear_conv_kernel_dim": t.get("linear_conv_kernel_dim") or 4})
+                      "linear_num_value_heads": _given(t, "linear_num_value_heads", heads),
+                      "linear_value_head_dim": _given(t, "linear_value_head_dim", 2 * kd),
+                      "linear_conv_kernel_dim": _given(t, "linear_conv_kernel_dim", 4)})
     attn = _attn(t, hs=hidden // heads)
     return [gdn if x == "linear_attention" else attn for x in plan]
 
@@ -714,6 +742,12 @@ def _alice_ai_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
     if t.get("kda_allow_negative_eigenvalues"):
         raise BadInput("alice_ai: vLLM 0.33 requires kda_allow_negative_eigenvalues false "
                        "(`AliceAIForCausalLMConfig`)")
+    block = t.get("block_attn_res_block_size")
+    if isinstance(block, bool) or not isinstance(block, int) or block <= 0:
+        raise BadInput("alice_ai: vLLM 0.33 requires a positive integer "
+                       f"block_attn_res_block_size (`get_attn_res_block_size`), got {block!r}")
+    if not (t.get("num_experts") or 0) > 0:
+        raise BadInput("alice_ai: vLLM 0.33 requires sparse experts (num_experts > 0)")
     t.setdefault("head_dim", 256)
     t.setdefault("attn_output_gate", True)
     arch.kda_state_fixed = "float32"
@@ -758,10 +792,12 @@ def _bailing_hybrid_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[L
     MLA (`is_deepseek_mla` lists bailing_hybrid, 0.17+). BailingMoeV2_5 (0.17-0.33
     `bailing_moe_linear.py`): layer i is lightning attention unless (i + 1) % layer_group_size
     == 0 (`is_linear_layer`; a missing group size makes every layer MLA), one [heads, D, D]
-    state (`linear_attention_state_shape`). BailingMoeV3 and its VL model (0.28-0.33
-    `bailing_moe_v3.py` `_is_kda_layer`): Kimi delta attention except every group's last layer
-    and the layers past the last whole group, the recurrent state float32 whatever
-    --mamba-ssm-cache-dtype says (`kda_state_dtype` called without it). `layers_block_type`
+    state (`linear_attention_state_shape`). BailingMoeV3 (0.28-0.33) and its VL model
+    (0.30-0.33; `bailing_moe_v3.py` `_is_kda_layer`): Kimi delta attention except every
+    group's last layer and the layers past the last whole group, the recurrent state float32
+    whatever --mamba-ssm-cache-dtype says (`kda_state_dtype` called without it; `no_kda_lora`
+    must be true). A missing layer_group_size is vLLM's getattr default of 1; transformers 5's
+    own BailingHybridConfig defaults it to 6 where it is installed. `layers_block_type`
     is not read by either."""
     heads, hidden = _int(t, "num_attention_heads"), _int(t, "hidden_size")
     d = int(t.get("head_dim") or hidden // heads)
@@ -775,6 +811,9 @@ def _bailing_hybrid_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[L
         g = _int(t, "layer_group_size")
         if g <= 0:
             raise BadInput(f"bailing_hybrid: layer_group_size must be positive, got {g}")
+        if t.get("no_kda_lora") is not True:
+            raise BadInput("BailingMoeV3: vLLM requires no_kda_lora true (\"BailingMoeV3 KDA "
+                           "currently expects no_kda_lora=True\", 0.28-0.33)")
         whole = n // g * g
         arch.kda_state_fixed = "float32"
         kda = StateLayer(kind=KDA, k_heads=heads, k_dim=d, v_heads=heads, v_dim=d,
@@ -1055,9 +1094,20 @@ def _all_attention(key: str, value: Any) -> bool:
     return False
 
 
+def uniform_windows(arch: ModelArch) -> list[Layer]:
+    """K-EXAONE's layers as releases before 0.32 build them (`Exaone4Attention`): every
+    sliding layer of `layer_types` under `sliding_window`, `sliding_windows` unread."""
+    t = arch.text_config
+    flags = _sliding_layers_pattern(t, arch.num_layers) or [False] * arch.num_layers
+    w = int(t.get("sliding_window") or 0)
+    return [replace(x, kind=SLIDING, window=w) if w and f and isinstance(x, AttnLayer) else x
+            for x, f in zip(arch.layers, flags)]
+
+
 def _per_layer_windows(t: dict[str, Any], n: int, window: int) -> list[int]:
-    """K-EXAONE's optional per-layer `sliding_windows` (exaone_moe.py 0.33: a sliding layer's
-    window is its entry, none for a null one), else `sliding_window` on every layer."""
+    """K-EXAONE's optional per-layer `sliding_windows` (exaone_moe.py 0.32-0.33: a sliding
+    layer's window is its entry, none for a null one; `uniform_windows` before), else
+    `sliding_window` on every layer."""
     ws = t.get("sliding_windows")
     if ws is None:
         return [window] * n

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import field
+from dataclasses import field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -614,6 +614,9 @@ def fast_prefill_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtyp
 # attention without rotary embeddings although the config carries a rope_theta:
 # `NemotronHAttention` creates no rotary embedding (nemotron_h.py, 0.16-0.20.2 wheels)
 _NO_ROPE = {"nemotron_h"}
+# models whose code builds a rope (theta 10,000) even when the config names none: transformers 5
+# fills rope_theta for OLMo Hybrid; PLaMo2's and the Ling/Ring layers' `get_rope` default it
+_ALWAYS_ROPE = frozenset({"plamo2", "olmo_hybrid", "bailing_hybrid"})
 
 
 # decoder layers with four RMSNorms (gemma2.py / gemma3.py `Gemma2DecoderLayer`: input,
@@ -675,18 +678,32 @@ class RopeTable:
 
 
 def rope_tables(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = False,
-                indexer_rope: bool = False, mrope_factor: int = 1) -> list[RopeTable]:
-    """The caches `rope_cache_bytes` sums, one per distinct rope."""
+                indexer_rope: bool = False, mrope_factor: int = 1,
+                max_len: int = 0) -> list[RopeTable]:
+    """The caches `rope_cache_bytes` sums, one per distinct rope. `max_len`: the start's
+    max_model_len, which bounds PLaMo2's."""
     t = arch.text_config
     attn = [x for x in arch.layers if isinstance(x, AttnLayer)]
-    if not attn or t.get("alibi") or arch.model_type in _NO_ROPE or not any(
-            k in t for k in ("rope_theta", "rope_scaling", "rope_parameters")):
+    if not attn or t.get("alibi") or arch.model_type in _NO_ROPE or not (
+            arch.model_type in _ALWAYS_ROPE or any(
+                k in t for k in ("rope_theta", "rope_scaling", "rope_parameters"))):
         return []
     max_pos = int(t.get("max_position_embeddings") or 0)
     rp = t.get("rope_parameters") or t.get("rope_scaling") or {}
-    if arch.model_type == "olmo_hybrid" and (rp.get("rope_theta") if "rope_theta" in rp
-                                              else t.get("rope_theta")) is None:
+    if arch.model_type == "plamo2":  # plamo2.py: over min(max_position_embeddings, max_len)
+        length = min(max_pos, max_len) if max_len else max_pos
+        return [RopeTable(length, attn[0].head_size, dtype_bytes, False)]
+    if arch.model_type == "olmo_hybrid" and "rope_theta" in {**t, **rp} and (
+            rp.get("rope_theta") if "rope_theta" in rp else t.get("rope_theta")) is None:
         return []  # olmo_hybrid.py: no rotary embedding while rope_theta is None
+    lightning = [x for x in arch.layers if isinstance(x, StateLayer) and x.kind == "lightning"]
+    if lightning:  # `BailingMoELinearAttention`: its own neox rope over max_position_embeddings
+        part = float(rp.get("partial_rotary_factor") or t.get("partial_rotary_factor") or 1)
+        extra = [RopeTable(max_pos, int(lightning[0].head_dim * part), dtype_bytes, False)]
+        return extra + rope_tables(replace(arch, layers=[x for x in arch.layers
+                                                         if x not in lightning]),
+                                   dtype_bytes, mla_fp32=mla_fp32, indexer_rope=indexer_rope,
+                                   mrope_factor=mrope_factor, max_len=max_len)
     if attn[0].kind == DSV4:
         # DeepSeek-V4: fp32 caches of qk_rope_head_dim columns, one for the uncompressed
         # layers (rope_theta) if any and one for the compressed ones (compress_rope_theta), each of

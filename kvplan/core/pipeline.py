@@ -28,9 +28,13 @@ HIDDEN_ONLY = frozenset({"bloom", "chatglm", "dbrx", "falcon", "falcon_h1", "gpt
 
 
 # model classes without `SupportsPP`, which `ModelConfig.verify_with_parallel_config` refuses
-# with pipeline parallelism (0.33 registry; none of them ever had it)
-NO_PIPELINE = frozenset({"AliceAIForCausalLM", "Zamba2ForCausalLM", "Mamba2ForCausalLM",
-                         "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"})
+# with pipeline parallelism: the release that added it, None for never (an AST scan of every
+# read wheel's registered classes and their bases, review 26)
+NO_PIPELINE: dict[str, tuple[int, ...] | None] = {
+    "AliceAIForCausalLM": None, "Zamba2ForCausalLM": None, "Mamba2ForCausalLM": None,
+    "Gemma3nForCausalLM": None, "Gemma3nForConditionalGeneration": None,
+    "DeepseekV4ForCausalLM": (0, 21), "GptOssForCausalLM": (0, 10, 2),
+    "HunYuanMoEV1ForCausalLM": (0, 10, 2), "HunYuanDenseV1ForCausalLM": (0, 10, 2)}
 
 
 def pp_partition(num_layers: int, pp: int, partition: str | None = None, *,

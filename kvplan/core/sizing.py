@@ -41,6 +41,7 @@ from kvplan.core.arch import (
     max_model_len_of,
     normalize,
     tp_refusal,
+    uniform_windows,
     valid_tps,
 )
 from kvplan.core.config_types import check_field_types
@@ -787,12 +788,14 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
     if a.pipeline_parallel_size > arch.num_layers:
         raise BadInput(f"--pipeline-parallel-size {a.pipeline_parallel_size} exceeds the "
                        f"model's {arch.num_layers} layers")
-    no_pp = next((x for x in arch.architectures if x in NO_PIPELINE), None)
+    no_pp = next((x for x in arch.architectures if x in NO_PIPELINE and (
+        NO_PIPELINE[x] is None or not version.at_least(*NO_PIPELINE[x]))), None)
     if a.pipeline_parallel_size > 1 and no_pp:
         raise BadInput(f"vLLM refuses --pipeline-parallel-size {a.pipeline_parallel_size} for "
                        f"{no_pp} (\"Pipeline parallelism is not supported for this model\": "
-                       "no SupportsPP)", hint="use tensor parallelism instead",
-                       flag="pipeline_parallel_size")
+                       "no SupportsPP)", hint="use tensor parallelism instead" + (
+                           f", or vLLM {'.'.join(map(str, NO_PIPELINE[no_pp]))}+ which has it"
+                           if NO_PIPELINE[no_pp] else ""), flag="pipeline_parallel_size")
     if a.gpu_memory_utilization is not None and not 0 < a.gpu_memory_utilization <= 1:
         raise BadInput("--gpu-memory-utilization must be in (0, 1]",
                        hint="it is a fraction of the GPU's total memory, e.g. 0.9")
@@ -1454,7 +1457,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     hint = ssm_state_default(arch, version)
     ssm = a.mamba_ssm_cache_dtype if a.mamba_ssm_cache_dtype != "auto" else (
         hint if hint not in (None, "auto") else conv)
-    if LIGHTNING in arch.state_kinds and conv == "float32" and not version.at_least(0, 20, 1):
+    if LIGHTNING in arch.state_kinds and a.mamba_cache_dtype == "float32" and \
+            not version.at_least(0, 20, 1):
         # `linear_attention_state_dtype` (0.17-0.20.0): "fp32 state for minimax is not yet
         # supported"; the lightning state takes the conv dtype (--mamba-cache-dtype)
         raise BadInput(f"vLLM {version.text} refuses a float32 lightning-attention state "
@@ -1666,6 +1670,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     k_spec, drafted = 0, []
     # the layers that keep a cache, the drafter's included
     karch = arch if version.mla_cache(quant) else _mla_as_mha(arch, version)
+    if arch.model_type == "exaone_moe" and not version.at_least(0, 32):
+        karch = replace(karch, layers=uniform_windows(arch))  # `sliding_windows` unread
     if spec:
         from kvplan.core import specdec as SD
 
@@ -1877,7 +1883,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     ropes = tuple(rope_tables(arch, dtype_bytes(model_dtype), mla_fp32=mla_rope_fp32(
         arch, version.v[:2], vendor=gpu.vendor, model_dtype=model_dtype, custom_ops=eager_ops),
         indexer_rope=indexer_rope_cache(arch, version.v[:2]),
-        mrope_factor=mrope_positions_factor(arch, version.v)))
+        mrope_factor=mrope_positions_factor(arch, version.v), max_len=mml))
     rope = sum(x.nbytes for x in ropes)
     weights[0] += ple_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
     if a.kv_sharing_fast_prefill:  # built with the model, so counted as it loads
