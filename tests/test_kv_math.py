@@ -2343,8 +2343,11 @@ def test_hy_v4_indexers_follow_indexer_types():
     sparse = {**cfg, "layer_types": ["indexed_attention"] * 34}
     assert run(sparse, gpu=B200, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == \
         34 * 1152 + 10 * 132 == 40488
-    # no layer_types: every layer dense MLA, no indexer
+    # no layer_types: every layer dense MLA, no indexer; 0.29-0.31 do not count
+    # 'indexed_attention' as sparse either
     assert run(cfg, gpu=B200, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == 34 * 1152
+    assert run(sparse, gpu=B200, version="0.31", kv_cache_memory_bytes=GiB
+               ).kv_bytes_per_token_per_gpu == 34 * 1152
     with pytest.raises(BadInput, match="indexer_types"):
         normalize({**sparse, "indexer_types": ["full"] * 33})
 

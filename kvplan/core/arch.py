@@ -524,7 +524,7 @@ def _hy_v4_indexers(t: dict[str, Any], n: int) -> list[bool]:
     when its `layer_types` entry is sparse and `indexer_types` marks it 'full' ('shared'
     reuses the top-k of the last full one; `compute_skip_topk_layers`). `HYV4Config`
     defaults: no layer_types (every layer dense MLA), indexer_types full at layer 0 and every
-    fourth from 1. 0.29-0.31 do not count 'indexed_attention' as sparse (not modelled)."""
+    fourth from 1. 0.29-0.31 do not count 'indexed_attention' as sparse (`hy_v4_before_032`)."""
     lt = t.get("layer_types") if isinstance(t.get("layer_types"), list) else []
     kinds = t.get("indexer_types")
     if kinds is None:
@@ -533,6 +533,14 @@ def _hy_v4_indexers(t: dict[str, Any], n: int) -> list[bool]:
         raise BadInput(f"hy_v4: indexer_types must list 'full' or 'shared' for each of the {n} "
                        "layers (`compute_skip_topk_layers`)")
     return [i < len(lt) and lt[i] in _HY_V4_SPARSE and kinds[i] == "full" for i in range(n)]
+
+
+def hy_v4_before_032(arch: ModelArch) -> list[Layer]:
+    """HY-V4's layers in 0.29-0.31, whose `_SPARSE_LAYER_TYPES` lacks 'indexed_attention':
+    such layers are dense MLA without an indexer."""
+    lt = arch.text_config.get("layer_types") or []
+    return [replace(x, indexer_bytes=0) if i < len(lt) and lt[i] == "indexed_attention"
+            and isinstance(x, AttnLayer) else x for i, x in enumerate(arch.layers)]
 
 
 def _mla_layer(t: dict[str, Any]) -> AttnLayer:

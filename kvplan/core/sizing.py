@@ -37,6 +37,7 @@ from kvplan.core.arch import (
     AttnLayer,
     ModelArch,
     StateLayer,
+    hy_v4_before_032,
     longrope_default_len,
     max_model_len_of,
     normalize,
@@ -1672,6 +1673,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     karch = arch if version.mla_cache(quant) else _mla_as_mha(arch, version)
     if arch.model_type == "exaone_moe" and not version.at_least(0, 32):
         karch = replace(karch, layers=uniform_windows(arch))  # `sliding_windows` unread
+    if arch.model_type == "hy_v4" and not version.at_least(0, 32):
+        karch = replace(karch, layers=hy_v4_before_032(arch))
     if spec:
         from kvplan.core import specdec as SD
 
