@@ -2316,7 +2316,7 @@ def test_kimi_k3_without_text_model_type():
 
 
 @pytest.mark.parametrize("arch", ["Step5ForCausalLM", "InklingForConditionalGeneration",
-                                  "DeepseekV41ForCausalLM", "IQuestLoopCoderForCausalLM"])
+                                  "DeepseekV41ForCausalLM", "HrmTextForCausalLM"])
 def test_unmodelled_cache_layouts_are_refused(arch):
     # vLLM 0.33 gives these caches kvplan's layer kinds do not hold (summary caches, rings,
     # per-loop caches, ...): refused, never sized as a plain decoder
@@ -2413,3 +2413,26 @@ def test_llava_text_config_takes_llama_defaults_and_llama4_layer_types_size():
         "full_attention" if (i + 1) % 4 == 0 else "chunked_attention"
         for i in range(tc["num_hidden_layers"])]}}
     assert normalize(resaved).layers == normalize(m.config).layers
+
+
+def test_iquest_loop_coder_keeps_a_cache_per_loop():
+    # IQuest-Coder-V1-40B-Loop (a public port's verbatim config): 80 layers run twice; vLLM
+    # registers 80 full caches (loop 0) and 80 sliding caches of 64 tokens (loop 1), each
+    # 8 KV heads of hidden // heads = 128
+    cfg = {"architectures": ["IQuestLoopCoderForCausalLM"], "model_type": "iquestloopcoder",
+           "hidden_size": 5120, "num_hidden_layers": 80, "num_attention_heads": 40,
+           "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 27648,
+           "vocab_size": 76800, "max_position_embeddings": 131072, "loop_num": 2,
+           "loop_window_size": 64, "torch_dtype": "bfloat16"}
+    for tp in (1, 2):
+        r = run(cfg, tensor_parallel_size=tp, kv_cache_memory_bytes=8 * GiB)
+        assert r.kv_bytes_per_token_per_gpu == 160 * 8 // tp * 256 * 2  # 655,360 at TP1
+        assert {g.spec.window for g in r.groups} == {0, 64}
+    # weights once per layer, plus each layer's loop gate (128 -> 40 with bias)
+    from kvplan.core.params import count_params
+
+    h, layer = 5120, 5120 * (40 + 16) * 128 + 40 * 128 * 5120 + 3 * 5120 * 27648
+    assert count_params(normalize(cfg)).total == (
+        2 * 76800 * h + 80 * (layer + 2 * h + 129 * 40) + h)
+    with pytest.raises(BadInput, match="no SupportsPP"):
+        run(cfg, pipeline_parallel_size=2, kv_cache_memory_bytes=8 * GiB)

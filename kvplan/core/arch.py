@@ -100,6 +100,9 @@ class ModelArch:
     # the model class lacks `SupportsMambaPrefixCaching` (PLaMo2): 0.12-0.14 turn prefix caching
     # off, 0.15-0.27 use 'align' mode, as for the non-Mamba states
     mamba_prefix_unsupported: bool = False
+    # layers from this index are caches of a later loop over the first ones' weights
+    # (IQuest-LoopCoder: `loop_num` caches per layer); 0: every layer has its own weights
+    loop_caches_from: int = 0
     sliding_all_layers: int = 0  # window copied to cache_config.sliding_window (Mistral-v0.1)
     is_mla: bool = False
     is_sparse_mla: bool = False  # DeepSeek-V3.2-style (fp8_ds_mla / indexer)
@@ -664,6 +667,19 @@ def _zamba2_layers(t: dict[str, Any], n: int) -> list[Layer]:
     return [attn if x == "hybrid" else mamba for x in plan[:n]]
 
 
+def _loop_coder_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
+    """IQuest-LoopCoder (vLLM 0.14-0.33 `iquest_loopcoder.py` `LoopCoderAttention`): each of
+    the n layers runs `loop_num` times (default 2) and registers a cache per loop, named
+    layers.{loop x n + i}: the first loop's full, the later ones a `loop_window_size` window
+    (default 64) beside the global attention over the first loop's cache. Head size hidden //
+    heads whatever `head_dim` says."""
+    loops = _given(t, "loop_num", 2)
+    window = _given(t, "loop_window_size", 64)
+    hs = _int(t, "hidden_size") // _int(t, "num_attention_heads")
+    arch.loop_caches_from = n
+    return [_attn(t, hs=hs)] * n + [_attn(t, SLIDING, hs=hs, window=window)] * (n * (loops - 1))
+
+
 def _plamo2_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
     """PLaMo2 (vLLM 0.8.5-0.26 `plamo2.py` `is_mamba`): layer i is Mamba unless i %
     mamba_step == mamba_step // 2 (only the last layer is attention when there are no more
@@ -780,8 +796,6 @@ _UNMODELLED = {
                         "attention settings (vllm/models/step5)",
     "Qwen4ExpForCausalLM": "gated DeltaNet states, a per-layer-embedding convolution state and "
                            "key rings (vllm/models/qwen4_exp)",
-    "IQuestLoopCoderForCausalLM": "one cache per loop of every layer (iquest_loopcoder.py: the "
-                                  "first loop full, later ones a loop_window_size window)",
     "DoryForCausalLM": "per-loop caches of its recurrent layers and cache-free MLP layers "
                        "(dory.py)",
     "DomynEdgeForCausalLM": "per-layer windows (`window_sizes`, domyn_edge.py)",
@@ -919,6 +933,8 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         return _olmo_hybrid_layers(t, n)
     if mt == "zamba2":
         return _zamba2_layers(t, n)
+    if "IQuestLoopCoderForCausalLM" in arch.architectures:
+        return _loop_coder_layers(t, arch, n)
     if mt == "plamo2":
         return _plamo2_layers(t, arch, n)
     if mt == "bailing_hybrid":

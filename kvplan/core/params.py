@@ -338,6 +338,9 @@ def _count_params(arch: ModelArch) -> ParamCount:
     ple = int(t.get("hidden_size_per_layer_input") or 0)
     nas = nas_ffn_sizes(arch)
     for i, layer in enumerate(arch.layers):
+        if arch.loop_caches_from and i >= arch.loop_caches_from:
+            pc.layers.append(LayerParams())  # a later loop's cache: the weights are shared
+            continue
         # two norms; Gemma 2/3 sandwich each block with two more (pre/post-feedforward)
         lp = LayerParams(replicated=(4 if arch.model_type in _FOUR_NORMS else 2) * h)
         if isinstance(layer, AttnLayer):
@@ -408,6 +411,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
                 inter *= 2  # Gemma-3n/4: KV-sharing layers carry a double-width MLP
             lp.mlp = (3 if gated else 2) * h * inter
         lp.split += lp.mlp
+        if arch.loop_caches_from:  # `LoopGateProjection`: head_dim -> heads with bias
+            lp.split += (layer.head_size + 1) * arch.num_attention_heads
         pc.layers.append(lp)
     if pc.layers:  # the final norm, on the last pipeline stage (Falcon's LayerNorm: + bias)
         pc.layers[-1].replicated += h * (2 if arch.model_type in ("falcon", "RefinedWeb",
