@@ -222,3 +222,13 @@ def test_review26_rotary_caches():
     # null turns it off
     bare = {k: v for k, v in OLMO_HYBRID_7B.items() if k != "rope_parameters"}
     assert run(bare).rope_cache_bytes == 65536 * 128 * 2
+
+
+@pytest.mark.parametrize("cfg,field,value", [
+    (PLAMO2_1B, "mamba_step", []), (ZAMBA2_27B, "n_mamba_heads", [1]),
+    (ZAMBA2_27B, "hidden_size", 2), (RING_25_1T, "group_norm_size", ""),
+    (ZAMBA2_27B, "adapter_rank", "x"), (OLMO_HYBRID_7B, "hidden_size", 2)])
+def test_malformed_hybrid_fields_are_bad_input(cfg, field, value):
+    # fuzzed values that raised TypeError / ZeroDivisionError (exit 3) before
+    with pytest.raises(BadInput):
+        run({**cfg, field: value})

@@ -478,6 +478,9 @@ def longrope_default_len(t: dict[str, Any]) -> int | None:
 def _attn(t: dict[str, Any], kind: str = FULL, *, heads: int | None = None,
           hs: int | None = None, hs_v: int | None = None, window: int = 0) -> AttnLayer:
     h = head_size(t) if hs is None else hs
+    if h <= 0:
+        raise BadInput(f"config (model_type {t.get('model_type')!r}) gives a head size of {h}",
+                       hint="check hidden_size, num_attention_heads and head_dim")
     return AttnLayer(kind=kind, num_kv_heads=total_kv_heads(t) if heads is None else heads,
                      head_size=h, head_size_v=h if hs_v is None else hs_v, window=window)
 
@@ -660,6 +663,9 @@ def _zamba2_layers(t: dict[str, Any], n: int) -> list[Layer]:
     heads = _int(t, "num_attention_heads")
     hs = 2 * _int(t, "hidden_size") // heads
     _given(t, "num_mem_blocks", 1)
+    if hs <= 0 or zamba2_mamba(t).head_dim <= 0:
+        raise BadInput("zamba2: hidden_size is too small for its attention or Mamba heads",
+                       hint="check hidden_size, num_attention_heads and n_mamba_heads")
     if t.get("use_long_context"):
         t["max_position_embeddings"] = 16384
     mamba = zamba2_mamba(t)
@@ -720,6 +726,8 @@ def _given(t: dict[str, Any], key: str, default: int) -> int:
     v = t.get(key)
     if v is None:
         return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise BadInput(f"config field {key!r} must be a positive integer, got {v!r}")
     if v <= 0:
         raise BadInput(f"config field {key!r} must be positive, got {v}")
     return int(v)
@@ -965,7 +973,8 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         # head's decompressed K and V (`Attention(num_local_heads, qk_head_dim,
         # num_kv_heads=num_local_heads)`); `is_deepseek_mla` does not list it
         hs = _int(t, "qk_nope_head_dim") + _int(t, "qk_rope_head_dim")
-        return [AttnLayer(FULL, _int(t, "num_attention_heads"), hs, hs)] * n
+        _int(t, "kv_lora_rank")  # its projections need it
+        return [_attn(t, heads=_int(t, "num_attention_heads"), hs=hs)] * n
 
     # --- MLA ---
     if t.get("kv_lora_rank") and (mt in _MLA_TYPES or "qk_rope_head_dim" in t):

@@ -37,6 +37,10 @@ _COUNT_KEYS = frozenset({
     "o_groups", "top_k_experts", "num_experts_per_token", "experts_per_token",
     "attn_layer_period", "attn_layer_offset", "num_nextn_predict_layers",
     "spatial_merge_size",
+    # hybrid plans (Zamba2, PLaMo2, Ling/Ring, IQuest-LoopCoder)
+    "group_norm_size", "layer_group_size", "adapter_rank", "num_mem_blocks", "n_mamba_heads",
+    "mamba_ngroups", "mamba_step", "hidden_size_per_head", "loop_num", "loop_window_size",
+    "short_conv_kernel_size",
     # vision / audio towers, rope scaling, quantization
     "depth", "patch_size", "temporal_patch_size", "out_hidden_size", "in_channels",
     "num_position_embeddings", "position_embedding_size", "vt_hidden_size",
