@@ -2436,3 +2436,49 @@ def test_iquest_loop_coder_keeps_a_cache_per_loop():
         2 * 76800 * h + 80 * (layer + 2 * h + 129 * 40) + h)
     with pytest.raises(BadInput, match="no SupportsPP"):
         run(cfg, pipeline_parallel_size=2, kv_cache_memory_bytes=8 * GiB)
+
+
+def test_layer_plans_transformers_builds_without_layer_types():
+    # transformers' config classes (5.16-5.20, which vLLM 0.33 loads) build the sliding/full
+    # plan a config.json leaves out, and vLLM follows it: every layer under the window was
+    # kvplan's answer before (OLMo-3-7B at 64k on an H100: 5.62x concurrency, not 3.63x)
+    base = {**LLAMA31_8B, "sliding_window": 4096}
+
+    def kinds(mt, n=8, **extra):
+        cfg = {**base, "model_type": mt, "num_hidden_layers": n, **extra}
+        return "".join("S" if x.kind == "sliding" else "F" for x in normalize(cfg).layers)
+
+    assert kinds("olmo3") == "SSSFSSSF"  # (i + 1) % 4
+    assert kinds("cohere2") == "SSSFSSSF"  # sliding_window_pattern's default 4
+    assert kinds("cohere2", sliding_window_pattern=2) == "SFSFSFSF"
+    assert kinds("gpt_oss") == "SFSFSFSF"
+    assert kinds("cwm") == "FSSSFSSS"  # full iff i % 4 == 0
+    assert kinds("gemma4_text", n=14) == "SSSSSF" * 2 + "SF"  # every sixth and the last
+    assert kinds("muse_glimmer_text", n=6) == "SFSSSF"  # counted back from the last layer
+    assert kinds("cohere2_moe", first_k_dense_replace=2) == "FF" + "SSSF" + "SS"
+    assert kinds("laguna") == "F" * 8
+    # the class default window where config.json has none (OLMo 3: 4,096)
+    olmo3 = {k: v for k, v in base.items() if k != "sliding_window"}
+    arch = normalize({**olmo3, "model_type": "olmo3", "num_hidden_layers": 4})
+    assert [(x.kind, x.window) for x in arch.layers][-2:] == [("sliding", 4096), ("full", 0)]
+    # a given Gemma 4 list ends in a full layer whatever it says (Gemma4TextConfig)
+    given = ["sliding_attention"] * 8
+    assert kinds("gemma4_text", layer_types=given) == "S" * 7 + "F"
+
+
+def test_transformers_518_layer_names_in_hybrids():
+    # a config re-saved by transformers 5.18+ says full_attention / linear_attention: a
+    # granite-4.0-h plan kept its attention layers (it had become all Mamba2), a Nemotron-H
+    # layers_block_type sizes (it was refused)
+    old = normalize(NEMOTRON_H_8B)
+    names = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+    new = {k: v for k, v in NEMOTRON_H_8B.items() if k != "hybrid_override_pattern"}
+    new["layers_block_type"] = [names[c] for c in NEMOTRON_H_8B["hybrid_override_pattern"]]
+    assert normalize(new).layers == old.layers
+    granite = {"model_type": "granitemoehybrid", "architectures": ["GraniteMoeHybridForCausalLM"],
+               "hidden_size": 1536, "num_hidden_layers": 4, "num_attention_heads": 12,
+               "num_key_value_heads": 4, "intermediate_size": 512, "vocab_size": 1000,
+               "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_d_state": 128, "mamba_d_conv": 4,
+               "mamba_n_groups": 1, "mamba_expand": 2, "max_position_embeddings": 4096,
+               "layer_types": ["linear_attention", "full_attention"] * 2}
+    assert [x.kind for x in normalize(granite).layers] == ["mamba2", "full"] * 2

@@ -213,6 +213,14 @@ _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
                 "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
                 "max_position_embeddings": 4096 * 32, "sliding_window": 4096},
     "llama": {"max_position_embeddings": 2048},
+    # transformers' class-default windows, which their layer plans (`_built_plan`) use
+    "olmo3": {"sliding_window": 4096}, "cohere2": {"sliding_window": 4096},
+    "exaone4": {"sliding_window": 4096}, "exaone_moe": {"sliding_window": 4096},
+    "vaultgemma": {"sliding_window": 4096}, "cwm": {"sliding_window": 8192},
+    "gemma3n_text": {"sliding_window": 512}, "gpt_oss": {"sliding_window": 128},
+    "gemma4_text": {"sliding_window": 512}, "afmoe": {"sliding_window": 1024},
+    "granite_swa": {"sliding_window": 128}, "granitemoe_swa": {"sliding_window": 128},
+    "kolibri1": {"sliding_window": 513}, "muse_glimmer_text": {"sliding_window": 2048},
     # vLLM `Qwen3NextAttention`: `getattr(config, "attn_output_gate", True)` (Qwen3.5/3.6 reuse it)
     "qwen3_next": {"attn_output_gate": True},
     "qwen3_5_text": {"attn_output_gate": True},
@@ -486,24 +494,73 @@ def _attn(t: dict[str, Any], kind: str = FULL, *, heads: int | None = None,
 
 
 def _sliding_layers_pattern(t: dict[str, Any], n: int) -> list[bool] | None:
-    """Per-layer sliding flags from layer_types / sliding_window_pattern, or None."""
+    """Per-layer sliding flags from layer_types / sliding_window_pattern, the plan transformers'
+    config class builds without them (`_built_plan`), or None."""
     lt = t.get("layer_types")
+    mt = t.get("model_type", "")
     if isinstance(lt, list) and lt:
         if len(lt) < n:
             raise BadInput(f"layer_types has {len(lt)} entries for {n} layers")
-        return [x in ("sliding_attention", "sliding", "local") for x in lt[:n]]
-    mt = t.get("model_type", "")
+        flags = [x in ("sliding_attention", "sliding", "local") for x in lt[:n]]
+        if mt.startswith("gemma4") and flags:  # Gemma4TextConfig: the last layer is full
+            flags[-1] = False
+        return flags
     pattern = t.get("sliding_window_pattern")
-    if mt == "gemma2":
-        pattern = 2
-    if isinstance(pattern, int) and pattern > 0 and t.get("sliding_window"):
-        return [bool((i + 1) % pattern) for i in range(n)]
     if isinstance(pattern, str) and t.get("sliding_window"):
         # EXAONE 4 writes "LLLG" beside layer_types; without them transformers' Exaone4Config
         # cannot build the layer types ((i + 1) % "LLLG" is a TypeError)
         raise BadInput("a letter sliding_window_pattern (EXAONE 4's 'LLLG') needs layer_types "
                        "in the config: transformers cannot build them from it",
                        hint="add layer_types as the checkpoint's config.json has them")
+    built = _built_plan(t, mt, n)
+    if built is not None:
+        return built
+    if mt == "gemma2":
+        pattern = 2
+    if isinstance(pattern, int) and pattern > 0 and t.get("sliding_window"):
+        return [bool((i + 1) % pattern) for i in range(n)]
+    return None
+
+
+# model types whose transformers config class (5.16-5.20, which vLLM 0.33 loads; the 4.57 ones
+# agree where they exist) builds a sliding/full plan when config.json has no layer_types,
+# as (sliding-iff rule over layer i of n, its parameter and default); vLLM follows the plan
+_PERIODIC = {  # sliding iff (i + 1) % P != 0
+    "olmo3": (None, 4), "vaultgemma": (None, 2), "gpt_oss": (None, 2),
+    "afmoe": ("global_attn_every_n_layers", 4), "cohere2": ("sliding_window_pattern", 4),
+    "exaone4": ("sliding_window_pattern", 4), "exaone_moe": ("sliding_window_pattern", 4),
+    "gemma3n_text": (None, 5), "gemma3n": (None, 5), "kolibri1": (None, 5)}
+_FULL_FIRST_OF_4 = frozenset({"cwm", "granite_swa", "granitemoe_swa"})  # full iff i % 4 == 0
+_ALL_FULL = frozenset({"laguna", "mellum", "step3p5", "step3p7", "cohere_compass_text",
+                       "flint"})
+
+
+def _built_plan(t: dict[str, Any], mt: str, n: int) -> list[bool] | None:
+    """The plan transformers builds without layer_types (a helper's run of transformers
+    5.20.2's config classes, session 26), or None where the config class builds none."""
+    if mt in _PERIODIC:
+        key, default = _PERIODIC[mt]
+        p = t.get(key) if key else None
+        p = p if isinstance(p, int) and not isinstance(p, bool) and p > 0 else default
+        return [(i + 1) % p != 0 for i in range(n)]
+    if mt.startswith("gemma4"):  # every sixth full, and the last
+        return [(i + 1) % 6 != 0 and i != n - 1 for i in range(n)]
+    if mt in _FULL_FIRST_OF_4:
+        return [i % 4 != 0 for i in range(n)]
+    if mt == "muse_glimmer_text":  # full every fourth counted back from the last layer
+        return [(n - 1 - i) % 4 != 0 for i in range(n)]
+    if mt == "cohere2_moe":  # a dense prefix (all full by default), then (j + 1) % P
+        k = int(t.get("first_k_dense_replace") or 0)
+        pre = int(t.get("prefix_dense_sliding_window_pattern") or 1)
+        p = int(t.get("sliding_window_pattern") or 4)
+        return [(i + 1) % pre != 0 if i < k else (i - k + 1) % p != 0 for i in range(n)]
+    if mt in _ALL_FULL:
+        return [False] * n
+    if mt == "smollm3":  # the window on NoPE layers only, when switched on
+        nope = t.get("no_rope_layers") or [int((i + 1) % int(
+            t.get("no_rope_layer_interval") or 4) != 0) for i in range(n)]
+        return [bool(t.get("use_sliding_window")) and i < len(nope) and nope[i] == 0
+                for i in range(n)]
     return None
 
 
@@ -870,7 +927,8 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
     if mt == "nemotron_h" and not t.get("hybrid_override_pattern") and isinstance(
             t.get("layers_block_type"), list):
         # newer Nemotron-H configs spell the pattern as a list of block names
-        sym = {"mamba": "M", "attention": "*", "moe": "E", "mlp": "-"}
+        sym = {"mamba": "M", "attention": "*", "moe": "E", "mlp": "-",
+               "linear_attention": "M", "full_attention": "*"}  # transformers 5.18+ names
         try:
             t["hybrid_override_pattern"] = "".join(sym[x] for x in t["layers_block_type"])
         except KeyError as e:
@@ -904,7 +962,9 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
             attn_idx = set(t.get("attn_layer_indices") or [])
             lt = ["attention" if i in attn_idx else "mamba" for i in range(n)]
         lt = _req({"layer_types": lt, "model_type": mt}, "layer_types")
-        return [_attn(t) if x == "attention" else _mamba2_layer(t) for x in lt[:n]]
+        # transformers 5.18+ saves "full_attention" / "linear_attention" (`remap_legacy_...`)
+        return [_attn(t) if x in ("attention", "full_attention") else _mamba2_layer(t)
+                for x in lt[:n]]
     if mt == "falcon_h1":
         # parallel hybrid: every layer runs attention AND a Mamba2 mixer -> both caches
         # (vLLM models/falcon_h1.py: FalconH1ParallelHybrid)
