@@ -2482,3 +2482,50 @@ def test_transformers_518_layer_names_in_hybrids():
                "mamba_n_groups": 1, "mamba_expand": 2, "max_position_embeddings": 4096,
                "layer_types": ["linear_attention", "full_attention"] * 2}
     assert [x.kind for x in normalize(granite).layers] == ["mamba2", "full"] * 2
+
+
+def test_multimodal_wrappers_of_session_26_audit():
+    # Qwen3-ASR-1.7B: the language model is thinker_config.text_config (vLLM builds the
+    # thinker only): 28 layers x 8 x (128 + 128) x 2 B; the thinker's dtype applies
+    asr = {"architectures": ["Qwen3ASRForConditionalGeneration"], "model_type": "qwen3_asr",
+           "thinker_config": {"model_type": "qwen3_asr_thinker", "dtype": "bfloat16",
+                              "text_config": {
+                                  "model_type": "qwen3_asr_text", "hidden_size": 2048,
+                                  "intermediate_size": 6144, "num_hidden_layers": 28,
+                                  "num_attention_heads": 16, "num_key_value_heads": 8,
+                                  "head_dim": 128, "vocab_size": 151936,
+                                  "max_position_embeddings": 65536,
+                                  "tie_word_embeddings": True}}}
+    r = run(asr, kv_cache_memory_bytes=GiB)
+    assert r.kv_bytes_per_token_per_gpu == 114688 and r.model_dtype == "bfloat16"
+    # Gemma 3n saves intermediate_size as one width per layer: accepted and counted per layer
+    g = {**GEMMA3_12B, "text_config": {**GEMMA3_12B["text_config"],
+                                        "intermediate_size": [15360] * 24 + [7680] * 24}}
+    from kvplan.core.params import count_params
+
+    full, listed = count_params(normalize(GEMMA3_12B)), count_params(normalize(g))
+    assert full.total - listed.total == 24 * 3 * 3840 * (15360 - 7680)
+    # InternVL-hf / Molmo2 give [height, width] image and patch sizes
+    vl = {**GEMMA3_12B, "vision_config": {**GEMMA3_12B.get("vision_config", {}),
+                                           "model_type": "siglip_vision_model",
+                                           "hidden_size": 1152, "num_hidden_layers": 27,
+                                           "image_size": [896, 896], "patch_size": [14, 14]}}
+    assert normalize(vl).vision_config["image_size"] == 896
+    # refused with the reason: Ultravox's language model is text_model_id's; Whisper and the
+    # causal Voxtral keep encoder caches kvplan does not model
+    from kvplan.errors import UnsupportedArchitecture
+
+    with pytest.raises(UnsupportedArchitecture, match="size meta-llama/Llama-3.1-8B"):
+        try:
+            normalize({"architectures": ["UltravoxModel"], "model_type": "ultravox",
+                       "text_model_id": "meta-llama/Llama-3.1-8B-Instruct"})
+        except UnsupportedArchitecture as e:
+            raise UnsupportedArchitecture(f"{e} {e.hint}") from None
+    with pytest.raises(UnsupportedArchitecture, match="WhisperForConditionalGeneration"):
+        normalize({**LLAMA31_8B, "architectures": ["WhisperForConditionalGeneration"]})
+    # PaliGemma 1's text config leaves the length to GemmaConfig's 8,192
+    pali = {"architectures": ["PaliGemmaForConditionalGeneration"], "model_type": "paligemma",
+            "text_config": {"model_type": "gemma", "hidden_size": 2048, "num_hidden_layers": 18,
+                            "num_attention_heads": 8, "num_key_value_heads": 1,
+                            "intermediate_size": 16384, "vocab_size": 257216}}
+    assert normalize(pali).max_position == 8192

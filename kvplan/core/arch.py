@@ -201,7 +201,7 @@ class ModelArch:
 # Keys transformers' config classes default when a compact config.json omits them. Only
 # values that change sizing, per model_type (transformers `configuration_*.py` defaults).
 _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma": {"head_dim": 256, "tie_word_embeddings": True},
+    "gemma": {"head_dim": 256, "tie_word_embeddings": True, "max_position_embeddings": 8192},
     "gemma2": {"head_dim": 256, "tie_word_embeddings": True, "sliding_window": 4096,
                "max_position_embeddings": 8192, "vocab_size": 256000},
     "gemma3_text": {"head_dim": 256, "tie_word_embeddings": True, "sliding_window": 4096,
@@ -269,8 +269,14 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
     Keys of the wrapper the text config lacks (dtype, quantization) are inherited.
     """
     inner = None
+    thinker = config.get("thinker_config")
+    if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
+        # Qwen2.5-Omni / Qwen3-Omni / Qwen3-ASR: `get_text_config` is the thinker's (vLLM
+        # builds the thinker only); its dtype and quantization come first
+        config = {**config, **{k: v for k, v in thinker.items() if k != "text_config"}}
+        inner = thinker["text_config"]
     for key in ("text_config", "llm_config", "language_config", "text_model_config"):
-        if isinstance(config.get(key), dict):
+        if inner is None and isinstance(config.get(key), dict):
             inner = config[key]
             break
     if inner is None:
@@ -866,6 +872,15 @@ _UNMODELLED = {
     "DomynEdgeForCausalLM": "per-layer windows (`window_sizes`, domyn_edge.py)",
     "HrmTextForCausalLM": "one cache per recurrence step (hrm_text.py: layers per stack x "
                           "H_cycles x (L_cycles + 1))",
+    "WhisperForConditionalGeneration": "an encoder-decoder's self- and cross-attention caches "
+                                       "(whisper.py: decoder_layers of each, the cross ones "
+                                       "of max_source_positions encoder tokens)",
+    "CohereAsrForConditionalGeneration": "an encoder-decoder's self- and cross-attention "
+                                         "caches (cohere_asr.py)",
+    "NemotronParseForConditionalGeneration": "an encoder-decoder's self- and cross-attention "
+                                             "caches (nemotron_parse.py)",
+    "VoxtralRealtimeGeneration": "the causal audio encoder's sliding-window caches in the KV "
+                                 "pool (whisper_causal.py)",
 }
 for _a in ("Glm5Next", "Inkling", "Step5", "Qwen4Exp"):
     _UNMODELLED[f"{_a}ForConditionalGeneration"] = _UNMODELLED[f"{_a}ForCausalLM"]
@@ -915,6 +930,11 @@ def _bailing_hybrid_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[L
 def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - a dispatch table
     mt = t.get("model_type", "")
     gap = next(((a, _UNMODELLED[a]) for a in arch.architectures if a in _UNMODELLED), None)
+    if gap is None and ((arch.audio_config or {}).get("is_causal") and any(
+            a.startswith("Voxtral") for a in arch.architectures) or str(
+            (arch.audio_config or {}).get("model_type")).startswith("voxtral_realtime")):
+        gap = ((arch.architectures or ["Voxtral Realtime"])[0], "the causal audio encoder's "
+               "sliding-window caches in the KV pool (whisper_causal.py)")
     if gap is None and "PanguProMoEV2ForCausalLM" in arch.architectures and t.get(
             "param_sink_number"):
         gap = ("PanguProMoEV2ForCausalLM", "sink attention: a full-attention cache of "
@@ -1310,6 +1330,12 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
     if not isinstance(config, dict):
         raise BadInput("config is not a JSON object")
     check_field_types({k: _loads(v) for k, v in config.items()})
+    if config.get("model_type") == "ultravox" and config.get("text_model_id"):
+        # transformers_utils/configs/ultravox.py: `text_config` is `text_model_id`'s config
+        tid = config["text_model_id"]
+        raise UnsupportedArchitecture(
+            f"Ultravox builds its language model from text_model_id {tid!r}, whose config "
+            "this one does not hold", hint=f"size {tid} for the language model's KV cache")
     t = text_config_of(config)
     check_field_types(t)
     if not t.get("model_type") and not t.get("architectures"):
@@ -1317,6 +1343,10 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
                                       hint="is this a model's config.json?")
     mt = t.get("model_type", "")
     vision = config.get("vision_config") if isinstance(config.get("vision_config"), dict) else None
+    if vision and any(isinstance(vision.get(k), list) for k in ("image_size", "patch_size")):
+        # InternVL-hf / Molmo2 save [height, width]; the towers kvplan sizes are square
+        vision = {**vision, **{k: vision[k][0] for k in ("image_size", "patch_size")
+                               if isinstance(vision.get(k), list)}}
     projector = mm_projector(config, vision)
     if projector and projector.get("tower_layers") is not None:
         vision = {**vision, "num_hidden_layers": projector["tower_layers"]}
@@ -1324,6 +1354,8 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
     heads = _int(t, "num_attention_heads", "n_head", "num_heads", default=0)
     inter = (t.get("intermediate_size") or t.get("ffn_hidden_size") or t.get("n_inner")
              or t.get("ffn_dim") or _lfm2_ff(t))
+    if isinstance(inter, list):  # Gemma 3n: one width per layer (`params.mlp_width`)
+        inter = max(inter)
     if mt in _MLP_4H and isinstance(hidden, int):
         # vLLM's own width: falcon.py / bloom.py build 4 x hidden whatever the config says;
         # gpt2.py / gpt_bigcode.py / gpt_j.py take n_inner, else 4 x hidden

@@ -83,8 +83,9 @@ _LIST_KEYS = {"architectures": str, "layer_types": str, "layers_block_type": str
               "attn_layer_indices": int, "sparse_attention_freq": int,
               "compress_rates": int, "merge_kernel_size": int, "target_layer_ids": int,
               "dspark_target_layer_ids": int}
-# counts a model may give per modality, as a list
-_PER_MODALITY = frozenset({"moe_intermediate_size", "moe_num_experts"})
+# counts a model may give as a list: per modality, per layer, or [height, width]
+_LISTABLE = frozenset({"moe_intermediate_size", "moe_num_experts", "intermediate_size",
+                       "image_size", "patch_size"})
 _KIND_NAMES = {str: "strings", int: "integers", dict: "objects"}
 # objects, whose own fields are checked the same way
 # objects whose entries are objects too (compressed-tensors' scheme groups)
@@ -103,11 +104,14 @@ def check_field_types(t: dict[str, Any], where: str = "") -> None:
         name = where + k
         if v is None:
             continue
-        if k in _PER_MODALITY and isinstance(v, list):
-            # ERNIE-4.5-VL: [text experts, vision experts]
-            if not v or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in v):
-                raise BadInput(f"config field {name!r} must be a non-negative integer or a "
-                               f"list of them, got {v!r}")
+        if k in _LISTABLE and isinstance(v, list):
+            # ERNIE-4.5-VL's [text, vision] experts, Gemma 3n's per-layer MLP widths,
+            # InternVL-hf's [height, width] image and patch sizes
+            lo = 1 if k in _POSITIVE_KEYS else 0
+            if not v or any(isinstance(x, bool) or not isinstance(x, int) or x < lo for x in v):
+                what = "positive" if lo else "non-negative"
+                raise BadInput(f"config field {name!r} must be a {what} integer or a list of "
+                               f"them, got {v!r}")
         elif k == "sliding_window_pattern" and isinstance(v, str):
             # EXAONE 4 writes it as letters ("LLLG": local, local, local, global)
             if not v or set(v) - set("LG"):

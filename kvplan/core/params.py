@@ -123,6 +123,13 @@ def _second_experts(t: dict, i: int, h: int) -> int:
     return n[1] * 3 * h * w[1] if lo <= i <= hi else 0
 
 
+def mlp_width(arch: ModelArch, i: int) -> int:
+    """Layer i's dense MLP width: Gemma 3n lists one per layer (gemma3n.py reads
+    `intermediate_size[layer]`), others give one."""
+    w = arch.text_config.get("intermediate_size")
+    return int(w[i]) if isinstance(w, list) and i < len(w) else arch.intermediate_size
+
+
 def _first(v: Any) -> Any:
     """A per-modality list's text entry (ERNIE-4.5-VL: [text, vision]), else the value."""
     return v[0] if isinstance(v, list) and v else v
@@ -406,7 +413,7 @@ def _count_params(arch: ModelArch) -> ParamCount:
         else:
             # MiniMax-M3's dense layers: `dense_intermediate_size` (minimax_m3/nvidia/model.py)
             inter = int(t.get("intermediate_size_mlp") or (
-                t.get("dense_intermediate_size") if n_exp else None) or arch.intermediate_size)
+                t.get("dense_intermediate_size") if n_exp else None) or mlp_width(arch, i))
             if t.get("use_double_wide_mlp") and layer is None:
                 inter *= 2  # Gemma-3n/4: KV-sharing layers carry a double-width MLP
             lp.mlp = (3 if gated else 2) * h * inter
