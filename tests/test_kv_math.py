@@ -2529,3 +2529,13 @@ def test_multimodal_wrappers_of_session_26_audit():
                             "num_attention_heads": 8, "num_key_value_heads": 1,
                             "intermediate_size": 16384, "vocab_size": 257216}}
     assert normalize(pali).max_position == 8192
+
+
+def test_model_files_that_ignore_head_dim():
+    # qwen2.py and a dozen others take hidden // heads whatever head_dim says: a Qwen2.5-7B
+    # config with head_dim 64 still keeps 28 x 4 x (128 + 128) x 2 B a token
+    cfg = {**QWEN25_7B_INSTRUCT, "head_dim": 64}
+    assert run(cfg, kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == 28 * 4 * 256 * 2
+    # Llama reads head_dim
+    assert run({**LLAMA31_8B, "head_dim": 64},
+               kv_cache_memory_bytes=GiB).kv_bytes_per_token_per_gpu == 32 * 8 * 128 * 2

@@ -416,11 +416,21 @@ def total_kv_heads(t: dict[str, Any]) -> int:
     return _int(t, "num_attention_heads", "n_head", "num_heads")
 
 
+# model files whose attention takes hidden // heads whatever the config's head_dim says
+# (0.33 `self.head_dim = hidden_size // self.total_num_heads`: qwen2.py, qwen2_moe.py, olmoe.py,
+# granitemoe.py, internlm2.py, minicpm.py, orion.py, stablelm.py, lfm2.py, lfm2_moe.py,
+# jamba.py, granitemoehybrid.py, step1.py)
+_HIDDEN_OVER_HEADS = frozenset({"qwen2", "qwen2_moe", "olmoe", "granitemoe", "internlm2",
+                                "minicpm", "orion", "stablelm", "lfm2", "lfm2_moe", "jamba",
+                                "granitemoehybrid", "step1"})
+
+
 def head_size(t: dict[str, Any]) -> int:
-    """vLLM `get_head_size`: head_dim if present and >0, else hidden // heads."""
+    """vLLM `get_head_size`: head_dim if present and >0, else hidden // heads (always the
+    latter for `_HIDDEN_OVER_HEADS`)."""
     for k in ("head_dim", "hidden_size_per_head", "attention_head_dim"):
         v = t.get(k)
-        if isinstance(v, int) and v > 0:
+        if isinstance(v, int) and v > 0 and t.get("model_type") not in _HIDDEN_OVER_HEADS:
             return v
     hidden = _int(t, "hidden_size", "n_embd", "d_model")
     heads = _int(t, "num_attention_heads", "n_head", "num_heads")
