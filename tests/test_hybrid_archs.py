@@ -232,3 +232,31 @@ def test_malformed_hybrid_fields_are_bad_input(cfg, field, value):
     # fuzzed values that raised TypeError / ZeroDivisionError (exit 3) before
     with pytest.raises(BadInput):
         run({**cfg, field: value})
+
+
+def test_minimax_m1_lightning_and_softmax_layers():
+    # MiniMaxAI/MiniMax-M1 config.json (a repository copy): a softmax layer after every 7
+    # lightning layers (`attn_type_list`), 64 heads of 128, 8 KV heads; vLLM 0.10.1-0.23 V1
+    cfg = {"architectures": ["MiniMaxM1ForCausalLM"], "model_type": "minimax_m1",
+           "attn_type_list": ([0] * 7 + [1]) * 10, "head_dim": 128, "hidden_size": 6144,
+           "intermediate_size": 9216, "max_position_embeddings": 10240000,
+           "num_attention_heads": 64, "num_experts_per_tok": 2, "num_hidden_layers": 80,
+           "num_key_value_heads": 8, "num_local_experts": 32, "rope_theta": 10000000,
+           "rotary_dim": 64, "shared_intermediate_size": 0, "sliding_window": None,
+           "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 200064}
+    r = run(cfg, gpu=B200, version="0.23", tensor_parallel_size=8, max_model_len=131072,
+            kv_cache_memory_bytes=16 * GiB)
+    assert r.kv_bytes_per_token_per_gpu == 10 * 2 * 1 * 128 * 2  # 8 KV heads over 8 GPUs
+    assert r.state_bytes_per_request_per_gpu == 70 * 8 * 128 * 128 * 2  # [64/8, 128, 128]
+    assert r.block_size == 512  # 16 x cdiv(262,144, 16 x 512)
+    # fp32 rotary cache of rotary_dim 64 over min(max_position_embeddings, max_model_len)
+    assert r.rope_cache_bytes == 131072 * 64 * 4
+    # 456 B parameters (the model card): experts, lightning and softmax attention, embeddings
+    h = 6144
+    assert count_params(normalize(cfg)).total == (
+        80 * (32 * 3 * h * 9216 + h * 32 + 2 * h) + 70 * (5 * h * 8192 + 8192)
+        + 10 * (h * 8192 + 2 * h * 1024 + 8192 * h) + 2 * 200064 * h + h)
+    with pytest.raises(BadInput, match="V0 engine"):
+        run(cfg, version="0.10.0", tensor_parallel_size=8, max_model_len=131072)
+    with pytest.raises(BadInput, match="no longer runs"):
+        run(cfg, tensor_parallel_size=8, max_model_len=131072)

@@ -746,6 +746,36 @@ def _zamba2_layers(t: dict[str, Any], n: int) -> list[Layer]:
     return [attn if x == "hybrid" else mamba for x in plan[:n]]
 
 
+_MINIMAX01 = frozenset({"minimax", "minimax_text_01", "minimax_m1"})
+_MINIMAX01_ARCHS = frozenset({"MiniMaxForCausalLM", "MiniMaxText01ForCausalLM",
+                              "MiniMaxM1ForCausalLM", "MiniMaxVL01ForConditionalGeneration"})
+
+
+def _minimax01_layers(t: dict[str, Any], n: int) -> list[Layer]:
+    """MiniMax-Text-01 / M1 (vLLM 0.8.3-0.23 `minimax_text_01.py`; V1 from 0.10.1): layer i is
+    lightning attention where `attn_type_list` (or `decoder_attention_types`, or layer_types'
+    'linear_attention') says 0, one [heads/TP, D, D] state (`linear_attention_state_shape`,
+    no conv), else full attention of `num_key_value_heads`; no list: all full. D = head_dim,
+    else hidden // heads."""
+    plan = t.get("attn_type_list") or t.get("decoder_attention_types")
+    if not plan and isinstance(t.get("layer_types"), list):
+        names = {"linear_attention": 0, "full_attention": 1}
+        odd = sorted({str(x) for x in t["layer_types"]} - set(names))
+        if odd:
+            raise BadInput(f"minimax: layer_types has {', '.join(map(repr, odd))} "
+                           "(\"Unsupported layer type\")")
+        plan = [names[x] for x in t["layer_types"]]
+    plan = list(plan or [1] * n)
+    if len(plan) < n or any(x not in (0, 1) for x in plan[:n]):
+        raise BadInput(f"minimax: attn_type_list must give 0 (linear) or 1 (full) for each "
+                       f"of the {n} layers")
+    heads = _int(t, "num_attention_heads")
+    hd = _given(t, "head_dim", _int(t, "hidden_size") // heads)
+    lin = StateLayer(kind=LIGHTNING, n_heads=heads, head_dim=hd)
+    full = _attn(t, hs=hd)
+    return [full if x else lin for x in plan[:n]]
+
+
 def _loop_coder_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer]:
     """IQuest-LoopCoder (vLLM 0.14-0.33 `iquest_loopcoder.py` `LoopCoderAttention`): each of
     the n layers runs `loop_num` times (default 2) and registers a cache per loop, named
@@ -1051,7 +1081,9 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         return [_attn(t) if x == "full_attention" else conv for x in lt[:n]]
     if mt == "deepseek_v4" or "DeepseekV4ForCausalLM" in (t.get("architectures") or []):
         return _dsv4_layers(t, arch, n)  # also SGLang's `deepseek_ref` re-exports
-    if mt in ("minimax", "minimax_text_01", "mllama_vision"):
+    if mt in _MINIMAX01 or any(a in _MINIMAX01_ARCHS for a in arch.architectures):
+        return _minimax01_layers(t, n)
+    if mt == "mllama_vision":
         raise UnsupportedArchitecture(
             f"model_type {mt!r} ({', '.join(t.get('architectures') or [])}) uses a cache "
             "layout kvplan does not model yet",

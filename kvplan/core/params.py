@@ -216,9 +216,10 @@ def _state_params(layer: StateLayer, h: int, full_rank_gate: bool = False,
                   t: dict | None = None) -> int:
     if layer.kind == "mamba1" and t is not None:
         return _mamba1_params(layer, h, t)
-    if layer.kind == "lightning":  # query_key_value, g_proj, dense; g_norm, q/k norms
-        inner = layer.n_heads * layer.head_dim  # (bailing_linear_attn.py)
-        return 5 * h * inner + inner + 2 * layer.head_dim
+    if layer.kind == "lightning":  # qkv, output gate, out projection, gate norm; Ling's q/k
+        inner = layer.n_heads * layer.head_dim  # norms (bailing_linear_attn.py `use_qk_norm`)
+        qk = 2 * layer.head_dim if t is not None and t.get("use_qk_norm") else 0
+        return 5 * h * inner + inner + qk
     if layer.kind == "shortconv":  # LFM2: in_proj (3 x hidden), out_proj, depthwise conv
         return 4 * h * h + h * layer.d_conv
     if layer.kind == "kda":  # q/k/v/o, forget and output gates (low-rank unless full-rank),
@@ -628,7 +629,8 @@ def fast_prefill_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtyp
 _NO_ROPE = {"nemotron_h"}
 # models whose code builds a rope (theta 10,000) even when the config names none: transformers 5
 # fills rope_theta for OLMo Hybrid; PLaMo2's and the Ling/Ring layers' `get_rope` default it
-_ALWAYS_ROPE = frozenset({"plamo2", "olmo_hybrid", "bailing_hybrid"})
+_ALWAYS_ROPE = frozenset({"plamo2", "olmo_hybrid", "bailing_hybrid", "minimax",
+                          "minimax_text_01", "minimax_m1"})
 
 
 # decoder layers with four RMSNorms (gemma2.py / gemma3.py `Gemma2DecoderLayer`: input,
@@ -705,10 +707,17 @@ def rope_tables(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = False,
     if arch.model_type == "plamo2":  # plamo2.py: over min(max_position_embeddings, max_len)
         length = min(max_pos, max_len) if max_len else max_pos
         return [RopeTable(length, attn[0].head_size, dtype_bytes, False)]
+    if arch.model_type in ("minimax", "minimax_text_01", "minimax_m1"):
+        # minimax_text_01.py: fp32, rotary_dim of head_dim, over min(max_position_embeddings,
+        # max_model_len) (the model copies max_model_len into its config)
+        length = min(max_pos, max_len) if max_len else max_pos
+        dim = int(t.get("rotary_dim") or attn[0].head_size)
+        return [RopeTable(length, dim, 4, False)]
     if arch.model_type == "olmo_hybrid" and "rope_theta" in {**t, **rp} and (
             rp.get("rope_theta") if "rope_theta" in rp else t.get("rope_theta")) is None:
         return []  # olmo_hybrid.py: no rotary embedding while rope_theta is None
-    lightning = [x for x in arch.layers if isinstance(x, StateLayer) and x.kind == "lightning"]
+    lightning = [x for x in arch.layers if isinstance(x, StateLayer) and x.kind == "lightning"
+                 and arch.model_type == "bailing_hybrid"]
     if lightning:  # `BailingMoELinearAttention`: its own neox rope over max_position_embeddings
         part = float(rp.get("partial_rotary_factor") or t.get("partial_rotary_factor") or 1)
         extra = [RopeTable(max_pos, int(lightning[0].head_dim * part), dtype_bytes, False)]
