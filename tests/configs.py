@@ -186,7 +186,8 @@ RING_25_1T = {
     "v_head_dim": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048,
     "moe_shared_expert_intermediate_size": 2048, "num_experts": 256, "num_shared_experts": 1,
     "num_experts_per_tok": 8, "first_k_dense_replace": 4, "vocab_size": 157184,
-    "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "max_position_embeddings": 131072, "tie_word_embeddings": False, "use_qk_norm": True,
+    "torch_dtype": "bfloat16",
 }
 # inclusionAI/Ling-3.0-flash (BailingMoeV3): the config facts a port pins against the real
 # safetensors index (MLA layers 5, 11, ..., 41)
