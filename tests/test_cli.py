@@ -615,11 +615,11 @@ def test_config_field_of_the_wrong_type_is_named(tmp_path, capsys, where, key, v
 
 
 def test_unclassifiable_architecture(tmp_path, capsys):
-    cfg = {"model_type": "minimax", "architectures": ["MiniMaxText01ForCausalLM"],
-           "hidden_size": 6144, "num_attention_heads": 64, "num_hidden_layers": 80}
+    cfg = {"model_type": "step5", "architectures": ["Step5ForCausalLM"],
+           "hidden_size": 4096, "num_attention_heads": 64, "num_hidden_layers": 92}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     code, _, err = run(capsys, "size", str(tmp_path), "--gpu", "h100")
-    assert code == 2 and "minimax" in err and "does not model" in err
+    assert code == 2 and "Step5ForCausalLM" in err and "does not model" in err
 
 
 def test_kimi_linear_without_its_layer_lists_names_the_field(tmp_path, capsys):
