@@ -224,3 +224,9 @@ PLAMO2_1B = {
     "mamba_num_heads": 32, "mamba_step": 2, "intermediate_size": 8192, "vocab_size": 100000,
     "tie_word_embeddings": True, "torch_dtype": "bfloat16",
 }
+MAMBA2_7B = {  # an attention-free Mamba2 of Mamba-Codestral-7B's layout
+    "architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2", "hidden_size": 4096,
+    "num_hidden_layers": 64, "num_heads": 128, "head_dim": 64, "state_size": 128,
+    "n_groups": 8, "expand": 2, "conv_kernel": 4, "chunk_size": 256, "vocab_size": 32768,
+    "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+}

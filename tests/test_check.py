@@ -539,8 +539,8 @@ def test_prefix_caching_as_each_release_decides():
     l40s, t4 = resolve_gpu("l40s"), resolve_gpu("t4")
 
     def on(version, gpu=l40s, cfg=LLAMA31_8B, **kw):
-        return prefix_caching(size(Model("m", cfg), gpu, EngineArgs(max_model_len=8192, **kw),
-                                   version))
+        return prefix_caching(size(Model("m", cfg), gpu,
+                                   EngineArgs(**{"max_model_len": 8192, **kw}), version))
 
     assert on("0.6.3") == (False, "vLLM 0.6.3 (V0) runs without it unless "
                                   "--enable-prefix-caching is given")
@@ -556,6 +556,15 @@ def test_prefix_caching_as_each_release_decides():
                 "models (on from 0.28)")
     assert on("0.20.2", cfg=NEMOTRON_H_8B, enable_prefix_caching=True) == (True, "")
     assert on("0.28.0", cfg=NEMOTRON_H_8B) == (True, "")
+    # 0.11.1-0.11.2 on an explicit flag; 0.11.0 off whatever the flags say
+    assert on("0.11.1", cfg=NEMOTRON_H_8B, enable_prefix_caching=True) == (True, "")
+    assert on("0.11.0", cfg=NEMOTRON_H_8B, enable_prefix_caching=True) == (
+        False, "vLLM 0.11.0 turns it off for this hybrid model")
+    # an attention-free Mamba model's one block of max_model_len (0.11.1-0.14)
+    from tests.configs import MAMBA2_7B
+    assert on("0.12.0", cfg=MAMBA2_7B, enable_prefix_caching=True, max_model_len=2048) == (
+        False, "vLLM 0.12.0 gives this attention-free model one Mamba block of "
+               "max_model_len tokens, so no prefix is reused")
 
 
 def test_a_time_sliced_gpu_warns_that_a_second_pod_fails_vllms_start_up_check(capsys,

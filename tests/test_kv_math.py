@@ -889,6 +889,44 @@ def test_mamba_cache_mode_with_prefix_caching_by_release():
             enable_chunked_prefill=False, max_num_batched_tokens=262144)
 
 
+def test_explicit_mamba_prefix_caching_from_0111_and_attention_free_blocks():
+    from configs import MAMBA2_7B
+
+    # 0.11.1 brought experimental Mamba prefix caching on an explicit flag (0.11.0 turned it
+    # off for every hybrid): the 'all' block aligned to the kernel's 128-token chunk. The
+    # bf16 state, 3 x 10,240 conv + 128 x 64 x 128 SSM elements = 2,158,592 B, is 527 tokens
+    # of 4,096 B attention: 5 chunks = 640 (16-aligned without prefix caching: 528)
+    r = run(NEMOTRON_H_8B, version="0.11.1", kv_cache_memory_bytes=GiB, max_model_len=8192,
+            enable_prefix_caching=True)
+    assert r.block_size == 640 and r.blocks_per_request == 5 * -(-8192 // 640)
+    r = run(NEMOTRON_H_8B, version="0.11.0", kv_cache_memory_bytes=GiB, max_model_len=8192,
+            enable_prefix_caching=True)
+    assert r.block_size == 528 and r.blocks_per_request == -(-8192 // 528) + 4
+    # attention-free Mamba2: a state of 3 x (8,192 + 2 x 8 x 128) conv + 128 x 64 x 128 SSM
+    # elements in bf16 a layer, 64 layers
+    state = (3 * (8192 + 2 * 8 * 128) + 128 * 64 * 128) * 2
+    assert state == 2158592
+    mem = 100 * state * 64
+
+    def mamba(version, **kw):
+        return run(MAMBA2_7B, version=version, kv_cache_memory_bytes=mem,
+                   enable_prefix_caching=True, **kw)
+
+    # 0.18+: the 16-token default block (`_apply_block_size_default`), a state a block
+    r = mamba("0.20.2")
+    assert r.num_gpu_blocks == 100 and r.blocks_per_request == 2048 // 16
+    # 0.11.1-0.14 without --block-size: the Mamba block is max_model_len, one state a request
+    for v in ("0.11.1", "0.12.0", "0.14.1"):
+        assert mamba(v).blocks_per_request == 1
+    assert mamba("0.12.0", block_size=32).blocks_per_request == 2048 // 32
+    assert mamba("0.11.1", block_size=32).blocks_per_request == 1  # set before the flag
+    # 0.15-0.17 leave it None (`MambaSpec` block_size None): the start fails
+    with pytest.raises(BadInput, match="left unset"):
+        mamba("0.17.1")
+    assert mamba("0.17.1", block_size=16).blocks_per_request == 128
+    assert mamba("0.28.0").blocks_per_request == 2  # 'align' from 0.28
+
+
 def test_hybrids_default_to_align_mode_from_028_and_mamba2_checkpoints_from_032():
     # 0.28+ turn prefix caching on for hybrids by default and make 'none' 'align'
     # (`_set_default_chunked_prefill_and_prefix_caching_args`, `MambaModelConfig`), where

@@ -152,6 +152,11 @@ class ModelArch:
         return self.model_type == "gpt_oss"
 
     @property
+    def attention_free(self) -> bool:
+        """No attention layer at all (Mamba, Mamba2, FalconMamba)."""
+        return not any(isinstance(x, AttnLayer) for x in self.layers)
+
+    @property
     def is_hybrid_state(self) -> bool:
         return bool(self.state_kinds)
 

@@ -14,7 +14,8 @@ Read in the 0.6.0-0.33.0 sources (`engine/arg_utils.py`, `config/cache.py`):
   0.6.6+ unless `VLLM_USE_V1=1`: `create_engine_config`, `_set_default_args_v0`).
 * Hybrid (Mamba / linear-attention) models: off by default before 0.28
   (`VllmVersion.mamba_prefix_caching_default`), and off whatever the flags say where the
-  release has no Mamba cache mode for the model (`sizing._mamba_cache_mode` "none").
+  release has no Mamba cache mode for the model (`sizing._mamba_cache_mode` "none"), or
+  gives an attention-free model one Mamba block of max_model_len (0.11.1-0.14).
 * Pooling models: the release's rule, already resolved into `args` by `size`
   (`core/pooling.py`).
 """
@@ -37,13 +38,18 @@ def prefix_caching(r: Any) -> tuple[bool, str]:
     if not v.v1:
         return _v0(a, v, bool(arch.vision_config or arch.audio_config))
     if arch.is_hybrid_state:
-        from kvplan.core.sizing import _mamba_cache_mode
+        from kvplan.core.sizing import _mamba_cache_mode, attention_free_all_mode
 
         if asked is None and not v.mamba_prefix_caching_default:
             return False, (f"vLLM {v.text} keeps it off by default for hybrid (Mamba / "
                            "linear-attention) models (on from 0.28)")
-        if _mamba_cache_mode(arch, True, v) == "none":
+        mode = _mamba_cache_mode(arch, True, v)
+        if mode == "none":
             return False, f"vLLM {v.text} turns it off for this hybrid model"
+        if mode == "all" and arch.attention_free and \
+                attention_free_all_mode(v, a.block_size) != "all":
+            return False, (f"vLLM {v.text} gives this attention-free model one Mamba block "
+                           "of max_model_len tokens, so no prefix is reused")
     return True, ""
 
 

@@ -1693,6 +1693,18 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     if prefix is None:
         prefix = version.mamba_prefix_caching_default if arch.is_hybrid_state else version.v1
     mode = _mamba_cache_mode(arch, bool(prefix), version)  # (not reused below)
+    if mode == "all" and arch.attention_free:
+        mode = attention_free_all_mode(version, a.block_size)
+        if mode == "fails":
+            raise BadInput(f"vLLM {version.text} fails at start with prefix caching on an "
+                           "attention-free Mamba model without --block-size: its Mamba block "
+                           "size is left unset (`MambaModelConfig`; `MambaSpec` block_size "
+                           "None)", hint="give --block-size (e.g. 16) or "
+                           "--no-enable-prefix-caching", flag="enable_prefix_caching")
+        if mode == "none":
+            notes.append(f"vLLM {version.text} sets this attention-free model's Mamba block "
+                         "to max_model_len with prefix caching on (`MambaModelConfig`): one "
+                         "state a request, and no shorter prefix is reused")
     align_mode = mode == "align" and version.at_least(0, 33)  # FlashInfer GDN checkpoint
     gdn_fi = cc_major(cc) >= 9 and gpu.vendor == "nvidia" and arch.gdn_flashinfer_checkpoint
     # a prefill checkpoint state per request in 'align' mode (`num_prefill_checkpoint_blocks`,
@@ -2852,16 +2864,31 @@ def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:
     return version.v1 and any(x in QWEN2_VL + QWEN3_VL for x in architectures)
 
 
+def attention_free_all_mode(version: VllmVersion, user_block: int | None) -> str:
+    """'all', 'none' or 'fails' for an attention-free Mamba model (Mamba, Mamba2,
+    FalconMamba) with prefix caching. No attention page sets its Mamba block, which
+    `MambaModelConfig.verify_and_update_config` copies from `cache_config.block_size`.
+    0.11.1-0.11.2 set it to max_model_len first (one state a request: 'none' numbers);
+    0.12-0.17 copy the block size before the platform fills it (`CacheConfig.block_size` is
+    None until `check_and_update_config`), so without --block-size 0.12-0.14 fall back to
+    max_model_len and 0.15-0.17 build `MambaSpec` with no block size (cdiv(max_model_len,
+    None) fails); 0.18+ default it to 16 at construction (`_apply_block_size_default`)."""
+    if version.at_least(0, 18) or (user_block and version.at_least(0, 12)):
+        return "all"
+    return "fails" if version.at_least(0, 15) else "none"
+
+
 def _mamba_cache_mode(arch: ModelArch, prefix: bool, version: VllmVersion) -> str:
     """vLLM's `mamba_cache_mode` (`MambaModelConfig.verify_and_update_config`): 'none'
     without prefix caching; from 0.28 'align' (the default 'none' becomes it; 'all' only
     when asked for); 0.15-0.27 'all' for the Mamba1/2 families that support Mamba prefix
     caching and 'align' for the rest (GDN, KDA, short conv); 0.12-0.14 'all' for the former
-    and prefix caching off for the rest; 0.11 off for every hybrid (wheels read: 0.11.0,
-    0.12.0, 0.13.0, 0.14.1, 0.15.1, 0.16.0, 0.17.1, 0.18.1, 0.20.2, 0.25.0, 0.27.1, 0.28.0,
-    0.32.0, 0.33.0)."""
-    if not arch.is_hybrid_state or not prefix or not version.at_least(0, 12):
-        return "none"  # 0.11 turned prefix caching off for every Mamba hybrid
+    and prefix caching off for the rest; 0.11.1-0.11.2 the same on an explicit
+    --enable-prefix-caching ("Its support for Mamba layers is experimental"); 0.11.0 off for
+    every hybrid (wheels read: 0.11.0, 0.11.1, 0.12.0, 0.13.0, 0.14.1, 0.15.1, 0.16.0, 0.17.1,
+    0.18.1, 0.20.2, 0.25.0, 0.27.1, 0.28.0, 0.32.0, 0.33.0)."""
+    if not arch.is_hybrid_state or not prefix or not version.at_least(0, 11, 1):
+        return "none"  # 0.11.0 turned prefix caching off for every Mamba hybrid
     if version.at_least(0, 28):
         return "align"
     if arch.state_kinds <= {"mamba1", "mamba2"} and not arch.mamba_prefix_unsupported:
