@@ -230,3 +230,10 @@ MAMBA2_7B = {  # an attention-free Mamba2 of Mamba-Codestral-7B's layout
     "n_groups": 8, "expand": 2, "conv_kernel": 4, "chunk_size": 256, "vocab_size": 32768,
     "torch_dtype": "bfloat16", "tie_word_embeddings": False,
 }
+FALCON_MAMBA_7B = {  # tiiuae/falcon-mamba-7b's layout (Mamba1, weight-free B/C/dt norms)
+    "architectures": ["FalconMambaForCausalLM"], "model_type": "falcon_mamba",
+    "hidden_size": 4096, "intermediate_size": 8192, "expand": 16, "num_hidden_layers": 64,
+    "state_size": 16, "conv_kernel": 4, "time_step_rank": 256, "use_conv_bias": True,
+    "use_bias": False, "vocab_size": 65024, "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}

@@ -1102,10 +1102,16 @@ def test_sequence_parallel_moe_keeps_shared_experts_whole():
 
 def test_mamba2_single_group_keeps_b_and_c_whole():
     """review 24c F3: `MambaMixer2` pads one group to the TP size, so B and C stay whole:
-    granite-4.0-h-micro at TP2/4/8 +18.9 / +28.4 / +33.1 MB over a plain split."""
+    granite-4.0-h-micro at TP2/4/8 +18.9 / +28.4 / +33.1 MB over a plain split. Each of
+    its 36 Mamba2 layers also holds 8,704 small parameters (conv bias 4,352, A in fp32 as
+    two units, D and dt_bias 64 each, the gated norm 4,096), split by TP but for the single
+    group's B/C conv bias (256)."""
     w = {tp: _weights("ibm-granite/granite-4.0-h-micro", "h100", tensor_parallel_size=tp)
          for tp in (1, 2, 4, 8)}
-    assert w[1] == 6382170112 and (w[2], w[4], w[8]) == (3210162176, 1628352512, 834301952)
+    assert w[1] == 6382170112 + 36 * 8704 * 2
+    assert (w[2], w[4], w[8]) == tuple(
+        b + 36 * (8448 // tp + 256) * 2
+        for b, tp in ((3210162176, 2), (1628352512, 4), (834301952, 8)))
 
 
 def test_gptq_act_order_repeats_row_scales_on_every_rank():
@@ -1170,3 +1176,23 @@ def test_ernie45_moe_layer_range_and_shared_experts():
     vl = {**cfg, "moe_num_experts": [64, 64], "moe_intermediate_size": [1536, 512],
           "moe_layer_start_index": [1, 1], "moe_layer_end_index": [27, 27]}
     assert count_params(normalize(vl)).total == pc.total + 27 * 64 * 3 * h * 512
+
+
+def test_attention_free_mamba_layers_have_no_mlp():
+    """`MambaDecoderLayer` / `Mamba2DecoderLayer`: the mixer and one norm, though MambaConfig
+    carries intermediate_size (the mixer's width). kvplan had added a gated MLP of it, 2x the
+    FalconMamba-7B weights."""
+    from configs import FALCON_MAMBA_7B, MAMBA2_7B
+
+    # Mamba1 (I 8,192, N 16, R 256): in_proj 4,096 x 16,384, conv 8,192 x 4 + bias, x_proj
+    # 8,192 x 288, dt_proj 256 x 8,192 + bias, A fp32 (2 units), D, out_proj, one norm
+    layer = (4096 * 16384 + 8192 * 4 + 8192 + 8192 * 288 + 256 * 8192 + 8192
+             + 2 * 8192 * 16 + 8192 + 8192 * 4096 + 4096)
+    assert layer == 105443328
+    pc = count_params(normalize(FALCON_MAMBA_7B))
+    assert pc.total == 64 * layer + 2 * 65024 * 4096 + 4096 == 7281053696
+    # Mamba2 (I 8,192, 8 groups, N 128, 128 heads): in_proj 4,096 x (8,192 + 10,240 + 128),
+    # conv 10,240 x 4 + bias, A (2 units), D, dt_bias, the gated norm 8,192, out_proj, norm
+    layer = (4096 * 18560 + 10240 * 4 + 10240 + 4 * 128 + 8192 + 8192 * 4096 + 4096)
+    pc = count_params(normalize(MAMBA2_7B))
+    assert pc.total == 64 * layer + 2 * 32768 * 4096 + 4096 == 7285411840

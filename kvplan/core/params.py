@@ -232,16 +232,36 @@ def _state_params(layer: StateLayer, h: int, full_rank_gate: bool = False,
     ng = max(layer.n_groups, 1)
     inter = layer.intermediate
     conv_dim = inter + 2 * ng * layer.d_state
-    return h * (inter + conv_dim + layer.n_heads) + conv_dim * layer.d_conv + inter * h
+    out = h * (inter + conv_dim + layer.n_heads) + conv_dim * layer.d_conv + inter * h
+    return out + (_mamba2_small(layer, h, t) if t is not None else 0)
 
 
-def _one_group_whole(layer: StateLayer, h: int, lp: LayerParams) -> None:
+def _conv_bias(t: dict) -> int:
+    """1 when a Mamba2 mixer's conv1d has a bias (`use_conv_bias` / `mamba_conv_bias`)."""
+    return int(bool(t.get("use_conv_bias", t.get("mamba_conv_bias", True))))
+
+
+def _mamba2_small(layer: StateLayer, h: int, t: dict) -> int:
+    """`MambaMixer2`'s parameters beside its projections and conv weight: the conv bias
+    (`use_conv_bias` / `mamba_conv_bias`), A in fp32 (as two 16-bit units), D and dt_bias a
+    head each, the gated norm's weight (Falcon-H1 only with `mamba_rms_norm`) and the
+    projection biases (`use_bias` / `mamba_proj_bias`)."""
+    inter, heads = layer.intermediate, layer.n_heads
+    conv_dim = inter + 2 * max(layer.n_groups, 1) * layer.d_state
+    conv_bias = _conv_bias(t)
+    bias = t.get("use_bias", t.get("mamba_proj_bias", False))
+    norm = t.get("mamba_rms_norm", False) if t.get("model_type") == "falcon_h1" else True
+    return ((conv_dim if conv_bias else 0) + 4 * heads + (inter if norm else 0)
+            + (inter + conv_dim + heads + h if bias else 0))
+
+
+def _one_group_whole(layer: StateLayer, h: int, lp: LayerParams, conv_bias: int = 0) -> None:
     """A Mamba2 mixer with one group keeps its B and C projections (in_proj rows and conv
     channels) whole on every TP rank: `MambaMixer2` pads the groups to the TP size
     (`extra_groups_for_head_shards`, 0.6-0.33), so they move from `split` to `replicated`."""
     if layer.kind != "mamba2" or layer.n_groups != 1:
         return
-    bc = 2 * layer.d_state * (h + layer.d_conv)
+    bc = 2 * layer.d_state * (h + layer.d_conv + conv_bias)
     lp.state -= bc
     lp.split -= bc
     lp.replicated += bc
@@ -274,6 +294,11 @@ def mlp_intermediate(arch: ModelArch, lp: LayerParams) -> int:
     return lp.mlp // per if per else 0
 
 
+# attention-free Mamba models: a layer is the mixer and its norm, no MLP (mamba.py,
+# mamba2.py), though MambaConfig / FalconMambaConfig carry intermediate_size (the mixer's)
+_MIXER_ONLY = frozenset({"mamba", "falcon_mamba", "mamba2"})
+
+
 @by_identity()
 def count_params(arch: ModelArch) -> ParamCount:
     """Estimate parameters from the config (exact for standard Llama/Qwen/Mixtral layouts);
@@ -300,7 +325,7 @@ def _zamba2_params(arch: ModelArch) -> ParamCount:
         conv_dim = m.intermediate + 2 * max(m.n_groups, 1) * m.d_state
         lp.state = _state_params(m, h) + conv_dim + 3 * m.n_heads + m.intermediate
         lp.split += lp.state
-        _one_group_whole(m, h, lp)
+        _one_group_whole(m, h, lp, 1)
         if isinstance(layer, AttnLayer):
             lp.replicated += h * h
             lp.split += h * r + r * 2 * f + (
@@ -350,12 +375,13 @@ def _count_params(arch: ModelArch) -> ParamCount:
             pc.layers.append(LayerParams())  # a later loop's cache: the weights are shared
             continue
         # two norms; Gemma 2/3 sandwich each block with two more (pre/post-feedforward)
-        lp = LayerParams(replicated=(4 if arch.model_type in _FOUR_NORMS else 2) * h)
+        lp = LayerParams(replicated=(4 if arch.model_type in _FOUR_NORMS else
+                                     1 if arch.model_type in _MIXER_ONLY else 2) * h)
         if isinstance(layer, AttnLayer):
             if layer.parallel_state is not None:
-                lp.state = _state_params(layer.parallel_state, h)
+                lp.state = _state_params(layer.parallel_state, h, t=t)
                 lp.split += lp.state
-                _one_group_whole(layer.parallel_state, h, lp)
+                _one_group_whole(layer.parallel_state, h, lp, _conv_bias(t))
             s, r, kv = _attn_params(t, arch, layer)
             lp.split += s
             lp.replicated += r
@@ -376,7 +402,7 @@ def _count_params(arch: ModelArch) -> ParamCount:
                 "linear_attn_config") or {}).get("use_full_rank_gate") or (
                     arch.model_type == "bailing_hybrid" and t.get("no_kda_lora"))))
             lp.split += lp.state
-            _one_group_whole(layer, h, lp)
+            _one_group_whole(layer, h, lp, _conv_bias(t))
         elif arch.model_type.startswith("gemma4") and kv_shared_from <= i:
             _kv_sharing_attn(t, arch, i, lp)
         if ple:  # `per_layer_input_gate` (h -> ple), `per_layer_projection` (ple -> h)
@@ -395,7 +421,9 @@ def _count_params(arch: ModelArch) -> ParamCount:
             lp.split += lp.mlp
             pc.layers.append(lp)
             continue
-        if arch.model_type in ("granitemoehybrid",) and not n_exp:
+        if arch.model_type in _MIXER_ONLY:
+            pass  # `MambaDecoderLayer` / `Mamba2DecoderLayer`: the mixer and one norm
+        elif arch.model_type in ("granitemoehybrid",) and not n_exp:
             inter = int(t.get("shared_intermediate_size") or arch.intermediate_size)
             lp.mlp = 3 * h * inter
         elif _is_moe_layer(t, i, n_exp):
