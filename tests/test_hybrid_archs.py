@@ -5,7 +5,7 @@ state-shape functions each model calls (docs/methodology.md §1)."""
 import pytest
 from configs import ALICE_AI_80B, LING_30_FLASH, OLMO_HYBRID_7B, PLAMO2_1B, RING_25_1T, ZAMBA2_27B
 
-from kvplan.core.arch import normalize, valid_tps
+from kvplan.core.arch import StateLayer, normalize, valid_tps
 from kvplan.core.params import count_params
 from kvplan.core.sizing import EngineArgs, Gpu, Model, size
 from kvplan.errors import BadInput
@@ -260,3 +260,12 @@ def test_minimax_m1_lightning_and_softmax_layers():
         run(cfg, version="0.10.0", tensor_parallel_size=8, max_model_len=131072)
     with pytest.raises(BadInput, match="no longer runs"):
         run(cfg, tensor_parallel_size=8, max_model_len=131072)
+
+
+def test_a_config_without_model_type_is_classified_by_its_architecture():
+    # vLLM picks the class by architecture (Edge0's BailingMoeV3 config.json has no
+    # model_type): 7 MLA layers of 576 elements and 35 KDA states, not 42 MLA layers
+    bare = {k: v for k, v in LING_30_FLASH.items() if k != "model_type"}
+    a, b = normalize(bare), normalize(LING_30_FLASH)
+    assert a.model_type == "bailing_hybrid" and a.layers == b.layers
+    assert sum(isinstance(x, StateLayer) for x in a.layers) == 35

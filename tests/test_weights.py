@@ -1196,3 +1196,26 @@ def test_attention_free_mamba_layers_have_no_mlp():
     layer = (4096 * 18560 + 10240 * 4 + 10240 + 4 * 128 + 8192 + 8192 * 4096 + 4096)
     pc = count_params(normalize(MAMBA2_7B))
     assert pc.total == 64 * layer + 2 * 32768 * 4096 + 4096 == 7285411840
+
+
+def test_tied_embeddings_by_the_config_class_default():
+    """transformers drops tie_word_embeddings from a saved config when it equals the class
+    default; StarCoder2's, Cohere2's, MiniCPM3's and PLaMo2's default is True (their
+    checkpoints are tied), Llama's False. vLLM's Cohere models always tie."""
+    base = {"hidden_size": 4608, "num_attention_heads": 36, "num_key_value_heads": 4,
+            "num_hidden_layers": 32, "intermediate_size": 18432, "vocab_size": 49152,
+            "max_position_embeddings": 16384, "torch_dtype": "bfloat16"}
+    sc2 = normalize({**base, "architectures": ["Starcoder2ForCausalLM"],
+                     "model_type": "starcoder2", "use_bias": True})
+    assert sc2.tie_word_embeddings and count_params(sc2).lm_head == 0
+    llama = normalize({**base, "architectures": ["LlamaForCausalLM"], "model_type": "llama"})
+    assert not llama.tie_word_embeddings and count_params(llama).lm_head == 49152 * 4608
+    assert not normalize({**base, "architectures": ["Starcoder2ForCausalLM"],
+                          "model_type": "starcoder2",
+                          "tie_word_embeddings": False}).tie_word_embeddings
+    # commandr.py: logits from embed_tokens whatever the config says
+    assert normalize({**base, "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2",
+                      "tie_word_embeddings": False}).tie_word_embeddings
+    # starcoder2-7b's catalog config has no key: about 7.17 B parameters (the model card's),
+    # not 7.40 B with a separate 49,152 x 4,608 head (kvplan had 14,814,880,768 B)
+    assert _weights("bigcode/starcoder2-7b", "h100") == 14814880768 - 49152 * 4608 * 2

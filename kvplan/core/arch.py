@@ -206,10 +206,10 @@ class ModelArch:
 # Keys transformers' config classes default when a compact config.json omits them. Only
 # values that change sizing, per model_type (transformers `configuration_*.py` defaults).
 _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma": {"head_dim": 256, "tie_word_embeddings": True, "max_position_embeddings": 8192},
-    "gemma2": {"head_dim": 256, "tie_word_embeddings": True, "sliding_window": 4096,
+    "gemma": {"head_dim": 256, "max_position_embeddings": 8192},
+    "gemma2": {"head_dim": 256, "sliding_window": 4096,
                "max_position_embeddings": 8192, "vocab_size": 256000},
-    "gemma3_text": {"head_dim": 256, "tie_word_embeddings": True, "sliding_window": 4096,
+    "gemma3_text": {"head_dim": 256, "sliding_window": 4096,
                     "sliding_window_pattern": 6, "max_position_embeddings": 131072,
                     "vocab_size": 262208,
                     "num_key_value_heads": 4, "num_attention_heads": 8,
@@ -231,6 +231,48 @@ _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3_5_text": {"attn_output_gate": True},
     "qwen3_5_moe_text": {"attn_output_gate": True},
 }
+
+# vLLM picks the model class by architecture, and a remote-code config class carries its own
+# model_type, so a config.json can omit the key (Edge0's BailingMoeV3 checkpoint). kvplan
+# dispatches on model_type: the architectures whose layers or weights it reads by type.
+_TYPE_OF_ARCH = {
+    "BailingMoeV2_5ForCausalLM": "bailing_hybrid", "BailingMoeV3ForCausalLM": "bailing_hybrid",
+    "BailingMoeV3VLForConditionalGeneration": "bailing_hybrid",
+    "JambaForCausalLM": "jamba", "NemotronHForCausalLM": "nemotron_h",
+    "FalconH1ForCausalLM": "falcon_h1", "GraniteMoeHybridForCausalLM": "granitemoehybrid",
+    "BambaForCausalLM": "bamba", "Zamba2ForCausalLM": "zamba2", "MambaForCausalLM": "mamba",
+    "FalconMambaForCausalLM": "falcon_mamba", "Mamba2ForCausalLM": "mamba2",
+    "Qwen3NextForCausalLM": "qwen3_next", "Lfm2ForCausalLM": "lfm2",
+    "Lfm2MoeForCausalLM": "lfm2_moe", "Plamo2ForCausalLM": "plamo2",
+    "OlmoHybridForCausalLM": "olmo_hybrid", "AliceAIForCausalLM": "alice_ai",
+    "MiniCPM3ForCausalLM": "minicpm3", "MiniMaxForCausalLM": "minimax_text_01",
+    "MiniMaxText01ForCausalLM": "minimax_text_01", "MiniMaxM1ForCausalLM": "minimax_m1",
+    "CohereForCausalLM": "cohere", "Cohere2ForCausalLM": "cohere2",
+    "Starcoder2ForCausalLM": "starcoder2", "Gemma2ForCausalLM": "gemma2",
+    "Gemma3ForCausalLM": "gemma3_text", "DeepseekV2ForCausalLM": "deepseek_v2",
+    "DeepseekV3ForCausalLM": "deepseek_v3", "DeepseekV32ForCausalLM": "deepseek_v32",
+}
+
+# Model types whose config class defaults tie_word_embeddings to True: transformers' classes
+# instantiated without arguments in 4.57.6 and 5.24.0 (the decoder models vLLM serves; csm,
+# qwen2_5_omni and qwen3_vl_moe, True in 5.x only, are left out), and the remote-code classes
+# of MiniCPM3 (native from transformers 5) and PLaMo2. transformers saves a config without
+# the key when it holds that default (`to_diff_dict`), so StarCoder2, Cohere2 and MiniCPM3
+# checkpoints are tied though their config.json never says so.
+TIED_BY_DEFAULT = frozenset({
+    "bloom", "cohere", "cohere2", "cohere2_moe", "ernie4_5", "ernie4_5_moe", "ernie4_5_vl_moe",
+    "ernie4_5_vl_moe_text", "falcon", "falcon_mamba", "gemma", "gemma2", "gemma3",
+    "gemma3_text", "gemma3n", "gemma3n_text", "gemma4", "gemma4_text", "gemma4_unified",
+    "gemma4_unified_text", "diffusion_gemma", "diffusion_gemma_text", "got_ocr2", "gpt2",
+    "gpt-sw3", "gpt_bigcode", "gpt_neo", "gpt_neox_japanese", "granite_docling_text",
+    "granite_swa", "hunyuan_vl", "hunyuan_vl_text", "jetmoe", "lfm2", "lfm2_moe", "lfm2_vl",
+    "lfm3", "lfm3_vl", "mamba", "minicpm3", "mpt", "opt", "paddleocr_vl", "paddleocr_vl_text",
+    "paligemma", "plamo2", "qwen3_asr", "recurrent_gemma", "smollm3", "starcoder2", "vaultgemma",
+    "xglm", "youtu", "zamba", "zamba2", "zaya",
+})
+# vLLM's commandr.py / cohere2_moe.py compute the logits from embed_tokens whatever the config
+# says (0.6-0.20 assert tie_word_embeddings)
+_ALWAYS_TIED = frozenset({"cohere", "cohere2", "cohere2_moe"})
 
 # transformers' config class defaults (4.57 configuration_llama.py / configuration_qwen2.py) for
 # a wrapper's text config, which `to_diff_dict` saves without its default values (LLaVA-1.5's
@@ -296,6 +338,10 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
     mt = t.get("model_type")
     if mt is None:
         t.pop("model_type", None)  # null reads as absent
+        mt = next((_TYPE_OF_ARCH[a] for a in t.get("architectures") or []
+                   if isinstance(a, str) and a in _TYPE_OF_ARCH), None)
+        if mt:
+            t["model_type"] = mt
     for k, v in (_TYPE_DEFAULTS.get(mt, {}) if isinstance(mt, str) else {}).items():
         t.setdefault(k, v)
     if inner is not None and isinstance(mt, str):
@@ -1419,9 +1465,11 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
         max_position=0,
         max_position_source="",
         tie_word_embeddings=bool(t.get("tie_word_embeddings", config.get(
-            "tie_word_embeddings", t.get("tie_embedding", False)))  # LFM2: tie_embedding
+            "tie_word_embeddings", t.get("tie_embedding",  # LFM2: tie_embedding
+                                         mt in TIED_BY_DEFAULT)))
             # falcon.py: an unset (None) tie_word_embeddings means tied
-            or (mt in _FALCON and t.get("tie_word_embeddings") is None)),
+            or (mt in _FALCON and t.get("tie_word_embeddings") is None)
+            or mt in _ALWAYS_TIED),
         num_experts=int(t.get("num_local_experts") or t.get("num_experts")
                         or t.get("n_routed_experts") or _text_entry(t.get("moe_num_experts"))
                         or 0),
