@@ -5,7 +5,7 @@ state-shape functions each model calls (docs/methodology.md §1)."""
 import pytest
 from configs import ALICE_AI_80B, LING_30_FLASH, OLMO_HYBRID_7B, PLAMO2_1B, RING_25_1T, ZAMBA2_27B
 
-from kvplan.core.arch import StateLayer, normalize, valid_tps
+from kvplan.core.arch import StateLayer, normalize, release_layers, valid_tps
 from kvplan.core.params import count_params
 from kvplan.core.sizing import EngineArgs, Gpu, Model, size
 from kvplan.errors import BadInput
@@ -260,6 +260,28 @@ def test_minimax_m1_lightning_and_softmax_layers():
         run(cfg, version="0.10.0", tensor_parallel_size=8, max_model_len=131072)
     with pytest.raises(BadInput, match="no longer runs"):
         run(cfg, tensor_parallel_size=8, max_model_len=131072)
+    # review 27: no SupportsPP; the LM head cast to fp32 (`self.lm_head.float()`) and the
+    # routers held in fp32, 2 more bytes each: 200,064 / 8 x 6,144 + 80 x 6,144 x 32 a GPU
+    with pytest.raises(BadInput, match="Pipeline parallelism is not supported"):
+        run(cfg, gpu=B200, version="0.23", tensor_parallel_size=4, pipeline_parallel_size=2,
+            max_model_len=131072)
+    plain = size(Model("m", cfg), B200, EngineArgs(tensor_parallel_size=8, max_model_len=131072,
+                                                  kv_cache_memory_bytes=16 * GiB), "0.23")
+    # 114,097,676,288 B with both in bf16 (the 456,089,655,296 parameters above, TP8)
+    assert plain.to_json()["weights_bytes_per_gpu"] == 114097676288 + (
+        200064 // 8 * h + 80 * h * 32) * 2 == 114436431872
+    # transformers' MiniMaxConfig (model_type 'minimax') without a list builds full /
+    # linear alternately: 40 softmax layers and 40 states
+    hf = {k: v for k, v in cfg.items() if k != "attn_type_list"}
+    hf.update(model_type="minimax", architectures=["MiniMaxForCausalLM"])
+    kinds = [getattr(x, "kind", None) for x in normalize(hf).layers]
+    assert kinds[:4] == ["full", "lightning", "full", "lightning"]
+    assert kinds.count("lightning") == 40
+    # the state shape reads hf_config.head_dim; a null rotary_dim is divided by it
+    with pytest.raises(BadInput, match="needs head_dim"):
+        normalize({k: v for k, v in cfg.items() if k != "head_dim"})
+    with pytest.raises(BadInput, match="rotary_dim is null"):
+        normalize({**cfg, "rotary_dim": None})
 
 
 def test_a_config_without_model_type_is_classified_by_its_architecture():
@@ -269,3 +291,73 @@ def test_a_config_without_model_type_is_classified_by_its_architecture():
     a, b = normalize(bare), normalize(LING_30_FLASH)
     assert a.model_type == "bailing_hybrid" and a.layers == b.layers
     assert sum(isinstance(x, StateLayer) for x in a.layers) == 35
+
+
+def test_release_dependent_rotary_caches():
+    # review 27: the Ling/Ring ropes are fp32 in 0.17-0.20.0 (bailing_moe_linear.py `get_rope(
+    # dtype=torch.float32)`); OLMo Hybrid without a rope key builds none before 0.32 (vLLM's
+    # own OlmoHybridConfig leaves rope_parameters None)
+    def rope(cfg, version, **kw):
+        return run(cfg, version=version, **kw).rope_cache_bytes
+
+    bf16 = rope(RING_25_1T, "0.20.1", tensor_parallel_size=8)
+    assert rope(RING_25_1T, "0.18", tensor_parallel_size=8) == 2 * bf16
+    bare = {k: v for k, v in OLMO_HYBRID_7B.items()
+            if k not in ("rope_theta", "rope_scaling", "rope_parameters")}
+    assert rope(bare, "0.31") == 0 and rope(bare, "0.32") > 0
+
+
+def test_plans_of_vllms_own_config_classes_by_release():
+    # review 27: AFMoE 0.12-0.31 and Mellum 0.23-0.30 load vLLM's own config class, which
+    # builds no layer_types (the models index it); Step-3.5 0.16-0.32 puts even layers under
+    # the window without a list; AFMoE's own default window is 2,048 (transformers' 1,024)
+    base = {"hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 4,
+            "head_dim": 128, "num_hidden_layers": 8, "intermediate_size": 8192,
+            "vocab_size": 32000, "max_position_embeddings": 65536, "torch_dtype": "bfloat16"}
+    afmoe = {**base, "model_type": "afmoe", "architectures": ["AfmoeForCausalLM"]}
+    with pytest.raises(BadInput, match="builds no layer_types"):
+        run(afmoe, version="0.31", max_model_len=32768)
+    lt = ["sliding_attention"] * 3 + ["full_attention"]
+    listed = {**afmoe, "layer_types": lt * 2}
+    windows = {x.window for x in release_layers(normalize(listed), (0, 31, 0)) if x.window}
+    assert windows == {2048}
+    assert {x.window for x in normalize(listed).layers if x.window} == {1024}
+    step = {**base, "model_type": "step3p5", "architectures": ["Step3p5ForCausalLM"],
+            "sliding_window": 512}
+    kinds = [x.kind for x in release_layers(normalize(step), (0, 31, 0))]
+    assert kinds == ["sliding", "full"] * 4
+    assert {x.kind for x in release_layers(normalize(step), (0, 33, 0))} == {"full"}
+    mellum = {**base, "model_type": "mellum", "architectures": ["MellumForCausalLM"]}
+    with pytest.raises(BadInput, match="builds no layer_types"):
+        run(mellum, version="0.30", max_model_len=32768)
+    run(mellum, version="0.31", max_model_len=32768)
+    # EXAONE 4 with a null window and no list: transformers divides by a 0 pattern
+    with pytest.raises(BadInput, match="null sliding_window"):
+        normalize({**base, "model_type": "exaone4", "architectures": ["Exaone4ForCausalLM"],
+                   "sliding_window": None})
+
+
+
+def test_review27_names_heads_and_null_fields():
+    base = {"hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": 4,
+            "num_hidden_layers": 4, "intermediate_size": 4096, "vocab_size": 32000,
+            "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}
+    # granitemoehybrid.py knows transformers 5.18's layer names from 0.26 (a KeyError before)
+    granite = {**base, "model_type": "granitemoehybrid",
+               "architectures": ["GraniteMoeHybridForCausalLM"],
+               "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+               "mamba_n_heads": 32, "mamba_d_head": 64, "mamba_d_state": 128,
+               "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_expand": 2}
+    with pytest.raises(BadInput, match="does not know"):
+        run(granite, version="0.25", max_model_len=32768)
+    assert run(granite, version="0.26", max_model_len=32768).fits
+    # GraniteMoeShared / MiMo / Qwen2-VL's language model: head size hidden // heads (64),
+    # whatever head_dim says
+    for mt in ("granitemoeshared", "mimo", "qwen2_5_vl_text"):
+        layer = normalize({**base, "model_type": mt, "head_dim": 128,
+                           "architectures": ["X"]}).layers[0]
+        assert layer.head_size == 64, mt
+    # IQuest's loop_num read as given: range(None)
+    with pytest.raises(BadInput, match="loop_num is null"):
+        normalize({**base, "model_type": "iquest_loopcoder", "loop_num": None,
+                   "architectures": ["IQuestLoopCoderForCausalLM"]})

@@ -892,6 +892,15 @@ def test_routers_held_in_fp32_by_model_and_release():
     assert v("0.18").fp32_router_model("minimax_m2", "9.0")  # on every platform
     assert not v("0.30").fp32_router_model("glm4_moe", "9.0")
     assert v("0.31").fp32_router_model("glm4_moe", "9.0")
+    # review 27: Step-3.5's FP32ReplicatedLinear from its first release (0.15), MiniMax-Text-01
+    # in every release, HY-V3 from 0.20, HY-V4 from 0.29, AFMoE from 0.31
+    assert v("0.15.1").fp32_router_model("step3p5", "9.0")
+    assert v("0.23").fp32_router_model("minimax_text_01", "9.0")
+    assert v("0.20").fp32_router_model("hy_v3", "9.0") and not v("0.19").fp32_router_model(
+        "hy_v3", "9.0")
+    assert v("0.29").fp32_router_model("hy_v4", "9.0")
+    assert v("0.31").fp32_router_model("afmoe", "9.0") and not v("0.30").fp32_router_model(
+        "afmoe", "9.0")
     # Nemotron-H: the model dtype on SM90 from 0.17 (its specialised kernels)
     assert not v("0.18").fp32_router_model("nemotron_h", "9.0")
     assert v("0.18").fp32_router_model("nemotron_h", "8.0")

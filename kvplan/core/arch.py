@@ -104,6 +104,13 @@ class ModelArch:
     # (IQuest-LoopCoder: `loop_num` caches per layer); 0: every layer has its own weights
     loop_caches_from: int = 0
     sliding_all_layers: int = 0  # window copied to cache_config.sliding_window (Mistral-v0.1)
+    # keys the config lacked that kvplan filled from the transformers class (`_TYPE_DEFAULTS`),
+    # and whether the sliding/full plan is the class's own (no layer_types): releases that
+    # load vLLM's own config class differ there (`release_layers`)
+    defaulted: frozenset[str] = frozenset()
+    built_plan: bool = False
+    # granite-4.0-h / Nemotron-H blocks named as transformers 5.18+ saves them
+    new_layer_names: bool = False
     is_mla: bool = False
     is_sparse_mla: bool = False  # DeepSeek-V3.2-style (fp8_ds_mla / indexer)
     kernel_block_size: int = 0  # the only block size the model's attention backend supports
@@ -473,7 +480,13 @@ def total_kv_heads(t: dict[str, Any]) -> int:
 # jamba.py, granitemoehybrid.py, step1.py)
 _HIDDEN_OVER_HEADS = frozenset({"qwen2", "qwen2_moe", "olmoe", "granitemoe", "internlm2",
                                 "minicpm", "orion", "stablelm", "lfm2", "lfm2_moe", "jamba",
-                                "granitemoehybrid", "step1"})
+                                "granitemoehybrid", "step1",
+                                # their attention classes reused (review 27): granitemoeshared
+                                # .py's GraniteMoeAttention, mimo.py's and the Qwen2-VL /
+                                # Qwen2.5-VL / Qwen2.5-Omni language models' Qwen2 layers
+                                "granitemoeshared", "granitemoe_swa", "mimo", "qwen2_vl",
+                                "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text",
+                                "qwen2_5_omni_text", "qwen2_5_omni_thinker"})
 
 
 def head_size(t: dict[str, Any]) -> int:
@@ -605,6 +618,11 @@ _ALL_FULL = frozenset({"laguna", "mellum", "step3p5", "step3p7", "cohere_compass
 def _built_plan(t: dict[str, Any], mt: str, n: int) -> list[bool] | None:
     """The plan transformers builds without layer_types (a helper's run of transformers
     5.20.2's config classes, session 26), or None where the config class builds none."""
+    if mt in ("exaone4", "exaone_moe") and "sliding_window" in t and t["sliding_window"] is None:
+        # `Exaone4Config`: a null window sets the pattern to 0, then (i + 1) % 0
+        raise BadInput(f"{mt}: transformers cannot build layer_types for a null "
+                       "sliding_window (ZeroDivisionError in its config class)",
+                       hint="add layer_types, or a sliding_window")
     if mt in _PERIODIC:
         key, default = _PERIODIC[mt]
         p = t.get(key) if key else None
@@ -797,8 +815,8 @@ def _zamba2_layers(t: dict[str, Any], n: int) -> list[Layer]:
     return [attn if x == "hybrid" else mamba for x in plan[:n]]
 
 
-_MINIMAX01 = frozenset({"minimax", "minimax_text_01", "minimax_m1"})
-_MINIMAX01_ARCHS = frozenset({"MiniMaxForCausalLM", "MiniMaxText01ForCausalLM",
+MINIMAX01 = frozenset({"minimax", "minimax_text_01", "minimax_m1"})
+MINIMAX01_ARCHS = frozenset({"MiniMaxForCausalLM", "MiniMaxText01ForCausalLM",
                               "MiniMaxM1ForCausalLM", "MiniMaxVL01ForConditionalGeneration"})
 
 
@@ -806,9 +824,12 @@ def _minimax01_layers(t: dict[str, Any], n: int) -> list[Layer]:
     """MiniMax-Text-01 / M1 (vLLM 0.8.3-0.23 `minimax_text_01.py`; V1 from 0.10.1): layer i is
     lightning attention where `attn_type_list` (or `decoder_attention_types`, or layer_types'
     'linear_attention') says 0, one [heads/TP, D, D] state (`linear_attention_state_shape`,
-    no conv), else full attention of `num_key_value_heads`; no list: all full. D = head_dim,
-    else hidden // heads."""
+    no conv), else full attention of `num_key_value_heads`; no list: all full, but for
+    transformers' `MiniMaxConfig` (model_type 'minimax'), which builds full / linear
+    alternately. D = head_dim (the state shape reads `hf_config.head_dim`)."""
     plan = t.get("attn_type_list") or t.get("decoder_attention_types")
+    if not plan and t.get("model_type") == "minimax" and not t.get("layer_types"):
+        plan = [(i + 1) % 2 for i in range(n)]  # `MiniMaxConfig`: (i + 1) % 2 -> full
     if not plan and isinstance(t.get("layer_types"), list):
         names = {"linear_attention": 0, "full_attention": 1}
         odd = sorted({str(x) for x in t["layer_types"]} - set(names))
@@ -821,7 +842,16 @@ def _minimax01_layers(t: dict[str, Any], n: int) -> list[Layer]:
         raise BadInput(f"minimax: attn_type_list must give 0 (linear) or 1 (full) for each "
                        f"of the {n} layers")
     heads = _int(t, "num_attention_heads")
-    hd = _given(t, "head_dim", _int(t, "hidden_size") // heads)
+    hd = t.get("head_dim")
+    if 0 in plan[:n] and not isinstance(hd, int):
+        raise BadInput("minimax: the lightning layers' state needs head_dim "
+                       "(`get_mamba_state_shape_from_config` reads hf_config.head_dim), "
+                       f"which is {'null' if 'head_dim' in t else 'absent'}",
+                       hint="add head_dim to the config")
+    if "rotary_dim" in t and not isinstance(t["rotary_dim"], int):
+        raise BadInput("minimax: rotary_dim is null (vLLM divides it by head_dim)",
+                       hint="give rotary_dim or drop the key")
+    hd = hd if isinstance(hd, int) else _int(t, "hidden_size") // heads
     lin = StateLayer(kind=LIGHTNING, n_heads=heads, head_dim=hd)
     full = _attn(t, hs=hd)
     return [full if x else lin for x in plan[:n]]
@@ -833,6 +863,9 @@ def _loop_coder_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer
     layers.{loop x n + i}: the first loop's full, the later ones a `loop_window_size` window
     (default 64) beside the global attention over the first loop's cache. Head size hidden //
     heads whatever `head_dim` says."""
+    if "loop_num" in t and t["loop_num"] is None:
+        raise BadInput("IQuest-LoopCoder: loop_num is null (vLLM reads it as given: "
+                       "range(None))", hint="give loop_num or drop the key (default 2)")
     loops = _given(t, "loop_num", 2)
     window = _given(t, "loop_window_size", 64)
     hs = _int(t, "hidden_size") // _int(t, "num_attention_heads")
@@ -1040,6 +1073,8 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         # newer Nemotron-H configs spell the pattern as a list of block names
         sym = {"mamba": "M", "attention": "*", "moe": "E", "mlp": "-",
                "linear_attention": "M", "full_attention": "*"}  # transformers 5.18+ names
+        arch.new_layer_names = bool(
+            {"linear_attention", "full_attention"} & set(map(str, t["layers_block_type"])))
         try:
             t["hybrid_override_pattern"] = "".join(sym[x] for x in t["layers_block_type"])
         except KeyError as e:
@@ -1074,6 +1109,7 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
             lt = ["attention" if i in attn_idx else "mamba" for i in range(n)]
         lt = _req({"layer_types": lt, "model_type": mt}, "layer_types")
         # transformers 5.18+ saves "full_attention" / "linear_attention" (`remap_legacy_...`)
+        arch.new_layer_names = bool({"linear_attention", "full_attention"} & set(map(str, lt)))
         return [_attn(t) if x in ("attention", "full_attention") else _mamba2_layer(t)
                 for x in lt[:n]]
     if mt == "falcon_h1":
@@ -1132,7 +1168,7 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         return [_attn(t) if x == "full_attention" else conv for x in lt[:n]]
     if mt == "deepseek_v4" or "DeepseekV4ForCausalLM" in (t.get("architectures") or []):
         return _dsv4_layers(t, arch, n)  # also SGLang's `deepseek_ref` re-exports
-    if mt in _MINIMAX01 or any(a in _MINIMAX01_ARCHS for a in arch.architectures):
+    if mt in MINIMAX01 or any(a in MINIMAX01_ARCHS for a in arch.architectures):
         return _minimax01_layers(t, n)
     if mt == "mllama_vision":
         raise UnsupportedArchitecture(
@@ -1298,6 +1334,40 @@ def _all_attention(key: str, value: Any) -> bool:
     if key == "layers_block_type":
         return isinstance(value, list) and all(x == "attention" for x in value)
     return False
+
+
+def release_layers(arch: ModelArch, v: tuple[int, ...]) -> list[Layer]:
+    """The layers of a model whose config class is vLLM's own in some releases, where its
+    plan or default window differs from transformers' (`_CONFIG_REGISTRY`; review 27):
+    AFMoE 0.12-0.31 (`AfmoeConfig`: no layer_types builder, which afmoe.py indexes, and a
+    2,048 default window), Step-3.5 0.16-0.32 (`Step3p5Attention`: layer i % 2 == 0 under the
+    window without layer_types), Mellum 0.23-0.30 (`MellumConfig`: no builder, which
+    mellum.py indexes); granite-4.0-h before 0.26 and Nemotron-H before 0.20 refuse the
+    transformers 5.18 layer names. Other models' layers as normalized."""
+    mt, t = arch.model_type, arch.text_config
+    if arch.new_layer_names and (mt == "granitemoehybrid" and v < (0, 26) or (
+            mt == "nemotron_h" and v < (0, 20))):
+        # granitemoehybrid.py knows the names from 0.26 (KeyError before); NemotronHConfig
+        # accepts them from transformers 5.16.1, which releases before 0.20 (< 5) cannot load
+        raise BadInput(f"{mt}: vLLM {'.'.join(map(str, v[:2]))} does not know the "
+                       "'full_attention' / 'linear_attention' layer names transformers 5.18+ "
+                       "saves", hint="use the older names ('attention' / 'mamba') or vLLM "
+                       f"{'0.26' if mt == 'granitemoehybrid' else '0.20'}+")
+    needs_list = (mt == "afmoe" and (0, 12) <= v < (0, 32)) or (
+        mt == "mellum" and (0, 23) <= v < (0, 31))
+    if needs_list and arch.built_plan:
+        raise BadInput(f"{mt}: vLLM {'.'.join(map(str, v[:2]))}'s own config class builds no "
+                       "layer_types, which the model indexes (TypeError at start)",
+                       hint="add layer_types to the config")
+    if mt == "afmoe" and (0, 12) <= v < (0, 32) and "sliding_window" in arch.defaulted:
+        return [replace(x, window=2048) if isinstance(x, AttnLayer) and x.kind == SLIDING
+                else x for x in arch.layers]
+    if mt == "step3p5" and (0, 16) <= v < (0, 33) and arch.built_plan and t.get(
+            "sliding_window"):
+        w = int(t["sliding_window"])
+        return [replace(x, kind=SLIDING, window=w) if isinstance(x, AttnLayer) and i % 2 == 0
+                else x for i, x in enumerate(arch.layers)]
+    return arch.layers
 
 
 def uniform_windows(arch: ModelArch) -> list[Layer]:
@@ -1497,6 +1567,9 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
     arch.layers = _layers(t, arch)
     if not arch.layers:
         raise BadInput("config declares zero layers")
+    raw = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    arch.defaulted = frozenset(k for k in _TYPE_DEFAULTS.get(mt, {}) if k not in raw)
+    arch.built_plan = not t.get("layer_types") and _built_plan(t, mt, 1) is not None
     _check_kv_heads(arch, t)
     # the embedding and LM head: required (a wrapper may keep it at the top level)
     vocab_keys = ("vocab_size", "padded_vocab_size")

@@ -656,7 +656,8 @@ def fast_prefill_buffer_bytes(arch: ModelArch, max_num_batched_tokens: int, dtyp
 # `NemotronHAttention` creates no rotary embedding (nemotron_h.py, 0.16-0.20.2 wheels)
 _NO_ROPE = {"nemotron_h"}
 # models whose code builds a rope (theta 10,000) even when the config names none: transformers 5
-# fills rope_theta for OLMo Hybrid; PLaMo2's and the Ling/Ring layers' `get_rope` default it
+# fills rope_theta for OLMo Hybrid (vLLM 0.32+); PLaMo2's and the Ling/Ring layers' `get_rope`
+# default it
 _ALWAYS_ROPE = frozenset({"plamo2", "olmo_hybrid", "bailing_hybrid", "minimax",
                           "minimax_text_01", "minimax_m1"})
 
@@ -721,15 +722,21 @@ class RopeTable:
 
 def rope_tables(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = False,
                 indexer_rope: bool = False, mrope_factor: int = 1,
-                max_len: int = 0) -> list[RopeTable]:
+                max_len: int = 0, release: tuple[int, ...] = (0, 33)) -> list[RopeTable]:
     """The caches `rope_cache_bytes` sums, one per distinct rope. `max_len`: the start's
     max_model_len, which bounds PLaMo2's."""
     t = arch.text_config
     attn = [x for x in arch.layers if isinstance(x, AttnLayer)]
+    named = any(k in t for k in ("rope_theta", "rope_scaling", "rope_parameters"))
     if not attn or t.get("alibi") or arch.model_type in _NO_ROPE or not (
-            arch.model_type in _ALWAYS_ROPE or any(
-                k in t for k in ("rope_theta", "rope_scaling", "rope_parameters"))):
+            named or arch.model_type in _ALWAYS_ROPE):
         return []
+    if arch.model_type == "olmo_hybrid" and not named and release < (0, 32):
+        # 0.18-0.31 load vLLM's own `OlmoHybridConfig`, which leaves rope_parameters None
+        # without a rope key (no rotary embedding); transformers' class fills theta from 0.32
+        return []
+    if arch.model_type == "bailing_hybrid" and (0, 17) <= release < (0, 20, 1):
+        dtype_bytes = 4  # bailing_moe_linear.py 0.17-0.20.0: both ropes `dtype=torch.float32`
     max_pos = int(t.get("max_position_embeddings") or 0)
     rp = t.get("rope_parameters") or t.get("rope_scaling") or {}
     if arch.model_type == "plamo2":  # plamo2.py: over min(max_position_embeddings, max_len)
@@ -752,7 +759,8 @@ def rope_tables(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = False,
         return extra + rope_tables(replace(arch, layers=[x for x in arch.layers
                                                          if x not in lightning]),
                                    dtype_bytes, mla_fp32=mla_fp32, indexer_rope=indexer_rope,
-                                   mrope_factor=mrope_factor, max_len=max_len)
+                                   mrope_factor=mrope_factor, max_len=max_len,
+                                   release=release)
     if attn[0].kind == DSV4:
         # DeepSeek-V4: fp32 caches of qk_rope_head_dim columns, one for the uncompressed
         # layers (rope_theta) if any and one for the compressed ones (compress_rope_theta), each of

@@ -33,7 +33,8 @@ HIDDEN_ONLY = frozenset({"bloom", "chatglm", "dbrx", "falcon", "falcon_h1", "gpt
 NO_PIPELINE: dict[str, tuple[int, ...] | None] = {
     "AliceAIForCausalLM": None, "Zamba2ForCausalLM": None, "Mamba2ForCausalLM": None,
     "Gemma3nForCausalLM": None, "Gemma3nForConditionalGeneration": None,
-    "IQuestLoopCoderForCausalLM": None,
+    "IQuestLoopCoderForCausalLM": None, "MiniMaxForCausalLM": None,
+    "MiniMaxText01ForCausalLM": None, "MiniMaxM1ForCausalLM": None,
     "DeepseekV4ForCausalLM": (0, 21), "GptOssForCausalLM": (0, 10, 2),
     "HunYuanMoEV1ForCausalLM": (0, 10, 2), "HunYuanDenseV1ForCausalLM": (0, 10, 2)}
 

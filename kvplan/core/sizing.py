@@ -32,6 +32,7 @@ from kvplan.core.arch import (
     KDA,
     LIGHTNING,
     MAMBA2,
+    MINIMAX01,
     MLA,
     SLIDING,
     AttnLayer,
@@ -41,6 +42,7 @@ from kvplan.core.arch import (
     longrope_default_len,
     max_model_len_of,
     normalize,
+    release_layers,
     tp_refusal,
     uniform_windows,
     valid_tps,
@@ -924,7 +926,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                        release: tuple[int, int] = (0, 33),
                        indexer_wk_16bit: bool = False,
                        q_groups: int = 1, no_head: bool = False, ep_even: bool = True,
-                       shared_whole: bool = False) -> tuple[list[int], int, bool]:
+                       shared_whole: bool = False,
+                       fp32_head: bool = False) -> tuple[list[int], int, bool]:
     """Weight bytes on the most loaded GPU of each stage, total bytes, estimated?
 
     Parameters are counted per part and per rank (TP-split, replicated, experts split by EP,
@@ -932,6 +935,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
     the parts keep their proportions and the total matches the checkpoint. `fi_pad`: what
     FlashInfer's MoE kernels' padding multiplies the routed experts by (`moekernel.fi_expert_pad`);
     `fp32_router`: the routers are held in fp32 (Nemotron-H off Hopper/Blackwell);
+    `fp32_head`: the LM head is cast to fp32 after it is built (MiniMax-Text-01's
+    `self.lm_head.float()`);
     `kv_unused`: KV-sharing layers still allocate K/V projections (Gemma 4 up to 0.29);
     `marlin_scales`: bytes a block-FP8 weight gains on FP8 Marlin, (linears, experts)
     (`fp8_marlin_scales`), added after the rescaling as the load-time copy it is;
@@ -1048,7 +1053,8 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
                 b += (tower - tower_whole) / tower_tp + tower_whole
             if si == len(stages) - 1:
                 tied_copy = ts.embed if si and not embed_all else 0
-                b += (0 if no_head else ts.lm_head or tied_copy) / tp + ts.other_split
+                b += (0 if no_head else ts.lm_head or tied_copy) / tp * (
+                    4 / d if fp32_head else 1) + ts.other_split
             elif head_all and not no_head:
                 b += (ts.lm_head or 0) / tp
             out.append(int(b * shrink + mla_up(rng)))
@@ -1083,7 +1089,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
         per_stage.append(((attn * wb.linear + mlp * wb.mlp_bytes + state * wb.state_bytes
                            + repl_lin * wb.repl_bytes) * online,
                           expert * wb.expert * online_exp,
-                          other * wb.other + head * wb.lm_head_bytes,
+                          other * wb.other + head * (4 if fp32_head else wb.lm_head_bytes),
                           mla_up(rng)))
     # the checkpoint as stored: with every tower and the KV-sharing layers' K/V
     quantizable = (sum(x.split - x.mlp - x.state + x.kv_proj + x.kv_unused
@@ -1671,6 +1677,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     k_spec, drafted = 0, []
     # the layers that keep a cache, the drafter's included
     karch = arch if version.mla_cache(quant) else _mla_as_mha(arch, version)
+    karch = replace(karch, layers=release_layers(karch, version.v))
     if arch.model_type == "exaone_moe" and not version.at_least(0, 32):
         karch = replace(karch, layers=uniform_windows(arch))  # `sliding_windows` unread
     if arch.model_type == "hy_v4" and not version.at_least(0, 32):
@@ -1870,7 +1877,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         _weights_per_stage, model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,
         mistral_native=version.mistral_native_tower(model.id),
         fp32_router=version.fp32_router_model(arch.model_type, cc, gpu.vendor),
-        kv_unused=version.kv_sharing_layers_keep_kv,
+        fp32_head=arch.model_type in MINIMAX01, kv_unused=version.kv_sharing_layers_keep_kv,
         mxfp4_scales_kept=not version.at_least(0, 25),
         marlin_scales=fp8_marlin_scales(arch, model, gpu, version, dtype_bytes(model_dtype)),
         q_groups=_q_groups(arch, a, version),
@@ -1898,7 +1905,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     ropes = tuple(rope_tables(arch, dtype_bytes(model_dtype), mla_fp32=mla_rope_fp32(
         arch, version.v[:2], vendor=gpu.vendor, model_dtype=model_dtype, custom_ops=eager_ops),
         indexer_rope=indexer_rope_cache(arch, version.v[:2]),
-        mrope_factor=mrope_positions_factor(arch, version.v), max_len=mml))
+        mrope_factor=mrope_positions_factor(arch, version.v), max_len=mml, release=version.v))
     rope = sum(x.nbytes for x in ropes)
     weights[0] += ple_buffer_bytes(arch, mnbt, dtype_bytes(model_dtype))
     if a.kv_sharing_fast_prefill:  # built with the model, so counted as it loads

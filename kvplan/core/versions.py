@@ -414,13 +414,16 @@ class VllmVersion:
     def fp32_router_model(self, model_type: str, compute_capability: str,
                           vendor: str = "nvidia") -> bool:
         """Whether this model's MoE routers are held in fp32: an explicit
-        `GateLinear(params_dtype=torch.float32)` in MiniMax-M2/M3 and ERNIE 4.5 (every
-        release that has them), Step-3.5 (0.20+) and GLM-4 MoE (0.31+), on every platform;
+        `GateLinear(params_dtype=torch.float32)` in MiniMax-M2/M3, MiniMax-Text-01 and
+        ERNIE 4.5 (every release that has them), Step-3.5 (`FP32ReplicatedLinear`, 0.15+),
+        HY-V3 (0.20+), HY-V4 (0.29+), AFMoE and GLM-4 MoE (0.31+), on every platform;
         Nemotron-H's `force_fp32_compute` off its specialised kernels (`fp32_router`)."""
         if model_type == "nemotron_h":
             return self.fp32_router(compute_capability, vendor)
         since = {"minimax_m2": (0, 0), "minimax_m3": (0, 0), "ernie4_5_moe": (0, 0),
-                 "step3p5": (0, 20), "glm4_moe": (0, 31)}.get(model_type)
+                 "minimax": (0, 0), "minimax_text_01": (0, 0), "minimax_m1": (0, 0),
+                 "step3p5": (0, 15), "hy_v3": (0, 20), "hy_v4": (0, 29), "afmoe": (0, 31),
+                 "glm4_moe": (0, 31)}.get(model_type)
         return since is not None and self.at_least(*since)
 
     def fp32_router(self, compute_capability: str, vendor: str = "nvidia") -> bool:
