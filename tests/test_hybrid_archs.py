@@ -361,3 +361,17 @@ def test_review27_names_heads_and_null_fields():
     with pytest.raises(BadInput, match="loop_num is null"):
         normalize({**base, "model_type": "iquest_loopcoder", "loop_num": None,
                    "architectures": ["IQuestLoopCoderForCausalLM"]})
+
+
+def test_zamba2_legacy_block_names_and_rope():
+    # Zyphra's pre-transformers configs name blocks 'm' / 'g': vLLM's `layer_type ==
+    # "hybrid"` would drop the shared blocks, so kvplan refuses rather than size all Mamba
+    from kvplan.errors import UnsupportedArchitecture
+
+    legacy = {**ZAMBA2_27B, "layers_block_type": ["m" if x == "mamba" else "g"
+                                                  for x in ZAMBA2_27B["layers_block_type"]]}
+    with pytest.raises(UnsupportedArchitecture, match="'g', 'm'"):
+        normalize(legacy)
+    # zamba2.py builds a rotary table only with use_mem_rope
+    assert run({**ZAMBA2_27B, "rope_theta": 10000}).rope_cache_bytes == 0
+    assert run({**ZAMBA2_27B, "rope_theta": 10000, "use_mem_rope": True}).rope_cache_bytes > 0

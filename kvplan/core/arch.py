@@ -802,6 +802,13 @@ def _zamba2_layers(t: dict[str, Any], n: int) -> list[Layer]:
     plan = t.get("layers_block_type") or t.get("layer_types")
     if not isinstance(plan, list) or len(plan) < n:
         raise BadInput(f"zamba2: layers_block_type must name a block for each of the {n} layers")
+    odd = sorted({str(x) for x in plan[:n]} - {"mamba", "hybrid"})
+    if odd:  # Zyphra's pre-transformers configs ('m' / 'g'), whose shared blocks vLLM's
+        # `layer_type == "hybrid"` test would drop
+        raise UnsupportedArchitecture(
+            f"zamba2: layers_block_type has {', '.join(map(repr, odd))}; vLLM builds 'mamba' "
+            "and 'hybrid' blocks", hint="use the checkpoint's transformers-format config "
+                                        "(its current revision)")
     heads = _int(t, "num_attention_heads")
     hs = 2 * _int(t, "hidden_size") // heads
     _given(t, "num_mem_blocks", 1)

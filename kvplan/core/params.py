@@ -731,6 +731,8 @@ def rope_tables(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = False,
     if not attn or t.get("alibi") or arch.model_type in _NO_ROPE or not (
             named or arch.model_type in _ALWAYS_ROPE):
         return []
+    if arch.model_type == "zamba2" and not t.get("use_mem_rope"):
+        return []  # zamba2.py: a rope only with use_mem_rope (transformers' default False)
     if arch.model_type == "olmo_hybrid" and not named and release < (0, 32):
         # 0.18-0.31 load vLLM's own `OlmoHybridConfig`, which leaves rope_parameters None
         # without a rope key (no rotary embedding); transformers' class fills theta from 0.32
