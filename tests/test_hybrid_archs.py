@@ -375,3 +375,26 @@ def test_zamba2_legacy_block_names_and_rope():
     # zamba2.py builds a rotary table only with use_mem_rope
     assert run({**ZAMBA2_27B, "rope_theta": 10000}).rope_cache_bytes == 0
     assert run({**ZAMBA2_27B, "rope_theta": 10000, "use_mem_rope": True}).rope_cache_bytes > 0
+
+
+def test_malformed_fields_of_the_new_families_are_bad_input():
+    # a fuzz of the session-27 configs: each was an internal error
+    from configs import FALCON_MAMBA_7B, MAMBA2_7B
+
+    m1 = {"architectures": ["MiniMaxM1ForCausalLM"], "model_type": "minimax_m1",
+          "attn_type_list": 1, "head_dim": 128, "hidden_size": 1024, "intermediate_size": 4096,
+          "num_attention_heads": 8, "num_hidden_layers": 4, "num_key_value_heads": 8,
+          "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 32000,
+          "max_position_embeddings": 8192}
+    with pytest.raises(BadInput, match="attn_type_list must be a list"):
+        normalize(m1)
+    with pytest.raises(BadInput, match="loop_num must be a small positive count"):
+        normalize({"architectures": ["IQuestLoopCoderForCausalLM"], "hidden_size": 1024,
+                   "num_attention_heads": 8, "num_hidden_layers": 4, "vocab_size": 32000,
+                   "intermediate_size": 4096, "loop_num": 10**12})
+    with pytest.raises(BadInput, match="dt rank"):
+        count_params(normalize({**FALCON_MAMBA_7B, "time_step_rank": "x"}))
+    assert count_params(normalize({**FALCON_MAMBA_7B, "time_step_rank": "auto"})).total == \
+        7281053696  # 'auto': ceil(4,096 / 16) = 256, as the config class resolves it
+    with pytest.raises(BadInput, match="chunk_size"):
+        normalize({**MAMBA2_7B, "chunk_size": "x"})

@@ -844,6 +844,8 @@ def _minimax01_layers(t: dict[str, Any], n: int) -> list[Layer]:
             raise BadInput(f"minimax: layer_types has {', '.join(map(repr, odd))} "
                            "(\"Unsupported layer type\")")
         plan = [names[x] for x in t["layer_types"]]
+    if plan and not isinstance(plan, list):
+        raise BadInput("minimax: attn_type_list must be a list of 0 (linear) / 1 (full)")
     plan = list(plan or [1] * n)
     if len(plan) < n or any(x not in (0, 1) for x in plan[:n]):
         raise BadInput(f"minimax: attn_type_list must give 0 (linear) or 1 (full) for each "
@@ -874,6 +876,9 @@ def _loop_coder_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer
         raise BadInput("IQuest-LoopCoder: loop_num is null (vLLM reads it as given: "
                        "range(None))", hint="give loop_num or drop the key (default 2)")
     loops = _given(t, "loop_num", 2)
+    if not isinstance(loops, int) or not 1 <= loops <= 64:
+        raise BadInput(f"IQuest-LoopCoder: loop_num must be a small positive count, got {loops!r}",
+                       hint="the released checkpoints loop twice")
     window = _given(t, "loop_window_size", 64)
     hs = _int(t, "hidden_size") // _int(t, "num_attention_heads")
     arch.loop_caches_from = n

@@ -204,7 +204,14 @@ def _mamba1_params(layer: StateLayer, h: int, t: dict) -> int:
     and Jamba's dt/B/C RMSNorms. R: `mamba_dt_rank` / `time_step_rank`. Jamba-1.5-Mini: a
     helper's count from the 0.33 wheel."""
     i, n = layer.intermediate, layer.d_state
-    r = int(t.get("mamba_dt_rank") or t.get("time_step_rank") or -(-h // 16))
+    r = t.get("mamba_dt_rank") or t.get("time_step_rank") or "auto"
+    if r == "auto":  # `JambaConfig` / `MambaConfig`: ceil(hidden / 16)
+        r = -(-h // 16)
+    if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+        from kvplan.errors import BadInput
+
+        raise BadInput(f"the Mamba dt rank (mamba_dt_rank / time_step_rank) must be a positive "
+                       f"integer or 'auto', got {r!r}")
     conv_bias = bool(t.get("mamba_conv_bias", t.get("use_conv_bias", True)))
     bias = bool(t.get("mamba_proj_bias", t.get("use_bias", False)))
     out = (h * 2 * i + i * layer.d_conv + (i if conv_bias else 0) + i * (r + 2 * n)
