@@ -2536,6 +2536,8 @@ def test_multimodal_wrappers_of_session_26_audit():
                                   "tie_word_embeddings": True}}}
     r = run(asr, kv_cache_memory_bytes=GiB)
     assert r.kv_bytes_per_token_per_gpu == 114688 and r.model_dtype == "bfloat16"
+    # `get_torch_dtype` reads the root config's dtype before the text (thinker) config's
+    assert normalize({**asr, "torch_dtype": "float16"}).config_dtype == "float16"
     # Gemma 3n saves intermediate_size as one width per layer: accepted and counted per layer
     g = {**GEMMA3_12B, "text_config": {**GEMMA3_12B["text_config"],
                                         "intermediate_size": [15360] * 24 + [7680] * 24}}

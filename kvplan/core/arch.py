@@ -323,10 +323,14 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
     Keys of the wrapper the text config lacks (dtype, quantization) are inherited.
     """
     inner = None
+    # `get_torch_dtype`: the root config's dtype first, then the text config's (0.11+;
+    # 0.6-0.10 read the root's alone)
+    root_dtype = next((config[k] for k in ("dtype", "torch_dtype") if config.get(k) is not None),
+                      None)
     thinker = config.get("thinker_config")
     if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
         # Qwen2.5-Omni / Qwen3-Omni / Qwen3-ASR: `get_text_config` is the thinker's (vLLM
-        # builds the thinker only); its dtype and quantization come first
+        # builds the thinker only); its quantization comes first (the root's dtype, above)
         config = {**config, **{k: v for k, v in thinker.items() if k != "text_config"}}
         inner = thinker["text_config"]
     for key in ("text_config", "llm_config", "language_config", "text_model_config"):
@@ -342,6 +346,8 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
             if k not in t and k in config:
                 t[k] = config[k]
         t.setdefault("architectures", config.get("architectures", []))
+        if root_dtype is not None:
+            t["dtype"] = t["torch_dtype"] = root_dtype
     mt = t.get("model_type")
     if mt is None:
         t.pop("model_type", None)  # null reads as absent
