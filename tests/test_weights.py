@@ -263,15 +263,20 @@ def _size_json(capsys, *argv):
     return json.loads(out)
 
 
-def test_modelopt_checkpoint_kv_auto_is_fp8_from_020(capsys):
-    # hf_quant_config.json: kv_cache_quant_algo FP8 -> `auto` resolves to fp8 (0.20+)
-    d = _size_json(capsys, "nvidia/Llama-3.1-70B-Instruct-FP8", "--gpu", "h100", "-tp", "2",
-                   "--max-model-len", "8192")
+def test_modelopt_checkpoint_kv_auto_is_fp8_from_014(capsys):
+    # hf_quant_config.json: kv_cache_quant_algo FP8 -> `auto` resolves to fp8 from 0.14 (the
+    # resolver arrived then; the folded file gets its 'modelopt' quant_method in place from
+    # `_normalize_quantization_config` first); 0.13 keeps the model dtype
+    def kv(*version):
+        return _size_json(capsys, "nvidia/Llama-3.1-70B-Instruct-FP8", "--gpu", "h100", "-tp",
+                          "2", "--max-model-len", "8192", *version)
+
+    d = kv()
     assert d["kv_cache_dtype"] == "fp8"
     assert d["kv_bytes_per_token_per_gpu"] == 80 * 4 * 128 * 2 * 1
-    old = _size_json(capsys, "nvidia/Llama-3.1-70B-Instruct-FP8", "--gpu", "h100", "-tp", "2",
-                     "--max-model-len", "8192", "--vllm-version", "0.19")
-    assert old["kv_cache_dtype"] == "bfloat16"
+    assert kv("--vllm-version", "0.19")["kv_cache_dtype"] == "fp8"
+    assert kv("--vllm-version", "0.14")["kv_cache_dtype"] == "fp8"
+    assert kv("--vllm-version", "0.13")["kv_cache_dtype"] == "bfloat16"
 
 
 def test_online_fp8_quantization_shrinks_linear_layers_only(capsys):

@@ -99,12 +99,12 @@ def modelopt_kv_dtype(quant_config: dict | None, hf_quant: dict | None, *,
                       config_json_from: bool, hf_quant_from: bool,
                       nvfp4: bool = False) -> str | None:
     """KV scheme a ModelOpt checkpoint declares, if this vLLM reads it for `auto`
-    (`utils/torch_utils.py get_kv_cache_quant_algo_string`). vLLM folds
-    hf_quant_config.json into `quantization_config` (`transformers_utils/config.py`), but
-    through 0.18 the resolver needs a `quant_method` starting with 'modelopt', which only
-    the config.json form (ModelOpt 0.31+ exports) has: `config_json_from` (0.13+) gates
-    that form, `hf_quant_from` (0.20+) a separate file from an older export. fp8, and from
-    0.20 (`nvfp4`) an NVFP4 scheme (4-bit float, or an 'nvfp4' algo string) -> nvfp4."""
+    (`utils/torch_utils.py get_kv_cache_quant_algo_string`, which needs a `quant_method`
+    starting with 'modelopt'). vLLM folds hf_quant_config.json into `quantization_config`
+    (`transformers_utils/config.py`) and names its method from the producer in place
+    (`_normalize_quantization_config`): `config_json_from` gates the config.json form,
+    `hf_quant_from` a separate file from an older export (both 0.14+). fp8, and from 0.20
+    (`nvfp4`) an NVFP4 scheme (4-bit float, or an 'nvfp4' algo string) -> nvfp4."""
     cands = []
     if hf_quant and (hf_quant_from or (config_json_from and modelopt_in_config_json(hf_quant))):
         cands.append(hf_quant)

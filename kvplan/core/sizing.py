@@ -1367,7 +1367,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         a = replace(a, quantization=None)
     mo_kv = modelopt_kv_dtype(arch.quantization, model.quant_file_for_kv,
                               config_json_from=version.modelopt_kv_auto,
-                              hf_quant_from=version.at_least(0, 20),
+                              hf_quant_from=version.modelopt_kv_auto,
                               nvfp4=version.at_least(0, 20))
     notes += quant_file_notes(model.config.get("quantization_config"), model.hf_quant_config,
                               mo_kv, a.kv_cache_dtype, nvfp4=version.at_least(0, 20))

@@ -870,10 +870,12 @@ class VllmVersion:
 
     @property
     def modelopt_kv_auto(self) -> bool:
-        """`auto` takes the KV scheme of a config.json `quantization_config` whose quant_method
-        is modelopt (`resolve_kv_cache_dtype_string` in `engine/arg_utils.py`: in the 0.13.0
-        wheel, absent in 0.12.0); a separate hf_quant_config.json counts from 0.20."""
-        return self.at_least(0, 13)
+        """`auto` takes a ModelOpt checkpoint's KV scheme (`resolve_kv_cache_dtype_string`,
+        `engine/arg_utils.py`: from 0.14.0, absent in the 0.13.0 wheel), from config.json's
+        `quantization_config` or from hf_quant_config.json, which `get_config` folds into it
+        and `_normalize_quantization_config` gives its 'modelopt' quant_method in place while
+        the model config is built, before the resolver runs (review 27)."""
+        return self.at_least(0, 14)
 
     def sparse_mla_kv(self, compute_capability: str, local_heads: int,
                       vendor: str = "nvidia") -> str:
