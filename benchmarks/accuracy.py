@@ -48,6 +48,7 @@ GPU_PATTERNS = [
     (r"RTX 3090", "rtx-3090"), (r"RTX 4070 Laptop", "rtx-4070-laptop"), (r"RTX 4080", "rtx-4080"),
     (r"RTX 4090", "rtx-4090"),
     (r"RTX 5090", "rtx-5090"), (r"RTX 5060 Ti", "rtx-5060-ti-16gb"),
+    (r"RTX 5070 Ti", "rtx-5070-ti"),
     (r"RTX PRO 6000|RTX 6000 Blackwell", "rtx-pro-6000"), (r"RTX A6000", "rtx-a6000"),
     (r"V100.*32", "v100-sxm2-32gb"), (r"T4", "t4"),
     (r"MI300X VF", "mi300x-vf"), (r"MI300X", "mi300x"), (r"MI355X", "mi355x"),
