@@ -398,3 +398,48 @@ def test_malformed_fields_of_the_new_families_are_bad_input():
         7281053696  # 'auto': ceil(4,096 / 16) = 256, as the config class resolves it
     with pytest.raises(BadInput, match="chunk_size"):
         normalize({**MAMBA2_7B, "chunk_size": "x"})
+
+
+def test_review27b_defaults_names_and_ties():
+    from configs import FALCON_MAMBA_7B, GEMMA2_9B, MAMBA2_7B
+
+    from kvplan.core.prefixcache import prefix_caching
+
+    # attention-free Mamba models: `is_prefix_caching_supported` is False (0.12+), so one
+    # state a request by default, even from 0.28 where hybrids turn it on
+    for v in ("0.20.2", "0.28", "0.33"):
+        r = run(MAMBA2_7B, version=v, max_model_len=2048)
+        assert r.blocks_per_request == 1, v
+        assert prefix_caching(r) == (False, f"vLLM {r.version.text} keeps it off by default "
+                                            "for attention-free Mamba models")
+    assert run(FALCON_MAMBA_7B, version="0.33", max_model_len=2048).blocks_per_request == 1
+    # transformers 5 saves Zamba2's Mamba layers as 'linear_attention': sized as 'mamba'
+    renamed = {**ZAMBA2_27B, "layers_block_type": [
+        "linear_attention" if x == "mamba" else x for x in ZAMBA2_27B["layers_block_type"]]}
+    assert normalize(renamed).layers == normalize(ZAMBA2_27B).layers
+    # vLLM's own config classes from the point release that registered them
+    base = {"hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 4,
+            "head_dim": 128, "num_hidden_layers": 8, "intermediate_size": 8192,
+            "vocab_size": 32000, "max_position_embeddings": 65536, "torch_dtype": "bfloat16"}
+    with pytest.raises(BadInput, match="builds no layer_types"):
+        run({**base, "model_type": "afmoe", "architectures": ["AfmoeForCausalLM"]},
+            version="0.11.1", max_model_len=32768)
+    with pytest.raises(BadInput, match="builds no layer_types"):
+        run({**base, "model_type": "mellum", "architectures": ["MellumForCausalLM"]},
+            version="0.22.1", max_model_len=32768)
+    step = {**base, "model_type": "step3p5", "architectures": ["Step3p5ForCausalLM"],
+            "sliding_window": 512}
+    assert [x.kind for x in release_layers(normalize(step), (0, 15, 1))][:2] == [
+        "sliding", "full"]
+    # model files that tie whatever the config says (gemma2.py, lfm2.py, commandr.py)
+    assert normalize({**GEMMA2_9B, "tie_word_embeddings": False}).tie_word_embeddings
+    # a wrapper's root flag wins (`with_hf_config` copies it into the text config, 0.16+)
+    wrapped = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
+               "tie_word_embeddings": True,
+               "text_config": {**{k: v for k, v in base.items() if k != "torch_dtype"},
+                               "model_type": "llama", "tie_word_embeddings": False}}
+    assert normalize(wrapped).tie_word_embeddings
+    # transformers' native MiniMaxForCausalLM is model_type 'minimax' (alternating plan)
+    mm = {**base, "architectures": ["MiniMaxForCausalLM"], "num_local_experts": 4,
+          "num_experts_per_tok": 2}
+    assert normalize(mm).model_type == "minimax"

@@ -590,7 +590,7 @@ def test_nemotron_super_latent_projections_are_whole_on_every_rank(capsys):
     layers = count_params(normalize(resolve_model("nemotron-3-super-fp8").config)).layers
     moe = [lp for lp in layers if lp.expert]
     assert len(moe) == 40
-    whole = 2 * 4096 + 4096 * 512 + 2 * 4096 * 1024  # two norms, the router, the latents
+    whole = 4096 + 4096 * 512 + 2 * 4096 * 1024  # the layer's norm, the router, the latents
     assert all(lp.replicated == whole for lp in moe[:-1])
     assert moe[-1].replicated == whole + 4096  # the final norm
     assert all(lp.mlp == 2 * 4096 * 5376 for lp in moe)  # the shared expert, TP-split
@@ -895,17 +895,29 @@ def test_routers_held_in_fp32_by_model_and_release():
 
     v = VllmVersion.of
     assert v("0.18").fp32_router_model("minimax_m2", "9.0")  # on every platform
-    assert not v("0.30").fp32_router_model("glm4_moe", "9.0")
-    assert v("0.31").fp32_router_model("glm4_moe", "9.0")
-    # review 27: Step-3.5's FP32ReplicatedLinear from its first release (0.15), MiniMax-Text-01
-    # in every release, HY-V3 from 0.20, HY-V4 from 0.29, AFMoE from 0.31
+    # review 27: GLM-4 MoE's fp32 nn.Linear from 0.10.1 (GateLinear from 0.31), AFMoE's
+    # from 0.11.1, ERNIE 4.5's from 0.11.1 (the model dtype in 0.9.2-0.11.0), Step-3.5's
+    # FP32ReplicatedLinear from 0.15.1, MiniMax-Text-01 in every release, HY-V3 from 0.20,
+    # HY-V4 from 0.29
+    assert v("0.10.1").fp32_router_model("glm4_moe", "9.0")
+    assert not v("0.10.0").fp32_router_model("glm4_moe", "9.0")
+    assert v("0.11.1").fp32_router_model("afmoe", "9.0")
+    assert v("0.11.1").fp32_router_model("ernie4_5_moe", "9.0")
+    assert not v("0.11.0").fp32_router_model("ernie4_5_moe", "9.0")
     assert v("0.15.1").fp32_router_model("step3p5", "9.0")
     assert v("0.23").fp32_router_model("minimax_text_01", "9.0")
     assert v("0.20").fp32_router_model("hy_v3", "9.0") and not v("0.19").fp32_router_model(
         "hy_v3", "9.0")
     assert v("0.29").fp32_router_model("hy_v4", "9.0")
-    assert v("0.31").fp32_router_model("afmoe", "9.0") and not v("0.30").fp32_router_model(
-        "afmoe", "9.0")
+    # by the config: Ling 2.0's router_dtype, the Ling/Ring hybrids unless it says otherwise,
+    # LongCat-Flash and MiMo-V2-Flash by their (float32) defaults
+    assert v("0.20").fp32_router_model("bailing_moe", "9.0", config={"router_dtype": "fp32"})
+    assert not v("0.20").fp32_router_model("bailing_moe", "9.0", config={})
+    assert v("0.18").fp32_router_model("bailing_hybrid", "9.0", config={})
+    assert not v("0.18").fp32_router_model("bailing_hybrid", "9.0", config={"router_dtype": "bf16"})
+    assert v("0.20").fp32_router_model("longcat_flash", "9.0", config={})
+    assert v("0.33").fp32_router_model("longcat_flash", "9.0", config={"router_dtype": "bfloat16"})
+    assert v("0.14").fp32_router_model("mimo_v2_flash", "9.0", config={})
     # Nemotron-H: the model dtype on SM90 from 0.17 (its specialised kernels)
     assert not v("0.18").fp32_router_model("nemotron_h", "9.0")
     assert v("0.18").fp32_router_model("nemotron_h", "8.0")
@@ -1233,3 +1245,32 @@ def test_tied_embeddings_by_the_config_class_default():
     # starcoder2-7b's catalog config has no key: about 7.17 B parameters (the model card's),
     # not 7.40 B with a separate 49,152 x 4,608 head (kvplan had 14,814,880,768 B)
     assert _weights("bigcode/starcoder2-7b", "h100") == 14814880768 - 49152 * 4608 * 2
+
+
+def test_modelopt_file_algos_vllm_refuses_and_kv_only_exports():
+    # review 27: a ModelOpt hf_quant_config.json gets its quant_method while the model config
+    # is built, or "Unknown ModelOpt quant algo"; a KV-only export (quant_algo null) gets
+    # none and runs unquantized, 'auto' in the model dtype
+    from configs import LLAMA31_8B
+
+    from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+
+    h100 = Gpu("h100-sxm", "NVIDIA H100 80GB HBM3", 81089 * (1 << 20), "9.0")
+
+    def run(algo, version="0.33", kv="FP8"):
+        q = {"producer": {"name": "modelopt", "version": "0.29.0"},
+             "quantization": {"quant_algo": algo, "kv_cache_quant_algo": kv}}
+        return size(Model("m", LLAMA31_8B, hf_quant_config=q), h100,
+                    EngineArgs(max_model_len=8192), version)
+
+    with pytest.raises(BadInput, match="Unknown ModelOpt quant algo"):
+        run("W4A8_AWQ")
+    with pytest.raises(BadInput, match="Unknown ModelOpt quant algo"):
+        run("MIXED_PRECISION", "0.32")
+    with pytest.raises(BadInput, match="Unknown ModelOpt quant algo"):
+        run("fp8", "0.13")  # as written before 0.14
+    assert run("fp8", "0.14").kv_dtype == "fp8"
+    kv_only = run(None)
+    assert kv_only.kv_dtype == "bfloat16"
+    plain = size(Model("m", LLAMA31_8B), h100, EngineArgs(max_model_len=8192), "0.33")
+    assert kv_only.to_json()["weights_bytes_per_gpu"] == plain.to_json()["weights_bytes_per_gpu"]

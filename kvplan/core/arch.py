@@ -252,7 +252,7 @@ _TYPE_OF_ARCH = {
     "Qwen3NextForCausalLM": "qwen3_next", "Lfm2ForCausalLM": "lfm2",
     "Lfm2MoeForCausalLM": "lfm2_moe", "Plamo2ForCausalLM": "plamo2",
     "OlmoHybridForCausalLM": "olmo_hybrid", "AliceAIForCausalLM": "alice_ai",
-    "MiniCPM3ForCausalLM": "minicpm3", "MiniMaxForCausalLM": "minimax_text_01",
+    "MiniCPM3ForCausalLM": "minicpm3", "MiniMaxForCausalLM": "minimax",
     "MiniMaxText01ForCausalLM": "minimax_text_01", "MiniMaxM1ForCausalLM": "minimax_m1",
     "CohereForCausalLM": "cohere", "Cohere2ForCausalLM": "cohere2",
     "Starcoder2ForCausalLM": "starcoder2", "Gemma2ForCausalLM": "gemma2",
@@ -274,12 +274,14 @@ TIED_BY_DEFAULT = frozenset({
     "gpt-sw3", "gpt_bigcode", "gpt_neo", "gpt_neox_japanese", "granite_docling_text",
     "granite_swa", "hunyuan_vl", "hunyuan_vl_text", "jetmoe", "lfm2", "lfm2_moe", "lfm2_vl",
     "lfm3", "lfm3_vl", "mamba", "minicpm3", "mpt", "opt", "paddleocr_vl", "paddleocr_vl_text",
-    "paligemma", "plamo2", "qwen3_asr", "recurrent_gemma", "smollm3", "starcoder2", "vaultgemma",
+    "paligemma", "plamo2", "recurrent_gemma", "smollm3", "starcoder2", "vaultgemma",
     "xglm", "youtu", "zamba", "zamba2", "zaya",
 })
-# vLLM's commandr.py / cohere2_moe.py compute the logits from embed_tokens whatever the config
-# says (0.6-0.20 assert tie_word_embeddings)
-_ALWAYS_TIED = frozenset({"cohere", "cohere2", "cohere2_moe"})
+# model files that tie whatever the config says (review 27): commandr.py / cohere2_moe.py compute
+# the logits from embed_tokens (asserting the flag through 0.28), lfm2.py / lfm2_moe.py tie
+# unconditionally, gemma2.py (asserting the flag through 0.28) and gemma3n.py use embed_tokens
+_ALWAYS_TIED = frozenset({"cohere", "cohere2", "cohere2_moe", "lfm2", "lfm2_moe", "gemma2",
+                          "gemma3n", "gemma3n_text"})
 
 # transformers' config class defaults (4.57 configuration_llama.py / configuration_qwen2.py) for
 # a wrapper's text config, which `to_diff_dict` saves without its default values (LLaVA-1.5's
@@ -323,8 +325,9 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
     Keys of the wrapper the text config lacks (dtype, quantization) are inherited.
     """
     inner = None
-    # `get_torch_dtype`: the root config's dtype first, then the text config's (0.11+;
-    # 0.6-0.10 read the root's alone)
+    # `get_torch_dtype` / `_find_dtype`: the root config's dtype first, then the text config's
+    # (0.8.1-0.8.4 and 0.9+; 0.6-0.8.0 read the text config's alone, 0.8.5 it first: the
+    # label differs, `auto`'s 2 bytes do not)
     root_dtype = next((config[k] for k in ("dtype", "torch_dtype") if config.get(k) is not None),
                       None)
     thinker = config.get("thinker_config")
@@ -348,6 +351,9 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
         t.setdefault("architectures", config.get("architectures", []))
         if root_dtype is not None:
             t["dtype"] = t["torch_dtype"] = root_dtype
+        if config.get("tie_word_embeddings") is not None:
+            # `VllmConfig.with_hf_config` (0.16+) copies the root's flag into the text config
+            t["tie_word_embeddings"] = config["tie_word_embeddings"]
     mt = t.get("model_type")
     if mt is None:
         t.pop("model_type", None)  # null reads as absent
@@ -808,7 +814,8 @@ def _zamba2_layers(t: dict[str, Any], n: int) -> list[Layer]:
     plan = t.get("layers_block_type") or t.get("layer_types")
     if not isinstance(plan, list) or len(plan) < n:
         raise BadInput(f"zamba2: layers_block_type must name a block for each of the {n} layers")
-    odd = sorted({str(x) for x in plan[:n]} - {"mamba", "hybrid"})
+    # transformers 5 saves the Mamba layers as 'linear_attention' (`remap_legacy_layer_types`)
+    odd = sorted({str(x) for x in plan[:n]} - {"mamba", "linear_attention", "hybrid"})
     if odd:  # Zyphra's pre-transformers configs ('m' / 'g'), whose shared blocks vLLM's
         # `layer_type == "hybrid"` test would drop
         raise UnsupportedArchitecture(
@@ -1357,9 +1364,9 @@ def _all_attention(key: str, value: Any) -> bool:
 def release_layers(arch: ModelArch, v: tuple[int, ...]) -> list[Layer]:
     """The layers of a model whose config class is vLLM's own in some releases, where its
     plan or default window differs from transformers' (`_CONFIG_REGISTRY`; review 27):
-    AFMoE 0.12-0.31 (`AfmoeConfig`: no layer_types builder, which afmoe.py indexes, and a
-    2,048 default window), Step-3.5 0.16-0.32 (`Step3p5Attention`: layer i % 2 == 0 under the
-    window without layer_types), Mellum 0.23-0.30 (`MellumConfig`: no builder, which
+    AFMoE 0.11.1-0.31 (`AfmoeConfig`: no layer_types builder, which afmoe.py indexes, and a
+    2,048 default window), Step-3.5 0.15.1-0.32 (`Step3p5Attention`: layer i % 2 == 0 under
+    the window without layer_types), Mellum 0.22.1-0.30 (`MellumConfig`: no builder, which
     mellum.py indexes); granite-4.0-h before 0.26 and Nemotron-H before 0.20 refuse the
     transformers 5.18 layer names. Other models' layers as normalized."""
     mt, t = arch.model_type, arch.text_config
@@ -1371,16 +1378,16 @@ def release_layers(arch: ModelArch, v: tuple[int, ...]) -> list[Layer]:
                        "'full_attention' / 'linear_attention' layer names transformers 5.18+ "
                        "saves", hint="use the older names ('attention' / 'mamba') or vLLM "
                        f"{'0.26' if mt == 'granitemoehybrid' else '0.20'}+")
-    needs_list = (mt == "afmoe" and (0, 12) <= v < (0, 32)) or (
-        mt == "mellum" and (0, 23) <= v < (0, 31))
+    needs_list = (mt == "afmoe" and (0, 11, 1) <= v < (0, 32)) or (
+        mt == "mellum" and (0, 22, 1) <= v < (0, 31))
     if needs_list and arch.built_plan:
         raise BadInput(f"{mt}: vLLM {'.'.join(map(str, v[:2]))}'s own config class builds no "
                        "layer_types, which the model indexes (TypeError at start)",
                        hint="add layer_types to the config")
-    if mt == "afmoe" and (0, 12) <= v < (0, 32) and "sliding_window" in arch.defaulted:
+    if mt == "afmoe" and (0, 11, 1) <= v < (0, 32) and "sliding_window" in arch.defaulted:
         return [replace(x, window=2048) if isinstance(x, AttnLayer) and x.kind == SLIDING
                 else x for x in arch.layers]
-    if mt == "step3p5" and (0, 16) <= v < (0, 33) and arch.built_plan and t.get(
+    if mt == "step3p5" and (0, 15, 1) <= v < (0, 33) and arch.built_plan and t.get(
             "sliding_window"):
         w = int(t["sliding_window"])
         return [replace(x, kind=SLIDING, window=w) if isinstance(x, AttnLayer) and i % 2 == 0

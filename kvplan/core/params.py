@@ -302,7 +302,8 @@ def mlp_intermediate(arch: ModelArch, lp: LayerParams) -> int:
 
 
 # attention-free Mamba models: a layer is the mixer and its norm, no MLP (mamba.py,
-# mamba2.py), though MambaConfig / FalconMambaConfig carry intermediate_size (the mixer's)
+# mamba2.py), though MambaConfig / FalconMambaConfig carry intermediate_size (the mixer's);
+# Nemotron-H's half-block layers hold one norm too
 _MIXER_ONLY = frozenset({"mamba", "falcon_mamba", "mamba2"})
 
 
@@ -382,8 +383,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
             pc.layers.append(LayerParams())  # a later loop's cache: the weights are shared
             continue
         # two norms; Gemma 2/3 sandwich each block with two more (pre/post-feedforward)
-        lp = LayerParams(replicated=(4 if arch.model_type in _FOUR_NORMS else
-                                     1 if arch.model_type in _MIXER_ONLY else 2) * h)
+        lp = LayerParams(replicated=(4 if arch.model_type in _FOUR_NORMS else 1 if (
+            arch.model_type in _MIXER_ONLY or arch.half_block_layers) else 2) * h)
         if isinstance(layer, AttnLayer):
             if layer.parallel_state is not None:
                 lp.state = _state_params(layer.parallel_state, h, t=t)

@@ -13,7 +13,8 @@ Read in the 0.6.0-0.33.0 sources (`engine/arg_utils.py`, `config/cache.py`):
 * V0 turns it off for multimodal models, given or not (0.6.2-0.6.5 for every start,
   0.6.6+ unless `VLLM_USE_V1=1`: `create_engine_config`, `_set_default_args_v0`).
 * Hybrid (Mamba / linear-attention) models: off by default before 0.28
-  (`VllmVersion.mamba_prefix_caching_default`), and off whatever the flags say where the
+  (`VllmVersion.mamba_prefix_caching_default`); attention-free Mamba models from 0.12
+  (`sizing.prefix_caching_default`); and off whatever the flags say where the
   release has no Mamba cache mode for the model (`sizing._mamba_cache_mode` "none"), or
   gives an attention-free model one Mamba block of max_model_len (0.11.1-0.14).
 * Pooling models: the release's rule, already resolved into `args` by `size`
@@ -38,9 +39,16 @@ def prefix_caching(r: Any) -> tuple[bool, str]:
     if not v.v1:
         return _v0(a, v, bool(arch.vision_config or arch.audio_config))
     if arch.is_hybrid_state:
-        from kvplan.core.sizing import _mamba_cache_mode, attention_free_all_mode
+        from kvplan.core.sizing import (
+            _mamba_cache_mode,
+            attention_free_all_mode,
+            prefix_caching_default,
+        )
 
-        if asked is None and not v.mamba_prefix_caching_default:
+        if asked is None and not prefix_caching_default(arch, v):
+            if arch.attention_free:
+                return False, (f"vLLM {v.text} keeps it off by default for attention-free "
+                               "Mamba models")
             return False, (f"vLLM {v.text} keeps it off by default for hybrid (Mamba / "
                            "linear-attention) models (on from 0.28)")
         mode = _mamba_cache_mode(arch, True, v)

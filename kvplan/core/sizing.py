@@ -195,6 +195,10 @@ class Model:
         0.10.2-0.33 wheels), so config.json's KV scheme wins when both are present."""
         if not isinstance(self.hf_quant_config, dict) or "quantization_config" in self.config:
             return None
+        inner = self.hf_quant_config.get("quantization")
+        if (self.hf_quant_config.get("producer") or {}).get("name") == "modelopt" and \
+                isinstance(inner, dict) and inner.get("quant_algo") is None:
+            return None  # a KV-only export: no quant_method, so vLLM runs it unquantized
         return self.hf_quant_config
 
     @property
@@ -1296,6 +1300,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if not isinstance(model.hf_quant_config, dict):
             raise BadInput("hf_quant_config.json is not a JSON object")
         check_field_types(model.hf_quant_config, "hf_quant_config.")
+        _check_modelopt_algo(model.quant_file_for_kv, version)
     # the model registry first: a release without the architecture refuses it whatever
     # engine a flag would move the start to
     registry_note = release_registers(arch, model.config, version)
@@ -1698,7 +1703,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # Mamba prefix-caching mode and block size
     prefix = a.enable_prefix_caching
     if prefix is None:
-        prefix = version.mamba_prefix_caching_default if arch.is_hybrid_state else version.v1
+        prefix = prefix_caching_default(arch, version)
     mode = _mamba_cache_mode(arch, bool(prefix), version)  # (not reused below)
     if mode == "all" and arch.attention_free:
         mode = attention_free_all_mode(version, a.block_size)
@@ -1876,7 +1881,8 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     stage_weights = partial(
         _weights_per_stage, model, arch, a, model_dtype, stages, cc, mla_absorb=version.v1,
         mistral_native=version.mistral_native_tower(model.id),
-        fp32_router=version.fp32_router_model(arch.model_type, cc, gpu.vendor),
+        fp32_router=version.fp32_router_model(arch.model_type, cc, gpu.vendor,
+                                              arch.text_config),
         fp32_head=arch.model_type in MINIMAX01, kv_unused=version.kv_sharing_layers_keep_kv,
         mxfp4_scales_kept=not version.at_least(0, 25),
         marlin_scales=fp8_marlin_scales(arch, model, gpu, version, dtype_bytes(model_dtype)),
@@ -2869,6 +2875,42 @@ def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:
     if version.at_least(0, 20):
         return True
     return version.v1 and any(x in QWEN2_VL + QWEN3_VL for x in architectures)
+
+
+def _check_modelopt_algo(q: dict[str, Any] | None, version: VllmVersion) -> None:
+    """The quant_algo of a ModelOpt hf_quant_config.json that vLLM names a method for while
+    it builds the model config, or refuses ("Unknown ModelOpt quant algo"):
+    `_parse_quant_hf_config` 0.10.2-0.13 (FP8, NVFP4 as written), then
+    `_normalize_quantization_config` (FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4 in
+    any case; MIXED_PRECISION from 0.33). Review 27."""
+    if not q or (q.get("producer") or {}).get("name") != "modelopt" or \
+            not version.at_least(0, 10, 2):
+        return
+    algo = (q.get("quantization") or {}).get("quant_algo")
+    if algo is None:
+        return
+    if version.at_least(0, 14):
+        known = {"FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "NVFP4"} | (
+            {"MIXED_PRECISION"} if version.at_least(0, 33) else set())
+        ok = str(algo).upper() in known
+    else:
+        ok = algo in ("FP8", "NVFP4")
+    if not ok:
+        raise BadInput(f"vLLM {version.text} refuses this ModelOpt export's hf_quant_config.json "
+                       f"quant_algo {algo!r} (\"Unknown ModelOpt quant algo\", "
+                       "`_normalize_quantization_config`)",
+                       hint="use a release that knows the scheme, or a checkpoint exported with "
+                            "its quantization_config in config.json")
+
+
+def prefix_caching_default(arch: ModelArch, version: VllmVersion) -> bool:
+    """Prefix caching when no flag says (`_set_default_chunked_prefill_and_prefix_caching_args`):
+    on for V1 generation; hybrids only from 0.28; attention-free Mamba models off from 0.12
+    (`is_prefix_caching_supported`: "Attention free models do not support prefix caching";
+    0.11.x's `not is_hybrid` leaves it on)."""
+    if arch.attention_free and arch.is_hybrid_state:
+        return version.v1 and not version.at_least(0, 12)
+    return version.mamba_prefix_caching_default if arch.is_hybrid_state else version.v1
 
 
 def attention_free_all_mode(version: VllmVersion, user_block: int | None) -> str:
