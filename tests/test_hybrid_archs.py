@@ -433,13 +433,30 @@ def test_review27b_defaults_names_and_ties():
         "sliding", "full"]
     # model files that tie whatever the config says (gemma2.py, lfm2.py, commandr.py)
     assert normalize({**GEMMA2_9B, "tie_word_embeddings": False}).tie_word_embeddings
-    # a wrapper's root flag wins (`with_hf_config` copies it into the text config, 0.16+)
+    # a wrapper's text config's flag counts (vLLM up to 0.23; the root's from 0.24, left alone)
     wrapped = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
                "tie_word_embeddings": True,
                "text_config": {**{k: v for k, v in base.items() if k != "torch_dtype"},
                                "model_type": "llama", "tie_word_embeddings": False}}
-    assert normalize(wrapped).tie_word_embeddings
+    assert not normalize(wrapped).tie_word_embeddings
     # transformers' native MiniMaxForCausalLM is model_type 'minimax' (alternating plan)
     mm = {**base, "architectures": ["MiniMaxForCausalLM"], "num_local_experts": 4,
           "num_experts_per_tok": 2}
     assert normalize(mm).model_type == "minimax"
+    # a Nemotron-H pattern without attention is still a hybrid (not vLLM's IsAttentionFree)
+    from configs import NEMOTRON_H_8B
+
+    assert not normalize({**NEMOTRON_H_8B, "hybrid_override_pattern": "M-M-M-M-"}).attention_free
+    # AFMoE / LFM2-MoE: the first num_dense_layers layers hold a dense MLP, no experts
+    afm = {**base, "model_type": "afmoe", "architectures": ["AfmoeForCausalLM"],
+           "layer_types": ["full_attention"] * 8, "num_experts": 8, "num_experts_per_tok": 2,
+           "moe_intermediate_size": 512, "num_dense_layers": 2}
+    layers = count_params(normalize(afm)).layers
+    assert [bool(x.expert) for x in layers] == [False] * 2 + [True] * 6
+    # LongCat-Flash: two MLA attentions and two dense MLPs a layer, refused by name
+    from kvplan.errors import UnsupportedArchitecture
+
+    with pytest.raises(UnsupportedArchitecture, match="LongcatFlashForCausalLM"):
+        normalize({**base, "architectures": ["LongcatFlashForCausalLM"],
+                   "model_type": "longcat_flash"})
+

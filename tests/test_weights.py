@@ -910,13 +910,19 @@ def test_routers_held_in_fp32_by_model_and_release():
         "hy_v3", "9.0")
     assert v("0.29").fp32_router_model("hy_v4", "9.0")
     # by the config: Ling 2.0's router_dtype, the Ling/Ring hybrids unless it says otherwise,
-    # LongCat-Flash and MiMo-V2-Flash by their (float32) defaults
+    # MiMo-V2-Flash and Sarvam-MLA by their (float32) defaults
     assert v("0.20").fp32_router_model("bailing_moe", "9.0", config={"router_dtype": "fp32"})
     assert not v("0.20").fp32_router_model("bailing_moe", "9.0", config={})
     assert v("0.18").fp32_router_model("bailing_hybrid", "9.0", config={})
     assert not v("0.18").fp32_router_model("bailing_hybrid", "9.0", config={"router_dtype": "bf16"})
-    assert v("0.20").fp32_router_model("longcat_flash", "9.0", config={})
-    assert v("0.33").fp32_router_model("longcat_flash", "9.0", config={"router_dtype": "bfloat16"})
+    assert v("0.28").fp32_router_model("bailing_hybrid", "9.0", config={
+        "router_dtype": "bf16", "architectures": ["BailingMoeV3ForCausalLM"]})
+    assert not v("0.20").fp32_router_model("mimo_v2_flash", "9.0",
+                                           config={"moe_router_dtype": None})
+    assert v("0.20").fp32_router_model("sarvam_mla", "9.0", config={})
+    assert not v("0.31").fp32_router_model("sarvam_mla", "9.0", config={})
+    assert v("0.15").fp32_router_model("glm4_moe_lite", "9.0")
+    assert v("0.15.1").fp32_router_model("step3p7", "9.0")
     assert v("0.14").fp32_router_model("mimo_v2_flash", "9.0", config={})
     # Nemotron-H: the model dtype on SM90 from 0.17 (its specialised kernels)
     assert not v("0.18").fp32_router_model("nemotron_h", "9.0")

@@ -160,8 +160,9 @@ class ModelArch:
 
     @property
     def attention_free(self) -> bool:
-        """No attention layer at all (Mamba, Mamba2, FalconMamba)."""
-        return not any(isinstance(x, AttnLayer) for x in self.layers)
+        """vLLM's attention-free classes (`IsAttentionFree`: Mamba, Mamba2, FalconMamba); a
+        hybrid whose pattern happens to hold no attention layer is still a hybrid."""
+        return self.model_type in ("mamba", "mamba2", "falcon_mamba")
 
     @property
     def is_hybrid_state(self) -> bool:
@@ -351,9 +352,6 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
         t.setdefault("architectures", config.get("architectures", []))
         if root_dtype is not None:
             t["dtype"] = t["torch_dtype"] = root_dtype
-        if config.get("tie_word_embeddings") is not None:
-            # `VllmConfig.with_hf_config` (0.16+) copies the root's flag into the text config
-            t["tie_word_embeddings"] = config["tie_word_embeddings"]
     mt = t.get("model_type")
     if mt is None:
         t.pop("model_type", None)  # null reads as absent
@@ -1012,6 +1010,11 @@ _UNMODELLED = {
                            "and ring buffers (vllm/models/glm5next)",
     "InklingForCausalLM": "each layer's short-convolution state kept as a 4-token cache beside "
                           "its KV (vllm/models/inkling)",
+    "LongcatFlashForCausalLM": "two MLA attentions and two dense MLPs in every layer beside "
+                               "zero-computation experts (longcat_flash.py)",
+    "LongcatFlashNgramForCausalLM": "two MLA attentions and two dense MLPs in every layer "
+                                    "beside zero-computation experts, and n-gram embeddings "
+                                    "(longcat_flash_ngram.py)",
     "Step5ForCausalLM": "the sparse layers' summary cache and tail ring, and per-type "
                         "attention settings (vllm/models/step5)",
     "Qwen4ExpForCausalLM": "gated DeltaNet states, a per-layer-embedding convolution state and "
@@ -1381,7 +1384,7 @@ def release_layers(arch: ModelArch, v: tuple[int, ...]) -> list[Layer]:
     needs_list = (mt == "afmoe" and (0, 11, 1) <= v < (0, 32)) or (
         mt == "mellum" and (0, 22, 1) <= v < (0, 31))
     if needs_list and arch.built_plan:
-        raise BadInput(f"{mt}: vLLM {'.'.join(map(str, v[:2]))}'s own config class builds no "
+        raise BadInput(f"{mt}: vLLM {'.'.join(map(str, v))}'s own config class builds no "
                        "layer_types, which the model indexes (TypeError at start)",
                        hint="add layer_types to the config")
     if mt == "afmoe" and (0, 11, 1) <= v < (0, 32) and "sliding_window" in arch.defaulted:

@@ -86,7 +86,9 @@ class ParamCount:
 def _is_moe_layer(t: dict, i: int, n_experts: int) -> bool:
     if not n_experts:
         return False
-    if i < int(t.get("first_k_dense_replace") or 0):
+    # DeepSeek's first_k_dense_replace; AFMoE's / LFM2-MoE's num_dense_layers (afmoe.py,
+    # lfm2_moe.py: `layer_idx < config.num_dense_layers` is a dense MLP)
+    if i < int(t.get("first_k_dense_replace") or t.get("num_dense_layers") or 0):
         return False
     if i in set(t.get("mlp_only_layers") or []):
         return False

@@ -2880,11 +2880,11 @@ def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:
 def _check_modelopt_algo(q: dict[str, Any] | None, version: VllmVersion) -> None:
     """The quant_algo of a ModelOpt hf_quant_config.json that vLLM names a method for while
     it builds the model config, or refuses ("Unknown ModelOpt quant algo"):
-    `_parse_quant_hf_config` 0.10.2-0.13 (FP8, NVFP4 as written), then
+    `_parse_quant_hf_config` 0.10.1-0.13 (FP8, NVFP4 as written), then
     `_normalize_quantization_config` (FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4 in
     any case; MIXED_PRECISION from 0.33). Review 27."""
     if not q or (q.get("producer") or {}).get("name") != "modelopt" or \
-            not version.at_least(0, 10, 2):
+            not version.at_least(0, 10, 1):
         return
     algo = (q.get("quantization") or {}).get("quant_algo")
     if algo is None:

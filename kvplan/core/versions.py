@@ -416,30 +416,32 @@ class VllmVersion:
         """Whether this model's MoE routers are held in fp32 on every platform (review 27):
         `GateLinear(params_dtype=torch.float32)` or an fp32 `nn.Linear` in MiniMax-M2/M3 and
         MiniMax-Text-01 (every release that has them), ERNIE 4.5 and ERNIE-4.5-VL (0.11.1+),
-        GLM-4 MoE (0.10.1+), AFMoE (0.11.1+), Step-3.5 (`FP32ReplicatedLinear`, 0.15.1+), HY-V3
-        (0.20+), HY-V4 (0.29+); by the config: Ling 2.0 (`router_dtype: fp32`, 0.11+), the
-        Ling/Ring hybrids (unset or fp32, 0.17+), LongCat-Flash (`router_dtype`, its config
-        class's default float32; always from 0.32), MiMo-V2-Flash (`moe_router_dtype`, default
-        float32, 0.14+). Nemotron-H's `force_fp32_compute` off its specialised kernels
+        GLM-4 MoE and GLM-4.5V (0.10.1+), GLM-4.7-Flash (0.15+), AFMoE (0.11.1+), Step-3.5 /
+        3.7 (`FP32ReplicatedLinear`, 0.15.1+), HY-V3 (0.20+), HY-V4 (0.29+); by the config:
+        Ling 2.0 (`router_dtype: fp32`, 0.11+), the Ling/Ring hybrids (unset or fp32, 0.17+;
+        BailingMoeV3 always), MiMo-V2-Flash (`moe_router_dtype`, default float32, 0.14+),
+        Sarvam-MLA (`router_dtype`, default fp32, 0.18-0.30). ERNIE-4.5-VL's vision-expert
+        gate is not counted. Nemotron-H's `force_fp32_compute` off its specialised kernels
         (`fp32_router`)."""
         c = config or {}
         if model_type == "nemotron_h":
             return self.fp32_router(compute_capability, vendor)
         if model_type == "bailing_moe":
             return self.at_least(0, 11) and c.get("router_dtype") == "fp32"
-        if model_type == "bailing_hybrid":
-            return self.at_least(0, 17) and c.get("router_dtype") in (None, "fp32")
-        if model_type == "longcat_flash":
-            return self.at_least(0, 11) and (self.at_least(0, 32) or str(
-                c.get("router_dtype") or "float32") == "float32")
-        if model_type == "mimo_v2_flash":
-            return self.at_least(0, 14) and str(
-                c.get("moe_router_dtype") or "float32") == "float32"
+        if model_type == "bailing_hybrid":  # BailingMoeV3's gate is fp32 whatever it says
+            return self.at_least(0, 17) and (c.get("router_dtype", "fp32") == "fp32" or any(
+                a.startswith("BailingMoeV3") for a in c.get("architectures") or []))
+        if model_type == "mimo_v2_flash":  # an explicit null: the model dtype
+            return self.at_least(0, 14) and c.get("moe_router_dtype", "float32") == "float32"
+        if model_type == "sarvam_mla":  # `router_dtype` default fp32 (0.18-0.30)
+            return (0, 18) <= self.v < (0, 31) and c.get("router_dtype", "fp32") == "fp32"
         since = {"minimax_m2": (0, 0), "minimax_m3": (0, 0), "minimax": (0, 0),
                  "minimax_text_01": (0, 0), "minimax_m1": (0, 0), "ernie4_5_moe": (0, 11, 1),
                  "ernie4_5_vl_moe": (0, 11, 1), "ernie4_5_vl_moe_text": (0, 11, 1),
-                 "glm4_moe": (0, 10, 1), "afmoe": (0, 11, 1), "step3p5": (0, 15, 1),
-                 "hy_v3": (0, 20), "hy_v4": (0, 29)}.get(model_type)
+                 "ernie4_5_moe_vl": (0, 11, 1), "glm4_moe": (0, 10, 1),
+                 "glm4v_moe": (0, 10, 1), "glm4v_moe_text": (0, 10, 1),
+                 "glm4_moe_lite": (0, 15), "afmoe": (0, 11, 1), "step3p5": (0, 15, 1),
+                 "step3p7": (0, 15, 1), "hy_v3": (0, 20), "hy_v4": (0, 29)}.get(model_type)
         return since is not None and self.at_least(*since)
 
     def fp32_router(self, compute_capability: str, vendor: str = "nvidia") -> bool:
