@@ -398,6 +398,10 @@ def test_malformed_fields_of_the_new_families_are_bad_input():
         7281053696  # 'auto': ceil(4,096 / 16) = 256, as the config class resolves it
     with pytest.raises(BadInput, match="chunk_size"):
         normalize({**MAMBA2_7B, "chunk_size": "x"})
+    with pytest.raises(BadInput, match="expand is null"):
+        normalize({**MAMBA2_7B, "expand": None})
+    with pytest.raises(BadInput, match="num_dense_layers"):
+        normalize({**MAMBA2_7B, "num_dense_layers": "full_attention"})
 
 
 def test_review27b_defaults_names_and_ties():

@@ -1154,6 +1154,9 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         return [StateLayer(kind=MAMBA1, intermediate=inter, d_state=_int(t, "state_size"),
                            d_conv=_int(t, "conv_kernel"))] * n
     if mt in ("mamba2",):
+        if "expand" in t and t["expand"] is None:
+            raise BadInput("mamba2: expand is null (Mamba2Config multiplies it by hidden_size)",
+                           hint="give expand or drop the key (default 2)")
         inter = int(t.get("expand", 2) * _int(t, "hidden_size"))
         return [StateLayer(kind=MAMBA2, intermediate=inter, d_state=_int(t, "state_size"),
                            d_conv=_int(t, "conv_kernel"), n_groups=_int(t, "n_groups", default=1),

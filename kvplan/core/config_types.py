@@ -40,7 +40,7 @@ _COUNT_KEYS = frozenset({
     # hybrid plans (Zamba2, PLaMo2, Ling/Ring, IQuest-LoopCoder)
     "group_norm_size", "layer_group_size", "adapter_rank", "num_mem_blocks", "n_mamba_heads",
     "mamba_ngroups", "mamba_step", "hidden_size_per_head", "loop_num", "loop_window_size",
-    "short_conv_kernel_size", "chunk_size", "mamba_chunk_size",
+    "short_conv_kernel_size", "chunk_size", "mamba_chunk_size", "num_dense_layers",
     # vision / audio towers, rope scaling, quantization
     "depth", "patch_size", "temporal_patch_size", "out_hidden_size", "in_channels",
     "num_position_embeddings", "position_embedding_size", "vt_hidden_size",
