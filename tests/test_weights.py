@@ -1280,3 +1280,14 @@ def test_modelopt_file_algos_vllm_refuses_and_kv_only_exports():
     assert kv_only.kv_dtype == "bfloat16"
     plain = size(Model("m", LLAMA31_8B), h100, EngineArgs(max_model_len=8192), "0.33")
     assert kv_only.to_json()["weights_bytes_per_gpu"] == plain.to_json()["weights_bytes_per_gpu"]
+
+
+def test_a_wrappers_tie_flag_in_024_to_028():
+    # vLLM 0.24-0.28 copy a multimodal wrapper's tie flag (Mistral3Config's transformers-5
+    # default True when config.json omits it) into the text config: Mistral-Small-3.1's
+    # 131,072 x 5,120 head is not loaded (vLLM issue 51063); 0.29's
+    # `maybe_untie_word_embeddings` unties it again, as 0.23 never tied it
+    w = {v: _weights("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "h100", v,
+                     max_model_len=8192) for v in ("0.23", "0.24", "0.28", "0.29")}
+    assert w["0.23"] - w["0.24"] == 131072 * 5120 * 2 == 1342177280
+    assert w["0.24"] == w["0.28"] and w["0.29"] == w["0.23"]

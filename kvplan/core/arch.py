@@ -111,6 +111,9 @@ class ModelArch:
     built_plan: bool = False
     # granite-4.0-h / Nemotron-H blocks named as transformers 5.18+ saves them
     new_layer_names: bool = False
+    # a multimodal wrapper's own tie flag (its config.json key, else its transformers-5 class
+    # default), which vLLM 0.24-0.28 copy into the text config (`release_tie`)
+    root_tie: bool | None = None
     is_mla: bool = False
     is_sparse_mla: bool = False  # DeepSeek-V3.2-style (fp8_ds_mla / indexer)
     kernel_block_size: int = 0  # the only block size the model's attention backend supports
@@ -283,6 +286,23 @@ TIED_BY_DEFAULT = frozenset({
 # unconditionally, gemma2.py (asserting the flag through 0.28) and gemma3n.py use embed_tokens
 _ALWAYS_TIED = frozenset({"cohere", "cohere2", "cohere2_moe", "lfm2", "lfm2_moe", "gemma2",
                           "gemma3n", "gemma3n_text"})
+
+# wrappers whose transformers-5 class default for tie_word_embeddings differs from their text
+# config's (each class instantiated without arguments, 5.24.0): vLLM 0.24-0.28 copy it into
+# the text config when config.json omits it (vLLM issue 51063: Mistral-Small-3.x tied)
+_ROOT_TIE_5X = {"mistral3": True, "internvl": True, "granite_speech": True,
+                "qwen3_vl_moe": False}
+
+
+def release_tie(arch: ModelArch, v: tuple[int, ...]) -> bool:
+    """The tie flag vLLM builds the language model with: the text config's, but 0.24-0.28
+    copy a multimodal wrapper's own flag over it (`VllmConfig.with_hf_config`, called by
+    `init_vllm_registered_model`; from 0.29 `maybe_untie_word_embeddings` unties a
+    checkpoint that ships an lm_head, which an untied text config says it does)."""
+    if arch.model_type in _ALWAYS_TIED or arch.root_tie is None:
+        return arch.tie_word_embeddings
+    return arch.root_tie if (0, 24) <= v < (0, 29) else arch.tie_word_embeddings
+
 
 # transformers' config class defaults (4.57 configuration_llama.py / configuration_qwen2.py) for
 # a wrapper's text config, which `to_diff_dict` saves without its default values (LLaVA-1.5's
@@ -1600,6 +1620,10 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
         raise BadInput("config declares zero layers")
     raw = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     arch.defaulted = frozenset(k for k in _TYPE_DEFAULTS.get(mt, {}) if k not in raw)
+    if raw is not config:
+        root = config.get("tie_word_embeddings")
+        arch.root_tie = root if isinstance(root, bool) else _ROOT_TIE_5X.get(
+            str(config.get("model_type")))
     arch.built_plan = not t.get("layer_types") and _built_plan(t, mt, 1) is not None
     _check_kv_heads(arch, t)
     # the embedding and LM head: required (a wrapper may keep it at the top level)

@@ -43,6 +43,7 @@ from kvplan.core.arch import (
     max_model_len_of,
     normalize,
     release_layers,
+    release_tie,
     tp_refusal,
     uniform_windows,
     valid_tps,
@@ -1683,6 +1684,11 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     # the layers that keep a cache, the drafter's included
     karch = arch if version.mla_cache(quant) else _mla_as_mha(arch, version)
     karch = replace(karch, layers=release_layers(karch, version.v))
+    tie = release_tie(arch, version.v)
+    if tie != arch.tie_word_embeddings:
+        notes.append(f"vLLM {version.text} builds the language model with the wrapper's "
+                     f"tie_word_embeddings ({tie}), not its text config's")
+        arch = replace(arch, tie_word_embeddings=tie)
     if arch.model_type == "exaone_moe" and not version.at_least(0, 32):
         karch = replace(karch, layers=uniform_windows(arch))  # `sliding_windows` unread
     if arch.model_type == "hy_v4" and not version.at_least(0, 32):
