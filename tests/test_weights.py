@@ -1291,3 +1291,22 @@ def test_a_wrappers_tie_flag_in_024_to_028():
                      max_model_len=8192) for v in ("0.23", "0.24", "0.28", "0.29")}
     assert w["0.23"] - w["0.24"] == 131072 * 5120 * 2 == 1342177280
     assert w["0.24"] == w["0.28"] and w["0.29"] == w["0.23"]
+
+
+def test_quantization_config_null_reads_the_file_and_asserted_ties():
+    # `get_config` reads hf_quant_config.json when config.json's key is absent or null
+    from configs import GEMMA2_9B, LLAMA31_8B
+
+    from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+
+    h100 = Gpu("h100-sxm", "NVIDIA H100 80GB HBM3", 81089 * (1 << 20), "9.0")
+    q = {"producer": {"name": "modelopt", "version": "0.29.0"},
+         "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
+    r = size(Model("m", {**LLAMA31_8B, "quantization_config": None}, hf_quant_config=q), h100,
+             EngineArgs(max_model_len=8192), "0.33")
+    assert r.kv_dtype == "fp8"
+    # gemma2.py asserts tie_word_embeddings through 0.28: an explicit false stops the start
+    untied = {**GEMMA2_9B, "tie_word_embeddings": False}
+    with pytest.raises(BadInput, match="asserts tie_word_embeddings"):
+        size(Model("m", untied), h100, EngineArgs(max_model_len=4096), "0.28")
+    assert size(Model("m", untied), h100, EngineArgs(max_model_len=4096), "0.29").fits

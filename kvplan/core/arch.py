@@ -298,8 +298,18 @@ def release_tie(arch: ModelArch, v: tuple[int, ...]) -> bool:
     """The tie flag vLLM builds the language model with: the text config's, but 0.24-0.28
     copy a multimodal wrapper's own flag over it (`VllmConfig.with_hf_config`, called by
     `init_vllm_registered_model`; from 0.29 `maybe_untie_word_embeddings` unties a
-    checkpoint that ships an lm_head, which an untied text config says it does)."""
-    if arch.model_type in _ALWAYS_TIED or arch.root_tie is None:
+    checkpoint that ships an lm_head, which an untied text config says it does). An explicit
+    false where the model file asserts the flag (gemma / gemma2 / commandr / mpt.py through
+    0.28, cohere2_moe.py 0.21-0.28, gemma3.py before 0.14) is refused."""
+    mt = arch.model_type
+    asserts = {"gemma": (0, 6), "gemma2": (0, 6), "cohere": (0, 6), "cohere2": (0, 6),
+               "mpt": (0, 6), "cohere2_moe": (0, 21)}.get(mt)
+    if arch.text_config.get("tie_word_embeddings") is False and (
+            (asserts and asserts <= v < (0, 29)) or (mt == "gemma3_text" and v < (0, 14))):
+        raise BadInput(f"{mt}: vLLM {'.'.join(map(str, v))} asserts tie_word_embeddings, which "
+                       "this config sets false (AssertionError at model build)",
+                       hint="drop the key (the checkpoint is tied) or use vLLM 0.29+")
+    if mt in _ALWAYS_TIED or arch.root_tie is None:
         return arch.tie_word_embeddings
     return arch.root_tie if (0, 24) <= v < (0, 29) else arch.tie_word_embeddings
 

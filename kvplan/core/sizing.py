@@ -194,8 +194,9 @@ class Model:
         `quantization_config` (`transformers_utils/config.py get_config`: "ModelOpt 0.29.0
         and before saves the quantization config in a separate hf_quant_config.json"; the
         0.10.2-0.33 wheels), so config.json's KV scheme wins when both are present."""
-        if not isinstance(self.hf_quant_config, dict) or "quantization_config" in self.config:
-            return None
+        if not isinstance(self.hf_quant_config, dict) or \
+                self.config.get("quantization_config") is not None:
+            return None  # `get_config` reads the file when the key is absent or null
         inner = self.hf_quant_config.get("quantization")
         if (self.hf_quant_config.get("producer") or {}).get("name") == "modelopt" and \
                 isinstance(inner, dict) and inner.get("quant_algo") is None:
