@@ -1207,7 +1207,8 @@ def test_ernie45_moe_layer_range_and_shared_experts():
     # ERNIE-4.5-VL lists its text and vision experts: both sets are weights
     vl = {**cfg, "moe_num_experts": [64, 64], "moe_intermediate_size": [1536, 512],
           "moe_layer_start_index": [1, 1], "moe_layer_end_index": [27, 27]}
-    assert count_params(normalize(vl)).total == pc.total + 27 * 64 * 3 * h * 512
+    # (and their own gate beside the text one: 64 rows of h a layer)
+    assert count_params(normalize(vl)).total == pc.total + 27 * 64 * (3 * h * 512 + h)
 
 
 def test_attention_free_mamba_layers_have_no_mlp():

@@ -62,6 +62,7 @@ class LayerParams:
     mla_up: int = 0  # MLA kv_b_proj params: vLLM keeps a dequantized 16-bit copy of quantized ones
     mla_q: int = 0  # of `split`: MLA q_b_proj (or q_proj) params (--dcp-q-replicate)
     kv_unused: int = 0  # K/V projections of a KV-sharing layer (Gemma 4: allocated to 0.29)
+    router: int = 0  # of `replicated`: the MoE gates' rows (fp32 in some models)
 
 
 @record
@@ -424,7 +425,8 @@ def _count_params(arch: ModelArch) -> ParamCount:
             elif sym == "E":
                 latent = int(t.get("moe_latent_size") or h)  # experts work in a latent space
                 lp.expert += n_exp * 2 * latent * moe_i
-                lp.replicated += h * n_exp
+                lp.router = h * n_exp
+                lp.replicated += lp.router
                 lp.mlp = 2 * h * shared_i
                 if latent != h:  # `NemotronHMoE`: fc1/fc2_latent_proj are ReplicatedLinear,
                     lp.replicated += 2 * h * latent  # 16-bit in NVIDIA's FP8/NVFP4 releases
@@ -438,8 +440,11 @@ def _count_params(arch: ModelArch) -> ParamCount:
             lp.mlp = 3 * h * inter
         elif _is_moe_layer(t, i, n_exp):
             latent = int(t.get("routed_expert_hidden_size") or h)  # Kimi-K3 latent experts
-            lp.expert += n_exp * 3 * latent * moe_i + _second_experts(t, i, h)
-            lp.replicated += h * n_exp
+            second = _second_experts(t, i, h)
+            lp.expert += n_exp * 3 * latent * moe_i + second
+            # the gate, and ERNIE-4.5-VL's vision-expert gate beside it
+            lp.router = h * n_exp + (h * t["moe_num_experts"][1] if second else 0)
+            lp.replicated += lp.router
             if t.get("topk_method") == "noaux_tc":  # DeepSeek-V3 e_score_correction_bias
                 lp.replicated += n_exp
             lp.mlp = 3 * h * shared_i + (h if shared_i and arch.model_type.startswith(

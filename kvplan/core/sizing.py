@@ -1080,8 +1080,7 @@ def _weights_per_stage(model: Model, arch: ModelArch, a: EngineArgs, model_dtype
             other += lp.replicated - lp.repl_quant
             expert += lp.expert / ep
         if fp32_router:  # the router rows are `replicated`, priced at 4 B instead
-            other += sum(arch.num_experts * arch.hidden_size for i in rng
-                         if pc.layers[i].expert) * (4 / wb.other - 1)
+            other += sum(pc.layers[i].router for i in rng) * (4 / wb.other - 1)
         if si == 0 or embed_all:
             other += pc.embed / tp
         if si == 0 or towers_every_stage:

@@ -420,9 +420,9 @@ class VllmVersion:
         3.7 (`FP32ReplicatedLinear`, 0.15.1+), HY-V3 (0.20+), HY-V4 (0.29+); by the config:
         Ling 2.0 (`router_dtype: fp32`, 0.11+), the Ling/Ring hybrids (unset or fp32, 0.17+;
         BailingMoeV3 always), MiMo-V2-Flash (`moe_router_dtype`, default float32, 0.14+),
-        Sarvam-MLA (`router_dtype`, default fp32, 0.18-0.30). ERNIE-4.5-VL's vision-expert
-        gate is not counted. Nemotron-H's `force_fp32_compute` off its specialised kernels
-        (`fp32_router`)."""
+        Sarvam-MLA (`router_dtype`, default fp32, 0.18-0.30). The rows priced are each
+        MoE layer's gates (`LayerParams.router`, ERNIE-4.5-VL's vision gate too).
+        Nemotron-H's `force_fp32_compute` off its specialised kernels (`fp32_router`)."""
         c = config or {}
         if model_type == "nemotron_h":
             return self.fp32_router(compute_capability, vendor)
