@@ -1283,15 +1283,34 @@ def test_modelopt_file_algos_vllm_refuses_and_kv_only_exports():
     assert kv_only.to_json()["weights_bytes_per_gpu"] == plain.to_json()["weights_bytes_per_gpu"]
 
 
-def test_a_wrappers_tie_flag_in_024_to_028():
-    # vLLM 0.24-0.28 copy a multimodal wrapper's tie flag (Mistral3Config's transformers-5
+def test_a_wrappers_tie_flag_from_024():
+    # vLLM 0.24+ copy a multimodal wrapper's tie flag (Mistral3Config's transformers-5
     # default True when config.json omits it) into the text config: Mistral-Small-3.1's
     # 131,072 x 5,120 head is not loaded (vLLM issue 51063); 0.29's
-    # `maybe_untie_word_embeddings` unties it again, as 0.23 never tied it
+    # `maybe_untie_word_embeddings` unties it again (the checkpoint ships an lm_head).
+    # 0.19.1-0.23 copy it only under transformers 5: a 0.20.0 H200 sweep start of
+    # Ministral-3-14B loaded its untied head (C -0.01 % untied, -8.50 % tied)
     w = {v: _weights("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "h100", v,
                      max_model_len=8192) for v in ("0.23", "0.24", "0.28", "0.29")}
     assert w["0.23"] - w["0.24"] == 131072 * 5120 * 2 == 1342177280
     assert w["0.24"] == w["0.28"] and w["0.29"] == w["0.23"]
+    # a wrapper that says untied unties a tied text config in every release from 0.24
+    from kvplan.core.arch import normalize, release_tie
+
+    base = {"hidden_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 2,
+            "intermediate_size": 4096, "vocab_size": 32000, "max_position_embeddings": 4096}
+    a = normalize({"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
+                   "tie_word_embeddings": False,
+                   "text_config": {**base, "model_type": "llama", "tie_word_embeddings": True}})
+    assert [release_tie(a, v) for v in ((0, 20, 0), (0, 24, 0), (0, 33, 0))] == [
+        True, False, False]
+    # PaliGemma: gemma.py asserts the flag vLLM sees, the wrapper's from 0.24
+    pali = {"architectures": ["PaliGemmaForConditionalGeneration"], "model_type": "paligemma",
+            "tie_word_embeddings": True,
+            "text_config": {**base, "model_type": "gemma", "tie_word_embeddings": False}}
+    with pytest.raises(BadInput, match="asserts tie_word_embeddings"):
+        release_tie(normalize(pali), (0, 18, 0))
+    assert release_tie(normalize(pali), (0, 24, 0))
 
 
 def test_quantization_config_null_reads_the_file_and_asserted_ties():

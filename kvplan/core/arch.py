@@ -112,8 +112,10 @@ class ModelArch:
     # granite-4.0-h / Nemotron-H blocks named as transformers 5.18+ saves them
     new_layer_names: bool = False
     # a multimodal wrapper's own tie flag (its config.json key, else its transformers-5 class
-    # default), which vLLM 0.24-0.28 copy into the text config (`release_tie`)
+    # default), which vLLM 0.19.1+ copy into the text config (`release_tie`), and the text
+    # config's own key
     root_tie: bool | None = None
+    text_tie: bool | None = None
     is_mla: bool = False
     is_sparse_mla: bool = False  # DeepSeek-V3.2-style (fp8_ds_mla / indexer)
     kernel_block_size: int = 0  # the only block size the model's attention backend supports
@@ -287,31 +289,45 @@ TIED_BY_DEFAULT = frozenset({
 _ALWAYS_TIED = frozenset({"cohere", "cohere2", "cohere2_moe", "lfm2", "lfm2_moe", "gemma2",
                           "gemma3n", "gemma3n_text"})
 
-# wrappers whose transformers-5 class default for tie_word_embeddings differs from their text
-# config's (each class instantiated without arguments, 5.24.0): vLLM 0.24-0.28 copy it into
-# the text config when config.json omits it (vLLM issue 51063: Mistral-Small-3.x tied)
+# wrappers whose language model vLLM builds through `init_vllm_registered_model` /
+# `with_hf_config`, which copies the wrapper's tie flag into the text config (review 27)
+_COPIES_ROOT_TIE = frozenset({"gemma3", "llava", "llava_next", "internvl", "mistral3",
+                              "pixtral", "paligemma", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
+                              "qwen3_vl_moe", "lighton_ocr", "glmasr", "granite_speech",
+                              "granite_speech_plus", "hyperclovax_vision_v2"})
+# those whose transformers-5 class default for the flag differs from their text config's
+# (each class instantiated without arguments, 5.24.0), used when config.json omits it
 _ROOT_TIE_5X = {"mistral3": True, "internvl": True, "granite_speech": True,
-                "qwen3_vl_moe": False}
+                "granite_speech_plus": True, "lighton_ocr": True, "glmasr": True,
+                "hyperclovax_vision_v2": True, "qwen3_vl_moe": False}
+# model files asserting tie_word_embeddings (an explicit false stops the start): from, until
+_ASSERTS_TIE = {"gemma": ((0, 6), (0, 29)), "gemma2": ((0, 6), (0, 29)),
+                "cohere": ((0, 6), (0, 29)), "cohere2": ((0, 6), (0, 29)),
+                "mpt": ((0, 6), (0, 29)), "cohere2_moe": ((0, 21), (0, 29)),
+                "gemma3_text": ((0, 8), (0, 14))}
 
 
 def release_tie(arch: ModelArch, v: tuple[int, ...]) -> bool:
-    """The tie flag vLLM builds the language model with: the text config's, but 0.24-0.28
-    copy a multimodal wrapper's own flag over it (`VllmConfig.with_hf_config`, called by
-    `init_vllm_registered_model`; from 0.29 `maybe_untie_word_embeddings` unties a
-    checkpoint that ships an lm_head, which an untied text config says it does). An explicit
-    false where the model file asserts the flag (gemma / gemma2 / commandr / mpt.py through
-    0.28, cohere2_moe.py 0.21-0.28, gemma3.py before 0.14) is refused."""
-    mt = arch.model_type
-    asserts = {"gemma": (0, 6), "gemma2": (0, 6), "cohere": (0, 6), "cohere2": (0, 6),
-               "mpt": (0, 6), "cohere2_moe": (0, 21)}.get(mt)
-    if arch.text_config.get("tie_word_embeddings") is False and (
-            (asserts and asserts <= v < (0, 29)) or (mt == "gemma3_text" and v < (0, 14))):
+    """The tie flag vLLM builds the language model with. A wrapper in `_COPIES_ROOT_TIE`
+    imposes its own flag (its transformers-5 class default when config.json omits it) from
+    0.24 (`VllmConfig.with_hf_config`; 0.19.1-0.23 only under transformers 5, which a 0.20.0
+    H200 start of Ministral-3-14B did not have: it loaded the untied head; vLLM issue
+    51063: Mistral-Small-3.x tied); from 0.29 `maybe_untie_word_embeddings` unties a True
+    one again when the checkpoint ships an lm_head, which an untied text config says it does.
+    The text config's flag otherwise. The flag a model file asserts (`_ASSERTS_TIE`) being
+    false is refused."""
+    mt, copied = arch.model_type, arch.root_tie is not None and v >= (0, 24)
+    seen = arch.root_tie if copied else arch.text_tie
+    span = _ASSERTS_TIE.get(mt)
+    if span and span[0] <= v < span[1] and seen is False:
         raise BadInput(f"{mt}: vLLM {'.'.join(map(str, v))} asserts tie_word_embeddings, which "
                        "this config sets false (AssertionError at model build)",
                        hint="drop the key (the checkpoint is tied) or use vLLM 0.29+")
-    if mt in _ALWAYS_TIED or arch.root_tie is None:
+    if mt in _ALWAYS_TIED or not copied:
         return arch.tie_word_embeddings
-    return arch.root_tie if (0, 24) <= v < (0, 29) else arch.tie_word_embeddings
+    if not arch.root_tie:
+        return False
+    return arch.tie_word_embeddings if v >= (0, 29) else True
 
 
 # transformers' config class defaults (4.57 configuration_llama.py / configuration_qwen2.py) for
@@ -1630,7 +1646,9 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
         raise BadInput("config declares zero layers")
     raw = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     arch.defaulted = frozenset(k for k in _TYPE_DEFAULTS.get(mt, {}) if k not in raw)
-    if raw is not config:
+    text_tie = raw.get("tie_word_embeddings")
+    arch.text_tie = text_tie if isinstance(text_tie, bool) else None
+    if raw is not config and str(config.get("model_type")) in _COPIES_ROOT_TIE:
         root = config.get("tie_word_embeddings")
         arch.root_tie = root if isinstance(root, bool) else _ROOT_TIE_5X.get(
             str(config.get("model_type")))

@@ -193,7 +193,7 @@ class Model:
         """hf_quant_config.json as vLLM sees it: only when config.json has no top-level
         `quantization_config` (`transformers_utils/config.py get_config`: "ModelOpt 0.29.0
         and before saves the quantization config in a separate hf_quant_config.json"; the
-        0.10.2-0.33 wheels), so config.json's KV scheme wins when both are present."""
+        0.10.1-0.33 wheels), so config.json's KV scheme wins when both are present."""
         if not isinstance(self.hf_quant_config, dict) or \
                 self.config.get("quantization_config") is not None:
             return None  # `get_config` reads the file when the key is absent or null
