@@ -869,12 +869,12 @@ def _zamba2_layers(t: dict[str, Any], n: int) -> list[Layer]:
     heads = _int(t, "num_attention_heads")
     hs = 2 * _int(t, "hidden_size") // heads
     _given(t, "num_mem_blocks", 1)
-    if hs <= 0 or zamba2_mamba(t).head_dim <= 0:
+    mamba = zamba2_mamba(t)
+    if hs <= 0 or mamba.head_dim <= 0:
         raise BadInput("zamba2: hidden_size is too small for its attention or Mamba heads",
                        hint="check hidden_size, num_attention_heads and n_mamba_heads")
     if t.get("use_long_context"):
         t["max_position_embeddings"] = 16384
-    mamba = zamba2_mamba(t)
     attn = AttnLayer(FULL, heads, hs, hs, parallel_state=mamba)
     return [attn if x == "hybrid" else mamba for x in plan[:n]]
 
@@ -933,7 +933,7 @@ def _loop_coder_layers(t: dict[str, Any], arch: ModelArch, n: int) -> list[Layer
         raise BadInput("IQuest-LoopCoder: loop_num is null (vLLM reads it as given: "
                        "range(None))", hint="give loop_num or drop the key (default 2)")
     loops = _given(t, "loop_num", 2)
-    if not isinstance(loops, int) or not 1 <= loops <= 64:
+    if loops > 64:
         raise BadInput(f"IQuest-LoopCoder: loop_num must be a small positive count, got {loops!r}",
                        hint="the released checkpoints loop twice")
     window = _given(t, "loop_window_size", 64)
@@ -969,11 +969,19 @@ def _hybrid_plan(t: dict[str, Any], n: int, what: str) -> list[str]:
     lt = t.get("layer_types")
     if not isinstance(lt, list) or len(lt) < n:
         raise BadInput(f"{what}: layer_types must list a type for each of the {n} layers")
-    odd = sorted({str(x) for x in lt[:n]} - {"linear_attention", "full_attention"})
+    odd = sorted({str(x) for x in lt[:n]} - _TF518_NAMES)
     if odd:
         raise UnsupportedArchitecture(f"{what}: layer_types has {', '.join(map(repr, odd))}, "
                                       "which vLLM's model does not build")
     return list(lt[:n])
+
+
+_TF518_NAMES = frozenset({"linear_attention", "full_attention"})
+
+
+def _tf518_names(plan: Any) -> bool:
+    """Whether a hybrid's block list uses transformers 5.18+'s layer names."""
+    return bool(_TF518_NAMES & {str(x) for x in plan})
 
 
 def _given(t: dict[str, Any], key: str, default: int) -> int:
@@ -1147,8 +1155,7 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
         # newer Nemotron-H configs spell the pattern as a list of block names
         sym = {"mamba": "M", "attention": "*", "moe": "E", "mlp": "-",
                "linear_attention": "M", "full_attention": "*"}  # transformers 5.18+ names
-        arch.new_layer_names = bool(
-            {"linear_attention", "full_attention"} & set(map(str, t["layers_block_type"])))
+        arch.new_layer_names = _tf518_names(t["layers_block_type"])
         try:
             t["hybrid_override_pattern"] = "".join(sym[x] for x in t["layers_block_type"])
         except KeyError as e:
@@ -1183,7 +1190,7 @@ def _layers(t: dict[str, Any], arch: ModelArch) -> list[Layer]:  # noqa: C901 - 
             lt = ["attention" if i in attn_idx else "mamba" for i in range(n)]
         lt = _req({"layer_types": lt, "model_type": mt}, "layer_types")
         # transformers 5.18+ saves "full_attention" / "linear_attention" (`remap_legacy_...`)
-        arch.new_layer_names = bool({"linear_attention", "full_attention"} & set(map(str, lt)))
+        arch.new_layer_names = _tf518_names(lt)
         return [_attn(t) if x in ("attention", "full_attention") else _mamba2_layer(t)
                 for x in lt[:n]]
     if mt == "falcon_h1":
@@ -1419,8 +1426,9 @@ def release_layers(arch: ModelArch, v: tuple[int, ...]) -> list[Layer]:
     AFMoE 0.11.1-0.31 (`AfmoeConfig`: no layer_types builder, which afmoe.py indexes, and a
     2,048 default window), Step-3.5 0.15.1-0.32 (`Step3p5Attention`: layer i % 2 == 0 under
     the window without layer_types), Mellum 0.22.1-0.30 (`MellumConfig`: no builder, which
-    mellum.py indexes); granite-4.0-h before 0.26 and Nemotron-H before 0.20 refuse the
-    transformers 5.18 layer names. Other models' layers as normalized."""
+    mellum.py indexes); K-EXAONE (`uniform_windows`) and HY-V4 (`hy_v4_before_032`) before
+    0.32; granite-4.0-h before 0.26 and Nemotron-H before 0.20 refuse the transformers 5.18
+    layer names. Other models' layers as normalized."""
     mt, t = arch.model_type, arch.text_config
     if arch.new_layer_names and (mt == "granitemoehybrid" and v < (0, 26) or (
             mt == "nemotron_h" and v < (0, 20))):
@@ -1444,6 +1452,10 @@ def release_layers(arch: ModelArch, v: tuple[int, ...]) -> list[Layer]:
         w = int(t["sliding_window"])
         return [replace(x, kind=SLIDING, window=w) if isinstance(x, AttnLayer) and i % 2 == 0
                 else x for i, x in enumerate(arch.layers)]
+    if mt == "exaone_moe" and v < (0, 32):
+        return uniform_windows(arch)  # `sliding_windows` unread before 0.32
+    if mt == "hy_v4" and v < (0, 32):
+        return hy_v4_before_032(arch)
     return arch.layers
 
 
@@ -1561,7 +1573,7 @@ def normalize(config: dict[str, Any]) -> ModelArch:
     return _normalize(config)
 
 
-def _text_entry(v: Any) -> Any:
+def text_entry(v: Any) -> Any:
     """The text entry of a per-modality [text, vision] list (ERNIE-4.5-VL's experts)."""
     return v[0] if isinstance(v, list) and v else v
 
@@ -1618,11 +1630,11 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
             or (mt in _FALCON and t.get("tie_word_embeddings") is None)
             or mt in _ALWAYS_TIED),
         num_experts=int(t.get("num_local_experts") or t.get("num_experts")
-                        or t.get("n_routed_experts") or _text_entry(t.get("moe_num_experts"))
+                        or t.get("n_routed_experts") or text_entry(t.get("moe_num_experts"))
                         or 0),
         experts_per_tok=int(t.get("num_experts_per_tok") or t.get("experts_per_token")
                             or t.get("top_k_experts") or t.get("moe_top_k") or 0),
-        moe_intermediate_size=int(_text_entry(t.get("moe_intermediate_size")) or 0),
+        moe_intermediate_size=int(text_entry(t.get("moe_intermediate_size")) or 0),
         shared_expert_intermediate_size=int(t.get("shared_expert_intermediate_size")
                                             or t.get("moe_shared_expert_intermediate_size")
                                             # vLLM llama4.py `Llama4MoE`: one shared expert

@@ -15,9 +15,17 @@ import fnmatch
 import re
 from dataclasses import field, replace
 from functools import lru_cache
-from typing import Any
 
-from kvplan.core.arch import DSV4, MLA, SLIDING, AttnLayer, ModelArch, StateLayer
+from kvplan.core.arch import (
+    DSV4,
+    MINIMAX01,
+    MLA,
+    SLIDING,
+    AttnLayer,
+    ModelArch,
+    StateLayer,
+    text_entry,
+)
 from kvplan.core.memo import by_identity
 from kvplan.core.record import record
 from kvplan.core.versions import cc_major
@@ -97,7 +105,8 @@ def _is_moe_layer(t: dict, i: int, n_experts: int) -> bool:
                             "moe_layer_interval")):
         # ERNIE 4.5 (ernie45_moe.py; the VL model's lists give the text experts first):
         # (i + 1) % interval == 0 and start <= i <= end
-        start, end = (_first(t.get(k)) for k in ("moe_layer_start_index", "moe_layer_end_index"))
+        start, end = (text_entry(t.get(k))
+                      for k in ("moe_layer_start_index", "moe_layer_end_index"))
         end = int(t.get("num_hidden_layers") or 0) - 1 if end is None else end
         step = int(t.get("moe_layer_interval") or 1)
         return (i + 1) % step == 0 and int(start or 0) <= i <= end
@@ -131,11 +140,6 @@ def mlp_width(arch: ModelArch, i: int) -> int:
     `intermediate_size[layer]`), others give one."""
     w = arch.text_config.get("intermediate_size")
     return int(w[i]) if isinstance(w, list) and i < len(w) else arch.intermediate_size
-
-
-def _first(v: Any) -> Any:
-    """A per-modality list's text entry (ERNIE-4.5-VL: [text, vision]), else the value."""
-    return v[0] if isinstance(v, list) and v else v
 
 
 def _mla_replicated_linear(t: dict, h: int, indexer: bool) -> int:
@@ -673,8 +677,7 @@ _NO_ROPE = {"nemotron_h"}
 # models whose code builds a rope (theta 10,000) even when the config names none: transformers 5
 # fills rope_theta for OLMo Hybrid (vLLM 0.32+); PLaMo2's and the Ling/Ring layers' `get_rope`
 # default it
-_ALWAYS_ROPE = frozenset({"plamo2", "olmo_hybrid", "bailing_hybrid", "minimax",
-                          "minimax_text_01", "minimax_m1"})
+_ALWAYS_ROPE = frozenset({"plamo2", "olmo_hybrid", "bailing_hybrid"}) | MINIMAX01
 
 
 # decoder layers with four RMSNorms (gemma2.py / gemma3.py `Gemma2DecoderLayer`: input,
@@ -759,7 +762,7 @@ def rope_tables(arch: ModelArch, dtype_bytes: int, *, mla_fp32: bool = False,
     if arch.model_type == "plamo2":  # plamo2.py: over min(max_position_embeddings, max_len)
         length = min(max_pos, max_len) if max_len else max_pos
         return [RopeTable(length, attn[0].head_size, dtype_bytes, False)]
-    if arch.model_type in ("minimax", "minimax_text_01", "minimax_m1"):
+    if arch.model_type in MINIMAX01:
         # minimax_text_01.py: fp32, rotary_dim of head_dim, over min(max_position_embeddings,
         # max_model_len) (the model copies max_model_len into its config)
         length = min(max_pos, max_len) if max_len else max_pos

@@ -38,14 +38,12 @@ from kvplan.core.arch import (
     AttnLayer,
     ModelArch,
     StateLayer,
-    hy_v4_before_032,
     longrope_default_len,
     max_model_len_of,
     normalize,
     release_layers,
     release_tie,
     tp_refusal,
-    uniform_windows,
     valid_tps,
 )
 from kvplan.core.config_types import check_field_types
@@ -1689,10 +1687,6 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         notes.append(f"vLLM {version.text} builds the language model with the wrapper's "
                      f"tie_word_embeddings ({tie}), not its text config's")
         arch = replace(arch, tie_word_embeddings=tie)
-    if arch.model_type == "exaone_moe" and not version.at_least(0, 32):
-        karch = replace(karch, layers=uniform_windows(arch))  # `sliding_windows` unread
-    if arch.model_type == "hy_v4" and not version.at_least(0, 32):
-        karch = replace(karch, layers=hy_v4_before_032(arch))
     if spec:
         from kvplan.core import specdec as SD
 
