@@ -1313,6 +1313,30 @@ def test_a_wrappers_tie_flag_from_024():
     assert release_tie(normalize(pali), (0, 24, 0))
 
 
+def test_the_text_tie_flag_of_every_wrapper_form():
+    # the flag a model file asserts is the language model's own, whichever key holds it
+    # (`llm_config` of InternVL-chat, `language_config` of DeepSeek-VL2, the thinker's
+    # `text_config` of the Omni models), never the wrapper's
+    from kvplan.core.arch import normalize, release_tie
+
+    base = {"hidden_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 2,
+            "intermediate_size": 4096, "vocab_size": 32000, "max_position_embeddings": 4096,
+            "model_type": "gemma", "head_dim": 128}
+    for key in ("llm_config", "language_config", "text_config"):
+        untied = normalize({"model_type": "w", "architectures": ["W"],
+                            key: {**base, "tie_word_embeddings": False}})
+        with pytest.raises(BadInput, match="asserts tie_word_embeddings"):
+            release_tie(untied, (0, 20, 0))
+        # the wrapper's false flag with the text config silent is not the one asserted
+        a = normalize({"model_type": "w", "architectures": ["W"], "tie_word_embeddings": False,
+                       key: base})
+        assert a.text_tie is None
+        release_tie(a, (0, 20, 0))
+    omni = normalize({"model_type": "qwen2_5_omni", "architectures": ["W"],
+                      "thinker_config": {"text_config": {**base, "tie_word_embeddings": False}}})
+    assert omni.text_tie is False
+
+
 def test_quantization_config_null_reads_the_file_and_asserted_ties():
     # `get_config` reads hf_quant_config.json when config.json's key is absent or null
     from configs import GEMMA2_9B, LLAMA31_8B

@@ -365,13 +365,26 @@ def _loads(v: Any) -> Any:
     return v
 
 
+def inner_text_config(config: dict[str, Any]) -> dict[str, Any] | None:
+    """A wrapper's language-model config as config.json holds it (None: not a wrapper).
+
+    Qwen2.5-Omni / Qwen3-Omni / Qwen3-ASR: `get_text_config` is the thinker's (vLLM builds
+    the thinker only); other wrappers name it `text_config`, `llm_config`, ...
+    """
+    thinker = config.get("thinker_config")
+    if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
+        return thinker["text_config"]
+    return next((config[k] for k in ("text_config", "llm_config", "language_config",
+                                     "text_model_config") if isinstance(config.get(k), dict)),
+                None)
+
+
 def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
     """The language-model part: `text_config` / `llm_config` of multimodal wrappers.
 
     vLLM: `hf_config.get_text_config()` (transformers_utils/config.py `get_hf_text_config`).
     Keys of the wrapper the text config lacks (dtype, quantization) are inherited.
     """
-    inner = None
     # `get_torch_dtype` / `_find_dtype`: the root config's dtype first, then the text config's
     # (0.8.1-0.8.4 and 0.9+; 0.6-0.8.0 read the text config's alone, 0.8.5 it first: the
     # label differs, `auto`'s 2 bytes do not)
@@ -379,14 +392,10 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
                       None)
     thinker = config.get("thinker_config")
     if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
-        # Qwen2.5-Omni / Qwen3-Omni / Qwen3-ASR: `get_text_config` is the thinker's (vLLM
-        # builds the thinker only); its quantization comes first (the root's dtype, above)
+        # Qwen2.5-Omni / Qwen3-Omni / Qwen3-ASR: the thinker's quantization comes first (the
+        # root's dtype, above)
         config = {**config, **{k: v for k, v in thinker.items() if k != "text_config"}}
-        inner = thinker["text_config"]
-    for key in ("text_config", "llm_config", "language_config", "text_model_config"):
-        if inner is None and isinstance(config.get(key), dict):
-            inner = config[key]
-            break
+    inner = inner_text_config(config)
     if inner is None:
         t = dict(config)
     else:
@@ -1656,7 +1665,8 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
     arch.layers = _layers(t, arch)
     if not arch.layers:
         raise BadInput("config declares zero layers")
-    raw = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    inner = inner_text_config(config)
+    raw = config if inner is None else inner
     arch.defaulted = frozenset(k for k in _TYPE_DEFAULTS.get(mt, {}) if k not in raw)
     text_tie = raw.get("tie_word_embeddings")
     arch.text_tie = text_tie if isinstance(text_tie, bool) else None
