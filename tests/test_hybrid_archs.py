@@ -135,10 +135,14 @@ def test_zamba2_shared_attention_keeps_a_cache_per_hybrid_layer(tp):
 
 
 def test_zamba2_parameters_length_and_no_pipeline():
-    # shared blocks counted once per num_mem_blocks, not per hybrid layer: 2,662,214,560
-    # (54 mixers of 39,888,240, 9 linears and MLP adapters, 2 blocks of 170,401,280, the
-    # tied embedding and the final norm, from vLLM's shapes)
-    assert count_params(normalize(ZAMBA2_27B)).total == 2662214560
+    # shared blocks counted once per num_mem_blocks, not per hybrid layer: 2,662,218,880
+    # 16-bit units (54 mixers of 39,888,320 (A's 80 fp32 values as two units each), 9
+    # linears and MLP adapters, 2 blocks of 170,401,280, the tied embedding and the final
+    # norm, from vLLM's shapes)
+    assert count_params(normalize(ZAMBA2_27B)).total == 2662218880
+    # `add_bias_linear` gives the mixers their in/out projection biases
+    assert count_params(normalize({**ZAMBA2_27B, "add_bias_linear": True})).total == (
+        2662218880 + 54 * (5120 + (5120 + 2 * 64) + 80 + 2560))
     assert normalize({**ZAMBA2_27B, "use_long_context": True}).max_position == 16384
     with pytest.raises(BadInput, match="no SupportsPP"):
         run(ZAMBA2_27B, pipeline_parallel_size=2)

@@ -322,25 +322,26 @@ def count_params(arch: ModelArch) -> ParamCount:
 
 
 def _zamba2_params(arch: ModelArch) -> ParamCount:
-    """Zamba2 (zamba2.py): every layer a Mamba2 mixer (in_proj, conv1d with bias, A, D,
-    dt_bias, gated norm, out_proj) and its input norm; each hybrid layer adds a replicated
-    `linear` h x h and an MLP adapter (h x r + r x 2F; with `use_shared_attention_adapter`
-    three q/k/v adapters of 2h x r + r x 2h); the `num_mem_blocks` shared blocks (attention
-    over 2h with its norm, o_proj 2h x h, the pre-FF norm and the gated MLP) exist once each
-    and are placed at the first hybrid layers. The LM head is tied (`tie_weights`)."""
+    """Zamba2 (zamba2.py): every layer a Mamba2 mixer (`_state_params`) and its input norm;
+    each hybrid layer adds a replicated `linear` h x h and an MLP adapter (h x r + r x 2F;
+    with `use_shared_attention_adapter` three q/k/v adapters of 2h x r + r x 2h); the
+    `num_mem_blocks` shared blocks (attention over 2h with its norm, o_proj 2h x h, the
+    pre-FF norm and the gated MLP) exist once each and are placed at the first hybrid
+    layers. The LM head is tied (`tie_weights`)."""
     t, h = arch.text_config, arch.hidden_size
     r, f = int(t.get("adapter_rank") or 128), arch.intermediate_size or 4 * h
     a = 2 * h
     blocks = int(t.get("num_mem_blocks") or 1)
+    # `MambaMixer2(use_conv_bias=config.use_conv_bias, use_bias=config.add_bias_linear)`
+    mixer = {**t, "use_bias": bool(t.get("add_bias_linear", False))}
     pc = ParamCount(embed=arch.vocab_size * h, lm_head=0)
     k = 0
     for layer in arch.layers:
         m = layer.parallel_state if isinstance(layer, AttnLayer) else layer
         lp = LayerParams(replicated=h)
-        conv_dim = m.intermediate + 2 * max(m.n_groups, 1) * m.d_state
-        lp.state = _state_params(m, h) + conv_dim + 3 * m.n_heads + m.intermediate
+        lp.state = _state_params(m, h, t=mixer)
         lp.split += lp.state
-        _one_group_whole(m, h, lp, 1)
+        _one_group_whole(m, h, lp, _conv_bias(mixer))
         if isinstance(layer, AttnLayer):
             lp.replicated += h * h
             lp.split += h * r + r * 2 * f + (
