@@ -1337,6 +1337,34 @@ def test_the_text_tie_flag_of_every_wrapper_form():
     assert omni.text_tie is False
 
 
+def test_a_modelopt_file_needs_its_producer_and_before_0101_the_flag():
+    # vLLM names a method from hf_quant_config.json only when its producer is modelopt
+    # (`_parse_quant_hf_config` 0.10.1-0.13, `_normalize_quantization_config` 0.14+); before
+    # 0.10.1 `get_config` did not read the file at all (PR 22073): `--quantization modelopt`
+    from configs import LLAMA31_8B
+
+    from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+
+    h100 = Gpu("h100-sxm", "NVIDIA H100 80GB HBM3", 81089 * (1 << 20), "9.0")
+    q = {"producer": {"name": "modelopt", "version": "0.23.0"},
+         "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": None}}
+    m = Model("m", LLAMA31_8B, hf_quant_config=q)
+    with pytest.raises(BadInput, match="does not read hf_quant_config.json by itself") as e:
+        size(m, h100, EngineArgs(max_model_len=8192), "0.9.2")
+    assert e.value.hint == "add --quantization modelopt"
+    old = size(m, h100, EngineArgs(max_model_len=8192, quantization="modelopt"), "0.9.2")
+    new = size(m, h100, EngineArgs(max_model_len=8192), "0.10.1")
+    assert old.quantization == new.quantization == "modelopt"
+    assert old.weights_total_bytes == new.weights_total_bytes
+    bare = Model("m", LLAMA31_8B, hf_quant_config={"quantization": q["quantization"]})
+    for v in ("0.10.1", "0.20", "0.33"):
+        with pytest.raises(BadInput, match="names no producer 'modelopt'"):
+            size(bare, h100, EngineArgs(max_model_len=8192), v)
+    # a KV-only export (no quant_algo) runs 16-bit whatever the release
+    kv_only = Model("m", LLAMA31_8B, hf_quant_config={"quantization": {"quant_algo": None}})
+    assert size(kv_only, h100, EngineArgs(max_model_len=8192), "0.9.2").quantization is None
+
+
 def test_quantization_config_null_reads_the_file_and_asserted_ties():
     # `get_config` reads hf_quant_config.json when config.json's key is absent or null
     from configs import GEMMA2_9B, LLAMA31_8B

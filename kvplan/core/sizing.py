@@ -196,8 +196,7 @@ class Model:
                 self.config.get("quantization_config") is not None:
             return None  # `get_config` reads the file when the key is absent or null
         inner = self.hf_quant_config.get("quantization")
-        if (self.hf_quant_config.get("producer") or {}).get("name") == "modelopt" and \
-                isinstance(inner, dict) and inner.get("quant_algo") is None:
+        if isinstance(inner, dict) and inner.get("quant_algo") is None:
             return None  # a KV-only export: no quant_method, so vLLM runs it unquantized
         return self.hf_quant_config
 
@@ -1299,10 +1298,10 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if not isinstance(model.hf_quant_config, dict):
             raise BadInput("hf_quant_config.json is not a JSON object")
         check_field_types(model.hf_quant_config, "hf_quant_config.")
-        _check_modelopt_algo(model.quant_file_for_kv, version)
     # the model registry first: a release without the architecture refuses it whatever
     # engine a flag would move the start to
     registry_note = release_registers(arch, model.config, version)
+    _check_modelopt_algo(model.quant_file_for_kv, version, a.quantization)
     version, engine_note = _engine(version, arch, gpu, a, st is not None and a.runner == "auto"
                                    and a.task in (None, "auto"))
     _validate_parallel(arch, a, version)
@@ -2877,18 +2876,36 @@ def mm_profiled(architectures: list[str], version: VllmVersion) -> bool:
     return version.v1 and any(x in QWEN2_VL + QWEN3_VL for x in architectures)
 
 
-def _check_modelopt_algo(q: dict[str, Any] | None, version: VllmVersion) -> None:
+def _check_modelopt_algo(q: dict[str, Any] | None, version: VllmVersion,
+                         flag: str | None = None) -> None:
     """The quant_algo of a ModelOpt hf_quant_config.json that vLLM names a method for while
     it builds the model config, or refuses ("Unknown ModelOpt quant algo"):
     `_parse_quant_hf_config` 0.10.1-0.13 (FP8, NVFP4 as written), then
     `_normalize_quantization_config` (FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4 in
-    any case; MIXED_PRECISION from 0.33). Review 27."""
-    if not q or (q.get("producer") or {}).get("name") != "modelopt" or \
-            not version.at_least(0, 10, 1):
+    any case; MIXED_PRECISION from 0.33). Review 27. Both name it only for a file whose
+    `producer` is modelopt (or, 0.33, a legacy `modelopt_quant_config`): another file gives
+    no method, so the quantized weights load as 16-bit and the start fails (with
+    `--quantization` the flag does not match: "does not match the quantization method").
+    Before 0.10.1 `get_config` did not read the file (vLLM PR 22073): only `--quantization
+    modelopt` / `modelopt_fp4` loads it (`get_quant_config` reads the method's file)."""
+    inner = (q or {}).get("quantization")
+    algo = inner.get("quant_algo") if isinstance(inner, dict) else None
+    if algo is None:  # no file, or a KV-only export: 16-bit weights
         return
-    algo = (q.get("quantization") or {}).get("quant_algo")
-    if algo is None:
+    if not version.at_least(0, 10, 1):
+        if flag is None:
+            raise BadInput(f"vLLM {version.text} does not read hf_quant_config.json by itself "
+                           "(0.10.1+ do): this ModelOpt checkpoint would load as 16-bit and "
+                           "fail", hint="add --quantization "
+                           + ("modelopt_fp4" if "FP4" in str(algo).upper() else "modelopt"),
+                           flag="quantization")
         return
+    if ((q or {}).get("producer") or {}).get("name") != "modelopt" \
+            and "modelopt_quant_config" not in inner:
+        raise BadInput("hf_quant_config.json names no producer 'modelopt', so vLLM "
+                       f"{version.text} takes no quantization method from it and cannot load "
+                       "the ModelOpt checkpoint", hint='keep the "producer": {"name": '
+                       '"modelopt", ...} block the export wrote')
     if version.at_least(0, 14):
         known = {"FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "NVFP4"} | (
             {"MIXED_PRECISION"} if version.at_least(0, 33) else set())
