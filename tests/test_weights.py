@@ -1365,6 +1365,21 @@ def test_a_modelopt_file_needs_its_producer_and_before_0101_the_flag():
     assert size(kv_only, h100, EngineArgs(max_model_len=8192), "0.9.2").quantization is None
 
 
+def test_gpt_j_asserts_an_untied_head():
+    # gpt_j.py: `assert not config.tie_word_embeddings` (0.6-0.33); GPT-J-6B's config
+    # (EleutherAI/gpt-j-6b) omits the key, whose class default is False
+    from kvplan.core.sizing import EngineArgs, Gpu, Model, size
+
+    gptj = {"architectures": ["GPTJForCausalLM"], "model_type": "gptj", "n_embd": 4096,
+            "n_head": 16, "n_layer": 28, "n_positions": 2048, "rotary_dim": 64,
+            "vocab_size": 50400, "torch_dtype": "float16"}
+    h100 = Gpu("h100-sxm", "NVIDIA H100 80GB HBM3", 81089 * (1 << 20), "9.0")
+    r = size(Model("m", gptj), h100, EngineArgs(), "0.33")
+    assert not r.arch.tie_word_embeddings and r.fits
+    with pytest.raises(BadInput, match="asserts an untied LM head"):
+        size(Model("m", {**gptj, "tie_word_embeddings": True}), h100, EngineArgs(), "0.20")
+
+
 def test_quantization_config_null_reads_the_file_and_asserted_ties():
     # `get_config` reads hf_quant_config.json when config.json's key is absent or null
     from configs import GEMMA2_9B, LLAMA31_8B

@@ -305,6 +305,8 @@ _ASSERTS_TIE = {"gemma": ((0, 6), (0, 29)), "gemma2": ((0, 6), (0, 29)),
                 "cohere": ((0, 6), (0, 29)), "cohere2": ((0, 6), (0, 29)),
                 "mpt": ((0, 6), (0, 29)), "cohere2_moe": ((0, 21), (0, 29)),
                 "gemma3_text": ((0, 8), (0, 14))}
+# ... and asserting it false (gpt_j.py `assert not config.tie_word_embeddings`, 0.6-0.33)
+_ASSERTS_UNTIED = {"gptj": ((0, 6), (0, 34))}
 
 
 def release_tie(arch: ModelArch, v: tuple[int, ...]) -> bool:
@@ -315,7 +317,7 @@ def release_tie(arch: ModelArch, v: tuple[int, ...]) -> bool:
     51063: Mistral-Small-3.x tied); from 0.29 `maybe_untie_word_embeddings` unties a True
     one again when the checkpoint ships an lm_head, which an untied text config says it does.
     The text config's flag otherwise. The flag a model file asserts (`_ASSERTS_TIE`) being
-    false is refused."""
+    false, or true where it asserts an untied head (`_ASSERTS_UNTIED`), is refused."""
     mt, copied = arch.model_type, arch.root_tie is not None and v >= (0, 24)
     seen = arch.root_tie if copied else arch.text_tie
     span = _ASSERTS_TIE.get(mt)
@@ -323,6 +325,11 @@ def release_tie(arch: ModelArch, v: tuple[int, ...]) -> bool:
         raise BadInput(f"{mt}: vLLM {'.'.join(map(str, v))} asserts tie_word_embeddings, which "
                        "this config sets false (AssertionError at model build)",
                        hint="drop the key (the checkpoint is tied) or use vLLM 0.29+")
+    span = _ASSERTS_UNTIED.get(mt)
+    if span and span[0] <= v < span[1] and seen is True:
+        raise BadInput(f"{mt}: vLLM {'.'.join(map(str, v))} asserts an untied LM head, which "
+                       "this config ties (AssertionError at model build)",
+                       hint="drop tie_word_embeddings (the checkpoint ships its lm_head)")
     if mt in _ALWAYS_TIED or not copied:
         return arch.tie_word_embeddings
     if not arch.root_tie:
