@@ -304,10 +304,12 @@ def test_trace_rows_are_sorted_with_their_arrival_times(tmp_path):
     # nanosecond timestamps read as seconds: an hour spans 3.6e12 "seconds"
     ("prompt_tokens,output_tokens,timestamp\n5,5,1750000000000000000\n6,6,1750003600000000000\n",
      "arrival times span 3.6e+12 s"),
+    # a Latin-1 file (an internal error before: the decode error is not an OSError)
+    ("prompt_tokens,output_tokens\n5,5 \xe9\n", "is not UTF-8 text (byte 32: b'\\xe9')"),
 ])
 def test_bad_traces(tmp_path, capsys, content, msg):
     t = tmp_path / ("t.jsonl" if content.startswith("{") else "t.csv")
-    t.write_text(content)
+    t.write_bytes(content.encode("latin-1"))
     code, _, err = run(capsys, "recommend", "llama-3.1-8b-instruct", "--gpu", "h100",
                        "--trace", str(t))
     assert code == 2 and msg in err and "Traceback" not in err

@@ -18,16 +18,21 @@ from kvplan.errors import BadInput
 MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit on header size
 
 
-def read_json(path: Path, what: str, kind: type = dict) -> Any:
-    """A JSON file holding an object (or, with `kind=list`, an array), or one clear line."""
+def read_text(path: Path, what: str, reader: str = "transformers and vLLM") -> str:
+    """A UTF-8 text file's contents, or one clear line (`what` names the file's role)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as e:
         raise BadInput(f"cannot read {what} {path}: {e.strerror}") from None
     except UnicodeDecodeError as e:  # UTF-16 from PowerShell's Out-File, a binary file
         raise BadInput(f"{what} {path} is not UTF-8 text (byte {e.start}: "
                        f"{e.object[e.start:e.start + 1]!r})",
-                       hint="save it as UTF-8, as transformers and vLLM read it") from None
+                       hint=f"save it as UTF-8, as {reader} read it") from None
+
+
+def read_json(path: Path, what: str, kind: type = dict) -> Any:
+    """A JSON file holding an object (or, with `kind=list`, an array), or one clear line."""
+    text = read_text(path, what)
     try:
         data = json.loads(text)
     except ValueError as e:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.errors import BadInput
+from kvplan.sources.local import read_text
 
 PROMPT_KEYS = ("prompt_tokens", "input_tokens", "prompt_len", "input_len", "num_prompt_tokens",
                "input_length", "prompt_length", "isl")
@@ -39,10 +40,7 @@ def _pick(row: dict, keys: tuple[str, ...]) -> object | None:
 
 def read_trace(path: str) -> Trace:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise BadInput(f"cannot read trace {path}: {e.strerror}") from None
+    text = read_text(p, "trace", "kvplan and vLLM's benchmarks")
     if not text.strip():
         raise BadInput(f"trace {path} is empty", hint="it needs one request per line or row")
     rows: list[dict]
