@@ -599,6 +599,10 @@ def test_incomplete_config_names_field(tmp_path, capsys):
     ("text", "quantization_config", {"quant_method": "compressed-tensors",
                                      "config_groups": {"a": {"weights": {"num_bits": "4"}}}},
      "'quantization_config.config_groups.a.weights.num_bits' must be a non-negative"),
+    # session 28's CLI fuzz: [0, 0] divided by zero; vLLM's Fp8Config takes two dimensions
+    *[("text", "quantization_config", {"quant_method": "fp8", "weight_block_size": b},
+       f"'quantization_config.weight_block_size' must be two positive integers ([rows, "
+       f"columns] of a weight block), got {b}") for b in ([0, 0], [0, 128], [128], [])],
 ])
 def test_config_field_of_the_wrong_type_is_named(tmp_path, capsys, where, key, value, says):
     """Mutations found by fuzzing real configs: each was an internal error (or, for the layer
@@ -612,6 +616,14 @@ def test_config_field_of_the_wrong_type_is_named(tmp_path, capsys, where, key, v
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     code, _, err = run(capsys, "size", str(tmp_path), "--gpu", "h100")
     assert code == 2 and says in err and err.count("\n") == 1
+    # the file is named (a user catalog's entry is, too)
+    assert err.startswith(f"kvplan: error: {tmp_path / 'config.json'}: ")
+
+
+def test_a_path_that_is_no_file_or_directory(capsys):
+    code, _, err = run(capsys, "size", "/dev/null", "--gpu", "h100")
+    assert code == 2 and err == ("kvplan: error: /dev/null is neither a config.json nor a model "
+                                 "directory (point at a model directory or its config.json)\n")
 
 
 def test_unclassifiable_architecture(tmp_path, capsys):

@@ -155,3 +155,8 @@ def check_field_types(t: dict[str, Any], where: str = "") -> None:
                     isinstance(x, kind) and not isinstance(x, bool) for x in v):
                 raise BadInput(f"config field {name!r} must be a list of "
                                f"{_KIND_NAMES[kind]}, got {v!r}")
+            if k == "weight_block_size" and (len(v) != 2 or min(v) < 1):
+                # fp8.py `Fp8Config`: "The quantization block size of weight must have 2
+                # dimensions"; the block divides the weight's rows and columns
+                raise BadInput(f"config field {name!r} must be two positive integers "
+                               f"([rows, columns] of a weight block), got {v!r}")

@@ -215,12 +215,16 @@ def load_local(path: str) -> dict[str, Any] | None:
     p = Path(path).expanduser()
     if not p.exists():
         return None
+    if not p.is_dir() and not p.is_file():  # /dev/null, a FIFO
+        raise BadInput(f"{p} is neither a config.json nor a model directory",
+                       hint="point at a model directory or its config.json")
     directory = p if p.is_dir() else p.parent
     config_path = p if p.is_file() else p / "config.json"
     if not config_path.exists():
         raise BadInput(f"{directory} has no config.json", hint="point at a model directory")
     config = read_json(config_path, "config")
-    rec: dict[str, Any] = {"id": str(p), "config": config}
+    # named in the errors a config field gives (`size`)
+    rec: dict[str, Any] = {"id": str(p), "config": config, "origin": str(config_path)}
     hq = directory / "hf_quant_config.json"
     if hq.exists():
         rec["quant_config"] = read_json(hq, "hf_quant_config")

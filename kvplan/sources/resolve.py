@@ -61,7 +61,8 @@ def model_from_record(rec: dict[str, Any]) -> Model:
                  hf_quant_config=rec.get("quant_config"),
                  weights_layout=rec.get("weights_layout"),
                  st_modules=rec.get("st_modules"), st_configs=rec.get("st_configs"),
-                 st_checked=bool(rec.get("st_checked")), st_encoder=rec.get("st_encoder"))
+                 st_checked=bool(rec.get("st_checked")), st_encoder=rec.get("st_encoder"),
+                 origin=rec.get("origin", ""))
 
 
 def resolve_model(name: str, catalogs: list[str] | None = None, *, revision: str | None = None,
