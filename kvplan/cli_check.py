@@ -77,8 +77,7 @@ def register(app: typer.Typer) -> None:
     @app.command("schema")
     def schema_cmd() -> None:
         """Print the JSON Schema of the kvplan plan file (`kvplan check plan.yaml`)."""
-        import json
-
         from kvplan.check.planfile import json_schema
+        from kvplan.render.jsonout import dumps
 
-        sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+        sys.stdout.write(dumps(json_schema()))

@@ -146,11 +146,12 @@ class _CrossCheck:
 
 
 def _emit(d, as_json: bool, pretty: bool) -> None:
-    import json
     import sys
 
     if as_json:
-        sys.stdout.write(json.dumps(d.to_json(), indent=2 if pretty else None) + "\n")
+        from kvplan.render.jsonout import dumps
+
+        sys.stdout.write(dumps(d.to_json(), indent=2 if pretty else None))
     else:
         from kvplan.diagnose.render import render
 

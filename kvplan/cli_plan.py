@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Optional
 
 import typer
 
 from kvplan.errors import BadInput
+from kvplan.render.jsonout import dumps
 
 # --- shared options ------------------------------------------------------------------------
 WORKLOAD = typer.Option(None, "--workload", "-w", help="Preset: chat, rag, code, "
@@ -199,7 +199,7 @@ def register(app: typer.Typer) -> None:
                               vllm_version),
                   vllm_version, wl, sizes)
         if as_json:
-            sys.stdout.write(json.dumps(c.to_json(), indent=2) + "\n")
+            sys.stdout.write(dumps(c.to_json()))
         else:
             from kvplan.render.plan import render_curve
 
@@ -299,7 +299,7 @@ def register(app: typer.Typer) -> None:
         elif emit_env:
             sys.stdout.write("".join(f"{e}\n" for e in _shell_env(rec.env)))
         elif as_json:
-            sys.stdout.write(json.dumps(rec.to_json(), indent=2) + "\n")
+            sys.stdout.write(dumps(rec.to_json()))
         else:
             from kvplan.render.plan import render_recommendation
 

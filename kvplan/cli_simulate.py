@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Optional
 
@@ -194,8 +193,10 @@ def register(app: typer.Typer) -> None:
 
             write_plot(out, plot)
         if as_json:
+            from kvplan.render.jsonout import dumps
+
             payload = {k: v for k, v in out.items() if k != "series"}
-            sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+            sys.stdout.write(dumps(payload))
         else:
             from kvplan.render.sim import render_single, render_sweep
 

@@ -5,7 +5,6 @@ The option table and `run`'s signature are the command's one definition: the typ
 command lines from them without importing typer or click (about half of a run's wall time).
 """
 
-import json
 import sys
 from dataclasses import replace
 from typing import Optional
@@ -409,7 +408,9 @@ def run(
     if env_note:
         result.notes.append(env_note)
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        from kvplan.render.jsonout import dumps
+
+        sys.stdout.write(dumps(result.to_json()))
     else:
         from kvplan.render.size import render_size
 

@@ -3488,3 +3488,18 @@ def test_a_draft_lowering_the_default_length_is_a_warning_too(capsys):
     assert c["status"] == "warn" and c["suggested"] == 8192
     assert c["message"].startswith("the model's default max_model_len (131,072 from config "
                                    "max_position_embeddings) starts as 8,192")
+
+
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_json_is_standard_with_a_non_finite_flag(capsys, value):
+    """Session 28's CLI fuzz: a `--gpu-memory-utilization inf` wrote `"current": Infinity`,
+    which jq and JavaScript refuse; non-finite floats are written as the strings typed."""
+    code, out, _ = run(capsys, "check", "--cmd", "vllm serve meta-llama/Llama-3.1-8B-Instruct "
+                       f"--gpu-memory-utilization {value}", "-g", "h100", "-f", "json")
+
+    def refuse(c):
+        raise ValueError(c)
+
+    doc = json.loads(out, parse_constant=refuse)
+    assert code == 1 and value in [c.get("current") for d in doc["deployments"]
+                                   for c in d["checks"]]

@@ -3,7 +3,6 @@ GitHub workflow annotations and JUnit XML."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -11,6 +10,7 @@ from xml.sax.saxutils import quoteattr
 from kvplan.check.base import FAIL, PASS, SKIP, WARN, Finding, InputError, NothingToCheck
 from kvplan.check.checks import Outcome
 from kvplan.check.inputs import FileInfo
+from kvplan.render.jsonout import dumps
 
 FORMATS = ("human", "json", "github", "junit")
 JSON_VERSION = 1
@@ -286,7 +286,7 @@ def _esc(s: str) -> str:
 
 def render(rep: Report, fmt: str, color: bool = False) -> str:
     if fmt == "json":
-        return json.dumps(to_json(rep), indent=2) + "\n"
+        return dumps(to_json(rep))
     if fmt == "github":
         return github(rep)
     if fmt == "junit":

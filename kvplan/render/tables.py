@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from kvplan.catalog import Catalog
+from kvplan.render.jsonout import dumps
 from kvplan.units import GiB
 
 
@@ -23,7 +23,7 @@ def render_models(cat: Catalog, as_json: bool) -> None:
             "source": cat.origin[key],
         })
     if as_json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(dumps(rows))
         return
     from rich.console import Console
     from rich.table import Table
@@ -59,7 +59,7 @@ def render_gpus(cat: Catalog, as_json: bool) -> None:
             "source": cat.origin[key],
         })
     if as_json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(dumps(rows))
         return
     from rich.console import Console
     from rich.table import Table
