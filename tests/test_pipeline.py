@@ -113,6 +113,11 @@ def test_vllm_pp_layer_partition():
         pp_partition(80, 4, "20,20,20,16")
     with pytest.raises(BadInput, match="not a comma-separated list"):
         pp_partition(80, 2, "40;40")
+    # a stage without layers was sized as 0 blocks that "fit" (session 28's CLI fuzz)
+    with pytest.raises(BadInput, match="gives stage 1 no layers"):
+        pp_partition(80, 2, "80,0")
+    with pytest.raises(BadInput, match="has a negative layer count"):
+        pp_partition(80, 2, "81,-1")
     even = _run("meta-llama/Llama-3.3-70B-Instruct", "h100", pipeline_parallel_size=4)
     same = _run("meta-llama/Llama-3.3-70B-Instruct", "h100", pipeline_parallel_size=4,
                 pp_layer_partition="20,20,20,20")

@@ -78,7 +78,11 @@ def parse_partition(text: str, num_layers: int, pp: int) -> list[int]:
         raise BadInput(f"{what} adds up to {sum(parts)} layers, the model has {num_layers} "
                        "(vLLM refuses it)", hint=f"make the counts add up to {num_layers}")
     if min(parts) < 0:  # vLLM would build a negative range and fail later
-        raise BadInput(f"{what} has a negative layer count")
+        raise BadInput(f"{what} has a negative layer count",
+                       hint="give every stage a count of 1 or more")
+    if min(parts) == 0:  # a stage of PPMissingLayers: no cache of its own to size
+        raise BadInput(f"{what} gives stage {parts.index(0)} no layers, whose KV cache kvplan "
+                       "cannot size", hint="give every stage at least one layer")
     return parts
 
 
