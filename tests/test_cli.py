@@ -1284,6 +1284,16 @@ def test_extreme_values_and_unreadable_paths_are_bad_input(capsys, monkeypatch):
                                  "asks vLLM to capture about 62,500,000 CUDA graphs at "
                                  "start-up, tens of milliseconds each (give at most "
                                  "1,048,576; vLLM's default is 512)\n")
+    # session 28's CLI fuzz: a 10^26-token budget printed a 10^19 TiB activation peak
+    code, _, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100",
+                       "--max-num-batched-tokens", str(2**31))
+    assert code == 2 and err == ("kvplan: error: --max-num-batched-tokens 2,147,483,648 is "
+                                 "more than vLLM indexes: a batch's tokens and requests are "
+                                 "counted in int32 (give at most 2,147,483,647)\n")
+    # a pool just under the null block printed "only -0.00 GiB is available"
+    code, out, _ = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100",
+                       "--kv-cache-memory-bytes", "1")
+    assert code == 1 and "but only 0.00 GiB is available" in out
 
     def denied(*a, **k):
         raise PermissionError(13, "Permission denied", "/srv/models/llama")

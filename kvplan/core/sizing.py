@@ -1276,6 +1276,9 @@ def release_registers(arch: ModelArch, config: dict, version: VllmVersion) -> st
 
 # --- main ------------------------------------------------------------------------------------
 
+INT32_MAX = 2**31 - 1
+
+
 def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
          vllm_version: str | None = None, *, hints: bool = True) -> SizeResult:
     """Size vLLM's KV cache for `model` on `gpu` with `args` (`hints`: when it does not fit,
@@ -1585,6 +1588,12 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
             raise BadInput(f"vLLM {version.text} has no {flag} ('unrecognized arguments')",
                            hint=f"it arrived in {'.'.join(map(str, since))}",
                            flag=flag[2:].replace("-", "_"))
+    for flag, n in (("max_num_batched_tokens", a.max_num_batched_tokens),
+                    ("max_num_seqs", a.max_num_seqs)):
+        if (n or 0) > INT32_MAX:  # `gpu_model_runner`: int32 input_ids / query_start_loc
+            raise BadInput(f"--{flag.replace('_', '-')} {n:,} is more than vLLM indexes: a "
+                           "batch's tokens and requests are counted in int32",
+                           hint=f"give at most {INT32_MAX:,}", flag=flag)
     if a.max_cudagraph_capture_size is not None and a.max_cudagraph_capture_size < 1:
         raise BadInput("--max-cudagraph-capture-size must be at least 1",
                        flag="max_cudagraph_capture_size")
@@ -2674,7 +2683,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
         if need > avail_for_check:
             fits, shorten = False, True
             failure = (f"max_model_len {mml} needs {need / GiB:.2f} GiB of KV cache for one "
-                       f"request but only {avail_for_check / GiB:.2f} GiB is available"
+                       f"request but only {max(avail_for_check, 0) / GiB:.2f} GiB is available"
                        + (f" to each of V0's {ve} virtual engines (its blocks // PP)"
                           if ve > 1 and version.at_least(0, 8) else "") + "; "
                        + (f"the largest max_model_len that fits is {largest}" if largest
