@@ -615,9 +615,36 @@ def test_config_field_of_the_wrong_type_is_named(tmp_path, capsys, where, key, v
     (cfg if where == "top" else cfg["text_config"])[key] = value
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     code, _, err = run(capsys, "size", str(tmp_path), "--gpu", "h100")
+    if where == "text":  # the wrapper's field is named by its path
+        says = says.replace(f"'{key}", f"'text_config.{key}")
     assert code == 2 and says in err and err.count("\n") == 1
     # the file is named (a user catalog's entry is, too)
     assert err.startswith(f"kvplan: error: {tmp_path / 'config.json'}: ")
+
+
+@pytest.mark.parametrize("change,says", [
+    # vLLM refuses each at start (session 28's CLI fuzz found them sized with exit 0)
+    ({"quantization_config": {"quant_method": "zzz"}},
+     "vLLM 0.33 does not know the checkpoint's quantization method 'zzz' "
+     "(quantization_config.quant_method; 'Unknown quantization method')"),
+    ({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 0}},
+     "config field 'quantization_config.group_size' must be positive, or -1 for one group "
+     "per channel, got 0"),
+    ({"head_dim": 0}, "config field 'head_dim' must be positive, got 0"),
+    ({"num_experts": 8, "num_experts_per_tok": 16, "moe_intermediate_size": 768},
+     "config routes each token to 16 experts of 8 (the top-k (num_experts_per_tok) must not "
+     "exceed the expert count)"),
+    ({"text_config": 5}, "config field 'text_config' must be an object, got 5"),
+])
+def test_configs_vllm_refuses_are_refused(tmp_path, capsys, change, says):
+    cfg = {"model_type": "qwen3_moe" if "num_experts" in change else "qwen3",
+           "architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 36,
+           "head_dim": 128, "vocab_size": 151936, "intermediate_size": 12288,
+           "torch_dtype": "bfloat16", **change}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, _, err = run(capsys, "size", str(tmp_path), "--gpu", "h100")
+    assert code == 2 and says in err and err.count("\n") == 1
 
 
 def test_a_path_that_is_no_file_or_directory(capsys):

@@ -1688,6 +1688,11 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
     arch.vocab_size = _int(t if any(t.get(k) is not None for k in vocab_keys) else config,
                            *vocab_keys)
     arch.max_position, arch.max_position_source = max_model_len_of(t)
+    if arch.num_experts and arch.experts_per_tok > arch.num_experts:
+        # FusedMoE's top-k over fewer experts fails in the profile run
+        raise BadInput(f"config routes each token to {arch.experts_per_tok} experts of "
+                       f"{arch.num_experts}", hint="the top-k (num_experts_per_tok) must not "
+                       "exceed the expert count")
     if (not arch.num_experts and not arch.intermediate_size and mt not in _MLP_ELSEWHERE
             and any(isinstance(x, AttnLayer) for x in arch.layers)):
         # a dense model whose MLP width kvplan cannot read would be sized without its MLP

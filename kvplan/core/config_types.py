@@ -54,7 +54,7 @@ _COUNT_KEYS = frozenset({
     "sparse_topk_blocks",
     # drafters (DSpark, DFlash)
     "dspark_block_size", "markov_rank", "dspark_markov_rank", "n_mtp_layers"})
-_POSITIVE_KEYS = frozenset({"hidden_size", "num_attention_heads", "vocab_size",
+_POSITIVE_KEYS = frozenset({"hidden_size", "num_attention_heads", "vocab_size", "head_dim",
                             "global_head_dim", "n_embd", "n_head", "d_model", "num_heads",
                             # layer periods (taken modulo)
                             "full_attention_interval", "decoder_sparse_step",
@@ -91,6 +91,9 @@ _KIND_NAMES = {str: "strings", int: "integers", dict: "objects"}
 # objects whose entries are objects too (compressed-tensors' scheme groups)
 _DICT_OF_DICTS = frozenset({"config_groups"})
 _DICT_KEYS = frozenset({"quantization_config", "vision_config", "audio_config",
+                        # a wrapper's language model (arch.text_config_of)
+                        "text_config", "llm_config", "language_config", "thinker_config",
+                        "text_model_config",
                         "rope_scaling", "rope_parameters", "attn_config",
                         "linear_attn_config", "full_attention", "sliding_attention",
                         "config_groups", "quantization", "producer",  # last two: ModelOpt
@@ -126,6 +129,9 @@ def check_field_types(t: dict[str, Any], where: str = "") -> None:
                                f"{'n' if lo else ' non-negative'} integer, got {v!r}")
             if v == 0 and k in _POSITIVE_KEYS:
                 raise BadInput(f"config field {name!r} must be positive, got 0")
+            if v == 0 and k in ("group_size", "q_group_size"):  # the loaders divide by it
+                raise BadInput(f"config field {name!r} must be positive, or -1 for one "
+                               "group per channel, got 0")
             if k in ("num_hidden_layers", "n_layer") and v > MAX_LAYERS:
                 raise BadInput(f"config field {name!r} is {v}: not a plausible layer count "
                                f"(kvplan builds one entry per layer; it takes up to {MAX_LAYERS})")

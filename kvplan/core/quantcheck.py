@@ -156,6 +156,8 @@ def resolve(flag: str | None, ckpt: str | None, *, version: VllmVersion, cc: str
     if method is None:
         return None
     what = method if method in (q, ckpt) else f"{method} (the checkpoint's {ckpt})"
+    if ckpt and method == ckpt:
+        _check_known(ckpt, version.text)
     if not ckpt:
         _check_online(method, v, version.text)
     if vendor == "amd":
@@ -210,6 +212,21 @@ def _claim(q: str | None, ckpt: str | None, v: Release, cc: str, vendor: str,
 
 # methods whose config claims the checkpoint whatever --quantization names (`resolve`)
 CLAIM_WHATEVER_THE_FLAG = frozenset({"inc", "gpt_oss_mxfp4"})
+
+
+def _check_known(ckpt: str, text: str) -> None:
+    """A checkpoint method the release does not list (`_verify_quantization`: "Unknown
+    quantization method"; the release's `QUANTIZATION_METHODS`, as `vllm_flags.json`
+    records --quantization's choices)."""
+    from kvplan.engines.vllm_registry import Registry
+
+    info = Registry(text).lookup("--quantization")
+    known = [c for c in (info.choices if info else ()) if c != "None"]
+    if known and ckpt not in known:
+        raise BadInput(f"vLLM {text} does not know the checkpoint's quantization method "
+                       f"{ckpt!r} (quantization_config.quant_method; 'Unknown quantization "
+                       "method')", hint="check the quant_method the export wrote, or use a "
+                       "release that has the method", flag="quantization")
 
 
 def _mismatch(ckpt: str, q: str) -> BadInput:
