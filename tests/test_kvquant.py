@@ -213,6 +213,13 @@ def test_cli_flags_and_output(capsys):
     main(["size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100", "--kv-cache-dtype",
           "fp8", "--kv-cache-dtype-skip-layers", "0,31", "--json"])  # comma form, same list
     assert json.loads(capsys.readouterr()[0])["kv_cache_dtype_skip_layers"] == [0, 31]
+    # an index past the last layer matches none: the same bytes, and a note says so
+    main(["size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100", "--kv-cache-dtype",
+          "fp8", "--kv-cache-dtype-skip-layers", "0,31,32", "--json"])
+    d = json.loads(capsys.readouterr()[0])
+    assert d["kv_bytes_per_token"] == 30 * 2048 + 2 * 4096
+    assert "--kv-cache-dtype-skip-layers 32: the model has layers 0-31: vLLM matches no " \
+        "layer there and quantizes as if it were not listed" in d["notes"]
     code = main(["size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100",
                  "--kv-cache-dtype", "nvfp4", "--vllm-version", "0.31"])
     _, err = capsys.readouterr()

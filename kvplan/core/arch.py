@@ -1671,7 +1671,8 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
                          else config.get("model_type") in MM_PREFIX_LM)
     arch.layers = _layers(t, arch)
     if not arch.layers:
-        raise BadInput("config declares zero layers")
+        raise BadInput("config declares zero layers",
+                       hint="num_hidden_layers (or the model's own layer key) must be 1 or more")
     inner = inner_text_config(config)
     raw = config if inner is None else inner
     arch.defaulted = frozenset(k for k in _TYPE_DEFAULTS.get(mt, {}) if k not in raw)

@@ -128,7 +128,13 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
     bad = [x for x in user if x != "sliding_window" and not x.isdigit()]
     if bad:
         raise BadInput(f"--kv-cache-dtype-skip-layers {bad[0]!r} is not a layer index or "
+                       "sliding_window", hint="give layer numbers from 0 (e.g. 0,1,31) or "
                        "sliding_window", flag=flag)
+    past = sorted(int(x) for x in user if x.isdigit() and int(x) >= arch.num_layers)
+    if past:  # `Attention.__init__` matches layer names: an index past the end matches none
+        notes.append(f"--kv-cache-dtype-skip-layers {','.join(map(str, past))}: the model has "
+                     f"layers 0-{arch.num_layers - 1}: vLLM matches no layer there and "
+                     "quantizes as if it were not listed")
     attn = [(i, x) for i, x in enumerate(arch.layers[:arch.num_layers])
             if isinstance(x, AttnLayer)]
     windowed = any(x.kind in ("sliding", "chunked") for _, x in attn)

@@ -793,7 +793,8 @@ def _validate_parallel(arch: ModelArch, a: EngineArgs, version: VllmVersion) -> 
                        hint=f"use one of {', '.join(map(str, valid_tps(arch)))}")
     if a.pipeline_parallel_size > arch.num_layers:
         raise BadInput(f"--pipeline-parallel-size {a.pipeline_parallel_size} exceeds the "
-                       f"model's {arch.num_layers} layers")
+                       f"model's {arch.num_layers} layers",
+                       hint="give each stage at least one layer; use TP for more GPUs")
     no_pp = next((x for x in arch.architectures if x in NO_PIPELINE and (
         NO_PIPELINE[x] is None or not version.at_least(*NO_PIPELINE[x]))), None)
     if a.pipeline_parallel_size > 1 and no_pp:
