@@ -296,3 +296,15 @@ def test_packed_parts_select_nothing_before_0_20(capsys):
     assert got["0.19.0"]["lora_bytes_per_gpu"] == 0
     assert got["0.20.0"]["lora_bytes_per_gpu"] == 18874368  # the qkv stack, 1 slot of rank 16
     assert any("q_proj, v_proj select nothing" in n for n in got["0.19.0"]["notes"])
+
+
+def test_target_modules_that_name_nothing_say_so(capsys):
+    """Session 28's CLI fuzz: a bogus name sized 0.00 GiB of slots without a word."""
+    from kvplan.cli import main
+
+    code = main(["size", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100", "--enable-lora",
+                 "--lora-target-modules", "bogus", "--json"])
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert code == 0 and any(n.startswith("--lora-target-modules bogus names none of the "
+                                          "modules kvplan counts") for n in notes)
+

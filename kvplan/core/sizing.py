@@ -2828,6 +2828,11 @@ def _lora_bytes(arch: ModelArch, a: EngineArgs, version: VllmVersion, stages: li
                      "modules' own names (qkv_proj, gate_up_proj): "
                      + ", ".join(sorted(set(a.lora_target_modules) & PACKED_PARTS))
                      + " select nothing (0.20+ expands them)")
+    elif targets is not None and not targets:  # vLLM wraps no module and says nothing
+        notes.append(f"--lora-target-modules {','.join(a.lora_target_modules)} names none of "
+                     "the modules kvplan counts (qkv_proj, o_proj, gate_up_proj, down_proj, "
+                     "experts, ... and their parts), so it sizes no adapter weights; vLLM "
+                     "wraps what the names match, and a name that matches nothing is silent")
     check_lora(arch, a.max_loras, a.max_lora_rank, rank_one=version.at_least(0, 11, 1),
                old_ranks=not version.at_least(0, 8),
                dsv4_lora=vendor == "nvidia" and version.at_least(0, 29), tp=tp,
