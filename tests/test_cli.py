@@ -1317,6 +1317,10 @@ def test_extreme_values_and_unreadable_paths_are_bad_input(capsys, monkeypatch):
     assert code == 2 and err == ("kvplan: error: --max-num-batched-tokens 2,147,483,648 is "
                                  "more than vLLM indexes: a batch's tokens and requests are "
                                  "counted in int32 (give at most 2,147,483,647)\n")
+    code, _, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "--ubatch-size", "-1")
+    assert code == 2 and err == ("kvplan: error: --ubatch-size must be 0 or more, got -1 "
+                                 "(vLLM's ParallelConfig refuses it) (give 0 (no "
+                                 "microbatching) or the microbatches per step)\n")
     # a pool just under the null block printed "only -0.00 GiB is available"
     code, out, _ = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100",
                        "--kv-cache-memory-bytes", "1")
