@@ -268,6 +268,10 @@ def register(app: typer.Typer) -> None:
                            "loop at --rate")
         wl = build_workload(workload, prompt_tokens, output_tokens, trace, rate, peak_rate,
                             burstiness, users, think_time, prefix_hit)
+        if wl.peak_rate is not None and wl.rate is None and wl.users is None:
+            raise BadInput("--peak-rate needs --rate (the sustained rate the fleet is sized on)",
+                           hint="give --rate (or --users) too, or --rate at the peak to size the "
+                           "whole fleet there")
         if wl.peak_rate is not None and wl.rate is not None and wl.peak_rate < wl.rate:
             src = "--rate" if rate is not None else "the trace's rate,"
             raise BadInput(f"--peak-rate {wl.peak_rate:g} is below {src} {fmt_rate(wl.rate)} "

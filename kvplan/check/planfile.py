@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 PRESETS = ("chat", "rag", "code", "summarization", "reasoning", "agent")
 CHECK_IDS = ("flags-known", "flag-values", "sizing-inputs", "weights-fit", "max-model-len-fits",
@@ -34,11 +41,12 @@ class WorkloadSpec(_Strict):
                                           "or uniform:LO:HI")
     output_tokens: Lengths | None = Field(None, description="As prompt_tokens")
     rate: float | None = Field(None, gt=0, description="Sustained arrivals, requests/s")
-    peak_rate: float | None = Field(None, gt=0, description="Peak arrivals, requests/s")
-    burstiness: float = Field(1.0, gt=0, description="Gamma shape of inter-arrival gaps "
-                              "(1 = Poisson)")
     users: int | None = Field(None, ge=1, description="Concurrent users (closed loop) instead "
                               "of rate")
+    peak_rate: float | None = Field(None, gt=0, description="Peak arrivals, requests/s "
+                                    "(with rate or users, at or above rate)")
+    burstiness: float = Field(1.0, gt=0, description="Gamma shape of inter-arrival gaps "
+                              "(1 = Poisson)")
     think_time: float = Field(5.0, ge=0, description="Seconds a user waits between requests")
     prefix_hit: float = Field(0.0, ge=0, lt=1, description="Share of prompt tokens served "
                               "from the prefix cache")
@@ -54,6 +62,27 @@ class WorkloadSpec(_Strict):
                                                            if close else
                                                            f"; use one of {', '.join(PRESETS)}"))
         return v.strip().lower() if v else v
+
+    @field_validator("users")
+    @classmethod
+    def _users(cls, v: int | None, info: ValidationInfo) -> int | None:
+        if v is not None and info.data.get("rate") is not None:  # as `recommend` refuses
+            raise ValueError("users and rate are exclusive: a closed loop of users or an open "
+                             "loop at rate; give one")
+        return v
+
+    @field_validator("peak_rate")
+    @classmethod
+    def _peak(cls, v: float | None, info: ValidationInfo) -> float | None:
+        rate = info.data.get("rate")
+        if v is not None and rate is None and info.data.get("users") is None:
+            raise ValueError("peak_rate needs rate (the sustained rate the fleet is sized on) "
+                             "or users")
+        if v is not None and rate is not None and v < rate:
+            raise ValueError(f"peak_rate {v:g} is below rate {rate:g}: the peak is the highest "
+                             "arrival rate to stay stable at; give one at or above rate, or "
+                             "leave it out")
+        return v
 
     @field_validator("prompt_tokens", "output_tokens")
     @classmethod
