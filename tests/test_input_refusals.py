@@ -57,3 +57,41 @@ def test_annotations_refuse_users_with_a_rate(tmp_path, capsys):
                  "    labels:\n      kvplan.io/rate: 5\n      kvplan.io/users: 10\n")
     assert f"error: {f}:7: kvplan.io/users: Value error, users and rate are exclusive" \
         in bad(capsys, "check", f, "-g", "h100")
+
+
+K8S = """apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: x}}
+spec:
+  replicas: {replicas}
+  template:
+    spec:
+      containers:
+        - name: v
+          image: vllm/vllm-openai:v0.11.0
+          command: [vllm, serve, meta-llama/Llama-3.1-8B-Instruct]
+          resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}
+      nodeSelector: {{nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}}
+"""
+
+
+@pytest.mark.parametrize("replicas,gpus,line,msg", [
+    (-2, 1, 5, "replicas -2 is negative (give 0 or more)"),
+    (2, -1, 12, "nvidia.com/gpu -1 is negative (give 0 or more)"),
+])
+def test_negative_kubernetes_counts_are_refused(tmp_path, capsys, replicas, gpus, line, msg):
+    f = tmp_path / "k.yaml"
+    f.write_text(K8S.format(replicas=replicas, gpus=gpus))
+    assert f"error: {f}:{line}: {msg}" in bad(capsys, "check", f)
+
+
+@pytest.mark.parametrize("command,msg", [
+    ("5", "command must be a string or a list of strings, not 5 (quote it if it is the "
+     "command line)"),
+    ("{a: 1}", "command must be a list of strings"),
+])
+def test_compose_command_must_be_text(tmp_path, capsys, command, msg):
+    f = tmp_path / "compose.yaml"
+    f.write_text(f"services:\n  v:\n    image: vllm/vllm-openai:v0.11.0\n"
+                 f"    command: {command}\n")
+    assert f"error: {f}:4: {msg}" in bad(capsys, "check", f)

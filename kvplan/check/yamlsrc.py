@@ -263,11 +263,15 @@ class Obj:
                                      file=loc.file, line=loc.line)
                 out.append(Token(item.value, self.doc.loc_of(item), self.doc.raw(item)))
             return out
-        if isinstance(n, yaml.ScalarNode) and split_strings:
-            return tokens_from_string(n.value, self.doc.loc_of(n), self.doc.raw(n))
-        if isinstance(n, yaml.ScalarNode) and n.value == "" or n.tag.endswith(":null"):
+        if isinstance(n, yaml.ScalarNode) and (n.value == "" or n.tag.endswith(":null")):
             return []
         loc = self.doc.loc_of(n)
+        if isinstance(n, yaml.ScalarNode) and split_strings:
+            if not n.tag.endswith((":int", ":float", ":bool")):
+                return tokens_from_string(n.value, loc, self.doc.raw(n))
+            raise InputError(f"{path[-1]} must be a string or a list of strings, not "
+                             f"{n.value}", file=loc.file, line=loc.line,
+                             hint="quote it if it is the command line")
         raise InputError(f"{path[-1]} must be a list of strings", file=loc.file, line=loc.line)
 
 
@@ -281,10 +285,13 @@ def int_at(obj: Obj, *path: Any, what: str) -> int | None:
     v = obj.get(*path)
     if v is None:
         return None
+    loc = obj.loc(*path)
     try:
         n = int(str(v))
     except ValueError:
-        loc = obj.loc(*path)
         raise InputError(f"{what} {v!r} is not an integer", file=loc.file,
                          line=loc.line) from None
+    if n < 0:  # replicas, GPU counts, sizes: the API server and compose refuse them
+        raise InputError(f"{what} {n} is negative", file=loc.file, line=loc.line,
+                         hint="give 0 or more")
     return n
