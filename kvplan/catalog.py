@@ -388,6 +388,11 @@ def write_models(path: str | Path, entries: dict[str, dict[str, Any]]) -> int:
         raise BadInput(f"cannot write catalog {p}: it is a directory",
                        hint=f"name a file, e.g. {p / 'models.yaml'}")
     data: dict[str, Any] = dict(load_file(p)) if p.exists() else {}
+    other = [str(k) for k in data if k != "schema_version"]
+    if other and "models" not in data and "gpus" not in data:  # a plan file, a manifest
+        raise BadInput(f"{p} is not a kvplan catalog (it has {', '.join(other[:3])}"
+                       f"{', ...' if len(other) > 3 else ''} and no models: or gpus:); "
+                       "nothing was written", hint="name a new file or an existing catalog")
     models = dict(data.get("models") or {})
     models.update(entries)
     data["schema_version"] = data.get("schema_version", 1)

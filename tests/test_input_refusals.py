@@ -95,3 +95,18 @@ def test_compose_command_must_be_text(tmp_path, capsys, command, msg):
     f.write_text(f"services:\n  v:\n    image: vllm/vllm-openai:v0.11.0\n"
                  f"    command: {command}\n")
     assert f"error: {f}:4: {msg}" in bad(capsys, "check", f)
+
+
+def test_models_export_refuses_a_file_that_is_not_a_catalog(tmp_path, capsys):
+    f = tmp_path / "plan.yaml"
+    text = PLAN.format(extra="")
+    f.write_text(text)
+    err = bad(capsys, "models", "export", "llama-3.1-8b", "-o", f)
+    assert err == f"kvplan: error: {f} is not a kvplan catalog (it has kvplan, deployments and " \
+        "no models: or gpus:); nothing was written (name a new file or an existing catalog)\n"
+    assert f.read_text() == text
+    cat = tmp_path / "cat.yaml"  # a real catalog (gpus: only) is merged into
+    cat.write_text("gpus:\n  mygpu:\n    name: My GPU\n    memory_bytes: 1000\n")
+    code, out, err = run(capsys, "models", "export", "llama-3.1-8b", "-o", cat)
+    assert (code, out) == (0, f"wrote 1 model(s) to {cat}\n"), err
+    assert "mygpu:" in cat.read_text() and "  meta-llama/Llama-3.1-8B:" in cat.read_text()
