@@ -110,3 +110,14 @@ def test_models_export_refuses_a_file_that_is_not_a_catalog(tmp_path, capsys):
     code, out, err = run(capsys, "models", "export", "llama-3.1-8b", "-o", cat)
     assert (code, out) == (0, f"wrote 1 model(s) to {cat}\n"), err
     assert "mygpu:" in cat.read_text() and "  meta-llama/Llama-3.1-8B:" in cat.read_text()
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (("http://[::1",), "error: cannot read URL 'http://[::1': Invalid IPv6 URL (e.g. "
+     "http://host:8000 or http://[::1]:8000)"),
+    (("http://[::1", "--json"), "error: cannot read URL 'http://[::1': Invalid IPv6 URL"),
+    (("ftp://x/metrics", "--scrapes", "1"), "error: ftp://x/metrics: the ftp:// scheme is not "
+     "supported (scrape an http:// or https:// URL, or pass saved scrape files)"),
+])
+def test_diagnose_refuses_malformed_and_unsupported_urls(capsys, argv, msg):
+    assert msg in bad(capsys, "diagnose", *argv)
