@@ -121,3 +121,42 @@ def test_models_export_refuses_a_file_that_is_not_a_catalog(tmp_path, capsys):
 ])
 def test_diagnose_refuses_malformed_and_unsupported_urls(capsys, argv, msg):
     assert msg in bad(capsys, "diagnose", *argv)
+
+
+def test_hub_variables_are_named_when_bad(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    for v in ("nan", "-1", "0", "abc"):
+        monkeypatch.setenv("KVPLAN_HUB_TIMEOUT", v)
+        assert f"error: KVPLAN_HUB_TIMEOUT='{v}' must be a positive number of seconds (e.g. " \
+            "KVPLAN_HUB_TIMEOUT=30, or unset it for 10)" in bad(capsys, "models", "add", "acme/x")
+    monkeypatch.setenv("KVPLAN_HUB_TIMEOUT", "3")
+    monkeypatch.setenv("HF_ENDPOINT", "http://[::1")
+    assert "error: HF_ENDPOINT='http://[::1' is not an http:// or https:// URL (e.g. " \
+        "HF_ENDPOINT=https://huggingface.co, or unset it)" in bad(
+            capsys, "size", "acme/unknown-model", "-g", "h100", "--json")
+
+
+def test_hub_errors_in_a_fresh_process(tmp_path):
+    """huggingface_hub reads HF_ENDPOINT and HF_HUB_OFFLINE when it is imported."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]),
+           "HF_HOME": str(tmp_path / "hf"), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+
+    def kvplan(*argv, **extra):
+        p = subprocess.run([sys.executable, "-m", "kvplan", *argv], env={**env, **extra},
+                           capture_output=True, text=True, timeout=120)
+        return p.returncode, p.stdout, p.stderr
+
+    assert kvplan("size", "acme/unknown-model", "-g", "h100", "--json",
+                  HF_ENDPOINT="http://[::1") == (
+        2, "", "kvplan: error: HF_ENDPOINT='http://[::1' is not an http:// or https:// URL "
+        "(e.g. HF_ENDPOINT=https://huggingface.co, or unset it)\n")
+    assert kvplan("models", "add", "acme/x", HF_HUB_OFFLINE="1") == (
+        2, "", "kvplan: error: cannot fetch acme/x from the Hub: offline mode is on "
+        "(HF_HUB_OFFLINE) (unset HF_HUB_OFFLINE to fetch it; an air-gapped site uses a "
+        "catalog `kvplan models export` wrote)\n")
