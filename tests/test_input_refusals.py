@@ -160,3 +160,33 @@ def test_hub_errors_in_a_fresh_process(tmp_path):
         2, "", "kvplan: error: cannot fetch acme/x from the Hub: offline mode is on "
         "(HF_HUB_OFFLINE) (unset HF_HUB_OFFLINE to fetch it; an air-gapped site uses a "
         "catalog `kvplan models export` wrote)\n")
+
+
+@pytest.mark.parametrize("flags,line,msg", [
+    ("\n      max-model-len: .nan", 7,
+     "deployments.0.flags.max-model-len: Value error, must be a finite number, not nan"),
+    ("\n      max-model-len: {a: 1}", 7, "deployments.0.flags.max-model-len: Value error, must be "
+     "a string, number or boolean, not a mapping"),
+    (" 5", 6, "deployments.0.flags: Value error, must be a list as on the command line or a "
+     "mapping"),
+    ("\n      - --max-model-len\n      - {a: 1}", 8,
+     "deployments.0.flags.1: Input should be a valid string"),
+])
+def test_plan_flags_errors_name_the_flag(tmp_path, capsys, flags, line, msg):
+    f = tmp_path / "plan.yaml"
+    f.write_text(PLAN.format(extra="").replace("    workload:\n      preset: chat\n",
+                                               f"    flags:{flags}\n"))
+    assert f"error: {f}:{line}: {msg}" in bad(capsys, "check", f)
+
+
+def test_a_deeply_nested_plan_names_the_file(tmp_path, capsys):
+    f = tmp_path / "deep.yaml"
+    f.write_text("kvplan: 1\ndeployments: " + "[" * 3000 + "]" * 3000 + "\n")
+    assert bad(capsys, "check", f) == f"kvplan: error: {f}: nested too deeply to read " \
+        "(hundreds of levels of lists or mappings) (a plan file or manifest needs a few " \
+        "levels; check how it was generated)\n"
+
+
+def test_an_empty_check_path_says_so(capsys):
+    assert bad(capsys, "check", "") == "kvplan: error: a path to check is empty ('': an unset " \
+        "shell variable?) (pass the YAML files, e.g. deploy/*.yaml, or --cmd)\n"

@@ -6,10 +6,12 @@ The same `WorkloadSpec` and `SloSpec` validate the `kvplan.io/` annotations of m
 
 from __future__ import annotations
 
-from typing import Literal, Union
+import math
+from typing import Annotated, Literal, Union
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -113,6 +115,19 @@ class SloSpec(_Strict):
 Scalar = Union[bool, int, float, str, None]
 
 
+def _flag_value(v: object) -> object:
+    """A `flags:` mapping's value: a string, a finite number, a boolean or null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"must be a finite number, not {v}")
+    if v is not None and not isinstance(v, (bool, int, float, str)):
+        kind = {dict: "a mapping", list: "a list"}.get(type(v), type(v).__name__)
+        raise ValueError(f"must be a string, number or boolean, not {kind}")
+    return v
+
+
+FlagValue = Annotated[Scalar, BeforeValidator(_flag_value)]
+
+
 class DeploymentSpec(_Strict):
     """One deployment: what runs (engine command, or model + flags), where, and for what load."""
 
@@ -123,7 +138,7 @@ class DeploymentSpec(_Strict):
                               "model for sizing (e.g. when it is a path inside the container)")
     command: str | list[str] | None = Field(None, description="The full launch command, e.g. "
                                             "'vllm serve MODEL --max-model-len 32768'")
-    flags: list[str] | dict[str, Scalar] | None = Field(
+    flags: list[str] | dict[str, FlagValue] | None = Field(
         None, description="Engine flags after the command: a list as on the command line, "
                           "or a mapping {max-model-len: 32768, enforce-eager: true}")
     env: dict[str, Scalar] = Field(default_factory=dict, description="Environment, e.g. "
@@ -143,6 +158,14 @@ class DeploymentSpec(_Strict):
     @classmethod
     def _workload_name(cls, v: object) -> object:
         return {"preset": v} if isinstance(v, str) else v
+
+    @field_validator("flags", mode="before")
+    @classmethod
+    def _flags(cls, v: object) -> object:
+        if v is not None and not isinstance(v, (list, dict)):
+            raise ValueError("must be a list as on the command line or a mapping "
+                             "{max-model-len: 32768, enforce-eager: true}")
+        return v
 
     @field_validator("gpu_memory")
     @classmethod
@@ -212,7 +235,9 @@ def plan_targets(doc) -> list:
     try:
         plan = PlanFile.model_validate(doc.data)
     except ValidationError as e:
-        err = e.errors()[0]
+        # of a union's errors, the one that goes furthest into the data (a mapping's value,
+        # not "Input should be a valid list" of the list branch)
+        err = max(e.errors(), key=lambda x: len(_error_path(doc, x["loc"])))
         path = _error_path(doc, err["loc"])
         where = doc.loc(*path)
         shown = ".".join(str(p) for p in path) or "plan file"

@@ -151,6 +151,16 @@ def helm_places(text: str, file: str = "<stdin>") -> Callable[[int], tuple[str, 
 def load_docs(file: str, text: str, helm: bool = False) -> list[Doc]:
     """Every non-empty document of a YAML (or JSON) stream (`helm`: named after the templates
     of `helm template` output, `helm_places`)."""
+    try:
+        return _load_docs(file, text, helm)
+    except RecursionError:  # the parser and constructor recurse once per level
+        raise InputError("nested too deeply to read (hundreds of levels of lists or "
+                         "mappings)", file=file,
+                         hint="a plan file or manifest needs a few levels; check how it was "
+                         "generated") from None
+
+
+def _load_docs(file: str, text: str, helm: bool) -> list[Doc]:
     place = helm_places(text, file) if helm else None
     at = Doc(file, text, None, None, place).at
     try:
