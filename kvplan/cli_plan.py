@@ -254,6 +254,9 @@ def register(app: typer.Typer) -> None:
         for name, v in (("--ttft", ttft), ("--tpot", tpot)):
             if v is not None and v <= 0:
                 raise BadInput(f"{name} must be positive")
+        if not kv_cache_dtype.replace("|", "").strip():  # '|': every name empty
+            raise BadInput(f"--kv-cache-dtype {kv_cache_dtype!r} names no dtype",
+                           hint="e.g. auto, fp8, or 'auto|fp8' to try both")
         if top < 1:
             raise BadInput(f"--top must be >= 1, got {top}", hint="it counts the deployments "
                            "shown, the recommended one first")

@@ -190,3 +190,36 @@ def test_a_deeply_nested_plan_names_the_file(tmp_path, capsys):
 def test_an_empty_check_path_says_so(capsys):
     assert bad(capsys, "check", "") == "kvplan: error: a path to check is empty ('': an unset " \
         "shell variable?) (pass the YAML files, e.g. deploy/*.yaml, or --cmd)\n"
+
+
+M = "llama-3.1-8b-instruct"
+EMPTY = "is empty (an unset shell variable? give a value or leave the option out)\n"
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (("size", M, "-g", "h100", "--gpu-memory", ""), "--gpu-memory"),
+    (("size", M, "-g", "h100", "--vllm-version", ""), "--vllm-version"),
+    (("size", M, "-g", "h100", "--kv-cache-dtype", ""), "--kv-cache-dtype"),
+    (("size", M, "-g", "h100", "--dtype", " "), "--dtype"),
+    (("size", M, "-g", "h100", "--max-num-batched-tokens", ""), "--max-num-batched-tokens"),
+    (("size", M, "-g", "h100", "--kv-cache-dtype-skip-layers", ""),
+     "--kv-cache-dtype-skip-layers"),
+    (("size", M, "--gpu=", "--json"), "--gpu"),
+    (("size", M, "-g", "h100", "--env", ""), "--env"),
+    (("throughput", M, "-g", "h100", "--prompt-tokens", ""), "--prompt-tokens"),
+    (("throughput", M, "-g", "h100", "--batch-sizes", ""), "--batch-sizes"),
+    (("recommend", M, "-g", "h100", "-w", ""), "--workload"),
+    (("simulate", M, "-g", "h100", "--sweep", ""), "--sweep"),
+    (("check", "--cmd", ""), "--cmd"),
+    (("diagnose", "x.prom", "--vllm-version", ""), "--vllm-version"),
+    (("models", "export", M, "-o", ""), "--output"),
+])
+def test_an_empty_option_value_is_refused(capsys, argv, flag):
+    assert bad(capsys, *argv) == f"kvplan: error: {flag} {EMPTY}"
+
+
+def test_an_empty_token_is_no_token_and_an_empty_kv_list_is_refused(capsys):
+    code, out, err = run(capsys, "size", M, "-g", "h100", "--token", "", "--json")
+    assert code == 0 and '"fits": true' in out, err  # `--token "$HF_TOKEN"`, public model
+    assert "error: --kv-cache-dtype '|' names no dtype (e.g. auto, fp8, or 'auto|fp8' to try " \
+        "both)" in bad(capsys, "recommend", M, "-g", "h100", "--kv-cache-dtype", "|")
