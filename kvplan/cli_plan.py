@@ -47,6 +47,7 @@ ENV = typer.Option(None, "--env", help="NAME=VALUE of the server's environment (
                    "as `kvplan size --env`.")
 
 
+MAX_BATCH, MAX_BATCH_ROWS = 65_536, 200  # throughput --batch-sizes: sequences, rows
 MIN_BURSTINESS = 0.01  # gaps' CV 10: below it arrivals come as one instant's flood
 
 
@@ -192,6 +193,13 @@ def register(app: typer.Typer) -> None:
                                hint="use e.g. 1,8,64") from None
             if not sizes or sizes[0] < 1:
                 raise BadInput("--batch-sizes must be positive integers")
+            if sizes[-1] > MAX_BATCH or len(sizes) > MAX_BATCH_ROWS:
+                n = sizes[-1]
+                big = (f"{n:,}" if n < 10**9 else f"{n:.3g}") if n > MAX_BATCH else None
+                raise BadInput(f"--batch-sizes {big} is more than {MAX_BATCH:,} sequences"
+                               if big else f"--batch-sizes gives {len(sizes):,} rows; kvplan "
+                               f"shows at most {MAX_BATCH_ROWS}", hint="a batch size counts "
+                               "running sequences, as --max-num-seqs: e.g. 1,8,64,256")
         m = resolve_model(model, catalog)
         g = resolve_gpu(gpu, None, catalog)
         c = curve(m, g, _args(max_model_len, kv_cache_dtype, gpu_memory_utilization,

@@ -223,3 +223,52 @@ def test_an_empty_token_is_no_token_and_an_empty_kv_list_is_refused(capsys):
     assert code == 0 and '"fits": true' in out, err  # `--token "$HF_TOKEN"`, public model
     assert "error: --kv-cache-dtype '|' names no dtype (e.g. auto, fp8, or 'auto|fp8' to try " \
         "both)" in bad(capsys, "recommend", M, "-g", "h100", "--kv-cache-dtype", "|")
+
+
+@pytest.mark.parametrize("args,msg", [
+    (("--rate", "1e-300", "--requests", "200"), "200 requests at 1e-300 req/s arrive over about "
+     "2e+302 s; kvplan simulates at most a week (604,800 s) (raise --rate or lower --requests; "
+     "the rate is in requests per second)"),
+    (("--rate", "5", "--duration", "1e-300"), "no request is expected in 1e-300 s of arrivals "
+     "at 5 req/s (raise --duration to at least 0.2 s or --rate; the rate is in requests per "
+     "second)"),
+    (("--rate", "1e-9"), "no request is expected in 300 s of arrivals at 1e-09 req/s"),
+    (("--concurrency", "10", "--duration", "1e7"), "--duration 1e+07 s is more than the week "
+     "(604,800 s) kvplan simulates"),
+    (("--sweep", "rate=0.001:0.01"), "no request is expected in 120 s of arrivals at 0.001 "
+     "req/s"),
+])
+def test_simulate_refuses_empty_or_absurd_spans(capsys, args, msg):
+    assert f"error: {msg}" in bad(capsys, "simulate", M, "-g", "h100", *args)
+
+
+@pytest.mark.parametrize("sizes,msg", [
+    ("99999999999999999999999999", "--batch-sizes 1e+26 is more than 65,536 sequences (a batch "
+     "size counts running sequences, as --max-num-seqs: e.g. 1,8,64,256)"),
+    ("1,65537", "--batch-sizes 65,537 is more than 65,536 sequences"),
+    (",".join(str(i) for i in range(1, 302)), "--batch-sizes gives 301 rows; kvplan shows at "
+     "most 200"),
+])
+def test_throughput_batch_sizes_are_capped(capsys, sizes, msg):
+    assert f"error: {msg}" in bad(capsys, "throughput", M, "-g", "h100", "--batch-sizes", sizes)
+
+
+def test_diagnose_shows_a_huge_counter_readably(tmp_path, capsys):
+    a, b = tmp_path / "a.prom", tmp_path / "b.prom"
+    a.write_text('vllm:num_preemptions_total{model_name="m"} 100\n'
+                 'vllm:num_requests_running{model_name="m"} 5\n')
+    b.write_text(a.read_text().replace(" 100\n", " 1e308\n"))
+    code, out, err = run(capsys, "diagnose", a, b)
+    assert code == 1, err
+    assert "preemptions rose 100 → 1e+308 in 5.0 s (2e+307/s)" in out
+    assert "preemptions  1e+308 in 5.0 s (2e+307/s)" in out
+    code, out, _ = run(capsys, "diagnose", a, b, "--json")
+    assert "preemptions rose 100 \\u2192 1e+308 in 5.0 s (2e+307/s)" in out
+
+
+def test_diagnose_numbers_below_a_quadrillion_keep_their_digits():
+    from kvplan.diagnose.findings import fixed, num
+
+    assert (num(999_999_999_999_999), num(2.5), num(1e15)) == ("999,999,999,999,999", "2.5",
+                                                              "1e+15")
+    assert (fixed(2.5), fixed(-0.25, "+.2f"), fixed(3e20, "+.2f")) == ("2.50", "-0.25", "+3e+20")
