@@ -272,3 +272,14 @@ def test_diagnose_numbers_below_a_quadrillion_keep_their_digits():
     assert (num(999_999_999_999_999), num(2.5), num(1e15)) == ("999,999,999,999,999", "2.5",
                                                               "1e+15")
     assert (fixed(2.5), fixed(-0.25, "+.2f"), fixed(3e20, "+.2f")) == ("2.50", "-0.25", "+3e+20")
+
+
+def test_two_entries_of_one_catalog_claiming_a_name_are_refused(tmp_path, capsys):
+    cfg = '{"model_type": "llama"}'
+    f = tmp_path / "cat.yaml"
+    f.write_text(f"models:\n  acme/x:\n    aliases: [llama-3.1-8b-instruct]\n    config: {cfg}\n"
+                 f"  acme/y:\n    aliases: [Llama_3.1-8B-instruct]\n    config: {cfg}\n")
+    assert bad(capsys, "size", M, "-g", "h100", "--catalog", f) == (
+        f"kvplan: error: catalog {f}: models 'acme/x' and 'acme/y' both answer to the name "
+        "'llama-3.1-8b-instruct' (each id, alias and name picks one entry; remove it from one "
+        "of them)\n")
