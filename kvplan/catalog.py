@@ -330,10 +330,25 @@ def load(kind: str, extra: list[str] | None = None) -> Catalog:
         if not isinstance(section, dict):
             raise BadInput(f"'{kind}:' in catalog {src} must be a mapping of id -> entry")
 
+        claimed: dict[str, str] = {}  # a name -> the entry of this file that has it
         for key, entry in section.items():
             check_entry(kind, str(key), entry, src)
             cat.add(str(key), entry, src)
+            _claim(claimed, str(key), entry, src, kind)
     return cat
+
+
+def _claim(claimed: dict[str, str], key: str, entry: dict[str, Any], src: str,
+           kind: str) -> None:
+    """Two entries of one file that answer to the same name are ambiguous (across files the
+    later file wins, as documented)."""
+    names = [key, *(entry.get("aliases") or []), *([entry["name"]] if entry.get("name") else [])]
+    for n in {_norm(x) for x in names}:
+        other = claimed.setdefault(n, key)
+        if other != key:
+            raise BadInput(f"catalog {src}: {kind[:-1]}s {other!r} and {key!r} both answer to "
+                           f"the name {n!r}", hint="each id, alias and name picks one entry;"
+                           " remove it from one of them")
 
 
 # Config keys that never change sizing; dropped when kvplan writes a catalog entry (`auto_map`
@@ -388,6 +403,11 @@ def write_models(path: str | Path, entries: dict[str, dict[str, Any]]) -> int:
         raise BadInput(f"cannot write catalog {p}: it is a directory",
                        hint=f"name a file, e.g. {p / 'models.yaml'}")
     data: dict[str, Any] = dict(load_file(p)) if p.exists() else {}
+    other = [str(k) for k in data if k != "schema_version"]
+    if other and "models" not in data and "gpus" not in data:  # a plan file, a manifest
+        raise BadInput(f"{p} is not a kvplan catalog (it has {', '.join(other[:3])}"
+                       f"{', ...' if len(other) > 3 else ''} and no models: or gpus:); "
+                       "nothing was written", hint="name a new file or an existing catalog")
     models = dict(data.get("models") or {})
     models.update(entries)
     data["schema_version"] = data.get("schema_version", 1)

@@ -161,10 +161,14 @@ def _app_for(argv: list[str]) -> typer.Typer:
     return full_app()
 
 
-def _finite_floats(cmd: Any) -> None:
+def _strict_types(cmd: Any) -> None:
     """Every float option of `cmd` and its subcommands refuses nan and inf (click's FLOAT
-    takes them, and they reach the arithmetic)."""
+    takes them, and they reach the arithmetic), and every text option an empty or blank value
+    (`--gpu-memory "$MEM"` with MEM unset must not size the catalog's GPU)."""
     import click
+
+    from kvplan.cli_fast import EMPTY_OK
+    from kvplan.errors import BadInput
 
     class Finite(click.types.FloatParamType):
         def convert(self, value: Any, param: Any, ctx: Any) -> Any:
@@ -173,12 +177,24 @@ def _finite_floats(cmd: Any) -> None:
                 self.fail(f"{value!r} is not a finite number", param, ctx)
             return v
 
-    finite = Finite()
+    class Given(click.types.StringParamType):
+        def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+            v = super().convert(value, param, ctx)
+            if isinstance(v, str) and not v.strip() and param is not None:
+                flag = max(param.opts, key=len)
+                raise BadInput(f"{flag} is empty", hint="an unset shell variable? give a "
+                               "value or leave the option out")
+            return v
+
+    finite, given = Finite(), Given()
     for sub in getattr(cmd, "commands", {}).values():
-        _finite_floats(sub)
+        _strict_types(sub)
     for p in cmd.params:
         if type(p.type) is click.types.FloatParamType:
             p.type = finite
+        elif (type(p.type) is click.types.StringParamType and isinstance(p, click.Option)
+              and p.name not in EMPTY_OK):
+            p.type = given
 
 
 def invoke(args: list[str]) -> int:
@@ -189,7 +205,7 @@ def invoke(args: list[str]) -> int:
     # escapes "[default: ...]" for rich whenever rich is importable: "\[default: 1]"
     typer.core.HAS_RICH = False
     cmd = typer.main.get_command(_app_for(args))
-    _finite_floats(cmd)
+    _strict_types(cmd)
     try:
         rv = cmd.main(args=args, prog_name="kvplan", standalone_mode=False)
     except typer.Exit as e:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Optional
 
 import typer
@@ -36,6 +38,11 @@ def _check(sources, interval, scrapes, timeout, watch, max_num_seqs, model, gpu,
     if model is None and (tp != 1 or pp != 1 or mml is not None):
         raise BadInput("-tp, -pp and --max-model-len describe the cross-check",
                        hint="pass --model and --gpu too")
+    for s in sources:
+        scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", s)
+        if scheme and not is_url(s) and not os.path.exists(s):
+            raise BadInput(f"{s}: the {scheme[1]}:// scheme is not supported",
+                           hint="scrape an http:// or https:// URL, or pass saved scrape files")
     urls = [s for s in sources if is_url(s)]
     if urls and len(sources) > 1:
         raise BadInput("give one URL, or files", hint="diagnose each server separately")

@@ -15,11 +15,12 @@ from typing import Any, Optional
 from kvplan import cli_size
 
 _FLAG, _PAIR, _MANY = "flag", "pair", "many"
+EMPTY_OK = ("token",)  # text options that may be empty: `--token "$HF_TOKEN"` unset, no token
 
 
 def _finite(value: str) -> float:
     v = float(value)
-    if not math.isfinite(v):  # typer's app refuses nan / inf (cli_app._finite_floats)
+    if not math.isfinite(v):  # typer's app refuses nan / inf (cli_app._strict_types)
         raise ValueError(value)
     return v
 
@@ -85,6 +86,8 @@ def size_kwargs(argv: list[str]) -> Optional[dict[str, Any]]:
                 return None  # "requires an argument"
             value = words[i]
             i += 1
+        if kind in (str, _MANY) and not value.strip() and param not in EMPTY_OK:
+            return None  # refused by the typer app (cli_app._strict_types), in one place
         if kind == _MANY:
             kwargs[param] = [*(kwargs[param] or []), value]
             continue

@@ -47,6 +47,7 @@ ENV = typer.Option(None, "--env", help="NAME=VALUE of the server's environment (
                    "as `kvplan size --env`.")
 
 
+MAX_BATCH, MAX_BATCH_ROWS = 65_536, 200  # throughput --batch-sizes: sequences, rows
 MIN_BURSTINESS = 0.01  # gaps' CV 10: below it arrivals come as one instant's flood
 
 
@@ -192,6 +193,13 @@ def register(app: typer.Typer) -> None:
                                hint="use e.g. 1,8,64") from None
             if not sizes or sizes[0] < 1:
                 raise BadInput("--batch-sizes must be positive integers")
+            if sizes[-1] > MAX_BATCH or len(sizes) > MAX_BATCH_ROWS:
+                n = sizes[-1]
+                big = (f"{n:,}" if n < 10**9 else f"{n:.3g}") if n > MAX_BATCH else None
+                raise BadInput(f"--batch-sizes {big} is more than {MAX_BATCH:,} sequences"
+                               if big else f"--batch-sizes gives {len(sizes):,} rows; kvplan "
+                               f"shows at most {MAX_BATCH_ROWS}", hint="a batch size counts "
+                               "running sequences, as --max-num-seqs: e.g. 1,8,64,256")
         m = resolve_model(model, catalog)
         g = resolve_gpu(gpu, None, catalog)
         c = curve(m, g, _args(max_model_len, kv_cache_dtype, gpu_memory_utilization,
@@ -254,6 +262,9 @@ def register(app: typer.Typer) -> None:
         for name, v in (("--ttft", ttft), ("--tpot", tpot)):
             if v is not None and v <= 0:
                 raise BadInput(f"{name} must be positive")
+        if not kv_cache_dtype.replace("|", "").strip():  # '|': every name empty
+            raise BadInput(f"--kv-cache-dtype {kv_cache_dtype!r} names no dtype",
+                           hint="e.g. auto, fp8, or 'auto|fp8' to try both")
         if top < 1:
             raise BadInput(f"--top must be >= 1, got {top}", hint="it counts the deployments "
                            "shown, the recommended one first")
@@ -268,6 +279,10 @@ def register(app: typer.Typer) -> None:
                            "loop at --rate")
         wl = build_workload(workload, prompt_tokens, output_tokens, trace, rate, peak_rate,
                             burstiness, users, think_time, prefix_hit)
+        if wl.peak_rate is not None and wl.rate is None and wl.users is None:
+            raise BadInput("--peak-rate needs --rate (the sustained rate the fleet is sized on)",
+                           hint="give --rate (or --users) too, or --rate at the peak to size the "
+                           "whole fleet there")
         if wl.peak_rate is not None and wl.rate is not None and wl.peak_rate < wl.rate:
             src = "--rate" if rate is not None else "the trace's rate,"
             raise BadInput(f"--peak-rate {wl.peak_rate:g} is below {src} {fmt_rate(wl.rate)} "

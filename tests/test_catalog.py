@@ -249,9 +249,9 @@ def test_catalog_paths_that_are_no_file_are_one_line(tmp_path, capsys):
         (["size", "llama-3.1-8b", "--gpu", "h100", "--catalog", str(bad)],
          f"kvplan: error: catalog {bad} is not valid YAML: unacceptable character #x0001: "
          "control characters are not allowed\n"),
-        (["size", "llama-3.1-8b", "--gpu", "h100", "--catalog", ""],
-         "kvplan: error: a catalog path is empty (--catalog '' or an empty KVPLAN_CATALOG "
-         "entry) (name a catalog YAML file)\n"),
+        (["size", "llama-3.1-8b", "--gpu", "h100", "--catalog", ""],  # all empty options
+         "kvplan: error: --catalog is empty (an unset shell variable? give a value or leave "
+         "the option out)\n"),
         (["size", "llama-3.1-8b", "--gpu", "h100", "--catalog", str(tmp_path)],
          f"kvplan: error: catalog {tmp_path} is a directory (name a catalog YAML file in "
          "it)\n"),

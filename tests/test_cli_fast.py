@@ -40,7 +40,7 @@ TAKEN = [  # lines the fast path parses, as typer does
     ["size", "m", "--env", "A=1", "--env=B=2=3", "--catalog", "a.yaml", "--catalog", "b"],
     ["size", "m", "--enable-prefix-caching", "--no-enable-prefix-caching",
      "--no-async-scheduling", "--enable-chunked-prefill", "--enforce-eager", "--enforce-eager"],
-    ["size", "m", "-tp", "2", "-tp", "4", "--gpu=", "-O", "3", "-cc", "{}", "-asc", "2"],
+    ["size", "m", "-tp", "2", "-tp", "4", "--gpu=l4", "-O", "3", "-cc", "{}", "-asc", "2"],
     ["size", "-", "--gpu", "h100"],
     ["size", "m", "-dp", "8", "-ep", "-sc", "{}", "--device-memory-utilization", "0.5", "-n", "2"],
 ]
@@ -51,6 +51,7 @@ LEFT = [  # lines typer parses (help, errors, click's odd forms)
     ["size", "m", "-tp", "two"], ["size", "m", "-tp", "2.0"], ["size", "m", "--cpu-offload-gb",
                                                            "nan"],
     ["size", "m", "--gpu-memory-utilization", "inf"], ["--help"], ["models"], ["size", "-1"],
+    ["size", "m", "--gpu="], ["size", "m", "--dtype", " "], ["size", "m", "--env", ""],
 ]
 
 
@@ -68,7 +69,7 @@ def test_fast_path_values():
     assert kw["enable_prefix_caching"] is False and kw["async_scheduling"] is False
     assert kw["enable_chunked_prefill"] is True and kw["enable_expert_parallel"] is False
     kw = size_kwargs(TAKEN[7])
-    assert kw["tensor_parallel_size"] == 4 and kw["gpu"] == "" and kw["optimization_level"] == "3"
+    assert kw["tensor_parallel_size"] == 4 and kw["gpu"] == "l4" and kw["optimization_level"] == "3"
     kw = size_kwargs(TAKEN[9])  # vLLM's other spellings (0.33's arg_utils)
     assert kw["enable_expert_parallel"] is True and kw["speculative_config"] == "{}"
     assert kw["gpu_memory_utilization"] == 0.5 and kw["nnodes"] == 2

@@ -31,6 +31,9 @@ def read_text(path: str) -> tuple[str, str]:
     """(display name, text) of a file, or of stdin for '-'."""
     if path == "-":
         return "<stdin>", sys.stdin.read()
+    if not path.strip():  # Path('') is the working directory
+        raise InputError(f"a path to check is empty ({path!r}: an unset shell variable?)",
+                         hint="pass the YAML files, e.g. deploy/*.yaml, or --cmd")
     p = Path(path)
     try:
         return path, p.read_text(encoding="utf-8")

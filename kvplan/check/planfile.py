@@ -6,9 +6,18 @@ The same `WorkloadSpec` and `SloSpec` validate the `kvplan.io/` annotations of m
 
 from __future__ import annotations
 
-from typing import Literal, Union
+import math
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 PRESETS = ("chat", "rag", "code", "summarization", "reasoning", "agent")
 CHECK_IDS = ("flags-known", "flag-values", "sizing-inputs", "weights-fit", "max-model-len-fits",
@@ -34,11 +43,12 @@ class WorkloadSpec(_Strict):
                                           "or uniform:LO:HI")
     output_tokens: Lengths | None = Field(None, description="As prompt_tokens")
     rate: float | None = Field(None, gt=0, description="Sustained arrivals, requests/s")
-    peak_rate: float | None = Field(None, gt=0, description="Peak arrivals, requests/s")
-    burstiness: float = Field(1.0, gt=0, description="Gamma shape of inter-arrival gaps "
-                              "(1 = Poisson)")
     users: int | None = Field(None, ge=1, description="Concurrent users (closed loop) instead "
                               "of rate")
+    peak_rate: float | None = Field(None, gt=0, description="Peak arrivals, requests/s "
+                                    "(with rate or users, at or above rate)")
+    burstiness: float = Field(1.0, gt=0, description="Gamma shape of inter-arrival gaps "
+                              "(1 = Poisson)")
     think_time: float = Field(5.0, ge=0, description="Seconds a user waits between requests")
     prefix_hit: float = Field(0.0, ge=0, lt=1, description="Share of prompt tokens served "
                               "from the prefix cache")
@@ -54,6 +64,27 @@ class WorkloadSpec(_Strict):
                                                            if close else
                                                            f"; use one of {', '.join(PRESETS)}"))
         return v.strip().lower() if v else v
+
+    @field_validator("users")
+    @classmethod
+    def _users(cls, v: int | None, info: ValidationInfo) -> int | None:
+        if v is not None and info.data.get("rate") is not None:  # as `recommend` refuses
+            raise ValueError("users and rate are exclusive: a closed loop of users or an open "
+                             "loop at rate; give one")
+        return v
+
+    @field_validator("peak_rate")
+    @classmethod
+    def _peak(cls, v: float | None, info: ValidationInfo) -> float | None:
+        rate = info.data.get("rate")
+        if v is not None and rate is None and info.data.get("users") is None:
+            raise ValueError("peak_rate needs rate (the sustained rate the fleet is sized on) "
+                             "or users")
+        if v is not None and rate is not None and v < rate:
+            raise ValueError(f"peak_rate {v:g} is below rate {rate:g}: the peak is the highest "
+                             "arrival rate to stay stable at; give one at or above rate, or "
+                             "leave it out")
+        return v
 
     @field_validator("prompt_tokens", "output_tokens")
     @classmethod
@@ -84,6 +115,19 @@ class SloSpec(_Strict):
 Scalar = Union[bool, int, float, str, None]
 
 
+def _flag_value(v: object) -> object:
+    """A `flags:` mapping's value: a string, a finite number, a boolean or null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"must be a finite number, not {v}")
+    if v is not None and not isinstance(v, (bool, int, float, str)):
+        kind = {dict: "a mapping", list: "a list"}.get(type(v), type(v).__name__)
+        raise ValueError(f"must be a string, number or boolean, not {kind}")
+    return v
+
+
+FlagValue = Annotated[Scalar, BeforeValidator(_flag_value)]
+
+
 class DeploymentSpec(_Strict):
     """One deployment: what runs (engine command, or model + flags), where, and for what load."""
 
@@ -94,7 +138,7 @@ class DeploymentSpec(_Strict):
                               "model for sizing (e.g. when it is a path inside the container)")
     command: str | list[str] | None = Field(None, description="The full launch command, e.g. "
                                             "'vllm serve MODEL --max-model-len 32768'")
-    flags: list[str] | dict[str, Scalar] | None = Field(
+    flags: list[str] | dict[str, FlagValue] | None = Field(
         None, description="Engine flags after the command: a list as on the command line, "
                           "or a mapping {max-model-len: 32768, enforce-eager: true}")
     env: dict[str, Scalar] = Field(default_factory=dict, description="Environment, e.g. "
@@ -114,6 +158,14 @@ class DeploymentSpec(_Strict):
     @classmethod
     def _workload_name(cls, v: object) -> object:
         return {"preset": v} if isinstance(v, str) else v
+
+    @field_validator("flags", mode="before")
+    @classmethod
+    def _flags(cls, v: object) -> object:
+        if v is not None and not isinstance(v, (list, dict)):
+            raise ValueError("must be a list as on the command line or a mapping "
+                             "{max-model-len: 32768, enforce-eager: true}")
+        return v
 
     @field_validator("gpu_memory")
     @classmethod
@@ -183,7 +235,9 @@ def plan_targets(doc) -> list:
     try:
         plan = PlanFile.model_validate(doc.data)
     except ValidationError as e:
-        err = e.errors()[0]
+        # of a union's errors, the one that goes furthest into the data (a mapping's value,
+        # not "Input should be a valid list" of the list branch)
+        err = max(e.errors(), key=lambda x: len(_error_path(doc, x["loc"])))
         path = _error_path(doc, err["loc"])
         where = doc.loc(*path)
         shown = ".".join(str(p) for p in path) or "plan file"

@@ -151,6 +151,16 @@ def helm_places(text: str, file: str = "<stdin>") -> Callable[[int], tuple[str, 
 def load_docs(file: str, text: str, helm: bool = False) -> list[Doc]:
     """Every non-empty document of a YAML (or JSON) stream (`helm`: named after the templates
     of `helm template` output, `helm_places`)."""
+    try:
+        return _load_docs(file, text, helm)
+    except RecursionError:  # the parser and constructor recurse once per level
+        raise InputError("nested too deeply to read (hundreds of levels of lists or "
+                         "mappings)", file=file,
+                         hint="a plan file or manifest needs a few levels; check how it was "
+                         "generated") from None
+
+
+def _load_docs(file: str, text: str, helm: bool) -> list[Doc]:
     place = helm_places(text, file) if helm else None
     at = Doc(file, text, None, None, place).at
     try:
@@ -263,11 +273,15 @@ class Obj:
                                      file=loc.file, line=loc.line)
                 out.append(Token(item.value, self.doc.loc_of(item), self.doc.raw(item)))
             return out
-        if isinstance(n, yaml.ScalarNode) and split_strings:
-            return tokens_from_string(n.value, self.doc.loc_of(n), self.doc.raw(n))
-        if isinstance(n, yaml.ScalarNode) and n.value == "" or n.tag.endswith(":null"):
+        if isinstance(n, yaml.ScalarNode) and (n.value == "" or n.tag.endswith(":null")):
             return []
         loc = self.doc.loc_of(n)
+        if isinstance(n, yaml.ScalarNode) and split_strings:
+            if not n.tag.endswith((":int", ":float", ":bool")):
+                return tokens_from_string(n.value, loc, self.doc.raw(n))
+            raise InputError(f"{path[-1]} must be a string or a list of strings, not "
+                             f"{n.value}", file=loc.file, line=loc.line,
+                             hint="quote it if it is the command line")
         raise InputError(f"{path[-1]} must be a list of strings", file=loc.file, line=loc.line)
 
 
@@ -281,10 +295,13 @@ def int_at(obj: Obj, *path: Any, what: str) -> int | None:
     v = obj.get(*path)
     if v is None:
         return None
+    loc = obj.loc(*path)
     try:
         n = int(str(v))
     except ValueError:
-        loc = obj.loc(*path)
         raise InputError(f"{what} {v!r} is not an integer", file=loc.file,
                          line=loc.line) from None
+    if n < 0:  # replicas, GPU counts, sizes: the API server and compose refuse them
+        raise InputError(f"{what} {n} is negative", file=loc.file, line=loc.line,
+                         hint="give 0 or more")
     return n

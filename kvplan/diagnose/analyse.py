@@ -286,7 +286,7 @@ def _healthy(o: dict[str, Any], rec: Recommendation | None, cap: F.Cap | None,
     if o["preemptions"] is not None:
         ev.append(_preemptions_line(o))
     if o["requests_per_s"] is not None:
-        ev.append(f"{o['requests_per_s']:.2f} requests/s, "
+        ev.append(f"{F.fixed(o['requests_per_s'])} requests/s, "
                   f"{F.num(o['generation_tokens_per_s'] or 0)} output tokens/s")
     fix = ["no change needed"]
     risk = rec.overflow_at(cap.value) if rec and cap else None

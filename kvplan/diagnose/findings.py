@@ -78,8 +78,19 @@ def pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
+HUGE = 1e15  # past a quadrillion a figure is shown as 1e+308, not 309 digits
+
+
 def num(x: float) -> str:
+    """A count as people read it: 1,234 or 2.5 (1e+308 when huge)."""
+    if abs(x) >= HUGE:
+        return f"{x:.3g}"
     return f"{x:,.0f}" if abs(x) >= 10 or x == int(x) else f"{x:,.1f}"
+
+
+def fixed(x: float, spec: str = ".2f") -> str:
+    """`format(x, spec)` (a rate: 2.50), or 1e+308 when huge."""
+    return format(x, spec) if abs(x) < HUGE else format(x, "+.3g" if "+" in spec else ".3g")
 
 
 def span(lv: Level, fmt=num) -> str:
@@ -168,16 +179,16 @@ def preemption(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None
     fin = got[1]
     kv, running, waiting = w.level("kv_cache_usage"), w.level("running"), w.level("waiting")
     rate = inc / secs
-    per_req = f", {inc / fin:.2f} per finished request" if fin else ""
+    per_req = f", {fixed(inc / fin)} per finished request" if fin else ""
     drops = w.resets("preemptions")
     if drops:
         before, after = drops[0]
-        ev = [f"+{num(inc)} preemptions in {secs:.1f} s ({rate:.2f}/s{per_req}); the counter "
+        ev = [f"+{num(inc)} preemptions in {secs:.1f} s ({fixed(rate)}/s{per_req}); the counter "
               f"reset in the window ({num(before)} → {num(after)}: a server restart) and "
               "counts from zero after it"]
     else:
         ev = [f"preemptions rose {num(first)} → {num(last)} in {secs:.1f} s "
-              f"({rate:.2f}/s{per_req})"]
+              f"({fixed(rate)}/s{per_req})"]
     if kv:
         ev.append(f"KV cache usage {span_mean(kv, pct)}")
     if running:
@@ -258,7 +269,7 @@ def queue(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None:
     lim = limit(cap, kv, running)
     if exploding:
         ev = [f"waiting grew {num(waiting.first)} → {num(waiting.last)} in "
-              f"{w.duration:.1f} s (+{s:.2f}/s fitted)"]
+              f"{w.duration:.1f} s (+{fixed(s)}/s fitted)"]
     else:
         ev = [f"{span(waiting)} requests waiting in every scrape"]
     r = span(running) if running else "?"
@@ -275,7 +286,7 @@ def queue(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None:
                             "waiting_growth_per_s": round(s, 3) if s is not None else None,
                             "limit": lim}
     if mu is not None:
-        ev.append(f"the server completes {mu:.2f} requests/s; arrivals ≈ {lam:.2f}/s")
+        ev.append(f"the server completes {fixed(mu)} requests/s; arrivals ≈ {fixed(lam)}/s")
     qt = w.hist("queue_time", 1, since_start=False)
     if qt and qt[0].mean is not None:
         ev.append(f"mean queue time {qt[0].mean:.2f} s")
@@ -295,7 +306,7 @@ def queue(w: EngineWindow, ctx: Context, cap: Cap | None) -> Finding | None:
             depth, why = max(1, math.ceil(mu * QUEUE_BUDGET_S)), (
                 f"about {QUEUE_BUDGET_S:.0f} s of completions")
         data.update(replicas_needed=n, queue_limit=depth)
-        fix.append(f"add replicas: {n} servers like this one carry {lam:.2f} requests/s at "
+        fix.append(f"add replicas: {n} servers like this one carry {fixed(lam)} requests/s at "
                    f"≤ {TARGET_UTILIZATION:.0%} utilisation")
         fix.append(f"bound the queue: answer 429 past ~{depth} waiting requests ({why}) at "
                    "the gateway, so clients back off instead of timing out")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from kvplan.diagnose.analyse import Diagnosis
-from kvplan.diagnose.findings import num, pct, prob, span, span_mean
+from kvplan.diagnose.findings import fixed, num, pct, prob, span, span_mean
 from kvplan.diagnose.window import Level
 from kvplan.render.term import Painter, table, use_color
 
@@ -32,14 +32,14 @@ def _observed_rows(d: Diagnosis) -> list[list[str]]:
         g = o["waiting_growth_per_s"]
         wait = Level(0, o["waiting_last"], o["waiting_min"], o["waiting"], o["waiting_max"])
         last = f", last {num(wait.last)}" if wait.min != wait.max else ""
-        rows.append(["waiting", f"{span(wait)}{last}" + (f" ({g:+.2f}/s)" if g else "")])
+        rows.append(["waiting", f"{span(wait)}{last}" + (f" ({fixed(g, '+.2f')}/s)" if g else "")])
     if o["preemptions_per_s"] is not None:
         share = (f"; {o['preemptions_per_request']:.2%} of finished requests"
                  if o.get("preemptions_per_request") is not None else "")
         rows.append(["preemptions", f"{num(o['preemptions'])} in {o['window_s']:.1f} s "
-                     f"({o['preemptions_per_s']:.2f}/s{share})"])
+                     f"({fixed(o['preemptions_per_s'])}/s{share})"])
     if o["requests_per_s"] is not None:
-        rows.append(["requests", f"{o['requests_per_s']:.2f}/s completed"])
+        rows.append(["requests", f"{fixed(o['requests_per_s'])}/s completed"])
     toks = [x for x in (_opt(o["prompt_tokens_per_s"], lambda v: f"{num(v)} prompt/s"),
                         _opt(o["generation_tokens_per_s"], lambda v: f"{num(v)} output/s")) if x]
     if toks:

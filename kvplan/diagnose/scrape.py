@@ -23,7 +23,11 @@ def metrics_url(src: str) -> str:
     """`http://host:8000` -> `http://host:8000/metrics`; a URL with a path is kept."""
     from urllib.parse import urlsplit
 
-    parts = urlsplit(src)
+    try:
+        parts = urlsplit(src)
+    except ValueError as e:  # "Invalid IPv6 URL", a bad port
+        raise BadInput(f"cannot read URL {src!r}: {e}",
+                       hint="e.g. http://host:8000 or http://[::1]:8000") from None
     return src.rstrip("/") + "/metrics" if parts.path in ("", "/") else src
 
 

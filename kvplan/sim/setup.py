@@ -231,14 +231,38 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
 MAX_ARRIVALS = 1_000_000  # about 35 s of simulation on one core (~30k requests/s)
 
 
+MAX_SPAN_S = 7 * 86400  # a week of arrivals: past it the rate's units are wrong
+
+
 def bounded(load: Load) -> Load:
-    """Refuse a load whose arrivals would take the simulator longer than anyone waits."""
+    """Refuse a load whose arrivals would take the simulator longer than anyone waits, that
+    spans more than MAX_SPAN_S, or whose open loop expects no request at all."""
     n = arrivals_of(load)
     if n > MAX_ARRIVALS:
         raise BadInput(f"this load simulates {n:,.0f} requests; kvplan simulates "
                        f"at most {MAX_ARRIVALS:,}", hint="lower --rate, --duration or "
                        "--requests; the rate is in requests per second")
+    spans(load)
     return load
+
+
+def spans(load: Load) -> None:
+    """Bad input when the arrivals span more than MAX_SPAN_S, or an open loop's rate x
+    duration expects less than one request (an empty run)."""
+    units = "the rate is in requests per second"
+    if load.duration is not None and load.duration > MAX_SPAN_S:
+        raise BadInput(f"--duration {load.duration:,.3g} s is more than the week "
+                       f"({MAX_SPAN_S:,} s) kvplan simulates", hint="give seconds of arrivals")
+    if not load.rate or load.trace is not None:
+        return
+    if load.duration is not None and load.rate * load.duration < 1:
+        raise BadInput(f"no request is expected in {load.duration:,.3g} s of arrivals at "
+                       f"{load.rate:,.3g} req/s", hint=f"raise --duration to at least "
+                       f"{1 / load.rate:,.3g} s or --rate; {units}")
+    if load.duration is None and load.requests and load.requests / load.rate > MAX_SPAN_S:
+        raise BadInput(f"{load.requests:,} requests at {load.rate:,.3g} req/s arrive over about "
+                       f"{load.requests / load.rate:,.3g} s; kvplan simulates at most a week "
+                       f"({MAX_SPAN_S:,} s)", hint=f"raise --rate or lower --requests; {units}")
 
 
 def too_long_notes(wl: Workload, r: SizeResult,
@@ -329,6 +353,8 @@ def arrivals_of(load: Load) -> float:
 def bounded_sweep(loads: list[Load], runs: int) -> None:
     """Refuse a sweep whose points together simulate more than MAX_ARRIVALS, before the first
     point runs (`runs`: 2 with the fix's sweep beside)."""
+    for x in loads:
+        spans(x)
     total = runs * sum(arrivals_of(x) for x in loads)
     if total > MAX_ARRIVALS:
         fix = " (the points and the fix's run of each)" if runs > 1 else ""

@@ -13,7 +13,10 @@ the record kvplan saved the last time it reached the Hub (`~/.cache/kvplan/hub/`
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -40,11 +43,34 @@ def endpoint() -> str:
     return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 
 
-def timeout() -> float:
-    try:  # set but empty: the default, as an unset variable
-        return float(os.environ.get("KVPLAN_HUB_TIMEOUT") or DEFAULT_TIMEOUT)
+def check_endpoint() -> None:
+    """HF_ENDPOINT must be an http(s) URL before huggingface_hub is imported: it parses the
+    variable at import, and a malformed one fails there (printing on stdout)."""
+    from urllib.parse import urlsplit
+
+    ep = endpoint()
+    try:
+        parts = urlsplit(ep)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
-        raise BadInput("KVPLAN_HUB_TIMEOUT must be a number of seconds") from None
+        ok = False
+    if not ok:
+        raise BadInput(f"HF_ENDPOINT={ep!r} is not an http:// or https:// URL",
+                       hint="e.g. HF_ENDPOINT=https://huggingface.co, or unset it")
+
+
+def timeout() -> float:
+    """KVPLAN_HUB_TIMEOUT, seconds (set but empty: the default, as an unset variable)."""
+    raw = os.environ.get("KVPLAN_HUB_TIMEOUT") or ""
+    try:
+        v = float(raw) if raw.strip() else DEFAULT_TIMEOUT
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v > 0):
+        raise BadInput(f"KVPLAN_HUB_TIMEOUT={raw!r} must be a positive number of seconds",
+                       hint=f"e.g. KVPLAN_HUB_TIMEOUT=30, or unset it for {DEFAULT_TIMEOUT:g}")
+    return v
 
 
 def offline_env() -> bool:
@@ -125,6 +151,10 @@ def _translate(exc: Exception, repo_id: str, revision: str | None, offline: bool
         if suggestions:
             hint = f"did you mean {', '.join(suggestions)}? ({hint})"
         return BadInput(f"no model {repo_id} on {endpoint()}", hint=hint)
+    if isinstance(exc, E["offline"]) and not offline:  # `models add` under HF_HUB_OFFLINE
+        return BadInput(f"cannot fetch {repo_id}{rev} from the Hub: offline mode is on "
+                        "(HF_HUB_OFFLINE)", hint="unset HF_HUB_OFFLINE to fetch it; an air-gapped "
+                        "site uses a catalog `kvplan models export` wrote")
     if not offline and _is_network_error(exc) and not isinstance(exc, E["http"]):
         return _unreachable(exc, repo_id)
     if isinstance(exc, (E["offline"], E["local"])) or offline:
@@ -331,6 +361,13 @@ def load_hub(repo_id: str, *, revision: str | None = None, token: str | None = N
              offline: bool | None = None, suggestions: list[str] | None = None
              ) -> dict[str, Any]:
     """Fetch a model record (config, quant config, exact weight bytes) for `repo_id`."""
+    check_endpoint()
+    with contextlib.redirect_stdout(io.StringIO()):  # huggingface_hub prints import errors
+        return _load_hub(repo_id, revision, token, offline, suggestions)
+
+
+def _load_hub(repo_id: str, revision: str | None, token: str | None, offline: bool | None,
+              suggestions: list[str] | None) -> dict[str, Any]:
     offline = offline_env() if offline is None else offline
     import huggingface_hub as hh
 
