@@ -189,6 +189,15 @@ def test_malformed_config_on_hub(hub, capsys):
     hub.repos["acme/broken"] = Repo(files={"config.json": b"{\"model_type\": "})
     code, _, err = run(capsys, "size", "acme/broken", *ARGS)
     assert code == 2 and "is not valid JSON" in err
+    # the cached copy is the repo's: fixing it is not the user's way out
+    assert err.endswith("(the repo's file is malformed: size a corrected copy (kvplan size "
+                        "PATH to a config.json or model directory))\n")
+    # a field error names the repo's file
+    hub.repos["acme/bad-field"] = Repo(files={"config.json": json.dumps(
+        {**catalog_config(), "num_hidden_layers": "32"}).encode()})
+    code, _, err = run(capsys, "size", "acme/bad-field", *ARGS)
+    assert code == 2 and err.startswith("kvplan: error: acme/bad-field's config.json: config "
+                                        "field 'num_hidden_layers' must be a non-negative")
 
 
 def test_malformed_hf_quant_config_on_hub(hub, capsys):
@@ -200,6 +209,14 @@ def test_malformed_hf_quant_config_on_hub(hub, capsys):
     code, _, err = run(capsys, "size", "acme/bad-quant", "--gpu", "h100")
     assert code == 2
     assert "config field 'hf_quant_config.quantization' must be an object, got 5" in err
+    # a file that is not JSON at all was dropped and the model sized as 16-bit (session 28's
+    # CLI fuzz): vLLM's get_config json.loads it and fails
+    hub.repos["acme/bad-quant-json"] = Repo(files={
+        "config.json": json.dumps(catalog_config()).encode(),
+        "hf_quant_config.json": b"{bad", "model.safetensors": safetensors_bytes(SINGLE)})
+    code, out, err = run(capsys, "size", "acme/bad-quant-json", "--gpu", "h100")
+    assert code == 2 and out == "" and "hf_quant_config of acme/bad-quant-json" in err
+    assert "is not valid JSON" in err and err.count("\n") == 1
 
 
 def test_remote_code_architecture_is_read_not_run(hub, capsys):

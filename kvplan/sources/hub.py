@@ -33,6 +33,9 @@ from kvplan.sources.local import (
 
 REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 DEFAULT_TIMEOUT = 10.0
+# what to do about a repo file that is not valid JSON (the cached copy is the repo's)
+_REPO_FIX = ("the repo's file is malformed: size a corrected copy (kvplan size PATH to a "
+             "config.json or model directory)")
 
 
 def looks_like_repo_id(name: str) -> bool:
@@ -339,7 +342,7 @@ def _from_cache(hh: Any, repo_id: str, revision: str | None) -> dict[str, Any] |
     if not isinstance(cfg, str):
         return None
     cfg_path = Path(cfg)
-    config = read_json(cfg_path, f"config of {repo_id}")
+    config = read_json(cfg_path, f"config of {repo_id}", fix=_REPO_FIX)
     snapshot, commit = cfg_path.parent, cfg_path.parent.name
     local = _cached_tensors(snapshot)
     saved = _load_record(repo_id, commit)
@@ -350,10 +353,12 @@ def _from_cache(hh: Any, repo_id: str, revision: str | None) -> dict[str, Any] |
     st = _st_cached(hh, repo_id, revision, saved)
     if st is None:
         return None
-    rec: dict[str, Any] = {"id": repo_id, "config": config, **w, **st}
+    rec: dict[str, Any] = {"id": repo_id, "config": config, **w, **st,
+                           "origin": f"{repo_id}'s config.json"}
     q = hh.try_to_load_from_cache(repo_id, "hf_quant_config.json", revision=revision)
     if isinstance(q, str):
-        rec["quant_config"] = read_json(Path(q), f"hf_quant_config of {repo_id}")
+        rec["quant_config"] = read_json(Path(q), f"hf_quant_config of {repo_id}",
+                                        fix=_REPO_FIX)
     return rec
 
 
@@ -382,11 +387,15 @@ def _load_hub(repo_id: str, revision: str | None, token: str | None, offline: bo
         if isinstance(exc, BadInput):
             raise
         raise _translate(exc, repo_id, revision, offline, suggestions or []) from None
-    config = read_json(cfg_path, f"config of {repo_id}")
-    rec: dict[str, Any] = {"id": repo_id, "config": config}
+    config = read_json(cfg_path, f"config of {repo_id}", fix=_REPO_FIX)
+    rec: dict[str, Any] = {"id": repo_id, "config": config,
+                           "origin": f"{repo_id}'s config.json"}
     try:
         q = _download(hh, repo_id, "hf_quant_config.json", revision, token, offline)
-        rec["quant_config"] = read_json(Path(q), f"hf_quant_config of {repo_id}")
+        rec["quant_config"] = read_json(Path(q), f"hf_quant_config of {repo_id}",
+                                        fix=_REPO_FIX)
+    except BadInput:  # a file that is there but malformed: vLLM's get_config fails on it
+        raise
     except (E["entry"], E["local"], E["offline"], E["repo"]):
         pass
     except Exception:  # noqa: BLE001 - optional file: the network may drop between calls

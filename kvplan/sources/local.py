@@ -30,14 +30,15 @@ def read_text(path: Path, what: str, reader: str = "transformers and vLLM") -> s
                        hint=f"save it as UTF-8, as {reader} read it") from None
 
 
-def read_json(path: Path, what: str, kind: type = dict) -> Any:
-    """A JSON file holding an object (or, with `kind=list`, an array), or one clear line."""
+def read_json(path: Path, what: str, kind: type = dict,
+              fix: str = "fix the file or pass another path") -> Any:
+    """A JSON file holding an object (or, with `kind=list`, an array), or one clear line
+    (`fix`: what to do about a malformed one)."""
     text = read_text(path, what)
     try:
         data = json.loads(text)
     except ValueError as e:
-        raise BadInput(f"{what} {path} is not valid JSON: {e}",
-                       hint="fix the file or pass another path") from None
+        raise BadInput(f"{what} {path} is not valid JSON: {e}", hint=fix) from None
     if not isinstance(data, kind):
         raise BadInput(f"{what} {path} must hold a JSON "
                        + ("object" if kind is dict else "array"))
