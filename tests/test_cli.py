@@ -647,6 +647,13 @@ def test_configs_vllm_refuses_are_refused(tmp_path, capsys, change, says):
     assert code == 2 and says in err and err.count("\n") == 1
 
 
+def test_a_field_from_hf_overrides_is_named_so(capsys):
+    code, _, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "--hf-overrides",
+                       '{"num_hidden_layers": -1}')
+    assert code == 2 and err == ("kvplan: error: with --hf-overrides: config field "
+                                 "'num_hidden_layers' must be a non-negative integer, got -1\n")
+
+
 def test_a_path_that_is_no_file_or_directory(capsys):
     code, _, err = run(capsys, "size", "/dev/null", "--gpu", "h100")
     assert code == 2 and err == ("kvplan: error: /dev/null is neither a config.json nor a model "
