@@ -132,6 +132,20 @@ def test_single_run_json_contract(capsys):
     assert d["requests_completed"] > 100 and d["preemptions"] == 0
 
 
+def test_a_long_closed_loop_stops_at_the_request_cap(capsys, monkeypatch):
+    """Session 28's CLI fuzz: --concurrency 10 --duration 1e6 ran for minutes; the closed
+    loop now stops after MAX_ARRIVALS requests and says so (lowered here to keep it fast)."""
+    monkeypatch.setattr("kvplan.sim.setup.MAX_ARRIVALS", 300)
+    code, out, err = run(capsys, "simulate", "llama-3.1-8b-instruct", "--gpu", "h100",
+                         "--max-model-len", "8192", "--concurrency", "10", "--duration",
+                         "500000", "--seed", "1", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["requests_completed"] + d["requests_rejected"] == 300
+    assert d["simulated_seconds"] < 500000
+    assert any(n.startswith("the closed loop stopped after 300 requests") for n in d["notes"])
+
+
 def test_sweep_rate_json(capsys):
     code, out, err = run(capsys, "simulate", "llama-3.1-8b-instruct", "--gpu", "h100",
                          "--max-model-len", "8192", "--sweep", "rate=2:20:3", "--duration",
