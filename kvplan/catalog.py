@@ -244,6 +244,9 @@ class Catalog:
     origin: dict[str, str] = field(default_factory=dict)
     _index: dict[str, str] = field(default_factory=dict)
     shadowed: dict[str, str] = field(default_factory=dict)  # a name -> the entry it meant before
+    # a name two entries of one file answer to -> (the first, the second, the file): an error
+    # when that name is looked up, not when the file loads (unrelated names still work)
+    ambiguous: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     def add(self, key: str, entry: dict[str, Any] | _Lazy, origin: str,
             names: list[str] | None = None, normalised: bool = False) -> None:
@@ -261,6 +264,10 @@ class Catalog:
             before = self._index.get(n)
             if before is not None and before != key:
                 self.shadowed[n] = before
+                if self.origin.get(before) == origin:
+                    self.ambiguous[n] = (before, key, origin)
+            if n in self.ambiguous and self.ambiguous[n][2] != origin:
+                del self.ambiguous[n]  # a later file takes the name over
             self._index[n] = key
 
     def entry(self, key: str) -> dict[str, Any]:
@@ -273,6 +280,11 @@ class Catalog:
         return [(k, self.entry(k)) for k in self.entries]
 
     def get(self, name: str) -> tuple[str, dict[str, Any]] | None:
+        amb = self.ambiguous.get(_norm(name))
+        if amb:
+            raise BadInput(f"catalog {amb[2]}: {self.kind[:-1]}s {amb[0]!r} and {amb[1]!r} both "
+                           f"answer to the name {_norm(name)!r}", hint="each id, alias and "
+                           "name picks one entry; remove it from one of them")
         key = self._index.get(_norm(name))
         if key is None:
             return None
@@ -330,25 +342,10 @@ def load(kind: str, extra: list[str] | None = None) -> Catalog:
         if not isinstance(section, dict):
             raise BadInput(f"'{kind}:' in catalog {src} must be a mapping of id -> entry")
 
-        claimed: dict[str, str] = {}  # a name -> the entry of this file that has it
         for key, entry in section.items():
             check_entry(kind, str(key), entry, src)
             cat.add(str(key), entry, src)
-            _claim(claimed, str(key), entry, src, kind)
     return cat
-
-
-def _claim(claimed: dict[str, str], key: str, entry: dict[str, Any], src: str,
-           kind: str) -> None:
-    """Two entries of one file that answer to the same name are ambiguous (across files the
-    later file wins, as documented)."""
-    names = [key, *(entry.get("aliases") or []), *([entry["name"]] if entry.get("name") else [])]
-    for n in {_norm(x) for x in names}:
-        other = claimed.setdefault(n, key)
-        if other != key:
-            raise BadInput(f"catalog {src}: {kind[:-1]}s {other!r} and {key!r} both answer to "
-                           f"the name {n!r}", hint="each id, alias and name picks one entry;"
-                           " remove it from one of them")
 
 
 # Config keys that never change sizing; dropped when kvplan writes a catalog entry (`auto_map`
@@ -409,6 +406,13 @@ def write_models(path: str | Path, entries: dict[str, dict[str, Any]]) -> int:
                        f"{', ...' if len(other) > 3 else ''} and no models: or gpus:); "
                        "nothing was written", hint="name a new file or an existing catalog")
     models = dict(data.get("models") or {})
+    for key, entry in entries.items():  # a name given again moves to the new entry
+        taken = {_norm(x) for x in [key, *(entry.get("aliases") or [])]}
+        for other, old in list(models.items()):
+            if other != key and isinstance(old, dict) and old.get("aliases"):
+                kept = [a for a in old["aliases"] if _norm(a) not in taken]
+                if kept != old["aliases"]:
+                    models[other] = {**old, "aliases": kept}
     models.update(entries)
     data["schema_version"] = data.get("schema_version", 1)
     data["models"] = models

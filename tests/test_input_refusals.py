@@ -283,3 +283,28 @@ def test_two_entries_of_one_catalog_claiming_a_name_are_refused(tmp_path, capsys
         f"kvplan: error: catalog {f}: models 'acme/x' and 'acme/y' both answer to the name "
         "'llama-3.1-8b-instruct' (each id, alias and name picks one entry; remove it from one "
         "of them)\n")
+
+
+def test_an_ambiguous_name_fails_only_its_own_lookups(tmp_path, capsys):
+    """Review 28: refusing the whole file broke every command, and `models add` wrote such
+    files. Now only the ambiguous name is refused, a later file takes it over, and a name given
+    again to `models add` moves to the new entry."""
+    from kvplan import catalog
+
+    cfg = '{"model_type": "llama"}'
+    f = tmp_path / "cat.yaml"
+    f.write_text(f"models:\n  acme/x:\n    aliases: [prod]\n    config: {cfg}\n"
+                 f"  acme/y:\n    aliases: [prod]\n    config: {cfg}\n")
+    code, _, err = run(capsys, "size", "qwen3-8b", "-g", "h100", "--catalog", str(f))
+    assert code == 0, err
+    assert "both answer to the name 'prod'" in bad(capsys, "size", "prod", "-g", "h100",
+                                                    "--catalog", str(f))
+    later = tmp_path / "later.yaml"
+    later.write_text(f"models:\n  acme/z:\n    aliases: [prod]\n    config: {cfg}\n")
+    assert catalog.load("models", [str(f), str(later)]).get("prod")[0] == "acme/z"
+    w = tmp_path / "written.yaml"
+    e = catalog.load("models").get("qwen3-8b")[1]
+    catalog.write_models(w, {"org/a": {**e, "aliases": ["prod"]}})
+    catalog.write_models(w, {"org/b": {**e, "aliases": ["prod", "b"]}})
+    cat = catalog.load("models", [str(w)])
+    assert cat.get("prod")[0] == "org/b" and cat.entry("org/a")["aliases"] == []
