@@ -195,7 +195,8 @@ def register(app: typer.Typer) -> None:
                 raise BadInput("--batch-sizes must be positive integers")
             if sizes[-1] > MAX_BATCH or len(sizes) > MAX_BATCH_ROWS:
                 n = sizes[-1]
-                big = (f"{n:,}" if n < 10**9 else f"{n:.3g}") if n > MAX_BATCH else None
+                big = (f"{n:,}" if n < 10**9 else f"{n:.3g}" if n < 10**300
+                       else f"a {len(str(n))}-digit number") if n > MAX_BATCH else None
                 raise BadInput(f"--batch-sizes {big} is more than {MAX_BATCH:,} sequences"
                                if big else f"--batch-sizes gives {len(sizes):,} rows; kvplan "
                                f"shows at most {MAX_BATCH_ROWS}", hint="a batch size counts "

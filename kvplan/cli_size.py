@@ -395,7 +395,7 @@ def run(
         from kvplan.engines.vllm_overrides import apply_hf_overrides, parse_hf_overrides
 
         m = replace(m, config=apply_hf_overrides(m.config, parse_hf_overrides(hf_overrides)),
-                    origin=(f"{m.origin} " if m.origin else "") + "with --hf-overrides")
+                    origin=f"{m.origin or m.id} with --hf-overrides")
     if speculative_config is not None:
         from kvplan.core.versions import LATEST
         from kvplan.engines.vllm_spec import speculative

@@ -630,7 +630,6 @@ def test_config_field_of_the_wrong_type_is_named(tmp_path, capsys, where, key, v
     ({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 0}},
      "config field 'quantization_config.group_size' must be positive, or -1 for one group "
      "per channel, got 0"),
-    ({"head_dim": 0}, "config field 'head_dim' must be positive, got 0"),
     ({"num_experts": 8, "num_experts_per_tok": 16, "moe_intermediate_size": 768},
      "config routes each token to 16 experts of 8 (the top-k (num_experts_per_tok) must not "
      "exceed the expert count)"),
@@ -650,8 +649,21 @@ def test_configs_vllm_refuses_are_refused(tmp_path, capsys, change, says):
 def test_a_field_from_hf_overrides_is_named_so(capsys):
     code, _, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "--hf-overrides",
                        '{"num_hidden_layers": -1}')
-    assert code == 2 and err == ("kvplan: error: with --hf-overrides: config field "
+    assert code == 2 and err == ("kvplan: error: meta-llama/Llama-3.1-8B with "
+                                 "--hf-overrides: config field "
                                  "'num_hidden_layers' must be a non-negative integer, got -1\n")
+
+
+def test_head_dim_0_reads_as_unset(tmp_path, capsys):
+    """Review 28: transformers saves DeepseekVLV2TextConfig's head_dim as 0, which vLLM 0.33's
+    `get_head_size` and `head_dim or hidden // heads` read as unset: hidden // heads."""
+    cfg = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 36,
+           "vocab_size": 151936, "intermediate_size": 12288, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "head_dim": 0}))
+    code, out, err = run(capsys, "size", str(tmp_path), "--gpu", "h100", "--json")
+    assert code == 0, err
+    assert json.loads(out)["kv_bytes_per_token"] == 36 * 2 * 8 * 128 * 2
 
 
 def test_a_path_that_is_no_file_or_directory(capsys):
@@ -1328,6 +1340,9 @@ def test_extreme_values_and_unreadable_paths_are_bad_input(capsys, monkeypatch):
     assert code == 2 and err == ("kvplan: error: --ubatch-size must be 0 or more, got -1 "
                                  "(vLLM's ParallelConfig refuses it) (give 0 (no "
                                  "microbatching) or the microbatches per step)\n")
+    code, _, err = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100", "--ubatch-size", "2",
+                       "--vllm-version", "0.12")
+    assert code == 2 and "vLLM 0.12 has no --ubatch-size (0.14+" in err
     # a pool just under the null block printed "only -0.00 GiB is available"
     code, out, _ = run(capsys, "size", "llama-3.1-8b", "--gpu", "h100",
                        "--kv-cache-memory-bytes", "1")

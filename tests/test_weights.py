@@ -1360,6 +1360,18 @@ def test_a_modelopt_file_needs_its_producer_and_before_0101_the_flag():
     for v in ("0.10.1", "0.20", "0.33"):
         with pytest.raises(BadInput, match="names no producer 'modelopt'"):
             size(bare, h100, EngineArgs(max_model_len=8192), v)
+    # review 28: a file naming its method itself needs no producer (the ModelOpt classes
+    # claim a quant_method starting with 'modelopt')
+    own = Model("m", LLAMA31_8B, hf_quant_config={**bare.hf_quant_config,
+                                                   "quant_method": "modelopt"})
+    assert size(own, h100, EngineArgs(max_model_len=8192), "0.33").quantization == "modelopt"
+    # before 0.10.1 the flag is how vLLM reads the file: another one names the right one,
+    # and "None" is no flag
+    with pytest.raises(BadInput, match="does not match") as e:
+        size(m, h100, EngineArgs(max_model_len=8192, quantization="fp8"), "0.9.2")
+    assert e.value.hint == "use --quantization modelopt"
+    with pytest.raises(BadInput, match="does not read hf_quant_config.json by itself"):
+        size(m, h100, EngineArgs(max_model_len=8192, quantization="None"), "0.9.2")
     # a KV-only export (no quant_algo) runs 16-bit whatever the release
     kv_only = Model("m", LLAMA31_8B, hf_quant_config={"quantization": {"quant_algo": None}})
     assert size(kv_only, h100, EngineArgs(max_model_len=8192), "0.9.2").quantization is None

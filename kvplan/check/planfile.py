@@ -235,9 +235,12 @@ def plan_targets(doc) -> list:
     try:
         plan = PlanFile.model_validate(doc.data)
     except ValidationError as e:
-        # of a union's errors, the one that goes furthest into the data (a mapping's value,
-        # not "Input should be a valid list" of the list branch)
-        err = max(e.errors(), key=lambda x: len(_error_path(doc, x["loc"])))
+        # of the first field's errors (a union's branches), the one that goes furthest into
+        # the data (a mapping's value, not "Input should be a valid list" of the list branch)
+        errs = e.errors()
+        first = _error_path(doc, errs[0]["loc"])
+        err = max((x for x in errs if _error_path(doc, x["loc"])[:len(first)] == first),
+                  key=lambda x: len(_error_path(doc, x["loc"])))
         path = _error_path(doc, err["loc"])
         where = doc.loc(*path)
         shown = ".".join(str(p) for p in path) or "plan file"

@@ -224,6 +224,10 @@ def ubatches(a: EngineArgs, backend: str | None, gpu: Gpu, version: VllmVersion,
     else --ubatch-size), 1 without; refused as `VllmConfig.__post_init__` refuses
     microbatching with an all-to-all backend other than DeepEP's (NIXL-EP from 0.24,
     ROCm's all-gather in 0.33)."""
+    if a.ubatch_size not in (0, 1) and not version.at_least(0, 14):  # argparse
+        raise BadInput(f"vLLM {version.text} has no --ubatch-size (0.14+; 'unrecognized "
+                       "arguments')", hint="use --enable-dbo for two microbatches",
+                       flag="ubatch_size")
     if a.ubatch_size < 0:  # `ParallelConfig.ubatch_size: Field(default=0, ge=0)`
         raise BadInput(f"--ubatch-size must be 0 or more, got {a.ubatch_size} (vLLM's "
                        "ParallelConfig refuses it)", hint="give 0 (no microbatching) or the "

@@ -1690,7 +1690,8 @@ def _normalize(config: dict[str, Any]) -> ModelArch:
                            *vocab_keys)
     arch.max_position, arch.max_position_source = max_model_len_of(t)
     if arch.num_experts and arch.experts_per_tok > arch.num_experts:
-        # FusedMoE's top-k over fewer experts fails in the profile run
+        # a malformed config: the router picks k of E experts (vLLM's Python does not check
+        # it; the top-k kernels index past the router's E columns)
         raise BadInput(f"config routes each token to {arch.experts_per_tok} experts of "
                        f"{arch.num_experts}", hint="the top-k (num_experts_per_tok) must not "
                        "exceed the expert count")

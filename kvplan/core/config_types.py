@@ -54,7 +54,9 @@ _COUNT_KEYS = frozenset({
     "sparse_topk_blocks",
     # drafters (DSpark, DFlash)
     "dspark_block_size", "markov_rank", "dspark_markov_rank", "n_mtp_layers"})
-_POSITIVE_KEYS = frozenset({"hidden_size", "num_attention_heads", "vocab_size", "head_dim",
+# (not head_dim: transformers saves DeepseekVLV2TextConfig's as 0, which vLLM 0.33's
+# `get_head_size` and the models' `head_dim or hidden // heads` read as unset)
+_POSITIVE_KEYS = frozenset({"hidden_size", "num_attention_heads", "vocab_size",
                             "global_head_dim", "n_embd", "n_head", "d_model", "num_heads",
                             # layer periods (taken modulo)
                             "full_attention_interval", "decoder_sparse_step",

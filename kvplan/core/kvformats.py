@@ -125,13 +125,14 @@ def per_layer(dts: KvDtypes, arch: ModelArch, gpu: Any, a: Any, version: VllmVer
     if user and not version.at_least(0, 19):
         raise BadInput(f"vLLM {version.text} has no --kv-cache-dtype-skip-layers (0.19+)",
                        flag=flag)
-    bad = [x for x in user if x != "sliding_window" and not x.isdigit()]
+    bad = [x for x in user if x != "sliding_window" and not (x.isascii() and x.isdigit())]
     if bad:
         raise BadInput(f"--kv-cache-dtype-skip-layers {bad[0]!r} is not a layer index or "
                        "sliding_window", hint="give layer numbers from 0 (e.g. 0,1,31) or "
                        "sliding_window", flag=flag)
     past = sorted(int(x) for x in user if x.isdigit() and int(x) >= arch.num_layers)
-    if past:  # `Attention.__init__` matches layer names: an index past the end matches none
+    if past and a.speculative is None:  # `Attention.__init__` matches layer names: past the
+        # end only a drafter's layers (MTP's are numbered after the model's) can match
         notes.append(f"--kv-cache-dtype-skip-layers {','.join(map(str, past))}: the model has "
                      f"layers 0-{arch.num_layers - 1}: vLLM matches no layer there and "
                      "quantizes as if it were not listed")

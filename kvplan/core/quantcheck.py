@@ -207,6 +207,10 @@ def _claim(q: str | None, ckpt: str | None, v: Release, cc: str, vendor: str,
         return "gpt_oss_mxfp4"  # `GptOssMxfp4Config`, whatever the flag
     if ckpt.startswith("modelopt") and v >= (0, 10, 0) or q is None or q == ckpt:
         return ckpt
+    if ckpt.startswith("modelopt") and v < (0, 10, 1):  # the flag is how it reads the file
+        raise BadInput(f"--quantization {q} does not match the checkpoint's quantization "
+                       f"({ckpt}); vLLM refuses the pair", hint=f"use --quantization {ckpt}",
+                       flag="quantization")
     raise _mismatch(ckpt, q)
 
 
@@ -223,10 +227,12 @@ def _check_known(ckpt: str, text: str) -> None:
     info = Registry(text).lookup("--quantization")
     known = [c for c in (info.choices if info else ()) if c != "None"]
     if known and ckpt not in known:
+        src = ("the name vLLM gives the ModelOpt export's quant_algo" if
+               ckpt.startswith("modelopt") else
+               "quantization_config.quant_method; 'Unknown quantization method'")
         raise BadInput(f"vLLM {text} does not know the checkpoint's quantization method "
-                       f"{ckpt!r} (quantization_config.quant_method; 'Unknown quantization "
-                       "method')", hint="check the quant_method the export wrote, or use a "
-                       "release that has the method", flag="quantization")
+                       f"{ckpt!r} ({src})", hint="check the quant_method the export wrote, "
+                       "or use a release that has the method", flag="quantization")
 
 
 def _mismatch(ckpt: str, q: str) -> BadInput:

@@ -184,7 +184,9 @@ class Model:
     st_configs: dict[str, Any] | None = None
     st_checked: bool = False
     st_encoder: dict[str, Any] | None = None  # sentence_bert_config.json & co. (+ "file")
-    origin: str = ""  # a user catalog entry: which, in which file (named in config errors)
+    # where the config comes from, named in its errors: a user catalog's entry and file, a
+    # local config.json, a Hub repo's, "... with --hf-overrides"
+    origin: str = ""
 
     @property
     def quant_file_for_kv(self) -> dict[str, Any] | None:
@@ -1290,7 +1292,7 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     version = VllmVersion.of(vllm_version)
     try:
         arch = normalize(model.config)
-    except BadInput as e:  # a user catalog's entry: say which, and where
+    except BadInput as e:  # say which config (`Model.origin`)
         if not model.origin:
             raise
         raise type(e)(f"{model.origin}: {e.message}", hint=e.hint, flag=e.flag) from None
@@ -2908,7 +2910,7 @@ def _check_modelopt_algo(q: dict[str, Any] | None, version: VllmVersion,
     if algo is None:  # no file, or a KV-only export: 16-bit weights
         return
     if not version.at_least(0, 10, 1):
-        if flag is None:
+        if flag is None or str(flag).strip() in ("", "None"):
             raise BadInput(f"vLLM {version.text} does not read hf_quant_config.json by itself "
                            "(0.10.1+ do): this ModelOpt checkpoint would load as 16-bit and "
                            "fail", hint="add --quantization "
@@ -2917,6 +2919,8 @@ def _check_modelopt_algo(q: dict[str, Any] | None, version: VllmVersion,
         return
     if ((q or {}).get("producer") or {}).get("name") != "modelopt" \
             and "modelopt_quant_config" not in inner:
+        if str((q or {}).get("quant_method") or "").lower().startswith("modelopt"):
+            return  # the file names its method itself: the ModelOpt classes claim it
         raise BadInput("hf_quant_config.json names no producer 'modelopt', so vLLM "
                        f"{version.text} takes no quantization method from it and cannot load "
                        "the ModelOpt checkpoint", hint='keep the "producer": {"name": '

@@ -16,7 +16,7 @@ URL_HINT = "is the server up? vLLM serves /metrics on its API port; SGLang needs
 
 
 def is_url(src: str) -> bool:
-    return src.startswith(("http://", "https://"))
+    return src[:8].lower().startswith(("http://", "https://"))  # schemes are caseless
 
 
 def metrics_url(src: str) -> str:

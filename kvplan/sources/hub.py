@@ -47,8 +47,8 @@ def endpoint() -> str:
 
 
 def check_endpoint() -> None:
-    """HF_ENDPOINT must be an http(s) URL before huggingface_hub is imported: it parses the
-    variable at import, and a malformed one fails there (printing on stdout)."""
+    """HF_ENDPOINT must be an http(s) URL before kvplan asks the Hub (huggingface_hub parses
+    it at import, printing a malformed one's failure on stdout, which `load_hub` discards)."""
     from urllib.parse import urlsplit
 
     ep = endpoint()
@@ -366,7 +366,6 @@ def load_hub(repo_id: str, *, revision: str | None = None, token: str | None = N
              offline: bool | None = None, suggestions: list[str] | None = None
              ) -> dict[str, Any]:
     """Fetch a model record (config, quant config, exact weight bytes) for `repo_id`."""
-    check_endpoint()
     with contextlib.redirect_stdout(io.StringIO()):  # huggingface_hub prints import errors
         return _load_hub(repo_id, revision, token, offline, suggestions)
 
@@ -381,6 +380,8 @@ def _load_hub(repo_id: str, revision: str | None, token: str | None, offline: bo
     cached = _from_cache(hh, repo_id, revision)
     if cached is not None:
         return cached
+    if not offline:  # about to ask the Hub (a cached or offline run never does)
+        check_endpoint()
     try:
         cfg_path = Path(_download(hh, repo_id, "config.json", revision, token, offline))
     except Exception as exc:  # noqa: BLE001 - every failure becomes one clear line
@@ -394,8 +395,9 @@ def _load_hub(repo_id: str, revision: str | None, token: str | None, offline: bo
         q = _download(hh, repo_id, "hf_quant_config.json", revision, token, offline)
         rec["quant_config"] = read_json(Path(q), f"hf_quant_config of {repo_id}",
                                         fix=_REPO_FIX)
-    except BadInput:  # a file that is there but malformed: vLLM's get_config fails on it
-        raise
+    except BadInput:  # there but malformed: vLLM's get_config fails on it when it reads it
+        if config.get("quantization_config") is None:  # (config.json's key absent or null)
+            raise
     except (E["entry"], E["local"], E["offline"], E["repo"]):
         pass
     except Exception:  # noqa: BLE001 - optional file: the network may drop between calls
