@@ -371,8 +371,10 @@ def trim_config(config: dict[str, Any]) -> dict[str, Any]:
 
 def entry_from_record(rec: dict[str, Any], aliases: list[str] | None = None) -> dict[str, Any]:
     """A `models.yaml` entry for a fetched model record (docs/catalogs.md)."""
+    from kvplan.core.arch import inner_text_config
+
     cfg = rec["config"]
-    t = cfg.get("text_config") or cfg.get("llm_config") or cfg
+    t = inner_text_config(cfg) or cfg
     entry: dict[str, Any] = {"aliases": list(aliases or []),
                              "family": str(t.get("model_type") or cfg.get("model_type", ""))}
     if rec.get("weights_bytes"):

@@ -222,17 +222,17 @@ def _check_known(ckpt: str, text: str) -> None:
     """A checkpoint method the release does not list (`_verify_quantization`: "Unknown
     quantization method"; the release's `QUANTIZATION_METHODS`, as `vllm_flags.json`
     records --quantization's choices)."""
-    from kvplan.engines.vllm_registry import Registry
+    from kvplan.engines.vllm_registry import missing_choice
 
-    info = Registry(text).lookup("--quantization")
-    known = [c for c in (info.choices if info else ()) if c != "None"]
-    if known and ckpt not in known:
+    miss = missing_choice("--quantization", ckpt, text)
+    if miss:
         src = ("the name vLLM gives the ModelOpt export's quant_algo" if
                ckpt.startswith("modelopt") else
                "quantization_config.quant_method; 'Unknown quantization method'")
         raise BadInput(f"vLLM {text} does not know the checkpoint's quantization method "
-                       f"{ckpt!r} ({src})", hint="check the quant_method the export wrote, "
-                       "or use a release that has the method", flag="quantization")
+                       f"{ckpt!r} ({'; '.join(filter(None, (src, miss[2].strip(' ()'))))})",
+                       hint="check the quant_method the export "
+                       "wrote, or use a release that has the method", flag="quantization")
 
 
 def _mismatch(ckpt: str, q: str) -> BadInput:

@@ -2913,8 +2913,7 @@ def _check_modelopt_algo(q: dict[str, Any] | None, version: VllmVersion,
         if flag is None or str(flag).strip() in ("", "None"):
             raise BadInput(f"vLLM {version.text} does not read hf_quant_config.json by itself "
                            "(0.10.1+ do): this ModelOpt checkpoint would load as 16-bit and "
-                           "fail", hint="add --quantization "
-                           + ("modelopt_fp4" if "FP4" in str(algo).upper() else "modelopt"),
+                           "fail", hint=f"add --quantization {QC.checkpoint_method(None, q)}",
                            flag="quantization")
         return
     if ((q or {}).get("producer") or {}).get("name") != "modelopt" \

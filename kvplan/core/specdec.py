@@ -40,6 +40,7 @@ from kvplan.core.arch import (
     Layer,
     ModelArch,
     StateLayer,
+    inner_text_config,
     normalize,
 )
 from kvplan.core.record import record
@@ -218,7 +219,7 @@ def check_args(spec: SpecDecode, vocab: int, tp: int, version: VllmVersion) -> N
 
 
 def _dspark_block(config: dict[str, Any]) -> int | None:
-    t = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    t = inner_text_config(config) or config
     n = t.get("dspark_block_size", t.get("block_size"))
     return n if isinstance(n, int) and not isinstance(n, bool) else None
 

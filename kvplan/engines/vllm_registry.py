@@ -234,23 +234,35 @@ def _is_number(tok: str) -> bool:
         return False
 
 
-def check_choice(flag: str, value: str, version: str | None) -> None:
-    """BadInput when the release has no `value` for `flag` (argparse's choices, or the names
-    vLLM validates later, as `vllm_flags.json` records them); says when it existed."""
-    from kvplan.errors import BadInput
-
+def missing_choice(flag: str, value: str, version: str | None
+                   ) -> tuple[str, list[str], str] | None:
+    """(release, its choices, when it had `value`: " (it had it up to 0.32)") when the
+    release has no `value` for `flag` (argparse's choices, or the names vLLM validates
+    later, as `vllm_flags.json` records them); None when it has it or lists no choices."""
     reg = Registry(version)
     info = reg.lookup(flag)
     known = [c for c in (info.choices if info else ()) if c != "None"]
     if not known or value in known or value == "None":
-        return
+        return None
     keys = recorded_versions()
     seen = [i for i, k in enumerate(keys)
             if value in ((Registry(k).lookup(flag) or info).choices)]
     older = [i for i in seen if i < keys.index(reg.key)]
     when = (f" (it had it up to {keys[older[-1]]})" if older
             else f" (it has it from {keys[seen[0]]})" if seen else "")
+    return reg.release, known, when
+
+
+def check_choice(flag: str, value: str, version: str | None) -> None:
+    """BadInput when the release has no `value` for `flag` (`missing_choice`); says when it
+    existed."""
+    from kvplan.errors import BadInput
+
+    miss = missing_choice(flag, value, version)
+    if miss is None:
+        return
+    release, known, when = miss
     close = difflib.get_close_matches(value.lower(), known, n=3, cutoff=0.6)
-    raise BadInput(f"vLLM {reg.release} has no {flag} {value}{when}",
+    raise BadInput(f"vLLM {release} has no {flag} {value}{when}",
                    hint=f"did you mean {' or '.join(close)}?" if close
                    else f"use one of {', '.join(known)}", flag=flag.lstrip("-").replace("-", "_"))

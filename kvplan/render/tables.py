@@ -10,10 +10,12 @@ from kvplan.units import GiB
 
 
 def render_models(cat: Catalog, as_json: bool) -> None:
+    from kvplan.core.arch import inner_text_config
+
     rows = []
     for key, e in sorted(cat.items()):
         cfg = e.get("config") or {}
-        t = cfg.get("text_config") or cfg.get("llm_config") or cfg
+        t = inner_text_config(cfg) or cfg
         rows.append({
             "id": key,
             "aliases": list(e.get("aliases") or []),

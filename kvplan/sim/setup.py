@@ -217,9 +217,12 @@ def run_single(*, model, gpu, tp, mml, kv, util, mnbt, seqs, version, wl, seed, 
             load.duration = 300.0
         else:
             load.requests = max(200, 4 * (concurrency or 1))
+    elif concurrency and requests is None and not tr:  # a closed loop over a --duration: its
+        load.requests = MAX_ARRIVALS  # arrivals follow its completions, so cap them
     # unclipped: the engine refuses a prompt of max_model_len or more as vLLM does
     st = simulate(cfg, pm, wl, bounded(load), seed)
-    if load.concurrency and requests is None and st.sim_time < (load.duration or 0):
+    if load.requests == MAX_ARRIVALS and requests is None and not tr \
+            and st.sim_time < (load.duration or 0):
         notes.append(f"the closed loop stopped after {MAX_ARRIVALS:,} requests, "
                      f"{st.sim_time:,.0f} s into the --duration (kvplan simulates at most "
                      f"{MAX_ARRIVALS:,})")
@@ -241,8 +244,6 @@ MAX_SPAN_S = 7 * 86400  # a week of arrivals: past it the rate's units are wrong
 def bounded(load: Load) -> Load:
     """Refuse a load whose arrivals would take the simulator longer than anyone waits, that
     spans more than MAX_SPAN_S, or whose open loop expects no request at all."""
-    if load.concurrency and load.requests is None:  # a closed loop over a --duration:
-        load.requests = MAX_ARRIVALS  # its arrivals follow its completions; cap them
     n = arrivals_of(load)
     if n > MAX_ARRIVALS:
         raise BadInput(f"this load simulates {n:,.0f} requests; kvplan simulates "
