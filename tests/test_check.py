@@ -3302,6 +3302,17 @@ def test_compose_service_gpus_attribute(capsys):
     assert every["status"] == "skip" and every["line"] == line_of(src, "gpus: all")
 
 
+def test_compose_count_minus_one_is_all(capsys, tmp_path):
+    """Review 28: compose-go reads `count: -1` as Docker's "all devices" (DeviceRequest.Count
+    -1), so it is the host's GPUs, not a negative count (refused since the CLI fuzz)."""
+    f = tmp_path / "compose.yaml"
+    f.write_text((FIX / "compose-gpus.yaml").read_text().replace("gpus: all",
+                                                                "gpus: [{count: -1}]"))
+    code, rep = check_json(capsys, f)
+    every = [one(d, "gpu-count-matches") for d in rep["deployments"]][2]
+    assert code == 1 and every["status"] == "skip"
+
+
 def test_compose_gpus_as_a_number_is_refused(capsys, tmp_path):
     """`gpus: 1` is not Compose: its schema takes `all` or a list of device requests, and
     `docker compose` refuses the file (compose-go validates before it transforms)."""

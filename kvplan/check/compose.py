@@ -89,7 +89,7 @@ def _gpus(s: Obj, t: Target) -> None:
     for path, dev in requests:
         if isinstance(dev.get("device_ids"), list) and dev["device_ids"]:
             t.gpu_count = len(dev["device_ids"])
-        elif str(dev.get("count", "all")) != "all":
+        elif str(dev.get("count", "all")) not in ("all", "-1"):  # -1: Docker's "all"
             t.gpu_count = int_at(s, *path, "count", what="count")
         t.gpu_count_loc = s.loc(*path)
 
