@@ -154,3 +154,33 @@ def test_a_flag_the_checkpoint_overrides_changes_nothing(capsys, gpu):
         assert flagged[key] == plain[key]
     assert flagged["notes"][0] == ("vLLM 0.33 loads this checkpoint as gpt_oss_mxfp4 whatever "
                                    "--quantization says: fp8 is ignored")
+
+
+@pytest.mark.parametrize("gpu", ["h100", "b200", "a100-80gb"])
+def test_the_reported_method_fed_back_changes_nothing(gpu):
+    """Review 28 (metamorphic testing): `-q gpt_oss_mxfp4`, the method `size --json` reports
+    for gpt-oss, dropped its MXFP4 padding (crashed on B200); `-q auto_gptq` sized a GPTQ MoE's
+    experts as 16-bit. Every catalog model's reported method, given back, is a no-op."""
+    from dataclasses import replace
+
+    from kvplan import catalog
+    from kvplan.core.sizing import EngineArgs, size
+    from kvplan.errors import KvplanError
+    from kvplan.sources.resolve import resolve_gpu, resolve_model
+
+    g = resolve_gpu(gpu)
+    checked = 0
+    for key in sorted(catalog.load("models").entries):
+        args = EngineArgs(max_model_len=4096, tensor_parallel_size=8)
+        try:
+            base = size(resolve_model(key), g, args, "0.33", hints=False)
+        except KvplanError:
+            continue
+        if base.quantization is None:
+            continue
+        again = size(resolve_model(key), g, replace(args, quantization=base.quantization),
+                     "0.33", hints=False)
+        assert (again.weights_total_bytes, again.num_gpu_blocks, again.moe_kernel) == (
+            base.weights_total_bytes, base.num_gpu_blocks, base.moe_kernel), key
+        checked += 1
+    assert checked >= 20

@@ -896,7 +896,8 @@ def weight_bytes(arch: ModelArch, model_dtype_bytes: int,
     d = float(model_dtype_bytes)
     bits = q.get("bits") or q.get("w_bit")
     lin: float = d
-    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin") and bits:
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin", "auto_awq", "auto_gptq",
+                  "moe_wna16") and bits:  # moe_wna16: the same packed checkpoint
         lin = wna16_stored(q, bits)
     elif method in ("fp8", "fbgemm_fp8", "ptpc_fp8", "fp8_per_tensor", "fp8_per_block",
                     "fp8_per_channel", "int8_per_channel_weight_only"):

@@ -1282,6 +1282,14 @@ def release_registers(arch: ModelArch, config: dict, version: VllmVersion) -> st
 INT32_MAX = 2**31 - 1
 
 
+def _or_none(f: Any, *args: Any) -> Any:
+    """f(*args), or None where it refuses the input."""
+    try:
+        return f(*args)
+    except BadInput:
+        return None
+
+
 def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
          vllm_version: str | None = None, *, hints: bool = True) -> SizeResult:
     """Size vLLM's KV cache for `model` on `gpu` with `args` (`hints`: when it does not fit,
@@ -1363,16 +1371,24 @@ def size(model: Model, gpu: Gpu, args: EngineArgs | None = None,
     model_dtype = resolve_model_dtype(arch.config_dtype, a.dtype, cc, v1=version.v1,
                                       model_type=arch.model_type,
                                       fp16_checked=version.at_least(0, 9))
-    quant = QC.resolve(a.quantization, QC.checkpoint_method(arch.quantization, model.quant_file),
-                       version=version, cc=cc, vendor=gpu.vendor, model_dtype=model_dtype,
-                       model_type=arch.model_type,
-                       allow_deprecated=a.allow_deprecated_quantization)
+    ckpt_method = QC.checkpoint_method(arch.quantization, model.quant_file)
+
+    def resolved(flag: str | None) -> str | None:
+        return QC.resolve(flag, ckpt_method, version=version, cc=cc, vendor=gpu.vendor,
+                          model_dtype=model_dtype, model_type=arch.model_type,
+                          allow_deprecated=a.allow_deprecated_quantization)
+
+    quant = resolved(a.quantization)
     if quant in QC.CLAIM_WHATEVER_THE_FLAG and a.quantization not in (None, quant):
         # the checkpoint's method claims it whatever --quantization says: the flag changes
         # nothing (review 24b F4: gpt-oss with -q fp8 crashed on B200, lost its MXFP4
         # padding on H100)
         notes.append(f"vLLM {version.text} loads this checkpoint as {quant} whatever "
                      f"--quantization says: {a.quantization} is ignored")
+        a = replace(a, quantization=None)
+    elif a.quantization is not None and ckpt_method and quant == _or_none(resolved, None):
+        # a flag naming the method vLLM picks anyway (the JSON's `quantization` fed back:
+        # gpt_oss_mxfp4, auto_gptq) is no flag (review 28: gpt-oss lost its MXFP4 padding)
         a = replace(a, quantization=None)
     mo_kv = modelopt_kv_dtype(arch.quantization, model.quant_file_for_kv,
                               config_json_from=version.modelopt_kv_auto,
