@@ -112,13 +112,17 @@ def parse_int_list(text: str, *, what: str) -> tuple[int, ...]:
     return tuple(int(x) for x in parts)
 
 
-def parse_mm_limits(text: str, *, what: str = "--limit-mm-per-prompt") -> dict[str, int]:
+def parse_mm_limits(text: str, *, what: str = "--limit-mm-per-prompt"
+                    ) -> dict[str, int] | None:
     """vLLM's `--limit-mm-per-prompt`: JSON (`{"image": 2, "video": 0}`, or a modality's
-    `{"count": N, ...}` as 0.10+ accepts) or 0.6's `image=2,video=0`."""
+    `{"count": N, ...}` as 0.10+ accepts) or 0.6's `image=2,video=0`; `{}`, vLLM's default,
+    is None (no limit given)."""
     import json
 
     try:
         raw = json.loads(text)
+        if raw == {}:
+            return None
     except ValueError:
         raw = dict(kv.split("=", 1) for kv in str(text).split(",") if "=" in kv)
     if not isinstance(raw, dict) or not raw:

@@ -446,3 +446,19 @@ def test_gemma4_soft_tokens_and_video_frames():
     v = encoder_profile(e4b.architectures, e4b.vision_config, sizes={"video": {"num_frames": 8}},
                         **{**kw, "limits": None})
     assert (v.modality, v.tokens_per_item, v.items) == ("video", 8 * 78, 8192 // 624)
+
+
+def test_an_empty_limit_mm_per_prompt_is_the_default(capsys):
+    """Review 28 (metamorphic tests): `{}` is vLLM's own default for the flag, refused before."""
+    import json
+
+    from kvplan.cli import main
+
+    argv = ["size", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu", "h100", "--max-model-len", "8192",
+            "--json"]
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--limit-mm-per-prompt", "{}"]) == 0
+    given = json.loads(capsys.readouterr().out)
+    assert (given["kv_cache_tokens"], given["activation_bytes"]) == (
+        plain["kv_cache_tokens"], plain["activation_bytes"])
