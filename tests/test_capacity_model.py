@@ -63,7 +63,10 @@ def test_mean_step_over_poisson_admissions_by_hand():
     step = 0.0008 + 99 * 15e-6 + sum(p * max(0.010, (99 + 500 * k) * 1e-5)
                                      for k, p in enumerate(pi))
     assert pt.step_s == pytest.approx(step, rel=1e-6)
-    assert pt.tpot_ms == pytest.approx(step * 1000, rel=1e-6)
+    # a request decodes beside the other 99's prefills, not its own: the pure-decode step
+    # (no prompt: max(10 ms, 99 x 10 us)) plus 99 / 100 of the prefill load's share
+    decode = 0.0008 + 99 * 15e-6 + max(0.010, 99 * 1e-5)
+    assert pt.tpot_ms == pytest.approx((step - (step - decode) / 100) * 1000, rel=1e-6)
     assert pt.requests_per_s == pytest.approx(r / step, rel=1e-6)
     assert pt.output_tokens_per_s == pytest.approx(r * 101 / step, rel=1e-6)
     assert pt.running == 100 and not pt.budget_starved
@@ -212,3 +215,14 @@ def test_the_plan_raises_the_budget_when_that_saves_a_replica(capsys):
     code, out, _ = run(capsys, *base, "--rate", "100")
     d = json.loads(out)
     assert "--max-num-batched-tokens" not in d["flags"] and d["max_num_seqs"] == 483
+
+
+def test_batch_one_tpot_excludes_its_own_prefill():
+    """Review 28 (metamorphic tests): at batch 1 a request's decodes run alone, so its TPOT is
+    the pure-decode step (simulate's); its 8,000-token prompt had been spread over it."""
+    tr = perf.fixed_traffic(8000, 100)
+    pt = perf.operating_point(toy(), 1, tr, 8192)
+    # (the step model's mean decode count, round(99 / 100) = 1: its own)
+    assert pt.tpot_ms == pytest.approx((0.0008 + 0.010 + 15e-6) * 1000, rel=1e-6)
+    assert pt.step_s * 1000 > pt.tpot_ms + 0.5  # the mean step still holds the prefill
+

@@ -450,7 +450,9 @@ def operating_point(pm: PerfModel, batch: int, tr: Traffic, mnbt: int) -> Point:
     `PerfModel.step_time` over that load: a step that admits nothing is pure decode
     (memory-bound), one that admits several is compute-bound. A load past the room spills
     into later steps at the full step's marginal cost (an upper bound: a spill into a
-    memory-bound step costs less). TPOT is the mean step; a step emits r x output tokens.
+    memory-bound step costs less). A step emits r x output tokens. TPOT is the mean step a
+    request decodes in: the pure-decode step plus the other running - 1 requests' share of
+    the prefill load (its own prefill comes before its first token).
     Past `unstarved_batch` the budget cannot refill the batch as fast as it drains, and the
     engine runs that many, whatever the cap.
     """
@@ -488,8 +490,11 @@ def operating_point(pm: PerfModel, batch: int, tr: Traffic, mnbt: int) -> Point:
     e2 /= e0
     residual = e2 / (2 * step)  # an arrival at a random time waits out the step in progress
     first = residual + _own_prefill(curve, tr.fresh_mean, min(r * tr.fresh_mean, room))
+    # a request's own prefill steps lie before its first token: its decodes ride with the
+    # other running - 1 requests' prefills only (pure decode steps at batch 1; review 28)
+    tpot = step - (step - curve(0.0)) / running
     return Point(batch_size=batch, output_tokens_per_s=r * tr.out_mean / step,
-                 tpot_ms=step * 1000, ttft_ms=first * 1000, step_s=step, running=running,
+                 tpot_ms=tpot * 1000, ttft_ms=first * 1000, step_s=step, running=running,
                  requests_per_s=r / step, budget_starved=starved, unstarved_batch=int(n_star),
                  decodes=d, ctx=ctx, room=room)
 
