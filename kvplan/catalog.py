@@ -410,11 +410,11 @@ def write_models(path: str | Path, entries: dict[str, dict[str, Any]]) -> int:
     models = dict(data.get("models") or {})
     for key, entry in entries.items():  # a name given again moves to the new entry
         taken = {_norm(x) for x in [key, *(entry.get("aliases") or [])]}
-        for other, old in list(models.items()):
-            if other != key and isinstance(old, dict) and old.get("aliases"):
+        for name, old in list(models.items()):
+            if name != key and isinstance(old, dict) and old.get("aliases"):
                 kept = [a for a in old["aliases"] if _norm(a) not in taken]
                 if kept != old["aliases"]:
-                    models[other] = {**old, "aliases": kept}
+                    models[name] = {**old, "aliases": kept}
     models.update(entries)
     data["schema_version"] = data.get("schema_version", 1)
     data["models"] = models

@@ -397,12 +397,12 @@ def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
     # label differs, `auto`'s 2 bytes do not)
     root_dtype = next((config[k] for k in ("dtype", "torch_dtype") if config.get(k) is not None),
                       None)
+    inner = inner_text_config(config)
     thinker = config.get("thinker_config")
-    if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
+    if isinstance(thinker, dict) and inner is thinker.get("text_config"):
         # Qwen2.5-Omni / Qwen3-Omni / Qwen3-ASR: the thinker's quantization comes first (the
         # root's dtype, above)
         config = {**config, **{k: v for k, v in thinker.items() if k != "text_config"}}
-    inner = inner_text_config(config)
     if inner is None:
         t = dict(config)
     else:

@@ -143,13 +143,18 @@ def checkpoint_method(quant_config: dict | None, modelopt_file: dict | None) -> 
     return {"compressed_tensors": "compressed-tensors"}.get(m, m) or None
 
 
+def given_flag(flag: str | None) -> str | None:
+    """--quantization as vLLM takes it: None, empty and "None" are no flag."""
+    return None if flag is None or str(flag).strip() in ("", "None") else str(flag).strip()
+
+
 def resolve(flag: str | None, ckpt: str | None, *, version: VllmVersion, cc: str,
             vendor: str, model_dtype: str, model_type: str = "",
             allow_deprecated: bool = False) -> str | None:
     """The quantization method vLLM runs for `--quantization flag` on a checkpoint quantized
     with `ckpt` (None: 16-bit), or BadInput where vLLM refuses the start."""
     v = version.v
-    q = None if flag is None or str(flag).strip() in ("", "None") else str(flag).strip()
+    q = given_flag(flag)
     if q and v < (0, 9, 1):  # `ModelConfig.__post_init__` lower-cased it up to 0.9.0
         q = q.lower()
     method = _claim(q, ckpt, v, cc, vendor, model_type)
@@ -208,9 +213,7 @@ def _claim(q: str | None, ckpt: str | None, v: Release, cc: str, vendor: str,
     if ckpt.startswith("modelopt") and v >= (0, 10, 0) or q is None or q == ckpt:
         return ckpt
     if ckpt.startswith("modelopt") and v < (0, 10, 1):  # the flag is how it reads the file
-        raise BadInput(f"--quantization {q} does not match the checkpoint's quantization "
-                       f"({ckpt}); vLLM refuses the pair", hint=f"use --quantization {ckpt}",
-                       flag="quantization")
+        raise _mismatch(ckpt, q, hint=f"use --quantization {ckpt}")
     raise _mismatch(ckpt, q)
 
 
@@ -235,10 +238,10 @@ def _check_known(ckpt: str, text: str) -> None:
                        "wrote, or use a release that has the method", flag="quantization")
 
 
-def _mismatch(ckpt: str, q: str) -> BadInput:
+def _mismatch(ckpt: str, q: str, hint: str = "drop --quantization: vLLM reads the method "
+              "from the checkpoint") -> BadInput:
     return BadInput(f"--quantization {q} does not match the checkpoint's quantization "
-                    f"({ckpt}); vLLM refuses the pair", hint="drop --quantization: vLLM "
-                    "reads the method from the checkpoint", flag="quantization")
+                    f"({ckpt}); vLLM refuses the pair", hint=hint, flag="quantization")
 
 
 def _check_online(method: str, v: Release, text: str) -> None:

@@ -2926,7 +2926,7 @@ def _check_modelopt_algo(q: dict[str, Any] | None, version: VllmVersion,
     if algo is None:  # no file, or a KV-only export: 16-bit weights
         return
     if not version.at_least(0, 10, 1):
-        if flag is None or str(flag).strip() in ("", "None"):
+        if QC.given_flag(flag) is None:
             raise BadInput(f"vLLM {version.text} does not read hf_quant_config.json by itself "
                            "(0.10.1+ do): this ModelOpt checkpoint would load as 16-bit and "
                            "fail", hint=f"add --quantization {QC.checkpoint_method(None, q)}",
